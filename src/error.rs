@@ -1,0 +1,301 @@
+//! The crate's error type. Every variant names what a user needs to act on: the file,
+//! the line and byte offset, the entry id, the plugin, or the lock holder.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Where in a session file something was found: 1-based line number and the byte
+/// offset of the line's first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Location {
+    /// 1-based line number (the header is line 1).
+    pub line: u64,
+    /// Byte offset of the first byte of the line.
+    pub offset: u64,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {} (byte offset {})", self.line, self.offset)
+    }
+}
+
+/// Everything that can go wrong in this crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O operation on a file failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What we were doing ("reading", "appending to", ...).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The file has no session header line.
+    #[error("{path}: not a Pi session file: {detail}")]
+    MissingHeader {
+        /// The session file.
+        path: PathBuf,
+        /// Why ("the file is empty", "line 1 is a message entry", ...).
+        detail: String,
+    },
+
+    /// The header line exists but is not a valid session header.
+    #[error("{path}: invalid session header on line 1: {detail}")]
+    InvalidHeader {
+        /// The session file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+
+    /// The session file was written by a newer Pi than this crate understands.
+    #[error(
+        "{path}: session format version {version} is newer than the supported version 3; \
+         upgrade session-state"
+    )]
+    UnsupportedVersion {
+        /// The session file.
+        path: PathBuf,
+        /// The version found in the header.
+        version: String,
+    },
+
+    /// A complete line that is not valid JSON, followed by valid lines.
+    #[error(
+        "{path}: corrupt line at {at}: {detail}; valid entries follow it, so this is not a \
+         torn write (run `session-state verify --salvage` to see what a salvage read keeps)"
+    )]
+    Corrupt {
+        /// The session file.
+        path: PathBuf,
+        /// Where the line starts.
+        at: Location,
+        /// The parser's complaint.
+        detail: String,
+    },
+
+    /// A line that is valid JSON but not a valid entry (missing `id`, wrong types, ...).
+    #[error("{path}: invalid entry at {at}{}: {detail}", fmt_id(.id))]
+    InvalidEntry {
+        /// The session file.
+        path: PathBuf,
+        /// Where the line starts.
+        at: Location,
+        /// The entry id, when the line has one.
+        id: Option<String>,
+        /// What is wrong.
+        detail: String,
+    },
+
+    /// Two entries share an id.
+    #[error("{path}: duplicate entry id '{id}' at {at} (first used on line {first_line})")]
+    DuplicateId {
+        /// The session file.
+        path: PathBuf,
+        /// Where the second use starts.
+        at: Location,
+        /// The id.
+        id: String,
+        /// Line of the first entry with this id.
+        first_line: u64,
+    },
+
+    /// An entry's `parentId` names no earlier entry.
+    #[error(
+        "{path}: entry '{id}' at {at} has parentId '{parent}', which names no earlier entry \
+         (a missing entry or a forward reference)"
+    )]
+    DanglingParent {
+        /// The session file.
+        path: PathBuf,
+        /// Where the entry starts.
+        at: Location,
+        /// The entry id.
+        id: String,
+        /// The parent id it names.
+        parent: String,
+    },
+
+    /// An entry is its own ancestor.
+    #[error("{path}: entry '{id}' at {at} is its own parent (a cycle)")]
+    Cycle {
+        /// The session file.
+        path: PathBuf,
+        /// Where the entry starts.
+        at: Location,
+        /// The entry id.
+        id: String,
+    },
+
+    /// An entry id that the session does not contain.
+    #[error("{path}: no entry with id '{id}' in this session")]
+    UnknownEntry {
+        /// The session file.
+        path: PathBuf,
+        /// The id that was asked for.
+        id: String,
+    },
+
+    /// The file changed behind our back in a way appends cannot explain.
+    #[error("{path}: the file changed behind this process's back ({detail}); reopen the session")]
+    ChangedOnDisk {
+        /// The session file.
+        path: PathBuf,
+        /// What changed.
+        detail: String,
+    },
+
+    /// The last complete line does not parse; appending after it would turn it into
+    /// corruption in the middle of the file.
+    #[error(
+        "{path}: the last complete line ({at}) is not valid JSON ({detail}); refusing to \
+         append after it. Inspect it with `session-state verify`"
+    )]
+    TrailingGarbage {
+        /// The session file.
+        path: PathBuf,
+        /// Where the line starts.
+        at: Location,
+        /// The parser's complaint.
+        detail: String,
+    },
+
+    /// An earlier write or sync failed; the writer refuses further appends.
+    #[error(
+        "{path}: an earlier append failed ({cause}); this writer is poisoned and appends \
+         nothing more. Reopen the session: the reader will show what reached the disk"
+    )]
+    Poisoned {
+        /// The session file.
+        path: PathBuf,
+        /// The first failure.
+        cause: String,
+    },
+
+    /// The session exists only in memory; the operation needs the file.
+    #[error("session {session_id} has not been written to disk yet")]
+    NotMaterialized {
+        /// The session id.
+        session_id: String,
+    },
+
+    /// The session file already exists.
+    #[error("{path}: a file already exists at this path")]
+    AlreadyExists {
+        /// The path.
+        path: PathBuf,
+    },
+
+    /// A value could not be serialized to JSON; nothing was written.
+    #[error("plugin '{plugin}': the value cannot be serialized to JSON: {source}")]
+    Serialize {
+        /// The plugin id.
+        plugin: String,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A stored value does not deserialize into the caller's type.
+    #[error(
+        "plugin '{plugin}': the stored value (entry '{entry_id}') does not deserialize into \
+         the requested type: {source}"
+    )]
+    Deserialize {
+        /// The plugin id.
+        plugin: String,
+        /// The entry whose fold produced the value.
+        entry_id: String,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A state event that this crate cannot interpret.
+    #[error("{path}: plugin '{plugin}': bad state event '{entry_id}' at {at}: {detail}")]
+    BadEvent {
+        /// The session file.
+        path: PathBuf,
+        /// The plugin id.
+        plugin: String,
+        /// The entry id.
+        entry_id: String,
+        /// Where the entry starts.
+        at: Location,
+        /// What is wrong (unknown `v`, op or scope, missing value...).
+        detail: String,
+    },
+
+    /// An invalid option given to [`crate::Options`] or a CLI flag.
+    #[error("invalid option {option}: {detail}")]
+    InvalidOption {
+        /// The option's name.
+        option: &'static str,
+        /// What is wrong and what is allowed.
+        detail: String,
+    },
+
+    /// A header or entry given to the persistence seam is not acceptable.
+    #[error("{detail}")]
+    InvalidInput {
+        /// What is wrong.
+        detail: String,
+    },
+
+    /// The projection database failed.
+    #[error("projection database {path}: {action}: {source}")]
+    Database {
+        /// The database file.
+        path: PathBuf,
+        /// What we were doing.
+        action: &'static str,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// The write lock is held by someone else (or could not be taken).
+    #[error(transparent)]
+    Lock(Box<crate::lock::LockError>),
+
+    /// The database location could not be resolved.
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
+}
+
+impl From<crate::lock::LockError> for Error {
+    fn from(e: crate::lock::LockError) -> Self {
+        Error::Lock(Box::new(e))
+    }
+}
+
+fn fmt_id(id: &Option<String>) -> String {
+    match id {
+        Some(id) => format!(" (entry '{id}')"),
+        None => String::new(),
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Attaches a path and an action to an `io::Error`.
+pub(crate) trait IoContext<T> {
+    fn ctx(self, action: &'static str, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn ctx(self, action: &'static str, path: &std::path::Path) -> Result<T> {
+        self.map_err(|source| Error::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,944 @@
+//! The per-session write lock (SPEC §6): one writer per session at a time.
+//!
+//! The lock is a row in the `write_lock` table of the projection database:
+//!
+//! ```sql
+//! CREATE TABLE write_lock (
+//!     session_id  TEXT PRIMARY KEY,
+//!     holder      TEXT NOT NULL,     -- see `Holder`: pid:<pid>;start:<ticks>;boot:<uuid>;pidns:<inode>
+//!     acquired_at INTEGER NOT NULL,  -- ms since the Unix epoch
+//!     action      TEXT               -- what the holder is doing ("write", "patch", ...); may be NULL
+//! );
+//! ```
+//!
+//! [`acquire`] takes the row over when there is none, when the holder is this process,
+//! when the holder is provably gone ([`Liveness::NotAlive`]), or when the row is at least
+//! [`LEASE`] old (even if its holder is alive); otherwise it refuses with
+//! [`LockError::Held`]. A process that crashes while holding the lock therefore seals
+//! the session for at most one lease, and usually not at all (its pid is gone).
+//!
+//! The module never opens a database: the projection owns the connection (WAL,
+//! `busy_timeout`). [`status`] and [`clear`] never create the table.
+//!
+//! Recovery by hand stays possible:
+//! `sqlite3 states.sqlite "DELETE FROM write_lock WHERE session_id = '…';"`.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+/// How long a lock row protects its holder, even a live one.
+///
+/// A row whose `acquired_at` is at least this old is taken over by the next writer. A row
+/// stamped more than one lease in the *future* (the clock was set back) counts as expired
+/// too, so a clock change cannot seal a session.
+pub const LEASE: Duration = Duration::from_secs(60);
+
+const LEASE_MS: i64 = 60_000;
+
+/// Creates the `write_lock` table if it does not exist.
+///
+/// A table created by an older version (the three SPEC columns only) gets the optional
+/// `action` column added. [`acquire`] calls this itself; the projection may call it when
+/// it creates its schema.
+pub fn ensure_schema(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS write_lock (
+             session_id  TEXT PRIMARY KEY,
+             holder      TEXT NOT NULL,
+             acquired_at INTEGER NOT NULL,
+             action      TEXT
+         );",
+    )?;
+    if !has_action_column(conn)? {
+        conn.execute_batch("ALTER TABLE write_lock ADD COLUMN action TEXT;")?;
+    }
+    Ok(())
+}
+
+fn table_exists(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'write_lock')",
+        [],
+        |row| row.get(0),
+    )
+}
+
+fn has_action_column(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('write_lock') WHERE name = 'action')",
+        [],
+        |row| row.get(0),
+    )
+}
+
+/// Milliseconds since the Unix epoch, the unit of `acquired_at`.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+// ---------------------------------------------------------------------------------------
+// Holder identity
+// ---------------------------------------------------------------------------------------
+
+/// The identity of a lock holder: a process, told apart from a later process that reuses
+/// its pid, and from any process of an earlier boot.
+///
+/// Stored in `write_lock.holder` as `;`-separated `key:value` fields, `pid` first:
+///
+/// ```text
+/// pid:1234;start:567890;boot:eef3f6c1-2340-4aff-9ddd-19cfb5f34435;pidns:4026531836
+/// ```
+///
+/// - `pid`: the process id (required).
+/// - `start`: the process start time, field 22 of `/proc/<pid>/stat` (clock ticks since
+///   boot). A pid reused by another process has another start time.
+/// - `boot`: `/proc/sys/kernel/random/boot_id`; start times are only comparable within
+///   one boot.
+/// - `pidns`: the inode of `/proc/<pid>/ns/pid`; a pid means nothing in another pid
+///   namespace (another container sharing the database file).
+///
+/// The optional fields are left out where they cannot be read (no `/proc`, e.g. macOS):
+/// such a holder is then never judged dead, only its lease frees the row.
+///
+/// ```
+/// use session_state::lock::Holder;
+/// let h = Holder::parse("pid:1234;start:567890;boot:eef3f6c1").expect("valid");
+/// assert_eq!(h.pid(), 1234);
+/// assert_eq!(h.to_string(), "pid:1234;start:567890;boot:eef3f6c1");
+/// assert!(Holder::parse("pid:abc").is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Holder {
+    pid: u32,
+    start_ticks: Option<u64>,
+    boot_id: Option<String>,
+    pid_ns: Option<u64>,
+}
+
+impl Holder {
+    /// This process. Computed once per process.
+    pub fn current() -> Holder {
+        static CURRENT: OnceLock<Holder> = OnceLock::new();
+        CURRENT
+            .get_or_init(|| {
+                let pid = std::process::id();
+                Holder::for_pid(pid).unwrap_or(Holder {
+                    pid,
+                    start_ticks: None,
+                    boot_id: None,
+                    pid_ns: None,
+                })
+            })
+            .clone()
+    }
+
+    /// The identity of the running process `pid`, read from `/proc`; `None` when it does
+    /// not exist or `/proc` cannot tell (not Linux).
+    pub fn for_pid(pid: u32) -> Option<Holder> {
+        let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+        let stat = parse_stat(&stat)?;
+        Some(Holder {
+            pid,
+            start_ticks: Some(stat.start_ticks),
+            boot_id: boot_id(),
+            pid_ns: pid_namespace(&format!("/proc/{pid}/ns/pid")),
+        })
+    }
+
+    /// Parses a holder string written by [`Holder`]'s `Display`. Returns `None` for
+    /// anything else (a foreign or hand-written format): such a holder's liveness is
+    /// [`Liveness::Unknown`].
+    pub fn parse(s: &str) -> Option<Holder> {
+        let mut fields = s.split(';');
+        let pid = fields.next()?.strip_prefix("pid:")?;
+        let pid = parse_decimal::<u32>(pid)?;
+        let mut holder = Holder {
+            pid,
+            start_ticks: None,
+            boot_id: None,
+            pid_ns: None,
+        };
+        for field in fields {
+            let (key, value) = field.split_once(':')?;
+            match key {
+                "start" if holder.start_ticks.is_none() => {
+                    holder.start_ticks = Some(parse_decimal(value)?);
+                }
+                "boot" if holder.boot_id.is_none() => {
+                    let valid = !value.is_empty()
+                        && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+                    if !valid {
+                        return None;
+                    }
+                    holder.boot_id = Some(value.to_owned());
+                }
+                "pidns" if holder.pid_ns.is_none() => {
+                    holder.pid_ns = Some(parse_decimal(value)?);
+                }
+                _ => return None,
+            }
+        }
+        Some(holder)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The process start time in clock ticks since boot, when known.
+    pub fn start_ticks(&self) -> Option<u64> {
+        self.start_ticks
+    }
+
+    /// The boot id the process ran under, when known.
+    pub fn boot_id(&self) -> Option<&str> {
+        self.boot_id.as_deref()
+    }
+
+    /// Whether this process is still running, judged from `/proc`.
+    ///
+    /// - [`Liveness::Alive`]: same boot, `/proc/<pid>` exists and has the recorded start
+    ///   time.
+    /// - [`Liveness::NotAlive`]: the pid is gone or a zombie, belongs to a process with
+    ///   another start time (a reused pid), or the holder ran in an earlier boot.
+    /// - [`Liveness::Unknown`]: no `/proc`, the holder is in another pid namespace, or it
+    ///   records no start time while its pid exists.
+    pub fn liveness(&self) -> Liveness {
+        self.assess().0
+    }
+
+    /// The liveness and a phrase explaining it, for error messages.
+    fn assess(&self) -> (Liveness, String) {
+        let pid = self.pid;
+        if !Path::new("/proc/self/stat").exists() {
+            return (
+                Liveness::Unknown,
+                format!("there is no /proc on this system to check whether pid {pid} runs"),
+            );
+        }
+        if let (Some(theirs), Some(ours)) = (&self.boot_id, boot_id())
+            && *theirs != ours
+        {
+            return (
+                Liveness::NotAlive,
+                format!("holder pid {pid} ran before the last reboot"),
+            );
+        }
+        if let (Some(theirs), Some(ours)) = (self.pid_ns, own_pid_namespace())
+            && theirs != ours
+        {
+            return (
+                Liveness::Unknown,
+                format!("holder pid {pid} lives in another pid namespace (a container?)"),
+            );
+        }
+        let stat = match std::fs::read(format!("/proc/{pid}/stat")) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return (Liveness::NotAlive, format!("holder pid {pid} is gone"));
+            }
+            Err(e) => {
+                return (
+                    Liveness::Unknown,
+                    format!("/proc/{pid}/stat cannot be read ({e})"),
+                );
+            }
+        };
+        let Some(stat) = parse_stat(&stat) else {
+            return (
+                Liveness::Unknown,
+                format!("/proc/{pid}/stat has a format this version cannot read"),
+            );
+        };
+        if matches!(stat.state, 'Z' | 'X' | 'x') {
+            return (
+                Liveness::NotAlive,
+                format!("holder pid {pid} has exited (it is a zombie)"),
+            );
+        }
+        match self.start_ticks {
+            None => (
+                Liveness::Unknown,
+                format!(
+                    "pid {pid} is running but the holder records no start time, so it may be \
+                     another process that reused the pid"
+                ),
+            ),
+            Some(start) if start == stat.start_ticks => {
+                (Liveness::Alive, format!("holder pid {pid} is alive"))
+            }
+            Some(start) => (
+                Liveness::NotAlive,
+                format!(
+                    "pid {pid} now belongs to another process (start time {}, the holder's was \
+                     {start})",
+                    stat.start_ticks
+                ),
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pid:{}", self.pid)?;
+        if let Some(start) = self.start_ticks {
+            write!(f, ";start:{start}")?;
+        }
+        if let Some(boot) = &self.boot_id {
+            write!(f, ";boot:{boot}")?;
+        }
+        if let Some(ns) = self.pid_ns {
+            write!(f, ";pidns:{ns}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether a lock holder is still running. See [`Holder::liveness`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Liveness {
+    /// The holder process provably runs.
+    Alive,
+    /// The holder process provably does not run any more.
+    NotAlive,
+    /// It cannot be told; the row is respected until its lease expires.
+    Unknown,
+}
+
+impl fmt::Display for Liveness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Liveness::Alive => "alive",
+            Liveness::NotAlive => "not alive",
+            Liveness::Unknown => "unknown",
+        })
+    }
+}
+
+/// Liveness of a raw `holder` column value, with an explanation.
+fn assess_raw(holder: &str) -> (Liveness, String) {
+    match Holder::parse(holder) {
+        Some(h) => h.assess(),
+        None => (
+            Liveness::Unknown,
+            format!("holder '{holder}' is not in a format this version can check"),
+        ),
+    }
+}
+
+/// The fields of `/proc/<pid>/stat` we use.
+struct Stat {
+    state: char,
+    start_ticks: u64,
+}
+
+/// Parses `/proc/<pid>/stat`. The second field (`comm`, in parentheses) may itself
+/// contain spaces, parentheses and non-UTF-8 bytes, so the fixed fields are counted from
+/// the *last* `)`.
+fn parse_stat(bytes: &[u8]) -> Option<Stat> {
+    let close = bytes.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&bytes[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    // After comm: field 3 is the state, field 22 the start time.
+    let state = fields.next()?;
+    let mut chars = state.chars();
+    let state = chars.next()?;
+    if chars.next().is_some() {
+        return None;
+    }
+    let start_ticks = parse_decimal(fields.nth(22 - 4)?)?;
+    Some(Stat { state, start_ticks })
+}
+
+fn parse_decimal<T: std::str::FromStr>(s: &str) -> Option<T> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn boot_id() -> Option<String> {
+    static BOOT: OnceLock<Option<String>> = OnceLock::new();
+    BOOT.get_or_init(|| {
+        let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let id = id.trim();
+        (!id.is_empty()).then(|| id.to_owned())
+    })
+    .clone()
+}
+
+fn own_pid_namespace() -> Option<u64> {
+    static NS: OnceLock<Option<u64>> = OnceLock::new();
+    *NS.get_or_init(|| pid_namespace("/proc/self/ns/pid"))
+}
+
+/// The inode in a `pid:[4026531836]` namespace link.
+fn pid_namespace(link: &str) -> Option<u64> {
+    let target = std::fs::read_link(link).ok()?;
+    let target = target.to_str()?;
+    parse_decimal(target.strip_prefix("pid:[")?.strip_suffix(']')?)
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------
+
+/// Why the write lock could not be taken or kept.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// Another holder has the lock: alive, or of unknown liveness, within its lease.
+    #[error(
+        "session '{object}' is locked by {initiator} ({liveness}): {action} refused because \
+         {reason}. If that process is gone or stuck, run: session-state force-refresh \
+         <session file>  or  {}",
+        manual_recovery(.database.as_deref(), .object)
+    )]
+    Held {
+        /// The holder of the lock, as stored (see [`Holder`]).
+        initiator: String,
+        /// What was refused ("write", "patch", "drop", ...).
+        action: String,
+        /// The session id.
+        object: String,
+        /// Why the holder is respected, e.g. "holder pid 1234 is alive and its lease
+        /// expires in 41 s".
+        reason: String,
+        /// The holder's liveness.
+        liveness: Liveness,
+        /// When the holder took the lock, ms since the Unix epoch.
+        acquired_at_ms: i64,
+        /// The projection database file, when the connection has one.
+        database: Option<Box<Path>>,
+    },
+
+    /// The lock was taken over (lease expiry) or cleared while this guard held it.
+    #[error(
+        "write lock on session '{session_id}' was lost: {}; the lease is {} s, so an \
+         operation holding the lock must renew it or finish sooner",
+        lost_to(.now_held_by.as_deref()),
+        LEASE.as_secs()
+    )]
+    Lost {
+        /// The session id.
+        session_id: String,
+        /// Who holds it now, if anyone.
+        now_held_by: Option<String>,
+    },
+
+    /// The projection database failed.
+    #[error("write lock on session '{session_id}': could not {operation}: {source}")]
+    Database {
+        /// What was being done ("acquire the lock", "release the lock", ...).
+        operation: &'static str,
+        /// The session id.
+        session_id: String,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+impl LockError {
+    fn database(operation: &'static str, session_id: &str) -> impl FnOnce(rusqlite::Error) -> Self {
+        move |source| LockError::Database {
+            operation,
+            session_id: session_id.to_owned(),
+            source,
+        }
+    }
+}
+
+fn lost_to(now_held_by: Option<&str>) -> String {
+    match now_held_by {
+        Some(holder) => format!("it is now held by {holder}"),
+        None => "it was cleared".to_owned(),
+    }
+}
+
+/// The `sqlite3` command that deletes the row, quoted for a POSIX shell.
+fn manual_recovery(database: Option<&Path>, session_id: &str) -> String {
+    let db = match database {
+        Some(path) if !path.as_os_str().is_empty() => shell_word(&path.to_string_lossy()),
+        _ => "states.sqlite".to_owned(),
+    };
+    let sql = format!(
+        "DELETE FROM write_lock WHERE session_id = '{}';",
+        session_id.replace('\'', "''")
+    );
+    let mut quoted = String::with_capacity(sql.len() + 2);
+    quoted.push('"');
+    for c in sql.chars() {
+        if matches!(c, '"' | '\\' | '$' | '`') {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    format!("sqlite3 {db} {quoted}")
+}
+
+fn shell_word(s: &str) -> String {
+    let plain = s
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Acquire and release
+// ---------------------------------------------------------------------------------------
+
+/// Age of a row and whether its lease is over.
+fn lease(acquired_at_ms: i64, now_ms: i64) -> (Duration, bool, Duration) {
+    let elapsed = now_ms.saturating_sub(acquired_at_ms);
+    let expired = !(-LEASE_MS..LEASE_MS).contains(&elapsed);
+    let age = Duration::from_millis(u64::try_from(elapsed).unwrap_or(0));
+    let left = if expired {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(u64::try_from(LEASE_MS - elapsed.max(0)).unwrap_or(0))
+    };
+    (age, expired, left)
+}
+
+/// Reads `acquired_at` tolerantly: a hand-edited non-integer value counts as the epoch,
+/// that is, as long expired.
+fn acquired_at_of(value: Value) -> i64 {
+    match value {
+        Value::Integer(ms) => ms,
+        // `as` saturates (and maps NaN to 0), which is what a garbage value deserves.
+        Value::Real(ms) => ms as i64,
+        _ => 0,
+    }
+}
+
+struct Row {
+    holder: String,
+    acquired_at_ms: i64,
+    action: Option<String>,
+}
+
+fn read_row(
+    conn: &Connection,
+    session_id: &str,
+    with_action: bool,
+) -> rusqlite::Result<Option<Row>> {
+    let sql = if with_action {
+        "SELECT holder, acquired_at, action FROM write_lock WHERE session_id = ?1"
+    } else {
+        "SELECT holder, acquired_at, NULL FROM write_lock WHERE session_id = ?1"
+    };
+    conn.query_row(sql, [session_id], |row| {
+        Ok(Row {
+            holder: row.get(0)?,
+            acquired_at_ms: acquired_at_of(row.get(1)?),
+            action: row.get(2)?,
+        })
+    })
+    .optional()
+}
+
+/// Takes the write lock on `session_id` for this process. See [`acquire_at`].
+///
+/// ```no_run
+/// # fn demo(conn: &mut rusqlite::Connection) -> Result<(), Box<dyn std::error::Error>> {
+/// use session_state::lock;
+/// let mut guard = lock::acquire(conn, "0195f1d0-session", "write")?;
+/// let tx = guard.transaction()?; // the guard derefs to the connection
+/// // ... append to the log, update the projection ...
+/// tx.commit()?;
+/// guard.release()?; // or just drop the guard
+/// # Ok(()) }
+/// ```
+pub fn acquire<'c>(
+    conn: &'c mut Connection,
+    session_id: &str,
+    action: &str,
+) -> Result<LockGuard<'c>, LockError> {
+    acquire_at(conn, session_id, action, now_ms(), &Holder::current())
+}
+
+/// Takes the write lock on `session_id` for `holder` at time `now_ms` (ms since the Unix
+/// epoch); [`acquire`] passes the clock and [`Holder::current`]. Tests inject both.
+///
+/// In one `BEGIN IMMEDIATE` transaction (so two writers cannot both decide to take over)
+/// it creates the table if needed, reads the row and takes it over when there is no row,
+/// when its holder string equals `holder`'s, when the holder is
+/// [`NotAlive`](Liveness::NotAlive), or when the row is at least [`LEASE`] old. Otherwise
+/// it returns [`LockError::Held`]. Waiting for SQLite's own write lock is bounded by the
+/// connection's `busy_timeout`; past it the result is [`LockError::Database`].
+///
+/// The lock is per process, not counted: a second acquisition by the same holder (another
+/// thread, or a nested call through the guard) succeeds, and the first of the two guards
+/// to be released frees the row for everyone. Serialize writers within a process yourself.
+///
+/// The connection must not be inside a transaction.
+pub fn acquire_at<'c>(
+    conn: &'c mut Connection,
+    session_id: &str,
+    action: &str,
+    now_ms: i64,
+    holder: &Holder,
+) -> Result<LockGuard<'c>, LockError> {
+    let err = || LockError::database("acquire the lock", session_id);
+    let holder_str = holder.to_string();
+    let database = conn.path().map(|p| Box::from(Path::new(p)));
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err())?;
+    ensure_schema(&tx).map_err(err())?;
+    if let Some(row) = read_row(&tx, session_id, true).map_err(err())?
+        && row.holder != holder_str
+    {
+        let (liveness, why) = assess_raw(&row.holder);
+        let (_, expired, left) = lease(row.acquired_at_ms, now_ms);
+        if liveness != Liveness::NotAlive && !expired {
+            let left = left.as_millis().div_ceil(1000);
+            let what = row
+                .action
+                .as_deref()
+                .map(|a| format!(" (it is doing: {a})"))
+                .unwrap_or_default();
+            return Err(LockError::Held {
+                initiator: row.holder,
+                action: action.to_owned(),
+                object: session_id.to_owned(),
+                reason: format!("{why}{what} and its lease expires in {left} s"),
+                liveness,
+                acquired_at_ms: row.acquired_at_ms,
+                database,
+            });
+        }
+        let why = if liveness == Liveness::NotAlive {
+            why
+        } else {
+            format!("its {} s lease expired ({why})", LEASE.as_secs())
+        };
+        tracing::warn!(
+            session_id,
+            previous_holder = %row.holder,
+            reason = %why,
+            "taking over the write lock"
+        );
+    }
+    tx.execute(
+        "INSERT INTO write_lock (session_id, holder, acquired_at, action) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (session_id) DO UPDATE SET
+             holder = excluded.holder,
+             acquired_at = excluded.acquired_at,
+             action = excluded.action",
+        params![session_id, holder_str, now_ms, action],
+    )
+    .map_err(err())?;
+    tx.commit().map_err(err())?;
+    Ok(LockGuard {
+        conn,
+        session_id: session_id.to_owned(),
+        holder: holder_str,
+        acquired_at_ms: now_ms,
+        released: false,
+    })
+}
+
+/// Proof of holding the write lock on one session; releases it when dropped.
+///
+/// The guard borrows the connection mutably for its lifetime and dereferences to it, so
+/// the protected work runs on the same connection (`guard.transaction()`, `&*guard`), and
+/// the release cannot be forgotten on any path, including `?` and panics.
+///
+/// Release deletes the row only if it still names this guard's holder, so a guard whose
+/// lease was taken over does not free the new holder's lock. Dropping ignores release
+/// errors (they are logged with `tracing`); call [`LockGuard::release`] to see them. A row
+/// left behind that way expires with its lease, and this process takes it back at once.
+/// If the caller left a transaction open on the connection, the release becomes part of it.
+#[derive(Debug)]
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard<'c> {
+    conn: &'c mut Connection,
+    session_id: String,
+    holder: String,
+    acquired_at_ms: i64,
+    released: bool,
+}
+
+impl LockGuard<'_> {
+    /// The locked session.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The holder string stored in the row.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// When the lock was taken or last renewed, ms since the Unix epoch.
+    pub fn acquired_at_ms(&self) -> i64 {
+        self.acquired_at_ms
+    }
+
+    /// Restarts the lease, for an operation that may outlast [`LEASE`]; also a cheap way to
+    /// check the lock is still held before committing.
+    ///
+    /// Fails with [`LockError::Lost`] when the row no longer names this holder (its lease
+    /// expired and another writer took over, or someone ran `force-refresh`).
+    pub fn renew(&mut self) -> Result<(), LockError> {
+        let now = now_ms();
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE write_lock SET acquired_at = ?3 WHERE session_id = ?1 AND holder = ?2",
+                params![self.session_id, self.holder, now],
+            )
+            .map_err(LockError::database("renew the lock", &self.session_id))?;
+        if changed == 0 {
+            let now_held_by = read_row(self.conn, &self.session_id, false)
+                .map_err(LockError::database("renew the lock", &self.session_id))?
+                .map(|row| row.holder);
+            return Err(LockError::Lost {
+                session_id: self.session_id.clone(),
+                now_held_by,
+            });
+        }
+        self.acquired_at_ms = now;
+        Ok(())
+    }
+
+    /// Releases the lock now. Returns `false` when the row was already gone or held by
+    /// someone else (taken over after the lease, or cleared), `true` when it was deleted.
+    pub fn release(mut self) -> Result<bool, LockError> {
+        self.released = true;
+        self.delete_row()
+    }
+
+    fn delete_row(&mut self) -> Result<bool, LockError> {
+        let deleted = self
+            .conn
+            .execute(
+                "DELETE FROM write_lock WHERE session_id = ?1 AND holder = ?2",
+                params![self.session_id, self.holder],
+            )
+            .map_err(LockError::database("release the lock", &self.session_id))?;
+        Ok(deleted > 0)
+    }
+}
+
+impl Deref for LockGuard<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl DerefMut for LockGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.conn
+    }
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        if let Err(e) = self.delete_row() {
+            tracing::warn!(
+                error = %e,
+                "write lock not released; it expires with its lease"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// status and force-refresh
+// ---------------------------------------------------------------------------------------
+
+/// The lock row of one session, as `session-state status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockStatus {
+    /// The holder as stored (see [`Holder`]); may be a foreign format.
+    pub holder: String,
+    /// What the holder said it was doing, when recorded.
+    pub action: Option<String>,
+    /// When the lock was taken, ms since the Unix epoch.
+    pub acquired_at_ms: i64,
+    /// How long ago that was (zero for a row stamped in the future).
+    pub age: Duration,
+    /// Whether the holder still runs.
+    pub liveness: Liveness,
+    /// Why `liveness` is what it is, e.g. "holder pid 1234 is gone".
+    pub liveness_reason: String,
+    /// Whether the row is at least [`LEASE`] old (or implausibly in the future).
+    pub lease_expired: bool,
+}
+
+impl LockStatus {
+    /// Whether a writer in another process would be refused now: the holder is not known
+    /// to be gone and its lease runs. `force-refresh` asks before clearing such a row.
+    pub fn blocks_writers(&self) -> bool {
+        self.liveness != Liveness::NotAlive && !self.lease_expired
+    }
+}
+
+/// The lock row of `session_id`, or `None` when there is none.
+///
+/// Read-only: it never creates the table (a database without one reports `None`), so it
+/// works on a connection opened with `SQLITE_OPEN_READ_ONLY`.
+pub fn status(conn: &Connection, session_id: &str) -> rusqlite::Result<Option<LockStatus>> {
+    status_at(conn, session_id, now_ms())
+}
+
+/// [`status`] at an injected time (ms since the Unix epoch).
+pub fn status_at(
+    conn: &Connection,
+    session_id: &str,
+    now_ms: i64,
+) -> rusqlite::Result<Option<LockStatus>> {
+    if !table_exists(conn)? {
+        return Ok(None);
+    }
+    let with_action = has_action_column(conn)?;
+    let Some(row) = read_row(conn, session_id, with_action)? else {
+        return Ok(None);
+    };
+    let (liveness, liveness_reason) = assess_raw(&row.holder);
+    let (age, lease_expired, _) = lease(row.acquired_at_ms, now_ms);
+    Ok(Some(LockStatus {
+        holder: row.holder,
+        action: row.action,
+        acquired_at_ms: row.acquired_at_ms,
+        age,
+        liveness,
+        liveness_reason,
+        lease_expired,
+    }))
+}
+
+/// Deletes the lock row of `session_id` whoever holds it (`force-refresh`). Returns whether
+/// there was one. Never creates the table.
+///
+/// This breaks the lock of a possibly live writer; check [`status`] and
+/// [`LockStatus::blocks_writers`] first and ask.
+pub fn clear(conn: &Connection, session_id: &str) -> rusqlite::Result<bool> {
+    if !table_exists(conn)? {
+        return Ok(false);
+    }
+    let deleted = conn.execute("DELETE FROM write_lock WHERE session_id = ?1", [session_id])?;
+    Ok(deleted > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat_line(comm: &str, state: char, start: u64) -> Vec<u8> {
+        // Fields 4..=21 are filler; field 22 is the start time.
+        let filler: Vec<String> = (4..=21).map(|n| n.to_string()).collect();
+        format!(
+            "4242 ({comm}) {state} {} {start} 99 100\n",
+            filler.join(" ")
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn stat_parse_counts_fields_from_the_last_paren() {
+        for comm in ["sleep", "a b", "x) S 1 2 (y", ") )", "(", ""] {
+            let stat = parse_stat(&stat_line(comm, 'S', 567_890)).expect(comm);
+            assert_eq!(stat.start_ticks, 567_890, "comm {comm:?}");
+            assert_eq!(stat.state, 'S');
+        }
+        let mut non_utf8 = b"7 (\xff\xfe) ".to_vec();
+        non_utf8.extend_from_slice(&stat_line("z", 'Z', 5)[b"4242 (z) ".len()..]);
+        let stat = parse_stat(&non_utf8).expect("non-UTF-8 comm");
+        assert_eq!((stat.state, stat.start_ticks), ('Z', 5));
+    }
+
+    #[test]
+    fn stat_parse_rejects_truncated_or_garbage() {
+        assert!(parse_stat(b"").is_none());
+        assert!(parse_stat(b"1 (a) S 1 2 3").is_none());
+        assert!(
+            parse_stat(b"no paren at all S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20")
+                .is_none()
+        );
+        let negative = String::from_utf8(stat_line("a", 'S', 1))
+            .expect("ascii")
+            .replace(" 1 99", " -1 99");
+        assert!(parse_stat(negative.as_bytes()).is_none());
+    }
+
+    #[test]
+    fn holder_round_trips_and_rejects_foreign_formats() {
+        let s = "pid:1;start:2;boot:ab-c;pidns:4026531836";
+        assert_eq!(Holder::parse(s).expect("valid").to_string(), s);
+        assert_eq!(
+            Holder::parse("pid:77").expect("pid only").to_string(),
+            "pid:77"
+        );
+        for bad in [
+            "",
+            "pid:",
+            "pid:abc",
+            "pid:-1",
+            "pid:+1",
+            "1234",
+            "pid:1;start:x",
+            "pid:1;start:1;start:2",
+            "pid:1;host:foo",
+            "pid:1;boot:",
+            "pid:1;boot:a b",
+            "pid:1;",
+            "host=foo,pid=1",
+            "pid:99999999999",
+        ] {
+            assert!(Holder::parse(bad).is_none(), "{bad:?} should not parse");
+        }
+    }
+
+    #[test]
+    fn lease_boundaries() {
+        let (_, expired, left) = lease(0, 59_000);
+        assert!(!expired);
+        assert_eq!(left, Duration::from_secs(1));
+        assert!(lease(0, 60_000).1);
+        assert!(!lease(1_000, 0).1, "slightly in the future is a live lease");
+        assert!(
+            lease(60_001, 0).1,
+            "more than a lease in the future is expired"
+        );
+        assert_eq!(lease(1_000, 0).0, Duration::ZERO);
+        assert!(lease(i64::MIN, i64::MAX).1);
+    }
+
+    #[test]
+    fn recovery_command_is_quoted() {
+        assert_eq!(
+            manual_recovery(None, "abc"),
+            r#"sqlite3 states.sqlite "DELETE FROM write_lock WHERE session_id = 'abc';""#
+        );
+        assert_eq!(
+            manual_recovery(Some(Path::new("/a b/s.db")), "o'$x"),
+            r#"sqlite3 '/a b/s.db' "DELETE FROM write_lock WHERE session_id = 'o''\$x';""#
+        );
+    }
+}

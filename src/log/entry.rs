@@ -1,0 +1,258 @@
+//! The entry model: what we parse out of each line, and nothing more.
+//!
+//! A line is parsed once, borrowed from the read buffer. Only `type`, `id`, `parentId`,
+//! `customType`, `data` and a message's `role` are kept; every other field (message bodies,
+//! usage, unknown fields of unknown types) is skipped by the parser without being stored.
+//! The line's bytes on disk are never rewritten, so unknown types and fields survive
+//! untouched.
+
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+
+/// The entry types Pi 1.x and 0.x write (SPEC §2). Anything else is [`EntryType::Other`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryType {
+    /// `message`
+    Message,
+    /// `thinking_level_change`
+    ThinkingLevelChange,
+    /// `model_change`
+    ModelChange,
+    /// `compaction`
+    Compaction,
+    /// `branch_summary`
+    BranchSummary,
+    /// `custom` (extension state; our events are of this type)
+    Custom,
+    /// `custom_message`
+    CustomMessage,
+    /// `label`
+    Label,
+    /// `session_info`
+    SessionInfo,
+    /// `usage` (Pi 1.x)
+    Usage,
+    /// `context_edit` (Pi 1.x)
+    ContextEdit,
+    /// Any other type: kept, never interpreted.
+    Other,
+}
+
+impl EntryType {
+    /// Maps the `type` field to the enum.
+    pub fn from_name(name: &str) -> EntryType {
+        match name {
+            "message" => EntryType::Message,
+            "thinking_level_change" => EntryType::ThinkingLevelChange,
+            "model_change" => EntryType::ModelChange,
+            "compaction" => EntryType::Compaction,
+            "branch_summary" => EntryType::BranchSummary,
+            "custom" => EntryType::Custom,
+            "custom_message" => EntryType::CustomMessage,
+            "label" => EntryType::Label,
+            "session_info" => EntryType::SessionInfo,
+            "usage" => EntryType::Usage,
+            "context_edit" => EntryType::ContextEdit,
+            _ => EntryType::Other,
+        }
+    }
+}
+
+/// The role of a `message` entry, as far as this crate cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// `user`
+    User,
+    /// `assistant`
+    Assistant,
+    /// `toolResult`
+    ToolResult,
+    /// Any other role (system, bashExecution, custom, summaries, ...).
+    Other,
+}
+
+impl Role {
+    pub(crate) fn from_name(name: &str) -> Role {
+        match name {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "toolResult" => Role::ToolResult,
+            _ => Role::Other,
+        }
+    }
+}
+
+/// A string borrowed from the input when it has no escapes, owned otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CowStr<'a>(pub Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for CowStr<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CowStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(CowStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(CowStr(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(CowStr(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The part of a `message` we look at: its role. Any other shape is tolerated.
+#[derive(Debug, Default)]
+pub(crate) struct MessageHead<'a> {
+    pub role: Option<CowStr<'a>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for MessageHead<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = MessageHead<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut head = MessageHead::default();
+                while let Some(key) = map.next_key::<CowStr<'de>>()? {
+                    if key.0 == "role" && head.role.is_none() {
+                        // A non-string role is tolerated (Pi parses it too); it is just unknown.
+                        head.role = match map.next_value::<&'de RawValue>() {
+                            Ok(raw) => serde_json::from_str::<CowStr<'de>>(raw.get()).ok(),
+                            Err(e) => return Err(e),
+                        };
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(head)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(MessageHead::default())
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(MessageHead::default())
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(MessageHead::default())
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(MessageHead::default())
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(MessageHead::default())
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(MessageHead::default())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(MessageHead::default())
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One entry line, borrowed from the buffer. Fields other than these are skipped.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RawEntry<'a> {
+    #[serde(rename = "type", borrow)]
+    pub ty: CowStr<'a>,
+    #[serde(default, borrow)]
+    pub id: Option<&'a RawValue>,
+    #[serde(rename = "parentId", default, borrow)]
+    pub parent_id: Option<&'a RawValue>,
+    #[serde(rename = "customType", default, borrow)]
+    pub custom_type: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    pub data: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    pub message: Option<MessageHead<'a>>,
+}
+
+/// The session header's fields we read (line 1).
+#[derive(Debug, Deserialize)]
+pub(crate) struct RawHeader<'a> {
+    #[serde(rename = "type", borrow)]
+    pub ty: &'a RawValue,
+    #[serde(default, borrow)]
+    pub id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    pub version: Option<&'a RawValue>,
+    #[serde(default)]
+    pub cwd: Option<serde_json::Value>,
+    #[serde(default)]
+    pub timestamp: Option<serde_json::Value>,
+    #[serde(rename = "parentSession", default)]
+    pub parent_session: Option<serde_json::Value>,
+}
+
+/// Parses a raw JSON value that must be a string.
+pub(crate) fn raw_str<'a>(raw: &'a RawValue) -> Option<Cow<'a, str>> {
+    serde_json::from_str::<CowStr<'a>>(raw.get())
+        .ok()
+        .map(|c| c.0)
+}
+
+/// The session header (line 1).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Header {
+    /// The session id.
+    pub id: String,
+    /// Format version as written in the file (1 when absent). Files of version 1 and 2
+    /// are migrated in memory; on disk before the first append.
+    pub version: u32,
+    /// The working directory the session belongs to.
+    pub cwd: Option<String>,
+    /// When the session was created (ISO 8601).
+    pub timestamp: Option<String>,
+    /// The session this one was forked from (`/fork`, `/clone`).
+    pub parent_session: Option<String>,
+}
+
+impl Header {
+    /// A fresh version-3 header for a new session.
+    pub fn new(id: impl Into<String>, cwd: impl Into<String>) -> Header {
+        Header {
+            id: id.into(),
+            version: 3,
+            cwd: Some(cwd.into()),
+            timestamp: Some(crate::log::now_iso()),
+            parent_session: None,
+        }
+    }
+
+    /// The header as Pi writes it: `{"type":"session","version":3,"id",...}`.
+    pub fn to_line(&self) -> String {
+        let mut m = serde_json::Map::new();
+        m.insert("type".into(), "session".into());
+        m.insert("version".into(), self.version.into());
+        m.insert("id".into(), self.id.clone().into());
+        if let Some(t) = &self.timestamp {
+            m.insert("timestamp".into(), t.clone().into());
+        }
+        if let Some(c) = &self.cwd {
+            m.insert("cwd".into(), c.clone().into());
+        }
+        if let Some(p) = &self.parent_session {
+            m.insert("parentSession".into(), p.clone().into());
+        }
+        let mut s = serde_json::Value::Object(m).to_string();
+        s.push('\n');
+        s
+    }
+}

@@ -1,0 +1,512 @@
+//! Line splitting and the strict/salvage reading rules of SPEC §2.
+//!
+//! The reader streams the file through a fixed buffer: memory does not grow with the
+//! file, only with the longest line. Each complete line (terminated by `\n`) is
+//! classified once; bytes after the last `\n` are the tail, invisible to readers.
+
+use super::entry::{Header, RawEntry, RawHeader, raw_str};
+use crate::error::{Error, Location, Result};
+use std::borrow::Cow;
+use std::io::Read;
+use std::path::Path;
+
+const READ_BUF: usize = 1 << 20;
+
+/// How strictly to read a session file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadMode {
+    /// SPEC §2's strict rules: corruption, bad structure, duplicate ids and dangling
+    /// parents are errors. Torn records and a torn tail are warnings.
+    #[default]
+    Strict,
+    /// Read what Pi would read: skip and report each bad line; a dangling parent makes
+    /// its entry a root.
+    Salvage,
+}
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Readable; nothing is lost that was ever acknowledged.
+    Warning,
+    /// A strict read refuses the file; salvage skipped or repaired this in memory.
+    Error,
+}
+
+/// What a finding is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingKind {
+    /// Bytes after the last newline: an append in progress or torn by a crash.
+    TornTail,
+    /// A truncated JSON object terminated by a newline (Pi 1.x closes torn tails so).
+    TornRecord,
+    /// A final complete line that does not parse: treated as torn.
+    UnparsableFinalLine,
+    /// An empty or whitespace-only line.
+    BlankLine,
+    /// A later `"type":"session"` line; Pi ignores these, so do we.
+    ExtraHeader,
+    /// A UTF-8 byte order mark before the header.
+    ByteOrderMark,
+    /// A complete line that does not parse, followed by valid lines.
+    Corrupt,
+    /// Valid JSON that is not a valid entry.
+    InvalidEntry,
+    /// A second entry with an id already used.
+    DuplicateId,
+    /// A `parentId` naming no earlier entry (salvage makes the entry a root).
+    DanglingParent,
+    /// An entry that is its own parent (salvage makes it a root).
+    Cycle,
+    /// The header line is missing or invalid (salvage looks for the first header).
+    InvalidHeader,
+}
+
+/// One observation about a session file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    /// Warning or error.
+    pub severity: Severity,
+    /// What kind.
+    pub kind: FindingKind,
+    /// Where the line starts.
+    pub at: Location,
+    /// The entry id, when known.
+    pub entry_id: Option<String>,
+    /// A human-readable explanation.
+    pub message: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sev = match self.severity {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        };
+        write!(f, "{sev}: {}", self.at)?;
+        if let Some(id) = &self.entry_id {
+            write!(f, ", entry '{id}'")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// The class of one complete line.
+pub(crate) enum LineClass<'a> {
+    Blank,
+    Entry(RawEntry<'a>),
+    /// Truncated JSON: the parser reached the end of the line inside the value.
+    Torn(String),
+    /// A syntax error, invalid UTF-8 or a NUL: corruption when valid lines follow.
+    Bad(String),
+    /// Valid JSON, not an entry.
+    Invalid(String),
+}
+
+fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+}
+
+pub(crate) fn classify(line: &[u8]) -> LineClass<'_> {
+    if is_blank(line) {
+        return LineClass::Blank;
+    }
+    let text = match std::str::from_utf8(line) {
+        Ok(t) => t,
+        Err(e) => {
+            return match e.error_len() {
+                // The line ends inside a multi-byte character: cut mid-write.
+                None => LineClass::Torn(format!(
+                    "ends inside a UTF-8 character at byte {}",
+                    e.valid_up_to()
+                )),
+                Some(_) => LineClass::Bad(format!("invalid UTF-8 at byte {}", e.valid_up_to())),
+            };
+        }
+    };
+    match serde_json::from_str::<RawEntry<'_>>(text) {
+        Ok(e) => LineClass::Entry(e),
+        Err(e) => match e.classify() {
+            serde_json::error::Category::Eof => LineClass::Torn(e.to_string()),
+            serde_json::error::Category::Syntax | serde_json::error::Category::Io => {
+                LineClass::Bad(e.to_string())
+            }
+            serde_json::error::Category::Data => {
+                // Valid JSON of the wrong shape, unless it is not valid JSON at all:
+                // serde reports type errors before it has seen the whole line.
+                match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                    Ok(_) => LineClass::Invalid(e.to_string()),
+                    Err(e2) if e2.classify() == serde_json::error::Category::Eof => {
+                        LineClass::Torn(e2.to_string())
+                    }
+                    Err(e2) => LineClass::Bad(e2.to_string()),
+                }
+            }
+        },
+    }
+}
+
+/// Streams the complete lines of `src`, starting at `start`. Returns the number of
+/// bytes after the last newline (the tail), which are not passed to `f`.
+pub(crate) fn for_each_line<R: Read>(
+    mut src: R,
+    path: &Path,
+    start: Location,
+    mut f: impl FnMut(&[u8], Location) -> Result<()>,
+) -> Result<u64> {
+    let mut buf: Vec<u8> = vec![0; READ_BUF];
+    let mut filled = 0usize;
+    let mut at = start;
+    loop {
+        if filled == buf.len() {
+            // A line longer than the buffer: grow it.
+            buf.resize(buf.len() * 2, 0);
+        }
+        let n = loop {
+            match src.read(&mut buf[filled..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(Error::Io {
+                        action: "reading",
+                        path: path.to_path_buf(),
+                        source,
+                    });
+                }
+            }
+        };
+        if n == 0 {
+            return Ok(filled as u64);
+        }
+        let scan_from = filled;
+        filled += n;
+        let mut line_start = 0usize;
+        let mut search = scan_from;
+        while let Some(pos) = memchr::memchr(b'\n', &buf[search..filled]) {
+            let end = search + pos;
+            f(&buf[line_start..end], at)?;
+            at.offset += (end + 1 - line_start) as u64;
+            at.line += 1;
+            line_start = end + 1;
+            search = line_start;
+        }
+        buf.copy_within(line_start..filled, 0);
+        filled -= line_start;
+    }
+}
+
+/// Parses line 1. `bytes` excludes the newline.
+pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<Header> {
+    let invalid = |detail: String| Error::InvalidHeader {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let mut bytes = bytes;
+    if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF") {
+        if mode == ReadMode::Strict {
+            return Err(invalid(
+                "the file starts with a UTF-8 byte order mark (EF BB BF), which Pi cannot read \
+                 either; remove it or read with --salvage"
+                    .into(),
+            ));
+        }
+        bytes = rest;
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| invalid(format!("invalid UTF-8: {e}")))?;
+    let raw: RawHeader<'_> = serde_json::from_str(text).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => invalid(format!("not a session header: {e}")),
+        _ => invalid(format!("not valid JSON: {e}")),
+    })?;
+    if raw_str(raw.ty).as_deref() != Some("session") {
+        let ty = raw_str(raw.ty).unwrap_or(Cow::Borrowed(raw.ty.get()));
+        return Err(Error::MissingHeader {
+            path: path.to_path_buf(),
+            detail: format!("line 1 has type {ty:?}, not \"session\""),
+        });
+    }
+    let id = raw
+        .id
+        .and_then(raw_str)
+        .ok_or_else(|| invalid("`id` is missing or not a string".into()))?;
+    let version = match raw.version {
+        None => 1,
+        Some(v) => match serde_json::from_str::<u64>(v.get()) {
+            Ok(n @ 1..=3) => n as u32,
+            Ok(n) if n > 3 => {
+                return Err(Error::UnsupportedVersion {
+                    path: path.to_path_buf(),
+                    version: n.to_string(),
+                });
+            }
+            _ => match serde_json::from_str::<f64>(v.get()) {
+                Ok(f) if f > 3.0 => {
+                    return Err(Error::UnsupportedVersion {
+                        path: path.to_path_buf(),
+                        version: v.get().to_string(),
+                    });
+                }
+                _ => return Err(invalid(format!("`version` {} is not 1, 2 or 3", v.get()))),
+            },
+        },
+    };
+    let s = |v: Option<serde_json::Value>| match v {
+        Some(serde_json::Value::String(s)) => Some(s),
+        _ => None,
+    };
+    Ok(Header {
+        id: id.into_owned(),
+        version,
+        cwd: s(raw.cwd),
+        timestamp: s(raw.timestamp),
+        parent_session: s(raw.parent_session),
+    })
+}
+
+/// Scanning state that survives between reads of the same file (open, then tails).
+#[derive(Debug, Clone)]
+pub(crate) struct ScanState {
+    /// Where the next line starts.
+    pub next: Location,
+    /// Complete lines that did not parse and have no valid line after them yet. If a
+    /// valid line follows, they are corruption; at the end of the file they are torn.
+    pub pending_bad: Vec<(Location, String)>,
+    /// Header version (1, 2 or 3) as read.
+    pub version: u32,
+    /// Entries seen so far (for v1 id assignment).
+    pub ordinal: u64,
+}
+
+/// A well-formed entry line handed to a sink.
+pub(crate) struct ScannedEntry<'a, 'b> {
+    pub raw: &'b RawEntry<'a>,
+    pub id: Cow<'b, str>,
+    /// `None` for a root.
+    pub parent: Option<Cow<'b, str>>,
+    pub at: Location,
+    /// Line length including the newline.
+    pub len: u64,
+}
+
+/// Receives what the scanner finds.
+pub(crate) trait EntrySink {
+    fn entry(&mut self, e: ScannedEntry<'_, '_>, state: &ScanState) -> Result<()>;
+    fn finding(&mut self, f: Finding);
+    /// Id for a version-1 entry (which has none): deterministic per session and ordinal.
+    fn assign_id(&mut self, ordinal: u64) -> String;
+    /// The id of the previous entry in file order (v1's linear chain).
+    fn last_id(&self) -> Option<String>;
+}
+
+impl ScanState {
+    pub(crate) fn after_header(header: &Header, header_len: u64) -> ScanState {
+        ScanState {
+            next: Location {
+                line: 2,
+                offset: header_len,
+            },
+            pending_bad: Vec::new(),
+            version: header.version,
+            ordinal: 0,
+        }
+    }
+
+    fn flush_pending(
+        &mut self,
+        path: &Path,
+        mode: ReadMode,
+        sink: &mut dyn EntrySink,
+    ) -> Result<()> {
+        if self.pending_bad.is_empty() {
+            return Ok(());
+        }
+        if mode == ReadMode::Strict {
+            let (at, detail) = self.pending_bad[0].clone();
+            return Err(Error::Corrupt {
+                path: path.to_path_buf(),
+                at,
+                detail,
+            });
+        }
+        for (at, detail) in self.pending_bad.drain(..) {
+            sink.finding(Finding {
+                severity: Severity::Error,
+                kind: FindingKind::Corrupt,
+                at,
+                entry_id: None,
+                message: format!("skipped corrupt line: {detail}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Handles one complete line (not the header).
+    pub(crate) fn line(
+        &mut self,
+        path: &Path,
+        mode: ReadMode,
+        bytes: &[u8],
+        at: Location,
+        sink: &mut dyn EntrySink,
+    ) -> Result<()> {
+        let len = bytes.len() as u64 + 1;
+        self.next = Location {
+            line: at.line + 1,
+            offset: at.offset + len,
+        };
+        match classify(bytes) {
+            LineClass::Blank => {
+                sink.finding(Finding {
+                    severity: Severity::Warning,
+                    kind: FindingKind::BlankLine,
+                    at,
+                    entry_id: None,
+                    message: "blank line skipped".into(),
+                });
+                Ok(())
+            }
+            LineClass::Torn(detail) => {
+                sink.finding(Finding {
+                    severity: Severity::Warning,
+                    kind: FindingKind::TornRecord,
+                    at,
+                    entry_id: None,
+                    message: format!("torn record skipped (truncated JSON: {detail})"),
+                });
+                Ok(())
+            }
+            LineClass::Bad(detail) => {
+                self.pending_bad.push((at, detail));
+                Ok(())
+            }
+            LineClass::Invalid(detail) => {
+                self.flush_pending(path, mode, sink)?;
+                if mode == ReadMode::Strict {
+                    return Err(Error::InvalidEntry {
+                        path: path.to_path_buf(),
+                        at,
+                        id: None,
+                        detail,
+                    });
+                }
+                sink.finding(Finding {
+                    severity: Severity::Error,
+                    kind: FindingKind::InvalidEntry,
+                    at,
+                    entry_id: None,
+                    message: format!("skipped: not an entry: {detail}"),
+                });
+                Ok(())
+            }
+            LineClass::Entry(raw) => {
+                self.flush_pending(path, mode, sink)?;
+                self.entry(path, mode, &raw, at, len, sink)
+            }
+        }
+    }
+
+    fn entry(
+        &mut self,
+        path: &Path,
+        mode: ReadMode,
+        raw: &RawEntry<'_>,
+        at: Location,
+        len: u64,
+        sink: &mut dyn EntrySink,
+    ) -> Result<()> {
+        if raw.ty.0 == "session" {
+            sink.finding(Finding {
+                severity: Severity::Warning,
+                kind: FindingKind::ExtraHeader,
+                at,
+                entry_id: None,
+                message: "a second session header; ignored, as Pi ignores it".into(),
+            });
+            return Ok(());
+        }
+        let invalid = |sink: &mut dyn EntrySink, id: Option<String>, detail: String| {
+            if mode == ReadMode::Strict {
+                return Err(Error::InvalidEntry {
+                    path: path.to_path_buf(),
+                    at,
+                    id,
+                    detail,
+                });
+            }
+            sink.finding(Finding {
+                severity: Severity::Error,
+                kind: FindingKind::InvalidEntry,
+                at,
+                entry_id: id,
+                message: format!("skipped: {detail}"),
+            });
+            Ok(())
+        };
+        let (id, parent): (Cow<'_, str>, Option<Cow<'_, str>>) = if self.version < 2 {
+            // Version 1: no ids. Pi assigns fresh ids in file order, chained linearly.
+            let parent = sink.last_id().map(Cow::Owned);
+            (Cow::Owned(sink.assign_id(self.ordinal)), parent)
+        } else {
+            let id = match raw.id.and_then(raw_str) {
+                Some(id) if !id.is_empty() => id,
+                Some(_) => return invalid(sink, None, "`id` is empty".into()),
+                None => return invalid(sink, None, "`id` is missing or not a string".into()),
+            };
+            // `parentId: null` and a missing `parentId` are both a root, as in Pi.
+            let parent = match raw.parent_id {
+                None => None,
+                Some(p) => match raw_str(p) {
+                    Some(p) => Some(p),
+                    None => {
+                        return invalid(
+                            sink,
+                            Some(id.into_owned()),
+                            format!("`parentId` is {}, not a string or null", p.get()),
+                        );
+                    }
+                },
+            };
+            (id, parent)
+        };
+        self.ordinal += 1;
+        sink.entry(
+            ScannedEntry {
+                raw,
+                id,
+                parent,
+                at,
+                len,
+            },
+            self,
+        )
+    }
+
+    /// Findings for the lines still pending at the end of what was read.
+    pub(crate) fn trailing_findings(&self) -> Vec<Finding> {
+        self.pending_bad
+            .iter()
+            .map(|(at, detail)| Finding {
+                severity: Severity::Warning,
+                kind: FindingKind::UnparsableFinalLine,
+                at: *at,
+                entry_id: None,
+                message: format!("final complete line does not parse ({detail}); treated as torn"),
+            })
+            .collect()
+    }
+}
+
+/// The finding for bytes after the last newline.
+pub(crate) fn torn_tail_finding(at: Location, len: u64) -> Finding {
+    Finding {
+        severity: Severity::Warning,
+        kind: FindingKind::TornTail,
+        at,
+        entry_id: None,
+        message: format!(
+            "{len} bytes after the last newline (an append in progress or torn by a crash); \
+             invisible to readers"
+        ),
+    }
+}

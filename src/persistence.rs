@@ -1,0 +1,1 @@
+//! The persistence seam (SPEC §8).

@@ -1,0 +1,1034 @@
+//! The SQLite projection (SPEC §4): a cache of folds, never the source of truth.
+//!
+//! Per session the database keeps a watermark (file identity, bytes consumed, length and
+//! mtime at that point, digests of the first and last 4 KiB of the consumed prefix) and,
+//! in the same transaction, the parent links of every entry and the folded value after
+//! every state event. A read checks the watermark with one `stat` and then follows
+//! `state_anc` links through point lookups: its cost does not grow with the file. When
+//! the file grew, only the bytes after the watermark are read; when the prefix changed,
+//! the session is rebuilt from the log. See `docs/architecture.md`.
+
+use crate::error::{Error, Location, Result};
+use crate::log::STATE_PREFIX;
+use crate::log::entry::raw_str;
+use crate::log::io::FileIdentity;
+use crate::log::reader::{self, EntrySink, Finding, ReadMode, ScanState, ScannedEntry};
+use crate::state::envelope::{Envelope, Scope};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const SCHEMA_VERSION: i64 = 1;
+const APP: &str = "session-state";
+const DIGEST_SPAN: u64 = 4096;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions(
+    file TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    dev INTEGER NOT NULL,
+    ino INTEGER NOT NULL,
+    consumed INTEGER NOT NULL,
+    next_line INTEGER NOT NULL,
+    file_len INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    head_digest INTEGER NOT NULL,
+    pre_digest INTEGER NOT NULL,
+    entry_count INTEGER NOT NULL,
+    last_entry_id TEXT
+);
+CREATE TABLE IF NOT EXISTS nodes(
+    file TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    entry_id TEXT NOT NULL,
+    parent INTEGER,
+    state_anc INTEGER,
+    PRIMARY KEY(file, idx)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS nodes_by_id ON nodes(file, entry_id);
+CREATE TABLE IF NOT EXISTS events(
+    file TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    plugin TEXT NOT NULL,
+    scope TEXT,
+    line INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    prev_anc INTEGER,
+    value TEXT,
+    error TEXT,
+    error_idx INTEGER,
+    PRIMARY KEY(file, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS session_values(
+    file TEXT NOT NULL,
+    plugin TEXT NOT NULL,
+    value TEXT,
+    last_idx INTEGER,
+    error TEXT,
+    error_idx INTEGER,
+    PRIMARY KEY(file, plugin)
+) WITHOUT ROWID;
+";
+
+/// What a catch-up did, for tests and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CatchUp {
+    /// The session was (re)built from the start of the file.
+    pub rebuilt: bool,
+    /// Bytes of the session file read (beyond the constant-size digest checks).
+    pub bytes_read: u64,
+    /// Entries added to the projection.
+    pub entries_added: u64,
+}
+
+/// The projection database.
+#[derive(Debug)]
+pub struct Projection {
+    conn: Connection,
+    path: PathBuf,
+    /// Catch-up reports of this connection, newest last (tests and benches read them).
+    last_catch_up: Option<CatchUp>,
+}
+
+fn db_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + use<> {
+    let path = path.to_path_buf();
+    move |source| Error::Database {
+        path,
+        action,
+        source,
+    }
+}
+
+fn is_corruption(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}
+
+fn fnv(bytes: &[u8]) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
+}
+
+fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+fn read_span(f: &mut std::fs::File, path: &Path, start: u64, len: u64) -> Result<Vec<u8>> {
+    let io = |source| Error::Io {
+        action: "reading",
+        path: path.to_path_buf(),
+        source,
+    };
+    f.seek(SeekFrom::Start(start)).map_err(io)?;
+    let mut buf = Vec::with_capacity(len as usize);
+    f.by_ref().take(len).read_to_end(&mut buf).map_err(io)?;
+    Ok(buf)
+}
+
+fn digests(f: &mut std::fs::File, path: &Path, consumed: u64) -> Result<(i64, i64)> {
+    let head = read_span(f, path, 0, consumed.min(DIGEST_SPAN))?;
+    let pre_start = consumed.saturating_sub(DIGEST_SPAN);
+    let pre = read_span(f, path, pre_start, consumed - pre_start)?;
+    Ok((fnv(&head), fnv(&pre)))
+}
+
+/// The key of a session file in the database: its canonical path.
+pub fn file_key(path: &Path) -> Result<String> {
+    let canon = std::fs::canonicalize(path).map_err(|source| Error::Io {
+        action: "resolving",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(canon.to_string_lossy().into_owned())
+}
+
+#[derive(Debug, Clone)]
+struct SessionRow {
+    session_id: String,
+    version: i64,
+    dev: i64,
+    ino: i64,
+    consumed: i64,
+    next_line: i64,
+    file_len: i64,
+    mtime_ns: i64,
+    head_digest: i64,
+    pre_digest: i64,
+    entry_count: i64,
+}
+
+fn session_row(conn: &Connection, file: &str) -> rusqlite::Result<Option<SessionRow>> {
+    conn.query_row(
+        "SELECT session_id, version, dev, ino, consumed, next_line, file_len, mtime_ns, \
+         head_digest, pre_digest, entry_count FROM sessions WHERE file = ?1",
+        [file],
+        |r| {
+            Ok(SessionRow {
+                session_id: r.get(0)?,
+                version: r.get(1)?,
+                dev: r.get(2)?,
+                ino: r.get(3)?,
+                consumed: r.get(4)?,
+                next_line: r.get(5)?,
+                file_len: r.get(6)?,
+                mtime_ns: r.get(7)?,
+                head_digest: r.get(8)?,
+                pre_digest: r.get(9)?,
+                entry_count: r.get(10)?,
+            })
+        },
+    )
+    .optional()
+}
+
+/// Opens a connection with the pragmas of SPEC §4.
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(conn)
+}
+
+/// Whether the database holds our schema: `Ok(true)` ours, `Ok(false)` foreign.
+fn check_schema(conn: &Connection) -> rusqlite::Result<bool> {
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if tables.is_empty() {
+        return Ok(true);
+    }
+    if !tables.iter().any(|t| t == "meta") {
+        // Only the lock table (created by a writer) is still ours.
+        return Ok(tables.iter().all(|t| t == "write_lock"));
+    }
+    let app: Option<String> = conn
+        .query_row("SELECT value FROM meta WHERE key = 'app'", [], |r| r.get(0))
+        .optional()?;
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(app.as_deref() == Some(APP) && version == Some(SCHEMA_VERSION.to_string()))
+}
+
+fn remove_db_files(path: &Path) {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(p));
+    }
+}
+
+impl Projection {
+    /// Opens (or creates) the projection database. A corrupt or foreign database is
+    /// deleted and rebuilt; one that cannot be opened at all is an error.
+    pub fn open(path: &Path) -> Result<Projection> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+                action: "creating the database directory",
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let attempt = |path: &Path| -> rusqlite::Result<std::result::Result<Connection, ()>> {
+            let conn = connect(path)?;
+            if !check_schema(&conn)? {
+                return Ok(Err(()));
+            }
+            conn.execute_batch(SCHEMA)?;
+            conn.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('app', ?1), ('schema_version', ?2)",
+                params![APP, SCHEMA_VERSION.to_string()],
+            )?;
+            crate::lock::ensure_schema(&conn)?;
+            Ok(Ok(conn))
+        };
+        let conn = match attempt(path) {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(())) => {
+                tracing::warn!(db = %path.display(), "foreign schema: rebuilding the projection");
+                remove_db_files(path);
+                attempt(path)
+                    .map_err(db_err(path, "recreating"))?
+                    .map_err(|()| Error::InvalidInput {
+                        detail: format!("{}: could not recreate the database", path.display()),
+                    })?
+            }
+            Err(e) if is_corruption(&e) => {
+                tracing::warn!(db = %path.display(), error = %e, "corrupt: rebuilding the projection");
+                remove_db_files(path);
+                attempt(path)
+                    .map_err(db_err(path, "recreating"))?
+                    .map_err(|()| Error::InvalidInput {
+                        detail: format!("{}: could not recreate the database", path.display()),
+                    })?
+            }
+            Err(e) => return Err(db_err(path, "opening")(e)),
+        };
+        Ok(Projection {
+            conn,
+            path: path.to_path_buf(),
+            last_catch_up: None,
+        })
+    }
+
+    /// Opens an existing database read-only, never creating it (for `status`).
+    pub fn open_existing(path: &Path) -> Result<Option<Connection>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(db_err(path, "opening"))?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(db_err(path, "configuring"))?;
+        Ok(Some(conn))
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The connection (for the lock).
+    pub fn connection(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    /// What the last catch-up did.
+    pub fn last_catch_up(&self) -> Option<CatchUp> {
+        self.last_catch_up
+    }
+
+    /// Brings the projection of `file` up to date with the log and returns what it read.
+    pub fn catch_up(&mut self, file: &Path) -> Result<CatchUp> {
+        let r = catch_up(&mut self.conn, &self.path, file);
+        let r = match r {
+            Err(Error::Database { source, .. }) if is_corruption(&source) => {
+                *self = Projection::open_rebuilt(&self.path)?;
+                catch_up(&mut self.conn, &self.path, file)
+            }
+            r => r,
+        };
+        if let Ok(c) = r {
+            self.last_catch_up = Some(c);
+        }
+        r
+    }
+
+    fn open_rebuilt(path: &Path) -> Result<Projection> {
+        remove_db_files(path);
+        Projection::open(path)
+    }
+
+    /// The folded value of `plugin` in `scope` for `file`, as if the leaf were `at` (the
+    /// last entry in file order by default). Catches up first.
+    pub fn read(
+        &mut self,
+        file: &Path,
+        plugin: &str,
+        scope: Scope,
+        at: Option<&str>,
+    ) -> Result<Option<Value>> {
+        self.catch_up(file)?;
+        let key = file_key(file)?;
+        read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
+    }
+
+    /// Records a session's state after this process appended to it (catch-up from the
+    /// file: the projection never gets ahead of the log).
+    pub fn sync(&mut self, log: &crate::log::SessionLog) -> Result<()> {
+        if !log.is_materialized() {
+            return Ok(());
+        }
+        match self.catch_up(log.path()) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // The log is durable; a projection that cannot follow is dropped and rebuilt
+                // by the next reader, which will then report the problem itself.
+                tracing::warn!(error = %e, "projection could not follow the log; dropping its rows");
+                if let Ok(key) = file_key(log.path()) {
+                    let _ = forget(&self.conn, &key);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Drops this session's cached rows (force-refresh).
+    pub fn forget(&mut self, file: &Path) -> Result<()> {
+        let key = file_key(file)?;
+        forget(&self.conn, &key).map_err(db_err(&self.path, "forgetting a session"))
+    }
+
+    /// Events per plugin and scope in the projection of `file` (for `status`).
+    pub fn event_counts(
+        conn: &Connection,
+        file: &Path,
+    ) -> Result<Vec<(String, Option<String>, u64)>> {
+        let key = file_key(file)?;
+        let mut stmt = match conn.prepare(
+            "SELECT plugin, scope, COUNT(*) FROM events WHERE file = ?1 GROUP BY plugin, scope \
+             ORDER BY plugin, scope",
+        ) {
+            Ok(s) => s,
+            Err(_) => return Ok(Vec::new()),
+        };
+        let rows = stmt
+            .query_map([key], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
+            })
+            .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+            .unwrap_or_default();
+        Ok(rows)
+    }
+}
+
+fn forget(conn: &Connection, key: &str) -> rusqlite::Result<()> {
+    for table in ["sessions", "nodes", "events", "session_values"] {
+        conn.execute(&format!("DELETE FROM {table} WHERE file = ?1"), [key])?;
+    }
+    Ok(())
+}
+
+enum Plan {
+    UpToDate,
+    Resume(SessionRow),
+    Rebuild,
+}
+
+fn plan(
+    conn: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+    meta: &std::fs::Metadata,
+) -> Result<Plan> {
+    let Some(row) = session_row(conn, key).map_err(db_err(db, "reading the watermark"))? else {
+        return Ok(Plan::Rebuild);
+    };
+    let id = FileIdentity::of(meta);
+    if id.dev as i64 != row.dev || id.ino as i64 != row.ino {
+        return Ok(Plan::Rebuild);
+    }
+    let len = meta.len() as i64;
+    if len < row.file_len || len < row.consumed {
+        return Ok(Plan::Rebuild);
+    }
+    if len == row.file_len {
+        // Same length: unchanged unless rewritten in place (then the mtime moved).
+        return Ok(if mtime_ns(meta) == row.mtime_ns {
+            Plan::UpToDate
+        } else {
+            Plan::Rebuild
+        });
+    }
+    // It grew: the consumed prefix must be intact.
+    let mut f = std::fs::File::open(file).map_err(|source| Error::Io {
+        action: "opening",
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let (head, pre) = digests(&mut f, file, row.consumed as u64)?;
+    if head != row.head_digest || pre != row.pre_digest {
+        return Ok(Plan::Rebuild);
+    }
+    Ok(Plan::Resume(row))
+}
+
+fn catch_up(conn: &mut Connection, db: &Path, file: &Path) -> Result<CatchUp> {
+    let key = file_key(file)?;
+    let meta = std::fs::metadata(file).map_err(|source| Error::Io {
+        action: "reading",
+        path: file.to_path_buf(),
+        source,
+    })?;
+    // Fast path without a write transaction.
+    if let Plan::UpToDate = plan(conn, db, file, &key, &meta)? {
+        return Ok(CatchUp::default());
+    }
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(db_err(db, "starting a transaction"))?;
+    // Re-plan under the write lock: another process may have caught up meanwhile.
+    let meta = std::fs::metadata(file).map_err(|source| Error::Io {
+        action: "reading",
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let stats = match plan(&tx, db, file, &key, &meta)? {
+        Plan::UpToDate => CatchUp::default(),
+        Plan::Resume(row) => ingest(&tx, db, file, &key, Some(row))?,
+        Plan::Rebuild => {
+            forget(&tx, &key).map_err(db_err(db, "clearing a session"))?;
+            ingest(&tx, db, file, &key, None)?
+        }
+    };
+    tx.commit().map_err(db_err(db, "committing"))?;
+    Ok(stats)
+}
+
+/// A fold's error: the detail and the node index of the bad event.
+type FoldErr = (String, i64);
+/// A session-scope value (JSON text; `None` = absent) and its error, if any.
+type SessionVal = (Option<String>, Option<FoldErr>);
+/// An `events` row as read back.
+type EventTuple = (
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
+
+#[derive(Clone)]
+struct EventRow {
+    plugin: String,
+    scope: Option<Scope>,
+    prev_anc: Option<i64>,
+    value: Option<String>,
+    error: Option<(String, i64)>,
+}
+
+/// The scanner's sink over SQL, with in-memory caches for what this pass added.
+struct SqlSink<'c> {
+    tx: &'c Connection,
+    db: PathBuf,
+    file: PathBuf,
+    key: String,
+    session_id: String,
+    next_idx: i64,
+    last_id: Option<String>,
+    ids: HashMap<String, (i64, Option<i64>)>,
+    events: HashMap<i64, EventRow>,
+    session_values: HashMap<String, SessionVal>,
+    added: u64,
+}
+
+impl SqlSink<'_> {
+    fn sql<T>(&self, r: rusqlite::Result<T>) -> Result<T> {
+        r.map_err(db_err(&self.db, "updating the projection"))
+    }
+
+    fn node_by_id(&self, id: &str) -> Result<Option<(i64, Option<i64>)>> {
+        if let Some(n) = self.ids.get(id) {
+            return Ok(Some(*n));
+        }
+        self.sql(
+            self.tx
+                .query_row(
+                    "SELECT idx, state_anc FROM nodes WHERE file = ?1 AND entry_id = ?2",
+                    params![self.key, id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional(),
+        )
+    }
+
+    fn event(&self, idx: i64) -> Result<Option<EventRow>> {
+        if let Some(e) = self.events.get(&idx) {
+            return Ok(Some(e.clone()));
+        }
+        self.sql(
+            self.tx
+                .query_row(
+                    "SELECT plugin, scope, prev_anc, value, error, error_idx FROM events \
+                     WHERE file = ?1 AND idx = ?2",
+                    params![self.key, idx],
+                    |r| {
+                        let scope: Option<String> = r.get(1)?;
+                        let error: Option<String> = r.get(4)?;
+                        let error_idx: Option<i64> = r.get(5)?;
+                        Ok(EventRow {
+                            plugin: r.get(0)?,
+                            scope: scope.and_then(|s| s.parse().ok()),
+                            prev_anc: r.get(2)?,
+                            value: r.get(3)?,
+                            error: error.zip(error_idx),
+                        })
+                    },
+                )
+                .optional(),
+        )
+    }
+
+    /// This plugin's branch value just above a node whose parent's `state_anc` is `anc`.
+    fn branch_base(
+        &self,
+        plugin: &str,
+        mut anc: Option<i64>,
+    ) -> Result<std::result::Result<Option<String>, (String, i64)>> {
+        while let Some(e) = anc {
+            let Some(row) = self.event(e)? else { break };
+            if row.plugin == plugin && row.scope != Some(Scope::Session) {
+                return Ok(match row.error {
+                    Some(err) => Err(err),
+                    None => Ok(row.value),
+                });
+            }
+            anc = row.prev_anc;
+        }
+        Ok(Ok(None))
+    }
+
+    fn session_value(&self, plugin: &str) -> Result<SessionVal> {
+        if let Some(v) = self.session_values.get(plugin) {
+            return Ok(v.clone());
+        }
+        let row = self.sql(
+            self.tx
+                .query_row(
+                    "SELECT value, error, error_idx FROM session_values WHERE file = ?1 AND plugin = ?2",
+                    params![self.key, plugin],
+                    |r| {
+                        let e: Option<String> = r.get(1)?;
+                        let ei: Option<i64> = r.get(2)?;
+                        Ok((r.get::<_, Option<String>>(0)?, e.zip(ei)))
+                    },
+                )
+                .optional(),
+        )?;
+        Ok(row.unwrap_or((None, None)))
+    }
+}
+
+fn apply_op(env: &Envelope, current: Option<&str>) -> Option<String> {
+    let cur: Option<Value> = current.and_then(|c| serde_json::from_str(c).ok());
+    env.op.apply(cur.as_ref()).map(|v| v.to_string())
+}
+
+impl EntrySink for SqlSink<'_> {
+    fn entry(&mut self, e: ScannedEntry<'_, '_>, _state: &ScanState) -> Result<()> {
+        let id = &*e.id;
+        if self.node_by_id(id)?.is_some() {
+            return Err(Error::DuplicateId {
+                path: self.file.clone(),
+                at: e.at,
+                id: id.into(),
+                first_line: 0,
+            });
+        }
+        let parent = match e.parent.as_deref() {
+            None => None,
+            Some(p) => match self.node_by_id(p)? {
+                Some(n) => Some(n),
+                None if p == id => {
+                    return Err(Error::Cycle {
+                        path: self.file.clone(),
+                        at: e.at,
+                        id: id.into(),
+                    });
+                }
+                None => {
+                    return Err(Error::DanglingParent {
+                        path: self.file.clone(),
+                        at: e.at,
+                        id: id.into(),
+                        parent: p.into(),
+                    });
+                }
+            },
+        };
+        let idx = self.next_idx;
+        let prev_anc = parent.and_then(|(_, anc)| anc);
+        let plugin = (e.raw.ty.0 == "custom")
+            .then(|| e.raw.custom_type.and_then(raw_str))
+            .flatten()
+            .and_then(|ct| ct.strip_prefix(STATE_PREFIX).map(str::to_owned));
+        let state_anc = if plugin.is_some() {
+            Some(idx)
+        } else {
+            prev_anc
+        };
+        self.sql(self.tx.execute(
+            "INSERT INTO nodes(file, idx, entry_id, parent, state_anc) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![self.key, idx, id, parent.map(|p| p.0), state_anc],
+        ))?;
+        if let Some(plugin) = plugin {
+            let decoded = Envelope::decode(e.raw.data);
+            let scope = match &decoded {
+                Ok(env) => Some(env.scope),
+                Err(d) => d.scope,
+            };
+            let here = |detail: &str| (detail.to_owned(), idx);
+            let mut row = EventRow {
+                plugin: plugin.clone(),
+                scope,
+                prev_anc,
+                value: None,
+                error: None,
+            };
+            // Branch fold (also for an event of unknown scope: it poisons both folds).
+            if scope != Some(Scope::Session) {
+                match (&decoded, self.branch_base(&plugin, prev_anc)?) {
+                    (_, Err(err)) => row.error = Some(err),
+                    (Err(d), _) => row.error = Some(here(&d.detail)),
+                    (Ok(env), Ok(base)) => row.value = apply_op(env, base.as_deref()),
+                }
+            }
+            if scope != Some(Scope::Branch) {
+                let (cur, err) = self.session_value(&plugin)?;
+                let next = match (err, &decoded) {
+                    (Some(err), _) => (cur, Some(err)),
+                    (None, Err(d)) => (cur, Some(here(&d.detail))),
+                    (None, Ok(env)) => (apply_op(env, cur.as_deref()), None),
+                };
+                self.sql(self.tx.execute(
+                    "INSERT OR REPLACE INTO session_values(file, plugin, value, last_idx, error, error_idx) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![
+                        self.key,
+                        plugin,
+                        next.0,
+                        idx,
+                        next.1.as_ref().map(|e| &e.0),
+                        next.1.as_ref().map(|e| e.1)
+                    ],
+                ))?;
+                self.session_values.insert(plugin.clone(), next);
+            }
+            self.sql(self.tx.execute(
+                "INSERT INTO events(file, idx, plugin, scope, line, offset, prev_anc, value, error, error_idx) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    self.key,
+                    idx,
+                    plugin,
+                    scope.map(Scope::as_str),
+                    e.at.line as i64,
+                    e.at.offset as i64,
+                    prev_anc,
+                    row.value,
+                    row.error.as_ref().map(|e| &e.0),
+                    row.error.as_ref().map(|e| e.1)
+                ],
+            ))?;
+            self.events.insert(idx, row);
+        }
+        self.ids.insert(id.to_owned(), (idx, state_anc));
+        self.last_id = Some(id.to_owned());
+        self.next_idx += 1;
+        self.added += 1;
+        Ok(())
+    }
+
+    fn finding(&mut self, _f: Finding) {}
+
+    fn assign_id(&mut self, ordinal: u64) -> String {
+        let mut attempt = 0;
+        loop {
+            let id = crate::log::migrate::v1_id(&self.session_id, ordinal, attempt);
+            if !matches!(self.node_by_id(&id), Ok(Some(_))) {
+                return id;
+            }
+            attempt += 1;
+        }
+    }
+
+    fn last_id(&self) -> Option<String> {
+        self.last_id.clone()
+    }
+}
+
+fn ingest(
+    tx: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+    resume: Option<SessionRow>,
+) -> Result<CatchUp> {
+    let mut f = std::fs::File::open(file).map_err(|source| Error::Io {
+        action: "opening",
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let (header_id, version, mut scan, start_idx, last_id) = match &resume {
+        Some(row) => {
+            let last_id: Option<String> = tx
+                .query_row(
+                    "SELECT entry_id FROM nodes WHERE file = ?1 AND idx = ?2",
+                    params![key, row.entry_count - 1],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_err(db, "reading the projection"))?;
+            let scan = ScanState {
+                next: Location {
+                    line: row.next_line as u64,
+                    offset: row.consumed as u64,
+                },
+                pending_bad: Vec::new(),
+                version: row.version as u32,
+                ordinal: row.entry_count as u64,
+            };
+            (
+                row.session_id.clone(),
+                row.version as u32,
+                scan,
+                row.entry_count,
+                last_id,
+            )
+        }
+        None => {
+            // Read the header line.
+            let mut first = Vec::new();
+            let mut buf = [0u8; 8192];
+            loop {
+                let n = f.read(&mut buf).map_err(|source| Error::Io {
+                    action: "reading",
+                    path: file.to_path_buf(),
+                    source,
+                })?;
+                if n == 0 {
+                    break;
+                }
+                first.extend_from_slice(&buf[..n]);
+                if memchr::memchr(b'\n', &first).is_some() {
+                    break;
+                }
+            }
+            let Some(nl) = memchr::memchr(b'\n', &first) else {
+                return Err(Error::MissingHeader {
+                    path: file.to_path_buf(),
+                    detail: if first.is_empty() {
+                        "the file is empty".into()
+                    } else {
+                        "no complete header line".into()
+                    },
+                });
+            };
+            let header = reader::parse_header(file, &first[..nl], ReadMode::Strict)?;
+            let scan = ScanState::after_header(&header, nl as u64 + 1);
+            (header.id.clone(), header.version, scan, 0, None)
+        }
+    };
+    let start = scan.next;
+    f.seek(SeekFrom::Start(start.offset))
+        .map_err(|source| Error::Io {
+            action: "reading",
+            path: file.to_path_buf(),
+            source,
+        })?;
+    let mut sink = SqlSink {
+        tx,
+        db: db.to_path_buf(),
+        file: file.to_path_buf(),
+        key: key.to_owned(),
+        session_id: header_id.clone(),
+        next_idx: start_idx,
+        last_id,
+        ids: HashMap::new(),
+        events: HashMap::new(),
+        session_values: HashMap::new(),
+        added: 0,
+    };
+    let mut last_good = start;
+    let tail = reader::for_each_line(&f, file, start, |bytes, at| {
+        scan.line(file, ReadMode::Strict, bytes, at, &mut sink)?;
+        if scan.pending_bad.is_empty() {
+            last_good = scan.next;
+        }
+        Ok(())
+    })?;
+    // Lines still pending (unparsable, nothing valid after them yet) are re-read next time.
+    let consumed = last_good;
+    let file_end = scan.next.offset + tail;
+    let meta = f.metadata().map_err(|source| Error::Io {
+        action: "reading",
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let (head, pre) = digests(&mut f, file, consumed.offset)?;
+    let ident = FileIdentity::of(&meta);
+    // If the file grew while we read, record the length we saw; the next read resumes.
+    let (file_len, mtime) = if meta.len() == file_end {
+        (file_end as i64, mtime_ns(&meta))
+    } else {
+        (file_end as i64, 0)
+    };
+    tx.execute(
+        "INSERT OR REPLACE INTO sessions(file, session_id, version, dev, ino, consumed, next_line, \
+         file_len, mtime_ns, head_digest, pre_digest, entry_count, last_entry_id) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        params![
+            key,
+            header_id,
+            version,
+            ident.dev as i64,
+            ident.ino as i64,
+            consumed.offset as i64,
+            consumed.line as i64,
+            file_len,
+            mtime,
+            head,
+            pre,
+            sink.next_idx,
+            sink.last_id
+        ],
+    )
+    .map_err(db_err(db, "writing the watermark"))?;
+    Ok(CatchUp {
+        rebuilt: resume.is_none(),
+        bytes_read: file_end - start.offset,
+        entries_added: sink.added,
+    })
+}
+
+fn bad_event(
+    conn: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+    plugin: &str,
+    detail: String,
+    idx: i64,
+) -> Error {
+    let found: Option<(String, i64, i64)> = conn
+        .query_row(
+            "SELECT n.entry_id, e.line, e.offset FROM nodes n JOIN events e ON e.file = n.file AND e.idx = n.idx \
+             WHERE n.file = ?1 AND n.idx = ?2",
+            params![key, idx],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .ok()
+        .flatten();
+    let _ = db;
+    let (entry_id, line, offset) = found.unwrap_or_default();
+    Error::BadEvent {
+        path: file.to_path_buf(),
+        plugin: plugin.into(),
+        entry_id,
+        at: Location {
+            line: line as u64,
+            offset: offset as u64,
+        },
+        detail,
+    }
+}
+
+fn read_value(
+    conn: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+    plugin: &str,
+    scope: Scope,
+    at: Option<&str>,
+) -> Result<Option<Value>> {
+    let q = |r| db_err(db, "reading the projection")(r);
+    let parse =
+        |v: Option<String>| -> Option<Value> { v.and_then(|s| serde_json::from_str(&s).ok()) };
+    match scope {
+        Scope::Session => {
+            if let Some(at) = at {
+                node_anc(conn, key, at)
+                    .map_err(q)?
+                    .ok_or_else(|| Error::UnknownEntry {
+                        path: file.to_path_buf(),
+                        id: at.into(),
+                    })?;
+            }
+            let row: Option<(Option<String>, Option<String>, Option<i64>)> = conn
+                .query_row(
+                    "SELECT value, error, error_idx FROM session_values WHERE file = ?1 AND plugin = ?2",
+                    params![key, plugin],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()
+                .map_err(q)?;
+            match row {
+                None => Ok(None),
+                Some((_, Some(err), Some(idx))) => {
+                    Err(bad_event(conn, db, file, key, plugin, err, idx))
+                }
+                Some((v, _, _)) => Ok(parse(v)),
+            }
+        }
+        Scope::Branch => {
+            let start = match at {
+                Some(at) => {
+                    node_anc(conn, key, at)
+                        .map_err(q)?
+                        .ok_or_else(|| Error::UnknownEntry {
+                            path: file.to_path_buf(),
+                            id: at.into(),
+                        })?
+                }
+                None => conn
+                    .query_row(
+                        "SELECT n.state_anc FROM sessions s JOIN nodes n ON n.file = s.file \
+                         AND n.idx = s.entry_count - 1 WHERE s.file = ?1",
+                        [key],
+                        |r| r.get::<_, Option<i64>>(0),
+                    )
+                    .optional()
+                    .map_err(q)?
+                    .flatten(),
+            };
+            let mut anc = start;
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT plugin, scope, prev_anc, value, error, error_idx FROM events WHERE file = ?1 AND idx = ?2",
+                )
+                .map_err(q)?;
+            while let Some(e) = anc {
+                let row: Option<EventTuple> = stmt
+                    .query_row(params![key, e], |r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ))
+                    })
+                    .optional()
+                    .map_err(q)?;
+                let Some((p, s, prev, value, error, error_idx)) = row else {
+                    break;
+                };
+                if p == plugin && s.as_deref() != Some("session") {
+                    if let (Some(err), Some(idx)) = (error, error_idx) {
+                        return Err(bad_event(conn, db, file, key, plugin, err, idx));
+                    }
+                    return Ok(parse(value));
+                }
+                anc = prev;
+            }
+            Ok(None)
+        }
+    }
+}
+
+fn node_anc(conn: &Connection, key: &str, id: &str) -> rusqlite::Result<Option<Option<i64>>> {
+    conn.query_row(
+        "SELECT state_anc FROM nodes WHERE file = ?1 AND entry_id = ?2",
+        params![key, id],
+        |r| r.get(0),
+    )
+    .optional()
+}

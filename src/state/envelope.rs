@@ -1,0 +1,172 @@
+//! The event envelope of SPEC §3:
+//! `{"type":"custom","customType":"session-state/<plugin>","data":{"v":1,"scope":…,"op":…}}`.
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// The envelope version this crate writes and reads.
+pub const ENVELOPE_VERSION: u64 = 1;
+
+/// Which fold a state belongs to.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Folded along the path root → position: a fork inherits the fork point's value and
+    /// siblings never see each other's writes.
+    #[default]
+    Branch,
+    /// Folded over the whole file in append order, whatever the position.
+    Session,
+}
+
+impl Scope {
+    /// `"branch"` or `"session"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Branch => "branch",
+            Scope::Session => "session",
+        }
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Scope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Scope, String> {
+        match s {
+            "branch" => Ok(Scope::Branch),
+            "session" => Ok(Scope::Session),
+            _ => Err(format!(
+                "unknown scope {s:?} (expected \"branch\" or \"session\")"
+            )),
+        }
+    }
+}
+
+/// What an event does to the current value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// Replace the value (a written `null` is a value, not an absence).
+    Set(Value),
+    /// Make the value absent.
+    Drop,
+    /// Apply an RFC 7396 JSON Merge Patch; an absent value patches `{}`.
+    Patch(Value),
+}
+
+impl Op {
+    /// `"set"`, `"drop"` or `"patch"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Set(_) => "set",
+            Op::Drop => "drop",
+            Op::Patch(_) => "patch",
+        }
+    }
+
+    /// The value after applying this op to `current`.
+    pub fn apply(&self, current: Option<&Value>) -> Option<Value> {
+        match self {
+            Op::Set(v) => Some(v.clone()),
+            Op::Drop => None,
+            Op::Patch(p) => {
+                let mut doc = current
+                    .cloned()
+                    .unwrap_or_else(|| Value::Object(Map::new()));
+                json_patch::merge(&mut doc, p);
+                Some(doc)
+            }
+        }
+    }
+}
+
+/// A decoded event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    /// Its scope.
+    pub scope: Scope,
+    /// Its op.
+    pub op: Op,
+}
+
+/// Why an event could not be decoded. The scope is known when the envelope names a
+/// valid one: then the error affects only that scope's fold.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DecodeError {
+    pub scope: Option<Scope>,
+    pub detail: String,
+}
+
+impl Envelope {
+    /// The `data` object as this crate writes it.
+    pub fn to_data(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("v".into(), ENVELOPE_VERSION.into());
+        m.insert("scope".into(), self.scope.as_str().into());
+        m.insert("op".into(), self.op.name().into());
+        match &self.op {
+            Op::Set(v) => {
+                m.insert("value".into(), v.clone());
+            }
+            Op::Patch(p) => {
+                m.insert("patch".into(), p.clone());
+            }
+            Op::Drop => {}
+        }
+        Value::Object(m)
+    }
+
+    /// Decodes an event's `data`.
+    pub(crate) fn decode(data: Option<&RawValue>) -> Result<Envelope, DecodeError> {
+        let err = |scope, detail: String| DecodeError { scope, detail };
+        let Some(raw) = data else {
+            return Err(err(None, "the entry has no `data`".into()));
+        };
+        let v: Value = serde_json::from_str(raw.get())
+            .map_err(|e| err(None, format!("`data` does not parse: {e}")))?;
+        let Value::Object(mut m) = v else {
+            return Err(err(None, "`data` is not an object".into()));
+        };
+        let scope = match m.get("scope") {
+            Some(Value::String(s)) => s.parse::<Scope>().map_err(|e| err(None, e))?,
+            Some(other) => return Err(err(None, format!("`scope` is {other}, not a string"))),
+            None => return Err(err(None, "`scope` is missing".into())),
+        };
+        match m.get("v") {
+            Some(Value::Number(n)) if n.as_u64() == Some(ENVELOPE_VERSION) => {}
+            Some(other) => {
+                return Err(err(
+                    Some(scope),
+                    format!("unknown envelope version v={other} (this crate reads v=1)"),
+                ));
+            }
+            None => return Err(err(Some(scope), "`v` is missing".into())),
+        }
+        let op = match m.get("op").and_then(Value::as_str) {
+            Some("set") => match m.remove("value") {
+                Some(v) => Op::Set(v),
+                None => return Err(err(Some(scope), "op \"set\" without `value`".into())),
+            },
+            Some("drop") => Op::Drop,
+            Some("patch") => match m.remove("patch") {
+                Some(p) => Op::Patch(p),
+                None => return Err(err(Some(scope), "op \"patch\" without `patch`".into())),
+            },
+            Some(other) => {
+                return Err(err(
+                    Some(scope),
+                    format!("unknown op {other:?} (expected set, drop or patch)"),
+                ));
+            }
+            None => return Err(err(Some(scope), "`op` is missing or not a string".into())),
+        };
+        Ok(Envelope { scope, op })
+    }
+}

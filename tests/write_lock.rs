@@ -1,0 +1,499 @@
+//! The per-session write lock (SPEC §6) against a real SQLite file in WAL mode, with real
+//! processes standing in for other holders.
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::{Arc, Barrier};
+
+use rusqlite::{Connection, OpenFlags, params};
+use session_state::lock::{self, Holder, LEASE, Liveness, LockError};
+use tempfile::TempDir;
+
+const SESSION: &str = "0195f1d0-7c4e-7000-8000-000000000001";
+
+fn db() -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("states.sqlite");
+    (dir, path)
+}
+
+fn open(path: &Path) -> Connection {
+    let conn = Connection::open(path).expect("open database");
+    conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA busy_timeout=5000;")
+        .expect("pragmas");
+    conn
+}
+
+/// A row as another process would have left it.
+fn plant(conn: &Connection, holder: &str, acquired_at_ms: i64) {
+    lock::ensure_schema(conn).expect("schema");
+    conn.execute(
+        "INSERT OR REPLACE INTO write_lock (session_id, holder, acquired_at, action)
+         VALUES (?1, ?2, ?3, 'write')",
+        params![SESSION, holder, acquired_at_ms],
+    )
+    .expect("plant row");
+}
+
+fn row_holder(conn: &Connection) -> Option<String> {
+    lock::status(conn, SESSION)
+        .expect("status")
+        .map(|s| s.holder)
+}
+
+fn table_count(conn: &Connection) -> i64 {
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .expect("count tables")
+}
+
+/// A child process that is killed and reaped however the test ends.
+struct Proc(Child);
+
+impl Proc {
+    fn sleep() -> Proc {
+        Proc::spawn(Command::new("sleep").arg("30"))
+    }
+
+    fn spawn(cmd: &mut Command) -> Proc {
+        Proc(cmd.spawn().expect("spawn child process"))
+    }
+
+    fn holder(&self) -> Holder {
+        Holder::for_pid(self.0.id()).expect("child is visible in /proc")
+    }
+
+    /// Kills and reaps the child: afterwards its pid is gone.
+    fn end(mut self) {
+        self.0.kill().expect("kill");
+        self.0.wait().expect("wait");
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn acquire_then_release_leaves_no_row() {
+    let (_dir, path) = db();
+    let mut conn = open(&path);
+    let guard = lock::acquire(&mut conn, SESSION, "write").expect("acquire");
+    assert_eq!(guard.holder(), Holder::current().to_string());
+    assert_eq!(guard.session_id(), SESSION);
+
+    let st = lock::status(&guard, SESSION).expect("status").expect("row");
+    assert_eq!(st.holder, Holder::current().to_string());
+    assert_eq!(st.action.as_deref(), Some("write"));
+    assert!(!st.lease_expired);
+
+    assert!(guard.release().expect("release"), "the row was ours");
+    assert_eq!(row_holder(&conn), None);
+}
+
+#[test]
+fn same_process_takes_over_its_own_row() {
+    let (_dir, path) = db();
+    let mut conn = open(&path);
+    // A row this process left behind (release failed, or the guard was leaked).
+    std::mem::forget(lock::acquire(&mut conn, SESSION, "write").expect("first"));
+    let guard = lock::acquire(&mut conn, SESSION, "patch").expect("own row is taken over");
+    assert!(guard.release().expect("release"));
+
+    // Nested acquisition through the guard: allowed, not counted.
+    let mut outer = lock::acquire(&mut conn, SESSION, "write").expect("outer");
+    let inner = lock::acquire(&mut outer, SESSION, "drop").expect("inner");
+    assert!(inner.release().expect("release inner"));
+    assert_eq!(row_holder(&outer), None, "the first release frees the row");
+    assert!(!outer.release().expect("release outer"));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn live_foreign_holder_is_refused_with_all_four_elements() {
+    let (_dir, path) = db();
+    let mut conn = open(&path);
+    let other = Proc::sleep();
+    let holder = other.holder().to_string();
+    assert_eq!(other.holder().liveness(), Liveness::Alive);
+    let now = lock::now_ms();
+    plant(&conn, &holder, now - 19_000);
+
+    let err = lock::acquire_at(&mut conn, SESSION, "write", now, &Holder::current())
+        .expect_err("must be refused");
+    let LockError::Held {
+        initiator,
+        action,
+        object,
+        reason,
+        liveness,
+        ..
+    } = &err
+    else {
+        panic!("expected Held, got {err:?}");
+    };
+    assert_eq!(initiator, &holder);
+    assert_eq!(action, "write");
+    assert_eq!(object, SESSION);
+    assert_eq!(*liveness, Liveness::Alive);
+    assert!(
+        reason.contains(&format!("pid {} is alive", other.0.id())),
+        "{reason}"
+    );
+    assert!(reason.contains("lease expires in 41 s"), "{reason}");
+
+    let msg = err.to_string();
+    for part in [
+        holder.as_str(),
+        "write refused",
+        SESSION,
+        reason.as_str(),
+        "(alive)",
+    ] {
+        assert!(msg.contains(part), "{part:?} missing from: {msg}");
+    }
+    assert!(msg.contains("session-state force-refresh"), "{msg}");
+    let manual = format!("DELETE FROM write_lock WHERE session_id = '{SESSION}';");
+    assert!(msg.contains(&manual), "{msg}");
+    assert!(msg.contains(path.to_str().expect("utf-8 path")), "{msg}");
+
+    assert_eq!(row_holder(&conn), Some(holder), "a refusal changes nothing");
+    other.end();
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn dead_holder_is_taken_over_at_once() {
+    let (_dir, path) = db();
+    let mut conn = open(&path);
+    let other = Proc::sleep();
+    let holder = other.holder();
+    other.end();
+    assert_eq!(holder.liveness(), Liveness::NotAlive);
+    plant(&conn, &holder.to_string(), lock::now_ms());
+
+    let st = lock::status(&conn, SESSION).expect("status").expect("row");
+    assert_eq!(st.liveness, Liveness::NotAlive);
+    assert!(!st.blocks_writers());
+
+    let guard = lock::acquire(&mut conn, SESSION, "write").expect("takeover");
+    assert_eq!(row_holder(&guard), Some(Holder::current().to_string()));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn reused_pid_or_other_boot_is_not_the_holder() {
+    let me = Holder::current();
+    assert_eq!(me.liveness(), Liveness::Alive);
+    let start = me.start_ticks().expect("start time on Linux");
+    let boot = me.boot_id().expect("boot id on Linux");
+    let pid = me.pid();
+
+    let reused =
+        Holder::parse(&format!("pid:{pid};start:{};boot:{boot}", start + 1)).expect("parse");
+    assert_eq!(reused.liveness(), Liveness::NotAlive);
+    let earlier_boot = Holder::parse(&format!(
+        "pid:{pid};start:{start};boot:00000000-0000-0000-0000-000000000000"
+    ))
+    .expect("parse");
+    assert_eq!(earlier_boot.liveness(), Liveness::NotAlive);
+    let no_start = Holder::parse(&format!("pid:{pid}")).expect("parse");
+    assert_eq!(
+        no_start.liveness(),
+        Liveness::Unknown,
+        "a live pid may be reused"
+    );
+    let other_ns =
+        Holder::parse(&format!("pid:{pid};start:{start};boot:{boot};pidns:1")).expect("parse");
+    assert_eq!(other_ns.liveness(), Liveness::Unknown);
+
+    let (_dir, path) = db();
+    let mut conn = open(&path);
+    plant(&conn, &reused.to_string(), lock::now_ms());
+    let guard = lock::acquire(&mut conn, SESSION, "write").expect("reused pid is taken over");
+    assert_eq!(guard.holder(), me.to_string());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn holder_identity_survives_odd_process_names() {
+    // comm may contain spaces and parentheses; the start time must still be found.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let odd = dir.path().join("a) b (c");
+    std::fs::copy("/bin/sleep", &odd).expect("copy sleep");
+    let child = Proc::spawn(Command::new(&odd).arg("30"));
+    let pid = child.0.id();
+    // `spawn` returns after the exec, so the name is already the odd one.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after_comm = stat
+        .strip_prefix(&format!("{pid} (a) b (c) "))
+        .unwrap_or_else(|| panic!("unexpected stat line: {stat}"));
+    let start: u64 = after_comm
+        .split(' ')
+        .nth(22 - 3)
+        .expect("field 22")
+        .parse()
+        .expect("ticks");
+
+    let holder = child.holder();
+    assert_eq!(holder.start_ticks(), Some(start));
+    assert_eq!(holder.liveness(), Liveness::Alive);
+    child.end();
+    assert_eq!(holder.liveness(), Liveness::NotAlive);
+}
+
+#[test]
+fn current_holder_round_trips() {
+    let me = Holder::current();
+    let text = me.to_string();
+    assert!(
+        text.starts_with(&format!("pid:{};", std::process::id()))
+            || text == format!("pid:{}", std::process::id())
+    );
+    assert_eq!(Holder::parse(&text), Some(me));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn lease_expiry_frees_even_a_live_holder() {
+    let (_dir, path) = db();
+    let mut conn = open(&path);
+    let other = Proc::sleep();
+    let holder = other.holder().to_string();
+    let me = Holder::current();
+    let now = lock::now_ms();
+    assert_eq!(LEASE.as_millis(), 60_000);
+
+    plant(&conn, &holder, now - 59_000);
+    let err = lock::acquire_at(&mut conn, SESSION, "write", now, &me).expect_err("within lease");
+    assert!(
+        matches!(&err, LockError::Held { reason, .. } if reason.contains("expires in 1 s")),
+        "{err}"
+    );
+    let st = lock::status_at(&conn, SESSION, now)
+        .expect("status")
+        .expect("row");
+    assert!(!st.lease_expired && st.blocks_writers());
+    assert_eq!(st.age.as_millis(), 59_000);
+
+    plant(&conn, &holder, now - 60_000);
+    let st = lock::status_at(&conn, SESSION, now)
+        .expect("status")
+        .expect("row");
+    assert!(st.lease_expired && !st.blocks_writers());
+    assert_eq!(st.liveness, Liveness::Alive);
+    drop(lock::acquire_at(&mut conn, SESSION, "write", now, &me).expect("at exactly 60 s"));
+
+    plant(&conn, &holder, now - 61_000);
+    let guard = lock::acquire_at(&mut conn, SESSION, "write", now, &me).expect("after 61 s");
+    assert_eq!(guard.acquired_at_ms(), now);
+    assert_eq!(row_holder(&guard), Some(me.to_string()));
+    drop(guard);
+    other.end();
+}
+
+#[test]
+fn unknown_holder_is_refused_until_its_lease_expires() {
+    let (_dir, path) = db();
+    let mut conn = open(&path);
+    let me = Holder::current();
+    let now = lock::now_ms();
+    for foreign in ["pid:abc", "host=build-7,pid=1234", "pid:1;lock:v9"] {
+        plant(&conn, foreign, now - 1_000);
+        let err = lock::acquire_at(&mut conn, SESSION, "patch", now, &me)
+            .expect_err("unknown holder within its lease");
+        match &err {
+            LockError::Held {
+                initiator,
+                liveness,
+                action,
+                ..
+            } => {
+                assert_eq!(initiator, foreign);
+                assert_eq!(*liveness, Liveness::Unknown);
+                assert_eq!(action, "patch");
+            }
+            other => panic!("expected Held, got {other:?}"),
+        }
+        assert!(err.to_string().contains("(unknown)"), "{err}");
+
+        plant(&conn, foreign, now - 61_000);
+        let guard = lock::acquire_at(&mut conn, SESSION, "patch", now, &me).expect("expired");
+        assert!(guard.release().expect("release"));
+    }
+}
+
+fn protected_operation(conn: &mut Connection) -> Result<(), Box<dyn Error>> {
+    let mut guard = lock::acquire(conn, SESSION, "write")?;
+    let tx = guard.transaction()?;
+    tx.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+    tx.commit()?;
+    Ok(())
+}
+
+#[test]
+fn guard_releases_on_drop_error_and_panic() {
+    let (_dir, path) = db();
+    let mut conn = open(&path);
+    {
+        let _guard = lock::acquire(&mut conn, SESSION, "write").expect("acquire");
+    }
+    assert_eq!(row_holder(&conn), None, "released on drop");
+
+    assert!(
+        protected_operation(&mut conn).is_err(),
+        "the operation fails"
+    );
+    assert_eq!(row_holder(&conn), None, "released on the error path");
+
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _guard = lock::acquire(&mut conn, SESSION, "write").expect("acquire");
+        panic!("the protected operation panics");
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(row_holder(&conn), None, "released while unwinding");
+}
+
+#[test]
+fn release_spares_a_row_that_is_no_longer_ours() {
+    let (_dir, path) = db();
+    let mut conn = open(&path);
+    let mut guard = lock::acquire(&mut conn, SESSION, "write").expect("acquire");
+    guard.renew().expect("renew while held");
+
+    // Another writer took over after the lease expired.
+    plant(&guard, "pid:abc", lock::now_ms());
+    match guard.renew() {
+        Err(LockError::Lost { now_held_by, .. }) => {
+            assert_eq!(now_held_by.as_deref(), Some("pid:abc"));
+        }
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    assert!(
+        !guard.release().expect("release"),
+        "nothing of ours to delete"
+    );
+    assert_eq!(
+        row_holder(&conn).as_deref(),
+        Some("pid:abc"),
+        "the new holder keeps it"
+    );
+
+    let mut guard = lock::acquire_at(
+        &mut conn,
+        SESSION,
+        "write",
+        lock::now_ms() + 61_000,
+        &Holder::current(),
+    )
+    .expect("takeover");
+    assert!(lock::clear(&guard, SESSION).expect("clear"));
+    assert!(matches!(
+        guard.renew(),
+        Err(LockError::Lost {
+            now_held_by: None,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn status_and_clear_never_create_the_table() {
+    let (_dir, path) = db();
+    let conn = open(&path);
+    assert_eq!(table_count(&conn), 0);
+    assert_eq!(lock::status(&conn, SESSION).expect("status"), None);
+    assert!(!lock::clear(&conn, SESSION).expect("clear"));
+    assert_eq!(table_count(&conn), 0, "status and clear created something");
+
+    // A read-only connection works, with and without the table.
+    let ro = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("open read-only");
+    assert_eq!(lock::status(&ro, SESSION).expect("status"), None);
+    plant(&conn, "pid:abc", lock::now_ms());
+    let st = lock::status(&ro, SESSION).expect("status").expect("row");
+    assert_eq!(st.holder, "pid:abc");
+    assert_eq!(st.liveness, Liveness::Unknown);
+}
+
+#[test]
+fn status_reads_a_table_with_only_the_spec_columns() {
+    let (_dir, path) = db();
+    let mut conn = open(&path);
+    conn.execute_batch(
+        "CREATE TABLE write_lock (session_id TEXT PRIMARY KEY, holder TEXT NOT NULL,
+                                  acquired_at INTEGER NOT NULL);",
+    )
+    .expect("old schema");
+    conn.execute(
+        "INSERT INTO write_lock VALUES (?1, 'pid:abc', ?2)",
+        params![SESSION, lock::now_ms()],
+    )
+    .expect("insert");
+    let st = lock::status(&conn, SESSION).expect("status").expect("row");
+    assert_eq!((st.holder.as_str(), st.action), ("pid:abc", None));
+
+    let now = lock::now_ms() + 61_000;
+    let guard = lock::acquire_at(&mut conn, SESSION, "write", now, &Holder::current())
+        .expect("acquire upgrades the schema");
+    let st = lock::status(&guard, SESSION).expect("status").expect("row");
+    assert_eq!(st.action.as_deref(), Some("write"));
+}
+
+#[test]
+fn clear_removes_any_holder() {
+    let (_dir, path) = db();
+    let conn = open(&path);
+    plant(&conn, "pid:abc", lock::now_ms());
+    assert!(lock::clear(&conn, SESSION).expect("clear"));
+    assert_eq!(row_holder(&conn), None);
+    assert!(!lock::clear(&conn, SESSION).expect("clear again"));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn racing_writers_on_two_connections_exactly_one_wins() {
+    let (_dir, path) = db();
+    let (a, b) = (Proc::sleep(), Proc::sleep());
+    let holders = [a.holder(), b.holder()];
+    for round in 0..25 {
+        let barrier = Arc::new(Barrier::new(2));
+        let threads = holders.clone().map(|holder| {
+            let path = path.clone();
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                let mut conn = open(&path);
+                barrier.wait();
+                let result = lock::acquire_at(&mut conn, SESSION, "write", lock::now_ms(), &holder);
+                let won = match &result {
+                    Ok(_) => true,
+                    Err(LockError::Held { .. }) => false,
+                    Err(e) => panic!("unexpected error: {e}"),
+                };
+                // The winner holds the lock until the loser has tried.
+                barrier.wait();
+                drop(result);
+                won
+            })
+        });
+        let wins: Vec<bool> = threads
+            .into_iter()
+            .map(|t| t.join().expect("thread"))
+            .collect();
+        assert_eq!(
+            wins.iter().filter(|&&w| w).count(),
+            1,
+            "round {round}: {wins:?}"
+        );
+        assert_eq!(
+            row_holder(&open(&path)),
+            None,
+            "round {round}: winner released"
+        );
+    }
+    a.end();
+    b.end();
+}
