@@ -1,0 +1,359 @@
+//! Property tests of the fold (SPEC §3) against a naive reference model: a plain list of
+//! entries with a parent map, folded from scratch on every query.
+//!
+//! A reference state machine generates appended messages, write/patch/drop for two
+//! plugins in both scopes, navigation to any earlier entry followed by appends (forks),
+//! new roots, and reopening from disk. After every step, every position's value is
+//! compared with the model, in memory and through the SQLite projection.
+#![allow(clippy::unwrap_used)]
+
+use proptest::prelude::*;
+use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
+use serde_json::{Map, Value, json};
+use session_state::*;
+use std::collections::HashMap;
+
+const PLUGINS: [&str; 2] = ["alpha", "beta"];
+const SCOPES: [Scope; 2] = [Scope::Branch, Scope::Session];
+
+#[derive(Debug, Clone, PartialEq)]
+enum MOp {
+    Set(Value),
+    Patch(Value),
+    Drop,
+}
+
+#[derive(Debug, Clone)]
+enum Transition {
+    Message,
+    State {
+        plugin: usize,
+        scope: Scope,
+        op: MOp,
+    },
+    Navigate(usize),
+    ResetLeaf,
+    Reopen,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ModelEntry {
+    parent: Option<usize>,
+    event: Option<(usize, Scope, MOp)>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Model {
+    entries: Vec<ModelEntry>,
+    leaf: Option<usize>,
+    /// Whether the last state transition appended an entry.
+    last_appended: bool,
+}
+
+/// RFC 7396, written out independently of the crate under test.
+fn merge_patch(target: Option<&Value>, patch: &Value) -> Value {
+    let Value::Object(p) = patch else {
+        return patch.clone();
+    };
+    let mut out = match target {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    for (k, v) in p {
+        if v.is_null() {
+            out.remove(k);
+        } else {
+            let merged = merge_patch(out.get(k), v);
+            out.insert(k.clone(), merged);
+        }
+    }
+    Value::Object(out)
+}
+
+fn apply(op: &MOp, cur: Option<Value>) -> Option<Value> {
+    match op {
+        MOp::Set(v) => Some(v.clone()),
+        MOp::Drop => None,
+        MOp::Patch(p) => Some(merge_patch(cur.as_ref(), p)),
+    }
+}
+
+impl Model {
+    fn path(&self, i: usize) -> Vec<usize> {
+        let mut p = vec![i];
+        let mut c = i;
+        while let Some(x) = self.entries[c].parent {
+            p.push(x);
+            c = x;
+        }
+        p.reverse();
+        p
+    }
+
+    /// The fold from scratch: branch along the path, session over the whole list.
+    fn value(&self, plugin: usize, scope: Scope, at: Option<usize>) -> Option<Value> {
+        let nodes: Vec<usize> = match scope {
+            Scope::Branch => at.map(|i| self.path(i)).unwrap_or_default(),
+            Scope::Session => (0..self.entries.len()).collect(),
+        };
+        let mut v = None;
+        for n in nodes {
+            if let Some((p, s, op)) = &self.entries[n].event {
+                if *p == plugin && *s == scope {
+                    v = apply(op, v);
+                }
+            }
+        }
+        v
+    }
+}
+
+fn json_leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        (0i64..5).prop_map(Value::from),
+        "[a-c]{0,2}".prop_map(Value::from),
+    ]
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    json_leaf().prop_recursive(2, 12, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+            prop::collection::btree_map("[a-c]", inner, 0..3)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn patch_value() -> impl Strategy<Value = Value> {
+    prop::collection::btree_map("[a-c]", json_value(), 0..3)
+        .prop_map(|m| Value::Object(m.into_iter().collect()))
+}
+
+fn op() -> impl Strategy<Value = MOp> {
+    prop_oneof![
+        3 => json_value().prop_map(MOp::Set),
+        3 => patch_value().prop_map(MOp::Patch),
+        1 => Just(MOp::Drop),
+    ]
+}
+
+struct Reference;
+
+impl ReferenceStateMachine for Reference {
+    type State = Model;
+    type Transition = Transition;
+
+    fn init_state() -> BoxedStrategy<Model> {
+        Just(Model::default()).boxed()
+    }
+
+    fn transitions(state: &Model) -> BoxedStrategy<Transition> {
+        let n = state.entries.len().max(1);
+        let scope = prop_oneof![Just(Scope::Branch), Just(Scope::Session)];
+        prop_oneof![
+            3 => Just(Transition::Message),
+            8 => (0..PLUGINS.len(), scope, op())
+                .prop_map(|(plugin, scope, op)| Transition::State { plugin, scope, op }),
+            2 => (0..n).prop_map(Transition::Navigate),
+            1 => Just(Transition::ResetLeaf),
+            1 => Just(Transition::Reopen),
+        ]
+        .boxed()
+    }
+
+    fn preconditions(state: &Model, t: &Transition) -> bool {
+        match t {
+            Transition::Navigate(i) => *i < state.entries.len(),
+            Transition::Reopen => !state.entries.is_empty(),
+            _ => true,
+        }
+    }
+
+    fn apply(mut state: Model, t: &Transition) -> Model {
+        match t {
+            Transition::Message => {
+                state.entries.push(ModelEntry {
+                    parent: state.leaf,
+                    event: None,
+                });
+                state.leaf = Some(state.entries.len() - 1);
+            }
+            Transition::State { plugin, scope, op } => {
+                let cur = state.value(*plugin, *scope, state.leaf);
+                let next = apply(op, cur.clone());
+                state.last_appended = next != cur;
+                if state.last_appended {
+                    state.entries.push(ModelEntry {
+                        parent: state.leaf,
+                        event: Some((*plugin, *scope, op.clone())),
+                    });
+                    state.leaf = Some(state.entries.len() - 1);
+                }
+            }
+            Transition::Navigate(i) => state.leaf = Some(*i),
+            Transition::ResetLeaf => state.leaf = None,
+            // On load, the active leaf is the last entry in file order.
+            Transition::Reopen => state.leaf = state.entries.len().checked_sub(1),
+        }
+        state
+    }
+}
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    db: std::path::PathBuf,
+    log: SessionLog,
+    ids: Vec<String>,
+    states: HashMap<(usize, Scope), SessionState<Value>>,
+}
+
+impl Harness {
+    fn state(&self, plugin: usize, scope: Scope) -> &SessionState<Value> {
+        &self.states[&(plugin, scope)]
+    }
+}
+
+struct Sut;
+
+impl StateMachineTest for Sut {
+    type SystemUnderTest = Harness;
+    type Reference = Reference;
+
+    fn init_test(_: &Model) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("states.sqlite");
+        let log = LogOptions::new()
+            .materialize(Materialize::FirstAppend)
+            .create(dir.path(), "/proj")
+            .unwrap();
+        let mut states = HashMap::new();
+        for (i, p) in PLUGINS.iter().enumerate() {
+            for s in SCOPES {
+                let st = SessionState::open(Options::new(*p).scope(s).database_path(&db)).unwrap();
+                states.insert((i, s), st);
+            }
+        }
+        Harness {
+            _dir: dir,
+            db,
+            log,
+            ids: Vec::new(),
+            states,
+        }
+    }
+
+    fn apply(mut h: Harness, model: &Model, t: Transition) -> Harness {
+        match t {
+            Transition::Message => {
+                let id = h
+                    .log
+                    .append(NewEntry::message(json!({"role": "user", "content": "m"})))
+                    .unwrap();
+                h.ids.push(id);
+            }
+            Transition::State { plugin, scope, op } => {
+                let st = &h.states[&(plugin, scope)];
+                let r = match op {
+                    MOp::Set(v) => st.write(&mut h.log, &v),
+                    MOp::Patch(p) => st.patch(&mut h.log, &p),
+                    MOp::Drop => st.drop(&mut h.log),
+                }
+                .unwrap();
+                // A change appends exactly one entry; no change appends nothing.
+                assert_eq!(r.is_some(), model.last_appended);
+                if let Some(id) = r {
+                    h.ids.push(id);
+                }
+            }
+            Transition::Navigate(i) => h.log.navigate(&h.ids[i]).unwrap(),
+            Transition::ResetLeaf => h.log.reset_leaf(),
+            Transition::Reopen => {
+                let before: Vec<Option<Value>> = (0..PLUGINS.len())
+                    .flat_map(|p| SCOPES.map(|s| (p, s)))
+                    .map(|(p, s)| {
+                        h.state(p, s)
+                            .read_at(&h.log, h.ids.last().unwrap())
+                            .unwrap()
+                    })
+                    .collect();
+                h.log = SessionLog::open(h.log.path()).unwrap();
+                let after: Vec<Option<Value>> = (0..PLUGINS.len())
+                    .flat_map(|p| SCOPES.map(|s| (p, s)))
+                    .map(|(p, s)| h.state(p, s).read(&h.log).unwrap())
+                    .collect();
+                // A reopen reads the same values as before it.
+                assert_eq!(before, after);
+            }
+        }
+        assert_eq!(h.ids.len(), model.entries.len());
+        h
+    }
+
+    fn check_invariants(h: &Harness, model: &Model) {
+        assert_eq!(h.log.leaf_id(), model.leaf.map(|i| h.ids[i].as_str()));
+        let mut projection = h
+            .log
+            .is_materialized()
+            .then(|| Projection::open(&h.db).unwrap());
+        for plugin in 0..PLUGINS.len() {
+            for scope in SCOPES {
+                let st = h.state(plugin, scope);
+                assert_eq!(
+                    st.read(&h.log).unwrap(),
+                    model.value(plugin, scope, model.leaf)
+                );
+                for (i, id) in h.ids.iter().enumerate() {
+                    let expect = model.value(plugin, scope, Some(i));
+                    assert_eq!(
+                        st.read_at(&h.log, id).unwrap(),
+                        expect,
+                        "{} {scope} at #{i}",
+                        PLUGINS[plugin]
+                    );
+                    if let Some(p) = projection.as_mut() {
+                        let got = p
+                            .read(h.log.path(), PLUGINS[plugin], scope, Some(id))
+                            .unwrap();
+                        assert_eq!(
+                            got, expect,
+                            "projection: {} {scope} at #{i}",
+                            PLUGINS[plugin]
+                        );
+                    }
+                    match scope {
+                        // A child starts with exactly its parent's value unless it is
+                        // itself this plugin's branch event; so siblings never see
+                        // each other's writes.
+                        Scope::Branch => {
+                            let own = matches!(&model.entries[i].event, Some((p, Scope::Branch, _)) if *p == plugin);
+                            if !own {
+                                let parent = model.entries[i]
+                                    .parent
+                                    .map(|p| st.read_at(&h.log, &h.ids[p]).unwrap())
+                                    .unwrap_or(None);
+                                assert_eq!(st.read_at(&h.log, id).unwrap(), parent);
+                            }
+                        }
+                        // Session scope ignores position.
+                        Scope::Session => {
+                            assert_eq!(st.read_at(&h.log, id).unwrap(), st.read(&h.log).unwrap());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+prop_state_machine! {
+    #![proptest_config(ProptestConfig {
+        cases: 48,
+        max_shrink_iters: 2000,
+        .. ProptestConfig::default()
+    })]
+    #[test]
+    fn fold_matches_the_naive_model(sequential 1..40 => Sut);
+}
