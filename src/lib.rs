@@ -24,6 +24,7 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod error;
+pub mod inspect;
 pub mod lock;
 pub mod log;
 pub mod persistence;
@@ -37,6 +38,7 @@ pub use log::entry::{EntryType, Header, Role};
 pub use log::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 pub use log::reader::{Finding, FindingKind, ReadMode, Severity};
 pub use log::{EntryRef, LogOptions, Materialize, NewEntry, SessionLog};
+pub use persistence::{Loaded, PiJsonlStore, SessionStore, SessionStoreExt};
 pub use projection::{CatchUp, Projection};
 pub use settings::ProjectTrust;
 pub use state::envelope::{Envelope, Op, Scope};

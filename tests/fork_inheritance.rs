@@ -98,10 +98,11 @@ impl Model {
         };
         let mut v = None;
         for n in nodes {
-            if let Some((p, s, op)) = &self.entries[n].event {
-                if *p == plugin && *s == scope {
-                    v = apply(op, v);
-                }
+            if let Some((p, s, op)) = &self.entries[n].event
+                && *p == plugin
+                && *s == scope
+            {
+                v = apply(op, v);
             }
         }
         v
@@ -298,7 +299,7 @@ impl StateMachineTest for Sut {
             .log
             .is_materialized()
             .then(|| Projection::open(&h.db).unwrap());
-        for plugin in 0..PLUGINS.len() {
+        for (plugin, name) in PLUGINS.iter().enumerate() {
             for scope in SCOPES {
                 let st = h.state(plugin, scope);
                 assert_eq!(
@@ -311,17 +312,11 @@ impl StateMachineTest for Sut {
                         st.read_at(&h.log, id).unwrap(),
                         expect,
                         "{} {scope} at #{i}",
-                        PLUGINS[plugin]
+                        name
                     );
                     if let Some(p) = projection.as_mut() {
-                        let got = p
-                            .read(h.log.path(), PLUGINS[plugin], scope, Some(id))
-                            .unwrap();
-                        assert_eq!(
-                            got, expect,
-                            "projection: {} {scope} at #{i}",
-                            PLUGINS[plugin]
-                        );
+                        let got = p.read(h.log.path(), name, scope, Some(id)).unwrap();
+                        assert_eq!(got, expect, "projection: {} {scope} at #{i}", name);
                     }
                     match scope {
                         // A child starts with exactly its parent's value unless it is

@@ -56,7 +56,10 @@ impl AppendFile for FaultyFile {
     }
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.f.writes.fetch_add(1, Ordering::SeqCst);
-        match self.f.take(|f| matches!(f, Fault::ShortWrite(_) | Fault::NoSpace)) {
+        match self
+            .f
+            .take(|f| matches!(f, Fault::ShortWrite(_) | Fault::NoSpace))
+        {
             Some(Fault::ShortWrite(n)) => self.inner.write(&buf[..n.min(buf.len())]),
             Some(Fault::NoSpace) => Err(io::Error::from_raw_os_error(28)),
             _ => self.inner.write(buf),
@@ -114,7 +117,9 @@ fn session(dir: &Path) -> (SessionLog, Arc<Faulty>, Vec<String>) {
         .materialize(Materialize::FirstAppend)
         .create(dir, "/proj")
         .unwrap();
-    let ids: Vec<String> = (0..3).map(|i| log.append(user(&format!("m{i}"))).unwrap()).collect();
+    let ids: Vec<String> = (0..3)
+        .map(|i| log.append(user(&format!("m{i}"))).unwrap())
+        .collect();
     let faulty = Arc::new(Faulty::default());
     let log = LogOptions::new()
         .file_system(Arc::new(FaultyFs(faulty.clone())))
@@ -125,7 +130,10 @@ fn session(dir: &Path) -> (SessionLog, Arc<Faulty>, Vec<String>) {
 
 fn reopen_ids(path: &Path) -> (Vec<String>, Vec<Finding>) {
     let log = SessionLog::open(path).unwrap();
-    (log.entries().map(|e| e.id().to_owned()).collect(), log.findings())
+    (
+        log.entries().map(|e| e.id().to_owned()).collect(),
+        log.findings(),
+    )
 }
 
 #[test]
@@ -156,7 +164,10 @@ fn short_write_leaves_only_an_invisible_tail_and_next_writer_closes_it() {
     faulty.arm(Fault::ShortWrite(17));
     let err = log.append(user("torn")).unwrap_err();
     assert!(err.to_string().contains("short write: 17 of"), "{err}");
-    assert!(matches!(log.append(user("x")).unwrap_err(), Error::Poisoned { .. }));
+    assert!(matches!(
+        log.append(user("x")).unwrap_err(),
+        Error::Poisoned { .. }
+    ));
     let path = log.path().to_path_buf();
     let (after, findings) = reopen_ids(&path);
     assert_eq!(after, ids, "a partial line must not be visible");
@@ -188,7 +199,12 @@ fn enospc_on_append_returns_the_error_and_writes_nothing() {
 
 #[test]
 fn faults_while_creating_a_session() {
-    for fault in [Fault::ShortWrite(10), Fault::NoSpace, Fault::FailSync, Fault::FailDirSync] {
+    for fault in [
+        Fault::ShortWrite(10),
+        Fault::NoSpace,
+        Fault::FailSync,
+        Fault::FailDirSync,
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let faulty = Arc::new(Faulty::default());
         let mut log = LogOptions::new()
@@ -206,7 +222,10 @@ fn faults_while_creating_a_session() {
             match SessionLog::open(&path) {
                 Ok(l) => assert!(l.len() <= 1, "{fault:?}"),
                 Err(Error::MissingHeader { .. }) => {
-                    assert!(matches!(fault, Fault::ShortWrite(_) | Fault::NoSpace), "{fault:?}")
+                    assert!(
+                        matches!(fault, Fault::ShortWrite(_) | Fault::NoSpace),
+                        "{fault:?}"
+                    )
                 }
                 Err(e) => panic!("{fault:?}: {e}"),
             }
@@ -217,11 +236,19 @@ fn faults_while_creating_a_session() {
 #[test]
 fn faults_while_migrating_leave_the_original_intact() {
     let v2 = concat!(
-        r#"{"type":"session","version":2,"id":"s-v2","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#, "\n",
-        r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#, "\n",
-        r#"{"type":"message","id":"a2","parentId":"a1","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"hookMessage","content":"x"}}"#, "\n",
+        r#"{"type":"session","version":2,"id":"s-v2","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+        "\n",
+        r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#,
+        "\n",
+        r#"{"type":"message","id":"a2","parentId":"a1","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"hookMessage","content":"x"}}"#,
+        "\n",
     );
-    for fault in [Fault::ShortWrite(5), Fault::NoSpace, Fault::FailSync, Fault::FailRename] {
+    for fault in [
+        Fault::ShortWrite(5),
+        Fault::NoSpace,
+        Fault::FailSync,
+        Fault::FailRename,
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
         std::fs::write(&path, v2).unwrap();

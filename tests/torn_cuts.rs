@@ -11,9 +11,25 @@ fn sample(dir: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
         .create(dir, "/proj")
         .unwrap();
     let mut ids = vec![];
-    ids.push(log.append(NewEntry::message(json!({"role":"user","content":"héllo wörld ✓"}))).unwrap());
-    ids.push(log.append(NewEntry::custom("session-state/role", Some(json!({"v":1,"scope":"branch","op":"set","value":{"name":"ünïcode ✓"}})))).unwrap());
-    ids.push(log.append(NewEntry::message(json!({"role":"assistant","content":[{"type":"text","text":"multi\nline ✓ 😀"}]}))).unwrap());
+    ids.push(
+        log.append(NewEntry::message(
+            json!({"role":"user","content":"héllo wörld ✓"}),
+        ))
+        .unwrap(),
+    );
+    ids.push(
+        log.append(NewEntry::custom(
+            "session-state/role",
+            Some(json!({"v":1,"scope":"branch","op":"set","value":{"name":"ünïcode ✓"}})),
+        ))
+        .unwrap(),
+    );
+    ids.push(
+        log.append(NewEntry::message(
+            json!({"role":"assistant","content":[{"type":"text","text":"multi\nline ✓ 😀"}]}),
+        ))
+        .unwrap(),
+    );
     (log.path().to_path_buf(), ids)
 }
 
@@ -22,14 +38,22 @@ fn every_cut_of_the_last_line_loads_exactly_the_complete_lines() {
     let dir = tempfile::tempdir().unwrap();
     let (path, ids) = sample(dir.path());
     let bytes = std::fs::read(&path).unwrap();
-    let last_start = bytes[..bytes.len() - 1].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    let last_start = bytes[..bytes.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap()
+        + 1;
     let cut_path = dir.path().join("cut.jsonl");
     let mut cuts = 0;
     for cut in last_start..=bytes.len() {
         std::fs::write(&cut_path, &bytes[..cut]).unwrap();
         let log = SessionLog::open(&cut_path).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
         let got: Vec<&str> = log.entries().map(|e| e.id()).collect();
-        let expect = if cut == bytes.len() { &ids[..] } else { &ids[..2] };
+        let expect = if cut == bytes.len() {
+            &ids[..]
+        } else {
+            &ids[..2]
+        };
         assert_eq!(got, expect, "cut at byte {cut}");
         let findings = log.findings();
         if cut == last_start || cut == bytes.len() {
@@ -60,7 +84,9 @@ fn a_torn_record_inside_the_file_is_skipped_wherever_it_stands() {
         f.extend_from_slice(&lines[2][..cut]);
         f.push(b'\n');
         // The entry after it names the torn entry as parent; re-parent it to ids[0].
-        let next = String::from_utf8(lines[3].to_vec()).unwrap().replace(&ids[1], &ids[0]);
+        let next = String::from_utf8(lines[3].to_vec())
+            .unwrap()
+            .replace(&ids[1], &ids[0]);
         f.extend_from_slice(next.as_bytes());
         let p = dir.path().join("torn.jsonl");
         std::fs::write(&p, &f).unwrap();
@@ -93,7 +119,10 @@ fn a_corrupt_middle_line_is_refused_with_its_line_number() {
         e => panic!("expected Corrupt, got {e}"),
     }
     let msg = SessionLog::open(&p).unwrap_err().to_string();
-    assert!(msg.contains("line 3") && msg.contains(&format!("byte offset {offset}")), "{msg}");
+    assert!(
+        msg.contains("line 3") && msg.contains(&format!("byte offset {offset}")),
+        "{msg}"
+    );
     // Salvage reads what Pi would: the other entries, with the bad line reported.
     let log = LogOptions::new().mode(ReadMode::Salvage).open(&p).unwrap();
     assert_eq!(log.len(), 2);

@@ -1,0 +1,277 @@
+//! The `session-state` command line (SPEC §7). Each subcommand lives in its own file and
+//! is a thin layer over public library calls; this file holds the argument grammar, the
+//! options shared by several commands, and the exit-code convention.
+//!
+//! Exit codes: 0 success; 1 a negative answer (`read`: absent; `verify`: the strict
+//! reader refuses the file; `force-refresh`: the lock was left alone; `replay`: some
+//! values or files could not be read); 2 an error (bad arguments included).
+
+mod list;
+mod replay;
+mod state;
+mod status;
+mod tree;
+mod verify;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use session_state::settings::LocationInputs;
+use session_state::{Error, LogOptions, ProjectTrust, ReadMode, Scope, SessionLog};
+use std::fmt::Display;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// A command that could not do its job: printed as `error: …` on stderr.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+/// Exit code of a command that ran (0 or 1), or why it failed.
+pub(crate) type CmdResult = Result<u8, Failure>;
+
+/// An error that means "could not run" (exit 2).
+pub(crate) fn fail(message: impl Display) -> Failure {
+    Failure {
+        code: 2,
+        message: message.to_string(),
+    }
+}
+
+const MAIN_EXAMPLES: &str = "\
+Examples:
+  session-state replay fixtures/example.jsonl
+  session-state write s.jsonl --plugin role --value '{\"name\":\"reviewer\"}'
+  session-state read s.jsonl --plugin role
+  session-state tree s.jsonl
+  session-state verify s.jsonl --json
+  session-state list
+
+Exit codes: 0 success; 1 a negative answer (read: absent; verify: refused by the strict
+reader; force-refresh: lock left alone; replay: something could not be read); 2 error.
+
+The projection database is --db, else `sessionState.databasePath` in the project's
+.pi/settings.json (when trusted) or in $PI_CODING_AGENT_DIR/settings.json, else
+$PI_CODING_AGENT_DIR/sessions/states.sqlite ($PI_CODING_AGENT_DIR defaults to ~/.pi/agent).
+See docs/cli.md.";
+
+/// Durable, branch-aware state stored inside Pi coding agent session logs: read, write,
+/// inspect and verify it.
+#[derive(Debug, Parser)]
+#[command(name = "session-state", version, after_help = MAIN_EXAMPLES)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print a plugin's value as one line of JSON (exit 1, no output, when absent)
+    #[command(after_help = state::READ_EXAMPLES)]
+    Read(state::ReadArgs),
+    /// Set a plugin's value (from --value or stdin); prints the new entry id
+    #[command(after_help = state::WRITE_EXAMPLES)]
+    Write(state::WriteArgs),
+    /// Apply an RFC 7396 JSON Merge Patch to a plugin's value; prints the new entry id
+    #[command(after_help = state::PATCH_EXAMPLES)]
+    Patch(state::PatchArgs),
+    /// Make a plugin's value absent; prints the new entry id
+    #[command(after_help = state::DROP_EXAMPLES)]
+    Drop(state::DropArgs),
+    /// The state of every plugin (and every extension's custom entries) at every branch tip
+    #[command(after_help = replay::EXAMPLES)]
+    Replay(replay::ReplayArgs),
+    /// Draw the session tree: branches, forks, state events, the leaf
+    #[command(after_help = tree::EXAMPLES)]
+    Tree(tree::TreeArgs),
+    /// The projection database, the write lock's holder and the events per plugin
+    #[command(after_help = status::STATUS_EXAMPLES)]
+    Status(status::StatusArgs),
+    /// Clear the session's lock row and cached rows, then re-read the file
+    #[command(after_help = status::FORCE_REFRESH_EXAMPLES)]
+    ForceRefresh(status::ForceRefreshArgs),
+    /// Integrity report: 0 readable, 1 refused by the strict reader, 2 could not run
+    #[command(after_help = verify::EXAMPLES)]
+    Verify(verify::VerifyArgs),
+    /// Sessions in a directory, from their header lines only
+    #[command(after_help = list::EXAMPLES)]
+    List(list::ListArgs),
+}
+
+/// `--scope`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ScopeArg {
+    /// Folded along the path from the root to the position (the default)
+    Branch,
+    /// Folded over the whole file in append order
+    Session,
+}
+
+impl From<ScopeArg> for Scope {
+    fn from(s: ScopeArg) -> Scope {
+        match s {
+            ScopeArg::Branch => Scope::Branch,
+            ScopeArg::Session => Scope::Session,
+        }
+    }
+}
+
+/// Where the projection database is (SPEC §4).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DbArgs {
+    /// The projection database file (an absolute path). Default: from the settings files,
+    /// else $PI_CODING_AGENT_DIR/sessions/states.sqlite
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// The project folder whose .pi/settings.json may choose the database [default: the
+    /// current directory]
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Trust the project: let its .pi/settings.json choose the database. Without it, Pi's
+    /// saved trust decisions ($PI_CODING_AGENT_DIR/trust.json) decide
+    #[arg(long)]
+    trust_project: bool,
+}
+
+impl DbArgs {
+    /// The database path; settings diagnostics go to stderr, once.
+    pub(crate) fn resolve(&self) -> Result<PathBuf, Failure> {
+        if let Some(p) = &self.db {
+            if p.as_os_str().is_empty() || !p.is_absolute() {
+                return Err(fail(format_args!(
+                    "--db {:?}: the database path must be absolute (for example --db \
+                     /tmp/states.sqlite); leave --db out to use the settings or the default",
+                    p.display().to_string()
+                )));
+            }
+            return Ok(p.clone());
+        }
+        let cwd = match &self.cwd {
+            Some(c) => c.clone(),
+            None => std::env::current_dir()
+                .map_err(|e| fail(format_args!("reading the current directory: {e}")))?,
+        };
+        let trust = if self.trust_project {
+            ProjectTrust::Trusted
+        } else {
+            ProjectTrust::FromPiDecisions
+        };
+        let location = LocationInputs::from_env(cwd, trust)
+            .and_then(|i| i.resolve())
+            .map_err(|e| fail(format_args!("locating the projection database: {e}")))?;
+        for d in &location.diagnostics {
+            eprintln!("warning: {d}");
+        }
+        Ok(location.path)
+    }
+}
+
+/// Opens a session file with the strict reader; an error names the file and says how to
+/// look closer.
+pub(crate) fn open_log(file: &Path) -> Result<SessionLog, Failure> {
+    SessionLog::open(file).map_err(|e| fail(strict_error(&e)))
+}
+
+/// The strict reader's error, with a pointer to `verify` when the file itself is bad.
+pub(crate) fn strict_error(e: &Error) -> String {
+    match e {
+        Error::Io { .. } => e.to_string(),
+        _ => format!("{e}\n(run `session-state verify --salvage` on the file for a full report)"),
+    }
+}
+
+/// Opens a session file strictly, else in salvage mode (for commands that only need the
+/// header and a best-effort view). The second value is the strict error, if any.
+pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String>), Failure> {
+    match SessionLog::open(file) {
+        Ok(log) => Ok((log, None)),
+        Err(e @ Error::Io { .. }) => Err(fail(e)),
+        Err(strict) => match LogOptions::new().mode(ReadMode::Salvage).open(file) {
+            Ok(log) => Ok((log, Some(strict.to_string()))),
+            Err(_) => Err(fail(strict_error(&strict))),
+        },
+    }
+}
+
+/// Writes command output to stdout. A closed pipe (`| head`) ends the output quietly.
+pub(crate) fn emit(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(fail(format_args!("writing to stdout: {e}"))),
+    }
+}
+
+/// Pretty JSON plus a newline.
+pub(crate) fn emit_json(value: &serde_json::Value) -> Result<(), Failure> {
+    let mut s = serde_json::to_string_pretty(value)
+        .map_err(|e| fail(format_args!("formatting JSON: {e}")))?;
+    s.push('\n');
+    emit(&s)
+}
+
+/// Every `*.jsonl` file below `dir` (recursive, symlinked folders not followed), sorted.
+/// Unreadable subfolders are reported on stderr and skipped.
+pub(crate) fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    let mut first = true;
+    while let Some(d) = stack.pop() {
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) if first => return Err(fail(format_args!("reading {}: {e}", d.display()))),
+            Err(e) => {
+                eprintln!("warning: skipped {}: {e}", d.display());
+                continue;
+            }
+        };
+        first = false;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(ty) = entry.file_type() else { continue };
+            if ty.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "jsonl") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Shortens a JSON value's text for one-line displays.
+pub(crate) fn short_json(v: &serde_json::Value, max: usize) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= max {
+        return s;
+    }
+    let cut: String = s.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+/// Parses the arguments, runs the command, maps the outcome to the exit code.
+pub(crate) fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Read(a) => state::read(a),
+        Command::Write(a) => state::write(a),
+        Command::Patch(a) => state::patch(a),
+        Command::Drop(a) => state::drop(a),
+        Command::Replay(a) => replay::run(a),
+        Command::Tree(a) => tree::run(a),
+        Command::Status(a) => status::status(a),
+        Command::ForceRefresh(a) => status::force_refresh(a),
+        Command::Verify(a) => verify::run(a),
+        Command::List(a) => list::run(a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}

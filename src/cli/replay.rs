@@ -1,0 +1,286 @@
+//! `replay`: the state of every plugin at every branch tip, folded from the log alone (no
+//! database), plus the last `data` of every other extension's `custom` entries.
+
+use super::{CmdResult, emit, emit_json, fail, jsonl_files, short_json, strict_error};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{Map, Value, json};
+use session_state::log::STATE_PREFIX;
+use session_state::{EntryType, Scope, SessionLog, inspect};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub(crate) const EXAMPLES: &str = "\
+Examples:
+  session-state replay fixtures/example.jsonl
+  session-state replay ~/.pi/agent/sessions --json
+
+For each branch tip: every plugin's value in branch scope (session scope is the same at
+every tip and is shown once per file), and for every other customType of `custom` entries
+(state Pi extensions write with pi.appendEntry) the number of such entries on the branch
+and the `data` of the last one. A DIR is searched recursively for *.jsonl files.
+Exit codes: 0 everything was read; 1 some file or value could not be read (reported);
+2 could not run (FILE or DIR missing or unreadable).";
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// A session file, or a directory searched recursively for *.jsonl
+    path: PathBuf,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+/// A plugin value: present, absent, or a fold error (a bad event).
+fn value_json(r: Result<Option<Value>, session_state::Error>) -> (Value, bool) {
+    match r {
+        Ok(Some(v)) => (json!({ "value": v }), true),
+        Ok(None) => (json!({ "absent": true }), true),
+        Err(e) => (json!({ "error": e.to_string() }), false),
+    }
+}
+
+fn value_text(v: &Value) -> String {
+    if let Some(x) = v.get("value") {
+        short_json(x, 200)
+    } else if let Some(e) = v.get("error") {
+        format!("ERROR: {}", e.as_str().unwrap_or_default())
+    } else {
+        "(absent)".into()
+    }
+}
+
+/// The replay of one session file, as JSON; the flag is false when something in it could
+/// not be read.
+fn replay_log(log: &SessionLog, bar: &ProgressBar) -> (Value, bool) {
+    let mut ok = true;
+    let plugins: BTreeSet<&str> = log.entries().filter_map(|e| e.state_plugin()).collect();
+    // Events per plugin and scope ("invalid": cannot be decoded), so the text can leave
+    // out a scope a plugin never wrote (its value there is trivially absent).
+    let mut counts: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
+    for e in log.entries() {
+        if let Some(ev) = inspect::state_event(log, e.id()) {
+            let scope = ev
+                .envelope
+                .as_ref()
+                .map_or("invalid", |env| env.scope.as_str());
+            *counts
+                .entry(ev.plugin)
+                .or_default()
+                .entry(scope)
+                .or_insert(0) += 1;
+        }
+    }
+    let has_custom = log.entries().any(|e| {
+        e.entry_type() == EntryType::Custom
+            && e.custom_type()
+                .is_some_and(|c| !c.starts_with(STATE_PREFIX))
+    });
+    let mut session = Map::new();
+    let tips = log.tips();
+    for p in &plugins {
+        let at = tips.first().copied().unwrap_or_default();
+        let (v, good) = value_json(inspect::value_at(log, p, Scope::Session, at));
+        ok &= good;
+        session.insert((*p).to_owned(), v);
+    }
+    let leaf = log.leaf_id();
+    let mut tip_rows = Vec::new();
+    for tip in &tips {
+        bar.inc(1);
+        let mut branch = Map::new();
+        for p in &plugins {
+            let (v, good) = value_json(inspect::value_at(log, p, Scope::Branch, tip));
+            ok &= good;
+            branch.insert((*p).to_owned(), v);
+        }
+        let path = log.path_to(tip).unwrap_or_default();
+        let mut custom = Map::new();
+        if has_custom {
+            let mut seen: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
+            for id in &path {
+                let Some(e) = log.entry(id) else { continue };
+                if e.entry_type() != EntryType::Custom {
+                    continue;
+                }
+                if let Some(ct) = e.custom_type().filter(|c| !c.starts_with(STATE_PREFIX)) {
+                    let slot = seen.entry(ct).or_insert((0, id));
+                    slot.0 += 1;
+                    slot.1 = id;
+                }
+            }
+            for (ct, (count, last)) in seen {
+                let data = match log.raw_line(last) {
+                    Ok(line) => match serde_json::from_str::<Value>(&line) {
+                        Ok(v) => v.get("data").cloned().unwrap_or(Value::Null),
+                        Err(e) => {
+                            ok = false;
+                            json!({ "error": format!("entry '{last}' does not parse: {e}") })
+                        }
+                    },
+                    Err(e) => {
+                        ok = false;
+                        json!({ "error": e.to_string() })
+                    }
+                };
+                custom.insert(
+                    ct.to_owned(),
+                    json!({ "entries": count, "last_entry": last, "last_data": data }),
+                );
+            }
+        }
+        tip_rows.push(json!({
+            "tip": tip,
+            "leaf": leaf == Some(*tip),
+            "branch_key": log.branch_key_of(tip).ok(),
+            "depth": path.len(),
+            "branch": branch,
+            "custom": custom,
+        }));
+    }
+    let v = json!({
+        "file": log.path(),
+        "session_id": log.session_id(),
+        "entries": log.len(),
+        "leaf": leaf,
+        "events": counts,
+        "session": session,
+        "tips": tip_rows,
+    });
+    (v, ok)
+}
+
+fn text(report: &Value) -> String {
+    let mut out = String::new();
+    let file = report["file"].as_str().unwrap_or_default();
+    if let Some(e) = report.get("error").and_then(Value::as_str) {
+        let _ = writeln!(out, "{file}: ERROR: {e}");
+        return out;
+    }
+    let tips = report["tips"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let _ = writeln!(
+        out,
+        "{file}: session {}, {} entries, {} tip(s)",
+        report["session_id"].as_str().unwrap_or_default(),
+        report["entries"],
+        tips.len()
+    );
+    // A scope is shown for a plugin when it has events there (or undecodable ones).
+    let wrote = |p: &str, scope: &str| {
+        let c = &report["events"][p];
+        c.get(scope).is_some() || c.get("invalid").is_some()
+    };
+    let session: Vec<(&String, &Value)> = report["session"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(p, _)| wrote(p, "session"))
+        .collect();
+    if !session.is_empty() {
+        let _ = writeln!(out, "  session scope (the same at every tip):");
+        for (p, v) in session {
+            let _ = writeln!(out, "    {p} = {}", value_text(v));
+        }
+    }
+    for t in tips {
+        let mut marks = String::new();
+        if t["leaf"] == Value::Bool(true) {
+            marks.push_str(" [leaf]");
+        }
+        let _ = writeln!(
+            out,
+            "  tip {}{marks} (branch key {}, {} entries on the path)",
+            t["tip"].as_str().unwrap_or_default(),
+            t["branch_key"].as_str().unwrap_or("?"),
+            t["depth"]
+        );
+        let branch: Vec<(&String, &Value)> = t["branch"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(p, _)| wrote(p, "branch"))
+            .collect();
+        let custom = t["custom"].as_object();
+        if branch.is_empty() && custom.is_none_or(Map::is_empty) {
+            let _ = writeln!(out, "    (no branch state)");
+        }
+        for (p, v) in branch {
+            let _ = writeln!(out, "    {p} = {}", value_text(v));
+        }
+        for (ct, c) in custom.into_iter().flatten() {
+            let data = &c["last_data"];
+            let data = match data.get("error") {
+                Some(e) => format!("ERROR: {}", e.as_str().unwrap_or_default()),
+                None => short_json(data, 200),
+            };
+            let n = c["entries"].as_u64().unwrap_or(0);
+            let noun = if n == 1 { "entry" } else { "entries" };
+            let _ = writeln!(out, "    custom {ct}: {n} {noun}, last data {data}");
+        }
+    }
+    out
+}
+
+fn progress(len: u64, unit: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    let template = format!("{{spinner}} {{wide_msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+fn replay_file(path: &Path, bar: &ProgressBar) -> (Value, bool) {
+    bar.set_message(format!("reading {}", path.display()));
+    match SessionLog::open(path) {
+        Ok(log) => {
+            bar.set_message(format!("folding {}", path.display()));
+            replay_log(&log, bar)
+        }
+        Err(e) => (json!({ "file": path, "error": e.to_string() }), false),
+    }
+}
+
+pub(crate) fn run(args: ReplayArgs) -> CmdResult {
+    let meta = std::fs::metadata(&args.path)
+        .map_err(|e| fail(format_args!("{}: {e}", args.path.display())))?;
+    let mut reports = Vec::new();
+    let mut all_ok = true;
+    if meta.is_dir() {
+        let files = jsonl_files(&args.path)?;
+        let bar = progress(files.len() as u64, "files");
+        let hidden = ProgressBar::hidden();
+        for f in &files {
+            bar.set_message(f.display().to_string());
+            let (r, ok) = replay_file(f, &hidden);
+            bar.inc(1);
+            all_ok &= ok;
+            if !args.json {
+                // Stream the text as it comes, so a long run shows results early.
+                bar.suspend(|| emit(&text(&r)))?;
+            }
+            reports.push(r);
+        }
+        bar.finish_and_clear();
+    } else {
+        let log = SessionLog::open(&args.path).map_err(|e| fail(strict_error(&e)))?;
+        let bar = progress(log.tips().len() as u64, "tips");
+        let (r, ok) = replay_log(&log, &bar);
+        bar.finish_and_clear();
+        all_ok = ok;
+        if !args.json {
+            emit(&text(&r))?;
+        }
+        reports.push(r);
+    }
+    if args.json {
+        emit_json(&json!({ "sessions": reports }))?;
+    }
+    Ok(if all_ok { 0 } else { 1 })
+}

@@ -1,0 +1,279 @@
+//! `status` and `force-refresh` (SPEC §5–§7): the projection database, the session's
+//! write lock, and the events per plugin.
+//!
+//! `status` opens the database read-only and never creates it. `force-refresh` breaks a
+//! lock whose holder may be alive only after a confirmation (a terminal prompt, or
+//! `--yes`).
+
+use super::{CmdResult, DbArgs, Failure, emit, emit_json, fail, open_log_lenient};
+use serde_json::{Value, json};
+use session_state::lock::{self, Liveness, LockStatus};
+use session_state::{Projection, SessionLog, inspect};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+pub(crate) const STATUS_EXAMPLES: &str = "\
+Examples:
+  session-state status s.jsonl
+  session-state status s.jsonl --db /tmp/states.sqlite --json
+
+Shows the projection database (never created by this command), the session's write-lock
+holder with alive / not alive / unknown, and the state events per plugin and scope,
+counted from the session file itself.
+Exit codes: 0 shown; 2 error.";
+
+pub(crate) const FORCE_REFRESH_EXAMPLES: &str = "\
+Examples:
+  session-state force-refresh s.jsonl
+  session-state force-refresh s.jsonl --yes --db /tmp/states.sqlite
+
+Deletes the session's write-lock row and the projection's cached rows for the file, then
+re-reads the file into the projection. When the lock holder may still be alive it asks
+first (on a terminal); without a terminal it needs --yes.
+Exit codes: 0 refreshed; 1 the lock was left alone (not confirmed); 2 error.";
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatusArgs {
+    /// The session file (.jsonl)
+    file: PathBuf,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ForceRefreshArgs {
+    /// The session file (.jsonl)
+    file: PathBuf,
+    /// Clear the lock without asking, even when its holder may be alive
+    #[arg(long)]
+    yes: bool,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// State events per (plugin, scope), from the log; undecodable events count as "invalid".
+fn event_counts(log: &SessionLog) -> BTreeMap<(String, String), u64> {
+    let mut counts = BTreeMap::new();
+    for e in log.entries() {
+        if let Some(ev) = inspect::state_event(log, e.id()) {
+            let scope = match &ev.envelope {
+                Ok(env) => env.scope.as_str(),
+                Err(_) => "invalid",
+            };
+            *counts
+                .entry((ev.plugin.to_owned(), scope.to_owned()))
+                .or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+fn lock_json(st: &LockStatus) -> Value {
+    json!({
+        "holder": st.holder,
+        "action": st.action,
+        "acquired_at_ms": st.acquired_at_ms,
+        "age_ms": st.age.as_millis() as u64,
+        "liveness": st.liveness.to_string(),
+        "liveness_reason": st.liveness_reason,
+        "lease_expired": st.lease_expired,
+        "blocks_writers": st.blocks_writers(),
+    })
+}
+
+fn lock_text(st: &LockStatus) -> String {
+    let mut s = format!(
+        "held by {} ({}: {})",
+        st.holder, st.liveness, st.liveness_reason
+    );
+    if let Some(a) = &st.action {
+        let _ = write!(s, ", doing: {a}");
+    }
+    let _ = write!(
+        s,
+        ", taken {} s ago, lease {}",
+        st.age.as_secs(),
+        if st.lease_expired {
+            "expired"
+        } else {
+            "running"
+        }
+    );
+    if st.blocks_writers() {
+        s.push_str("; other writers are refused");
+    } else {
+        s.push_str("; the next writer takes it over");
+    }
+    s
+}
+
+fn read_lock(db: &Path, session_id: &str) -> Result<Option<Option<LockStatus>>, Failure> {
+    let Some(conn) = Projection::open_existing(db).map_err(fail)? else {
+        return Ok(None);
+    };
+    let st = lock::status(&conn, session_id).map_err(|e| {
+        fail(format_args!(
+            "projection database {}: reading the lock: {e}",
+            db.display()
+        ))
+    })?;
+    Ok(Some(st))
+}
+
+pub(crate) fn status(args: StatusArgs) -> CmdResult {
+    let db = args.db.resolve()?;
+    let (log, strict_error) = open_log_lenient(&args.file)?;
+    if let Some(e) = &strict_error {
+        eprintln!(
+            "warning: the strict reader refuses this file; counts come from a salvage read \
+             (see `session-state verify`): {e}"
+        );
+    }
+    let lock = read_lock(&db, log.session_id())?;
+    let counts = event_counts(&log);
+    if args.json {
+        let events: Vec<Value> = counts
+            .iter()
+            .map(|((p, s), n)| json!({ "plugin": p, "scope": s, "events": n }))
+            .collect();
+        return emit_json(&json!({
+            "file": args.file,
+            "session_id": log.session_id(),
+            "entries": log.len(),
+            "readable": strict_error.is_none(),
+            "database": { "path": db, "exists": lock.is_some() },
+            "lock": lock.flatten().as_ref().map(lock_json),
+            "events": events,
+        }))
+        .map(|()| 0);
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "session   {} ({})",
+        log.session_id(),
+        args.file.display()
+    );
+    let _ = writeln!(out, "entries   {}", log.len());
+    match &lock {
+        None => {
+            let _ = writeln!(
+                out,
+                "database  {} (does not exist: nothing cached, no lock)",
+                db.display()
+            );
+        }
+        Some(st) => {
+            let _ = writeln!(out, "database  {}", db.display());
+            let text = st.as_ref().map_or_else(|| "none".to_owned(), lock_text);
+            let _ = writeln!(out, "lock      {text}");
+        }
+    }
+    if counts.is_empty() {
+        let _ = writeln!(out, "events    none");
+    }
+    let mut by_plugin: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for ((p, s), n) in &counts {
+        by_plugin.entry(p).or_default().push(format!("{n} {s}"));
+    }
+    for (i, (p, parts)) in by_plugin.iter().enumerate() {
+        let label = if i == 0 { "events" } else { "" };
+        let _ = writeln!(out, "{label:<9} {p}: {}", parts.join(", "));
+    }
+    emit(&out)?;
+    Ok(0)
+}
+
+/// Asks on the terminal; `false` unless the answer is yes.
+fn confirm(question: &str) -> Result<bool, Failure> {
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{question} [y/N] ");
+    let _ = err.flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| fail(format_args!("reading the answer: {e}")))?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
+}
+
+pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
+    let db = args.db.resolve()?;
+    let (log, _) = open_log_lenient(&args.file)?;
+    let session_id = log.session_id().to_owned();
+    if !db.exists() {
+        // Nothing cached and no lock; creating a database here would be a side effect
+        // nobody asked for. The file was re-read above.
+        emit(&format!(
+            "no projection database at {}: nothing cached, no lock to clear\nre-read {} \
+             entries from {}\n",
+            db.display(),
+            log.len(),
+            args.file.display()
+        ))?;
+        return Ok(0);
+    }
+    let mut projection = Projection::open(&db).map_err(fail)?;
+    let st = lock::status(projection.connection(), &session_id).map_err(|e| {
+        fail(format_args!(
+            "projection database {}: reading the lock: {e}",
+            db.display()
+        ))
+    })?;
+    let mut out = String::new();
+    if let Some(st) = &st {
+        let may_be_alive = st.blocks_writers() || st.liveness != Liveness::NotAlive;
+        if may_be_alive && !args.yes {
+            let question = format!(
+                "session '{session_id}' is locked by {} ({}: {}). Clearing the lock lets \
+                 another writer in while it may still be writing. Clear it?",
+                st.holder, st.liveness, st.liveness_reason
+            );
+            let confirmed = std::io::stdin().is_terminal() && confirm(&question)?;
+            if !confirmed {
+                eprintln!(
+                    "error: left the lock on session '{session_id}' alone: its holder {} may be \
+                     alive ({}){}. Nothing was changed; run again with --yes to clear it \
+                     anyway.",
+                    st.holder,
+                    st.liveness_reason,
+                    if std::io::stdin().is_terminal() {
+                        ""
+                    } else {
+                        " and there is no terminal to ask on"
+                    }
+                );
+                return Ok(1);
+            }
+        }
+        lock::clear(projection.connection(), &session_id).map_err(|e| {
+            fail(format_args!(
+                "projection database {}: clearing the lock: {e}",
+                db.display()
+            ))
+        })?;
+        let _ = writeln!(
+            out,
+            "cleared the lock held by {} ({})",
+            st.holder, st.liveness
+        );
+    } else {
+        let _ = writeln!(out, "no lock on session '{session_id}'");
+    }
+    projection.forget(&args.file).map_err(fail)?;
+    let c = projection.catch_up(&args.file).map_err(fail)?;
+    let _ = writeln!(
+        out,
+        "dropped the cached rows; re-read {} entries ({} bytes) from {}",
+        c.entries_added,
+        c.bytes_read,
+        args.file.display()
+    );
+    emit(&out)?;
+    Ok(0)
+}

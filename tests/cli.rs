@@ -1,0 +1,1066 @@
+//! The `session-state` binary, run for real in a scrubbed environment (only `HOME`,
+//! `PI_CODING_AGENT_DIR` and `PATH` are set, each test in its own temporary folder), with
+//! insta snapshots of what a user sees. Paths, ids, session ids, timestamps and lock
+//! holders are filtered out of the snapshots; the assertions check them structurally.
+//!
+//! `docs/cli.md` shows outputs taken from these snapshots.
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+use session_state::lock::{self, Holder, Liveness};
+use session_state::{LogOptions, Materialize, NewEntry, Projection, SessionLog};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/example.jsonl");
+const EDGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/edge");
+
+/// One test's world: `root/home`, `root/agent` (= `$PI_CODING_AGENT_DIR`), `root/work`
+/// (the current directory, holding `s.jsonl`, a copy of the example session).
+struct World {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    work: PathBuf,
+    agent: PathBuf,
+}
+
+impl World {
+    fn new() -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let work = root.join("work");
+        let agent = root.join("agent");
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(root.join("home")).unwrap();
+        World {
+            _tmp: tmp,
+            root,
+            work,
+            agent,
+        }
+    }
+
+    /// With `s.jsonl`, a copy of `fixtures/example.jsonl`.
+    fn example() -> World {
+        let w = World::new();
+        std::fs::copy(EXAMPLE, w.file()).unwrap();
+        w
+    }
+
+    fn file(&self) -> PathBuf {
+        self.work.join("s.jsonl")
+    }
+
+    fn default_db(&self) -> PathBuf {
+        self.agent.join("sessions/states.sqlite")
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::cargo_bin("session-state").unwrap();
+        c.env_clear()
+            .env("HOME", self.root.join("home"))
+            .env("PI_CODING_AGENT_DIR", &self.agent)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .current_dir(&self.work)
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Out {
+        Out::of(self.cmd(args).output().unwrap())
+    }
+
+    fn run_stdin(&self, args: &[&str], stdin: &str) -> Out {
+        Out::of(self.cmd(args).write_stdin(stdin).output().unwrap())
+    }
+
+    /// insta settings that replace what changes from run to run.
+    fn settings(&self) -> insta::Settings {
+        let mut s = insta::Settings::clone_current();
+        s.add_filter(&regex_escape(&self.root.to_string_lossy()), "[TMP]");
+        s.add_filter(&regex_escape(EDGE), "[EDGE]");
+        s.add_filter(
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            "[SESSION]",
+        );
+        s.add_filter(r"\b[0-9a-f]{8}\b", "[ID]");
+        s.add_filter(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[TIME]");
+        // Session file names start with the creation time: `2025-01-02T03-04-05-678Z_`.
+        s.add_filter(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d+Z", "[TIME]");
+        s.add_filter(r"pid:\d+(;[a-z]+:[^;\s)]+)*", "[HOLDER]");
+        s.add_filter(r"pid \d+", "pid [PID]");
+        s.add_filter(r"taken \d+ s ago", "taken [N] s ago");
+        s.add_filter(r"expires in \d+ s", "expires in [N] s");
+        s
+    }
+}
+
+fn regex_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn of(o: std::process::Output) -> Out {
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+    /// The text a snapshot records.
+    fn shown(&self) -> String {
+        format!(
+            "exit: {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.shown()))
+    }
+    fn line(&self) -> String {
+        self.stdout.trim_end().to_owned()
+    }
+}
+
+/// A new session in `dir` made with the library: `n` alternating user/assistant messages.
+fn make_session(dir: &Path, cwd: &str, n: usize) -> PathBuf {
+    let mut log = LogOptions::new()
+        .materialize(Materialize::FirstAppend)
+        .create(dir, cwd)
+        .unwrap();
+    for i in 0..n {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        log.append(NewEntry::message(json!({"role": role, "content": "hi"})))
+            .unwrap();
+    }
+    log.path().to_path_buf()
+}
+
+fn example_log(w: &World) -> SessionLog {
+    SessionLog::open(w.file()).unwrap()
+}
+
+/// A `sleep 30` whose pid holds the session's write lock in `db`, as a live foreign
+/// writer would. Kill it at the end of the test.
+fn live_lock(db: &Path, session_id: &str) -> Child {
+    let child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let holder = Holder::for_pid(child.id()).unwrap();
+    let mut projection = Projection::open(db).unwrap();
+    let guard = lock::acquire_at(
+        projection.connection(),
+        session_id,
+        "write",
+        lock::now_ms(),
+        &holder,
+    )
+    .unwrap();
+    // The row must outlive this function, as a crashed or busy writer's would.
+    std::mem::forget(guard);
+    child
+}
+
+fn lock_holder(db: &Path, session_id: &str) -> Option<String> {
+    let conn = Projection::open_existing(db).unwrap().unwrap();
+    lock::status(&conn, session_id).unwrap().map(|s| s.holder)
+}
+
+fn kill(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+// ---------------------------------------------------------------------------------------
+// help
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn help_lists_every_command_with_examples() {
+    let w = World::new();
+    let out = w.run(&["--help"]);
+    assert_eq!(out.code, 0);
+    insta::assert_snapshot!("help", out.stdout);
+    for sub in [
+        "read",
+        "write",
+        "patch",
+        "drop",
+        "replay",
+        "tree",
+        "status",
+        "force-refresh",
+        "verify",
+        "list",
+    ] {
+        let out = w.run(&[sub, "--help"]);
+        assert_eq!(out.code, 0, "{sub}");
+        assert!(
+            out.stdout.contains("Examples:\n  session-state "),
+            "{sub}: {}",
+            out.stdout
+        );
+        assert!(out.stdout.contains("Exit codes:"), "{sub}");
+    }
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let w = World::example();
+    let out = w.run(&["read", "s.jsonl"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--plugin"), "{}", out.stderr);
+    let out = w.run(&["read", "s.jsonl", "--plugin", "role", "--scope", "tree"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("branch") && out.stderr.contains("session"));
+}
+
+// ---------------------------------------------------------------------------------------
+// read / write / patch / drop
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn read_prints_the_value_or_exits_1_when_absent() {
+    let w = World::example();
+    let out = w.run(&["read", "s.jsonl", "--plugin", "role"]);
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, "{\"name\":\"writer\"}\n")
+    );
+    assert_eq!(out.stderr, "");
+
+    let out = w.run(&["read", "s.jsonl", "--plugin", "todo", "--scope", "session"]);
+    assert_eq!(out.code, 0);
+    assert_eq!(out.json(), json!({"backoff": "done", "last-error": "open"}));
+
+    // Absent: no output at all, exit 1. Branch scope of a session-scope plugin is absent.
+    let out = w.run(&["read", "s.jsonl", "--plugin", "todo"]);
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (1, "", "")
+    );
+    let out = w.run(&["read", "s.jsonl", "--plugin", "nobody"]);
+    assert_eq!((out.code, out.stdout.as_str()), (1, ""));
+
+    // The read used (and created) the default projection database.
+    assert!(w.default_db().exists());
+}
+
+#[test]
+fn read_at_an_entry_folds_up_to_it() {
+    let w = World::example();
+    let log = example_log(&w);
+    let fork = log.forks()[0].to_owned();
+    let first_tip = log.tips()[0].to_owned();
+    // At the fork point the role is the reviewer; on the first branch too.
+    for at in [&fork, &first_tip] {
+        let out = w.run(&["read", "s.jsonl", "--plugin", "role", "--at", at]);
+        assert_eq!(out.line(), r#"{"name":"reviewer"}"#, "at {at}");
+    }
+    // Before the first role event: absent.
+    let root = log.roots()[0].to_owned();
+    let out = w.run(&["read", "s.jsonl", "--plugin", "role", "--at", &root]);
+    assert_eq!((out.code, out.stdout.as_str()), (1, ""));
+}
+
+#[test]
+fn write_fork_with_at_then_read_both_branches() {
+    let w = World::example();
+    let leaf = example_log(&w).leaf_id().unwrap().to_owned();
+
+    // On the current branch.
+    let out = w.run(&[
+        "write",
+        "s.jsonl",
+        "--plugin",
+        "mood",
+        "--value",
+        r#""calm""#,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    let a = out.line();
+    assert_eq!(a.len(), 8, "an entry id: {a:?}");
+
+    // A fork: a second child of the old leaf.
+    let out = w.run(&[
+        "write",
+        "s.jsonl",
+        "--plugin",
+        "mood",
+        "--value",
+        r#""busy""#,
+        "--at",
+        &leaf,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    let b = out.line();
+    let log = example_log(&w);
+    assert_eq!(log.entry(&a).unwrap().parent_id(), Some(leaf.as_str()));
+    assert_eq!(log.entry(&b).unwrap().parent_id(), Some(leaf.as_str()));
+    assert!(log.forks().contains(&leaf.as_str()));
+
+    // Each branch sees its own write; the leaf is the last entry in file order.
+    let read = |at: Option<&str>| {
+        let mut args = vec!["read", "s.jsonl", "--plugin", "mood"];
+        if let Some(at) = at {
+            args.extend(["--at", at]);
+        }
+        w.run(&args)
+    };
+    assert_eq!(read(Some(&a)).line(), r#""calm""#);
+    assert_eq!(read(Some(&b)).line(), r#""busy""#);
+    assert_eq!(read(None).line(), r#""busy""#);
+    assert_eq!(read(Some(&leaf)).code, 1);
+
+    let tree = w.run(&["tree", "s.jsonl"]);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("tree_after_fork", tree.shown()));
+}
+
+#[test]
+fn write_reads_stdin_and_prints_nothing_when_nothing_changes() {
+    let w = World::example();
+    let out = w.run_stdin(&["write", "s.jsonl", "--plugin", "todo"], "[1, 2, 3]\n");
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert_eq!(out.line().len(), 8);
+    let len = std::fs::metadata(w.file()).unwrap().len();
+
+    let out = w.run(&["write", "s.jsonl", "--plugin", "todo", "--value", "[1,2,3]"]);
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "", "")
+    );
+    assert_eq!(
+        std::fs::metadata(w.file()).unwrap().len(),
+        len,
+        "nothing appended"
+    );
+
+    let out = w.run(&["read", "s.jsonl", "--plugin", "todo"]);
+    assert_eq!(out.line(), "[1,2,3]");
+}
+
+#[test]
+fn patch_merges_and_drop_makes_absent() {
+    let w = World::example();
+    let out = w.run(&[
+        "patch",
+        "s.jsonl",
+        "--plugin",
+        "role",
+        "--merge",
+        r#"{"model":"fast"}"#,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert_eq!(out.line().len(), 8);
+    let out = w.run(&["read", "s.jsonl", "--plugin", "role"]);
+    assert_eq!(out.json(), json!({"name": "writer", "model": "fast"}));
+
+    // A patch that changes nothing appends nothing.
+    let out = w.run(&[
+        "patch",
+        "s.jsonl",
+        "--plugin",
+        "role",
+        "--merge",
+        r#"{"model":"fast"}"#,
+    ]);
+    assert_eq!((out.code, out.stdout.as_str()), (0, ""));
+
+    // Session scope: patch the session-wide todo.
+    let out = w.run(&[
+        "patch",
+        "s.jsonl",
+        "--plugin",
+        "todo",
+        "--scope",
+        "session",
+        "--merge",
+        r#"{"backoff":null}"#,
+    ]);
+    assert_eq!(out.code, 0);
+    let out = w.run(&["read", "s.jsonl", "--plugin", "todo", "--scope", "session"]);
+    assert_eq!(out.json(), json!({"last-error": "open"}));
+
+    let out = w.run(&["drop", "s.jsonl", "--plugin", "role"]);
+    assert_eq!((out.code, out.line().len()), (0, 8));
+    let out = w.run(&["read", "s.jsonl", "--plugin", "role"]);
+    assert_eq!((out.code, out.stdout.as_str()), (1, ""));
+    let out = w.run(&["drop", "s.jsonl", "--plugin", "role"]);
+    assert_eq!(
+        (out.code, out.stdout.as_str(), out.stderr.as_str()),
+        (0, "", "")
+    );
+}
+
+#[test]
+fn written_null_is_present_not_absent() {
+    let w = World::example();
+    let out = w.run(&["write", "s.jsonl", "--plugin", "role", "--value", "null"]);
+    assert_eq!(out.code, 0);
+    let out = w.run(&["read", "s.jsonl", "--plugin", "role"]);
+    assert_eq!((out.code, out.stdout.as_str()), (0, "null\n"));
+}
+
+#[test]
+fn bad_input_exits_2_naming_what_failed() {
+    let w = World::example();
+    let len = std::fs::metadata(w.file()).unwrap().len();
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "read_unknown_entry",
+            &["read", "s.jsonl", "--plugin", "role", "--at", "deadbeef"],
+        ),
+        (
+            "write_unknown_entry",
+            &[
+                "write", "s.jsonl", "--plugin", "role", "--value", "1", "--at", "deadbeef",
+            ],
+        ),
+        (
+            "write_invalid_json",
+            &[
+                "write",
+                "s.jsonl",
+                "--plugin",
+                "role",
+                "--value",
+                "{name: reviewer}",
+            ],
+        ),
+        (
+            "patch_invalid_json",
+            &["patch", "s.jsonl", "--plugin", "role", "--merge", "{"],
+        ),
+        (
+            "read_invalid_plugin",
+            &["read", "s.jsonl", "--plugin", "Role!"],
+        ),
+        (
+            "write_invalid_plugin",
+            &["write", "s.jsonl", "--plugin", "", "--value", "1"],
+        ),
+        (
+            "read_relative_db",
+            &[
+                "read",
+                "s.jsonl",
+                "--plugin",
+                "role",
+                "--db",
+                "states.sqlite",
+            ],
+        ),
+        (
+            "write_relative_db",
+            &[
+                "write",
+                "s.jsonl",
+                "--plugin",
+                "role",
+                "--value",
+                "1",
+                "--db",
+                "db/x.sqlite",
+            ],
+        ),
+        (
+            "read_missing_file",
+            &["read", "missing.jsonl", "--plugin", "role"],
+        ),
+        (
+            "write_missing_file",
+            &["write", "missing.jsonl", "--plugin", "role", "--value", "1"],
+        ),
+    ];
+    let mut shown = String::new();
+    for (name, args) in cases {
+        let out = w.run(args);
+        assert_eq!(out.code, 2, "{name}: {}", out.shown());
+        assert_eq!(out.stdout, "", "{name}");
+        assert!(out.stderr.starts_with("error: "), "{name}: {}", out.stderr);
+        shown.push_str(&format!("## {name}\n{}", out.stderr));
+    }
+    assert_eq!(
+        std::fs::metadata(w.file()).unwrap().len(),
+        len,
+        "nothing written"
+    );
+    w.settings()
+        .bind(|| insta::assert_snapshot!("bad_input", shown));
+    // The unknown id and the offending value are named.
+    assert!(shown.contains("'deadbeef'"));
+    assert!(shown.contains("\"Role!\""));
+    assert!(shown.contains("\"states.sqlite\""));
+    assert!(shown.contains("missing.jsonl"));
+}
+
+#[test]
+fn empty_stdin_is_invalid_json() {
+    let w = World::example();
+    let out = w.run_stdin(&["write", "s.jsonl", "--plugin", "role"], "");
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("stdin is not valid JSON"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn corrupt_file_is_an_error_for_read_write_tree_and_replay() {
+    let w = World::new();
+    let corrupt = w.work.join("c.jsonl");
+    std::fs::copy(format!("{EDGE}/corrupt-middle.jsonl"), &corrupt).unwrap();
+    let before = std::fs::read(&corrupt).unwrap();
+    for args in [
+        &["read", "c.jsonl", "--plugin", "role"][..],
+        &["write", "c.jsonl", "--plugin", "role", "--value", "1"],
+        &["tree", "c.jsonl"],
+        &["replay", "c.jsonl"],
+    ] {
+        let out = w.run(args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.shown());
+        assert!(out.stderr.contains("line 3"), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("343"), "{args:?}: the byte offset");
+    }
+    assert_eq!(std::fs::read(&corrupt).unwrap(), before, "never modified");
+}
+
+#[test]
+fn explicit_db_is_used_and_settings_problems_are_reported_once() {
+    let w = World::example();
+    let db = w.root.join("elsewhere/my.sqlite");
+    let out = w.run(&[
+        "read",
+        "s.jsonl",
+        "--plugin",
+        "role",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0);
+    assert!(db.exists());
+    assert!(!w.default_db().exists());
+
+    // A broken user settings file: the default location is used, and said so once.
+    std::fs::create_dir_all(&w.agent).unwrap();
+    std::fs::write(w.agent.join("settings.json"), "{ not json").unwrap();
+    let out = w.run(&["write", "s.jsonl", "--plugin", "role", "--value", "1"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert_eq!(out.stderr.matches("warning:").count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("settings.json"));
+    assert!(w.default_db().exists());
+}
+
+#[test]
+fn trusted_project_settings_choose_the_database() {
+    let w = World::example();
+    let project = w.root.join("project");
+    std::fs::create_dir_all(project.join(".pi")).unwrap();
+    std::fs::write(
+        project.join(".pi/settings.json"),
+        r#"{"sessionState":{"databasePath":"cache/p.sqlite"}}"#,
+    )
+    .unwrap();
+    let cwd = project.to_str().unwrap();
+    let base = ["status", "s.jsonl", "--json", "--cwd", cwd];
+    // Untrusted (no --trust-project, no saved Pi decision): the default location.
+    let out = w.run(&base);
+    assert_eq!(out.json()["database"]["path"], json!(w.default_db()));
+    let mut trusted = base.to_vec();
+    trusted.push("--trust-project");
+    let out = w.run(&trusted);
+    assert_eq!(
+        out.json()["database"]["path"],
+        json!(project.join(".pi/cache/p.sqlite"))
+    );
+}
+
+#[test]
+fn write_refused_by_a_live_lock_names_holder_action_session_and_reason() {
+    let w = World::example();
+    let db = w.default_db();
+    let sid = example_log(&w).session_id().to_owned();
+    let child = live_lock(&db, &sid);
+    let len = std::fs::metadata(w.file()).unwrap().len();
+    let out = w.run(&["write", "s.jsonl", "--plugin", "role", "--value", "1"]);
+    kill(child);
+    assert_eq!(out.code, 2, "{}", out.shown());
+    assert_eq!(out.stdout, "");
+    assert!(out.stderr.contains(&sid), "{}", out.stderr);
+    assert!(out.stderr.contains("write refused"), "{}", out.stderr);
+    assert!(out.stderr.contains("alive"), "{}", out.stderr);
+    assert_eq!(std::fs::metadata(w.file()).unwrap().len(), len);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("write_locked", out.shown()));
+}
+
+// ---------------------------------------------------------------------------------------
+// replay
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn replay_shows_every_plugin_at_every_tip() {
+    let w = World::example();
+    let out = w.run(&["replay", "s.jsonl"]);
+    assert_eq!(out.code, 0);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("replay_example", out.shown()));
+
+    let out = w.run(&["replay", "s.jsonl", "--json"]);
+    assert_eq!(out.code, 0);
+    let v = out.json();
+    let s = &v["sessions"][0];
+    let log = example_log(&w);
+    assert_eq!(s["session_id"], json!(log.session_id()));
+    assert_eq!(s["entries"], json!(14));
+    assert_eq!(
+        s["session"]["todo"]["value"],
+        json!({"backoff":"done","last-error":"open"})
+    );
+    assert_eq!(s["session"]["role"], json!({"absent": true}));
+    let tips = s["tips"].as_array().unwrap();
+    assert_eq!(tips.len(), 2);
+    let by_tip = |id: &str| tips.iter().find(|t| t["tip"] == json!(id)).unwrap();
+    let [first, leaf] = [log.tips()[0], log.leaf_id().unwrap()];
+    assert_eq!(
+        by_tip(first)["branch"]["role"]["value"],
+        json!({"name":"reviewer"})
+    );
+    assert_eq!(
+        by_tip(leaf)["branch"]["role"]["value"],
+        json!({"name":"writer"})
+    );
+    assert_eq!(by_tip(leaf)["leaf"], json!(true));
+    assert_eq!(by_tip(leaf)["branch"]["todo"], json!({"absent": true}));
+}
+
+#[test]
+fn replay_shows_other_extensions_custom_entries() {
+    let w = World::new();
+    let path = make_session(&w.work, "/project", 2);
+    let mut log = SessionLog::open(&path).unwrap();
+    let fork_at = log.leaf_id().unwrap().to_owned();
+    log.append(NewEntry::custom("my-ext", Some(json!({"n": 1}))))
+        .unwrap();
+    log.append(NewEntry::custom("my-ext", Some(json!({"n": 2}))))
+        .unwrap();
+    log.navigate(&fork_at).unwrap();
+    log.append(NewEntry::custom("other.ext", None)).unwrap();
+    drop(log);
+    let name = path.file_name().unwrap().to_str().unwrap();
+    let out = w.run(&["replay", name]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    w.settings()
+        .bind(|| insta::assert_snapshot!("replay_custom", out.shown()));
+    let v = w.run(&["replay", name, "--json"]).json();
+    let tips = v["sessions"][0]["tips"].as_array().unwrap().clone();
+    assert_eq!(
+        tips[0]["custom"]["my-ext"],
+        json!({"entries": 2, "last_entry": tips[0]["tip"], "last_data": {"n": 2}})
+    );
+    assert_eq!(tips[1]["custom"]["other.ext"]["entries"], json!(1));
+    assert_eq!(tips[1]["custom"]["other.ext"]["last_data"], Value::Null);
+    assert!(
+        tips[1]["custom"].get("my-ext").is_none(),
+        "siblings are separate"
+    );
+}
+
+#[test]
+fn replay_dir_reads_every_session_below_it() {
+    let w = World::new();
+    let dir = w.work.join("sessions");
+    std::fs::create_dir_all(dir.join("nested")).unwrap();
+    std::fs::copy(EXAMPLE, dir.join("a.jsonl")).unwrap();
+    make_session(&dir.join("nested"), "/p", 3);
+    std::fs::write(dir.join("notes.txt"), "not a session").unwrap();
+    let out = w.run(&["replay", "sessions", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    let v = out.json();
+    assert_eq!(v["sessions"].as_array().unwrap().len(), 2);
+    assert!(
+        out.stderr.is_empty(),
+        "no progress bar without a terminal: {}",
+        out.stderr
+    );
+
+    // A bad file is reported and makes the exit code 1; the others are still replayed.
+    std::fs::copy(
+        format!("{EDGE}/corrupt-middle.jsonl"),
+        dir.join("bad.jsonl"),
+    )
+    .unwrap();
+    let out = w.run(&["replay", "sessions"]);
+    assert_eq!(out.code, 1, "{}", out.shown());
+    w.settings()
+        .bind(|| insta::assert_snapshot!("replay_dir", out.shown()));
+}
+
+#[test]
+fn replay_missing_path_exits_2() {
+    let w = World::new();
+    let out = w.run(&["replay", "nowhere"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("nowhere"));
+}
+
+#[test]
+fn replay_bad_event_is_shown_and_exits_1() {
+    let w = World::new();
+    std::fs::copy(format!("{EDGE}/bad-envelope.jsonl"), w.file()).unwrap();
+    let out = w.run(&["replay", "s.jsonl"]);
+    assert_eq!(out.code, 1, "{}", out.shown());
+    assert!(out.stdout.contains("role = ERROR"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains(r#"todo = {"backoff":"done","tests":"open"}"#)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// tree
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn tree_draws_forks_leaf_keys_and_state_events() {
+    let w = World::example();
+    let out = w.run(&["tree", "s.jsonl"]);
+    assert_eq!(out.code, 0);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("tree_example", out.shown()));
+    assert!(out.stdout.contains("[fork: 2]"));
+    assert!(out.stdout.contains("[leaf]"));
+    assert!(out.stdout.contains("state role set (branch)"));
+    assert!(out.stdout.contains("state todo patch (session)"));
+}
+
+#[test]
+fn tree_folds_long_linear_runs() {
+    let w = World::new();
+    let path = make_session(&w.work, "/p", 40);
+    let mut log = SessionLog::open(&path).unwrap();
+    let root = log.roots()[0].to_owned();
+    let mid = log.path_to(log.leaf_id().unwrap()).unwrap()[20].to_owned();
+    drop(log);
+    log = SessionLog::open(&path).unwrap();
+    log.navigate(&mid).unwrap();
+    log.append(NewEntry::message(
+        json!({"role":"user","content":"other way"}),
+    ))
+    .unwrap();
+    drop(log);
+    let out = w.run(&["tree", path.to_str().unwrap()]);
+    assert_eq!(out.code, 0);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("tree_folded", out.shown()));
+    assert!(out.stdout.contains(&format!("{root} message user  [key]")));
+    assert!(out.stdout.contains("… 19 entries …"), "{}", out.stdout);
+    assert!(out.stdout.contains("… 17 entries …"), "{}", out.stdout);
+}
+
+#[test]
+fn tree_missing_file_exits_2() {
+    let w = World::new();
+    let out = w.run(&["tree", "missing.jsonl"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("missing.jsonl"));
+}
+
+// ---------------------------------------------------------------------------------------
+// status and force-refresh
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn status_never_creates_the_database() {
+    let w = World::example();
+    let out = w.run(&["status", "s.jsonl"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(!w.default_db().exists(), "status created the database");
+    assert!(!w.agent.join("sessions").exists());
+    w.settings()
+        .bind(|| insta::assert_snapshot!("status_no_db", out.shown()));
+    let v = w.run(&["status", "s.jsonl", "--json"]).json();
+    assert_eq!(v["database"]["exists"], json!(false));
+    assert_eq!(v["lock"], Value::Null);
+    assert_eq!(
+        v["events"],
+        json!([
+            {"plugin": "role", "scope": "branch", "events": 2},
+            {"plugin": "todo", "scope": "session", "events": 2},
+        ])
+    );
+}
+
+#[test]
+fn status_shows_a_live_lock_holder() {
+    let w = World::example();
+    let db = w.root.join("db/states.sqlite");
+    let db_arg = db.to_str().unwrap();
+    let sid = example_log(&w).session_id().to_owned();
+    let child = live_lock(&db, &sid);
+    let out = w.run(&["status", "s.jsonl", "--db", db_arg]);
+    let json_out = w.run(&["status", "s.jsonl", "--db", db_arg, "--json"]);
+    kill(child);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    w.settings()
+        .bind(|| insta::assert_snapshot!("status_locked", out.shown()));
+    let v = json_out.json();
+    assert_eq!(v["database"], json!({"path": db, "exists": true}));
+    assert_eq!(v["lock"]["liveness"], json!("alive"));
+    assert_eq!(v["lock"]["blocks_writers"], json!(true));
+    assert_eq!(v["lock"]["action"], json!("write"));
+}
+
+#[test]
+fn status_relative_db_and_missing_file_exit_2() {
+    let w = World::example();
+    let out = w.run(&["status", "s.jsonl", "--db", "x.sqlite"]);
+    assert_eq!(out.code, 2);
+    let out = w.run(&["status", "missing.jsonl"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("missing.jsonl"));
+}
+
+#[test]
+fn force_refresh_without_terminal_or_yes_leaves_a_live_lock_alone() {
+    let w = World::example();
+    let db = w.default_db();
+    let sid = example_log(&w).session_id().to_owned();
+    let child = live_lock(&db, &sid);
+    let holder = lock_holder(&db, &sid);
+    // assert_cmd gives the child a pipe, not a terminal, for stdin.
+    let out = w.run(&["force-refresh", "s.jsonl"]);
+    let after = lock_holder(&db, &sid);
+    kill(child);
+    assert_eq!(out.code, 1, "{}", out.shown());
+    assert_eq!(after, holder, "the lock was left alone");
+    assert!(out.stderr.contains("--yes"), "{}", out.stderr);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("force_refresh_refused", out.shown()));
+}
+
+#[test]
+fn force_refresh_with_yes_clears_a_live_lock_and_rereads() {
+    let w = World::example();
+    let db = w.default_db();
+    let sid = example_log(&w).session_id().to_owned();
+    let child = live_lock(&db, &sid);
+    // Cache the session first, so there are rows to drop.
+    assert_eq!(w.run(&["read", "s.jsonl", "--plugin", "role"]).code, 0);
+    let out = w.run(&["force-refresh", "s.jsonl", "--yes"]);
+    let after = lock_holder(&db, &sid);
+    let write = w.run(&["write", "s.jsonl", "--plugin", "role", "--value", "1"]);
+    kill(child);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert_eq!(after, None);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("force_refresh_yes", out.shown()));
+    assert_eq!(write.code, 0, "a writer gets in again: {}", write.shown());
+}
+
+#[test]
+fn force_refresh_clears_a_dead_holders_lock_without_asking() {
+    let w = World::example();
+    let db = w.default_db();
+    let sid = example_log(&w).session_id().to_owned();
+    let child = live_lock(&db, &sid);
+    kill(child);
+    let conn = Projection::open_existing(&db).unwrap().unwrap();
+    assert_eq!(
+        lock::status(&conn, &sid).unwrap().unwrap().liveness,
+        Liveness::NotAlive
+    );
+    let out = w.run(&["force-refresh", "s.jsonl"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(out.stdout.contains("not alive"), "{}", out.stdout);
+    assert_eq!(lock_holder(&db, &sid), None);
+}
+
+#[test]
+fn force_refresh_without_database_creates_none() {
+    let w = World::example();
+    let out = w.run(&["force-refresh", "s.jsonl"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(!w.default_db().exists());
+    assert!(out.stdout.contains("no projection database"));
+}
+
+// ---------------------------------------------------------------------------------------
+// verify
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn verify_readable_file_exits_0() {
+    let w = World::example();
+    let out = w.run(&["verify", "s.jsonl"]);
+    assert_eq!(out.code, 0);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("verify_ok", out.shown()));
+    let v = w.run(&["verify", "s.jsonl", "--json", "--salvage"]).json();
+    assert_eq!(v["readable"], json!(true));
+    assert_eq!(v["findings"], json!([]));
+    assert_eq!(v["salvage"]["entries"], json!(14));
+}
+
+#[test]
+fn verify_lists_warnings_and_still_exits_0() {
+    let w = World::new();
+    std::fs::copy(format!("{EDGE}/torn-record-middle.jsonl"), w.file()).unwrap();
+    let out = w.run(&["verify", "s.jsonl"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    w.settings()
+        .bind(|| insta::assert_snapshot!("verify_torn", out.shown()));
+    let v = w.run(&["verify", "s.jsonl", "--json"]).json();
+    let f = &v["findings"][0];
+    assert_eq!(f["kind"], json!("torn-record"));
+    assert_eq!(f["severity"], json!("warning"));
+    assert_eq!(f["at"], json!({"line": 4, "offset": 823}));
+}
+
+#[test]
+fn verify_corrupt_file_exits_1_and_says_what_salvage_keeps() {
+    let w = World::new();
+    std::fs::copy(format!("{EDGE}/corrupt-middle.jsonl"), w.file()).unwrap();
+    let out = w.run(&["verify", "s.jsonl"]);
+    assert_eq!(out.code, 1, "{}", out.shown());
+    w.settings()
+        .bind(|| insta::assert_snapshot!("verify_corrupt", out.shown()));
+    let v = w.run(&["verify", "s.jsonl", "--json"]).json();
+    assert_eq!(v["readable"], json!(false));
+    assert_eq!(v["error"]["line"], json!(3));
+    assert_eq!(v["error"]["offset"], json!(343));
+    assert_eq!(v["salvage"]["entries"], json!(3));
+    assert_eq!(v["salvage"]["findings"][0]["kind"], json!("corrupt"));
+}
+
+#[test]
+fn verify_names_the_entry_of_structural_errors() {
+    let w = World::new();
+    std::fs::copy(format!("{EDGE}/dangling-parent.jsonl"), w.file()).unwrap();
+    let v = w.run(&["verify", "s.jsonl", "--json"]);
+    assert_eq!(v.code, 1);
+    let v = v.json();
+    assert_eq!(v["error"]["entry_id"], json!("a0000003"));
+    assert_eq!(v["salvage"]["findings"][0]["entry_id"], json!("a0000003"));
+}
+
+#[test]
+fn verify_reports_undecodable_state_events() {
+    let w = World::new();
+    std::fs::copy(format!("{EDGE}/bad-envelope.jsonl"), w.file()).unwrap();
+    let out = w.run(&["verify", "s.jsonl"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(
+        out.stdout
+            .contains("bad-state-event at line 4, byte 823, entry 'a0000003'")
+    );
+    assert!(out.stdout.contains("entry 'a0000004'"));
+}
+
+#[test]
+fn verify_unreadable_header_exits_1_and_missing_file_exits_2() {
+    let w = World::new();
+    std::fs::copy(format!("{EDGE}/version-4.jsonl"), w.file()).unwrap();
+    let out = w.run(&["verify", "s.jsonl"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stdout.contains("salvage: cannot read it either"));
+    let out = w.run(&["verify", "missing.jsonl"]);
+    assert_eq!((out.code, out.stdout.as_str()), (2, ""));
+    w.settings()
+        .bind(|| insta::assert_snapshot!("verify_missing", out.shown()));
+}
+
+// ---------------------------------------------------------------------------------------
+// list
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn list_reads_headers_from_the_agents_sessions_directory() {
+    let w = World::new();
+    let sessions = w.agent.join("sessions");
+    let a = make_session(&sessions.join("--project-a--"), "/project/a", 2);
+    let b = make_session(&sessions.join("--project-b--"), "/project/b", 1);
+    std::fs::write(sessions.join("junk.jsonl"), "hello\n").unwrap();
+    let out = w.run(&["list"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    w.settings()
+        .bind(|| insta::assert_snapshot!("list", out.shown()));
+
+    let v = w.run(&["list", "--json"]).json();
+    let rows = v["sessions"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    for p in [&a, &b] {
+        let id = SessionLog::open(p).unwrap().session_id().to_owned();
+        assert!(ids.contains(&id.as_str()));
+    }
+    assert_eq!(rows[0]["cwd"], json!("/project/a"));
+    assert_eq!(rows[0]["path"], json!(a));
+    assert_eq!(rows[0]["version"], json!(3));
+
+    // An explicit folder.
+    let v = w
+        .run(&[
+            "list",
+            sessions.join("--project-b--").to_str().unwrap(),
+            "--json",
+        ])
+        .json();
+    assert_eq!(v["sessions"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn list_missing_dir() {
+    let w = World::new();
+    // The default folder may not exist yet: nothing to list.
+    let out = w.run(&["list", "--json"]);
+    assert_eq!(out.code, 0);
+    assert_eq!(out.json(), json!({"sessions": []}));
+    // An explicit one must.
+    let out = w.run(&["list", "nowhere"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("nowhere"));
+}
+
+#[test]
+fn read_of_a_plugin_with_a_bad_event_exits_2_naming_the_entry() {
+    let w = World::new();
+    std::fs::copy(format!("{EDGE}/bad-envelope.jsonl"), w.file()).unwrap();
+    let out = w.run(&["read", "s.jsonl", "--plugin", "role"]);
+    assert_eq!((out.code, out.stdout.as_str()), (2, ""), "{}", out.shown());
+    assert!(out.stderr.contains("a0000003"), "{}", out.stderr);
+    assert!(out.stderr.contains("line 4"), "{}", out.stderr);
+    // Other plugins are unaffected.
+    let out = w.run(&["read", "s.jsonl", "--plugin", "todo", "--scope", "session"]);
+    assert_eq!(out.json(), json!({"backoff": "done", "tests": "open"}));
+}
+
+#[test]
+fn status_of_a_corrupt_file_uses_a_salvage_read() {
+    let w = World::new();
+    std::fs::copy(format!("{EDGE}/corrupt-middle.jsonl"), w.file()).unwrap();
+    let out = w.run(&["status", "s.jsonl", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(out.stderr.contains("salvage"), "{}", out.stderr);
+    let v = out.json();
+    assert_eq!(v["readable"], json!(false));
+    assert_eq!(v["entries"], json!(3));
+}

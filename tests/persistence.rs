@@ -1,0 +1,674 @@
+//! The persistence seam (SPEC §8) with its Pi JSONL backend: Pi's layout, lazy creation,
+//! contiguous sequence numbers, refusals that write nothing, durable closing of an
+//! interrupted turn, and header-only listing. Each test runs on its own temporary
+//! sessions directory; the last one has the real Pi (both majors) list and read what the
+//! store wrote.
+
+mod common;
+
+use serde_json::{Value, json};
+use session_state::persistence::{
+    INTERRUPTED_TOOL_RESULT, PiJsonlStore, SessionStore, SessionStoreExt,
+};
+use session_state::{Error, Header, SessionLog};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+const ID: &str = "0195f1d0-7c4e-7000-8000-000000000001";
+const STAMP: &str = "2024-12-03T14:00:00.000Z";
+
+fn header(id: &str, cwd: &str) -> Header {
+    Header {
+        id: id.into(),
+        version: 3,
+        cwd: Some(cwd.into()),
+        timestamp: Some(STAMP.into()),
+        parent_session: None,
+    }
+}
+
+fn user(text: &str) -> Value {
+    json!({"type": "message",
+           "message": {"role": "user", "content": text, "timestamp": 1733234401000u64}})
+}
+
+/// An assistant message calling `calls` (tool call id, tool name).
+fn assistant(calls: &[(&str, &str)], stop: &str) -> Value {
+    let mut content = vec![json!({"type": "text", "text": "Let me look."})];
+    for (id, name) in calls {
+        content.push(json!({"type": "toolCall", "id": id, "name": name,
+                            "arguments": {"path": "README.md"}}));
+    }
+    json!({"type": "message",
+           "message": {"role": "assistant", "content": content, "api": "anthropic-messages",
+                       "provider": "anthropic", "model": "claude-sonnet-4-5",
+                       "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                                 "totalTokens": 2,
+                                 "cost": {"input": 0, "output": 0, "cacheRead": 0,
+                                          "cacheWrite": 0, "total": 0}},
+                       "stopReason": stop, "timestamp": 1733234402000u64}})
+}
+
+fn tool_result(call: &str, name: &str) -> Value {
+    json!({"type": "message",
+           "message": {"role": "toolResult", "toolCallId": call, "toolName": name,
+                       "content": [{"type": "text", "text": "ok"}], "isError": false,
+                       "timestamp": 1733234403000u64}})
+}
+
+fn custom(n: u64) -> Value {
+    json!({"type": "custom", "customType": "host/note", "data": {"n": n}})
+}
+
+/// A store on a fresh sessions directory holding one session with `events`.
+fn store_with(events: &[Value]) -> (tempfile::TempDir, PiJsonlStore, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = PiJsonlStore::new(dir.path().join("sessions"));
+    let h = header(ID, "/home/me/project");
+    let path = store.locate(&h).expect("locate");
+    store.create(h).expect("create");
+    let next = store.append(ID, 0, events).expect("append");
+    assert_eq!(next, events.len() as u64);
+    (dir, store, path)
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .expect("read session file")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An event as stored, without what the store assigned.
+fn strip(mut v: Value) -> Value {
+    if let Some(m) = v.as_object_mut() {
+        for k in ["id", "parentId", "timestamp"] {
+            m.remove(k);
+        }
+    }
+    v
+}
+
+fn invalid_input(e: Error) -> String {
+    match e {
+        Error::InvalidInput { detail } => detail,
+        other => panic!("expected InvalidInput, got {other:?}"),
+    }
+}
+
+#[test]
+fn store_is_a_thread_safe_trait_object() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<PiJsonlStore>();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store: Box<dyn SessionStore> = Box::new(PiJsonlStore::new(dir.path()));
+    assert!(store.list().expect("list").is_empty());
+    // The serializing helper works through the trait object too.
+    let err = store
+        .append_serialized(ID, 0, &[user("hi")])
+        .expect_err("unknown session");
+    assert!(err.to_string().contains(ID), "{err}");
+}
+
+#[test]
+fn locate_matches_pi_layout_without_io() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("never-created");
+    let store = PiJsonlStore::new(&root);
+    let file = format!("2024-12-03T14-00-00-000Z_{ID}.jsonl");
+    let cases = [
+        ("/home/me/project", "--home-me-project--"),
+        (r"C:\Users\me\proj", "--C--Users-me-proj--"),
+        ("/srv/a:b/c", "--srv-a-b-c--"),
+        // Only one leading separator is stripped, as in Pi.
+        ("//double/lead", "---double-lead--"),
+        (r"\\server\share\x", "---server-share-x--"),
+        ("/", "----"),
+    ];
+    for (cwd, folder) in cases {
+        let got = store.locate(&header(ID, cwd)).expect("a path");
+        assert_eq!(got, root.join(folder).join(&file), "cwd {cwd:?}");
+    }
+    assert!(!root.exists(), "locate must not touch the disk");
+    // A header that cannot name a file has no location.
+    let mut h = header(ID, "/p");
+    h.timestamp = None;
+    assert_eq!(store.locate(&h), None);
+    let mut h = header(ID, "/p");
+    h.cwd = None;
+    assert_eq!(store.locate(&h), None);
+    assert_eq!(store.locate(&header("../../etc/x", "/p")), None);
+}
+
+#[test]
+fn created_session_is_absent_until_first_append() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("sessions");
+    let store = PiJsonlStore::new(&root);
+    let h = header(ID, "/home/me/project");
+    let path = store.locate(&h).expect("locate");
+    store.create(h.clone()).expect("create");
+
+    assert!(store.list().expect("list").is_empty());
+    assert!(!root.exists(), "create writes nothing");
+    match store.load(ID) {
+        Err(Error::NotMaterialized { session_id }) => assert_eq!(session_id, ID),
+        other => panic!("load of a never-appended session: {other:?}"),
+    }
+    // An empty batch is not a first append.
+    assert_eq!(store.append(ID, 0, &[]).expect("empty append"), 0);
+    assert!(store.list().expect("list").is_empty());
+    assert!(!path.exists());
+
+    assert_eq!(store.append(ID, 0, &[user("hello")]).expect("append"), 1);
+    assert_eq!(store.list().expect("list"), vec![h.clone()]);
+    assert!(path.exists(), "the file is where locate said");
+    // Only the session file is in its folder: no temporary file is left behind.
+    let names: Vec<_> = std::fs::read_dir(path.parent().expect("parent"))
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names, vec![path.file_name().expect("name").to_owned()]);
+    let log = SessionLog::open(&path).expect("open");
+    assert_eq!(log.header(), &h);
+    assert_eq!(log.len(), 1);
+
+    // Creating it again is refused, in this store and in a fresh one.
+    assert!(matches!(
+        store.create(h.clone()),
+        Err(Error::AlreadyExists { .. })
+    ));
+    let other = PiJsonlStore::new(&root);
+    assert!(matches!(other.create(h), Err(Error::AlreadyExists { .. })));
+}
+
+#[test]
+fn create_refuses_headers_that_cannot_be_stored() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = PiJsonlStore::new(dir.path());
+    let mut v2 = header(ID, "/p");
+    v2.version = 2;
+    for (h, why) in [
+        (v2, "version"),
+        (header("a/b", "/p"), "file name"),
+        (header("", "/p"), "file name"),
+    ] {
+        let detail = invalid_input(store.create(h).expect_err("refused"));
+        assert!(detail.contains(why), "{detail}");
+    }
+    store.create(header(ID, "/p")).expect("create");
+    let detail = invalid_input(store.create(header(ID, "/p")).expect_err("twice"));
+    assert!(detail.contains("already created"), "{detail}");
+}
+
+#[test]
+fn append_assigns_contiguous_sequence_numbers() {
+    let (dir, store, path) = store_with(&[user("one"), custom(1)]);
+    assert_eq!(store.append(ID, 2, &[custom(2)]).expect("append"), 3);
+
+    for wrong in [0, 2, 5] {
+        let detail = invalid_input(store.append(ID, wrong, &[custom(9)]).expect_err("refused"));
+        assert!(
+            detail.contains("expected first_seq 3") && detail.contains(&format!("got {wrong}")),
+            "{detail}"
+        );
+    }
+    assert_eq!(lines(&path).len(), 4, "header + 3 entries: nothing written");
+
+    // Each event is a child of the one before: one linear branch.
+    let log = SessionLog::open(&path).expect("open");
+    let ids: Vec<_> = log.entries().map(|e| e.id().to_owned()).collect();
+    assert_eq!(
+        log.branch(),
+        ids.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+
+    // A store that starts afresh (another process, a restart) continues the numbering.
+    let again = PiJsonlStore::new(dir.path().join("sessions"));
+    let detail = invalid_input(again.append(ID, 1, &[custom(3)]).expect_err("refused"));
+    assert!(detail.contains("expected first_seq 3"), "{detail}");
+    assert_eq!(
+        again
+            .append(ID, 3, &[custom(3), custom(4)])
+            .expect("append"),
+        5
+    );
+    // The first store sees the other's appends before checking the sequence number.
+    assert_eq!(store.append(ID, 5, &[custom(5)]).expect("append"), 6);
+    assert_eq!(SessionLog::open(&path).expect("open").len(), 6);
+}
+
+/// A value whose serialization fails, as a map with non-string keys or a failing
+/// `Serialize` impl would.
+struct Unserializable;
+
+impl serde::Serialize for Unserializable {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("this value refuses to serialize"))
+    }
+}
+
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Event {
+    Json(Value),
+    Bad(Unserializable),
+    Map(std::collections::HashMap<(u8, u8), u8>),
+}
+
+#[test]
+fn unserializable_or_malformed_event_is_refused_naming_it() {
+    let (_dir, store, path) = store_with(&[user("one")]);
+    let before = std::fs::read(&path).expect("read");
+
+    let err = store
+        .append_serialized(ID, 1, &[Event::Json(custom(1)), Event::Bad(Unserializable)])
+        .expect_err("refused");
+    let detail = invalid_input(err);
+    assert!(
+        detail.contains("event 1 (seq 2)") && detail.contains("refuses to serialize"),
+        "{detail}"
+    );
+    let map = Event::Map([((1, 2), 3)].into_iter().collect());
+    let detail = invalid_input(store.append_serialized(ID, 1, &[map]).expect_err("refused"));
+    assert!(
+        detail.contains("event 0 (seq 1)") && detail.contains("key"),
+        "{detail}"
+    );
+
+    let malformed = [
+        (json!([1, 2]), "not a JSON object"),
+        (json!({"customType": "x"}), "no string `type`"),
+        (json!({"type": "session", "version": 3}), "`session`"),
+        (json!({"type": "custom", "id": "abcd1234"}), "`id`"),
+        (json!({"type": "custom", "parentId": null}), "`parentId`"),
+        (json!({"type": "custom", "timestamp": STAMP}), "`timestamp`"),
+    ];
+    for (bad, why) in malformed {
+        let detail = invalid_input(
+            store
+                .append(ID, 1, &[custom(1), bad.clone()])
+                .expect_err("refused"),
+        );
+        assert!(
+            detail.contains("event 1 (seq 2)") && detail.contains(why),
+            "{bad}: {detail}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&path).expect("read"),
+        before,
+        "nothing written"
+    );
+
+    // A new session refused on its first append stays absent.
+    store.create(header("fresh", "/p")).expect("create");
+    store
+        .append_serialized("fresh", 0, &[Event::Bad(Unserializable)])
+        .expect_err("refused");
+    let ids: Vec<_> = store
+        .list()
+        .expect("list")
+        .into_iter()
+        .map(|h| h.id)
+        .collect();
+    assert_eq!(ids, vec![ID.to_string()]);
+    // The serializing helper accepts what serializes.
+    assert_eq!(
+        store
+            .append_serialized(ID, 1, &[Event::Json(custom(7))])
+            .expect("append"),
+        2
+    );
+}
+
+#[test]
+fn load_after_reopen_returns_the_same_entries() {
+    let events = [user("one"), custom(1), assistant(&[], "stop"), custom(2)];
+    let (dir, store, path) = store_with(&events);
+    let written = SessionLog::open(&path).expect("open");
+    let written_ids: Vec<_> = written.entries().map(|e| e.id().to_owned()).collect();
+    drop(store);
+
+    let store = PiJsonlStore::new(dir.path().join("sessions"));
+    let loaded = store.load(ID).expect("load");
+    assert_eq!(loaded.header, header(ID, "/home/me/project"));
+    assert_eq!(loaded.path, path);
+    assert_eq!(loaded.next_seq, events.len() as u64);
+    assert!(loaded.closed_tool_calls.is_empty());
+    let ids: Vec<_> = loaded.log.entries().map(|e| e.id().to_owned()).collect();
+    assert_eq!(ids, written_ids);
+    for (seq, event) in events.iter().enumerate() {
+        assert_eq!(
+            &strip(loaded.event(seq as u64).expect("event")),
+            event,
+            "seq {seq}"
+        );
+    }
+    assert!(loaded.event(events.len() as u64).is_err());
+    assert_eq!(lines(&path).len(), events.len() + 1, "load wrote nothing");
+}
+
+#[test]
+fn interrupted_turn_is_closed_durably_once() {
+    let (dir, store, path) = store_with(&[
+        user("read two files"),
+        assistant(&[("call_1", "read"), ("call_2", "grep")], "toolUse"),
+        tool_result("call_1", "read"),
+        custom(1),
+    ]);
+    drop(store);
+    let store = PiJsonlStore::new(dir.path().join("sessions"));
+    let loaded = store.load(ID).expect("load");
+    assert_eq!(loaded.closed_tool_calls, vec!["call_2".to_string()]);
+    assert_eq!(loaded.next_seq, 5);
+    let leaf_before = loaded
+        .log
+        .path_to(loaded.log.leaf_id().expect("leaf"))
+        .expect("path");
+    assert_eq!(leaf_before.len(), 5);
+
+    // On disk, not only in memory: a fresh reader sees it.
+    let log = SessionLog::open(&path).expect("open");
+    assert_eq!(log.len(), 5);
+    let last = log.leaf_id().expect("leaf").to_owned();
+    let line: Value = serde_json::from_str(&log.raw_line(&last).expect("raw")).expect("json");
+    assert_eq!(line["type"], "message");
+    assert_eq!(
+        line["parentId"].as_str(),
+        log.entry(&last).expect("e").parent_id()
+    );
+    let msg = &line["message"];
+    assert_eq!(msg["role"], "toolResult");
+    assert_eq!(msg["toolCallId"], "call_2");
+    assert_eq!(msg["toolName"], "grep");
+    assert_eq!(msg["isError"], true);
+    assert_eq!(
+        msg["content"],
+        json!([{"type": "text", "text": INTERRUPTED_TOOL_RESULT}])
+    );
+    assert!(
+        msg["timestamp"]
+            .as_u64()
+            .is_some_and(|t| t > 1_700_000_000_000)
+    );
+
+    // Closed once: a second load (in this store or another) appends nothing.
+    let before = std::fs::read(&path).expect("read");
+    for s in [&store, &PiJsonlStore::new(dir.path().join("sessions"))] {
+        let again = s.load(ID).expect("load");
+        assert!(again.closed_tool_calls.is_empty());
+        assert_eq!(again.next_seq, 5);
+    }
+    assert_eq!(std::fs::read(&path).expect("read"), before);
+    // The store keeps numbering after the closing results.
+    assert_eq!(store.append(ID, 5, &[user("go on")]).expect("append"), 6);
+}
+
+#[test]
+fn finished_turns_are_not_closed() {
+    let cases: [(&str, Vec<Value>); 4] = [
+        (
+            "all results present",
+            vec![
+                assistant(&[("c1", "read"), ("c2", "read")], "toolUse"),
+                tool_result("c2", "read"),
+                tool_result("c1", "read"),
+            ],
+        ),
+        (
+            "an aborted assistant message (Pi drops it from the context)",
+            vec![user("hi"), assistant(&[("c1", "read")], "aborted")],
+        ),
+        (
+            "a user message after the call (Pi closes the turn in memory)",
+            vec![assistant(&[("c1", "read")], "toolUse"), user("never mind")],
+        ),
+        (
+            "the last assistant message made no tool call",
+            vec![user("hi"), assistant(&[], "stop")],
+        ),
+    ];
+    for (why, events) in cases {
+        let (_dir, store, path) = store_with(&events);
+        let before = std::fs::read(&path).expect("read");
+        let loaded = store.load(ID).expect("load");
+        assert!(loaded.closed_tool_calls.is_empty(), "{why}");
+        assert_eq!(std::fs::read(&path).expect("read"), before, "{why}");
+    }
+}
+
+#[test]
+fn torn_final_record_is_discarded() {
+    let events = [user("one"), custom(1)];
+    let (_dir, store, path) = store_with(&events);
+    let intact = store.load(ID).expect("load");
+    let ids: Vec<_> = intact.log.entries().map(|e| e.id().to_owned()).collect();
+    drop(intact);
+
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .expect("open");
+    f.write_all(br#"{"type":"custom","customType":"host/note","data":{"n":"#)
+        .expect("tear");
+    drop(f);
+
+    let loaded = store.load(ID).expect("a torn tail loads");
+    assert_eq!(loaded.next_seq, 2);
+    assert_eq!(
+        loaded
+            .log
+            .entries()
+            .map(|e| e.id().to_owned())
+            .collect::<Vec<_>>(),
+        ids
+    );
+    assert!(
+        loaded.log.tail_bytes() > 0,
+        "the torn bytes are seen, and left alone"
+    );
+    drop(loaded);
+
+    // Appending after it keeps the numbering; the torn bytes stay a skipped record.
+    assert_eq!(store.append(ID, 2, &[custom(2)]).expect("append"), 3);
+    let log = SessionLog::open(&path).expect("open");
+    assert_eq!(log.len(), 3);
+    assert_eq!(
+        lines(&path).len(),
+        5,
+        "header, 2 entries, the torn record, the new entry"
+    );
+}
+
+#[test]
+fn corrupt_middle_line_is_refused_with_its_line_number() {
+    let (_dir, store, path) = store_with(&[user("one"), custom(1), custom(2)]);
+    let mut l = lines(&path);
+    l[2] = r#"{"type":"custom", oops "id":"deadbeef"}"#.into();
+    std::fs::write(&path, l.join("\n") + "\n").expect("write");
+
+    let fresh = PiJsonlStore::new(store.root());
+    match fresh.load(ID) {
+        Err(Error::Corrupt { path: p, at, .. }) => {
+            assert_eq!(p, path);
+            assert_eq!(at.line, 3);
+        }
+        other => panic!("expected Corrupt at line 3, got {other:?}"),
+    }
+    let err = fresh.append(ID, 3, &[custom(3)]).expect_err("refused");
+    assert!(err.to_string().contains("line 3"), "{err}");
+}
+
+#[test]
+fn unknown_version_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = PiJsonlStore::new(dir.path());
+    let mut h = header(ID, "/home/me/project");
+    let path = store.locate(&h).expect("locate");
+    h.version = 4;
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    let body = user("hi").to_string().replace(r#""type":"message""#,
+        r#""type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2024-12-03T14:00:01.000Z""#);
+    std::fs::write(&path, format!("{}{body}\n", h.to_line())).expect("write");
+
+    match store.load(ID) {
+        Err(Error::UnsupportedVersion { version, .. }) => assert_eq!(version, "4"),
+        other => panic!("expected UnsupportedVersion, got {other:?}"),
+    }
+    assert!(store.list().expect("list").is_empty());
+    let listing = store.scan().expect("scan");
+    assert_eq!(listing.problems.len(), 1);
+    assert_eq!(listing.problems[0].path, path);
+    assert!(matches!(
+        listing.problems[0].error,
+        Error::UnsupportedVersion { .. }
+    ));
+    assert!(matches!(
+        store.append(ID, 1, &[custom(1)]),
+        Err(Error::UnsupportedVersion { .. })
+    ));
+}
+
+#[test]
+fn list_reads_only_headers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = PiJsonlStore::new(dir.path());
+    let big = header("big", "/work/big");
+    let path = store.locate(&big).expect("locate");
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    // 5 MB of lines that are no JSON at all, then a valid entry: a full strict parse
+    // refuses this file, a header scan does not look past line 1.
+    let mut body = big.to_line();
+    let junk = "this is not json, and neither is the next line ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~\n";
+    while body.len() < 5 << 20 {
+        body.push_str(junk);
+    }
+    body.push_str(r#"{"type":"custom","customType":"x","id":"a1b2c3d4","parentId":null,"timestamp":"2024-12-03T14:00:01.000Z"}"#);
+    body.push('\n');
+    std::fs::write(&path, body).expect("write");
+
+    // Beside it: an ordinary session, a non-session file, an empty file, and files that
+    // Pi's listing ignores too (not `*.jsonl`, or directly in the root).
+    store
+        .create(header(ID, "/home/me/project"))
+        .expect("create");
+    store.append(ID, 0, &[user("hi")]).expect("append");
+    let other_dir = path.parent().expect("parent");
+    std::fs::write(other_dir.join("notes.jsonl"), "{\"type\":\"message\"}\n").expect("write");
+    std::fs::write(other_dir.join("empty.jsonl"), "").expect("write");
+    std::fs::write(other_dir.join("readme.txt"), "hello\n").expect("write");
+    std::fs::write(dir.path().join("stray.jsonl"), big.to_line()).expect("write");
+
+    let mut listed = store.list().expect("list");
+    listed.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(listed, vec![header(ID, "/home/me/project"), big]);
+    let listing = store.scan().expect("scan");
+    let problems: Vec<_> = listing
+        .problems
+        .iter()
+        .map(|p| {
+            p.path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(problems, vec!["empty.jsonl", "notes.jsonl"]);
+    assert!(matches!(
+        listing.problems[1].error,
+        Error::MissingHeader { .. }
+    ));
+    assert!(
+        matches!(store.load("big"), Err(Error::Corrupt { .. })),
+        "the body is corrupt"
+    );
+}
+
+/// The store's layout is Pi's: the real Pi (both majors) lists a store-written session
+/// under the cwd it records, and reads the tool result that closed its interrupted turn.
+#[test]
+fn pi_lists_and_reads_what_the_store_wrote() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let agent = dir.path().join("agent");
+    let store = PiJsonlStore::new(agent.join("sessions"));
+    let cwd = dir.path().join("work:tree").join("proj");
+    std::fs::create_dir_all(&cwd).expect("mkdir cwd");
+    let cwd = cwd.to_str().expect("utf-8 path").to_owned();
+    let h = header(ID, &cwd);
+    store.create(h.clone()).expect("create");
+    store
+        .append(
+            ID,
+            0,
+            &[user("read it"), assistant(&[("call_1", "read")], "toolUse")],
+        )
+        .expect("append");
+    let loaded = store.load(ID).expect("load");
+    assert_eq!(loaded.closed_tool_calls, vec!["call_1".to_string()]);
+    let closing = loaded.log.leaf_id().expect("leaf").to_owned();
+
+    let script = r#"
+        const [major, cwd] = process.argv.slice(1);
+        const { SessionManager } = await import(major === "1" ? "pi1" : "pi0");
+        const list = await SessionManager.list(cwd);
+        console.log(JSON.stringify(list.map((s) => ({ id: s.id, path: s.path, cwd: s.cwd }))));
+    "#;
+    for major in common::pi::MAJORS {
+        let out = std::process::Command::new(common::pi::node())
+            .current_dir(common::pi::interop_dir())
+            .env("PI_CODING_AGENT_DIR", &agent)
+            .args([
+                "--input-type=module",
+                "-e",
+                script,
+                &major.to_string(),
+                &cwd,
+            ])
+            .output()
+            .expect("run node");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(
+            listed,
+            json!([{"id": ID, "path": loaded.path.to_str(), "cwd": cwd}]),
+            "Pi {major}"
+        );
+        let dump = common::pi::dump_copy(major, &loaded.path);
+        assert_eq!(
+            dump.leaf_id.as_deref(),
+            Some(closing.as_str()),
+            "Pi {major}"
+        );
+        assert_eq!(dump.entries.len(), 3, "Pi {major} skips none of our lines");
+        let result = &dump.entries[2]["message"];
+        assert_eq!(result["role"], "toolResult");
+        assert_eq!(result["toolCallId"], "call_1");
+        assert_eq!(result["isError"], true);
+    }
+}
+
+#[test]
+fn concurrent_appends_at_one_seq_admit_exactly_one() {
+    let (_dir, store, path) = store_with(&[user("one")]);
+    let outcomes: Vec<bool> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|n| {
+                let store = &store;
+                s.spawn(move || store.append(ID, 1, &[custom(n)]).is_ok())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    assert_eq!(outcomes.iter().filter(|ok| **ok).count(), 1);
+    assert_eq!(SessionLog::open(&path).expect("open").len(), 2);
+}
