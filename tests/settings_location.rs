@@ -728,32 +728,6 @@ fn unreadable_settings_file_falls_back_with_a_diagnostic() {
     );
 }
 
-#[cfg(unix)]
-#[test]
-fn settings_file_without_read_permission_falls_back_with_a_diagnostic() {
-    use std::os::unix::fs::PermissionsExt;
-    let w = World::new();
-    w.set_project(json!("/project/db.sqlite"));
-    w.set_user(json!("/user/db.sqlite"));
-    fs::set_permissions(w.project_file(), fs::Permissions::from_mode(0o000)).unwrap();
-    if fs::read(w.project_file()).is_ok() {
-        // Running as root: permissions do not bind; the directory case above covers it.
-        return;
-    }
-    let r = w.resolve(ProjectTrust::Trusted);
-    let problem = assert_fell_back(&w, &r, &w.project_file(), "cannot be read");
-    assert!(
-        matches!(
-            problem,
-            SettingsProblem::Unreadable {
-                kind: std::io::ErrorKind::PermissionDenied,
-                ..
-            }
-        ),
-        "{problem:?}"
-    );
-}
-
 // ---------------------------------------------------------------------------------------
 // The explicit option.
 
