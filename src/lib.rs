@@ -49,3 +49,8 @@ pub use state::{Options, SessionState, validate_plugin_id};
 pub fn branch_key(log: &SessionLog) -> Option<&str> {
     log.branch_key()
 }
+
+// The README's Rust example is compiled as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
