@@ -215,6 +215,12 @@ fn faults_while_creating_a_session() {
         faulty.arm(fault);
         let err = log.append(user("first")).unwrap_err();
         assert!(!err.to_string().is_empty());
+        // The half-made file is never appended to again through this log.
+        let again = log.append(user("second")).unwrap_err();
+        assert!(
+            matches!(again, Error::Poisoned { .. }),
+            "{fault:?}: {again}"
+        );
         // Whatever reached the disk, no reader sees a partial line: either the file
         // has no complete header yet (refused as not a session), or it reads cleanly.
         let path = log.path().to_path_buf();

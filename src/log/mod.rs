@@ -897,12 +897,25 @@ impl SessionLog {
                 }
             }
         })?;
-        let mut writer = LogWriter::new(&path, file);
-        writer.append(buf)?;
+        let buf = buf.clone();
+        // From here on the file exists: a failure below leaves a poisoned writer, so no
+        // later append can run against a file in an unknown state.
+        self.storage = Storage::File(Some(LogWriter::new(&path, file)));
+        let Storage::File(Some(writer)) = &mut self.storage else {
+            return unreachable_writer(&path);
+        };
+        writer.append(&buf)?;
         // IMPORTANT: fsync the folder, or the new file's name may not survive a crash.
-        fs.sync_dir(&dir).ctx("syncing the directory", &dir)?;
+        if let Err(e) = fs.sync_dir(&dir) {
+            let err = Error::Io {
+                action: "syncing the directory",
+                path: dir.clone(),
+                source: e,
+            };
+            writer.poison(err.to_string());
+            return Err(err);
+        }
         self.identity = writer.identity();
-        self.storage = Storage::File(Some(writer));
         Ok(())
     }
 
@@ -989,7 +1002,7 @@ impl SessionLog {
 }
 
 fn unreachable_writer<T>(path: &Path) -> Result<T> {
-    Err(Error::NotMaterialized {
-        session_id: path.display().to_string(),
+    Err(Error::InvalidInput {
+        detail: format!("{}: the session file has no open writer", path.display()),
     })
 }

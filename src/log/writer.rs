@@ -31,7 +31,7 @@ impl LogWriter {
         }
     }
 
-    fn poison(&mut self, cause: String) -> Error {
+    pub(crate) fn poison(&mut self, cause: String) -> Error {
         self.poisoned = Some(cause.clone());
         Error::Poisoned {
             path: self.path.clone(),
