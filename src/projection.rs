@@ -120,11 +120,25 @@ fn fnv(bytes: &[u8]) -> i64 {
     h as i64
 }
 
+/// A stamp of the file's last change: mtime and ctime. A same-length rewrite moves at
+/// least the ctime, which no user-level tool can set back (`cp -p`, `touch -r` and
+/// `rsync -t` restore only the mtime).
 fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
-    meta.modified()
+    let mtime = meta
+        .modified()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as i64)
+        .map_or(0, |d| d.as_nanos() as i64);
+    #[cfg(unix)]
+    let ctime = {
+        use std::os::unix::fs::MetadataExt;
+        meta.ctime()
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(meta.ctime_nsec())
+    };
+    #[cfg(not(unix))]
+    let ctime = 0i64;
+    mtime ^ ctime.rotate_left(29)
 }
 
 fn read_span(f: &mut std::fs::File, path: &Path, start: u64, len: u64) -> Result<Vec<u8>> {
@@ -139,11 +153,22 @@ fn read_span(f: &mut std::fs::File, path: &Path, start: u64, len: u64) -> Result
     Ok(buf)
 }
 
-fn digests(f: &mut std::fs::File, path: &Path, consumed: u64) -> Result<(i64, i64)> {
-    let head = read_span(f, path, 0, consumed.min(DIGEST_SPAN))?;
+/// The digests of the first and the last [`DIGEST_SPAN`] bytes of the consumed prefix.
+/// `known_head` is the head digest when its span is known to be unchanged (a resumed
+/// catch-up whose prefix was just verified, both before and after past the span).
+fn digests(
+    f: &mut std::fs::File,
+    path: &Path,
+    consumed: u64,
+    known_head: Option<i64>,
+) -> Result<(i64, i64)> {
+    let head = match known_head {
+        Some(h) if consumed >= DIGEST_SPAN => h,
+        _ => fnv(&read_span(f, path, 0, consumed.min(DIGEST_SPAN))?),
+    };
     let pre_start = consumed.saturating_sub(DIGEST_SPAN);
     let pre = read_span(f, path, pre_start, consumed - pre_start)?;
-    Ok((fnv(&head), fnv(&pre)))
+    Ok((head, fnv(&pre)))
 }
 
 /// The key of a session file in the database: its canonical path.
@@ -172,9 +197,11 @@ struct SessionRow {
 }
 
 fn session_row(conn: &Connection, file: &str) -> rusqlite::Result<Option<SessionRow>> {
-    conn.query_row(
+    conn.prepare_cached(
         "SELECT session_id, version, dev, ino, consumed, next_line, file_len, mtime_ns, \
          head_digest, pre_digest, entry_count FROM sessions WHERE file = ?1",
+    )?
+    .query_row(
         [file],
         |r| {
             Ok(SessionRow {
@@ -199,7 +226,25 @@ fn session_row(conn: &Connection, file: &str) -> rusqlite::Result<Option<Session
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(10))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // Switching a new database to WAL can fail with SQLITE_BUSY at once, without waiting
+    // for the busy timeout, while another connection does the same: retry, bounded.
+    let mut tries = 0;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Ok(()) => break,
+            Err(e)
+                if tries < 500
+                    && matches!(
+                        e.sqlite_error_code(),
+                        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                    ) =>
+            {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(e),
+        }
+    }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     Ok(conn)
 }
@@ -250,16 +295,20 @@ impl Projection {
             })?;
         }
         let attempt = |path: &Path| -> rusqlite::Result<std::result::Result<Connection, ()>> {
-            let conn = connect(path)?;
-            if !check_schema(&conn)? {
+            let mut conn = connect(path)?;
+            // Check and create in one write transaction, so a second opener of a new
+            // database sees either nothing or the whole schema, never half of it.
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            if !check_schema(&tx)? {
                 return Ok(Err(()));
             }
-            conn.execute_batch(SCHEMA)?;
-            conn.execute(
+            tx.execute_batch(SCHEMA)?;
+            tx.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('app', ?1), ('schema_version', ?2)",
                 params![APP, SCHEMA_VERSION.to_string()],
             )?;
-            crate::lock::ensure_schema(&conn)?;
+            crate::lock::ensure_schema(&tx)?;
+            tx.commit()?;
             Ok(Ok(conn))
         };
         let conn = match attempt(path) {
@@ -353,7 +402,16 @@ impl Projection {
     ) -> Result<Option<Value>> {
         self.catch_up(file)?;
         let key = file_key(file)?;
-        read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
+        match read_value(&self.conn, &self.path, file, &key, plugin, scope, at) {
+            // Corruption found by the read itself (pages the catch-up did not touch):
+            // rebuild the database from the log and answer from the new one.
+            Err(Error::Database { source, .. }) if is_corruption(&source) => {
+                *self = Projection::open_rebuilt(&self.path)?;
+                self.catch_up(file)?;
+                read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
+            }
+            r => r,
+        }
     }
 
     /// Records a session's state after this process appended to it (catch-up from the
@@ -418,12 +476,15 @@ enum Plan {
     Rebuild,
 }
 
+/// What a catch-up must do. Without `verify`, a grown file is assumed to be `Resume`
+/// without reading its prefix: enough to decide that there is work to do.
 fn plan(
     conn: &Connection,
     db: &Path,
     file: &Path,
     key: &str,
     meta: &std::fs::Metadata,
+    verify: bool,
 ) -> Result<Plan> {
     let Some(row) = session_row(conn, key).map_err(db_err(db, "reading the watermark"))? else {
         return Ok(Plan::Rebuild);
@@ -444,13 +505,16 @@ fn plan(
             Plan::Rebuild
         });
     }
+    if !verify {
+        return Ok(Plan::Resume(row));
+    }
     // It grew: the consumed prefix must be intact.
     let mut f = std::fs::File::open(file).map_err(|source| Error::Io {
         action: "opening",
         path: file.to_path_buf(),
         source,
     })?;
-    let (head, pre) = digests(&mut f, file, row.consumed as u64)?;
+    let (head, pre) = digests(&mut f, file, row.consumed as u64, None)?;
     if head != row.head_digest || pre != row.pre_digest {
         return Ok(Plan::Rebuild);
     }
@@ -465,7 +529,7 @@ fn catch_up(conn: &mut Connection, db: &Path, file: &Path) -> Result<CatchUp> {
         source,
     })?;
     // Fast path without a write transaction.
-    if let Plan::UpToDate = plan(conn, db, file, &key, &meta)? {
+    if let Plan::UpToDate = plan(conn, db, file, &key, &meta, false)? {
         return Ok(CatchUp::default());
     }
     let tx = conn
@@ -477,7 +541,7 @@ fn catch_up(conn: &mut Connection, db: &Path, file: &Path) -> Result<CatchUp> {
         path: file.to_path_buf(),
         source,
     })?;
-    let stats = match plan(&tx, db, file, &key, &meta)? {
+    let stats = match plan(&tx, db, file, &key, &meta, true)? {
         Plan::UpToDate => CatchUp::default(),
         Plan::Resume(row) => ingest(&tx, db, file, &key, Some(row))?,
         Plan::Rebuild => {
@@ -538,12 +602,11 @@ impl SqlSink<'_> {
         }
         self.sql(
             self.tx
-                .query_row(
-                    "SELECT idx, state_anc FROM nodes WHERE file = ?1 AND entry_id = ?2",
-                    params![self.key, id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional(),
+                .prepare_cached("SELECT idx, state_anc FROM nodes WHERE file = ?1 AND entry_id = ?2")
+                .and_then(|mut q| {
+                    q.query_row(params![self.key, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                }),
         )
     }
 
@@ -553,9 +616,12 @@ impl SqlSink<'_> {
         }
         self.sql(
             self.tx
-                .query_row(
+                .prepare_cached(
                     "SELECT plugin, scope, prev_anc, value, error, error_idx FROM events \
                      WHERE file = ?1 AND idx = ?2",
+                )
+                .and_then(|mut q| {
+                    q.query_row(
                     params![self.key, idx],
                     |r| {
                         let scope: Option<String> = r.get(1)?;
@@ -570,7 +636,8 @@ impl SqlSink<'_> {
                         })
                     },
                 )
-                .optional(),
+                .optional()
+                }),
         )
     }
 
@@ -599,16 +666,17 @@ impl SqlSink<'_> {
         }
         let row = self.sql(
             self.tx
-                .query_row(
+                .prepare_cached(
                     "SELECT value, error, error_idx FROM session_values WHERE file = ?1 AND plugin = ?2",
-                    params![self.key, plugin],
-                    |r| {
+                )
+                .and_then(|mut q| {
+                    q.query_row(params![self.key, plugin], |r| {
                         let e: Option<String> = r.get(1)?;
                         let ei: Option<i64> = r.get(2)?;
                         Ok((r.get::<_, Option<String>>(0)?, e.zip(ei)))
-                    },
-                )
-                .optional(),
+                    })
+                    .optional()
+                }),
         )?;
         Ok(row.unwrap_or((None, None)))
     }
@@ -662,10 +730,11 @@ impl EntrySink for SqlSink<'_> {
         } else {
             prev_anc
         };
-        self.sql(self.tx.execute(
+        self.sql(self.tx.prepare_cached(
             "INSERT INTO nodes(file, idx, entry_id, parent, state_anc) VALUES (?1, ?2, ?3, ?4, ?5)",
+        ).and_then(|mut q| q.execute(
             params![self.key, idx, id, parent.map(|p| p.0), state_anc],
-        ))?;
+        )))?;
         if let Some(plugin) = plugin {
             let decoded = Envelope::decode(e.raw.data);
             let scope = match &decoded {
@@ -695,9 +764,10 @@ impl EntrySink for SqlSink<'_> {
                     (None, Err(d)) => (cur, Some(here(&d.detail))),
                     (None, Ok(env)) => (apply_op(env, cur.as_deref()), None),
                 };
-                self.sql(self.tx.execute(
+                self.sql(self.tx.prepare_cached(
                     "INSERT OR REPLACE INTO session_values(file, plugin, value, last_idx, error, error_idx) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                ).and_then(|mut q| q.execute(
                     params![
                         self.key,
                         plugin,
@@ -706,12 +776,13 @@ impl EntrySink for SqlSink<'_> {
                         next.1.as_ref().map(|e| &e.0),
                         next.1.as_ref().map(|e| e.1)
                     ],
-                ))?;
+                )))?;
                 self.session_values.insert(plugin.clone(), next);
             }
-            self.sql(self.tx.execute(
+            self.sql(self.tx.prepare_cached(
                 "INSERT INTO events(file, idx, plugin, scope, line, offset, prev_anc, value, error, error_idx) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            ).and_then(|mut q| q.execute(
                 params![
                     self.key,
                     idx,
@@ -724,7 +795,7 @@ impl EntrySink for SqlSink<'_> {
                     row.error.as_ref().map(|e| &e.0),
                     row.error.as_ref().map(|e| e.1)
                 ],
-            ))?;
+            )))?;
             self.events.insert(idx, row);
         }
         self.ids.insert(id.to_owned(), (idx, state_anc));
@@ -767,12 +838,11 @@ fn ingest(
     let (header_id, version, mut scan, start_idx, last_id) = match &resume {
         Some(row) => {
             let last_id: Option<String> = tx
-                .query_row(
-                    "SELECT entry_id FROM nodes WHERE file = ?1 AND idx = ?2",
-                    params![key, row.entry_count - 1],
-                    |r| r.get(0),
-                )
-                .optional()
+                .prepare_cached("SELECT entry_id FROM nodes WHERE file = ?1 AND idx = ?2")
+                .and_then(|mut q| {
+                    q.query_row(params![key, row.entry_count - 1], |r| r.get(0))
+                        .optional()
+                })
                 .map_err(db_err(db, "reading the projection"))?;
             let scan = ScanState {
                 next: Location {
@@ -860,7 +930,13 @@ fn ingest(
         path: file.to_path_buf(),
         source,
     })?;
-    let (head, pre) = digests(&mut f, file, consumed.offset)?;
+    // A resumed catch-up verified the head of the prefix just now (`plan`, same
+    // transaction): its digest carries over.
+    let known_head = resume
+        .as_ref()
+        .filter(|row| row.consumed as u64 >= DIGEST_SPAN)
+        .map(|row| row.head_digest);
+    let (head, pre) = digests(&mut f, file, consumed.offset, known_head)?;
     let ident = FileIdentity::of(&meta);
     // If the file grew while we read, record the length we saw; the next read resumes.
     let (file_len, mtime) = if meta.len() == file_end {
@@ -868,11 +944,13 @@ fn ingest(
     } else {
         (file_end as i64, 0)
     };
-    tx.execute(
+    tx.prepare_cached(
         "INSERT OR REPLACE INTO sessions(file, session_id, version, dev, ino, consumed, next_line, \
          file_len, mtime_ns, head_digest, pre_digest, entry_count, last_entry_id) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-        params![
+    )
+    .and_then(|mut q| {
+        q.execute(params![
             key,
             header_id,
             version,
@@ -886,8 +964,8 @@ fn ingest(
             pre,
             sink.next_idx,
             sink.last_id
-        ],
-    )
+        ])
+    })
     .map_err(db_err(db, "writing the watermark"))?;
     Ok(CatchUp {
         rebuilt: resume.is_none(),

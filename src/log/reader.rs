@@ -11,6 +11,9 @@ use std::io::Read;
 use std::path::Path;
 
 const READ_BUF: usize = 1 << 20;
+/// The buffer starts small, so reading a short tail (a catch-up after one append) does not
+/// zero a whole megabyte; it doubles up to [`READ_BUF`] while reads fill it.
+const FIRST_READ_BUF: usize = 16 << 10;
 
 /// How strictly to read a session file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -156,7 +159,7 @@ pub(crate) fn for_each_line<R: Read>(
     start: Location,
     mut f: impl FnMut(&[u8], Location) -> Result<()>,
 ) -> Result<u64> {
-    let mut buf: Vec<u8> = vec![0; READ_BUF];
+    let mut buf: Vec<u8> = vec![0; FIRST_READ_BUF];
     let mut filled = 0usize;
     let mut at = start;
     loop {
@@ -180,6 +183,7 @@ pub(crate) fn for_each_line<R: Read>(
         if n == 0 {
             return Ok(filled as u64);
         }
+        let full = filled + n == buf.len();
         let scan_from = filled;
         filled += n;
         let mut line_start = 0usize;
@@ -194,6 +198,10 @@ pub(crate) fn for_each_line<R: Read>(
         }
         buf.copy_within(line_start..filled, 0);
         filled -= line_start;
+        if full && buf.len() < READ_BUF {
+            // More to read: fewer, larger reads.
+            buf.resize(buf.len() * 2, 0);
+        }
     }
 }
 

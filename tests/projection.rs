@@ -1,0 +1,746 @@
+//! The SQLite projection (SPEC §4) against real session files and a real database in a
+//! tempdir: reads equal the in-memory fold, catch-up reads only new bytes, a file changed
+//! behind the projection's back is rebuilt, and a corrupt or foreign database is rebuilt
+//! while one that cannot be opened is an error.
+
+mod common;
+
+use std::fs::{self, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use common::pi;
+use serde_json::{Value, json};
+use session_state::{
+    CatchUp, Error, LogOptions, Materialize, NewEntry, Options, Projection, Scope, SessionLog,
+    SessionState,
+};
+use tempfile::TempDir;
+
+const PLUGINS: [&str; 3] = ["p", "q", "never-written"];
+
+fn user(text: &str) -> NewEntry {
+    NewEntry::message(json!({"role": "user", "content": text}))
+}
+
+fn assistant(text: &str) -> NewEntry {
+    NewEntry::message(json!({
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "stopReason": "stop"
+    }))
+}
+
+/// A state event as another writer (or Pi's `appendCustomEntry`) lays it out.
+fn set_event(plugin: &str, scope: &str, value: Value) -> NewEntry {
+    NewEntry::custom(
+        format!("session-state/{plugin}"),
+        Some(json!({"v": 1, "scope": scope, "op": "set", "value": value})),
+    )
+}
+
+fn state(db: &Path, plugin: &str, scope: Scope) -> SessionState<Value> {
+    SessionState::open(Options::new(plugin).scope(scope).database_path(db))
+        .expect("open SessionState")
+}
+
+fn file_len(path: &Path) -> u64 {
+    fs::metadata(path).expect("stat session file").len()
+}
+
+/// A materialized session and a database path, both in one tempdir.
+struct Session {
+    dir: TempDir,
+    db: PathBuf,
+    log: SessionLog,
+}
+
+impl Session {
+    fn new() -> Session {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("agent").join("states.sqlite");
+        let mut log = LogOptions::new()
+            .materialize(Materialize::FirstAppend)
+            .create(dir.path(), "/proj")
+            .expect("create session");
+        log.append(user("start")).expect("append");
+        // Pi 0.73 writes nothing to a file without an assistant message.
+        log.append(assistant("ready")).expect("append");
+        Session { dir, db, log }
+    }
+
+    fn file(&self) -> PathBuf {
+        self.log.path().to_path_buf()
+    }
+
+    /// Branch and session writes of two plugins, patches, a null, a drop and a fork,
+    /// all through `SessionState` (lock → append → projection sync).
+    fn populate(&mut self) {
+        let p = state(&self.db, "p", Scope::Branch);
+        let ps = state(&self.db, "p", Scope::Session);
+        let q = state(&self.db, "q", Scope::Branch);
+        let log = &mut self.log;
+        let fork_point = p.write(log, &json!({"a": 1})).expect("write").expect("id");
+        log.append(assistant("noted")).expect("append");
+        ps.write(log, &json!("s1")).expect("write");
+        q.write(log, &Value::Null).expect("write");
+        p.patch(log, &json!({"b": 2})).expect("patch");
+        p.write(log, &json!("aaa")).expect("write");
+        log.append(user("go on")).expect("append");
+        log.navigate(&fork_point).expect("navigate");
+        log.append(user("on a fork")).expect("append");
+        p.write(log, &json!("other")).expect("write");
+        ps.patch(log, &json!({"x": 1})).expect("patch");
+        q.write(log, &json!([1, 2])).expect("write");
+        p.drop(log).expect("drop");
+        log.append(user("tail")).expect("append");
+    }
+}
+
+/// For every entry, every plugin and both scopes, and at the leaf: the projection's
+/// read equals the in-memory fold of a fresh strict read of the file.
+fn assert_matches_fold(proj: &mut Projection, file: &Path, db: &Path) {
+    let log = SessionLog::open(file).expect("strict read of the session file");
+    for plugin in PLUGINS {
+        for scope in [Scope::Branch, Scope::Session] {
+            let fold = state(db, plugin, scope);
+            assert_eq!(
+                proj.read(file, plugin, scope, None)
+                    .expect("projection read"),
+                fold.read(&log).expect("fold read"),
+                "{plugin} {scope:?} at the leaf"
+            );
+            for e in log.entries() {
+                let id = e.id();
+                assert_eq!(
+                    proj.read(file, plugin, scope, Some(id))
+                        .expect("projection read"),
+                    fold.read_at(&log, id).expect("fold read"),
+                    "{plugin} {scope:?} at {id} (line {})",
+                    e.location().line
+                );
+            }
+        }
+    }
+}
+
+fn branch_value(proj: &mut Projection, file: &Path, plugin: &str) -> Option<Value> {
+    proj.read(file, plugin, Scope::Branch, None)
+        .expect("projection read")
+}
+
+// ---------------------------------------------------------------------------------------
+// Invariants
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn projection_equals_the_fold_at_every_entry_in_both_scopes() {
+    let mut s = Session::new();
+    s.populate();
+    let file = s.file();
+    let mut proj = Projection::open(&s.db).expect("open projection");
+    assert_matches_fold(&mut proj, &file, &s.db);
+
+    // The fold is not trivially empty: the fork sees its own writes, not its sibling's.
+    let leaf = s.log.leaf_id().expect("leaf").to_owned();
+    assert_eq!(
+        branch_value(&mut proj, &file, "p"),
+        None,
+        "dropped on the fork"
+    );
+    assert_eq!(branch_value(&mut proj, &file, "q"), Some(json!([1, 2])));
+    assert_eq!(
+        proj.read(&file, "p", Scope::Session, Some(&leaf))
+            .expect("read"),
+        Some(json!({"x": 1})),
+        "session scope folds across both branches in file order"
+    );
+    let aaa = s
+        .log
+        .entries()
+        .filter(|e| e.state_plugin() == Some("p"))
+        .nth(3)
+        .map(|e| e.id().to_owned())
+        .expect("the \"aaa\" event");
+    assert_eq!(
+        proj.read(&file, "p", Scope::Branch, Some(&aaa))
+            .expect("read"),
+        Some(json!("aaa"))
+    );
+    assert_eq!(
+        proj.read(&file, "q", Scope::Branch, Some(&aaa))
+            .expect("read"),
+        Some(Value::Null),
+        "a written null is not absent"
+    );
+}
+
+#[test]
+fn writes_keep_the_projection_current_and_the_watermark_commits_with_the_rows() {
+    let mut s = Session::new();
+    s.populate();
+    let file = s.file();
+    // The last appends were plain messages, outside SessionState: the projection
+    // lags by exactly that one entry.
+    let tail_line = s
+        .log
+        .entries()
+        .last()
+        .map(|e| e.line_len())
+        .expect("entries");
+
+    let mut proj = Projection::open(&s.db).expect("open projection");
+    assert_eq!(proj.last_catch_up(), None);
+    let first = proj.catch_up(&file).expect("catch up");
+    assert_eq!(
+        first,
+        CatchUp {
+            rebuilt: false,
+            bytes_read: tail_line,
+            entries_added: 1
+        }
+    );
+    assert_eq!(proj.last_catch_up(), Some(first));
+
+    let second = proj.catch_up(&file).expect("catch up");
+    assert_eq!(second, CatchUp::default(), "nothing new: no byte read");
+    assert_eq!(proj.last_catch_up(), Some(second));
+    drop(proj);
+
+    // The watermark survived the connection: a new process would read nothing either.
+    let mut proj = Projection::open(&s.db).expect("reopen projection");
+    assert_eq!(proj.catch_up(&file).expect("catch up"), CatchUp::default());
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+#[test]
+fn the_database_uses_wal_normal_sync_and_a_busy_timeout() {
+    let s = Session::new();
+    let mut proj = Projection::open(&s.db).expect("open projection");
+    let conn = proj.connection();
+    let pragma = |name: &str| -> String {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| {
+            r.get::<_, rusqlite::types::Value>(0)
+        })
+        .map(|v| format!("{v:?}"))
+        .expect("pragma")
+    };
+    assert_eq!(pragma("journal_mode"), r#"Text("wal")"#);
+    assert_eq!(pragma("synchronous"), "Integer(1)", "NORMAL");
+    let busy: i64 = conn
+        .query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+        .expect("pragma");
+    assert!(busy > 0, "busy_timeout = {busy} ms");
+}
+
+#[test]
+fn a_new_database_is_built_from_the_whole_file() {
+    let mut s = Session::new();
+    s.populate();
+    let file = s.file();
+    let header_len = fs::read(&file)
+        .expect("read")
+        .iter()
+        .position(|&b| b == b'\n')
+        .expect("header line") as u64
+        + 1;
+    let other_db = s.dir.path().join("elsewhere").join("states.sqlite");
+    let mut proj = Projection::open(&other_db).expect("open projection");
+    let c = proj.catch_up(&file).expect("catch up");
+    assert_eq!(
+        c,
+        CatchUp {
+            rebuilt: true,
+            bytes_read: file_len(&file) - header_len,
+            entries_added: s.log.len() as u64
+        }
+    );
+    assert_matches_fold(&mut proj, &file, &other_db);
+}
+
+// ---------------------------------------------------------------------------------------
+// Incremental catch-up
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn catch_up_reads_only_what_another_writer_appended() {
+    let mut s = Session::new();
+    s.populate();
+    let file = s.file();
+    let mut proj = Projection::open(&s.db).expect("open projection");
+    proj.catch_up(&file).expect("catch up");
+
+    // Another writer: a second handle on the same file, bypassing this database.
+    let mut other = SessionLog::open(&file).expect("second handle");
+    let mut value = 0;
+    for k in [1_usize, 10, 100] {
+        let before = file_len(&file);
+        for i in 0..k {
+            if i % 3 == 2 {
+                other.append(user(&"words ".repeat(50))).expect("append");
+            } else {
+                value += 1;
+                let scope = if i % 3 == 0 { "branch" } else { "session" };
+                other
+                    .append(set_event("p", scope, json!({ "k": value })))
+                    .expect("append");
+            }
+        }
+        let appended = file_len(&file) - before;
+        let c = proj.catch_up(&file).expect("catch up");
+        assert_eq!(
+            c,
+            CatchUp {
+                rebuilt: false,
+                bytes_read: appended,
+                entries_added: k as u64
+            },
+            "after {k} appended entries"
+        );
+        assert_matches_fold(&mut proj, &file, &s.db);
+    }
+    assert!(branch_value(&mut proj, &file, "p").is_some());
+}
+
+#[test]
+fn catch_up_after_pi_appends_reads_only_the_new_bytes() {
+    for major in pi::MAJORS {
+        let mut s = Session::new();
+        s.populate();
+        let file = s.file();
+        let mut proj = Projection::open(&s.db).expect("open projection");
+        proj.catch_up(&file).expect("catch up");
+
+        let before = file_len(&file);
+        let k = 6;
+        let appended = pi::append(major, &file, k, Some("session-state/p"));
+        assert_eq!(appended.ids.len(), k, "Pi {major} appended");
+        let c = proj.catch_up(&file).expect("catch up");
+        assert_eq!(
+            c,
+            CatchUp {
+                rebuilt: false,
+                bytes_read: file_len(&file) - before,
+                entries_added: k as u64
+            },
+            "Pi {major}"
+        );
+        // Pi wrote values 1, 2, 3 as branch events of "p" at its leaf.
+        assert_eq!(
+            branch_value(&mut proj, &file, "p"),
+            Some(json!(3)),
+            "Pi {major}"
+        );
+        assert_matches_fold(&mut proj, &file, &s.db);
+    }
+}
+
+#[test]
+fn a_torn_tail_is_not_consumed_until_its_line_is_complete() {
+    let mut s = Session::new();
+    s.populate();
+    let file = s.file();
+    let mut proj = Projection::open(&s.db).expect("open projection");
+    proj.catch_up(&file).expect("catch up");
+
+    // Another writer's line, written in two pieces.
+    let parent = s.log.leaf_id().expect("leaf").to_owned();
+    let line = format!(
+        "{}\n",
+        json!({"type": "custom", "customType": "session-state/p",
+               "data": {"v": 1, "scope": "branch", "op": "set", "value": "late"},
+               "id": "0a0b0c0d", "parentId": parent, "timestamp": "2025-01-01T00:00:00.000Z"})
+    );
+    let (head, rest) = line.as_bytes().split_at(line.len() / 2);
+    let mut f = OpenOptions::new().append(true).open(&file).expect("open");
+    f.write_all(head).expect("write");
+    let c = proj.catch_up(&file).expect("catch up");
+    assert_eq!((c.rebuilt, c.entries_added), (false, 0));
+    assert_eq!(branch_value(&mut proj, &file, "p"), None, "still dropped");
+
+    f.write_all(rest).expect("write");
+    let c = proj.catch_up(&file).expect("catch up");
+    assert_eq!(
+        c,
+        CatchUp {
+            rebuilt: false,
+            bytes_read: line.len() as u64,
+            entries_added: 1
+        }
+    );
+    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("late")));
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+#[test]
+fn a_torn_record_inside_the_file_is_skipped_as_the_log_skips_it() {
+    let mut s = Session::new();
+    s.populate();
+    let file = s.file();
+    let mut proj = Projection::open(&s.db).expect("open projection");
+    proj.catch_up(&file).expect("catch up");
+
+    // A writer died mid-line; Pi 1.x later terminated the line and appended after it.
+    let mut f = OpenOptions::new().append(true).open(&file).expect("open");
+    f.write_all(
+        b"{\"type\":\"custom\",\"customType\":\"session-state/p\",\"data\":{\"v\":1,\"sc\n",
+    )
+    .expect("write");
+    let mut other = SessionLog::open(&file).expect("strict read skips a torn record");
+    other
+        .append(set_event("p", "branch", json!("after the torn record")))
+        .expect("append");
+
+    let c = proj.catch_up(&file).expect("catch up");
+    assert_eq!((c.rebuilt, c.entries_added), (false, 1));
+    assert_eq!(
+        branch_value(&mut proj, &file, "p"),
+        Some(json!("after the torn record"))
+    );
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+// ---------------------------------------------------------------------------------------
+// Rebuild when the consumed prefix changed
+// ---------------------------------------------------------------------------------------
+
+/// Byte offset of the only occurrence of `needle` in the file.
+fn find_once(file: &Path, needle: &[u8]) -> u64 {
+    let bytes = fs::read(file).expect("read");
+    let hits: Vec<usize> = bytes
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        hits.len(),
+        1,
+        "{:?} occurs once",
+        String::from_utf8_lossy(needle)
+    );
+    hits[0] as u64
+}
+
+fn overwrite_at(file: &Path, offset: u64, bytes: &[u8]) {
+    let mut f = OpenOptions::new().write(true).open(file).expect("open");
+    f.seek(SeekFrom::Start(offset)).expect("seek");
+    f.write_all(bytes).expect("write");
+}
+
+/// A session whose projection is warm and whose branch "p" at entry `aaa` is "aaa".
+fn warm() -> (Session, PathBuf, Projection, String) {
+    let mut s = Session::new();
+    s.populate();
+    let file = s.file();
+    let mut proj = Projection::open(&s.db).expect("open projection");
+    proj.catch_up(&file).expect("catch up");
+    let aaa = s
+        .log
+        .entries()
+        .filter(|e| e.state_plugin() == Some("p"))
+        .nth(3)
+        .map(|e| e.id().to_owned())
+        .expect("the \"aaa\" event");
+    assert_eq!(
+        proj.read(&file, "p", Scope::Branch, Some(&aaa))
+            .expect("read"),
+        Some(json!("aaa"))
+    );
+    (s, file, proj, aaa)
+}
+
+#[test]
+fn a_truncated_file_is_rebuilt() {
+    let (s, file, mut proj, aaa) = warm();
+    // Keep the lines up to and including the "aaa" event.
+    let e = s.log.entry(&aaa).expect("entry");
+    let keep = e.location().offset + e.line_len();
+    OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .expect("open")
+        .set_len(keep)
+        .expect("truncate");
+
+    let c = proj.catch_up(&file).expect("catch up");
+    assert!(c.rebuilt, "{c:?}");
+    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("aaa")));
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+#[test]
+fn a_truncated_file_that_regrew_past_the_watermark_is_rebuilt() {
+    let (s, file, mut proj, aaa) = warm();
+    let e = s.log.entry(&aaa).expect("entry");
+    let keep = e.location().offset + e.line_len();
+    let before = file_len(&file);
+    OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .expect("open")
+        .set_len(keep)
+        .expect("truncate");
+    // Same inode, and longer than what the projection consumed.
+    let mut other = SessionLog::open(&file).expect("open");
+    while file_len(&file) <= before {
+        other
+            .append(set_event("p", "branch", json!("regrown")))
+            .expect("append");
+        other.append(user("filler")).expect("append");
+    }
+
+    let c = proj.catch_up(&file).expect("catch up");
+    assert!(c.rebuilt, "{c:?}");
+    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("regrown")));
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+#[test]
+fn a_file_rewritten_in_place_with_the_same_length_is_rebuilt() {
+    let (s, file, mut proj, aaa) = warm();
+    let len = file_len(&file);
+    let at = find_once(&file, br#""value":"aaa""#);
+    overwrite_at(&file, at + br#""value":"aa"#.len() as u64, b"b");
+    assert_eq!(file_len(&file), len);
+
+    let c = proj.catch_up(&file).expect("catch up");
+    assert!(c.rebuilt, "{c:?}");
+    assert_eq!(
+        proj.read(&file, "p", Scope::Branch, Some(&aaa))
+            .expect("read"),
+        Some(json!("aab"))
+    );
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+/// `cp -p`, `rsync -t` and `touch -r` restore the mtime after rewriting a file in place;
+/// a kernel with coarse timestamps leaves it unchanged when the rewrite follows the last
+/// catch-up within one tick. The change is in the last 4 KiB of the consumed prefix,
+/// which the watermark's digest covers.
+#[test]
+fn a_same_length_rewrite_that_keeps_the_mtime_is_rebuilt() {
+    let (s, file, mut proj, _) = warm();
+    // The last state event ("q" on the fork: [1,2]) lies in the last 4 KiB.
+    let at = find_once(&file, br#""value":[1,2]"#);
+    assert!(file_len(&file) - at < 4096);
+    let mtime = fs::metadata(&file)
+        .expect("stat")
+        .modified()
+        .expect("mtime");
+    overwrite_at(&file, at + br#""value":[1,"#.len() as u64, b"3");
+    let f = OpenOptions::new().write(true).open(&file).expect("open");
+    f.set_modified(mtime).expect("restore mtime");
+    drop(f);
+
+    let c = proj.catch_up(&file).expect("catch up");
+    assert!(
+        c.rebuilt,
+        "a same-length rewrite with the mtime restored was not noticed: {c:?}"
+    );
+    assert_eq!(branch_value(&mut proj, &file, "q"), Some(json!([1, 3])));
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+#[test]
+fn a_file_replaced_by_another_at_the_same_path_is_rebuilt() {
+    let (s, file, mut proj, aaa) = warm();
+    let bytes = fs::read(&file).expect("read");
+    let replaced = String::from_utf8(bytes)
+        .expect("utf-8")
+        .replace(r#""value":"aaa""#, r#""value":"aab""#)
+        .into_bytes();
+    // Temp file + rename, as an editor or a migration does: a new inode, same length.
+    let tmp = s.dir.path().join("replacement.tmp");
+    fs::write(&tmp, &replaced).expect("write");
+    fs::rename(&tmp, &file).expect("rename");
+
+    let c = proj.catch_up(&file).expect("catch up");
+    assert!(c.rebuilt, "{c:?}");
+    assert_eq!(
+        proj.read(&file, "p", Scope::Branch, Some(&aaa))
+            .expect("read"),
+        Some(json!("aab"))
+    );
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+#[test]
+fn a_file_migrated_by_the_writer_is_rebuilt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("v2.jsonl");
+    let ts = "2025-01-01T00:00:00.000Z";
+    let lines = [
+        json!({"type": "session", "version": 2, "id": "0194-v2-session", "timestamp": ts, "cwd": "/proj"}),
+        json!({"type": "message", "id": "a0000001", "parentId": null, "timestamp": ts,
+               "message": {"role": "user", "content": "hi"}}),
+        json!({"type": "custom", "customType": "session-state/p",
+               "data": {"v": 1, "scope": "branch", "op": "set", "value": "from v2"},
+               "id": "a0000002", "parentId": "a0000001", "timestamp": ts}),
+        json!({"type": "message", "id": "a0000003", "parentId": "a0000002", "timestamp": ts,
+               "message": {"role": "hookMessage", "content": "hook"}}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    fs::write(&file, text).expect("write v2 file");
+
+    let db = dir.path().join("states.sqlite");
+    let mut proj = Projection::open(&db).expect("open projection");
+    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("from v2")));
+    let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).expect("stat"));
+    let ino_before = ino(&file);
+
+    // Another process (its own database) writes: the file is migrated to v3 first.
+    let writer_db = dir.path().join("writer.sqlite");
+    let mut log = SessionLog::open(&file).expect("open v2");
+    state(&writer_db, "p", Scope::Branch)
+        .patch(&mut log, &json!({"migrated": true}))
+        .expect("patch");
+    assert_ne!(ino(&file), ino_before, "migration replaced the file");
+
+    let c = proj.catch_up(&file).expect("catch up");
+    assert!(c.rebuilt, "{c:?}");
+    assert_eq!(
+        branch_value(&mut proj, &file, "p"),
+        Some(json!({"migrated": true}))
+    );
+    assert_matches_fold(&mut proj, &file, &db);
+}
+
+// ---------------------------------------------------------------------------------------
+// The database itself
+// ---------------------------------------------------------------------------------------
+
+/// A populated session whose database holds many pages and has no WAL left over, so
+/// that damage to the main file hits real data.
+fn closed_db() -> Session {
+    let mut s = Session::new();
+    s.populate();
+    let mut other = SessionLog::open(s.file()).expect("open");
+    for i in 0..300 {
+        other
+            .append(set_event(
+                "p",
+                "branch",
+                json!({"i": i, "pad": "x".repeat(200)}),
+            ))
+            .expect("append");
+        other
+            .append(set_event("q", "session", json!(i)))
+            .expect("append");
+    }
+    let mut proj = Projection::open(&s.db).expect("open projection");
+    proj.catch_up(&s.file()).expect("catch up");
+    drop(proj);
+    let mut wal = s.db.clone().into_os_string();
+    wal.push("-wal");
+    assert!(
+        !Path::new(&wal).exists(),
+        "the last connection checkpointed the WAL"
+    );
+    assert!(file_len(&s.db) > 64 * 1024, "{} bytes", file_len(&s.db));
+    s
+}
+
+fn assert_rebuilt_and_right(s: &Session, expect_rebuilt: bool) {
+    let file = s.file();
+    let mut proj = Projection::open(&s.db).expect("a damaged database is rebuilt on open");
+    let c = proj.catch_up(&file).expect("catch up");
+    if expect_rebuilt {
+        assert!(c.rebuilt, "{c:?}");
+    }
+    assert_eq!(
+        branch_value(&mut proj, &file, "p"),
+        Some(json!({"i": 299, "pad": "x".repeat(200)}))
+    );
+    assert_matches_fold(&mut proj, &file, &s.db);
+
+    // The write path opens the same database and keeps working.
+    let mut log = SessionLog::open(&file).expect("open");
+    state(&s.db, "p", Scope::Branch)
+        .write(&mut log, &json!("after repair"))
+        .expect("write");
+    assert_eq!(
+        branch_value(&mut proj, &file, "p"),
+        Some(json!("after repair"))
+    );
+}
+
+#[test]
+fn a_database_overwritten_with_garbage_is_rebuilt() {
+    let s = closed_db();
+    let len = file_len(&s.db) as usize;
+    let garbage: Vec<u8> = (0..len).map(|i| (i * 7919 % 251) as u8).collect();
+    fs::write(&s.db, garbage).expect("scribble");
+    assert_rebuilt_and_right(&s, true);
+}
+
+#[test]
+fn a_database_truncated_to_half_is_rebuilt() {
+    let s = closed_db();
+    let half = file_len(&s.db) / 2;
+    OpenOptions::new()
+        .write(true)
+        .open(&s.db)
+        .expect("open")
+        .set_len(half)
+        .expect("truncate");
+    assert_rebuilt_and_right(&s, true);
+}
+
+#[test]
+fn a_database_with_garbage_over_its_second_half_is_rebuilt() {
+    let s = closed_db();
+    let len = file_len(&s.db);
+    let garbage: Vec<u8> = (0..len / 2).map(|i| (i * 31 % 253) as u8).collect();
+    overwrite_at(&s.db, len / 2, &garbage);
+    // The header and the watermark's page may be intact, so the catch-up need not notice;
+    // the first read that meets a damaged page must rebuild, not fail or answer wrongly.
+    assert_rebuilt_and_right(&s, false);
+}
+
+#[test]
+fn a_foreign_database_is_rebuilt() {
+    let s = closed_db();
+    fs::remove_file(&s.db).expect("remove");
+    let conn = rusqlite::Connection::open(&s.db).expect("create foreign database");
+    conn.execute_batch(
+        "CREATE TABLE foo(a INTEGER, b TEXT); INSERT INTO foo VALUES (1, 'not ours');",
+    )
+    .expect("foreign schema");
+    drop(conn);
+    assert_rebuilt_and_right(&s, true);
+    let conn = rusqlite::Connection::open(&s.db).expect("open");
+    let foreign: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'foo'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("query");
+    assert_eq!(foreign, 0, "the foreign schema was not trusted");
+}
+
+#[test]
+fn a_database_that_cannot_be_opened_is_an_error_not_an_empty_answer() {
+    let mut s = Session::new();
+    let file = s.file();
+    // A directory where the database file should be.
+    fs::create_dir_all(&s.db).expect("mkdir");
+
+    let err = Projection::open(&s.db).expect_err("a directory is not a database");
+    assert!(
+        err.to_string().contains(&*s.db.to_string_lossy()),
+        "the error names the database: {err}"
+    );
+
+    let before = fs::read(&file).expect("read");
+    let err = state(&s.db, "p", Scope::Branch)
+        .write(&mut s.log, &json!(1))
+        .expect_err("a write needs its lock, which lives in the database");
+    assert!(
+        matches!(err, Error::Database { .. }),
+        "a database error: {err:?}"
+    );
+    assert_eq!(fs::read(&file).expect("read"), before, "nothing appended");
+    assert!(s.db.is_dir(), "the directory was left alone");
+}
