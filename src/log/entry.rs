@@ -174,14 +174,20 @@ pub(crate) struct RawEntry<'a> {
     pub ty: CowStr<'a>,
     #[serde(default, borrow)]
     pub id: Option<&'a RawValue>,
-    #[serde(rename = "parentId", default, borrow)]
-    pub parent_id: Option<&'a RawValue>,
+    /// `None`: no `parentId` key; `Some(None)`: `"parentId": null`.
+    #[serde(rename = "parentId", default, borrow, deserialize_with = "present")]
+    pub parent_id: Option<Option<&'a RawValue>>,
     #[serde(rename = "customType", default, borrow)]
     pub custom_type: Option<&'a RawValue>,
     #[serde(default, borrow)]
     pub data: Option<&'a RawValue>,
     #[serde(default, borrow)]
     pub message: Option<MessageHead<'a>>,
+}
+
+/// Tells a key that is present (possibly `null`) from a missing one.
+fn present<'de: 'a, 'a, D: de::Deserializer<'de>>(d: D) -> Result<Option<Option<&'a RawValue>>, D::Error> {
+    Option::<&'a RawValue>::deserialize(d).map(Some)
 }
 
 /// The session header's fields we read (line 1).

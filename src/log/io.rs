@@ -61,8 +61,14 @@ pub trait FileSystem: Send + Sync {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Atomically renames `from` to `to` (same directory).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
-    /// Removes a file (used to clean up a failed migration's temporary file).
+    /// Removes a file (used to clean up a temporary file).
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Gives the file `from` a second name `to`; fails if `to` exists. A new session file
+    /// is written under a temporary name and linked into place, so its real name never
+    /// shows a half-written file.
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::hard_link(from, to)
+    }
 }
 
 /// The real file system.

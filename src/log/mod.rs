@@ -416,6 +416,8 @@ pub struct SessionLog {
     /// The leaf is the last entry in file order and follows new appends (from this or
     /// another process). False after an explicit `navigate`.
     leaf_follows: bool,
+    /// Set when creating the file failed part-way: nothing more is appended.
+    poisoned: Option<String>,
     pub(crate) folds: Mutex<crate::state::fold::FoldCache>,
 }
 
@@ -526,6 +528,7 @@ impl SessionLog {
             storage: Storage::File(None),
             options,
             leaf_follows: true,
+            poisoned: None,
             folds: Mutex::default(),
         };
         log.index.tree.set_leaf(log.index.tree.last_index());
@@ -570,6 +573,7 @@ impl SessionLog {
             storage: Storage::Memory(line.into_bytes()),
             options,
             leaf_follows: true,
+            poisoned: None,
             folds: Mutex::default(),
         })
     }
@@ -830,6 +834,12 @@ impl SessionLog {
     /// is kept in memory (see [`Materialize`]). On an I/O failure the log is poisoned:
     /// reopen it to see what reached the disk.
     pub fn append(&mut self, entry: NewEntry) -> Result<String> {
+        if let Some(cause) = &self.poisoned {
+            return Err(Error::Poisoned {
+                path: self.index.path.clone(),
+                cause: cause.clone(),
+            });
+        }
         if self.is_materialized() {
             self.prepare_file_append()?;
         }
@@ -876,47 +886,73 @@ impl SessionLog {
         Ok(())
     }
 
-    /// Writes a new session's buffered entries to disk: create (exclusive), one write,
-    /// `fdatasync`, then fsync the directory.
+    /// Writes a new session's buffered entries to disk: one write to a temporary file in
+    /// the same directory, `fdatasync`, a hard link to the real name (which fails if that
+    /// name exists), then fsync the directory. The real name never shows a half-written
+    /// file, even after a crash; a failure leaves at most a hidden temporary file.
     pub fn materialize(&mut self) -> Result<()> {
+        if let Some(cause) = &self.poisoned {
+            return Err(Error::Poisoned {
+                path: self.index.path.clone(),
+                cause: cause.clone(),
+            });
+        }
         let Storage::Memory(buf) = &self.storage else {
             return Ok(());
         };
+        let buf = buf.clone();
         let path = self.index.path.clone();
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
-        let fs = self.options.fs.clone();
-        let file = fs.create_new(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                Error::AlreadyExists { path: path.clone() }
-            } else {
-                Error::Io {
-                    action: "creating",
-                    path: path.clone(),
-                    source: e,
-                }
-            }
-        })?;
-        let buf = buf.clone();
-        // From here on the file exists: a failure below leaves a poisoned writer, so no
-        // later append can run against a file in an unknown state.
-        self.storage = Storage::File(Some(LogWriter::new(&path, file)));
-        let Storage::File(Some(writer)) = &mut self.storage else {
-            return unreachable_writer(&path);
-        };
-        writer.append(&buf)?;
-        // IMPORTANT: fsync the folder, or the new file's name may not survive a crash.
-        if let Err(e) = fs.sync_dir(&dir) {
-            let err = Error::Io {
-                action: "syncing the directory",
-                path: dir.clone(),
-                source: e,
-            };
-            writer.poison(err.to_string());
-            return Err(err);
+        if path.exists() {
+            return Err(Error::AlreadyExists { path });
         }
-        self.identity = writer.identity();
-        Ok(())
+        let fs = self.options.fs.clone();
+        let tmp = dir.join(format!(
+            ".{}.creating-{}",
+            path.file_name().unwrap_or_default().to_string_lossy(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let file = fs.create_new(&tmp).ctx("creating", &tmp)?;
+        let mut writer = LogWriter::new(&path, file);
+        let written = writer.append(&buf).and_then(|()| {
+            fs.link(&tmp, &path).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    Error::AlreadyExists { path: path.clone() }
+                } else {
+                    Error::Io {
+                        action: "linking the new session file to",
+                        path: path.clone(),
+                        source: e,
+                    }
+                }
+            })
+        });
+        let _ = fs.remove(&tmp);
+        drop(writer);
+        if let Err(e) = written {
+            if let Error::Poisoned { cause, .. } = &e {
+                self.poisoned = Some(cause.clone());
+            }
+            return Err(e);
+        }
+        let opened = fs
+            .sync_dir(&dir) // IMPORTANT: fsync the folder, or the new name may not survive a crash.
+            .ctx("syncing the directory", &dir)
+            .and_then(|()| fs.open_append(&path).ctx("opening for append", &path));
+        match opened {
+            Ok(file) => {
+                let writer = LogWriter::new(&path, file);
+                self.identity = writer.identity();
+                self.storage = Storage::File(Some(writer));
+                Ok(())
+            }
+            Err(e) => {
+                // The file exists but is not known to be durable: append nothing more here.
+                self.poisoned = Some(e.to_string());
+                Err(e)
+            }
+        }
     }
 
     /// Before an append to an existing file: open the writer, check the length, ingest a

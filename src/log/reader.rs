@@ -461,10 +461,24 @@ impl ScanState {
                 Some(_) => return invalid(sink, None, "`id` is empty".into()),
                 None => return invalid(sink, None, "`id` is missing or not a string".into()),
             };
-            // `parentId: null` and a missing `parentId` are both a root, as in Pi.
             let parent = match raw.parent_id {
-                None => None,
-                Some(p) => match raw_str(p) {
+                // Pi writes `parentId` on every entry of a v2/v3 file: a missing key is
+                // damage. Strict refuses it; salvage reads a root, as Pi does.
+                None => {
+                    if mode == ReadMode::Strict {
+                        return invalid(sink, Some(id.into_owned()), "`parentId` is missing".into());
+                    }
+                    sink.finding(Finding {
+                        severity: Severity::Error,
+                        kind: FindingKind::DanglingParent,
+                        at,
+                        entry_id: Some(id.to_string()),
+                        message: "`parentId` is missing; read as a root".into(),
+                    });
+                    None
+                }
+                Some(None) => None,
+                Some(Some(p)) => match raw_str(p) {
                     Some(p) => Some(p),
                     None => {
                         return invalid(

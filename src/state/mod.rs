@@ -12,8 +12,11 @@
 //! # Ok::<(), session_state::Error>(())
 //! ```
 
+mod depth;
 pub mod envelope;
 pub mod fold;
+
+pub use depth::MAX_DEPTH;
 
 use crate::error::{Error, Result};
 use crate::log::{NewEntry, STATE_PREFIX, SessionLog};
@@ -222,7 +225,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// equal (nothing is appended). Durable when it returns (once the session file
     /// exists; see [`crate::Materialize`]).
     pub fn write(&self, log: &mut SessionLog, value: &T) -> Result<Option<String>> {
-        let value = serde_json::to_value(value).map_err(|source| Error::Serialize {
+        let value = depth::to_value_limited(value).map_err(|source| Error::Serialize {
             plugin: self.plugin.clone(),
             source,
         })?;
@@ -231,7 +234,22 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
 
     /// Applies an RFC 7396 JSON Merge Patch to the value (an absent value patches `{}`).
     pub fn patch(&self, log: &mut SessionLog, patch: &Value) -> Result<Option<String>> {
+        self.check_depth(patch)?;
         self.apply(log, "patch", Op::Patch(patch.clone()))
+    }
+
+    /// Refuses values nested deeper than [`MAX_DEPTH`]: serde_json could not read them
+    /// back, and deeper still they would overflow the stack.
+    fn check_depth(&self, v: &Value) -> Result<()> {
+        if depth::depth_of(v) > MAX_DEPTH {
+            return Err(Error::Serialize {
+                plugin: self.plugin.clone(),
+                source: <serde_json::Error as serde::ser::Error>::custom(format!(
+                    "the value is nested deeper than {MAX_DEPTH} levels of arrays and objects"
+                )),
+            });
+        }
+        Ok(())
     }
 
     /// Makes the value absent. `None` when it already was.
@@ -241,6 +259,9 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
 
     /// Appends `op` under the write lock unless it changes nothing.
     pub fn apply(&self, log: &mut SessionLog, action: &str, op: Op) -> Result<Option<String>> {
+        if let Op::Set(v) | Op::Patch(v) = &op {
+            self.check_depth(v)?;
+        }
         if !log.is_materialized() {
             // Only this process can see a session that is not on disk yet.
             let id = self.append_if_changed(log, op)?;
@@ -270,6 +291,9 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         let next = op.apply(current.value.as_deref());
         if next.as_ref() == current.value.as_deref() {
             return Ok(None);
+        }
+        if let Some(next) = &next {
+            self.check_depth(next)?;
         }
         let env = Envelope {
             scope: self.scope,
