@@ -1,0 +1,1035 @@
+//! Bad input (SPEC §2, §3, §4): a corpus of hostile options, values and session files.
+//! Each one gets a clear error that names what to fix (file, line, entry, plugin), or a
+//! documented acceptance, and never a panic or a stack overflow. `tests/fixtures.rs`
+//! checks the checked-in edge fixtures; this corpus builds its files on the fly around
+//! them and checks the messages.
+//!
+//! The proptest equivalents of the `fuzz/` targets run here too: arbitrary bytes as a
+//! session file (strict and salvage), arbitrary lines after a valid header, and arbitrary
+//! JSON as the `data` of a state event (fold, history and projection).
+#![allow(clippy::unwrap_used)]
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
+use serde_json::{Value, json};
+use session_state::*;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const HEADER: &str = r#"{"type":"session","version":3,"id":"bad-input","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#;
+
+fn entry(id: &str, parent: Option<&str>, text: &str) -> String {
+    json!({
+        "type": "message",
+        "id": id,
+        "parentId": parent,
+        "timestamp": "2025-01-01T00:00:01.000Z",
+        "message": {"role": "user", "content": text},
+    })
+    .to_string()
+}
+
+fn event(id: &str, parent: Option<&str>, plugin: &str, data: &str) -> String {
+    let parent = parent.map_or("null".to_owned(), |p| format!("\"{p}\""));
+    format!(
+        r#"{{"type":"custom","customType":"session-state/{plugin}","data":{data},"id":"{id}","parentId":{parent},"timestamp":"2025-01-01T00:00:02.000Z"}}"#
+    )
+}
+
+/// Writes `lines` (each followed by `\n`) after the header.
+fn file_of(dir: &Path, name: &str, lines: &[&[u8]]) -> PathBuf {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(HEADER.as_bytes());
+    bytes.push(b'\n');
+    for l in lines {
+        bytes.extend_from_slice(l);
+        bytes.push(b'\n');
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Opens strictly and checks that the reader left the file alone.
+fn open(path: &Path, mode: ReadMode) -> Result<SessionLog> {
+    let before = std::fs::read(path).unwrap();
+    let r = LogOptions::new().mode(mode).open(path);
+    assert_eq!(
+        std::fs::read(path).unwrap(),
+        before,
+        "a reader modified {}",
+        path.display()
+    );
+    r
+}
+
+fn refused(path: &Path) -> (Error, String) {
+    match open(path, ReadMode::Strict) {
+        Ok(_) => panic!("{} should be refused", path.display()),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&path.display().to_string()),
+                "names the file: {msg}"
+            );
+            (e, msg)
+        }
+    }
+}
+
+fn state(dir: &Path, plugin: &str) -> SessionState<Value> {
+    SessionState::open(Options::new(plugin).database_path(dir.join("states.sqlite"))).unwrap()
+}
+
+fn new_session(dir: &Path) -> SessionLog {
+    let mut log = LogOptions::new()
+        .materialize(Materialize::FirstAppend)
+        .create(dir, "/proj")
+        .unwrap();
+    log.append(NewEntry::message(json!({"role": "user", "content": "hi"})))
+        .unwrap();
+    log
+}
+
+// ---------------------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn invalid_plugin_ids_are_refused_naming_the_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("states.sqlite");
+    for id in [
+        "",
+        "Role",
+        "a/b",
+        "a b",
+        "rôle",
+        "😀",
+        "a\nb",
+        "../x",
+        "session-state/x",
+    ] {
+        let err = SessionState::<Value>::open(Options::new(id).database_path(&db)).unwrap_err();
+        let Error::InvalidOption { option, detail } = &err else {
+            panic!("{id:?}: {err:?}")
+        };
+        assert_eq!(*option, "plugin_id");
+        assert!(
+            detail.contains(&format!("{id:?}")),
+            "names the id {id:?}: {detail}"
+        );
+        assert!(
+            err.to_string().contains("lowercase"),
+            "says what is allowed: {err}"
+        );
+    }
+    for id in ["role", "my-ext.todo", "a1", "0"] {
+        SessionState::<Value>::open(Options::new(id).database_path(&db)).unwrap();
+    }
+    // The command line says the same and exits 2, touching nothing.
+    let log = new_session(dir.path());
+    let before = std::fs::read(log.path()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_session-state"))
+        .args([
+            "write",
+            &log.path().display().to_string(),
+            "--plugin",
+            "Role",
+            "--value",
+            "1",
+        ])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("\"Role\""), "{stderr}");
+    assert_eq!(std::fs::read(log.path()).unwrap(), before);
+}
+
+#[test]
+fn database_paths_must_be_absolute_and_non_empty() {
+    for p in [
+        "",
+        "states.sqlite",
+        "./states.sqlite",
+        "~/states.sqlite",
+        "../x/s.sqlite",
+    ] {
+        let err = SessionState::<Value>::open(Options::new("role").database_path(p)).unwrap_err();
+        let Error::InvalidOption { option, .. } = &err else {
+            panic!("{p:?}: {err:?}")
+        };
+        assert_eq!(*option, "database_path", "{p:?}");
+        assert!(err.to_string().contains("absolute"), "{err}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Values
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_value_that_does_not_serialize_is_refused_and_nothing_is_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_session(dir.path());
+    let before = std::fs::read(log.path()).unwrap();
+    let st = SessionState::<HashMap<(i32, i32), i32>>::open(
+        Options::new("grid").database_path(dir.path().join("states.sqlite")),
+    )
+    .unwrap();
+    let value = HashMap::from([((1, 2), 3)]);
+    let err = st.write(&mut log, &value).unwrap_err();
+    let Error::Serialize { plugin, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(plugin, "grid");
+    assert!(err.to_string().contains("plugin 'grid'"), "{err}");
+    assert_eq!(
+        std::fs::read(log.path()).unwrap(),
+        before,
+        "nothing appended"
+    );
+    assert_eq!(log.len(), 1);
+
+    // Before materialization too: nothing lands in memory.
+    let mut mem = LogOptions::new().create(dir.path(), "/proj").unwrap();
+    assert!(st.write(&mut mem, &value).is_err());
+    assert_eq!(mem.len(), 0);
+    assert!(!mem.is_materialized());
+}
+
+/// `[[[…]]]`, `depth` arrays deep, as text.
+fn nested_text(depth: usize) -> String {
+    let mut s = String::with_capacity(2 * depth + 1);
+    s.extend(std::iter::repeat_n('[', depth));
+    s.push('0');
+    s.extend(std::iter::repeat_n(']', depth));
+    s
+}
+
+#[test]
+fn a_line_with_100k_nested_arrays_never_overflows_the_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = nested_text(100_000);
+    // In a message body: the reader skips bodies without recursion, so it loads.
+    let body = format!(
+        r#"{{"type":"message","id":"d0000001","parentId":"a0000001","timestamp":"t","message":{{"role":"user","content":{deep}}}}}"#
+    );
+    let a = entry("a0000001", None, "a");
+    let c = entry("c0000001", Some("d0000001"), "c");
+    let path = file_of(
+        dir.path(),
+        "deep-body.jsonl",
+        &[a.as_bytes(), body.as_bytes(), c.as_bytes()],
+    );
+    let log = open(&path, ReadMode::Strict).unwrap();
+    assert_eq!(log.len(), 3);
+    assert_eq!(log.raw_line("d0000001").unwrap().len(), body.len());
+
+    // In a state event's data: the file loads; reading that plugin is a clean error that
+    // names the plugin, the entry and the line; other plugins are unaffected.
+    let ev = event(
+        "e0000001",
+        Some("a0000001"),
+        "deep",
+        &format!(r#"{{"v":1,"scope":"branch","op":"set","value":{deep}}}"#),
+    );
+    let ok = event(
+        "f0000001",
+        Some("e0000001"),
+        "other",
+        r#"{"v":1,"scope":"branch","op":"set","value":1}"#,
+    );
+    let path = file_of(
+        dir.path(),
+        "deep-data.jsonl",
+        &[a.as_bytes(), ev.as_bytes(), ok.as_bytes()],
+    );
+    let log = open(&path, ReadMode::Strict).unwrap();
+    let err = state(dir.path(), "deep").read(&log).unwrap_err();
+    let Error::BadEvent {
+        plugin,
+        entry_id,
+        at,
+        ..
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        (plugin.as_str(), entry_id.as_str(), at.line),
+        ("deep", "e0000001", 3)
+    );
+    assert!(err.to_string().contains("recursion limit"), "{err}");
+    assert_eq!(
+        state(dir.path(), "other").read(&log).unwrap(),
+        Some(json!(1))
+    );
+    // The projection reports the same problem, and still serves the other plugin.
+    let mut db = Projection::open(&dir.path().join("p.sqlite")).unwrap();
+    assert!(db.read(&path, "deep", Scope::Branch, None).is_err());
+    assert_eq!(
+        db.read(&path, "other", Scope::Branch, None).unwrap(),
+        Some(json!(1))
+    );
+
+    // As the header's cwd: a clean refusal of the header.
+    let path = dir.path().join("deep-header.jsonl");
+    let header = format!(r#"{{"type":"session","version":3,"id":"x","cwd":{deep}}}"#);
+    std::fs::write(&path, format!("{header}\n{a}\n")).unwrap();
+    let (err, _) = refused(&path);
+    assert!(matches!(err, Error::InvalidHeader { .. }), "{err}");
+
+    // As a whole line between entries (not an entry): refused at its line, in strict mode.
+    let path = file_of(
+        dir.path(),
+        "deep-line.jsonl",
+        &[a.as_bytes(), deep.as_bytes(), c.as_bytes()],
+    );
+    let (err, msg) = refused(&path);
+    assert!(
+        matches!(err, Error::InvalidEntry { at, .. } if at.line == 3),
+        "{msg}"
+    );
+}
+
+/// A value nested deeper than the reader's JSON limit (128) must not be acknowledged:
+/// either refused before anything is written, or written so that it reads back.
+#[test]
+fn a_value_nested_deeper_than_the_reader_accepts_is_refused_or_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_session(dir.path());
+    let st = state(dir.path(), "deep");
+    let value: Value = serde_json::from_str(&nested_text(100)).unwrap();
+    let value = json!({"a": [value]});
+    let before = std::fs::read(log.path()).unwrap();
+    let deeper = {
+        let mut v = value.clone();
+        for _ in 0..50 {
+            v = json!([v]);
+        }
+        v
+    };
+    match st.write(&mut log, &deeper) {
+        Err(e) => {
+            assert!(e.to_string().contains("plugin 'deep'"), "{e}");
+            assert_eq!(
+                std::fs::read(log.path()).unwrap(),
+                before,
+                "refused, yet appended"
+            );
+        }
+        Ok(id) => {
+            let id = id.unwrap();
+            let read = st.read(&log);
+            let fresh = SessionLog::open(log.path()).unwrap();
+            let reread = st.read_at(&fresh, &id);
+            assert!(
+                matches!(&read, Ok(Some(v)) if *v == deeper)
+                    && matches!(&reread, Ok(Some(v)) if *v == deeper),
+                "write of a 152-deep value acknowledged as entry {id}, but it does not read \
+                 back: in this process {read:?}; after reopening {reread:?}"
+            );
+        }
+    }
+}
+
+/// The child half of [`a_100k_deep_value_given_to_write_or_patch_is_a_clean_error`].
+fn deep_value_child(op: &str, dir: &Path) {
+    let mut v = Value::from(0);
+    for _ in 0..100_000 {
+        v = Value::Array(vec![v]);
+    }
+    let mut log = new_session(dir);
+    let st = state(dir, "deep");
+    let r = match op {
+        "write" => {
+            let r = st.write(&mut log, &v);
+            // Dropping a 100k-deep Value recurses; this child ends without dropping it.
+            std::mem::forget(v);
+            r
+        }
+        _ => {
+            let mut patch = serde_json::Map::new();
+            patch.insert("k".into(), v);
+            let patch = Value::Object(patch);
+            let r = st.patch(&mut log, &patch);
+            std::mem::forget(patch);
+            r
+        }
+    };
+    match r {
+        Ok(id) => println!("RESULT ok {id:?}"),
+        Err(e) => println!("RESULT err {e}"),
+    }
+    std::process::exit(0);
+}
+
+/// Run in a child process (the test binary itself) so that a stack overflow shows as a
+/// failed test rather than killing every other test.
+#[test]
+fn a_100k_deep_value_given_to_write_or_patch_is_a_clean_error() {
+    const TEST: &str = "a_100k_deep_value_given_to_write_or_patch_is_a_clean_error";
+    if let (Ok(op), Ok(dir)) = (
+        std::env::var("BAD_INPUT_DEEP_OP"),
+        std::env::var("BAD_INPUT_DEEP_DIR"),
+    ) {
+        deep_value_child(&op, Path::new(&dir));
+        return;
+    }
+    for op in ["write", "patch"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+            .env("BAD_INPUT_DEEP_OP", op)
+            .env("BAD_INPUT_DEEP_DIR", dir.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{op} of a 100k-deep value crashed the process ({}): {}",
+            out.status,
+            stderr
+                .lines()
+                .find(|l| l.contains("overflow"))
+                .unwrap_or(&stderr)
+        );
+        let result = stdout
+            .lines()
+            .find_map(|l| l.find("RESULT ").map(|i| &l[i + "RESULT ".len()..]))
+            .unwrap_or_default();
+        assert!(
+            result.starts_with("err "),
+            "{op}: expected a clean error, got {result:?}"
+        );
+        assert!(
+            result.contains("plugin 'deep'"),
+            "{op}: names the plugin: {result}"
+        );
+        let session = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .unwrap();
+        assert_eq!(
+            SessionLog::open(&session).unwrap().len(),
+            1,
+            "{op}: nothing appended"
+        );
+    }
+}
+
+#[test]
+fn a_10_mb_value_is_written_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_session(dir.path());
+    let st = state(dir.path(), "big");
+    let chunk: String = "0123456789abcdef\"\\é✓".repeat(64);
+    let value = json!({"chunks": vec![chunk; 10 * 1024 * 1024 / (64 * 22)]});
+    let len = value.to_string().len();
+    assert!(len >= 10 * 1024 * 1024, "{len}");
+    let id = st.write(&mut log, &value).unwrap().unwrap();
+    assert_eq!(st.read(&log).unwrap().as_ref(), Some(&value));
+    let fresh = SessionLog::open(log.path()).unwrap();
+    assert_eq!(st.read_at(&fresh, &id).unwrap().as_ref(), Some(&value));
+    assert!(fresh.entry(&id).unwrap().line_len() > len as u64);
+    let mut db = Projection::open(&dir.path().join("states.sqlite")).unwrap();
+    assert_eq!(
+        db.read(log.path(), "big", Scope::Branch, None)
+            .unwrap()
+            .as_ref(),
+        Some(&value)
+    );
+    // A patch on top of it stays small on disk.
+    let before = std::fs::metadata(log.path()).unwrap().len();
+    st.patch(&mut log, &json!({"extra": 1})).unwrap().unwrap();
+    assert!(std::fs::metadata(log.path()).unwrap().len() - before < 1024);
+}
+
+// ---------------------------------------------------------------------------------------
+// Session files
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn invalid_utf8_and_nul_bytes_are_corruption_in_the_middle_and_torn_at_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = entry("a0000001", None, "a");
+    let c = entry("c0000001", Some("a0000001"), "c");
+    let bad_utf8 = entry("b0000001", Some("a0000001"), "XX")
+        .replace("XX", "\u{1}")
+        .into_bytes();
+    let bad_utf8: Vec<u8> = bad_utf8
+        .iter()
+        .map(|&b| if b == 1 { 0xFF } else { b })
+        .collect();
+    let with_nul: Vec<u8> = entry("b0000001", Some("a0000001"), "XX")
+        .replace("XX", "\u{1}")
+        .bytes()
+        .map(|b| if b == 1 { 0 } else { b })
+        .collect();
+    for (name, bad) in [("utf8", &bad_utf8), ("nul", &with_nul)] {
+        // In the middle, followed by a valid line: corruption at line 3 with its offset.
+        let path = file_of(
+            dir.path(),
+            &format!("{name}-mid.jsonl"),
+            &[a.as_bytes(), bad, c.as_bytes()],
+        );
+        let (err, msg) = refused(&path);
+        let Error::Corrupt { at, .. } = err else {
+            panic!("{name}: {msg}")
+        };
+        assert_eq!(at.line, 3, "{msg}");
+        assert_eq!(at.offset, (HEADER.len() + 1 + a.len() + 1) as u64, "{msg}");
+        assert!(msg.contains("line 3 (byte offset"), "{msg}");
+        // Salvage skips it and reports it; the entry after it becomes a child of a.
+        let s = open(&path, ReadMode::Salvage).unwrap();
+        assert_eq!(s.len(), 2, "{name}");
+        assert!(
+            s.findings()
+                .iter()
+                .any(|f| f.kind == FindingKind::Corrupt && f.at.line == 3)
+        );
+
+        // As the final line: treated as torn (a warning) ...
+        let path = file_of(
+            dir.path(),
+            &format!("{name}-end.jsonl"),
+            &[a.as_bytes(), bad],
+        );
+        let mut log = open(&path, ReadMode::Strict).unwrap();
+        let f = log.findings();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].kind, f[0].at.line),
+            (FindingKind::UnparsableFinalLine, 3)
+        );
+        // ... and the writer refuses to bury it under a new entry.
+        let err = log
+            .append(NewEntry::message(json!({"role": "user", "content": "x"})))
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::TrailingGarbage { at, .. } if at.line == 3),
+            "{err}"
+        );
+        assert!(err.to_string().contains("verify"), "says what to do: {err}");
+    }
+}
+
+/// What some file systems leave after a power loss: a tail of zero bytes. It is an
+/// invisible torn tail; the writer closes it with a newline (as for any torn tail) and
+/// then refuses to append after the unparsable line (TrailingGarbage): the zeros stay for
+/// a human to inspect with `verify`, and nothing valid is ever written after them.
+#[test]
+fn a_tail_of_nul_bytes_is_invisible_and_blocks_appends_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_session(dir.path());
+    let path = log.path().to_path_buf();
+    drop(log);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let valid_len = bytes.len();
+    bytes.extend_from_slice(&[0; 512]);
+    std::fs::write(&path, &bytes).unwrap();
+    let mut log = open(&path, ReadMode::Strict).unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log.findings()[0].kind, FindingKind::TornTail);
+    let err = log
+        .append(NewEntry::message(json!({"role": "user", "content": "x"})))
+        .unwrap_err();
+    assert!(matches!(err, Error::TrailingGarbage { .. }), "{err}");
+    let after = std::fs::read(&path).unwrap();
+    assert_eq!(&after[..valid_len + 512], &bytes[..], "no byte destroyed");
+    assert_eq!(&after[valid_len + 512..], b"\n", "closed, nothing appended");
+    assert_eq!(open(&path, ReadMode::Strict).unwrap().len(), 1);
+}
+
+#[test]
+fn crlf_line_endings_are_accepted_and_appends_use_lf() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = format!("{}\r", entry("a0000001", None, "a"));
+    let b = format!("{}\r", entry("b0000001", Some("a0000001"), "b"));
+    let path = dir.path().join("crlf.jsonl");
+    std::fs::write(&path, format!("{HEADER}\r\n{a}\n{b}\n")).unwrap();
+    let mut log = open(&path, ReadMode::Strict).unwrap();
+    assert_eq!(log.len(), 2);
+    assert!(log.findings().is_empty());
+    let st = state(dir.path(), "role");
+    let id = st.write(&mut log, &json!("after crlf")).unwrap().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.ends_with("}\n") && !text.ends_with("\r\n"));
+    let log = open(&path, ReadMode::Strict).unwrap();
+    assert_eq!(log.entry(&id).unwrap().parent_id(), Some("b0000001"));
+    assert_eq!(st.read(&log).unwrap(), Some(json!("after crlf")));
+}
+
+/// A second `session` header line inside the file (Pi 0.73 re-flushes a whole session
+/// after a header): skipped with a warning at its line, as Pi skips it.
+#[test]
+fn a_second_header_line_is_skipped_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = entry("a0000001", None, "a");
+    let b = entry("b0000001", Some("a0000001"), "b");
+    let path = file_of(
+        dir.path(),
+        "two-headers.jsonl",
+        &[a.as_bytes(), HEADER.as_bytes(), b.as_bytes()],
+    );
+    let log = open(&path, ReadMode::Strict).unwrap();
+    assert_eq!(log.len(), 2);
+    assert_eq!(log.entry("b0000001").unwrap().parent_id(), Some("a0000001"));
+    let f = log.findings();
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(
+        (f[0].kind, f[0].severity, f[0].at.line),
+        (FindingKind::ExtraHeader, Severity::Warning, 3)
+    );
+}
+
+#[test]
+fn a_byte_order_mark_is_refused_strictly_and_skipped_by_salvage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bom.jsonl");
+    std::fs::write(
+        &path,
+        format!("\u{feff}{HEADER}\n{}\n", entry("a0000001", None, "a")),
+    )
+    .unwrap();
+    let (err, msg) = refused(&path);
+    assert!(matches!(err, Error::InvalidHeader { .. }), "{msg}");
+    assert!(
+        msg.contains("byte order mark") && msg.contains("line 1"),
+        "{msg}"
+    );
+    assert_eq!(open(&path, ReadMode::Salvage).unwrap().len(), 1);
+}
+
+#[test]
+fn a_5_mb_line_in_the_middle_loads_and_appends_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = entry("a0000001", None, "a");
+    let big = entry(
+        "b0000001",
+        Some("a0000001"),
+        &"x✓".repeat(5 * 1024 * 1024 / 4),
+    );
+    assert!(big.len() > 5 * 1024 * 1024);
+    let c = event(
+        "c0000001",
+        Some("b0000001"),
+        "role",
+        r#"{"v":1,"scope":"branch","op":"set","value":"after"}"#,
+    );
+    let path = file_of(
+        dir.path(),
+        "big-line.jsonl",
+        &[a.as_bytes(), big.as_bytes(), c.as_bytes()],
+    );
+    let mut log = open(&path, ReadMode::Strict).unwrap();
+    assert_eq!(log.len(), 3);
+    assert_eq!(log.raw_line("b0000001").unwrap(), big);
+    assert_eq!(log.entry("c0000001").unwrap().location().line, 4);
+    let st = state(dir.path(), "role");
+    assert_eq!(st.read(&log).unwrap(), Some(json!("after")));
+    st.write(&mut log, &json!("next")).unwrap().unwrap();
+    assert_eq!(open(&path, ReadMode::Strict).unwrap().len(), 4);
+}
+
+/// What a refused file's error must match.
+type Expect = fn(&Error) -> bool;
+
+#[test]
+fn structural_damage_is_refused_naming_line_and_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = entry("a0000001", None, "a");
+    let b = entry("b0000001", Some("a0000001"), "b");
+    let cases: Vec<(&str, Vec<String>, Expect, Vec<&str>)> = vec![
+        (
+            "duplicate id",
+            vec![
+                a.clone(),
+                b.clone(),
+                entry("b0000001", Some("a0000001"), "again"),
+            ],
+            |e| matches!(e, Error::DuplicateId { at, first_line: 3, .. } if at.line == 4),
+            vec!["'b0000001'", "line 4", "first used on line 3"],
+        ),
+        (
+            "self-parent",
+            vec![a.clone(), entry("s0000001", Some("s0000001"), "me")],
+            |e| matches!(e, Error::Cycle { at, .. } if at.line == 3),
+            vec!["'s0000001'", "line 3", "its own parent"],
+        ),
+        (
+            "a cycle through a forward reference",
+            vec![
+                a.clone(),
+                entry("x0000001", Some("y0000001"), "x"),
+                entry("y0000001", Some("x0000001"), "y"),
+            ],
+            |e| matches!(e, Error::DanglingParent { at, .. } if at.line == 3),
+            vec!["'x0000001'", "'y0000001'", "line 3", "forward reference"],
+        ),
+        (
+            "a dangling parent",
+            vec![a.clone(), entry("d0000001", Some("gone0000"), "d")],
+            |e| matches!(e, Error::DanglingParent { at, .. } if at.line == 3),
+            vec!["'d0000001'", "'gone0000'", "line 3"],
+        ),
+        (
+            "an empty id",
+            vec![a.clone(), entry("", Some("a0000001"), "e")],
+            |e| matches!(e, Error::InvalidEntry { at, .. } if at.line == 3),
+            vec!["line 3", "`id` is empty"],
+        ),
+        (
+            "a numeric id",
+            vec![
+                a.clone(),
+                r#"{"type":"message","id":7,"parentId":null}"#.to_owned(),
+            ],
+            |e| matches!(e, Error::InvalidEntry { at, .. } if at.line == 3),
+            vec!["line 3", "`id`"],
+        ),
+        (
+            "a numeric parentId",
+            vec![
+                a.clone(),
+                r#"{"type":"message","id":"n0000001","parentId":7}"#.to_owned(),
+            ],
+            |e| matches!(e, Error::InvalidEntry { at, id: Some(id), .. } if at.line == 3 && id == "n0000001"),
+            vec!["line 3", "'n0000001'", "`parentId` is 7"],
+        ),
+        (
+            "a JSON array line",
+            vec![a.clone(), "[1,2,3]".to_owned(), b.clone()],
+            |e| matches!(e, Error::InvalidEntry { at, .. } if at.line == 3),
+            vec!["line 3"],
+        ),
+        (
+            "a JSON number line",
+            vec![a.clone(), "42".to_owned(), b.clone()],
+            |e| matches!(e, Error::InvalidEntry { at, .. } if at.line == 3),
+            vec!["line 3"],
+        ),
+        (
+            "a syntax error in the middle",
+            vec![
+                a.clone(),
+                r#"{"type":"message","id":"aa",,}"#.to_owned(),
+                b.clone(),
+            ],
+            |e| matches!(e, Error::Corrupt { at, .. } if at.line == 3),
+            vec!["line 3", "byte offset", "verify --salvage"],
+        ),
+    ];
+    for (i, (what, lines, expected, words)) in cases.iter().enumerate() {
+        let refs: Vec<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+        let path = file_of(dir.path(), &format!("case{i}.jsonl"), &refs);
+        let (err, msg) = refused(&path);
+        assert!(expected(&err), "{what}: {msg}");
+        for w in words {
+            assert!(msg.contains(w), "{what}: {msg:?} names {w:?}");
+        }
+        // Salvage reads what Pi would, and reports the problem at the same line.
+        let s = open(&path, ReadMode::Salvage).unwrap_or_else(|e| panic!("{what}: salvage: {e}"));
+        assert!(
+            s.findings().iter().any(|f| f.severity == Severity::Error),
+            "{what}: salvage reports it: {:?}",
+            s.findings()
+        );
+    }
+}
+
+#[test]
+fn bad_headers_are_refused_naming_line_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = entry("a0000001", None, "a");
+    let cases: [(&str, &[u8], Expect); 8] = [
+        ("empty", b"", |e| matches!(e, Error::MissingHeader { .. })),
+        ("no newline", HEADER.as_bytes(), |e| {
+            matches!(e, Error::MissingHeader { .. })
+        }),
+        (
+            "version 4",
+            br#"{"type":"session","version":4,"id":"v4"}"#,
+            |e| matches!(e, Error::UnsupportedVersion { .. }),
+        ),
+        (
+            "version 3.5",
+            br#"{"type":"session","version":3.5,"id":"v"}"#,
+            |e| matches!(e, Error::UnsupportedVersion { .. }),
+        ),
+        (
+            "version \"3\"",
+            br#"{"type":"session","version":"3","id":"v"}"#,
+            |e| matches!(e, Error::InvalidHeader { .. }),
+        ),
+        (
+            "version 0",
+            br#"{"type":"session","version":0,"id":"v"}"#,
+            |e| matches!(e, Error::InvalidHeader { .. }),
+        ),
+        ("no id", br#"{"type":"session","version":3}"#, |e| {
+            matches!(e, Error::InvalidHeader { .. })
+        }),
+        ("an entry first", a.as_bytes(), |e| {
+            matches!(e, Error::MissingHeader { .. })
+        }),
+    ];
+    for (what, first, expected) in cases {
+        let path = dir.path().join("h.jsonl");
+        let mut bytes = first.to_vec();
+        if what != "empty" && what != "no newline" {
+            bytes.push(b'\n');
+            bytes.extend_from_slice(a.as_bytes());
+            bytes.push(b'\n');
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let (err, msg) = refused(&path);
+        assert!(expected(&err), "{what}: {msg}");
+        if let Error::UnsupportedVersion { .. } = err {
+            assert!(msg.contains("upgrade"), "{msg}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Proptest equivalents of the fuzz targets (fuzz/fuzz_targets/*.rs)
+// ---------------------------------------------------------------------------------------
+
+/// A runner that saves failing cases to `proptest-regressions/bad_input.txt` (commit
+/// them: they are replayed first on every later run).
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config {
+        cases,
+        source_file: Some(file!()),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/proptest-regressions/bad_input.txt"
+        )))),
+        ..Config::default()
+    })
+}
+
+/// Opens `bytes` strictly and in salvage mode: never a panic, never a change to the
+/// file, and what a strict read accepts, a salvage read keeps too.
+fn open_both(path: &Path, bytes: &[u8]) -> Result<(), TestCaseError> {
+    std::fs::write(path, bytes).unwrap();
+    let strict = LogOptions::new().open(path);
+    let salvage = LogOptions::new().mode(ReadMode::Salvage).open(path);
+    prop_assert_eq!(std::fs::read(path).unwrap(), bytes);
+    if let Ok(s) = &strict {
+        let kept: Vec<&str> = s.entries().map(|e| e.id()).collect();
+        prop_assert!(s.findings().iter().all(|f| f.severity == Severity::Warning));
+        match &salvage {
+            Ok(v) => prop_assert_eq!(kept, v.entries().map(|e| e.id()).collect::<Vec<_>>()),
+            Err(e) => prop_assert!(false, "strict read it, salvage refused: {}", e),
+        }
+        // Every entry's line can be read back, and state reads do not panic.
+        for e in s.entries() {
+            s.raw_line(e.id()).unwrap();
+        }
+    }
+    if let Err(e) = &strict {
+        prop_assert!(!e.to_string().is_empty());
+    }
+    Ok(())
+}
+
+#[test]
+fn arbitrary_bytes_never_panic_a_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fuzz.jsonl");
+    let cases = 1024;
+    runner(cases)
+        .run(&prop::collection::vec(any::<u8>(), 0..4096), |bytes| {
+            open_both(&path, &bytes)
+        })
+        .unwrap();
+    println!("arbitrary files tried: {cases}");
+}
+
+/// One line of a session file, from pieces that reach the interesting classifications.
+fn line_strategy() -> impl Strategy<Value = Vec<u8>> {
+    let id = prop::sample::select(vec!["a0000001", "b0000001", "c0000001", "d0000001", ""]);
+    let parent = prop::option::of(prop::sample::select(vec![
+        "a0000001", "b0000001", "c0000001", "zz",
+    ]));
+    let valid = (id, parent).prop_map(|(id, p)| entry(id, p, "x").into_bytes());
+    prop_oneof![
+        4 => valid.clone(),
+        // A valid line cut anywhere (a torn record), or with one byte changed.
+        2 => (valid.clone(), any::<prop::sample::Index>()).prop_map(|(l, i)| l[..i.index(l.len())].to_vec()),
+        2 => (valid, any::<prop::sample::Index>(), any::<u8>()).prop_map(|(mut l, i, b)| {
+            let at = i.index(l.len());
+            l[at] = b;
+            l.retain(|&c| c != b'\n');
+            l
+        }),
+        1 => prop::collection::vec(any::<u8>(), 0..64).prop_map(|mut l| {
+            l.retain(|&c| c != b'\n');
+            l
+        }),
+        1 => Just(b"".to_vec()),
+        1 => Just(HEADER.as_bytes().to_vec()),
+    ]
+}
+
+#[test]
+fn arbitrary_lines_after_a_valid_header_never_panic_a_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lines.jsonl");
+    let cases = 1024;
+    let strategy = (prop::collection::vec(line_strategy(), 0..12), any::<bool>());
+    runner(cases)
+        .run(&strategy, |(lines, final_newline)| {
+            let mut bytes = HEADER.as_bytes().to_vec();
+            bytes.push(b'\n');
+            for (i, l) in lines.iter().enumerate() {
+                bytes.extend_from_slice(l);
+                if i + 1 < lines.len() || final_newline {
+                    bytes.push(b'\n');
+                }
+            }
+            open_both(&path, &bytes)
+        })
+        .unwrap();
+    println!("arbitrary line sequences tried: {cases}");
+}
+
+/// Any JSON value, nested a few levels.
+fn json_strategy() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        "[a-z0-9 ✓\"\\\\]{0,8}".prop_map(Value::from),
+        prop::sample::select(vec![
+            "v", "scope", "op", "value", "patch", "set", "drop", "branch", "session"
+        ])
+        .prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec(
+                (
+                    prop::sample::select(vec!["v", "scope", "op", "value", "patch", "x"]),
+                    inner
+                ),
+                0..5
+            )
+            .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),
+        ]
+    })
+}
+
+/// Envelope-shaped data: mostly valid keys with arbitrary values, so decoding gets past
+/// its first checks.
+fn data_strategy() -> impl Strategy<Value = String> {
+    let envelope = (
+        prop::option::of(prop_oneof![Just(json!(1)), Just(json!(2)), json_strategy()]),
+        prop::option::of(prop_oneof![
+            Just(json!("branch")),
+            Just(json!("session")),
+            json_strategy()
+        ]),
+        prop::option::of(prop_oneof![
+            Just(json!("set")),
+            Just(json!("patch")),
+            Just(json!("drop")),
+            json_strategy()
+        ]),
+        prop::option::of(json_strategy()),
+        prop::option::of(json_strategy()),
+    )
+        .prop_map(|(v, scope, op, value, patch)| {
+            let mut m = serde_json::Map::new();
+            for (k, x) in [
+                ("v", v),
+                ("scope", scope),
+                ("op", op),
+                ("value", value),
+                ("patch", patch),
+            ] {
+                if let Some(x) = x {
+                    m.insert(k.into(), x);
+                }
+            }
+            Value::Object(m).to_string()
+        });
+    prop_oneof![
+        6 => envelope,
+        2 => json_strategy().prop_map(|v| v.to_string()),
+        1 => "[ -~]{0,40}",
+    ]
+}
+
+#[test]
+fn arbitrary_state_event_data_never_panics_a_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.sqlite");
+    let states: Vec<SessionState<Value>> = [Scope::Branch, Scope::Session]
+        .into_iter()
+        .map(|s| SessionState::open(Options::new("p").scope(s).database_path(&db)).unwrap())
+        .collect();
+    let projection = std::cell::RefCell::new(Projection::open(&db).unwrap());
+    let cases = 512;
+    let n = std::cell::Cell::new(0u32);
+    let errors = std::cell::Cell::new(0u32);
+    runner(cases)
+        .run(&prop::collection::vec(data_strategy(), 1..4), |datas| {
+            n.set(n.get() + 1);
+            let n = n.get();
+            let a = entry("a0000001", None, "a");
+            let mut lines = vec![a];
+            let mut parent = "a0000001".to_owned();
+            for (i, d) in datas.iter().enumerate() {
+                let id = format!("e{i:07}");
+                lines.push(event(&id, Some(&parent), "p", d));
+                parent = id;
+            }
+            let refs: Vec<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+            let path = file_of(dir.path(), &format!("data{n}.jsonl"), &refs);
+            let Ok(log) = SessionLog::open(&path) else {
+                // Data that is not JSON makes a corrupt or torn line: the reader's business.
+                return Ok(());
+            };
+            for st in &states {
+                for r in [
+                    st.read(&log).map(drop),
+                    st.read_at(&log, "a0000001").map(drop),
+                    st.history(&log).map(drop),
+                ] {
+                    if let Err(e) = r {
+                        errors.set(errors.get() + 1);
+                        prop_assert!(
+                            matches!(e, Error::BadEvent { ref plugin, .. } if plugin == "p"),
+                            "{}",
+                            e
+                        );
+                    }
+                }
+                let fold = st.read(&log).ok();
+                let proj = projection
+                    .borrow_mut()
+                    .read(&path, "p", st.scope(), None)
+                    .ok();
+                prop_assert_eq!(fold, proj, "the projection folds as the log does");
+            }
+            std::fs::remove_file(&path).unwrap();
+            Ok(())
+        })
+        .unwrap();
+    println!(
+        "state event data tried: {cases} sessions ({} reads refused as bad events)",
+        errors.get()
+    );
+}
