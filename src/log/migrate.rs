@@ -105,7 +105,8 @@ pub(crate) fn migrate_file(
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp: PathBuf = {
         let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(format!(".migrating-{}", std::process::id()));
+        // A random suffix: a crashed migration's leftover never blocks a later one.
+        name.push(format!(".migrating-{}", uuid::Uuid::new_v4().simple()));
         dir.join(name)
     };
     let result = (|| -> Result<()> {
