@@ -311,28 +311,26 @@ impl Projection {
             tx.commit()?;
             Ok(Ok(conn))
         };
-        let conn = match attempt(path) {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(())) => {
-                tracing::warn!(db = %path.display(), "foreign schema: rebuilding the projection");
-                remove_db_files(path);
-                attempt(path)
-                    .map_err(db_err(path, "recreating"))?
-                    .map_err(|()| Error::InvalidInput {
-                        detail: format!("{}: could not recreate the database", path.display()),
-                    })?
+        let why = match attempt(path) {
+            Ok(Ok(conn)) => {
+                return Ok(Projection {
+                    conn,
+                    path: path.to_path_buf(),
+                    last_catch_up: None,
+                });
             }
-            Err(e) if is_corruption(&e) => {
-                tracing::warn!(db = %path.display(), error = %e, "corrupt: rebuilding the projection");
-                remove_db_files(path);
-                attempt(path)
-                    .map_err(db_err(path, "recreating"))?
-                    .map_err(|()| Error::InvalidInput {
-                        detail: format!("{}: could not recreate the database", path.display()),
-                    })?
-            }
+            Ok(Err(())) => "a foreign schema".to_string(),
+            Err(e) if is_corruption(&e) => format!("corrupt ({e})"),
             Err(e) => return Err(db_err(path, "opening")(e)),
         };
+        // Never trusted: deleted and rebuilt from the logs on demand.
+        tracing::warn!(db = %path.display(), "{why}: rebuilding the projection");
+        remove_db_files(path);
+        let conn = attempt(path)
+            .map_err(db_err(path, "recreating"))?
+            .map_err(|()| Error::InvalidInput {
+                detail: format!("{}: could not recreate the database", path.display()),
+            })?;
         Ok(Projection {
             conn,
             path: path.to_path_buf(),

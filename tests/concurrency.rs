@@ -13,10 +13,11 @@
 //! covers two writers and live holders; `tests/crash_loop.rs` kills writers mid-write.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -27,36 +28,8 @@ use session_state::{
 
 const PLUGIN: &str = "crash";
 
-/// `examples/crash_writer.rs`, built once with the cargo that runs the tests.
-fn crash_writer() -> &'static Path {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--example",
-                "crash_writer",
-                "--message-format=json",
-            ])
-            .arg("--manifest-path")
-            .arg(&manifest)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cargo build --example crash_writer");
-        assert!(
-            out.status.success(),
-            "cargo build --example crash_writer failed"
-        );
-        let exe = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "crash_writer")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo reported the crash_writer executable");
-        assert!(exe.exists(), "{}", exe.display());
-        exe
-    })
+fn crash_writer() -> std::path::PathBuf {
+    common::examples::example("crash_writer")
 }
 
 fn new_session(dir: &Path) -> (PathBuf, String) {

@@ -17,25 +17,14 @@
 //! reader (strict, salvage, verify) changes a byte of the file.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+use common::examples::Rng;
+
 use serde_json::{Value, json};
 use session_state::*;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)

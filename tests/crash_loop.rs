@@ -16,11 +16,12 @@
 //! update or the acknowledgement).
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -30,51 +31,8 @@ use session_state::{
 
 const PLUGIN: &str = "crash";
 
-/// `examples/crash_writer.rs`, built once with the cargo that runs the tests.
-fn crash_writer() -> &'static Path {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--example",
-                "crash_writer",
-                "--message-format=json",
-            ])
-            .arg("--manifest-path")
-            .arg(&manifest)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cargo build --example crash_writer");
-        assert!(
-            out.status.success(),
-            "cargo build --example crash_writer failed"
-        );
-        let exe = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "crash_writer")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo reported the crash_writer executable");
-        assert!(exe.exists(), "{}", exe.display());
-        exe
-    })
-}
-
-/// A small xorshift: the kill points are random but reproducible from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+fn crash_writer() -> std::path::PathBuf {
+    common::examples::example("crash_writer")
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -106,7 +64,7 @@ fn read_acks(path: &Path) -> Vec<(String, Value)> {
 fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     let kills = env_u64("CRASH_KILLS", 200);
     let seed = env_u64("CRASH_SEED", 0x5eed_c4a5_11ed_0001) | 1;
-    let mut rng = Rng(seed);
+    let mut rng = common::examples::Rng(seed);
     let started = Instant::now();
 
     let dir = tempfile::tempdir().unwrap();
@@ -130,7 +88,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     let mut lock_rows_left = 0usize;
     let mut tails_seen = 0usize;
     for round in 0..kills {
-        let k = 1 + rng.below(20);
+        let k = 1 + rng.below(20) as u64;
         let mut child = Command::new(crash_writer())
             .arg(&file)
             .arg(&db)
@@ -161,7 +119,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         }
         // The kill lands at a random point of the next write: right away, or after a
         // random pause of up to 3 ms (not a synchronization: any point is valid).
-        let pause = rng.below(3000);
+        let pause = rng.below(3000) as u64;
         if pause > 500 {
             std::thread::sleep(std::time::Duration::from_micros(pause));
         }
@@ -196,7 +154,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         }
         let mut to_check: Vec<usize> = (checked_before..acks.len()).collect();
         if checked_before > 0 {
-            to_check.extend((0..16).map(|_| rng.below(checked_before as u64) as usize));
+            to_check.extend((0..16).map(|_| rng.below(checked_before)));
         }
         let mut shared = Projection::open(&db).unwrap();
         let fresh_path = dir.path().join(format!("fresh-{round}.sqlite"));

@@ -7,9 +7,11 @@
 //! compared with the model, in memory and through the SQLite projection.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use proptest::prelude::*;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use session_state::*;
 use std::collections::HashMap;
 
@@ -50,31 +52,11 @@ struct Model {
     last_appended: bool,
 }
 
-/// RFC 7396, written out independently of the crate under test.
-fn merge_patch(target: Option<&Value>, patch: &Value) -> Value {
-    let Value::Object(p) = patch else {
-        return patch.clone();
-    };
-    let mut out = match target {
-        Some(Value::Object(m)) => m.clone(),
-        _ => Map::new(),
-    };
-    for (k, v) in p {
-        if v.is_null() {
-            out.remove(k);
-        } else {
-            let merged = merge_patch(out.get(k), v);
-            out.insert(k.clone(), merged);
-        }
-    }
-    Value::Object(out)
-}
-
 fn apply(op: &MOp, cur: Option<Value>) -> Option<Value> {
     match op {
         MOp::Set(v) => Some(v.clone()),
         MOp::Drop => None,
-        MOp::Patch(p) => Some(merge_patch(cur.as_ref(), p)),
+        MOp::Patch(p) => Some(common::reference::merge_patch(cur.as_ref(), p)),
     }
 }
 

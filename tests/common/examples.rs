@@ -1,0 +1,54 @@
+//! Example binaries that tests run as separate processes, built once per test binary with
+//! the cargo that runs the tests.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+/// The path of `examples/<name>.rs`, built (once) with `cargo build --example <name>`.
+pub fn example(name: &str) -> PathBuf {
+    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(exe) = built.get_or_insert_with(HashMap::new).get(name) {
+        return exe.clone();
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--example", name, "--message-format=json"])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("run cargo build --example {name}: {e}"));
+    assert!(out.status.success(), "cargo build --example {name} failed");
+    let exe = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo reported no executable for example {name}"));
+    assert!(exe.exists(), "{}", exe.display());
+    built
+        .get_or_insert_with(HashMap::new)
+        .insert(name.to_owned(), exe.clone());
+    exe
+}
+
+/// A small xorshift: random but reproducible from the seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next raw value.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// A value in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
