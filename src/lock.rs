@@ -47,6 +47,10 @@ const LEASE_MS: i64 = 60_000;
 /// `action` column added. [`acquire`] calls this itself; the projection may call it when
 /// it creates its schema.
 pub fn ensure_schema(conn: &Connection) -> rusqlite::Result<()> {
+    // The common case, checked with a cached statement: the table is there, complete.
+    if has_action_column(conn)? {
+        return Ok(());
+    }
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS write_lock (
              session_id  TEXT PRIMARY KEY,
@@ -70,11 +74,10 @@ fn table_exists(conn: &Connection) -> rusqlite::Result<bool> {
 }
 
 fn has_action_column(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.query_row(
+    conn.prepare_cached(
         "SELECT EXISTS (SELECT 1 FROM pragma_table_info('write_lock') WHERE name = 'action')",
-        [],
-        |row| row.get(0),
-    )
+    )?
+    .query_row([], |row| row.get(0))
 }
 
 /// Milliseconds since the Unix epoch, the unit of `acquired_at`.
@@ -127,17 +130,22 @@ impl Holder {
     /// This process. Computed once per process.
     pub fn current() -> Holder {
         static CURRENT: OnceLock<Holder> = OnceLock::new();
-        CURRENT
-            .get_or_init(|| {
-                let pid = std::process::id();
-                Holder::for_pid(pid).unwrap_or(Holder {
-                    pid,
-                    start_ticks: None,
-                    boot_id: None,
-                    pid_ns: None,
-                })
+        let pid = std::process::id();
+        let make = || {
+            Holder::for_pid(pid).unwrap_or(Holder {
+                pid,
+                start_ticks: None,
+                boot_id: None,
+                pid_ns: None,
             })
-            .clone()
+        };
+        let cached = CURRENT.get_or_init(make);
+        // A forked child must not pass for its parent.
+        if cached.pid == pid {
+            cached.clone()
+        } else {
+            make()
+        }
     }
 
     /// The identity of the running process `pid`, read from `/proc`; `None` when it does
@@ -543,14 +551,15 @@ fn read_row(
     } else {
         "SELECT holder, acquired_at, NULL FROM write_lock WHERE session_id = ?1"
     };
-    conn.query_row(sql, [session_id], |row| {
-        Ok(Row {
-            holder: row.get(0)?,
-            acquired_at_ms: acquired_at_of(row.get(1)?),
-            action: row.get(2)?,
+    conn.prepare_cached(sql)?
+        .query_row([session_id], |row| {
+            Ok(Row {
+                holder: row.get(0)?,
+                acquired_at_ms: acquired_at_of(row.get(1)?),
+                action: row.get(2)?,
+            })
         })
-    })
-    .optional()
+        .optional()
 }
 
 /// Takes the write lock on `session_id` for this process. See [`acquire_at`].
@@ -636,14 +645,14 @@ pub fn acquire_at<'c>(
             "taking over the write lock"
         );
     }
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO write_lock (session_id, holder, acquired_at, action) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (session_id) DO UPDATE SET
              holder = excluded.holder,
              acquired_at = excluded.acquired_at,
              action = excluded.action",
-        params![session_id, holder_str, now_ms, action],
     )
+    .and_then(|mut q| q.execute(params![session_id, holder_str, now_ms, action]))
     .map_err(err())?;
     tx.commit().map_err(err())?;
     Ok(LockGuard {
@@ -729,10 +738,8 @@ impl LockGuard<'_> {
     fn delete_row(&mut self) -> Result<bool, LockError> {
         let deleted = self
             .conn
-            .execute(
-                "DELETE FROM write_lock WHERE session_id = ?1 AND holder = ?2",
-                params![self.session_id, self.holder],
-            )
+            .prepare_cached("DELETE FROM write_lock WHERE session_id = ?1 AND holder = ?2")
+            .and_then(|mut q| q.execute(params![self.session_id, self.holder]))
             .map_err(LockError::database("release the lock", &self.session_id))?;
         Ok(deleted > 0)
     }

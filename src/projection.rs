@@ -21,7 +21,10 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const SCHEMA_VERSION: i64 = 1;
+/// 2: branch values are stored as snapshots plus merge-patch deltas (`base`, `delta`,
+/// `chain`), and the prefix digests are word-wise. A database of another version is
+/// rebuilt from the logs.
+const SCHEMA_VERSION: i64 = 2;
 const APP: &str = "session-state";
 const DIGEST_SPAN: u64 = 4096;
 
@@ -62,6 +65,9 @@ CREATE TABLE IF NOT EXISTS events(
     value TEXT,
     error TEXT,
     error_idx INTEGER,
+    base INTEGER,
+    delta TEXT,
+    chain INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY(file, idx)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS session_values(
@@ -111,13 +117,22 @@ fn is_corruption(e: &rusqlite::Error) -> bool {
     )
 }
 
+/// A digest of a span of the file, to tell that a prefix is unchanged (not a defence
+/// against an adversary: the file's identity, length and mtime are checked too). Eight
+/// bytes per multiply: the spans are read on every catch-up, including after each write.
 fn fnv(bytes: &[u8]) -> i64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (bytes.len() as u64).wrapping_mul(K);
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(K).rotate_left(29);
     }
-    h as i64
+    for &b in words.remainder() {
+        h = (h ^ u64::from(b)).wrapping_mul(K).rotate_left(29);
+    }
+    (h ^ (h >> 32)) as i64
 }
 
 /// A stamp of the file's last change: mtime and ctime. A same-length rewrite moves at
@@ -201,24 +216,21 @@ fn session_row(conn: &Connection, file: &str) -> rusqlite::Result<Option<Session
         "SELECT session_id, version, dev, ino, consumed, next_line, file_len, mtime_ns, \
          head_digest, pre_digest, entry_count FROM sessions WHERE file = ?1",
     )?
-    .query_row(
-        [file],
-        |r| {
-            Ok(SessionRow {
-                session_id: r.get(0)?,
-                version: r.get(1)?,
-                dev: r.get(2)?,
-                ino: r.get(3)?,
-                consumed: r.get(4)?,
-                next_line: r.get(5)?,
-                file_len: r.get(6)?,
-                mtime_ns: r.get(7)?,
-                head_digest: r.get(8)?,
-                pre_digest: r.get(9)?,
-                entry_count: r.get(10)?,
-            })
-        },
-    )
+    .query_row([file], |r| {
+        Ok(SessionRow {
+            session_id: r.get(0)?,
+            version: r.get(1)?,
+            dev: r.get(2)?,
+            ino: r.get(3)?,
+            consumed: r.get(4)?,
+            next_line: r.get(5)?,
+            file_len: r.get(6)?,
+            mtime_ns: r.get(7)?,
+            head_digest: r.get(8)?,
+            pre_digest: r.get(9)?,
+            entry_count: r.get(10)?,
+        })
+    })
     .optional()
 }
 
@@ -236,7 +248,9 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
                 if tries < 500
                     && matches!(
                         e.sqlite_error_code(),
-                        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                        Some(
+                            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                        )
                     ) =>
             {
                 tries += 1;
@@ -366,6 +380,11 @@ impl Projection {
     /// What the last catch-up did.
     pub fn last_catch_up(&self) -> Option<CatchUp> {
         self.last_catch_up
+    }
+
+    /// Records a catch-up made through [`catch_up_in_transaction`].
+    pub(crate) fn record_catch_up(&mut self, c: CatchUp) {
+        self.last_catch_up = Some(c);
     }
 
     /// Brings the projection of `file` up to date with the log and returns what it read.
@@ -533,44 +552,151 @@ fn catch_up(conn: &mut Connection, db: &Path, file: &Path) -> Result<CatchUp> {
     let tx = conn
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(db_err(db, "starting a transaction"))?;
+    let stats = catch_up_locked(&tx, db, file, &key)?;
+    tx.commit().map_err(db_err(db, "committing"))?;
+    Ok(stats)
+}
+
+/// The catch-up itself, inside a write transaction the caller opened and commits.
+fn catch_up_locked(tx: &Connection, db: &Path, file: &Path, key: &str) -> Result<CatchUp> {
     // Re-plan under the write lock: another process may have caught up meanwhile.
     let meta = std::fs::metadata(file).map_err(|source| Error::Io {
         action: "reading",
         path: file.to_path_buf(),
         source,
     })?;
-    let stats = match plan(&tx, db, file, &key, &meta, true)? {
+    Ok(match plan(tx, db, file, key, &meta, true)? {
         Plan::UpToDate => CatchUp::default(),
-        Plan::Resume(row) => ingest(&tx, db, file, &key, Some(row))?,
+        Plan::Resume(row) => ingest(tx, db, file, key, Some(row))?,
         Plan::Rebuild => {
-            forget(&tx, &key).map_err(db_err(db, "clearing a session"))?;
-            ingest(&tx, db, file, &key, None)?
+            forget(tx, key).map_err(db_err(db, "clearing a session"))?;
+            ingest(tx, db, file, key, None)?
         }
-    };
-    tx.commit().map_err(db_err(db, "committing"))?;
-    Ok(stats)
+    })
+}
+
+/// Catches the projection of `file` up inside a write transaction that the caller has
+/// opened (`BEGIN IMMEDIATE`) on `conn` and will commit or roll back. A writer uses it to
+/// commit the catch-up after its append together with the release of its write lock.
+pub(crate) fn catch_up_in_transaction(
+    conn: &Connection,
+    db: &Path,
+    file: &Path,
+) -> Result<CatchUp> {
+    let key = file_key(file)?;
+    catch_up_locked(conn, db, file, &key)
 }
 
 /// A fold's error: the detail and the node index of the bad event.
 type FoldErr = (String, i64);
 /// A session-scope value (JSON text; `None` = absent) and its error, if any.
 type SessionVal = (Option<String>, Option<FoldErr>);
-/// An `events` row as read back.
+/// An `events` row as read back: plugin, scope, prev_anc, error, error_idx.
 type EventTuple = (
     String,
     Option<String>,
     Option<i64>,
     Option<String>,
-    Option<String>,
     Option<i64>,
 );
+
+/// How a branch-fold event stores its folded value.
+///
+/// A `patch` event whose value is large next to its patch stores only the patch (a delta
+/// on its `base`, the plugin's previous branch event), until the patches since the last
+/// snapshot add up to more bytes than the value; then it stores the whole value again.
+/// So a list grown one item per step stores O(final size) bytes, not O(steps × size),
+/// and a read applies patches totalling at most the value's own size.
+#[derive(Clone, Debug, Default, PartialEq)]
+enum Stored {
+    /// The folded value (JSON text; `None` = absent).
+    #[default]
+    Absent,
+    Snapshot(String),
+    /// A merge patch on the value at event `base`; `chain` = patch bytes since the
+    /// last snapshot, this one included.
+    Delta {
+        base: i64,
+        patch: String,
+        chain: i64,
+    },
+}
+
+impl Stored {
+    fn snapshot(value: Option<String>) -> Stored {
+        value.map_or(Stored::Absent, Stored::Snapshot)
+    }
+    fn chain(&self) -> i64 {
+        match self {
+            Stored::Delta { chain, .. } => *chain,
+            _ => 0,
+        }
+    }
+    /// The columns `value`, `base`, `delta`, `chain`.
+    fn columns(&self) -> (Option<&str>, Option<i64>, Option<&str>, i64) {
+        match self {
+            Stored::Absent => (None, None, None, 0),
+            Stored::Snapshot(v) => (Some(v), None, None, 0),
+            Stored::Delta { base, patch, chain } => (None, Some(*base), Some(patch), *chain),
+        }
+    }
+    fn from_columns(
+        value: Option<String>,
+        base: Option<i64>,
+        delta: Option<String>,
+        chain: i64,
+    ) -> Stored {
+        match (base, delta) {
+            (Some(base), Some(patch)) => Stored::Delta { base, patch, chain },
+            _ => Stored::snapshot(value),
+        }
+    }
+}
+
+/// The folded value (JSON text) of a stored event: its snapshot, or the snapshot below
+/// it with the deltas since applied in order. `row(idx)` reads another event's storage.
+fn folded_text(
+    at: Stored,
+    mut row: impl FnMut(i64) -> Result<Option<Stored>>,
+) -> Result<Option<String>> {
+    let mut patches = Vec::new();
+    let mut cur = at;
+    let base = loop {
+        match cur {
+            Stored::Absent => break None,
+            Stored::Snapshot(v) => break Some(v),
+            Stored::Delta { base, patch, .. } => {
+                patches.push(patch);
+                match row(base)? {
+                    Some(next) => cur = next,
+                    // A missing base cannot happen in a consistent database; fold from
+                    // absent rather than fail a read.
+                    None => break None,
+                }
+            }
+        }
+    };
+    if patches.is_empty() {
+        return Ok(base);
+    }
+    // In place, as `Op::Patch` applies a patch (an absent value patches `{}`), without
+    // copying the value at every step.
+    let mut value: Value = base
+        .and_then(|b| serde_json::from_str(&b).ok())
+        .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+    for p in patches.iter().rev() {
+        let patch: Value = serde_json::from_str(p).unwrap_or(Value::Null);
+        json_patch::merge(&mut value, &patch);
+    }
+    Ok(Some(value.to_string()))
+}
 
 #[derive(Clone)]
 struct EventRow {
     plugin: String,
     scope: Option<Scope>,
     prev_anc: Option<i64>,
-    value: Option<String>,
+    stored: Stored,
     error: Option<(String, i64)>,
 }
 
@@ -585,6 +711,9 @@ struct SqlSink<'c> {
     last_id: Option<String>,
     ids: HashMap<String, (i64, Option<i64>)>,
     events: HashMap<i64, EventRow>,
+    /// Per plugin: the last branch event ingested and its folded value, so that a linear
+    /// run of deltas is folded once, not rebuilt from its snapshot at every step.
+    last_folded: HashMap<String, (i64, Option<String>)>,
     session_values: HashMap<String, SessionVal>,
     added: u64,
 }
@@ -600,7 +729,9 @@ impl SqlSink<'_> {
         }
         self.sql(
             self.tx
-                .prepare_cached("SELECT idx, state_anc FROM nodes WHERE file = ?1 AND entry_id = ?2")
+                .prepare_cached(
+                    "SELECT idx, state_anc FROM nodes WHERE file = ?1 AND entry_id = ?2",
+                )
                 .and_then(|mut q| {
                     q.query_row(params![self.key, id], |r| Ok((r.get(0)?, r.get(1)?)))
                         .optional()
@@ -615,13 +746,11 @@ impl SqlSink<'_> {
         self.sql(
             self.tx
                 .prepare_cached(
-                    "SELECT plugin, scope, prev_anc, value, error, error_idx FROM events \
-                     WHERE file = ?1 AND idx = ?2",
+                    "SELECT plugin, scope, prev_anc, value, error, error_idx, base, delta, chain \
+                     FROM events WHERE file = ?1 AND idx = ?2",
                 )
                 .and_then(|mut q| {
-                    q.query_row(
-                    params![self.key, idx],
-                    |r| {
+                    q.query_row(params![self.key, idx], |r| {
                         let scope: Option<String> = r.get(1)?;
                         let error: Option<String> = r.get(4)?;
                         let error_idx: Option<i64> = r.get(5)?;
@@ -629,29 +758,34 @@ impl SqlSink<'_> {
                             plugin: r.get(0)?,
                             scope: scope.and_then(|s| s.parse().ok()),
                             prev_anc: r.get(2)?,
-                            value: r.get(3)?,
+                            stored: Stored::from_columns(
+                                r.get(3)?,
+                                r.get(6)?,
+                                r.get(7)?,
+                                r.get(8)?,
+                            ),
                             error: error.zip(error_idx),
                         })
-                    },
-                )
-                .optional()
+                    })
+                    .optional()
                 }),
         )
     }
 
-    /// This plugin's branch value just above a node whose parent's `state_anc` is `anc`.
-    fn branch_base(
-        &self,
-        plugin: &str,
-        mut anc: Option<i64>,
-    ) -> Result<std::result::Result<Option<String>, (String, i64)>> {
+    /// This plugin's branch fold just above a node whose parent's `state_anc` is `anc`:
+    /// the event it continues (if any) with its storage, and the folded value there.
+    fn branch_base(&self, plugin: &str, mut anc: Option<i64>) -> Result<BranchBase> {
         while let Some(e) = anc {
             let Some(row) = self.event(e)? else { break };
             if row.plugin == plugin && row.scope != Some(Scope::Session) {
-                return Ok(match row.error {
-                    Some(err) => Err(err),
-                    None => Ok(row.value),
-                });
+                if let Some(err) = row.error {
+                    return Ok(Err(err));
+                }
+                let value = match self.last_folded.get(plugin) {
+                    Some((idx, v)) if *idx == e => v.clone(),
+                    _ => folded_text(row.stored.clone(), |i| Ok(self.event(i)?.map(|r| r.stored)))?,
+                };
+                return Ok(Ok(Some((e, row.stored.chain(), value))));
             }
             anc = row.prev_anc;
         }
@@ -679,6 +813,10 @@ impl SqlSink<'_> {
         Ok(row.unwrap_or((None, None)))
     }
 }
+
+/// The base of a branch-fold step: `(event, its delta chain, folded value)`, or nothing
+/// (the plugin has no branch event above), or the error of a bad event above.
+type BranchBase = std::result::Result<Option<(i64, i64, Option<String>)>, FoldErr>;
 
 fn apply_op(env: &Envelope, current: Option<&str>) -> Option<String> {
     let cur: Option<Value> = current.and_then(|c| serde_json::from_str(c).ok());
@@ -728,11 +866,16 @@ impl EntrySink for SqlSink<'_> {
         } else {
             prev_anc
         };
-        self.sql(self.tx.prepare_cached(
-            "INSERT INTO nodes(file, idx, entry_id, parent, state_anc) VALUES (?1, ?2, ?3, ?4, ?5)",
-        ).and_then(|mut q| q.execute(
-            params![self.key, idx, id, parent.map(|p| p.0), state_anc],
-        )))?;
+        self.sql(
+            self.tx
+                .prepare_cached(
+                    "INSERT INTO nodes(file, idx, entry_id, parent, state_anc) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut q| {
+                    q.execute(params![self.key, idx, id, parent.map(|p| p.0), state_anc])
+                }),
+        )?;
         if let Some(plugin) = plugin {
             let decoded = Envelope::decode(e.raw.data);
             let scope = match &decoded {
@@ -744,7 +887,7 @@ impl EntrySink for SqlSink<'_> {
                 plugin: plugin.clone(),
                 scope,
                 prev_anc,
-                value: None,
+                stored: Stored::Absent,
                 error: None,
             };
             // Branch fold (also for an event of unknown scope: it poisons both folds).
@@ -752,7 +895,26 @@ impl EntrySink for SqlSink<'_> {
                 match (&decoded, self.branch_base(&plugin, prev_anc)?) {
                     (_, Err(err)) => row.error = Some(err),
                     (Err(d), _) => row.error = Some(here(&d.detail)),
-                    (Ok(env), Ok(base)) => row.value = apply_op(env, base.as_deref()),
+                    (Ok(env), Ok(base)) => {
+                        let (base_idx, base_chain, base_value) = match base {
+                            Some((i, c, v)) => (Some(i), c, v),
+                            None => (None, 0, None),
+                        };
+                        let value = apply_op(env, base_value.as_deref());
+                        row.stored = match (&env.op, base_idx) {
+                            (crate::state::envelope::Op::Patch(p), Some(base)) => {
+                                let patch = p.to_string();
+                                let chain = base_chain + patch.len() as i64;
+                                if chain <= value.as_ref().map_or(0, |v| v.len() as i64) {
+                                    Stored::Delta { base, patch, chain }
+                                } else {
+                                    Stored::snapshot(value.clone())
+                                }
+                            }
+                            _ => Stored::snapshot(value.clone()),
+                        };
+                        self.last_folded.insert(plugin.clone(), (idx, value));
+                    }
                 }
             }
             if scope != Some(Scope::Branch) {
@@ -762,38 +924,51 @@ impl EntrySink for SqlSink<'_> {
                     (None, Err(d)) => (cur, Some(here(&d.detail))),
                     (None, Ok(env)) => (apply_op(env, cur.as_deref()), None),
                 };
-                self.sql(self.tx.prepare_cached(
-                    "INSERT OR REPLACE INTO session_values(file, plugin, value, last_idx, error, error_idx) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                ).and_then(|mut q| q.execute(
-                    params![
-                        self.key,
-                        plugin,
-                        next.0,
-                        idx,
-                        next.1.as_ref().map(|e| &e.0),
-                        next.1.as_ref().map(|e| e.1)
-                    ],
-                )))?;
+                self.sql(
+                    self.tx
+                        .prepare_cached(
+                            "INSERT OR REPLACE INTO session_values(file, plugin, value, last_idx, \
+                             error, error_idx) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        )
+                        .and_then(|mut q| {
+                            q.execute(params![
+                                self.key,
+                                plugin,
+                                next.0,
+                                idx,
+                                next.1.as_ref().map(|e| &e.0),
+                                next.1.as_ref().map(|e| e.1)
+                            ])
+                        }),
+                )?;
                 self.session_values.insert(plugin.clone(), next);
             }
-            self.sql(self.tx.prepare_cached(
-                "INSERT INTO events(file, idx, plugin, scope, line, offset, prev_anc, value, error, error_idx) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            ).and_then(|mut q| q.execute(
-                params![
-                    self.key,
-                    idx,
-                    plugin,
-                    scope.map(Scope::as_str),
-                    e.at.line as i64,
-                    e.at.offset as i64,
-                    prev_anc,
-                    row.value,
-                    row.error.as_ref().map(|e| &e.0),
-                    row.error.as_ref().map(|e| e.1)
-                ],
-            )))?;
+            self.sql(
+                self.tx
+                    .prepare_cached(
+                        "INSERT INTO events(file, idx, plugin, scope, line, offset, prev_anc, \
+                         value, error, error_idx, base, delta, chain) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    )
+                    .and_then(|mut q| {
+                        let (value, base, delta, chain) = row.stored.columns();
+                        q.execute(params![
+                            self.key,
+                            idx,
+                            plugin,
+                            scope.map(Scope::as_str),
+                            e.at.line as i64,
+                            e.at.offset as i64,
+                            prev_anc,
+                            value,
+                            row.error.as_ref().map(|e| &e.0),
+                            row.error.as_ref().map(|e| e.1),
+                            base,
+                            delta,
+                            chain
+                        ])
+                    }),
+            )?;
             self.events.insert(idx, row);
         }
         self.ids.insert(id.to_owned(), (idx, state_anc));
@@ -909,6 +1084,7 @@ fn ingest(
         last_id,
         ids: HashMap::new(),
         events: HashMap::new(),
+        last_folded: HashMap::new(),
         session_values: HashMap::new(),
         added: 0,
     };
@@ -1067,31 +1243,41 @@ fn read_value(
             let mut anc = start;
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT plugin, scope, prev_anc, value, error, error_idx FROM events WHERE file = ?1 AND idx = ?2",
+                    "SELECT plugin, scope, prev_anc, error, error_idx, value, base, delta, chain \
+                     FROM events WHERE file = ?1 AND idx = ?2",
                 )
                 .map_err(q)?;
+            let stored = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Stored> {
+                Ok(Stored::from_columns(
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                ))
+            };
             while let Some(e) = anc {
-                let row: Option<EventTuple> = stmt
+                let row: Option<(EventTuple, Stored)> = stmt
                     .query_row(params![key, e], |r| {
                         Ok((
-                            r.get(0)?,
-                            r.get(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                            r.get(5)?,
+                            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
+                            stored(r)?,
                         ))
                     })
                     .optional()
                     .map_err(q)?;
-                let Some((p, s, prev, value, error, error_idx)) = row else {
+                let Some(((p, s, prev, error, error_idx), at)) = row else {
                     break;
                 };
                 if p == plugin && s.as_deref() != Some("session") {
                     if let (Some(err), Some(idx)) = (error, error_idx) {
                         return Err(bad_event(conn, db, file, key, plugin, err, idx));
                     }
-                    return Ok(parse(value));
+                    let text = folded_text(at, |i| {
+                        stmt.query_row(params![key, i], stored)
+                            .optional()
+                            .map_err(q)
+                    })?;
+                    return Ok(parse(text));
                 }
                 anc = prev;
             }

@@ -186,7 +186,9 @@ pub(crate) struct RawEntry<'a> {
 }
 
 /// Tells a key that is present (possibly `null`) from a missing one.
-fn present<'de: 'a, 'a, D: de::Deserializer<'de>>(d: D) -> Result<Option<Option<&'a RawValue>>, D::Error> {
+fn present<'de: 'a, 'a, D: de::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<&'a RawValue>>, D::Error> {
     Option::<&'a RawValue>::deserialize(d).map(Some)
 }
 

@@ -466,7 +466,11 @@ impl ScanState {
                 // damage. Strict refuses it; salvage reads a root, as Pi does.
                 None => {
                     if mode == ReadMode::Strict {
-                        return invalid(sink, Some(id.into_owned()), "`parentId` is missing".into());
+                        return invalid(
+                            sink,
+                            Some(id.into_owned()),
+                            "`parentId` is missing".into(),
+                        );
                     }
                     sink.finding(Finding {
                         severity: Severity::Error,

@@ -13,7 +13,9 @@ use serde_json::Value;
 pub const MAX_DEPTH: usize = 100;
 
 /// Converts `value` to JSON, refusing nesting deeper than [`MAX_DEPTH`].
-pub(crate) fn to_value_limited<T: Serialize + ?Sized>(value: &T) -> Result<Value, serde_json::Error> {
+pub(crate) fn to_value_limited<T: Serialize + ?Sized>(
+    value: &T,
+) -> Result<Value, serde_json::Error> {
     Limited {
         inner: serde_json::value::Serializer,
         depth: 0,
@@ -133,7 +135,8 @@ impl<S: Serializer> Serializer for Limited<S> {
         v: &T,
     ) -> Result<S::Ok, S::Error> {
         let depth = self.depth;
-        self.inner.serialize_newtype_struct(name, &Deeper { v, depth })
+        self.inner
+            .serialize_newtype_struct(name, &Deeper { v, depth })
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
@@ -225,7 +228,10 @@ impl<C: ser::SerializeSeq> ser::SerializeSeq for Compound<C> {
     type Ok = C::Ok;
     type Error = C::Error;
     fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-        self.inner.serialize_element(&Deeper { v, depth: self.depth })
+        self.inner.serialize_element(&Deeper {
+            v,
+            depth: self.depth,
+        })
     }
     fn end(self) -> Result<C::Ok, C::Error> {
         self.inner.end()
@@ -236,7 +242,10 @@ impl<C: ser::SerializeTuple> ser::SerializeTuple for Compound<C> {
     type Ok = C::Ok;
     type Error = C::Error;
     fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-        self.inner.serialize_element(&Deeper { v, depth: self.depth })
+        self.inner.serialize_element(&Deeper {
+            v,
+            depth: self.depth,
+        })
     }
     fn end(self) -> Result<C::Ok, C::Error> {
         self.inner.end()
@@ -247,7 +256,10 @@ impl<C: ser::SerializeTupleStruct> ser::SerializeTupleStruct for Compound<C> {
     type Ok = C::Ok;
     type Error = C::Error;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-        self.inner.serialize_field(&Deeper { v, depth: self.depth })
+        self.inner.serialize_field(&Deeper {
+            v,
+            depth: self.depth,
+        })
     }
     fn end(self) -> Result<C::Ok, C::Error> {
         self.inner.end()
@@ -258,7 +270,10 @@ impl<C: ser::SerializeTupleVariant> ser::SerializeTupleVariant for Compound<C> {
     type Ok = C::Ok;
     type Error = C::Error;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-        self.inner.serialize_field(&Deeper { v, depth: self.depth })
+        self.inner.serialize_field(&Deeper {
+            v,
+            depth: self.depth,
+        })
     }
     fn end(self) -> Result<C::Ok, C::Error> {
         self.inner.end()
@@ -269,10 +284,16 @@ impl<C: ser::SerializeMap> ser::SerializeMap for Compound<C> {
     type Ok = C::Ok;
     type Error = C::Error;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, k: &T) -> Result<(), C::Error> {
-        self.inner.serialize_key(&Deeper { v: k, depth: self.depth })
+        self.inner.serialize_key(&Deeper {
+            v: k,
+            depth: self.depth,
+        })
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-        self.inner.serialize_value(&Deeper { v, depth: self.depth })
+        self.inner.serialize_value(&Deeper {
+            v,
+            depth: self.depth,
+        })
     }
     fn end(self) -> Result<C::Ok, C::Error> {
         self.inner.end()
@@ -287,7 +308,13 @@ impl<C: ser::SerializeStruct> ser::SerializeStruct for Compound<C> {
         key: &'static str,
         v: &T,
     ) -> Result<(), C::Error> {
-        self.inner.serialize_field(key, &Deeper { v, depth: self.depth })
+        self.inner.serialize_field(
+            key,
+            &Deeper {
+                v,
+                depth: self.depth,
+            },
+        )
     }
     fn end(self) -> Result<C::Ok, C::Error> {
         self.inner.end()
@@ -302,7 +329,13 @@ impl<C: ser::SerializeStructVariant> ser::SerializeStructVariant for Compound<C>
         key: &'static str,
         v: &T,
     ) -> Result<(), C::Error> {
-        self.inner.serialize_field(key, &Deeper { v, depth: self.depth })
+        self.inner.serialize_field(
+            key,
+            &Deeper {
+                v,
+                depth: self.depth,
+            },
+        )
     }
     fn end(self) -> Result<C::Ok, C::Error> {
         self.inner.end()
@@ -329,7 +362,12 @@ mod tests {
         assert_eq!(to_value_limited(&ok).unwrap(), ok);
         let bad = nested(MAX_DEPTH + 1);
         assert_eq!(depth_of(&bad), MAX_DEPTH + 1);
-        assert!(to_value_limited(&bad).unwrap_err().to_string().contains("deeper than 100"));
+        assert!(
+            to_value_limited(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("deeper than 100")
+        );
     }
 
     #[test]
@@ -341,8 +379,13 @@ mod tests {
         }
         let s = S {
             a: Some(vec![1, 2]),
-            b: [("k".to_string(), (1, "x".to_string()))].into_iter().collect(),
+            b: [("k".to_string(), (1, "x".to_string()))]
+                .into_iter()
+                .collect(),
         };
-        assert_eq!(to_value_limited(&s).unwrap(), serde_json::to_value(&s).unwrap());
+        assert_eq!(
+            to_value_limited(&s).unwrap(),
+            serde_json::to_value(&s).unwrap()
+        );
     }
 }

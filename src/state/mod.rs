@@ -271,18 +271,62 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             return Ok(id);
         }
         self.with_db(|db| {
+            let db_path = db.path().to_path_buf();
             let guard = crate::lock::acquire(db.connection(), log.session_id(), action)?;
             let result = (|| {
                 log.refresh()?;
                 self.append_if_changed(log, op)
             })();
-            guard.release()?;
-            let id = result?;
-            if id.is_some() {
-                // The log is durable first; the projection never gets ahead of it.
+            let id = match result {
+                Ok(Some(id)) => id,
+                other => {
+                    guard.release()?;
+                    return other;
+                }
+            };
+            // The log is durable first; the projection never gets ahead of it. Its
+            // catch-up and the lock's release commit together: one SQLite transaction on
+            // the write path instead of two (the release joins the open transaction).
+            let caught = guard.execute_batch("BEGIN IMMEDIATE").ok().and_then(|()| {
+                match crate::projection::catch_up_in_transaction(&guard, &db_path, log.path()) {
+                    Ok(c) => Some(c),
+                    Err(_) => {
+                        let _ = guard.execute_batch("ROLLBACK");
+                        None
+                    }
+                }
+            });
+            let released = guard.release();
+            let Some(caught) = caught else {
+                // The slow path: the release committed alone; `sync` retries the catch-up
+                // and handles a corrupt or failing projection.
+                released?;
                 db.sync(log)?;
+                return Ok(Some(id));
+            };
+            let committed = released.map_err(Error::from).and_then(|_| {
+                db.connection()
+                    .execute_batch("COMMIT")
+                    .map_err(|source| Error::Database {
+                        path: db_path.clone(),
+                        action: "committing",
+                        source,
+                    })
+            });
+            match committed {
+                Ok(()) => db.record_catch_up(caught),
+                Err(e) => {
+                    // Nothing of the transaction stands, the lock row included: release
+                    // it on its own (this process holds it, so it takes it back at once).
+                    let _ = db.connection().execute_batch("ROLLBACK");
+                    crate::lock::acquire(db.connection(), log.session_id(), action)?.release()?;
+                    if matches!(e, Error::Lock(_)) {
+                        return Err(e);
+                    }
+                    db.sync(log)?;
+                }
             }
-            Ok(id)
+            Ok(Some(id))
         })
     }
 

@@ -1,0 +1,196 @@
+//! In-process timings for `bench/compare/run` (our side of the comparison with Pi).
+//!
+//! ```text
+//! compare_inproc read  <FILE> <PLUGIN> <DB> <N>   cold read with a warm projection, and full replay
+//! compare_inproc write <FILE> <PLUGIN> <DB> <N>   durable write vs raw write + fdatasync
+//! compare_inproc replay <FILE> <PLUGIN>           one full replay; peak RSS (VmHWM)
+//! compare_inproc grow <FILE> <DB> patch|set < items.jsonl
+//! ```
+//!
+//! `grow` (for `bench/langgraph`) grows a list by one item per stdin line, one durable
+//! event per step in one process, as a host would: `patch` merges `{"<i>": item}` into an
+//! object keyed by index (RFC 7396 replaces arrays wholesale, so a merge patch cannot
+//! append to an array); `set` writes the whole array each step.
+//!
+//! Prints one JSON object. Times are medians over N runs, in milliseconds (`read`) or
+//! microseconds (`write`). `read` first warms the projection (a catch-up of the whole
+//! file, reported as `warm_ms`).
+
+use serde_json::{Value, json};
+use session_state::{Options, Projection, Scope, SessionLog, SessionState};
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn read(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
+    let t = Instant::now();
+    let mut p = Projection::open(db).expect("open projection");
+    let first = p
+        .read(file, plugin, Scope::Branch, None)
+        .expect("read")
+        .unwrap_or(Value::Null);
+    let warm_ms = t.elapsed().as_secs_f64() * 1e3;
+    drop(p);
+    let cold: Vec<f64> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            let mut p = Projection::open(db).expect("open projection");
+            let v = p.read(file, plugin, Scope::Branch, None).expect("read");
+            assert_eq!(v.as_ref(), Some(&first));
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    let state = SessionState::<Value>::open(Options::new(plugin).database_path(db)).expect("state");
+    let replay: Vec<f64> = (0..n.min(5))
+        .map(|_| {
+            let t = Instant::now();
+            let log = SessionLog::open(file).expect("open");
+            let v = state.read(&log).expect("read");
+            assert_eq!(v.as_ref(), Some(&first));
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    let log = SessionLog::open(file).expect("open");
+    state.read(&log).expect("read");
+    let hot: Vec<f64> = (0..1000)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(state.read(&log).expect("read"));
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    json!({
+        "value": first,
+        "warm_ms": warm_ms,
+        "cold_read_ms": median(cold),
+        "replay_ms": median(replay),
+        "hot_read_ms": median(hot),
+        "peak_rss_kib": peak_rss_kib(),
+    })
+}
+
+fn write(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
+    let state = SessionState::<Value>::open(Options::new(plugin).database_path(db)).expect("state");
+    let mut log = SessionLog::open(file).expect("open");
+    state
+        .write(&mut log, &json!({"step": 0, "note": "warm-up"}))
+        .expect("write");
+    let last = log.leaf_id().expect("leaf").to_owned();
+    let line = format!("{}\n", log.raw_line(&last).expect("line"));
+    let raw_path = file.with_extension("raw");
+    let mut raw = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&raw_path)
+        .expect("raw");
+    let (mut ours, mut floor) = (Vec::new(), Vec::new());
+    for i in 1..=n {
+        // Alternate, so both see the same device.
+        let t = Instant::now();
+        raw.write_all(line.as_bytes()).expect("write");
+        raw.sync_data().expect("fdatasync");
+        floor.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        state
+            .write(
+                &mut log,
+                &json!({"step": i, "note": "the session log keeps every entry"}),
+            )
+            .expect("write");
+        ours.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let _ = std::fs::remove_file(&raw_path);
+    json!({
+        "line_bytes": line.len(),
+        "write_us": median(ours),
+        "raw_fdatasync_us": median(floor),
+    })
+}
+
+fn grow(file: &Path, db: &Path, mode: &str) -> Value {
+    use std::io::BufRead;
+    let state = SessionState::<Value>::open(Options::new("todo").database_path(db)).expect("state");
+    let mut log = SessionLog::open(file).expect("open");
+    let mut items = Vec::new();
+    let t = Instant::now();
+    for (i, line) in std::io::stdin().lock().lines().enumerate() {
+        let item: Value = serde_json::from_str(&line.expect("stdin")).expect("an item");
+        items.push(item.clone());
+        let id = match mode {
+            "patch" => state.patch(&mut log, &json!({ i.to_string(): item })),
+            _ => state.write(&mut log, &Value::Array(items.clone())),
+        }
+        .expect("write");
+        assert!(id.is_some());
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let value = state.read(&log).expect("read").expect("a value");
+    let ok = match mode {
+        "patch" => (0..items.len()).all(|i| value.get(i.to_string()) == Some(&items[i])),
+        _ => value == Value::Array(items.clone()),
+    };
+    assert!(ok, "the value read back is the list written");
+    json!({ "steps": items.len(), "seconds": secs })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: compare_inproc read|write <FILE> <PLUGIN> <DB> <N> | replay <FILE> <PLUGIN> \
+                 | grow <FILE> <DB> patch|set < items.jsonl";
+    let out = match args.first().map(String::as_str) {
+        Some("read") if args.len() == 5 => read(
+            Path::new(&args[1]),
+            &args[2],
+            Path::new(&args[3]),
+            args[4].parse().expect("N"),
+        ),
+        Some("write") if args.len() == 5 => write(
+            Path::new(&args[1]),
+            &args[2],
+            Path::new(&args[3]),
+            args[4].parse().expect("N"),
+        ),
+        Some("grow") if args.len() == 4 => grow(Path::new(&args[1]), Path::new(&args[2]), &args[3]),
+        Some("replay") if args.len() == 3 => {
+            let t = Instant::now();
+            let log = SessionLog::open(&args[1]).expect("open");
+            let state = SessionState::<Value>::open(
+                Options::new(args[2].clone()).database_path("/nonexistent/never-opened.sqlite"),
+            )
+            .expect("state");
+            let v = state.read(&log).expect("read");
+            json!({
+                "entries": log.len(),
+                "value": v,
+                "ms": t.elapsed().as_secs_f64() * 1e3,
+                "peak_rss_kib": peak_rss_kib(),
+            })
+        }
+        _ => {
+            eprintln!("{usage}");
+            std::process::exit(2);
+        }
+    };
+    println!("{out}");
+}
