@@ -456,28 +456,6 @@ impl Projection {
         let key = file_key(file)?;
         forget(&self.conn, &key).map_err(db_err(&self.path, "forgetting a session"))
     }
-
-    /// Events per plugin and scope in the projection of `file` (for `status`).
-    pub fn event_counts(
-        conn: &Connection,
-        file: &Path,
-    ) -> Result<Vec<(String, Option<String>, u64)>> {
-        let key = file_key(file)?;
-        let mut stmt = match conn.prepare(
-            "SELECT plugin, scope, COUNT(*) FROM events WHERE file = ?1 GROUP BY plugin, scope \
-             ORDER BY plugin, scope",
-        ) {
-            Ok(s) => s,
-            Err(_) => return Ok(Vec::new()),
-        };
-        let rows = stmt
-            .query_map([key], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
-            })
-            .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
-            .unwrap_or_default();
-        Ok(rows)
-    }
 }
 
 fn forget(conn: &Connection, key: &str) -> rusqlite::Result<()> {
@@ -1150,7 +1128,6 @@ fn ingest(
 
 fn bad_event(
     conn: &Connection,
-    db: &Path,
     file: &Path,
     key: &str,
     plugin: &str,
@@ -1167,7 +1144,6 @@ fn bad_event(
         .optional()
         .ok()
         .flatten();
-    let _ = db;
     let (entry_id, line, offset) = found.unwrap_or_default();
     Error::BadEvent {
         path: file.to_path_buf(),
@@ -1214,7 +1190,7 @@ fn read_value(
             match row {
                 None => Ok(None),
                 Some((_, Some(err), Some(idx))) => {
-                    Err(bad_event(conn, db, file, key, plugin, err, idx))
+                    Err(bad_event(conn, file, key, plugin, err, idx))
                 }
                 Some((v, _, _)) => Ok(parse(v)),
             }
@@ -1270,7 +1246,7 @@ fn read_value(
                 };
                 if p == plugin && s.as_deref() != Some("session") {
                     if let (Some(err), Some(idx)) = (error, error_idx) {
-                        return Err(bad_event(conn, db, file, key, plugin, err, idx));
+                        return Err(bad_event(conn, file, key, plugin, err, idx));
                     }
                     let text = folded_text(at, |i| {
                         stmt.query_row(params![key, i], stored)

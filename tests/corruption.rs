@@ -45,18 +45,7 @@ fn generate(dir: &Path, rng: &mut Rng, n: usize) -> PathBuf {
         .create(dir, "/proj/ünïcode")
         .unwrap();
     let db = dir.join("gen.sqlite");
-    let states: Vec<SessionState<Value>> = PLUGINS
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let scope = if i == 0 {
-                Scope::Branch
-            } else {
-                Scope::Session
-            };
-            SessionState::open(Options::new(*p).scope(scope).database_path(&db)).unwrap()
-        })
-        .collect();
+    let states = plugin_states(&db);
     let mut ids: Vec<String> = Vec::new();
     while log.len() < n {
         if !ids.is_empty() && rng.below(12) == 0 {
@@ -396,23 +385,7 @@ fn random_byte_damage_is_refused_at_its_line_warned_or_a_value_edit() {
             original(generate(&d, &mut rng, 150 + 100 * i))
         })
         .collect();
-    let states: Vec<SessionState<Value>> = PLUGINS
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let scope = if i == 0 {
-                Scope::Branch
-            } else {
-                Scope::Session
-            };
-            SessionState::open(
-                Options::new(*p)
-                    .scope(scope)
-                    .database_path(dir.path().join("r.sqlite")),
-            )
-            .unwrap()
-        })
-        .collect();
+    let states = plugin_states(&dir.path().join("r.sqlite"));
 
     let mut outcomes: BTreeMap<Outcome, usize> = BTreeMap::new();
     let mut by_op: BTreeMap<(Op, Outcome), usize> = BTreeMap::new();
@@ -515,4 +488,20 @@ fn a_missing_parent_id_key_is_refused_by_the_strict_reader() {
             log.roots()
         ),
     }
+}
+
+/// The first plugin in branch scope, the others in session scope.
+fn plugin_states(db: &Path) -> Vec<SessionState<Value>> {
+    PLUGINS
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let scope = if i == 0 {
+                Scope::Branch
+            } else {
+                Scope::Session
+            };
+            SessionState::open(Options::new(*p).scope(scope).database_path(db)).unwrap()
+        })
+        .collect()
 }

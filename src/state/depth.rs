@@ -224,60 +224,34 @@ impl<S: Serializer> Serializer for Limited<S> {
     }
 }
 
-impl<C: ser::SerializeSeq> ser::SerializeSeq for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-        self.inner.serialize_element(&Deeper {
-            v,
-            depth: self.depth,
-        })
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
+/// The compound parts pass each nested value on one level deeper. The six compound
+/// traits differ only in their name and element method, so one macro writes them.
+macro_rules! compound {
+    ($($trait:ident :: $method:ident ($($key:ident: $kty:ty)?);)*) => {$(
+        impl<C: ser::$trait> ser::$trait for Compound<C> {
+            type Ok = C::Ok;
+            type Error = C::Error;
+            fn $method<T: Serialize + ?Sized>(
+                &mut self,
+                $($key: $kty,)?
+                v: &T,
+            ) -> Result<(), C::Error> {
+                self.inner.$method($($key,)? &Deeper { v, depth: self.depth })
+            }
+            fn end(self) -> Result<C::Ok, C::Error> {
+                self.inner.end()
+            }
+        }
+    )*};
 }
 
-impl<C: ser::SerializeTuple> ser::SerializeTuple for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-        self.inner.serialize_element(&Deeper {
-            v,
-            depth: self.depth,
-        })
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: ser::SerializeTupleStruct> ser::SerializeTupleStruct for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-        self.inner.serialize_field(&Deeper {
-            v,
-            depth: self.depth,
-        })
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: ser::SerializeTupleVariant> ser::SerializeTupleVariant for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-        self.inner.serialize_field(&Deeper {
-            v,
-            depth: self.depth,
-        })
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
+compound! {
+    SerializeSeq::serialize_element();
+    SerializeTuple::serialize_element();
+    SerializeTupleStruct::serialize_field();
+    SerializeTupleVariant::serialize_field();
+    SerializeStruct::serialize_field(key: &'static str);
+    SerializeStructVariant::serialize_field(key: &'static str);
 }
 
 impl<C: ser::SerializeMap> ser::SerializeMap for Compound<C> {
@@ -294,48 +268,6 @@ impl<C: ser::SerializeMap> ser::SerializeMap for Compound<C> {
             v,
             depth: self.depth,
         })
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: ser::SerializeStruct> ser::SerializeStruct for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        v: &T,
-    ) -> Result<(), C::Error> {
-        self.inner.serialize_field(
-            key,
-            &Deeper {
-                v,
-                depth: self.depth,
-            },
-        )
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: ser::SerializeStructVariant> ser::SerializeStructVariant for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        v: &T,
-    ) -> Result<(), C::Error> {
-        self.inner.serialize_field(
-            key,
-            &Deeper {
-                v,
-                depth: self.depth,
-            },
-        )
     }
     fn end(self) -> Result<C::Ok, C::Error> {
         self.inner.end()
@@ -387,5 +319,31 @@ mod tests {
             to_value_limited(&s).unwrap(),
             serde_json::to_value(&s).unwrap()
         );
+        #[derive(serde::Serialize)]
+        enum E {
+            Tuple(u8, (u8, u8)),
+            Struct { a: Vec<u8> },
+            New(Vec<u8>),
+        }
+        for e in [
+            E::Tuple(1, (2, 3)),
+            E::Struct { a: vec![1] },
+            E::New(vec![2]),
+        ] {
+            assert_eq!(
+                to_value_limited(&e).unwrap(),
+                serde_json::to_value(&e).unwrap()
+            );
+        }
+        // Variants count toward the limit too: `{"Node": …}` is one object per level.
+        #[derive(serde::Serialize)]
+        enum N {
+            Leaf,
+            Node(Box<N>),
+        }
+        let nest = |n: usize| (0..n).fold(N::Leaf, |acc, _| N::Node(Box::new(acc)));
+        let ok = to_value_limited(&nest(MAX_DEPTH)).unwrap();
+        assert_eq!(depth_of(&ok), MAX_DEPTH);
+        assert!(to_value_limited(&nest(MAX_DEPTH + 1)).is_err());
     }
 }
