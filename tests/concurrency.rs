@@ -13,7 +13,7 @@
 //! covers two writers and live holders; `tests/crash_loop.rs` kills writers mid-write.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

@@ -17,7 +17,7 @@
 //! reader (strict, salvage, verify) changes a byte of the file.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 use common::examples::Rng;
 
 use serde_json::{Value, json};

@@ -16,7 +16,7 @@
 //! update or the acknowledgement).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};

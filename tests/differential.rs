@@ -4,7 +4,7 @@
 //! `getEntries()`. The projection agrees too.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::{pi, reference};
 use serde_json::Value;

@@ -7,7 +7,7 @@
 //! compared with the model, in memory and through the SQLite projection.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};

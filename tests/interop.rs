@@ -8,7 +8,7 @@
 //! - v1/v2 sessions migrate to the same tree shape as Pi's migration.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use common::pi;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! sessions directory; the last one has the real Pi (both majors) list and read what the
 //! store wrote.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 use session_state::persistence::{

@@ -3,7 +3,7 @@
 //! behind the projection's back is rebuilt, and a corrupt or foreign database is rebuilt
 //! while one that cannot be opened is an error.
 
-mod common;
+use crate::common;
 
 use std::fs::{self, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};

@@ -189,20 +189,10 @@ fn trusted_project_wins_over_user() {
     );
 }
 
+/// Also the case of a trusted project with no `.pi/settings.json`: it passes silently to
+/// the user level.
 #[test]
 fn user_wins_over_default() {
-    let w = World::new();
-    w.set_user(json!("/user/db.sqlite"));
-    let r = w.resolve(ProjectTrust::Trusted);
-    assert_clean(
-        &r,
-        Path::new("/user/db.sqlite"),
-        LocationSource::UserSettings(w.user_file()),
-    );
-}
-
-#[test]
-fn missing_project_file_passes_silently_to_user() {
     let w = World::new();
     w.set_user(json!("/user/db.sqlite"));
     let r = w.resolve(ProjectTrust::Trusted);

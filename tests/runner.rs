@@ -1,0 +1,25 @@
+//! The one integration-test binary (as jj-lib's `tests/runner.rs`): each behaviour's tests
+//! live in their own file beside this one and are declared here, so the suite links once.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+mod bad_input;
+mod cli;
+mod concurrency;
+mod concurrent_writers;
+mod corruption;
+mod crash_loop;
+mod differential;
+mod fixtures;
+mod fork_inheritance;
+mod guard_example;
+mod interop;
+mod log_faults;
+mod persistence;
+mod projection;
+mod readme_walkthrough;
+mod seam_faults;
+mod settings_location;
+mod torn_cuts;
+mod write_lock;
