@@ -379,9 +379,7 @@ impl PiJsonlStore {
                 };
                 for file in files.flatten() {
                     let path = file.path();
-                    if named(&path)
-                        && read_header(&path).is_ok_and(|h| h.id == session_id)
-                    {
+                    if named(&path) && read_header(&path).is_ok_and(|h| h.id == session_id) {
                         by_name.push(path);
                     }
                 }
@@ -434,8 +432,8 @@ impl PiJsonlStore {
     /// events.
     fn materialize(&self, header: &Header, entries: Vec<NewEntry>) -> Result<SessionLog> {
         let path = self.require_location(header)?;
-        let mut log = SessionLog::in_memory(path, header.clone(), self.options.clone())
-            .hold_in_memory();
+        let mut log =
+            SessionLog::in_memory(path, header.clone(), self.options.clone()).hold_in_memory();
         for entry in entries {
             log.append(entry)?;
         }

@@ -296,7 +296,9 @@ fn a_symlinked_session_is_migrated_and_appended_through_the_link() {
     let mut log = SessionLog::open(&link).unwrap();
     let before = log.len();
     let id = log
-        .append(NewEntry::message(json!({"role": "user", "content": "via the link"})))
+        .append(NewEntry::message(
+            json!({"role": "user", "content": "via the link"}),
+        ))
         .unwrap();
     assert!(
         std::fs::symlink_metadata(&link)
@@ -305,11 +307,18 @@ fn a_symlinked_session_is_migrated_and_appended_through_the_link() {
             .is_symlink(),
         "the link was replaced"
     );
-    assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("../real/s.jsonl"));
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new("../real/s.jsonl")
+    );
     let real = SessionLog::open(&target).unwrap();
     assert_eq!(real.header().version, 3, "the target was migrated");
     assert_eq!(real.len(), before + 1);
-    assert_eq!(real.leaf_id(), Some(id.as_str()), "the target got the entry");
+    assert_eq!(
+        real.leaf_id(),
+        Some(id.as_str()),
+        "the target got the entry"
+    );
     let names: Vec<_> = std::fs::read_dir(&links).unwrap().collect();
     assert_eq!(names.len(), 1, "nothing else in the link's folder");
 }
@@ -386,7 +395,10 @@ fn only_regular_files_are_read_and_the_header_line_is_bounded() {
     match SessionLog::open(&long) {
         Err(e @ Error::InvalidHeader { .. }) => {
             let msg = e.to_string();
-            assert!(msg.contains("long.jsonl") && msg.contains("1048576"), "{msg}");
+            assert!(
+                msg.contains("long.jsonl") && msg.contains("1048576"),
+                "{msg}"
+            );
         }
         other => panic!("long header: {other:?}"),
     }

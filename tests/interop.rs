@@ -332,7 +332,11 @@ fn after_any_torn_tail_our_writer_and_pi_continue_and_agree() {
                     }
                 };
                 let after = std::fs::read(&path).unwrap();
-                assert_eq!(&after[..bytes.len()], &bytes[..], "{what}: no byte destroyed");
+                assert_eq!(
+                    &after[..bytes.len()],
+                    &bytes[..],
+                    "{what}: no byte destroyed"
+                );
                 let dump = pi::dump_copy(major, &path);
                 if major == 0 && !terminated {
                     assert!(SessionLog::open(&path).is_err(), "{what}: fused line");
@@ -356,7 +360,9 @@ fn after_any_torn_tail_our_writer_and_pi_continue_and_agree() {
                 );
                 // And our writer goes on after Pi (never sealed); Pi reads it all.
                 let mut ours = ours;
-                let last = ours.append(user("ours again")).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let last = ours
+                    .append(user("ours again"))
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let dump = pi::dump_copy(major, &path);
                 assert_eq!(dump.leaf_id.as_deref(), Some(last.as_str()), "{what}");
                 assert_same_as_pi(&SessionLog::open(&path).unwrap(), &dump, &what);

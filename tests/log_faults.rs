@@ -296,14 +296,15 @@ fn a_migration_that_cannot_transform_a_line_refuses_before_touching_the_file() {
         ),
         (
             "v2 hookMessage",
-            format!(
-                "{}\n{}\n{}\n",
-                r#"{"type":"session","version":2,"id":"s-v2","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
-                r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#,
+            [
+                r#"{"type":"session","version":2,"id":"s-v2","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#.to_owned(),
+                r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#.to_owned(),
                 format!(
                     r#"{{"type":"message","id":"a2","parentId":"a1","timestamp":"2025-01-01T00:00:02.000Z","message":{{"role":"hookMessage","content":{deep}}}}}"#
                 ),
-            ),
+            ]
+            .join("\n")
+                + "\n",
         ),
     ];
     for (what, text) in cases {
@@ -341,7 +342,10 @@ fn a_refusing_writer_leaves_the_file_as_it_found_it() {
     for (name, base) in [("v3", v3.to_owned()), ("v2", v2)] {
         for (bad, what) in [
             (&b"{\"type\":\"x\"}}garbage"[..], "an unparsable tail"),
-            (&b"{\"type\":\"x\"}}garbage\n"[..], "an unparsable last line"),
+            (
+                &b"{\"type\":\"x\"}}garbage\n"[..],
+                "an unparsable last line",
+            ),
         ] {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("s.jsonl");
@@ -349,8 +353,15 @@ fn a_refusing_writer_leaves_the_file_as_it_found_it() {
             std::fs::write(&path, &bytes).unwrap();
             let mut log = SessionLog::open(&path).unwrap();
             let err = log.append(user("x")).unwrap_err();
-            assert!(matches!(err, Error::TrailingGarbage { at, .. } if at.line == 3), "{name} {what}: {err}");
-            assert_eq!(std::fs::read(&path).unwrap(), bytes, "{name} {what}: file changed");
+            assert!(
+                matches!(err, Error::TrailingGarbage { at, .. } if at.line == 3),
+                "{name} {what}: {err}"
+            );
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                bytes,
+                "{name} {what}: file changed"
+            );
         }
     }
 }
@@ -399,7 +410,10 @@ fn a_file_that_shrinks_during_migration_is_refused() {
         .unwrap();
     let err = log.append(user("x")).unwrap_err();
     assert!(
-        matches!(err, Error::ChangedOnDisk { .. } | Error::MigrationRefused { .. }),
+        matches!(
+            err,
+            Error::ChangedOnDisk { .. } | Error::MigrationRefused { .. }
+        ),
         "{err}"
     );
     let after = std::fs::read(&path).unwrap();

@@ -684,7 +684,11 @@ struct Fs(std::sync::Arc<Racing>);
 
 impl session_state::FileSystem for Fs {
     fn open_append(&self, path: &Path) -> std::io::Result<Box<dyn session_state::AppendFile>> {
-        self.0.calls.lock().expect("lock").push("open_append".into());
+        self.0
+            .calls
+            .lock()
+            .expect("lock")
+            .push("open_append".into());
         session_state::StdFileSystem.open_append(path)
     }
     fn create_new(&self, path: &Path) -> std::io::Result<Box<dyn session_state::AppendFile>> {
@@ -727,18 +731,27 @@ fn first_append_creates_through_the_seam_and_never_overwrites() {
             calls: std::sync::Mutex::default(),
             squat: squat.then(|| path.clone()),
         });
-        let options = session_state::LogOptions::new().file_system(std::sync::Arc::new(Fs(racing.clone())));
+        let options =
+            session_state::LogOptions::new().file_system(std::sync::Arc::new(Fs(racing.clone())));
         let store = PiJsonlStore::with_options(&root, options);
         store.create(h.clone()).expect("create");
         let result = store.append(ID, 0, &[user("hello"), custom(1)]);
         let calls = racing.calls.lock().expect("lock").clone();
-        assert_eq!(calls.first().map(String::as_str), Some("create_new"), "{calls:?}");
+        assert_eq!(
+            calls.first().map(String::as_str),
+            Some("create_new"),
+            "{calls:?}"
+        );
         assert!(calls.iter().any(|c| c == "link"), "{calls:?}");
         let names: Vec<_> = std::fs::read_dir(path.parent().expect("parent"))
             .expect("read dir")
             .map(|e| e.expect("entry").file_name())
             .collect();
-        assert_eq!(names, vec![path.file_name().expect("name").to_owned()], "squat={squat}");
+        assert_eq!(
+            names,
+            vec![path.file_name().expect("name").to_owned()],
+            "squat={squat}"
+        );
         if squat {
             match result {
                 Err(Error::AlreadyExists { path: p }) => assert_eq!(p, path),
@@ -784,7 +797,11 @@ fn scan_reports_files_that_are_not_regular_without_opening_them() {
                 .map(|p| (p.path, p.error))
                 .collect::<Vec<_>>()
         });
-        let _ = tx.send((scan, store.list().map(|l| l.len()), store.load(ID).map(|_| ())));
+        let _ = tx.send((
+            scan,
+            store.list().map(|l| l.len()),
+            store.load(ID).map(|_| ()),
+        ));
     });
     let (scan, list, load) = rx
         .recv_timeout(std::time::Duration::from_secs(20))
@@ -798,5 +815,8 @@ fn scan_reports_files_that_are_not_regular_without_opening_them() {
         );
     }
     assert_eq!(list.expect("list"), 0);
-    assert!(matches!(load, Err(Error::NotARegularFile { .. })), "{load:?}");
+    assert!(
+        matches!(load, Err(Error::NotARegularFile { .. })),
+        "{load:?}"
+    );
 }

@@ -63,7 +63,11 @@ enum Plan {
     /// Copied byte for byte.
     Verbatim { hash: u64 },
     /// `suffix` inserted at byte `at` (before the closing brace).
-    Inserted { hash: u64, at: usize, suffix: String },
+    Inserted {
+        hash: u64,
+        at: usize,
+        suffix: String,
+    },
     /// Parsed and rewritten; `stripped` is the original without the fields that change.
     Transformed { stripped: Value },
 }
@@ -306,8 +310,7 @@ pub(crate) fn migrate_file(
         check_copy(path, &tmp, &plans, &links, &rest)?;
         // The original must not have changed since it was read (Pi appends without a lock).
         let meta = std::fs::metadata(path).ctx("checking", path)?;
-        if meta.len() != consumed + tail || identity.is_some_and(|i| i != FileIdentity::of(&meta))
-        {
+        if meta.len() != consumed + tail || identity.is_some_and(|i| i != FileIdentity::of(&meta)) {
             return Err(Error::ChangedOnDisk {
                 path: path.to_path_buf(),
                 detail: format!(
@@ -353,8 +356,11 @@ impl LineCtx<'_> {
         };
         let parse = |what: &str| -> Result<Value> {
             let text = std::str::from_utf8(bytes).map_err(|e| refuse(e.to_string()))?;
-            serde_json::from_str(text)
-                .map_err(|e| refuse(format!("{what} must change, but the line cannot be rewritten: {e}")))
+            serde_json::from_str(text).map_err(|e| {
+                refuse(format!(
+                    "{what} must change, but the line cannot be rewritten: {e}"
+                ))
+            })
         };
         if at.line == 1 {
             let mut v = parse("the header's version")?;
