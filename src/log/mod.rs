@@ -606,7 +606,8 @@ impl SessionLog {
         self
     }
 
-    /// The session file's path (where it is or will be).
+    /// The session file's path (where it is or will be). A path given through a symlink
+    /// is resolved to the file it names, which migration and appends act on.
     pub fn path(&self) -> &Path {
         &self.index.path
     }
