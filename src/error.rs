@@ -166,6 +166,30 @@ pub enum Error {
         detail: String,
     },
 
+    /// A v1/v2 file cannot be migrated to version 3 without changing or losing content;
+    /// the file was not touched.
+    #[error(
+        "{path}: cannot migrate this version 1/2 session to version 3: {at}: {detail}; the \
+         file was not changed"
+    )]
+    MigrationRefused {
+        /// The session file.
+        path: PathBuf,
+        /// The line that cannot be migrated (line 1 for a whole-file check).
+        at: Location,
+        /// Why.
+        detail: String,
+    },
+
+    /// A session path that does not name a regular file (a FIFO, a device, a directory).
+    #[error("{path}: not a regular file ({kind}); a session log must be a regular file")]
+    NotARegularFile {
+        /// The path as given (or as resolved through a symlink).
+        path: PathBuf,
+        /// What is there instead ("a FIFO", "a character device", ...).
+        kind: String,
+    },
+
     /// An earlier write or sync failed; the writer refuses further appends.
     #[error(
         "{path}: an earlier append failed ({cause}); this writer is poisoned and appends \

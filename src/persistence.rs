@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// How many bytes [`PiJsonlStore::list`] reads at most to find a file's first line
 /// (Pi 1.x's `MAX_SESSION_HEADER_SCAN_BYTES`).
-pub const HEADER_SCAN_LIMIT: usize = 1 << 20;
+pub const HEADER_SCAN_LIMIT: usize = reader::MAX_HEADER_LINE;
 
 /// The text of the error tool result that [`SessionStore::load`] appends for a tool call
 /// that never returned.
@@ -334,9 +334,11 @@ impl PiJsonlStore {
                         continue;
                     }
                 };
-                if path.extension().is_none_or(|x| x != "jsonl") || !path.is_file() {
+                if path.extension().is_none_or(|x| x != "jsonl") {
                     continue;
                 }
+                // A FIFO, a device or a folder named `*.jsonl` is reported, never opened
+                // (reading a FIFO would block, a link to /dev/zero would never end).
                 match read_header(&path) {
                     Ok(header) => listing.sessions.push(ListedSession { header, path }),
                     Err(error) => listing.problems.push(ListProblem { path, error }),
@@ -377,10 +379,7 @@ impl PiJsonlStore {
                 };
                 for file in files.flatten() {
                     let path = file.path();
-                    if named(&path)
-                        && path.is_file()
-                        && read_header(&path).is_ok_and(|h| h.id == session_id)
-                    {
+                    if named(&path) && read_header(&path).is_ok_and(|h| h.id == session_id) {
                         by_name.push(path);
                     }
                 }
@@ -424,82 +423,22 @@ impl PiJsonlStore {
         }
     }
 
-    /// Writes a new session's file with its first events, all or nothing: the header and
-    /// the events go to a hidden temporary file in the session's folder (each line
-    /// synced), which is then linked to its final name (failing if that exists), removed,
-    /// and the folder fsynced. Readers and Pi never see a session without its events.
+    /// Writes a new session's file with its first events, all or nothing, through the
+    /// log's one durable-create routine ([`SessionLog::materialize`], on the file-system
+    /// seam): the header and the events go to a hidden temporary file with a random name in
+    /// the session's folder (one write, one sync), which is hard-linked to its final name
+    /// (failing if that exists: a session that appeared meanwhile is never overwritten),
+    /// removed, and the folder fsynced. Readers and Pi never see a session without its
+    /// events.
     fn materialize(&self, header: &Header, entries: Vec<NewEntry>) -> Result<SessionLog> {
         let path = self.require_location(header)?;
-        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
-        std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
-        if path.exists() {
-            return Err(Error::AlreadyExists { path });
-        }
-        let file_name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = dir.join(format!(".{file_name}.tmp"));
-        // A temporary file left by a crash of an earlier first append: never visible.
-        match std::fs::remove_file(&tmp) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).ctx("removing the stale temporary file", &tmp);
-            }
-            _ => {}
-        }
-        let result = self.fill_and_link(header, entries, &tmp, &path, &dir);
-        if result.is_err() {
-            // Best effort: the temporary file is hidden from Pi and from `list` anyway.
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
-    }
-
-    fn fill_and_link(
-        &self,
-        header: &Header,
-        entries: Vec<NewEntry>,
-        tmp: &Path,
-        path: &Path,
-        dir: &Path,
-    ) -> Result<SessionLog> {
-        {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(tmp)
-                .ctx("creating", tmp)?;
-            f.write_all(header.to_line().as_bytes())
-                .ctx("writing", tmp)?;
-            f.sync_data().ctx("syncing", tmp)?;
-        }
-        let mut log = self.options.open(tmp)?;
+        let mut log =
+            SessionLog::in_memory(path, header.clone(), self.options.clone()).hold_in_memory();
         for entry in entries {
             log.append(entry)?;
         }
-        drop(log);
-        match std::fs::hard_link(tmp, path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(Error::AlreadyExists {
-                    path: path.to_path_buf(),
-                });
-            }
-            // No hard links on this file system: a plain rename, after a fresh check.
-            Err(_) if !path.exists() => std::fs::rename(tmp, path).ctx("renaming", tmp)?,
-            Err(_) => {
-                return Err(Error::AlreadyExists {
-                    path: path.to_path_buf(),
-                });
-            }
-        }
-        if tmp.exists() {
-            std::fs::remove_file(tmp).ctx("removing", tmp)?;
-        }
-        // IMPORTANT: fsync the folder, or the new name may not survive a crash.
-        sync_dir(dir)?;
-        self.options.open(path)
+        log.materialize()?;
+        Ok(log)
     }
 
     fn require_location(&self, header: &Header) -> Result<PathBuf> {
@@ -719,9 +658,10 @@ fn to_new_entry(session_id: &str, seq: u64, index: usize, event: &Value) -> Resu
 }
 
 /// Reads and parses the first line of a session file, reading at most
-/// [`HEADER_SCAN_LIMIT`] bytes.
+/// [`HEADER_SCAN_LIMIT`] bytes. Anything but a regular file is refused before it is
+/// opened ([`Error::NotARegularFile`]).
 fn read_header(path: &Path) -> Result<Header> {
-    let file = std::fs::File::open(path).ctx("opening", path)?;
+    let file = reader::open_regular(path)?;
     let mut line = Vec::new();
     let mut limited = file.take(HEADER_SCAN_LIMIT as u64 + 1);
     let mut buf = [0u8; 8192];
@@ -768,20 +708,6 @@ fn problem_io(path: &Path, source: std::io::Error) -> ListProblem {
             path: path.to_path_buf(),
             source,
         },
-    }
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    #[cfg(unix)]
-    {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .ctx("syncing the directory", dir)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        Ok(())
     }
 }
 

@@ -278,3 +278,139 @@ fn bad_envelopes_fail_only_their_plugin() {
         Some(json!({"backoff": "done", "tests": "open"}))
     );
 }
+
+/// Issue 10 item 5: a session named through a symlink is the file it resolves to. The
+/// first append migrates the target in place and appends to it; the link stays a link.
+#[test]
+fn a_symlinked_session_is_migrated_and_appended_through_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let real_dir = dir.path().join("real");
+    let links = dir.path().join("links");
+    std::fs::create_dir_all(&real_dir).unwrap();
+    std::fs::create_dir_all(&links).unwrap();
+    let target = real_dir.join("s.jsonl");
+    std::fs::copy(fixture("edge/v2.jsonl"), &target).unwrap();
+    let link = links.join("s.jsonl");
+    std::os::unix::fs::symlink("../real/s.jsonl", &link).unwrap();
+
+    let mut log = SessionLog::open(&link).unwrap();
+    let before = log.len();
+    let id = log
+        .append(NewEntry::message(
+            json!({"role": "user", "content": "via the link"}),
+        ))
+        .unwrap();
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced"
+    );
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new("../real/s.jsonl")
+    );
+    let real = SessionLog::open(&target).unwrap();
+    assert_eq!(real.header().version, 3, "the target was migrated");
+    assert_eq!(real.len(), before + 1);
+    assert_eq!(
+        real.leaf_id(),
+        Some(id.as_str()),
+        "the target got the entry"
+    );
+    let names: Vec<_> = std::fs::read_dir(&links).unwrap().collect();
+    assert_eq!(names.len(), 1, "nothing else in the link's folder");
+}
+
+/// Issue 10 item 6: `cd dir; session-state write v2.jsonl …` migrates and appends (the
+/// parent of a bare name is the current directory, not "").
+#[test]
+fn a_bare_relative_name_is_migrated_and_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture("edge/v2.jsonl"), dir.path().join("v2.jsonl")).unwrap();
+    let before = strict("edge/v2.jsonl").len();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_session-state"))
+        .args(["write", "v2.jsonl", "--plugin", "p", "--value", "1"])
+        .arg("--db")
+        .arg(dir.path().join("db.sqlite"))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let log = SessionLog::open(dir.path().join("v2.jsonl")).unwrap();
+    assert_eq!(log.header().version, 3);
+    assert_eq!(log.len(), before + 1);
+    let leaf = log.leaf_id().unwrap();
+    assert_eq!(log.entry(leaf).unwrap().state_plugin(), Some("p"));
+}
+
+/// Issue 10 item 14: only regular files are read. A FIFO is refused without blocking, a
+/// link to `/dev/zero` without reading it, and a first line longer than the header limit
+/// without buffering more of it.
+#[test]
+fn only_regular_files_are_read_and_the_header_line_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo");
+    // Opening a FIFO for reading blocks until a writer comes: bound the wait, so the old
+    // behaviour fails this test instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let f = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(SessionLog::open(&f).map(|_| ()));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("opening a FIFO blocked");
+    match got {
+        Err(Error::NotARegularFile { path, kind }) => {
+            assert_eq!(path, fifo);
+            assert_eq!(kind, "a FIFO");
+        }
+        other => panic!("FIFO: {other:?}"),
+    }
+
+    let zero = dir.path().join("zero.jsonl");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    match SessionLog::open(&zero) {
+        Err(e @ Error::NotARegularFile { .. }) => {
+            assert!(e.to_string().contains("a character device"), "{e}");
+        }
+        other => panic!("/dev/zero: {other:?}"),
+    }
+    match SessionLog::open(dir.path()) {
+        Err(Error::NotARegularFile { kind, .. }) => assert_eq!(kind, "a directory"),
+        other => panic!("directory: {other:?}"),
+    }
+
+    let long = dir.path().join("long.jsonl");
+    std::fs::write(&long, vec![b' '; (1 << 20) + (1 << 16)]).unwrap();
+    match SessionLog::open(&long) {
+        Err(e @ Error::InvalidHeader { .. }) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("long.jsonl") && msg.contains("1048576"),
+                "{msg}"
+            );
+        }
+        other => panic!("long header: {other:?}"),
+    }
+    // Just under the limit, a long (valid) header line still reads.
+    let ok = dir.path().join("ok.jsonl");
+    let pad = "x".repeat((1 << 20) - 200);
+    std::fs::write(
+        &ok,
+        format!(
+            "{{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2025-01-01T00:00:00.000Z\",\"cwd\":\"/{pad}\"}}\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(SessionLog::open(&ok).unwrap().session_id(), "s");
+}

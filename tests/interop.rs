@@ -230,3 +230,145 @@ fn old_versions_migrate_to_the_shape_pi_gives() {
         }
     }
 }
+
+/// Issue 10 item 2: a v1 file whose messages serde_json's `Value` cannot hold (a lone
+/// surrogate escape, nesting 200 deep) migrates with the ids the reader assigned, every
+/// line keeps its content, and Pi's `getBranch()` still has every message.
+#[test]
+fn v1_lines_serde_value_cannot_hold_migrate_without_losing_a_message() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let lines = [
+        r#"{"type":"session","id":"s-odd-json","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#.to_owned(),
+        r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"cut \ud83d here","timestamp":1}}"#.to_owned(),
+        format!(
+            r#"{{"type":"message","timestamp":"2025-01-01T00:00:02.000Z","message":{{"role":"assistant","content":[{{"type":"text","text":"deep"}}],"deep":{deep},"timestamp":2}}}}"#
+        ),
+        r#"{"type":"message","timestamp":"2025-01-01T00:00:03.000Z","message":{"role":"user","content":"after","timestamp":3}}"#.to_owned(),
+    ];
+    for major in pi::MAJORS {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("odd.jsonl");
+        std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+        let pi_before = pi::dump_links_copy(major, &file);
+        assert_eq!(pi_before.branch.len(), 3, "pi{major} reads the v1 file");
+        let mut log = SessionLog::open(&file).unwrap();
+        let mut ids: Vec<String> = log.entries().map(|e| e.id().to_owned()).collect();
+        ids.push(log.append(user("after migration")).unwrap());
+
+        let ours = SessionLog::open(&file).unwrap_or_else(|e| panic!("pi{major}: {e}"));
+        assert_eq!(ours.header().version, 3);
+        assert!(ours.findings().is_empty(), "{:?}", ours.findings());
+        let got: Vec<&str> = ours.entries().map(|e| e.id()).collect();
+        assert_eq!(got, ids, "the ids the reader assigned, in order");
+        assert_eq!(ours.branch(), ids, "a linear chain");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains(r#""content":"cut \ud83d here""#), "{text}");
+        assert!(text.contains(&deep));
+
+        let dump = pi::dump_links_copy(major, &file);
+        assert_same_as_pi(&ours, &dump, &format!("pi{major} after our migration"));
+        // Every message Pi saw before our migration, Pi sees after it, with its content.
+        let messages = |d: &pi::Dump| -> Vec<Value> {
+            d.entries.iter().map(|e| e["message"].clone()).collect()
+        };
+        assert_eq!(messages(&dump)[..3], messages(&pi_before)[..], "pi{major}");
+    }
+}
+
+/// Issue 10 item 4: after any torn tail (truncated JSON, NUL bytes, a JSON prefix and
+/// NULs; with or without a newline after it) our writer and the real Pi can go on, and
+/// both readers agree afterwards. Pi 0.73 does not close a torn tail before appending:
+/// its first entry fuses with the torn bytes (lost for both readers); strict refuses
+/// that file and salvage reads what Pi reads.
+#[test]
+fn after_any_torn_tail_our_writer_and_pi_continue_and_agree() {
+    let assistant = json!({"role": "assistant", "content": [{"type": "text", "text": "hi"}],
+        "api": "anthropic-messages", "provider": "anthropic", "model": "m", "stopReason": "stop",
+        "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+                  "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+        "timestamp": 1_733_234_400_000u64});
+    let torn_line = br#"{"type":"custom","customType":"x","data":{"n":1},"id":"deadbeef","parentId":null,"times"#;
+    let tails: [(&str, Vec<u8>); 3] = [
+        ("truncated", torn_line.to_vec()),
+        ("nul", vec![0; 200]),
+        ("prefix+nul", [&torn_line[..40], &[0u8; 200][..]].concat()),
+    ];
+    let mut checked = 0;
+    for (name, tail) in &tails {
+        for terminated in [false, true] {
+            for writer in ["ours", "pi1", "pi0"] {
+                let what = format!("{name} terminated={terminated} writer={writer}");
+                let dir = tempfile::tempdir().unwrap();
+                let mut log = LogOptions::new()
+                    .materialize(Materialize::FirstAppend)
+                    .create(dir.path(), "/home/dev/proj")
+                    .unwrap();
+                log.append(user("hello")).unwrap();
+                log.append(NewEntry::message(assistant.clone())).unwrap();
+                let path = log.path().to_path_buf();
+                drop(log);
+                let mut bytes = std::fs::read(&path).unwrap();
+                bytes.extend_from_slice(tail);
+                if terminated {
+                    bytes.push(b'\n');
+                }
+                std::fs::write(&path, &bytes).unwrap();
+                assert!(SessionLog::open(&path).is_ok(), "{what}: readable before");
+
+                let major = match writer {
+                    "ours" => {
+                        let mut log = SessionLog::open(&path).unwrap();
+                        log.append(user("ours after the tail"))
+                            .unwrap_or_else(|e| panic!("{what}: {e}"));
+                        1
+                    }
+                    "pi1" => {
+                        pi::append(1, &path, 2, None);
+                        1
+                    }
+                    _ => {
+                        pi::append(0, &path, 2, None);
+                        0
+                    }
+                };
+                let after = std::fs::read(&path).unwrap();
+                assert_eq!(
+                    &after[..bytes.len()],
+                    &bytes[..],
+                    "{what}: no byte destroyed"
+                );
+                let dump = pi::dump_copy(major, &path);
+                if major == 0 && !terminated {
+                    assert!(SessionLog::open(&path).is_err(), "{what}: fused line");
+                    let salvage = LogOptions::new()
+                        .mode(ReadMode::Salvage)
+                        .open(&path)
+                        .unwrap();
+                    assert_eq!(salvage.leaf_id(), dump.leaf_id.as_deref(), "{what}");
+                    assert_eq!(salvage.branch(), dump.branch, "{what}");
+                    checked += 1;
+                    continue;
+                }
+                let ours = SessionLog::open(&path).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_same_as_pi(&ours, &dump, &what);
+                assert!(
+                    ours.findings()
+                        .iter()
+                        .all(|f| f.kind == FindingKind::TornRecord),
+                    "{what}: {:?}",
+                    ours.findings()
+                );
+                // And our writer goes on after Pi (never sealed); Pi reads it all.
+                let mut ours = ours;
+                let last = ours
+                    .append(user("ours again"))
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let dump = pi::dump_copy(major, &path);
+                assert_eq!(dump.leaf_id.as_deref(), Some(last.as_str()), "{what}");
+                assert_same_as_pi(&SessionLog::open(&path).unwrap(), &dump, &what);
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 18);
+}

@@ -277,3 +277,147 @@ fn faults_while_migrating_leave_the_original_intact() {
         assert_eq!(log.len(), 3);
     }
 }
+
+/// Issue 10 item 2: a line whose content must change in the migration (a v1 compaction's
+/// `firstKeptEntryIndex`, a `hookMessage` role) but that serde_json's `Value` cannot hold
+/// is refused before the file is touched, with the file and line named.
+#[test]
+fn a_migration_that_cannot_transform_a_line_refuses_before_touching_the_file() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let cases = [
+        (
+            "v1 compaction",
+            format!(
+                "{}\n{}\n{}\n",
+                r#"{"type":"session","id":"s-v1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+                r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#,
+                r#"{"type":"compaction","timestamp":"2025-01-01T00:00:02.000Z","summary":"cut \ud83d","firstKeptEntryIndex":1,"tokensBefore":5}"#,
+            ),
+        ),
+        (
+            "v2 hookMessage",
+            [
+                r#"{"type":"session","version":2,"id":"s-v2","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#.to_owned(),
+                r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#.to_owned(),
+                format!(
+                    r#"{{"type":"message","id":"a2","parentId":"a1","timestamp":"2025-01-01T00:00:02.000Z","message":{{"role":"hookMessage","content":{deep}}}}}"#
+                ),
+            ]
+            .join("\n")
+                + "\n",
+        ),
+    ];
+    for (what, text) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, &text).unwrap();
+        let mut log = SessionLog::open(&path).unwrap();
+        let err = log.append(user("x")).unwrap_err();
+        match &err {
+            Error::MigrationRefused { path: p, at, .. } => {
+                assert_eq!(p, &path, "{what}");
+                assert_eq!(at.line, 3, "{what}: {err}");
+            }
+            e => panic!("{what}: {e}"),
+        }
+        assert!(err.to_string().contains("not changed"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "{what}");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "{what}: temporary file left behind");
+    }
+}
+
+/// Issue 10 item 4 (SPEC §2 "decide before touching the file"): a writer that will refuse
+/// a file refuses before it writes a byte, whether the bad line is the last complete
+/// line or a tail the closing newline would turn into one, and before a migration.
+#[test]
+fn a_refusing_writer_leaves_the_file_as_it_found_it() {
+    let v3 = concat!(
+        r#"{"type":"session","version":3,"id":"s3","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+        "\n",
+        r#"{"type":"message","id":"a1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#,
+        "\n",
+    );
+    let v2 = v3.replace(r#""version":3"#, r#""version":2"#);
+    for (name, base) in [("v3", v3.to_owned()), ("v2", v2)] {
+        for (bad, what) in [
+            (&b"{\"type\":\"x\"}}garbage"[..], "an unparsable tail"),
+            (
+                &b"{\"type\":\"x\"}}garbage\n"[..],
+                "an unparsable last line",
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s.jsonl");
+            let bytes = [base.as_bytes(), bad].concat();
+            std::fs::write(&path, &bytes).unwrap();
+            let mut log = SessionLog::open(&path).unwrap();
+            let err = log.append(user("x")).unwrap_err();
+            assert!(
+                matches!(err, Error::TrailingGarbage { at, .. } if at.line == 3),
+                "{name} {what}: {err}"
+            );
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                bytes,
+                "{name} {what}: file changed"
+            );
+        }
+    }
+}
+
+/// A file system whose `create_new` (the migration's temporary file) first shrinks the
+/// session file, as if another program truncated it mid-migration.
+struct ShrinkingFs(std::path::PathBuf);
+
+impl FileSystem for ShrinkingFs {
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn AppendFile>> {
+        StdFileSystem.open_append(path)
+    }
+    fn create_new(&self, path: &Path) -> io::Result<Box<dyn AppendFile>> {
+        let f = std::fs::OpenOptions::new().write(true).open(&self.0)?;
+        f.set_len(f.metadata()?.len() / 2)?;
+        StdFileSystem.create_new(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        StdFileSystem.sync_dir(dir)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        StdFileSystem.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        StdFileSystem.remove(path)
+    }
+}
+
+/// Issue 10 item 10: a file that shrinks while it is migrated is an error (never a panic,
+/// never a migrated copy of the wrong bytes), and the shrunk file is not replaced.
+#[test]
+fn a_file_that_shrinks_during_migration_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let text = format!(
+        "{}\n{}\n{}\n{}",
+        r#"{"type":"session","id":"s-v1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+        r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"one"}}"#,
+        r#"{"type":"message","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"user","content":"two"}}"#,
+        r#"{"type":"message","timestamp":"2025-01-01T00:00:03.000Z","mess"#,
+    );
+    std::fs::write(&path, &text).unwrap();
+    let mut log = LogOptions::new()
+        .file_system(Arc::new(ShrinkingFs(path.clone())))
+        .open(&path)
+        .unwrap();
+    let err = log.append(user("x")).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::ChangedOnDisk { .. } | Error::MigrationRefused { .. }
+        ),
+        "{err}"
+    );
+    let after = std::fs::read(&path).unwrap();
+    assert_eq!(after, &text.as_bytes()[..text.len() / 2], "not replaced");
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "temporary file left behind");
+}

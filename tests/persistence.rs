@@ -672,3 +672,151 @@ fn concurrent_appends_at_one_seq_admit_exactly_one() {
     assert_eq!(outcomes.iter().filter(|ok| **ok).count(), 1);
     assert_eq!(SessionLog::open(&path).expect("open").len(), 2);
 }
+
+/// A file-system seam that records what it is asked to do and, when armed, creates the
+/// session's final name first, as another process would in between.
+struct Racing {
+    calls: std::sync::Mutex<Vec<String>>,
+    squat: Option<PathBuf>,
+}
+
+struct Fs(std::sync::Arc<Racing>);
+
+impl session_state::FileSystem for Fs {
+    fn open_append(&self, path: &Path) -> std::io::Result<Box<dyn session_state::AppendFile>> {
+        self.0
+            .calls
+            .lock()
+            .expect("lock")
+            .push("open_append".into());
+        session_state::StdFileSystem.open_append(path)
+    }
+    fn create_new(&self, path: &Path) -> std::io::Result<Box<dyn session_state::AppendFile>> {
+        self.0.calls.lock().expect("lock").push("create_new".into());
+        if let Some(p) = &self.0.squat {
+            std::fs::write(p, "somebody else's session\n")?;
+        }
+        session_state::StdFileSystem.create_new(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.0.calls.lock().expect("lock").push("sync_dir".into());
+        session_state::StdFileSystem.sync_dir(dir)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.0.calls.lock().expect("lock").push("rename".into());
+        session_state::StdFileSystem.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        self.0.calls.lock().expect("lock").push("remove".into());
+        session_state::StdFileSystem.remove(path)
+    }
+    fn link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.0.calls.lock().expect("lock").push("link".into());
+        session_state::StdFileSystem.link(from, to)
+    }
+}
+
+/// Issue 10 item 10: the store creates a session through the log's one durable-create
+/// routine on the file-system seam (temporary file with a random name, write, sync, hard
+/// link, directory sync), and a session file that appears in between is never
+/// overwritten.
+#[test]
+fn first_append_creates_through_the_seam_and_never_overwrites() {
+    for squat in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("sessions");
+        let h = header(ID, "/home/me/project");
+        let path = PiJsonlStore::new(&root).locate(&h).expect("locate");
+        let racing = std::sync::Arc::new(Racing {
+            calls: std::sync::Mutex::default(),
+            squat: squat.then(|| path.clone()),
+        });
+        let options =
+            session_state::LogOptions::new().file_system(std::sync::Arc::new(Fs(racing.clone())));
+        let store = PiJsonlStore::with_options(&root, options);
+        store.create(h.clone()).expect("create");
+        let result = store.append(ID, 0, &[user("hello"), custom(1)]);
+        let calls = racing.calls.lock().expect("lock").clone();
+        assert_eq!(
+            calls.first().map(String::as_str),
+            Some("create_new"),
+            "{calls:?}"
+        );
+        assert!(calls.iter().any(|c| c == "link"), "{calls:?}");
+        let names: Vec<_> = std::fs::read_dir(path.parent().expect("parent"))
+            .expect("read dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![path.file_name().expect("name").to_owned()],
+            "squat={squat}"
+        );
+        if squat {
+            match result {
+                Err(Error::AlreadyExists { path: p }) => assert_eq!(p, path),
+                other => panic!("a session that appeared meanwhile: {other:?}"),
+            }
+            assert_eq!(
+                std::fs::read_to_string(&path).expect("read"),
+                "somebody else's session\n",
+                "never overwritten"
+            );
+        } else {
+            assert_eq!(result.expect("append"), 2);
+            assert!(calls.iter().any(|c| c == "sync_dir"), "{calls:?}");
+            assert!(!calls.iter().any(|c| c == "rename"), "{calls:?}");
+            assert_eq!(SessionLog::open(&path).expect("open").len(), 2);
+        }
+    }
+}
+
+/// Issue 10 item 14: a FIFO or a link to `/dev/zero` named `*.jsonl` in a sessions folder
+/// is reported by `scan`, never opened (which would block or never end); `list` and
+/// `load` return instead of hanging.
+#[test]
+fn scan_reports_files_that_are_not_regular_without_opening_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("sessions");
+    let folder = root.join("--p--");
+    std::fs::create_dir_all(&folder).expect("mkdir");
+    let fifo = folder.join(format!("2024-12-03T14-00-00-000Z_{ID}.jsonl"));
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    std::os::unix::fs::symlink("/dev/zero", folder.join("zero.jsonl")).expect("symlink");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let r = root.clone();
+    std::thread::spawn(move || {
+        let store = PiJsonlStore::new(&r);
+        let scan = store.scan().map(|l| {
+            l.problems
+                .into_iter()
+                .map(|p| (p.path, p.error))
+                .collect::<Vec<_>>()
+        });
+        let _ = tx.send((
+            scan,
+            store.list().map(|l| l.len()),
+            store.load(ID).map(|_| ()),
+        ));
+    });
+    let (scan, list, load) = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the store blocked on a FIFO");
+    let problems = scan.expect("scan");
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    for (path, error) in &problems {
+        assert!(
+            matches!(error, Error::NotARegularFile { path: p, .. } if p == path),
+            "{path:?}: {error}"
+        );
+    }
+    assert_eq!(list.expect("list"), 0);
+    assert!(
+        matches!(load, Err(Error::NotARegularFile { .. })),
+        "{load:?}"
+    );
+}

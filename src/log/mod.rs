@@ -418,6 +418,8 @@ pub struct SessionLog {
     leaf_follows: bool,
     /// Set when creating the file failed part-way: nothing more is appended.
     poisoned: Option<String>,
+    /// A new session stays in memory until `materialize` is called explicitly.
+    hold: bool,
     pub(crate) folds: Mutex<crate::state::fold::FoldCache>,
 }
 
@@ -445,7 +447,17 @@ impl SessionLog {
     }
 
     fn open_with(path: &Path, options: LogOptions) -> Result<SessionLog> {
-        let file = std::fs::File::open(path).ctx("opening", path)?;
+        // A session named through a symlink is the file it resolves to: migration and
+        // appends act on that file and never replace the link (SPEC §2).
+        let resolved;
+        let path = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                resolved = std::fs::canonicalize(path).ctx("resolving", path)?;
+                resolved.as_path()
+            }
+            _ => path,
+        };
+        let file = reader::open_regular(path)?;
         let identity = file.metadata().ok().map(|m| FileIdentity::of(&m));
         let mut index = Index {
             path: path.to_path_buf(),
@@ -460,7 +472,8 @@ impl SessionLog {
         let mut header_err: Option<Error> = None;
         let mode = options.mode;
         let start = Location { line: 1, offset: 0 };
-        let tail = reader::for_each_line(&file, path, start, |bytes, at| {
+        let limit = Some(reader::MAX_HEADER_LINE);
+        let tail = reader::for_each_line_limited(&file, path, start, limit, |bytes, at| {
             match &mut header {
                 Some((_, scan)) => scan.line(path, mode, bytes, at, &mut index),
                 None => {
@@ -529,6 +542,7 @@ impl SessionLog {
             options,
             leaf_follows: true,
             poisoned: None,
+            hold: false,
             folds: Mutex::default(),
         };
         log.index.tree.set_leaf(log.index.tree.last_index());
@@ -554,12 +568,18 @@ impl SessionLog {
             .unwrap_or_default()
             .replace([':', '.'], "-");
         let path = dir.join(format!("{stamp}_{id}.jsonl"));
+        Ok(SessionLog::in_memory(path, header, options))
+    }
+
+    /// A new session at `path` that exists only in memory until [`SessionLog::materialize`]
+    /// (or, unless `hold` is set, until its first conversation message).
+    pub(crate) fn in_memory(path: PathBuf, header: Header, options: LogOptions) -> SessionLog {
         let line = header.to_line();
         let scan = ScanState::after_header(&header, line.len() as u64);
-        Ok(SessionLog {
+        SessionLog {
             index: Index {
                 path,
-                session_id: id,
+                session_id: header.id.clone(),
                 mode: options.mode,
                 tree: Tree::default(),
                 custom_types: IndexSet::new(),
@@ -574,11 +594,20 @@ impl SessionLog {
             options,
             leaf_follows: true,
             poisoned: None,
+            hold: false,
             folds: Mutex::default(),
-        })
+        }
     }
 
-    /// The session file's path (where it is or will be).
+    /// Keeps appends in memory until [`SessionLog::materialize`] is called (the store's
+    /// all-or-nothing first append).
+    pub(crate) fn hold_in_memory(mut self) -> SessionLog {
+        self.hold = true;
+        self
+    }
+
+    /// The session file's path (where it is or will be). A path given through a symlink
+    /// is resolved to the file it names, which migration and appends act on.
     pub fn path(&self) -> &Path {
         &self.index.path
     }
@@ -800,7 +829,7 @@ impl SessionLog {
     fn ingest_from_disk(&mut self) -> Result<()> {
         use std::io::{Seek, SeekFrom};
         let path = self.index.path.clone();
-        let mut f = std::fs::File::open(&path).ctx("opening", &path)?;
+        let mut f = reader::open_regular(&path)?;
         f.seek(SeekFrom::Start(self.scan.next.offset))
             .ctx("reading", &path)?;
         let was_last = self.leaf_follows;
@@ -862,7 +891,9 @@ impl SessionLog {
             Storage::Memory(buf) => buf.extend_from_slice(line.as_bytes()),
         }
         self.ingest_own_line(line.as_bytes(), start)?;
-        if let Storage::Memory(_) = self.storage {
+        if let Storage::Memory(_) = self.storage
+            && !self.hold
+        {
             let conversation = self.options.materialize == Materialize::FirstAppend
                 || self
                     .entries()
@@ -902,7 +933,7 @@ impl SessionLog {
         };
         let buf = buf.clone();
         let path = self.index.path.clone();
-        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let dir = reader::parent_dir(&path).to_path_buf();
         std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
         if path.exists() {
             return Err(Error::AlreadyExists { path });
@@ -961,6 +992,9 @@ impl SessionLog {
         if let Storage::File(Some(w)) = &self.storage {
             w.check()?;
         }
+        // Decide before touching the file (SPEC §2): every refusal happens here, before a
+        // migration or the newline that closes a torn tail writes a byte.
+        self.decide_before_writing()?;
         if self.header.version < 3 {
             self.migrate_on_disk()?;
         }
@@ -1012,6 +1046,64 @@ impl SessionLog {
                 at: *at,
                 detail: detail.clone(),
             });
+        }
+        Ok(())
+    }
+
+    /// Reads what others appended and refuses, without writing, a file this writer would
+    /// refuse after writing: an unparsable last line, or a tail that the closing newline
+    /// would turn into one.
+    fn decide_before_writing(&mut self) -> Result<()> {
+        let path = self.index.path.clone();
+        let meta = std::fs::metadata(&path).ctx("checking", &path)?;
+        let expected = self.scan.next.offset + self.tail;
+        if let Some(id) = self.identity
+            && id != FileIdentity::default()
+            && FileIdentity::of(&meta) != id
+        {
+            return Err(Error::ChangedOnDisk {
+                path,
+                detail: "another file now sits at this path".into(),
+            });
+        }
+        if meta.len() < expected {
+            return Err(Error::ChangedOnDisk {
+                path,
+                detail: format!("it shrank from {expected} to {} bytes", meta.len()),
+            });
+        }
+        if meta.len() > expected {
+            self.ingest_from_disk()?;
+        }
+        let refuse = |at: Location, detail: String| Error::TrailingGarbage {
+            path: path.clone(),
+            at,
+            detail,
+        };
+        if let Some((at, detail)) = self.scan.pending_bad.first() {
+            return Err(refuse(*at, detail.clone()));
+        }
+        if self.tail > 0 {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut f = reader::open_regular(&path)?;
+            f.seek(SeekFrom::Start(self.scan.next.offset))
+                .ctx("reading", &path)?;
+            let mut tail = Vec::new();
+            f.take(self.tail)
+                .read_to_end(&mut tail)
+                .ctx("reading", &path)?;
+            match reader::classify(&tail) {
+                reader::LineClass::Bad(detail) => return Err(refuse(self.scan.next, detail)),
+                reader::LineClass::Invalid(detail) if self.options.mode == ReadMode::Strict => {
+                    return Err(Error::InvalidEntry {
+                        path,
+                        at: self.scan.next,
+                        id: None,
+                        detail,
+                    });
+                }
+                _ => {}
+            }
         }
         Ok(())
     }

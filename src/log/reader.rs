@@ -116,6 +116,16 @@ pub(crate) fn classify(line: &[u8]) -> LineClass<'_> {
     if is_blank(line) {
         return LineClass::Blank;
     }
+    if let Some(first) = memchr::memchr(0, line)
+        && line[first..].iter().all(|&b| b == 0)
+    {
+        // A run of zeros to the end of the line: the block a power loss leaves behind,
+        // after nothing or after the start of a record (SPEC §2). Never valid JSON.
+        return LineClass::Torn(format!(
+            "{} NUL bytes from byte {first} (a zero-filled block left by a crash)",
+            line.len() - first
+        ));
+    }
     let text = match std::str::from_utf8(line) {
         Ok(t) => t,
         Err(e) => {
@@ -151,12 +161,89 @@ pub(crate) fn classify(line: &[u8]) -> LineClass<'_> {
     }
 }
 
+/// The longest first line a session file may have: Pi 1.x's own header scan limit
+/// (`MAX_SESSION_HEADER_SCAN_BYTES`, 1 MiB). A longer line 1 is refused before more of it
+/// is buffered, so a huge or endless file (a link to `/dev/zero`) cannot grow memory.
+pub const MAX_HEADER_LINE: usize = 1 << 20;
+
+/// Opens a session file for reading, refusing anything but a regular file before it is
+/// opened (opening a FIFO would block) and again on the opened handle (the path may
+/// have been swapped in between). Follows symlinks.
+pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File> {
+    let check = |meta: &std::fs::Metadata| -> Result<()> {
+        if meta.is_file() {
+            return Ok(());
+        }
+        Err(Error::NotARegularFile {
+            path: path.to_path_buf(),
+            kind: file_kind(&meta.file_type()).into(),
+        })
+    };
+    let ctx = |source| Error::Io {
+        action: "opening",
+        path: path.to_path_buf(),
+        source,
+    };
+    check(&std::fs::metadata(path).map_err(ctx)?)?;
+    let file = std::fs::File::open(path).map_err(ctx)?;
+    check(&file.metadata().map_err(ctx)?)?;
+    Ok(file)
+}
+
+/// A file type, in words.
+pub(crate) fn file_kind(t: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The directory that holds `path`: `.` for a bare relative name (whose `parent()` is
+/// the empty path, which cannot be opened or synced).
+pub(crate) fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// Streams the complete lines of `src`, starting at `start`. Returns the number of
 /// bytes after the last newline (the tail), which are not passed to `f`.
 pub(crate) fn for_each_line<R: Read>(
+    src: R,
+    path: &Path,
+    start: Location,
+    f: impl FnMut(&[u8], Location) -> Result<()>,
+) -> Result<u64> {
+    for_each_line_limited(src, path, start, None, f)
+}
+
+/// [`for_each_line`], refusing a first line (at offset 0) longer than `first_line_limit`
+/// before buffering more of it.
+pub(crate) fn for_each_line_limited<R: Read>(
     mut src: R,
     path: &Path,
     start: Location,
+    first_line_limit: Option<usize>,
     mut f: impl FnMut(&[u8], Location) -> Result<()>,
 ) -> Result<u64> {
     let mut buf: Vec<u8> = vec![0; FIRST_READ_BUF];
@@ -198,6 +285,18 @@ pub(crate) fn for_each_line<R: Read>(
         }
         buf.copy_within(line_start..filled, 0);
         filled -= line_start;
+        if let Some(limit) = first_line_limit
+            && at.offset == 0
+            && filled > limit
+        {
+            return Err(Error::InvalidHeader {
+                path: path.to_path_buf(),
+                detail: format!(
+                    "line 1 is longer than {limit} bytes (the header size limit) without a \
+                     newline"
+                ),
+            });
+        }
         if full && buf.len() < READ_BUF {
             // More to read: fewer, larger reads.
             buf.resize(buf.len() * 2, 0);

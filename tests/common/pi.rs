@@ -154,6 +154,19 @@ pub fn dump_copy(major: u8, file: &Path) -> Dump {
     dump(major, &copy)
 }
 
+/// [`dump_copy`] with `--links`: each entry is `{type, id, parentId, message}`, where
+/// `message` is Pi's `JSON.stringify(entry.message)` as a string, so entries that
+/// serde_json's `Value` cannot hold (lone surrogates, deep nesting) still arrive.
+pub fn dump_links_copy(major: u8, file: &Path) -> Dump {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = dir.path().join("session.jsonl");
+    fs::copy(file, &copy).unwrap_or_else(|e| panic!("copy {}: {e}", file.display()));
+    parse_dump(run(
+        "dump.mjs",
+        &[major_arg(major), path_arg(&copy), "--links"],
+    ))
+}
+
 /// What `append.mjs` reports.
 #[derive(Debug, Clone)]
 pub struct Appended {
