@@ -39,6 +39,13 @@ pub(crate) fn depth_of(value: &Value) -> usize {
     max
 }
 
+fn non_finite<E: ser::Error>(v: impl std::fmt::Display) -> E {
+    E::custom(format!(
+        "the value holds the number {v}, which JSON cannot carry (serde_json and Pi's \
+         JSON.stringify would write null); store it as a string or as null yourself"
+    ))
+}
+
 fn too_deep<E: ser::Error>() -> E {
     E::custom(format!(
         "the value is nested deeper than {MAX_DEPTH} levels of arrays and objects"
@@ -114,8 +121,6 @@ impl<S: Serializer> Serializer for Limited<S> {
         serialize_u32(v: u32);
         serialize_u64(v: u64);
         serialize_u128(v: u128);
-        serialize_f32(v: f32);
-        serialize_f64(v: f64);
         serialize_char(v: char);
         serialize_str(v: &str);
         serialize_bytes(v: &[u8]);
@@ -123,6 +128,19 @@ impl<S: Serializer> Serializer for Limited<S> {
         serialize_unit();
         serialize_unit_struct(name: &'static str);
         serialize_unit_variant(name: &'static str, index: u32, variant: &'static str);
+    }
+
+    fn serialize_f32(self, v: f32) -> Result<S::Ok, S::Error> {
+        if !v.is_finite() {
+            return Err(non_finite(v));
+        }
+        self.inner.serialize_f32(v)
+    }
+    fn serialize_f64(self, v: f64) -> Result<S::Ok, S::Error> {
+        if !v.is_finite() {
+            return Err(non_finite(v));
+        }
+        self.inner.serialize_f64(v)
     }
 
     fn serialize_some<T: Serialize + ?Sized>(self, v: &T) -> Result<S::Ok, S::Error> {

@@ -129,7 +129,7 @@ impl Envelope {
         let Some(raw) = data else {
             return Err(err(None, "the entry has no `data`".into()));
         };
-        let v: Value = serde_json::from_str(raw.get())
+        let v: Value = crate::json::from_str(raw.get())
             .map_err(|e| err(None, format!("`data` does not parse: {e}")))?;
         let Value::Object(mut m) = v else {
             return Err(err(None, "`data` is not an object".into()));
