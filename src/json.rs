@@ -138,10 +138,75 @@ fn print<F: serde_json::ser::Formatter>(v: &Value, f: F) -> String {
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(&mut out, f);
     // Serializing a `Value` into memory cannot fail (its keys are strings).
-    if serde::Serialize::serialize(v, &mut ser).is_err() {
+    if serde::Serialize::serialize(&JsOrder(v), &mut ser).is_err() {
         return decode_markers(v.to_string());
     }
     decode_markers(String::from_utf8(out).unwrap_or_else(|_| v.to_string()))
+}
+
+/// A value serialized with JavaScript's key order: keys that are array indexes
+/// (`"0"`, `"7"`, … below 2^32 − 1) first, in numeric order, then the others in their
+/// order (as `JSON.stringify` walks an object that `JSON.parse` built).
+struct JsOrder<'a>(&'a Value);
+
+fn array_index(k: &str) -> Option<u32> {
+    if k.is_empty() || (k.len() > 1 && k.starts_with('0')) || !k.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    k.parse::<u32>().ok().filter(|&n| n != u32::MAX)
+}
+
+impl serde::Serialize for JsOrder<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Array(a) => {
+                let mut seq = s.serialize_seq(Some(a.len()))?;
+                for v in a {
+                    seq.serialize_element(&JsOrder(v))?;
+                }
+                seq.end()
+            }
+            Value::Object(o) => {
+                let mut map = s.serialize_map(Some(o.len()))?;
+                let mut indexes: Vec<(u32, &String, &Value)> = o
+                    .iter()
+                    .filter_map(|(k, v)| array_index(k).map(|n| (n, k, v)))
+                    .collect();
+                indexes.sort_by_key(|&(n, _, _)| n);
+                for (_, k, v) in indexes {
+                    map.serialize_entry(k, &JsOrder(v))?;
+                }
+                for (k, v) in o.iter().filter(|(k, _)| array_index(k).is_none()) {
+                    map.serialize_entry(k, &JsOrder(v))?;
+                }
+                map.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
+/// RFC 7396 JSON Merge Patch of `patch` into `doc`, keeping the order of the keys that
+/// stay (as JavaScript's `delete` does; serde_json's `remove` would move the last key
+/// into the hole).
+pub fn merge_patch(doc: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *doc = patch.clone();
+        return;
+    };
+    if !doc.is_object() {
+        *doc = Value::Object(serde_json::Map::new());
+    }
+    let Value::Object(map) = doc else { return };
+    for (key, value) in p {
+        if value.is_null() {
+            map.shift_remove(key.as_str());
+        } else {
+            merge_patch(map.entry(key.as_str()).or_insert(Value::Null), value);
+        }
+    }
 }
 
 /// serde_json's formatter with JavaScript's number printing.
@@ -612,6 +677,16 @@ mod tests {
         ] {
             assert_eq!(js_number(f), js);
         }
+        // JavaScript's key order: array-index keys first, ascending.
+        let v = from_str(r#"{"b":1,"10":2,"a":3,"2":4,"01":5,"-1":6}"#).unwrap();
+        assert_eq!(to_string(&v), r#"{"2":4,"10":2,"b":1,"a":3,"01":5,"-1":6}"#);
+        // A patch that removes a key keeps the others in place, as `delete` does.
+        let mut doc = from_str(r#"{"a":1,"b":2,"c":3}"#).unwrap();
+        merge_patch(
+            &mut doc,
+            &from_str(r#"{"a":null,"d":{"x":null,"y":1}}"#).unwrap(),
+        );
+        assert_eq!(to_string(&doc), r#"{"b":2,"c":3,"d":{"y":1}}"#);
         // Values print as JSON.stringify prints what JSON.parse reads from the same text.
         let v = from_str(r#"{"a":1.0,"b":[1e21,1e-6,-0.0,2.5,10],"c":"\ud83d"}"#).unwrap();
         assert_eq!(

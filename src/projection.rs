@@ -664,7 +664,7 @@ fn folded_text(
         .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
     for p in patches.iter().rev() {
         let patch: Value = crate::json::from_str(p).unwrap_or(Value::Null);
-        json_patch::merge(&mut value, &patch);
+        crate::json::merge_patch(&mut value, &patch);
     }
     Ok(Some(crate::json::to_string(&value)))
 }

@@ -80,7 +80,7 @@ impl Op {
                 let mut doc = current
                     .cloned()
                     .unwrap_or_else(|| Value::Object(Map::new()));
-                json_patch::merge(&mut doc, p);
+                crate::json::merge_patch(&mut doc, p);
                 Some(doc)
             }
         }
