@@ -1,15 +1,18 @@
 //! Depth-limited conversion of a caller's value to JSON.
 //!
 //! serde serializes recursively: a value nested 100,000 levels deep would overflow the
-//! stack before any check could run, and a value nested deeper than serde_json's reader
-//! accepts (128) would be written but never read back. So values are converted through a
-//! serializer that counts nesting and refuses past [`MAX_DEPTH`] before recursing further.
+//! stack before any check could run, and a value nested deeper than other readers accept
+//! (serde_json alone reads 128 levels) would be written but not read back everywhere. So
+//! values are converted through a serializer that counts nesting and refuses past
+//! [`MAX_DEPTH`] before recursing further. It also refuses NaN and ±Infinity, which JSON
+//! cannot carry (serde_json would turn them into `null`).
 
 use serde::ser::{self, Serialize, Serializer};
 use serde_json::Value;
 
-/// The deepest nesting of arrays and objects a value may have. The envelope adds two
-/// levels (the entry and its `data`), and serde_json reads at most 128.
+/// The deepest nesting of arrays and objects a value may have when written. The envelope
+/// adds two levels (the entry and its `data`), and serde_json alone reads at most 128;
+/// this crate reads up to [`crate::json::MAX_READ_DEPTH`].
 pub const MAX_DEPTH: usize = 100;
 
 /// Converts `value` to JSON, refusing nesting deeper than [`MAX_DEPTH`].

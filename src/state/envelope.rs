@@ -71,7 +71,8 @@ impl Op {
         }
     }
 
-    /// The value after applying this op to `current`.
+    /// The value after applying this op to `current` (a patch by
+    /// [`crate::json::merge_patch`], which keeps the order of the keys that stay).
     pub fn apply(&self, current: Option<&Value>) -> Option<Value> {
         match self {
             Op::Set(v) => Some(v.clone()),
