@@ -630,6 +630,58 @@ mod tests {
         assert_eq!(out, (true, true));
     }
 
+    /// `JSON.stringify` of a JavaScript string given as UTF-16 code units: the reference.
+    fn js_stringify(units: &[u16]) -> String {
+        let mut out = String::from("\"");
+        for r in char::decode_utf16(units.iter().copied()) {
+            match r {
+                Ok('"') => out.push_str("\\\""),
+                Ok('\\') => out.push_str("\\\\"),
+                Ok('\n') => out.push_str("\\n"),
+                Ok('\r') => out.push_str("\\r"),
+                Ok('\t') => out.push_str("\\t"),
+                Ok('\u{8}') => out.push_str("\\b"),
+                Ok('\u{c}') => out.push_str("\\f"),
+                Ok(c) if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                Ok(c) => out.push(c),
+                Err(e) => out.push_str(&format!("\\u{:04x}", e.unpaired_surrogate())),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    proptest::proptest! {
+        /// Any JavaScript string, written with every code unit escaped (as a hand-written
+        /// file may) or as `JSON.stringify` writes it, reads and prints back exactly as
+        /// `JSON.stringify` prints it, as a value and as a key, and equal strings are
+        /// equal values.
+        #[test]
+        fn any_javascript_string_round_trips(units in proptest::collection::vec(
+            proptest::prop_oneof![
+                0xD800u16..0xE000,
+                0u16..0x80,
+                proptest::prelude::Just(0xDBFFu16),
+                proptest::prelude::Just(0xDFFFu16),
+                proptest::prelude::any::<u16>(),
+            ],
+            0..12,
+        )) {
+            let expect = js_stringify(&units);
+            let escaped: String = std::iter::once("\"".to_owned())
+                .chain(units.iter().map(|u| format!("\\u{u:04X}")))
+                .chain(std::iter::once("\"".to_owned()))
+                .collect();
+            let a = from_str(&expect).unwrap();
+            let b = from_str(&escaped).unwrap();
+            proptest::prop_assert_eq!(to_string(&a), expect.clone());
+            proptest::prop_assert_eq!(to_string(&b), expect.clone());
+            proptest::prop_assert!(js_eq(&a, &b));
+            let obj = format!("{{{expect}:{expect}}}");
+            proptest::prop_assert_eq!(to_string(&from_str(&obj).unwrap()), obj);
+        }
+    }
+
     #[test]
     fn syntax_errors_stay_errors() {
         for bad in [r#""\ud83"#, r#""\u12"#, "[1,", r#"{"a" 1}"#, "\"\\x\""] {
