@@ -129,6 +129,15 @@ pub fn to_string(v: &Value) -> String {
     print(v, JsFormatter(serde_json::ser::CompactFormatter))
 }
 
+/// Prints `v` as compact JSON for storage: lone surrogates as `\uXXXX` escapes, like
+/// [`to_string`], but numbers as serde_json holds them (`1.0` stays `1.0`, `-0.0` stays
+/// `-0.0`) and keys in map order, so that [`from_str`] gives back an equal `Value`
+/// (`==`, not only [`js_eq`]). The crate writes events and projection rows this way;
+/// JavaScript reads them as the same values.
+pub fn to_string_exact(v: &Value) -> String {
+    decode_markers(v.to_string())
+}
+
 /// [`to_string`], indented by two spaces.
 pub fn to_string_pretty(v: &Value) -> String {
     print(v, JsFormatter(serde_json::ser::PrettyFormatter::new()))
@@ -767,6 +776,10 @@ mod tests {
             &from_str(r#"{"a":null,"d":{"x":null,"y":1}}"#).unwrap(),
         );
         assert_eq!(to_string(&doc), r#"{"b":2,"c":3,"d":{"y":1}}"#);
+        // For storage, numbers stay as serde_json holds them: the text reads back `==`.
+        let v = from_str(r#"{"b":1.0,"2":-0.0,"c":"\ud83d"}"#).unwrap();
+        assert_eq!(to_string_exact(&v), r#"{"b":1.0,"2":-0.0,"c":"\ud83d"}"#);
+        assert_eq!(from_str(&to_string_exact(&v)).unwrap(), v);
         // Values print as JSON.stringify prints what JSON.parse reads from the same text.
         let v = from_str(r#"{"a":1.0,"b":[1e21,1e-6,-0.0,2.5,10],"c":"\ud83d"}"#).unwrap();
         assert_eq!(

@@ -666,7 +666,7 @@ fn folded_text(
         let patch: Value = crate::json::from_str(p).unwrap_or(Value::Null);
         crate::json::merge_patch(&mut value, &patch);
     }
-    Ok(Some(crate::json::to_string(&value)))
+    Ok(Some(crate::json::to_string_exact(&value)))
 }
 
 #[derive(Clone)]
@@ -800,7 +800,7 @@ fn apply_op(env: &Envelope, current: Option<&str>) -> Option<String> {
     let cur: Option<Value> = current.and_then(|c| crate::json::from_str(c).ok());
     env.op
         .apply(cur.as_ref())
-        .map(|v| crate::json::to_string(&v))
+        .map(|v| crate::json::to_string_exact(&v))
 }
 
 impl EntrySink for SqlSink<'_> {
@@ -883,7 +883,7 @@ impl EntrySink for SqlSink<'_> {
                         let value = apply_op(env, base_value.as_deref());
                         row.stored = match (&env.op, base_idx) {
                             (crate::state::envelope::Op::Patch(p), Some(base)) => {
-                                let patch = crate::json::to_string(p);
+                                let patch = crate::json::to_string_exact(p);
                                 let chain = base_chain + patch.len() as i64;
                                 if chain <= value.as_ref().map_or(0, |v| v.len() as i64) {
                                     Stored::Delta { base, patch, chain }
