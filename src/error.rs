@@ -226,6 +226,16 @@ pub enum Error {
         source: serde_json::Error,
     },
 
+    /// A value JSON as Pi's JavaScript reads it cannot carry exactly (an integer beyond
+    /// 2^53 that a double cannot hold, ...); nothing was written.
+    #[error("plugin '{plugin}': {detail}; nothing was written")]
+    UnrepresentableValue {
+        /// The plugin id.
+        plugin: String,
+        /// Which number, and what JavaScript would read instead.
+        detail: String,
+    },
+
     /// A stored value does not deserialize into the caller's type.
     #[error(
         "plugin '{plugin}': the stored value (entry '{entry_id}') does not deserialize into \

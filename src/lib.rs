@@ -25,6 +25,7 @@
 
 pub mod error;
 pub mod inspect;
+pub mod json;
 pub mod lock;
 pub mod log;
 pub mod persistence;

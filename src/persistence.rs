@@ -182,7 +182,7 @@ impl Loaded {
             });
         };
         let line = self.log.raw_line(entry.id())?;
-        serde_json::from_str(&line).map_err(|e| Error::InvalidEntry {
+        crate::json::from_str(&line).map_err(|e| Error::InvalidEntry {
             path: self.path.clone(),
             at: entry.location(),
             id: Some(entry.id().to_owned()),
@@ -809,7 +809,7 @@ fn close_interrupted_turn(log: &mut SessionLog) -> Result<Vec<String>> {
 
 fn parse_line(log: &SessionLog, id: &str) -> Result<Value> {
     let line = log.raw_line(id)?;
-    serde_json::from_str(&line).map_err(|e| Error::InvalidEntry {
+    crate::json::from_str(&line).map_err(|e| Error::InvalidEntry {
         path: log.path().to_path_buf(),
         at: log
             .entry(id)

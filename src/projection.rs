@@ -660,13 +660,13 @@ fn folded_text(
     // In place, as `Op::Patch` applies a patch (an absent value patches `{}`), without
     // copying the value at every step.
     let mut value: Value = base
-        .and_then(|b| serde_json::from_str(&b).ok())
+        .and_then(|b| crate::json::from_str(&b).ok())
         .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
     for p in patches.iter().rev() {
-        let patch: Value = serde_json::from_str(p).unwrap_or(Value::Null);
-        json_patch::merge(&mut value, &patch);
+        let patch: Value = crate::json::from_str(p).unwrap_or(Value::Null);
+        crate::json::merge_patch(&mut value, &patch);
     }
-    Ok(Some(value.to_string()))
+    Ok(Some(crate::json::to_string_exact(&value)))
 }
 
 #[derive(Clone)]
@@ -797,8 +797,10 @@ impl SqlSink<'_> {
 type BranchBase = std::result::Result<Option<(i64, i64, Option<String>)>, FoldErr>;
 
 fn apply_op(env: &Envelope, current: Option<&str>) -> Option<String> {
-    let cur: Option<Value> = current.and_then(|c| serde_json::from_str(c).ok());
-    env.op.apply(cur.as_ref()).map(|v| v.to_string())
+    let cur: Option<Value> = current.and_then(|c| crate::json::from_str(c).ok());
+    env.op
+        .apply(cur.as_ref())
+        .map(|v| crate::json::to_string_exact(&v))
 }
 
 impl EntrySink for SqlSink<'_> {
@@ -881,7 +883,7 @@ impl EntrySink for SqlSink<'_> {
                         let value = apply_op(env, base_value.as_deref());
                         row.stored = match (&env.op, base_idx) {
                             (crate::state::envelope::Op::Patch(p), Some(base)) => {
-                                let patch = p.to_string();
+                                let patch = crate::json::to_string_exact(p);
                                 let chain = base_chain + patch.len() as i64;
                                 if chain <= value.as_ref().map_or(0, |v| v.len() as i64) {
                                     Stored::Delta { base, patch, chain }
@@ -1168,7 +1170,7 @@ fn read_value(
 ) -> Result<Option<Value>> {
     let q = |r| db_err(db, "reading the projection")(r);
     let parse =
-        |v: Option<String>| -> Option<Value> { v.and_then(|s| serde_json::from_str(&s).ok()) };
+        |v: Option<String>| -> Option<Value> { v.and_then(|s| crate::json::from_str(&s).ok()) };
     match scope {
         Scope::Session => {
             if let Some(at) = at {

@@ -202,6 +202,307 @@ fn a_value_that_does_not_serialize_is_refused_and_nothing_is_appended() {
     assert!(!mem.is_materialized());
 }
 
+/// SPEC §3: NaN and ±Infinity are refused before writing (serde_json would turn them into
+/// `null`, which then failed to read back as an `f64`), in `write` and in `patch`, with an
+/// error naming the plugin; nothing is appended and reads still work.
+#[test]
+fn non_finite_numbers_are_refused_before_writing() {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Gauge {
+        level: f32,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_session(dir.path());
+    let before = std::fs::read(log.path()).unwrap();
+    let db = dir.path().join("states.sqlite");
+    let num = SessionState::<f64>::open(Options::new("num").database_path(&db)).unwrap();
+    let gauge = SessionState::<Gauge>::open(Options::new("gauge").database_path(&db)).unwrap();
+    let mut errors = Vec::new();
+    for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        errors.push(num.write(&mut log, &v).unwrap_err());
+    }
+    errors.push(
+        gauge
+            .write(&mut log, &Gauge { level: f32::NAN })
+            .unwrap_err(),
+    );
+    errors.push(
+        gauge
+            .patch(
+                &mut log,
+                &Gauge {
+                    level: f32::INFINITY,
+                },
+            )
+            .unwrap_err(),
+    );
+    for err in &errors {
+        assert!(matches!(err, Error::Serialize { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("plugin 'num'") || msg.contains("plugin 'gauge'"),
+            "{msg}"
+        );
+        assert!(msg.contains("JSON cannot carry"), "{msg}");
+    }
+    assert_eq!(
+        std::fs::read(log.path()).unwrap(),
+        before,
+        "nothing appended"
+    );
+    assert_eq!(num.read(&log).unwrap(), None);
+    // Finite numbers are fine, and read back.
+    num.write(&mut log, &2.5).unwrap().unwrap();
+    assert_eq!(num.read(&log).unwrap(), Some(2.5));
+    assert_eq!(
+        num.read(&SessionLog::open(log.path()).unwrap()).unwrap(),
+        Some(2.5)
+    );
+}
+
+/// SPEC §3: a number that Pi's JavaScript would read as another number (an integer
+/// beyond 2^53 that a double cannot hold) is refused before writing, naming the plugin;
+/// integers a double holds exactly are kept.
+#[test]
+fn integers_pi_would_not_read_back_are_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_session(dir.path());
+    let before = std::fs::read(log.path()).unwrap();
+    let st = SessionState::<Vec<u64>>::open(
+        Options::new("ids").database_path(dir.path().join("states.sqlite")),
+    )
+    .unwrap();
+    let err = st.write(&mut log, &vec![1, u64::MAX]).unwrap_err();
+    let Error::UnrepresentableValue { plugin, detail } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(plugin, "ids");
+    assert!(detail.contains("18446744073709551615"), "{detail}");
+    assert!(detail.contains("18446744073709552000"), "{detail}");
+    assert!(err.to_string().contains("write it as a string"), "{err}");
+    let patch = json!({"n": 9007199254740993u64});
+    assert!(matches!(
+        state(dir.path(), "ids").patch(&mut log, &patch),
+        Err(Error::UnrepresentableValue { .. })
+    ));
+    assert_eq!(
+        std::fs::read(log.path()).unwrap(),
+        before,
+        "nothing appended"
+    );
+    let exact = vec![1u64 << 53, 12345];
+    st.write(&mut log, &exact).unwrap().unwrap();
+    assert_eq!(
+        st.read(&SessionLog::open(log.path()).unwrap()).unwrap(),
+        Some(exact)
+    );
+}
+
+/// SPEC §2: lone surrogate escapes are valid JSON wherever they stand: in an unknown
+/// top-level key, in a message's keys, in an entry's type (then an unknown type) and in
+/// a state value. The strict reader loads the file, `verify` says it is readable, and
+/// the value reads back with its escapes. Written through the CLI, such a value lands in
+/// the file as the escape and `read` prints it back.
+#[test]
+fn lone_surrogates_in_keys_types_and_values_are_read_and_written_losslessly() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = r#"{"type":"message","id":"a0000001","parentId":null,"timestamp":"t","\ud83d":1,"message":{"role":"user","\udc00k":"cut \ud83d","content":"x"}}"#;
+    let b = r#"{"type":"odd\ud83d","id":"b0000001","parentId":"a0000001","timestamp":"t"}"#;
+    let c = event(
+        "c0000001",
+        Some("b0000001"),
+        "role",
+        r#"{"v":1,"scope":"branch","op":"set","value":{"\ud83d":"\udfff","pair":"\ud83d\ude00"}}"#,
+    );
+    let path = file_of(
+        dir.path(),
+        "lone.jsonl",
+        &[a.as_bytes(), b.as_bytes(), c.as_bytes()],
+    );
+    let log = open(&path, ReadMode::Strict).unwrap();
+    assert_eq!(log.len(), 3);
+    assert_eq!(
+        log.entry("b0000001").unwrap().entry_type(),
+        EntryType::Other
+    );
+    assert_eq!(log.entry("a0000001").unwrap().role(), Some(Role::User));
+    let v = state(dir.path(), "role").read_value(&log).unwrap().unwrap();
+    assert_eq!(json::to_string(&v), r#"{"\ud83d":"\udfff","pair":"😀"}"#);
+    let bin = env!("CARGO_BIN_EXE_session-state");
+    let verify = Command::new(bin).arg("verify").arg(&path).output().unwrap();
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+
+    let db = dir.path().join("cli.sqlite");
+    let run = |args: &[&str]| {
+        let out = Command::new(bin)
+            .args(args)
+            .arg(&path)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (code, id, err) = run(&[
+        "write",
+        "--plugin",
+        "cut",
+        "--value",
+        r#"["\ud83d",{"\udc00":1}]"#,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let line = SessionLog::open(&path)
+        .unwrap()
+        .raw_line(id.trim())
+        .unwrap();
+    assert!(
+        line.contains(r#""value":["\ud83d",{"\udc00":1}]"#),
+        "{line}"
+    );
+    let (code, out, err) = run(&["read", "--plugin", "cut"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (Some(0), "[\"\\ud83d\",{\"\\udc00\":1}]\n"),
+        "{err}"
+    );
+    let (code, out, err) = run(&["read", "--plugin", "role"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (Some(0), "{\"\\ud83d\":\"\\udfff\",\"pair\":\"😀\"}\n"),
+        "{err}"
+    );
+}
+
+/// SPEC §2: nesting deeper than serde_json's 128 levels is valid JSON: a state value 255
+/// levels deep (as Pi could write it) reads back with its text, in memory and through
+/// the projection; beyond the documented limit ([`json::MAX_READ_DEPTH`]) a read is a
+/// typed error naming the entry, never a stack overflow.
+#[test]
+fn a_state_value_deeper_than_serde_json_reads_is_read_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = entry("a0000001", None, "a");
+    let deep = nested_text(json::MAX_READ_DEPTH - 1);
+    let ev = event(
+        "e0000001",
+        Some("a0000001"),
+        "deep",
+        &format!(r#"{{"v":1,"scope":"branch","op":"set","value":{deep}}}"#),
+    );
+    let too = nested_text(json::MAX_READ_DEPTH);
+    let bad = event(
+        "f0000001",
+        Some("e0000001"),
+        "too",
+        &format!(r#"{{"v":1,"scope":"branch","op":"set","value":{too}}}"#),
+    );
+    let path = file_of(
+        dir.path(),
+        "deep.jsonl",
+        &[a.as_bytes(), ev.as_bytes(), bad.as_bytes()],
+    );
+    let log = open(&path, ReadMode::Strict).unwrap();
+    let v = state(dir.path(), "deep").read_value(&log).unwrap().unwrap();
+    assert_eq!(json::to_string(&v), deep);
+    let mut db = Projection::open(&dir.path().join("p.sqlite")).unwrap();
+    let projected = db
+        .read(&path, "deep", Scope::Branch, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(json::to_string(&projected), deep);
+    // The `data` object is one level more: this one is past the limit.
+    let err = state(dir.path(), "too").read_value(&log).unwrap_err();
+    let Error::BadEvent { entry_id, at, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!((entry_id.as_str(), at.line), ("f0000001", 4));
+    assert!(
+        err.to_string()
+            .contains(&format!("nested deeper than {}", json::MAX_READ_DEPTH)),
+        "{err}"
+    );
+    assert!(db.read(&path, "too", Scope::Branch, None).is_err());
+}
+
+/// SPEC §3 and §7: a number on the command line that JavaScript would read as another
+/// number is refused (exit 2, with the advice to write it as a string) and nothing is
+/// appended; `1` after `1.0`, or the same object with its keys in another order, is the
+/// same value: nothing is appended.
+#[test]
+fn the_cli_refuses_inexact_numbers_and_appends_nothing_for_equal_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_session(dir.path());
+    let path = log.path().to_path_buf();
+    let db = dir.path().join("cli.sqlite");
+    let bin = env!("CARGO_BIN_EXE_session-state");
+    let run = |cmd: &str, flag: &str, value: &str| {
+        let out = Command::new(bin)
+            .arg(cmd)
+            .arg(&path)
+            .args(["--plugin", "n", flag, value, "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let before = std::fs::read(&path).unwrap();
+    for big in [
+        "123456789012345678901234567890",
+        "9007199254740993",
+        "0.1000000000000000055511151231257827",
+        r#"{"a":[18446744073709551615]}"#,
+    ] {
+        let (code, out, err) = run("write", "--value", big);
+        assert_eq!((code, out.as_str()), (Some(2), ""), "{big}: {err}");
+        assert!(err.contains("write it as a string"), "{big}: {err}");
+    }
+    let (code, _, err) = run(
+        "patch",
+        "--merge",
+        r#"{"n":123456789012345678901234567890}"#,
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("1.2345678901234568e+29"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing appended");
+
+    let (code, id, err) = run("write", "--value", "1.0");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(id.trim().len(), 8, "{id}");
+    let (code, out, err) = run("write", "--value", "1");
+    assert_eq!((code, out.as_str()), (Some(0), ""), "1 after 1.0: {err}");
+    let (_, _, err) = run("write", "--value", r#"{"a":1,"b":[2.5,{"c":3}]}"#);
+    assert!(err.is_empty(), "{err}");
+    let (code, out, err) = run("write", "--value", r#"{"b":[2.50,{"c":3.0}],"a":1e0}"#);
+    assert_eq!((code, out.as_str()), (Some(0), ""), "reordered keys: {err}");
+    let (code, out, err) = run("patch", "--merge", r#"{"a":1.0}"#);
+    assert_eq!((code, out.as_str()), (Some(0), ""), "a no-op patch: {err}");
+    // Exactly three events: 1.0, the object... and no more.
+    assert_eq!(SessionLog::open(&path).unwrap().len(), 3);
+    let out = Command::new(bin)
+        .arg("read")
+        .arg(&path)
+        .args(["--plugin", "n", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "{\"a\":1,\"b\":[2.5,{\"c\":3}]}\n"
+    );
+}
+
 /// `[[[…]]]`, `depth` arrays deep, as text.
 fn nested_text(depth: usize) -> String {
     let mut s = String::with_capacity(2 * depth + 1);
@@ -264,7 +565,11 @@ fn a_line_with_100k_nested_arrays_never_overflows_the_stack() {
         (plugin.as_str(), entry_id.as_str(), at.line),
         ("deep", "e0000001", 3)
     );
-    assert!(err.to_string().contains("recursion limit"), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("nested deeper than {}", json::MAX_READ_DEPTH)),
+        "{err}"
+    );
     assert_eq!(
         state(dir.path(), "other").read(&log).unwrap(),
         Some(json!(1))

@@ -60,3 +60,170 @@ fn our_folds_equal_folds_over_pis_own_branches() {
     }
     println!("values compared with folds over Pi's branches: {compared}");
 }
+
+/// The value Pi folds for `plugin` along its branch, as `JSON.stringify` prints it
+/// (`lone.mjs fold`, on a private copy: Pi's `open()` may rewrite what it opens).
+fn pi_fold(major: u8, file: &std::path::Path, plugin: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.jsonl");
+    std::fs::copy(file, &copy).unwrap();
+    pi::run(
+        "lone.mjs",
+        &["fold", &major.to_string(), copy.to_str().unwrap(), plugin],
+    )
+}
+
+fn cli_read(file: &std::path::Path, plugin: &str, db: &std::path::Path) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_session-state"))
+        .arg("read")
+        .arg(file)
+        .args(["--plugin", plugin, "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code() != Some(2),
+        "read failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
+/// SPEC §2: lone surrogate escapes (`"\ud83d"`, which Pi's `JSON.stringify` writes for a
+/// cut emoji) are valid JSON. In messages and in state values written by the real Pi,
+/// they are read, folded (set, patch), printed and copied without loss: the library,
+/// `inspect`, the projection and the CLI's `read` print exactly what Pi's own fold
+/// prints, before and after a patch of ours that adds more of them, and the file's
+/// bytes are never rewritten.
+#[test]
+fn lone_surrogates_written_by_pi_read_back_as_pis_own_fold() {
+    for major in pi::MAJORS {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("lone.jsonl");
+        let written = pi::run(
+            "lone.mjs",
+            &["write", &major.to_string(), file.to_str().unwrap()],
+        );
+        let before = std::fs::read(&file).unwrap();
+        let expect = pi_fold(major, &file, "role")["fold"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            expect, r#"{"name":"x\ud83d","\ud83dk":["\ude00",1],"tag":"\udbff"}"#,
+            "pi{major}"
+        );
+
+        let db = dir.path().join("states.sqlite");
+        let mut log = SessionLog::open(&file).unwrap();
+        assert_eq!(log.len(), written["ids"].as_array().unwrap().len());
+        let st = SessionState::<Value>::open(Options::new("role").database_path(&db)).unwrap();
+        let leaf = log.leaf_id().unwrap().to_owned();
+        let lib = |log: &SessionLog| json::to_string(&st.read_value(log).unwrap().unwrap());
+        assert_eq!(lib(&log), expect, "pi{major}: SessionState::read_value");
+        let inspected = inspect::value_at(&log, "role", Scope::Branch, &leaf).unwrap();
+        assert_eq!(
+            json::to_string(&inspected.unwrap()),
+            expect,
+            "pi{major}: inspect"
+        );
+        let mut projection = Projection::open(&db).unwrap();
+        let projected = projection.read(&file, "role", Scope::Branch, None).unwrap();
+        assert_eq!(
+            json::to_string(&projected.unwrap()),
+            expect,
+            "pi{major}: projection"
+        );
+        let cli_db = dir.path().join("cli.sqlite");
+        assert_eq!(
+            cli_read(&file, "role", &cli_db),
+            (Some(0), format!("{expect}\n")),
+            "pi{major}: CLI read"
+        );
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            before,
+            "reading changed the file"
+        );
+
+        // A patch of ours over that value, adding lone surrogates in a key and a value.
+        let patch =
+            json::from_str(r#"{"tag":null,"\ud83dk":{"n":"\ud83d"},"\udc01":"\udc02"}"#).unwrap();
+        let id = st.patch(&mut log, &patch).unwrap().unwrap();
+        let after = pi_fold(major, &file, "role")["fold"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            after, r#"{"name":"x\ud83d","\ud83dk":{"n":"\ud83d"},"\udc01":"\udc02"}"#,
+            "pi{major}: Pi's fold after our patch"
+        );
+        assert_eq!(lib(&log), after, "pi{major}: in memory after the patch");
+        assert_eq!(
+            lib(&SessionLog::open(&file).unwrap()),
+            after,
+            "pi{major}: reopened"
+        );
+        let projected = projection.read(&file, "role", Scope::Branch, None).unwrap();
+        assert_eq!(
+            json::to_string(&projected.unwrap()),
+            after,
+            "pi{major}: projection"
+        );
+        assert_eq!(
+            cli_read(&file, "role", &cli_db),
+            (Some(0), format!("{after}\n")),
+            "pi{major}: CLI read after the patch"
+        );
+        // Pi's lines are untouched; ours is the patch as written, escapes and all.
+        let now = std::fs::read(&file).unwrap();
+        assert_eq!(&now[..before.len()], &before[..]);
+        let line = log.raw_line(&id).unwrap();
+        assert!(
+            line.contains(r#""patch":{"tag":null,"\ud83dk":{"n":"\ud83d"},"\udc01":"\udc02"}"#),
+            "{line}"
+        );
+    }
+}
+
+/// A Pi 1.6 session whose last entry is a tool result holding a lone surrogate, in an
+/// interrupted turn (a second tool call never answered): `PiJsonlStore::load` reads it,
+/// closes the turn, keeps every byte of Pi's lines, returns the tool result's text
+/// losslessly, and Pi reads the closed file.
+#[test]
+fn a_pi_session_whose_last_tool_result_holds_a_lone_surrogate_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sessions");
+    let folder = root.join("--home-dev-acme-api--");
+    std::fs::create_dir_all(&folder).unwrap();
+    let tmp = dir.path().join("pi.jsonl");
+    let written = pi::run("lone.mjs", &["write", "1", tmp.to_str().unwrap()]);
+    let id = written["sessionId"].as_str().unwrap();
+    let file = folder.join(format!("2026-01-01T00-00-00-000Z_{id}.jsonl"));
+    std::fs::rename(&tmp, &file).unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let last_result = pi_fold(1, &file, "role")["lastToolResult"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        last_result.contains(r#""half an emoji: \ud83d""#),
+        "{last_result}"
+    );
+
+    let store = PiJsonlStore::new(&root);
+    let loaded = store.load(id).unwrap();
+    assert_eq!(loaded.closed_tool_calls, vec!["call_2".to_string()]);
+    let n = written["ids"].as_array().unwrap().len() as u64;
+    assert_eq!(loaded.next_seq, n + 1);
+    // Pi's lines, byte for byte; the closing result after them.
+    let now = std::fs::read(&file).unwrap();
+    assert_eq!(&now[..before.len()], &before[..]);
+    let event = loaded.event(n - 1).unwrap();
+    assert_eq!(json::to_string(&event["message"]), last_result);
+    // Pi reads the closed file: one more entry, and the tool result is as it wrote it.
+    let pi = pi_fold(1, &file, "role");
+    assert_eq!(pi["entries"], n + 1);
+    let closing = pi["lastToolResult"].as_str().unwrap();
+    assert!(closing.contains(r#""toolCallId":"call_2""#), "{closing}");
+}

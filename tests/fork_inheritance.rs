@@ -334,3 +334,69 @@ prop_state_machine! {
     #[test]
     fn fold_matches_the_naive_model(sequential 1..40 => Sut);
 }
+
+/// SPEC §3: "unchanged → append nothing" uses JSON value equality as Pi's JavaScript sees
+/// it: `1` and `1.0` are one value and key order does not matter, for write, patch and
+/// drop, in both scopes; on a fork the comparison is with the fork's own (inherited)
+/// value.
+#[test]
+fn values_equal_as_javascript_sees_them_append_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = LogOptions::new()
+        .materialize(Materialize::FirstAppend)
+        .create(dir.path(), "/proj")
+        .unwrap();
+    let root = log
+        .append(NewEntry::message(json!({"role": "user", "content": "m"})))
+        .unwrap();
+    let db = dir.path().join("states.sqlite");
+    for scope in SCOPES {
+        let st = SessionState::<Value>::open(Options::new("eq").scope(scope).database_path(&db))
+            .unwrap();
+        let num: Value = serde_json::from_str("1.0").unwrap();
+        assert!(st.write(&mut log, &num).unwrap().is_some(), "{scope}");
+        assert_eq!(
+            st.write(&mut log, &json!(1)).unwrap(),
+            None,
+            "{scope}: 1 after 1.0"
+        );
+        let obj = json!({"a": 1, "b": [2.5, {"c": 3}]});
+        assert!(st.write(&mut log, &obj).unwrap().is_some());
+        let same: Value = serde_json::from_str(r#"{"b":[2.50,{"c":3.0}],"a":1.0}"#).unwrap();
+        assert_eq!(
+            st.write(&mut log, &same).unwrap(),
+            None,
+            "{scope}: reordered keys"
+        );
+        assert_eq!(
+            st.patch(&mut log, &json!({"a": 1.0, "b": [2.5, {"c": 3}]}))
+                .unwrap(),
+            None,
+            "{scope}: a patch that changes nothing"
+        );
+        assert!(st.patch(&mut log, &json!({"a": 2})).unwrap().is_some());
+        assert!(st.drop(&mut log).unwrap().is_some());
+        assert_eq!(st.drop(&mut log).unwrap(), None);
+    }
+    // On a fork: the fork inherits `{"a":1}` and `{"a":1.0}` is no change there; a
+    // sibling forked before the write sees the value absent, so the same write appends.
+    let st = SessionState::<Value>::open(Options::new("fork").database_path(&db)).unwrap();
+    st.write(&mut log, &json!({"a": 1})).unwrap().unwrap();
+    let tip = log.leaf_id().unwrap().to_owned();
+    log.append(NewEntry::message(json!({"role": "user", "content": "m"})))
+        .unwrap();
+    log.navigate(&tip).unwrap();
+    let one: Value = serde_json::from_str(r#"{"a":1.0}"#).unwrap();
+    assert_eq!(st.write(&mut log, &one).unwrap(), None, "inherited value");
+    log.navigate(&root).unwrap();
+    assert!(
+        st.write(&mut log, &one).unwrap().is_some(),
+        "absent on the sibling"
+    );
+    let reopened = SessionLog::open(log.path()).unwrap();
+    assert!(json::js_eq(
+        &st.read(&reopened).unwrap().unwrap(),
+        &json!({"a": 1})
+    ));
+    assert_eq!(st.read_at(&reopened, &tip).unwrap(), Some(json!({"a": 1})));
+}

@@ -206,8 +206,7 @@ pub(crate) fn emit(text: &str) -> Result<(), Failure> {
 
 /// Pretty JSON plus a newline.
 pub(crate) fn emit_json(value: &serde_json::Value) -> Result<(), Failure> {
-    let mut s = serde_json::to_string_pretty(value)
-        .map_err(|e| fail(format_args!("formatting JSON: {e}")))?;
+    let mut s = session_state::json::to_string_pretty(value);
     s.push('\n');
     emit(&s)
 }
@@ -244,7 +243,7 @@ pub(crate) fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
 
 /// Shortens a JSON value's text for one-line displays.
 pub(crate) fn short_json(v: &serde_json::Value, max: usize) -> String {
-    let s = v.to_string();
+    let s = session_state::json::to_string(v);
     if s.chars().count() <= max {
         return s;
     }

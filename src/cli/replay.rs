@@ -113,7 +113,7 @@ fn replay_log(log: &SessionLog, bar: &ProgressBar) -> (Value, bool) {
             }
             for (ct, (count, last)) in seen {
                 let data = match log.raw_line(last) {
-                    Ok(line) => match serde_json::from_str::<Value>(&line) {
+                    Ok(line) => match session_state::json::from_str(&line) {
                         Ok(v) => v.get("data").cloned().unwrap_or(Value::Null),
                         Err(e) => {
                             ok = false;

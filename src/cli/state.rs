@@ -104,10 +104,12 @@ fn check_plugin(t: &Target) -> Result<(), Failure> {
 }
 
 fn parse_json(text: &str, source: &str) -> Result<Value, Failure> {
-    serde_json::from_str(text).map_err(|e| {
-        fail(format_args!(
+    use session_state::json::{JsonError, from_str_exact};
+    from_str_exact(text).map_err(|e| match e {
+        JsonError::InexactNumber { .. } => fail(format_args!("{source}: {e}")),
+        _ => fail(format_args!(
             "{source} is not valid JSON: {e} (strings need quotes: '\"text\"')"
-        ))
+        )),
     })
 }
 
@@ -121,7 +123,7 @@ pub(crate) fn read(args: ReadArgs) -> CmdResult {
         .map_err(fail)?;
     match value {
         Some(v) => {
-            emit(&format!("{v}\n"))?;
+            emit(&format!("{}\n", session_state::json::to_string(&v)))?;
             Ok(0)
         }
         None => Ok(1),

@@ -127,8 +127,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for MessageHead<'a> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut head = MessageHead::default();
-                while let Some(key) = map.next_key::<CowStr<'de>>()? {
-                    if key.0 == "role" && head.role.is_none() {
+                while let Some(key) = map.next_key::<Key>()? {
+                    if key.0 == Field::Role && head.role.is_none() {
                         // A non-string role is tolerated (Pi parses it too); it is just unknown.
                         head.role = match map.next_value::<&'de RawValue>() {
                             Ok(raw) => serde_json::from_str::<CowStr<'de>>(raw.get()).ok(),
@@ -168,28 +168,137 @@ impl<'de: 'a, 'a> Deserialize<'de> for MessageHead<'a> {
 }
 
 /// One entry line, borrowed from the buffer. Fields other than these are skipped.
-#[derive(Debug, Deserialize)]
+///
+/// Keys are read as bytes, so a key holding a lone surrogate escape (valid JSON, which
+/// serde_json's `str` keys refuse) is just an unknown field. A known field given twice
+/// is an error, as with a derived `Deserialize`.
+#[derive(Debug)]
 pub(crate) struct RawEntry<'a> {
-    #[serde(rename = "type", borrow)]
     pub ty: CowStr<'a>,
-    #[serde(default, borrow)]
     pub id: Option<&'a RawValue>,
     /// `None`: no `parentId` key; `Some(None)`: `"parentId": null`.
-    #[serde(rename = "parentId", default, borrow, deserialize_with = "present")]
     pub parent_id: Option<Option<&'a RawValue>>,
-    #[serde(rename = "customType", default, borrow)]
     pub custom_type: Option<&'a RawValue>,
-    #[serde(default, borrow)]
     pub data: Option<&'a RawValue>,
-    #[serde(default, borrow)]
     pub message: Option<MessageHead<'a>>,
 }
 
-/// Tells a key that is present (possibly `null`) from a missing one.
-fn present<'de: 'a, 'a, D: de::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Option<&'a RawValue>>, D::Error> {
-    Option::<&'a RawValue>::deserialize(d).map(Some)
+/// The keys this crate reads; anything else is [`Field::Other`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Type,
+    Id,
+    ParentId,
+    CustomType,
+    Data,
+    Message,
+    Role,
+    Other,
+}
+
+/// An object key, read as bytes (lone surrogates allowed) and classified.
+struct Key(Field);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Key, E> {
+                Ok(Key(match v {
+                    b"type" => Field::Type,
+                    b"id" => Field::Id,
+                    b"parentId" => Field::ParentId,
+                    b"customType" => Field::CustomType,
+                    b"data" => Field::Data,
+                    b"message" => Field::Message,
+                    b"role" => Field::Role,
+                    _ => Field::Other,
+                }))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+                self.visit_bytes(v.as_bytes())
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawEntry<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawEntry<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an entry object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                fn once<T, E: de::Error>(slot: &Option<T>, name: &'static str) -> Result<(), E> {
+                    match slot {
+                        Some(_) => Err(E::duplicate_field(name)),
+                        None => Ok(()),
+                    }
+                }
+                let mut ty = None;
+                let mut id = None;
+                let mut parent_id = None;
+                let mut custom_type = None;
+                let mut data = None;
+                let mut message = None;
+                while let Some(Key(field)) = map.next_key::<Key>()? {
+                    match field {
+                        Field::Type => {
+                            once(&ty, "type")?;
+                            // A lone surrogate in the type is just an unknown type.
+                            let raw = map.next_value::<&'de RawValue>()?;
+                            ty = Some(match serde_json::from_str::<CowStr<'de>>(raw.get()) {
+                                Ok(s) => s,
+                                Err(e) => match crate::json::from_str(raw.get()) {
+                                    Ok(serde_json::Value::String(s)) => CowStr(Cow::Owned(s)),
+                                    _ => return Err(de::Error::custom(e)),
+                                },
+                            });
+                        }
+                        Field::Id => {
+                            once(&id, "id")?;
+                            id = Some(map.next_value::<Option<&'de RawValue>>()?);
+                        }
+                        Field::ParentId => {
+                            once(&parent_id, "parentId")?;
+                            parent_id = Some(map.next_value::<Option<&'de RawValue>>()?);
+                        }
+                        Field::CustomType => {
+                            once(&custom_type, "customType")?;
+                            custom_type = Some(map.next_value::<Option<&'de RawValue>>()?);
+                        }
+                        Field::Data => {
+                            once(&data, "data")?;
+                            data = Some(map.next_value::<Option<&'de RawValue>>()?);
+                        }
+                        Field::Message => {
+                            once(&message, "message")?;
+                            message = Some(map.next_value::<Option<MessageHead<'de>>>()?);
+                        }
+                        Field::Role | Field::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(RawEntry {
+                    ty: ty.ok_or_else(|| de::Error::missing_field("type"))?,
+                    id: id.flatten(),
+                    parent_id,
+                    custom_type: custom_type.flatten(),
+                    data: data.flatten(),
+                    message: message.flatten(),
+                })
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// The session header's fields we read (line 1).

@@ -177,7 +177,7 @@ impl NewEntry {
                 }
             }
         }
-        let mut s = Value::Object(m).to_string();
+        let mut s = crate::json::to_string_exact(&Value::Object(m));
         s.push('\n');
         s
     }

@@ -1,15 +1,18 @@
 //! Depth-limited conversion of a caller's value to JSON.
 //!
 //! serde serializes recursively: a value nested 100,000 levels deep would overflow the
-//! stack before any check could run, and a value nested deeper than serde_json's reader
-//! accepts (128) would be written but never read back. So values are converted through a
-//! serializer that counts nesting and refuses past [`MAX_DEPTH`] before recursing further.
+//! stack before any check could run, and a value nested deeper than other readers accept
+//! (serde_json alone reads 128 levels) would be written but not read back everywhere. So
+//! values are converted through a serializer that counts nesting and refuses past
+//! [`MAX_DEPTH`] before recursing further. It also refuses NaN and ±Infinity, which JSON
+//! cannot carry (serde_json would turn them into `null`).
 
 use serde::ser::{self, Serialize, Serializer};
 use serde_json::Value;
 
-/// The deepest nesting of arrays and objects a value may have. The envelope adds two
-/// levels (the entry and its `data`), and serde_json reads at most 128.
+/// The deepest nesting of arrays and objects a value may have when written. The envelope
+/// adds two levels (the entry and its `data`), and serde_json alone reads at most 128;
+/// this crate reads up to [`crate::json::MAX_READ_DEPTH`].
 pub const MAX_DEPTH: usize = 100;
 
 /// Converts `value` to JSON, refusing nesting deeper than [`MAX_DEPTH`].
@@ -37,6 +40,13 @@ pub(crate) fn depth_of(value: &Value) -> usize {
         stack.extend(children.map(|c| (c, d + 1)));
     }
     max
+}
+
+fn non_finite<E: ser::Error>(v: impl std::fmt::Display) -> E {
+    E::custom(format!(
+        "the value holds the number {v}, which JSON cannot carry (serde_json and Pi's \
+         JSON.stringify would write null); store it as a string or as null yourself"
+    ))
 }
 
 fn too_deep<E: ser::Error>() -> E {
@@ -114,8 +124,6 @@ impl<S: Serializer> Serializer for Limited<S> {
         serialize_u32(v: u32);
         serialize_u64(v: u64);
         serialize_u128(v: u128);
-        serialize_f32(v: f32);
-        serialize_f64(v: f64);
         serialize_char(v: char);
         serialize_str(v: &str);
         serialize_bytes(v: &[u8]);
@@ -123,6 +131,19 @@ impl<S: Serializer> Serializer for Limited<S> {
         serialize_unit();
         serialize_unit_struct(name: &'static str);
         serialize_unit_variant(name: &'static str, index: u32, variant: &'static str);
+    }
+
+    fn serialize_f32(self, v: f32) -> Result<S::Ok, S::Error> {
+        if !v.is_finite() {
+            return Err(non_finite(v));
+        }
+        self.inner.serialize_f32(v)
+    }
+    fn serialize_f64(self, v: f64) -> Result<S::Ok, S::Error> {
+        if !v.is_finite() {
+            return Err(non_finite(v));
+        }
+        self.inner.serialize_f64(v)
     }
 
     fn serialize_some<T: Serialize + ?Sized>(self, v: &T) -> Result<S::Ok, S::Error> {

@@ -71,7 +71,8 @@ impl Op {
         }
     }
 
-    /// The value after applying this op to `current`.
+    /// The value after applying this op to `current` (a patch by
+    /// [`crate::json::merge_patch`], which keeps the order of the keys that stay).
     pub fn apply(&self, current: Option<&Value>) -> Option<Value> {
         match self {
             Op::Set(v) => Some(v.clone()),
@@ -80,7 +81,7 @@ impl Op {
                 let mut doc = current
                     .cloned()
                     .unwrap_or_else(|| Value::Object(Map::new()));
-                json_patch::merge(&mut doc, p);
+                crate::json::merge_patch(&mut doc, p);
                 Some(doc)
             }
         }
@@ -129,7 +130,7 @@ impl Envelope {
         let Some(raw) = data else {
             return Err(err(None, "the entry has no `data`".into()));
         };
-        let v: Value = serde_json::from_str(raw.get())
+        let v: Value = crate::json::from_str(raw.get())
             .map_err(|e| err(None, format!("`data` does not parse: {e}")))?;
         let Value::Object(mut m) = v else {
             return Err(err(None, "`data` is not an object".into()));

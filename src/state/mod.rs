@@ -191,7 +191,9 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         )
     }
 
-    /// The raw JSON value at the active leaf.
+    /// The raw JSON value at the active leaf, in [`crate::json`]'s lossless encoding:
+    /// print it with [`crate::json::to_string`] to get the text Pi's `JSON.stringify`
+    /// would print (lone surrogates included).
     pub fn read_value(&self, log: &SessionLog) -> Result<Option<Value>> {
         let node = log.tree().leaf_index();
         Ok(fold::value_at(log, &self.plugin, self.scope, node)?
@@ -224,18 +226,42 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// Sets the value. Returns the new entry's id, or `None` when the value was already
     /// equal (nothing is appended). Durable when it returns (once the session file
     /// exists; see [`crate::Materialize`]).
+    ///
+    /// Refused before anything is written: a value nested deeper than [`MAX_DEPTH`], NaN
+    /// or ±Infinity ([`Error::Serialize`]: JSON has no such number; serde_json and Pi's
+    /// `JSON.stringify` would write `null`), and an integer that Pi's JavaScript would not
+    /// read back as written, such as one beyond 2^53 that a double cannot hold exactly
+    /// ([`Error::UnrepresentableValue`]; store it as a string).
     pub fn write(&self, log: &mut SessionLog, value: &T) -> Result<Option<String>> {
-        let value = depth::to_value_limited(value).map_err(|source| Error::Serialize {
-            plugin: self.plugin.clone(),
-            source,
-        })?;
+        let value = self.to_json(value)?;
         self.apply(log, "write", Op::Set(value))
     }
 
     /// Applies an RFC 7396 JSON Merge Patch to the value (an absent value patches `{}`).
-    pub fn patch(&self, log: &mut SessionLog, patch: &Value) -> Result<Option<String>> {
-        self.check_depth(patch)?;
-        self.apply(log, "patch", Op::Patch(patch.clone()))
+    /// The patch is any serializable value (usually a [`serde_json::Value`]); it is
+    /// refused as [`SessionState::write`] refuses a value.
+    pub fn patch<P: Serialize + ?Sized>(
+        &self,
+        log: &mut SessionLog,
+        patch: &P,
+    ) -> Result<Option<String>> {
+        let patch = self.to_json(patch)?;
+        self.apply(log, "patch", Op::Patch(patch))
+    }
+
+    fn to_json<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
+        depth::to_value_limited(value).map_err(|source| Error::Serialize {
+            plugin: self.plugin.clone(),
+            source,
+        })
+    }
+
+    /// Refuses numbers that Pi's JavaScript would not read back as written.
+    fn check_numbers(&self, v: &Value) -> Result<()> {
+        crate::json::check_numbers(v).map_err(|e| Error::UnrepresentableValue {
+            plugin: self.plugin.clone(),
+            detail: e.to_string(),
+        })
     }
 
     /// Refuses values nested deeper than [`MAX_DEPTH`]: serde_json could not read them
@@ -261,6 +287,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     pub fn apply(&self, log: &mut SessionLog, action: &str, op: Op) -> Result<Option<String>> {
         if let Op::Set(v) | Op::Patch(v) = &op {
             self.check_depth(v)?;
+            self.check_numbers(v)?;
         }
         if !log.is_materialized() {
             // Only this process can see a session that is not on disk yet.
@@ -333,7 +360,8 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     fn append_if_changed(&self, log: &mut SessionLog, op: Op) -> Result<Option<String>> {
         let current = fold::value_at(log, &self.plugin, self.scope, log.tree().leaf_index())?;
         let next = op.apply(current.value.as_deref());
-        if next.as_ref() == current.value.as_deref() {
+        // Equal as Pi's JavaScript sees it (`1` is `1.0`, key order aside): nothing to do.
+        if crate::json::js_eq_opt(next.as_ref(), current.value.as_deref()) {
             return Ok(None);
         }
         if let Some(next) = &next {
