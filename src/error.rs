@@ -260,6 +260,19 @@ pub enum Error {
         source: rusqlite::Error,
     },
 
+    /// The file at the projection database's path is not provably session-state's own
+    /// database (SPEC §4): it was neither opened for writing nor modified.
+    #[error(
+        "projection database {path}: refusing to use this file: it {what}; it was left \
+         untouched (choose another database path)"
+    )]
+    NotOurDatabase {
+        /// The file at the database path.
+        path: PathBuf,
+        /// What is there ("is not a SQLite database (starts with …)", ...).
+        what: String,
+    },
+
     /// The write lock is held by someone else (or could not be taken).
     #[error(transparent)]
     Lock(Box<crate::lock::LockError>),

@@ -263,12 +263,11 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// Whether the database holds our schema: `Ok(true)` ours, `Ok(false)` foreign.
+/// Whether the database holds our current schema: `Ok(true)` yes (or no tables yet: a
+/// database being created), `Ok(false)` an older schema of ours, to be rebuilt. Only
+/// called on a file that [`ownership`] proved ours.
 fn check_schema(conn: &Connection) -> rusqlite::Result<bool> {
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+    let tables = table_names(conn)?;
     if tables.is_empty() {
         return Ok(true);
     }
@@ -276,9 +275,6 @@ fn check_schema(conn: &Connection) -> rusqlite::Result<bool> {
         // Only the lock table (created by a writer) is still ours.
         return Ok(tables.iter().all(|t| t == "write_lock"));
     }
-    let app: Option<String> = conn
-        .query_row("SELECT value FROM meta WHERE key = 'app'", [], |r| r.get(0))
-        .optional()?;
     let version: Option<String> = conn
         .query_row(
             "SELECT value FROM meta WHERE key = 'schema_version'",
@@ -286,21 +282,223 @@ fn check_schema(conn: &Connection) -> rusqlite::Result<bool> {
             |r| r.get(0),
         )
         .optional()?;
-    Ok(app.as_deref() == Some(APP) && version == Some(SCHEMA_VERSION.to_string()))
+    Ok(meta_app(conn)?.as_deref() == Some(APP) && version == Some(SCHEMA_VERSION.to_string()))
 }
 
-fn remove_db_files(path: &Path) {
+fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")?
+        .query_map([], |r| r.get(0))?
+        .collect()
+}
+
+/// `meta.app`, if the database has a `meta` table with that key.
+fn meta_app(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    let has_meta: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_meta {
+        return Ok(None);
+    }
+    conn.query_row("SELECT value FROM meta WHERE key = 'app'", [], |r| r.get(0))
+        .optional()
+}
+
+/// What is at a database path, as far as ownership goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Nothing, or an empty file: ours to create.
+    Absent,
+    /// Not a regular file (a directory, ...): left to SQLite, whose error names it.
+    Special,
+    /// A SQLite file whose header carries our `application_id`.
+    Stamped,
+    /// A database of ours from before the stamp (`meta.app` says so), or one holding
+    /// only the write-lock table; stamped when opened for writing.
+    Unstamped,
+}
+
+/// Decides, without modifying anything, whether the file at `path` is provably our
+/// projection (SPEC §4). A file that is not is an [`Error::NotOurDatabase`] naming what is
+/// there.
+fn ownership(path: &Path) -> Result<Found> {
+    let not_ours = |what: String| Error::NotOurDatabase {
+        path: path.to_path_buf(),
+        what,
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Absent),
+        Err(source) => {
+            return Err(Error::Io {
+                action: "inspecting",
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    if meta.is_dir() {
+        return Ok(Found::Special);
+    }
+    if !meta.is_file() {
+        return Err(not_ours("is not a regular file".into()));
+    }
+    if meta.len() == 0 {
+        return Ok(Found::Absent);
+    }
+    let mut head = Vec::with_capacity(100);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(100).read_to_end(&mut head))
+        .map_err(|source| Error::Io {
+            action: "inspecting",
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if !head.starts_with(SQLITE_MAGIC) || head.len() < 100 {
+        return Err(not_ours(format!(
+            "is not a SQLite database (starts with `{}`)",
+            printable_start(&head)
+        )));
+    }
+    let app_id = i32::from_be_bytes([head[68], head[69], head[70], head[71]]);
+    if app_id == APPLICATION_ID {
+        return Ok(Found::Stamped);
+    }
+    if app_id != 0 {
+        return Err(not_ours(format!(
+            "is a SQLite database of another program (application_id {app_id:#010x})"
+        )));
+    }
+    // No stamp in the file's header: look inside, read-only (a stamp still in the WAL,
+    // a database of ours from before the stamp, or somebody else's).
+    let inspect = || -> rusqlite::Result<(i32, Option<String>, Vec<String>)> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        Ok((id, meta_app(&conn)?, table_names(&conn)?))
+    };
+    match inspect() {
+        Ok((id, _, _)) if id == APPLICATION_ID => Ok(Found::Stamped),
+        Ok((_, Some(app), _)) if app == APP => Ok(Found::Unstamped),
+        Ok((_, _, tables)) if !tables.is_empty() && tables.iter().all(|t| t == "write_lock") => {
+            Ok(Found::Unstamped)
+        }
+        Ok((_, _, tables)) if tables.is_empty() => Err(not_ours(
+            "is an empty SQLite database without session-state's stamp (no tables; if it is \
+             the leftover of an interrupted session-state run, remove it)"
+                .into(),
+        )),
+        Ok((_, _, tables)) => {
+            let mut list: Vec<&str> = tables.iter().map(String::as_str).take(5).collect();
+            if tables.len() > 5 {
+                list.push("…");
+            }
+            Err(not_ours(format!(
+                "is a SQLite database of another program (tables: {})",
+                list.join(", ")
+            )))
+        }
+        Err(e) if is_corruption(&e) => Err(not_ours(format!(
+            "is a damaged SQLite database without session-state's stamp ({e})"
+        ))),
+        Err(e) => Err(db_err(path, "inspecting")(e)),
+    }
+}
+
+const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+/// `PRAGMA application_id` of our databases ("SSt1"), header bytes 68..72.
+const APPLICATION_ID: i32 = 0x5353_7431;
+
+/// The first bytes of a file, for an error message: at most 24 characters, control
+/// characters escaped.
+fn printable_start(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(24)]);
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_control() || c == '`' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if bytes.len() > 24 {
+        out.push('…');
+    }
+    out
+}
+
+/// Removes the database at `path` and its side files, after checking (again, just
+/// before) that it is provably ours.
+fn remove_our_files(path: &Path) -> Result<()> {
+    if ownership(path)? == Found::Special {
+        return Err(Error::NotOurDatabase {
+            path: path.to_path_buf(),
+            what: "is not a regular file".into(),
+        });
+    }
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
         let _ = std::fs::remove_file(PathBuf::from(p));
     }
+    Ok(())
+}
+
+/// Opens (creating if needed) a database that [`ownership`] proved ours, checks and
+/// creates the schema and stamps it, all in one write transaction. `Ok(Err(()))`: an
+/// older schema of ours, to be rebuilt.
+fn open_ours(path: &Path, found: Found) -> rusqlite::Result<std::result::Result<Connection, ()>> {
+    let mut conn = if found == Found::Absent {
+        // Stamp a new file before anything else (before the switch to WAL, so that the
+        // stamp lands in the file's own header): a crash at any later point leaves a file
+        // that is provably ours.
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        if id != APPLICATION_ID {
+            if !table_names(&conn)?.is_empty() {
+                // Somebody else created a database here since we looked.
+                return Ok(Err(()));
+            }
+            conn.pragma_update(None, "application_id", APPLICATION_ID)?;
+        }
+        drop(conn);
+        connect(path)?
+    } else {
+        connect(path)?
+    };
+    // Check and create in one write transaction, so a second opener of a new database
+    // sees either nothing or the whole schema, never half of it.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    if !check_schema(&tx)? {
+        return Ok(Err(()));
+    }
+    tx.execute_batch(SCHEMA)?;
+    tx.execute(
+        "INSERT OR IGNORE INTO meta(key, value) VALUES ('app', ?1), ('schema_version', ?2)",
+        params![APP, SCHEMA_VERSION.to_string()],
+    )?;
+    let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    if id != APPLICATION_ID {
+        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+    }
+    crate::lock::ensure_schema(&tx)?;
+    tx.commit()?;
+    Ok(Ok(conn))
 }
 
 impl Projection {
-    /// Opens (or creates) the projection database. A corrupt or foreign database is
-    /// deleted and rebuilt; one that cannot be opened at all is an error.
+    /// Opens (or creates) the projection database. Only a file that is provably ours
+    /// (SPEC §4: our `application_id` in its header, or `meta.app` of an older version)
+    /// is used; a corrupt one or one of an older schema is deleted and rebuilt. Anything
+    /// else at the path is refused with [`Error::NotOurDatabase`] and left untouched; a
+    /// database that cannot be opened at all is an error.
     pub fn open(path: &Path) -> Result<Projection> {
+        let found = ownership(path)?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|source| Error::Io {
                 action: "creating the database directory",
@@ -308,24 +506,7 @@ impl Projection {
                 source,
             })?;
         }
-        let attempt = |path: &Path| -> rusqlite::Result<std::result::Result<Connection, ()>> {
-            let mut conn = connect(path)?;
-            // Check and create in one write transaction, so a second opener of a new
-            // database sees either nothing or the whole schema, never half of it.
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            if !check_schema(&tx)? {
-                return Ok(Err(()));
-            }
-            tx.execute_batch(SCHEMA)?;
-            tx.execute(
-                "INSERT OR IGNORE INTO meta(key, value) VALUES ('app', ?1), ('schema_version', ?2)",
-                params![APP, SCHEMA_VERSION.to_string()],
-            )?;
-            crate::lock::ensure_schema(&tx)?;
-            tx.commit()?;
-            Ok(Ok(conn))
-        };
-        let why = match attempt(path) {
+        let why = match open_ours(path, found) {
             Ok(Ok(conn)) => {
                 return Ok(Projection {
                     conn,
@@ -333,14 +514,14 @@ impl Projection {
                     last_catch_up: None,
                 });
             }
-            Ok(Err(())) => "a foreign schema".to_string(),
+            Ok(Err(())) => "an older schema".to_string(),
             Err(e) if is_corruption(&e) => format!("corrupt ({e})"),
             Err(e) => return Err(db_err(path, "opening")(e)),
         };
-        // Never trusted: deleted and rebuilt from the logs on demand.
+        // Ours, but never trusted: deleted and rebuilt from the logs on demand.
         tracing::warn!(db = %path.display(), "{why}: rebuilding the projection");
-        remove_db_files(path);
-        let conn = attempt(path)
+        remove_our_files(path)?;
+        let conn = open_ours(path, Found::Absent)
             .map_err(db_err(path, "recreating"))?
             .map_err(|()| Error::InvalidInput {
                 detail: format!("{}: could not recreate the database", path.display()),
@@ -352,9 +533,11 @@ impl Projection {
         })
     }
 
-    /// Opens an existing database read-only, never creating it (for `status`).
+    /// Opens an existing database read-only, never creating it (for `status`). Nothing
+    /// (or an empty file) is `None`; a file that is not provably ours is
+    /// [`Error::NotOurDatabase`].
     pub fn open_existing(path: &Path) -> Result<Option<Connection>> {
-        if !path.exists() {
+        if ownership(path)? == Found::Absent {
             return Ok(None);
         }
         let conn = Connection::open_with_flags(
@@ -404,7 +587,7 @@ impl Projection {
     }
 
     fn open_rebuilt(path: &Path) -> Result<Projection> {
-        remove_db_files(path);
+        remove_our_files(path)?;
         Projection::open(path)
     }
 

@@ -1,7 +1,8 @@
 //! The SQLite projection (SPEC §4) against real session files and a real database in a
 //! tempdir: reads equal the in-memory fold, catch-up reads only new bytes, a file changed
-//! behind the projection's back is rebuilt, and a corrupt or foreign database is rebuilt
-//! while one that cannot be opened is an error.
+//! behind the projection's back is rebuilt, a corrupt database of ours is rebuilt, a file
+//! that is not provably ours is refused and left byte-identical, and a database that cannot
+//! be opened is an error.
 
 mod common;
 
@@ -665,13 +666,35 @@ fn assert_rebuilt_and_right(s: &Session, expect_rebuilt: bool) {
     );
 }
 
+/// Garbage over everything but the 100-byte header, which still carries our stamp: ours,
+/// so rebuilt.
 #[test]
 fn a_database_overwritten_with_garbage_is_rebuilt() {
     let s = closed_db();
     let len = file_len(&s.db) as usize;
-    let garbage: Vec<u8> = (0..len).map(|i| (i * 7919 % 251) as u8).collect();
-    fs::write(&s.db, garbage).expect("scribble");
+    let garbage: Vec<u8> = (100..len).map(|i| (i * 7919 % 251) as u8).collect();
+    overwrite_at(&s.db, 100, &garbage);
     assert_rebuilt_and_right(&s, true);
+}
+
+/// Garbage over the whole file, header included: nothing proves it ours any more.
+#[test]
+fn a_database_overwritten_with_garbage_header_and_all_is_refused_and_left_alone() {
+    let s = closed_db();
+    let len = file_len(&s.db) as usize;
+    let garbage: Vec<u8> = (0..len).map(|i| (i * 7919 % 251) as u8).collect();
+    fs::write(&s.db, &garbage).expect("scribble");
+    let err = Projection::open(&s.db).expect_err("not provably ours");
+    assert!(
+        matches!(&err, Error::NotOurDatabase { path, what }
+            if path == &s.db && what.starts_with("is not a SQLite database")),
+        "{err:?}"
+    );
+    assert_eq!(
+        fs::read(&s.db).expect("read"),
+        garbage,
+        "left byte-identical"
+    );
 }
 
 #[test]
@@ -698,26 +721,278 @@ fn a_database_with_garbage_over_its_second_half_is_rebuilt() {
     assert_rebuilt_and_right(&s, false);
 }
 
-#[test]
-fn a_foreign_database_is_rebuilt() {
-    let s = closed_db();
-    fs::remove_file(&s.db).expect("remove");
-    let conn = rusqlite::Connection::open(&s.db).expect("create foreign database");
+/// Another program's SQLite database with a table and rows.
+fn foreign_db(path: &Path) -> Vec<u8> {
+    let conn = rusqlite::Connection::open(path).expect("create foreign database");
     conn.execute_batch(
-        "CREATE TABLE foo(a INTEGER, b TEXT); INSERT INTO foo VALUES (1, 'not ours');",
+        "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT); \
+         INSERT INTO users(name) VALUES ('ada'), ('brian'); \
+         CREATE TABLE orders(id INTEGER, user INTEGER);",
     )
     .expect("foreign schema");
     drop(conn);
-    assert_rebuilt_and_right(&s, true);
-    let conn = rusqlite::Connection::open(&s.db).expect("open");
-    let foreign: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name = 'foo'",
-            [],
-            |r| r.get(0),
+    fs::read(path).expect("read")
+}
+
+#[test]
+fn a_foreign_database_is_refused_and_left_byte_identical() {
+    let s = closed_db();
+    fs::remove_file(&s.db).expect("remove");
+    let before = foreign_db(&s.db);
+
+    let err = Projection::open(&s.db).expect_err("not ours");
+    let msg = err.to_string();
+    assert!(
+        matches!(&err, Error::NotOurDatabase { path, .. } if path == &s.db),
+        "{err:?}"
+    );
+    assert!(
+        msg.contains(&*s.db.to_string_lossy())
+            && msg.contains("is a SQLite database of another program (tables: users, orders)"),
+        "{msg}"
+    );
+    let err = Projection::open_existing(&s.db).expect_err("status refuses it too");
+    assert!(matches!(err, Error::NotOurDatabase { .. }), "{err:?}");
+    // The write path refuses before it appends anything.
+    let mut log = SessionLog::open(s.file()).expect("open");
+    let log_before = fs::read(s.file()).expect("read");
+    let err = state(&s.db, "p", Scope::Branch)
+        .write(&mut log, &json!("x"))
+        .expect_err("the lock lives in the database");
+    assert!(matches!(err, Error::NotOurDatabase { .. }), "{err:?}");
+    assert_eq!(fs::read(s.file()).expect("read"), log_before);
+    assert_eq!(fs::read(&s.db).expect("read"), before, "byte-identical");
+}
+
+#[test]
+fn another_programs_stamped_or_empty_sqlite_file_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stamped = dir.path().join("stamped.db");
+    let conn = rusqlite::Connection::open(&stamped).expect("create");
+    conn.execute_batch("PRAGMA application_id = 1234;")
+        .expect("stamp");
+    drop(conn);
+    let empty = dir.path().join("empty.db");
+    let conn = rusqlite::Connection::open(&empty).expect("create");
+    // A valid SQLite file with no tables and no stamp (journal_mode writes the header).
+    conn.execute_batch("PRAGMA user_version = 7;")
+        .expect("header");
+    drop(conn);
+    for (db, expect) in [
+        (&stamped, "of another program (application_id 0x000004d2)"),
+        (
+            &empty,
+            "is an empty SQLite database without session-state's stamp",
+        ),
+    ] {
+        let before = fs::read(db).expect("read");
+        assert!(!before.is_empty());
+        let err = Projection::open(db).expect_err("not provably ours");
+        assert!(err.to_string().contains(expect), "{err}");
+        assert_eq!(&fs::read(db).expect("read"), &before);
+    }
+}
+
+/// A database of ours from before the `application_id` stamp (its `meta` says
+/// app=session-state) is used, rebuilt if its schema is older, and stamped.
+#[test]
+fn an_unstamped_database_of_ours_is_accepted_and_stamped() {
+    let mut s = Session::new();
+    s.populate();
+    for version in ["1", "2"] {
+        let _ = fs::remove_file(&s.db);
+        fs::create_dir_all(s.db.parent().expect("parent")).expect("mkdir");
+        let conn = rusqlite::Connection::open(&s.db).expect("create");
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .expect("wal");
+        conn.execute_batch(&format!(
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); \
+             INSERT INTO meta VALUES ('app', 'session-state'), ('schema_version', '{version}');"
+        ))
+        .expect("wave-1 meta");
+        drop(conn);
+        let header = fs::read(&s.db).expect("read");
+        assert_eq!(&header[68..72], &[0, 0, 0, 0], "not stamped yet");
+
+        let mut proj = Projection::open(&s.db).expect("ours");
+        assert_matches_fold(&mut proj, &s.file(), &s.db);
+        drop(proj);
+        let header = fs::read(&s.db).expect("read");
+        assert_eq!(&header[68..72], b"SSt1", "stamped (version {version})");
+    }
+}
+
+/// A missing or zero-byte file is ours to create; a new database is stamped before the
+/// switch to WAL, so the stamp is in the file's own header at once.
+#[test]
+fn a_missing_or_empty_file_becomes_a_stamped_database() {
+    let s = Session::new();
+    fs::create_dir_all(s.db.parent().expect("parent")).expect("mkdir");
+    fs::write(&s.db, b"").expect("empty file");
+    let mut proj = Projection::open(&s.db).expect("an empty file is ours to create");
+    proj.catch_up(&s.file()).expect("catch up");
+    let header = fs::read(&s.db).expect("read");
+    assert_eq!(&header[68..72], b"SSt1");
+    drop(proj);
+    let missing = s.dir.path().join("new").join("db.sqlite");
+    assert!(
+        Projection::open_existing(&missing)
+            .expect("status")
+            .is_none()
+    );
+    assert!(!missing.exists(), "status never creates the database");
+    Projection::open(&missing).expect("create");
+    assert_eq!(&fs::read(&missing).expect("read")[68..72], b"SSt1");
+}
+
+fn bin(args: &[&std::ffi::OsStr], agent: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_session-state"))
+        .args(args)
+        .env("PI_CODING_AGENT_DIR", agent)
+        .env_remove("HOME")
+        .output()
+        .expect("run session-state")
+}
+
+/// The command line, with paths that name somebody else's file: the session log itself,
+/// another program's SQLite database, and a project's notes chosen by its settings.
+#[test]
+fn the_cli_refuses_a_database_path_naming_somebody_elses_file() {
+    use std::ffi::OsStr;
+    let mut s = Session::new();
+    s.populate();
+    let file = s.file();
+    let agent = s.dir.path().join("agent");
+    let log_before = fs::read(&file).expect("read");
+    let f = file.as_os_str();
+
+    let cases: Vec<(PathBuf, Vec<u8>)> = {
+        let app = s.dir.path().join("app.db");
+        let app_bytes = foreign_db(&app);
+        vec![(file.clone(), log_before.clone()), (app, app_bytes)]
+    };
+    for (db, before) in &cases {
+        let d = db.as_os_str();
+        for args in [
+            vec![
+                OsStr::new("read"),
+                f,
+                OsStr::new("--plugin"),
+                OsStr::new("p"),
+                OsStr::new("--db"),
+                d,
+            ],
+            vec![
+                OsStr::new("write"),
+                f,
+                OsStr::new("--plugin"),
+                OsStr::new("p"),
+                OsStr::new("--value"),
+                OsStr::new("1"),
+                OsStr::new("--db"),
+                d,
+            ],
+            vec![OsStr::new("status"), f, OsStr::new("--db"), d],
+            vec![
+                OsStr::new("force-refresh"),
+                f,
+                OsStr::new("--yes"),
+                OsStr::new("--db"),
+                d,
+            ],
+        ] {
+            let out = bin(&args, &agent);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&*db.to_string_lossy()) && stderr.contains("refusing"),
+                "{args:?}: {stderr}"
+            );
+            assert_eq!(
+                &fs::read(db).expect("read"),
+                before,
+                "{args:?} left it intact"
+            );
+        }
+    }
+    let stderr = String::from_utf8_lossy(
+        &bin(
+            &[
+                OsStr::new("read"),
+                f,
+                OsStr::new("--plugin"),
+                OsStr::new("p"),
+                OsStr::new("--db"),
+                f,
+            ],
+            &agent,
         )
-        .expect("query");
-    assert_eq!(foreign, 0, "the foreign schema was not trusted");
+        .stderr,
+    )
+    .into_owned();
+    assert!(
+        stderr.contains(r#"is not a SQLite database (starts with `{"type":"session","versi…`)"#),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read(&file).expect("read"),
+        log_before,
+        "the log is intact"
+    );
+
+    // A trusted project's settings choosing ../notes.md (under its .pi: the project's notes).
+    let project = s.dir.path().join("project");
+    fs::create_dir_all(project.join(".pi")).expect("mkdir");
+    fs::write(
+        project.join(".pi").join("settings.json"),
+        r#"{"sessionState":{"databasePath":"../notes.md"}}"#,
+    )
+    .expect("settings");
+    let notes = project.join("notes.md");
+    fs::write(&notes, "# Notes\n\nkeep me\n").expect("notes");
+    let out = bin(
+        &[
+            OsStr::new("read"),
+            f,
+            OsStr::new("--plugin"),
+            OsStr::new("p"),
+            OsStr::new("--cwd"),
+            project.as_os_str(),
+            OsStr::new("--trust-project"),
+        ],
+        &agent,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("notes.md") && stderr.contains("is not a SQLite database"),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read_to_string(&notes).expect("read"),
+        "# Notes\n\nkeep me\n"
+    );
+
+    // And our own database at a normal path still works.
+    let ours = s.dir.path().join("ours.sqlite");
+    let out = bin(
+        &[
+            OsStr::new("read"),
+            f,
+            OsStr::new("--plugin"),
+            OsStr::new("q"),
+            OsStr::new("--db"),
+            ours.as_os_str(),
+        ],
+        &agent,
+    );
+    assert_eq!(
+        (out.status.code(), &*String::from_utf8_lossy(&out.stdout)),
+        (Some(0), "[1,2]\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(&fs::read(&ours).expect("read")[68..72], b"SSt1");
 }
 
 #[test]
