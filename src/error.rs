@@ -273,6 +273,19 @@ pub enum Error {
         what: String,
     },
 
+    /// A row of the projection database does not decode (damaged or edited). Readers
+    /// rebuild the session from its log and answer from the rebuild; this error is
+    /// returned only when the rebuilt rows do not decode either.
+    #[error("projection database {path}: a stored row for {file} does not decode: {detail}")]
+    CorruptProjection {
+        /// The database file.
+        path: PathBuf,
+        /// The session file whose rows are affected.
+        file: PathBuf,
+        /// Which row and what is wrong with it.
+        detail: String,
+    },
+
     /// The write lock is held by someone else (or could not be taken).
     #[error(transparent)]
     Lock(Box<crate::lock::LockError>),

@@ -198,7 +198,8 @@ fn writes_keep_the_projection_current_and_the_watermark_commits_with_the_rows() 
         CatchUp {
             rebuilt: false,
             bytes_read: tail_line,
-            entries_added: 1
+            entries_added: 1,
+            ..first
         }
     );
     assert_eq!(proj.last_catch_up(), Some(first));
@@ -253,7 +254,8 @@ fn a_new_database_is_built_from_the_whole_file() {
         CatchUp {
             rebuilt: true,
             bytes_read: file_len(&file) - header_len,
-            entries_added: s.log.len() as u64
+            entries_added: s.log.len() as u64,
+            verified_bytes: 0
         }
     );
     assert_matches_fold(&mut proj, &file, &other_db);
@@ -294,7 +296,8 @@ fn catch_up_reads_only_what_another_writer_appended() {
             CatchUp {
                 rebuilt: false,
                 bytes_read: appended,
-                entries_added: k as u64
+                entries_added: k as u64,
+                ..c
             },
             "after {k} appended entries"
         );
@@ -322,7 +325,8 @@ fn catch_up_after_pi_appends_reads_only_the_new_bytes() {
             CatchUp {
                 rebuilt: false,
                 bytes_read: file_len(&file) - before,
-                entries_added: k as u64
+                entries_added: k as u64,
+                ..c
             },
             "Pi {major}"
         );
@@ -366,7 +370,8 @@ fn a_torn_tail_is_not_consumed_until_its_line_is_complete() {
         CatchUp {
             rebuilt: false,
             bytes_read: line.len() as u64,
-            entries_added: 1
+            entries_added: 1,
+            ..c
         }
     );
     assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("late")));
@@ -1018,4 +1023,277 @@ fn a_database_that_cannot_be_opened_is_an_error_not_an_empty_answer() {
     );
     assert_eq!(fs::read(&file).expect("read"), before, "nothing appended");
     assert!(s.db.is_dir(), "the directory was left alone");
+}
+
+// ---------------------------------------------------------------------------------------
+// Folded state events are checked on resume; a touch only restamps
+// ---------------------------------------------------------------------------------------
+
+/// A session with the "AAAA" event of "p" past the first 4 KiB and before the last 4 KiB
+/// of the file, caught up.
+fn aaaa_session() -> (Session, PathBuf, Projection) {
+    let mut s = Session::new();
+    s.log.append(user(&"x".repeat(5000))).expect("append");
+    s.log
+        .append(set_event("p", "branch", json!("AAAA")))
+        .expect("append");
+    s.log.append(user(&"y".repeat(5000))).expect("append");
+    let file = s.file();
+    let at = find_once(&file, b"AAAA");
+    assert!(
+        at > 4096 && file_len(&file) - at > 4096,
+        "outside both spans"
+    );
+    let mut proj = Projection::open(&s.db).expect("open");
+    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("AAAA")));
+    (s, file, proj)
+}
+
+#[test]
+fn an_in_place_edit_of_a_state_event_is_caught_even_when_the_file_grew() {
+    let (s, file, mut proj) = aaaa_session();
+    let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).expect("stat"));
+    let (len, inode) = (file_len(&file), ino(&file));
+    // `sed … > t && cat t > s.jsonl`: same length, same inode.
+    let edited = fs::read_to_string(&file)
+        .expect("read")
+        .replace("AAAA", "BBBB");
+    fs::write(&file, edited).expect("rewrite in place");
+    assert_eq!((file_len(&file), ino(&file)), (len, inode));
+    // Then Pi appends one message.
+    SessionLog::open(&file)
+        .expect("open")
+        .append(user("after the edit"))
+        .expect("append");
+
+    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("BBBB")));
+    let c = proj.last_catch_up().expect("caught up");
+    assert!(c.rebuilt, "{c:?}");
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+#[test]
+fn a_touch_restamps_without_a_rebuild() {
+    let (s, file, mut proj) = aaaa_session();
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .expect("open")
+        .set_modified(later)
+        .expect("touch");
+
+    let c = proj.catch_up(&file).expect("catch up");
+    assert!(
+        matches!(
+            c,
+            CatchUp {
+                rebuilt: false,
+                bytes_read: 0,
+                entries_added: 0,
+                verified_bytes
+            } if verified_bytes > 0
+        ),
+        "a content check, no rebuild: {c:?}"
+    );
+    // The stamp was updated: the next catch-up checks nothing.
+    assert_eq!(proj.catch_up(&file).expect("catch up"), CatchUp::default());
+    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("AAAA")));
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+// ---------------------------------------------------------------------------------------
+// Stored rows that do not decode trigger a rebuild, never an answer
+// ---------------------------------------------------------------------------------------
+
+fn damage(db: &Path, sql: &str) {
+    let conn = rusqlite::Connection::open(db).expect("open");
+    let n = conn.execute(sql, []).expect("damage");
+    assert!(n > 0, "{sql} changed no row");
+}
+
+#[test]
+fn a_corrupt_stored_delta_or_value_is_rebuilt_not_answered() {
+    let (s, file, mut proj, aaa) = warm();
+    // The patch event {"b":2} on {"a":1} is stored as a delta.
+    let patched = s
+        .log
+        .entries()
+        .filter(|e| e.state_plugin() == Some("p"))
+        .nth(2)
+        .map(|e| e.id().to_owned())
+        .expect("the patch event");
+    let at = |proj: &mut Projection, plugin: &str, scope: Scope, id: Option<&str>| {
+        proj.read(&file, plugin, scope, id).expect("read")
+    };
+    assert_eq!(
+        at(&mut proj, "p", Scope::Branch, Some(&patched)),
+        Some(json!({"a": 1, "b": 2}))
+    );
+
+    for (sql, plugin, scope, id, expect) in [
+        (
+            "UPDATE events SET delta = '{\"b\":' WHERE delta IS NOT NULL",
+            "p",
+            Scope::Branch,
+            Some(patched.as_str()),
+            json!({"a": 1, "b": 2}),
+        ),
+        (
+            "UPDATE events SET base = NULL WHERE delta IS NOT NULL",
+            "p",
+            Scope::Branch,
+            Some(patched.as_str()),
+            json!({"a": 1, "b": 2}),
+        ),
+        (
+            "UPDATE events SET value = 'aaa' WHERE value = '\"aaa\"'",
+            "p",
+            Scope::Branch,
+            Some(aaa.as_str()),
+            json!("aaa"),
+        ),
+        (
+            "UPDATE session_values SET value = '{\"x\"' WHERE plugin = 'p'",
+            "p",
+            Scope::Session,
+            None,
+            json!({"x": 1}),
+        ),
+        (
+            "UPDATE events SET scope = 'bogus' WHERE scope = 'branch'",
+            "q",
+            Scope::Branch,
+            None,
+            json!([1, 2]),
+        ),
+    ] {
+        damage(&s.db, sql);
+        assert_eq!(at(&mut proj, plugin, scope, id), Some(expect), "{sql}");
+        let c = proj.last_catch_up().expect("caught up");
+        assert!(c.rebuilt, "{sql}: {c:?}");
+        assert_matches_fold(&mut proj, &file, &s.db);
+    }
+}
+
+/// A catch-up that folds a new event onto a damaged stored value rebuilds the session
+/// instead of folding onto "absent".
+#[test]
+fn a_catch_up_onto_a_corrupt_stored_value_rebuilds() {
+    let (s, file, mut proj, _) = warm();
+    // The last branch event of "q" on the leaf's branch holds [1,2].
+    damage(
+        &s.db,
+        "UPDATE events SET value = '[1,' WHERE value = '[1,2]'",
+    );
+    let mut other = SessionLog::open(&file).expect("open");
+    other
+        .append(NewEntry::custom(
+            "session-state/q".to_owned(),
+            Some(json!({"v": 1, "scope": "branch", "op": "patch", "patch": {"k": 1}})),
+        ))
+        .expect("append");
+    let c = proj.catch_up(&file).expect("catch up");
+    assert!(c.rebuilt, "{c:?}");
+    // A merge patch on an array replaces it with the patch applied to {}.
+    assert_eq!(branch_value(&mut proj, &file, "q"), Some(json!({"k": 1})));
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+// ---------------------------------------------------------------------------------------
+// A cold build commits in bounded chunks
+// ---------------------------------------------------------------------------------------
+
+/// A session of `n` user messages and a state event every tenth entry.
+fn big_session(n: usize) -> Session {
+    let mut s = Session::new();
+    for i in 0..n {
+        if i % 10 == 0 {
+            s.log
+                .append(set_event("p", "branch", json!({"i": i})))
+                .expect("append");
+        } else {
+            s.log.append(user(&format!("m{i}"))).expect("append");
+        }
+    }
+    s
+}
+
+#[test]
+fn a_cold_build_commits_in_chunks_and_lets_other_sessions_in_between() {
+    use std::sync::{Arc, Mutex};
+    let s = big_session(1000);
+    let file = s.file();
+    let small = Session::new();
+    let small_file = small.file();
+    let db = s.db.clone();
+    let seen: Arc<Mutex<Vec<(u64, i64)>>> = Arc::default();
+    let mut proj = Projection::open(&s.db).expect("open");
+    let key = std::fs::canonicalize(&file)
+        .expect("canon")
+        .to_string_lossy()
+        .into_owned();
+    let log = Arc::clone(&seen);
+    proj.set_chunk_hook(
+        100,
+        Some(Box::new(move |so_far: &CatchUp| {
+            // Another connection that never waits: it reads the committed watermark and
+            // builds an unrelated session (write transactions) between two chunks.
+            let mut other = Projection::open(&db).expect("open");
+            other
+                .connection()
+                .busy_timeout(std::time::Duration::ZERO)
+                .expect("busy_timeout 0");
+            let consumed: i64 = other
+                .connection()
+                .query_row(
+                    "SELECT consumed FROM sessions WHERE file = ?1",
+                    [&key],
+                    |r| r.get(0),
+                )
+                .expect("the chunk is committed");
+            other.forget(&small_file).expect("a write");
+            let c = other
+                .catch_up(&small_file)
+                .expect("another session's build");
+            assert!(c.rebuilt);
+            log.lock()
+                .expect("lock")
+                .push((so_far.entries_added, consumed));
+            true
+        })),
+    );
+    let c = proj.catch_up(&file).expect("build");
+    assert!(c.rebuilt && c.entries_added == s.log.len() as u64, "{c:?}");
+    let seen = seen.lock().expect("lock").clone();
+    assert!(seen.len() >= 9, "one commit per 100 entries: {seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
+        "each chunk extends the committed prefix: {seen:?}"
+    );
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+#[test]
+fn a_build_interrupted_between_chunks_is_finished_by_the_next_reader() {
+    let s = big_session(600);
+    let file = s.file();
+    let mut proj = Projection::open(&s.db).expect("open");
+    let mut chunks = 0;
+    proj.set_chunk_hook(
+        100,
+        Some(Box::new(move |_: &CatchUp| {
+            chunks += 1;
+            chunks < 2
+        })),
+    );
+    let first = proj.catch_up(&file).expect("build, stopped");
+    assert!(first.rebuilt && first.entries_added == 200, "{first:?}");
+    drop(proj);
+
+    let mut next = Projection::open(&s.db).expect("open");
+    let c = next.catch_up(&file).expect("finish");
+    assert!(!c.rebuilt, "goes on from the committed chunk: {c:?}");
+    assert_eq!(first.entries_added + c.entries_added, s.log.len() as u64);
+    assert_matches_fold(&mut next, &file, &s.db);
 }
