@@ -1,12 +1,15 @@
 //! The SQLite projection (SPEC §4): a cache of folds, never the source of truth.
 //!
 //! Per session the database keeps a watermark (file identity, bytes consumed, length and
-//! mtime at that point, digests of the first and last 4 KiB of the consumed prefix) and,
-//! in the same transaction, the parent links of every entry and the folded value after
-//! every state event. A read checks the watermark with one `stat` and then follows
-//! `state_anc` links through point lookups: its cost does not grow with the file. When
-//! the file grew, only the bytes after the watermark are read; when the prefix changed,
-//! the session is rebuilt from the log. See `docs/architecture.md`.
+//! change stamp at that point, digests of the first and last 4 KiB of the consumed prefix)
+//! and, in the same transaction, the parent links of every entry and the folded value
+//! after every state event, with each state event's offset, length and digest. A read
+//! checks the watermark with one `stat` and then follows `state_anc` links through point
+//! lookups: its cost does not grow with the file. When the file grew or its stamp moved,
+//! the prefix digests and every folded state event's bytes are checked, then only the
+//! bytes after the watermark are read, committed in bounded chunks; when the prefix
+//! changed, the session is rebuilt from the log. Only a database that is provably ours
+//! is ever modified or deleted. See `docs/architecture.md`.
 
 use crate::error::{Error, Location, Result};
 use crate::log::STATE_PREFIX;
@@ -779,27 +782,24 @@ fn prefix_intact(
         })
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
         .map_err(q)?;
+    // In file order through one buffer: events close together cost one read.
+    let io = |source| Error::Io {
+        action: "reading",
+        path: file.to_path_buf(),
+        source,
+    };
+    let mut r = std::io::BufReader::with_capacity(64 << 10, f);
+    let mut pos = r.stream_position().map_err(io)?;
     let mut buf = Vec::new();
     for (offset, len, digest) in spans {
         let (offset, len) = (offset as u64, len as u64);
         if offset.saturating_add(len) > consumed {
             return Ok(None);
         }
-        f.seek(SeekFrom::Start(offset))
-            .map_err(|source| Error::Io {
-                action: "reading",
-                path: file.to_path_buf(),
-                source,
-            })?;
-        buf.clear();
-        f.by_ref()
-            .take(len)
-            .read_to_end(&mut buf)
-            .map_err(|source| Error::Io {
-                action: "reading",
-                path: file.to_path_buf(),
-                source,
-            })?;
+        r.seek_relative(offset as i64 - pos as i64).map_err(io)?;
+        buf.resize(len as usize, 0);
+        r.read_exact(&mut buf).map_err(io)?;
+        pos = offset + len;
         verified += len;
         if fnv(&buf) != digest {
             return Ok(None);
