@@ -11,6 +11,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use common::pi;
+use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
 use session_state::{
     CatchUp, Error, LogOptions, Materialize, NewEntry, Options, Projection, Scope, SessionLog,
@@ -804,7 +805,8 @@ fn another_programs_stamped_or_empty_sqlite_file_is_refused() {
 fn an_unstamped_database_of_ours_is_accepted_and_stamped() {
     let mut s = Session::new();
     s.populate();
-    for version in ["1", "2"] {
+    // "3" is the current schema version: stamped in place, nothing rebuilt.
+    for version in ["1", "2", "3"] {
         let _ = fs::remove_file(&s.db);
         fs::create_dir_all(s.db.parent().expect("parent")).expect("mkdir");
         let conn = rusqlite::Connection::open(&s.db).expect("create");
@@ -812,7 +814,8 @@ fn an_unstamped_database_of_ours_is_accepted_and_stamped() {
             .expect("wal");
         conn.execute_batch(&format!(
             "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); \
-             INSERT INTO meta VALUES ('app', 'session-state'), ('schema_version', '{version}');"
+             INSERT INTO meta VALUES ('app', 'session-state'), ('schema_version', '{version}'), \
+             ('marker', 'kept');"
         ))
         .expect("wave-1 meta");
         drop(conn);
@@ -824,6 +827,18 @@ fn an_unstamped_database_of_ours_is_accepted_and_stamped() {
         drop(proj);
         let header = fs::read(&s.db).expect("read");
         assert_eq!(&header[68..72], b"SSt1", "stamped (version {version})");
+        let marker: Option<String> = rusqlite::Connection::open(&s.db)
+            .expect("open")
+            .query_row("SELECT value FROM meta WHERE key = 'marker'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .expect("query");
+        assert_eq!(
+            marker.is_some(),
+            version == "3",
+            "an older schema is rebuilt, the current one kept (version {version})"
+        );
     }
 }
 
