@@ -99,7 +99,8 @@ CREATE TABLE IF NOT EXISTS session_values(
 pub struct CatchUp {
     /// The session was (re)built from the start of the file.
     pub rebuilt: bool,
-    /// Bytes of the session file read (beyond the constant-size digest checks).
+    /// Bytes of the session file parsed after the watermark (the checks of the consumed
+    /// prefix are counted in `verified_bytes`).
     pub bytes_read: u64,
     /// Entries added to the projection.
     pub entries_added: u64,
