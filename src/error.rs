@@ -294,6 +294,32 @@ pub enum Error {
         source: rusqlite::Error,
     },
 
+    /// The file at the projection database's path is not provably session-state's own
+    /// database (SPEC §4): it was neither opened for writing nor modified.
+    #[error(
+        "projection database {path}: refusing to use this file: it {what}; it was left \
+         untouched (choose another database path)"
+    )]
+    NotOurDatabase {
+        /// The file at the database path.
+        path: PathBuf,
+        /// What is there ("is not a SQLite database (starts with …)", ...).
+        what: String,
+    },
+
+    /// A row of the projection database does not decode (damaged or edited). Readers
+    /// rebuild the session from its log and answer from the rebuild; this error is
+    /// returned only when the rebuilt rows do not decode either.
+    #[error("projection database {path}: a stored row for {file} does not decode: {detail}")]
+    CorruptProjection {
+        /// The database file.
+        path: PathBuf,
+        /// The session file whose rows are affected.
+        file: PathBuf,
+        /// Which row and what is wrong with it.
+        detail: String,
+    },
+
     /// The write lock is held by someone else (or could not be taken).
     #[error(transparent)]
     Lock(Box<crate::lock::LockError>),

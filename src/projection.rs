@@ -1,12 +1,15 @@
 //! The SQLite projection (SPEC §4): a cache of folds, never the source of truth.
 //!
 //! Per session the database keeps a watermark (file identity, bytes consumed, length and
-//! mtime at that point, digests of the first and last 4 KiB of the consumed prefix) and,
-//! in the same transaction, the parent links of every entry and the folded value after
-//! every state event. A read checks the watermark with one `stat` and then follows
-//! `state_anc` links through point lookups: its cost does not grow with the file. When
-//! the file grew, only the bytes after the watermark are read; when the prefix changed,
-//! the session is rebuilt from the log. See `docs/architecture.md`.
+//! change stamp at that point, digests of the first and last 4 KiB of the consumed prefix)
+//! and, in the same transaction, the parent links of every entry and the folded value
+//! after every state event, with each state event's offset, length and digest. A read
+//! checks the watermark with one `stat` and then follows `state_anc` links through point
+//! lookups: its cost does not grow with the file. When the file grew or its stamp moved,
+//! the prefix digests and every folded state event's bytes are checked, then only the
+//! bytes after the watermark are read, committed in bounded chunks; when the prefix
+//! changed, the session is rebuilt from the log. Only a database that is provably ours
+//! is ever modified or deleted. See `docs/architecture.md`.
 
 use crate::error::{Error, Location, Result};
 use crate::log::STATE_PREFIX;
@@ -22,11 +25,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// 2: branch values are stored as snapshots plus merge-patch deltas (`base`, `delta`,
-/// `chain`), and the prefix digests are word-wise. A database of another version is
-/// rebuilt from the logs.
-const SCHEMA_VERSION: i64 = 2;
+/// `chain`), and the prefix digests are word-wise. A database of ours of another version
+/// is rebuilt from the logs.
+/// 3: every state event's line length and digest (`events.len`, `events.digest`), so a
+/// resumed catch-up can check the folded events' bytes.
+const SCHEMA_VERSION: i64 = 3;
 const APP: &str = "session-state";
 const DIGEST_SPAN: u64 = 4096;
+/// A catch-up commits at least every this many entries or bytes (SPEC §4: other sessions
+/// wait at most for one chunk).
+const CHUNK_ENTRIES: u64 = 20_000;
+const CHUNK_BYTES: u64 = 16 << 20;
+/// Every state event's line holds this (its `customType`), unless written with escapes.
+const STATE_MARK: &str = "session-state";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -61,6 +72,8 @@ CREATE TABLE IF NOT EXISTS events(
     scope TEXT,
     line INTEGER NOT NULL,
     offset INTEGER NOT NULL,
+    len INTEGER NOT NULL,
+    digest INTEGER NOT NULL,
     prev_anc INTEGER,
     value TEXT,
     error TEXT,
@@ -86,10 +99,14 @@ CREATE TABLE IF NOT EXISTS session_values(
 pub struct CatchUp {
     /// The session was (re)built from the start of the file.
     pub rebuilt: bool,
-    /// Bytes of the session file read (beyond the constant-size digest checks).
+    /// Bytes of the session file parsed after the watermark (the checks of the consumed
+    /// prefix are counted in `verified_bytes`).
     pub bytes_read: u64,
     /// Entries added to the projection.
     pub entries_added: u64,
+    /// Bytes of the session file read to check that the consumed prefix is unchanged:
+    /// the two digest spans and the folded state events (0 when nothing was checked).
+    pub verified_bytes: u64,
 }
 
 /// The projection database.
@@ -99,6 +116,7 @@ pub struct Projection {
     path: PathBuf,
     /// Catch-up reports of this connection, newest last (tests and benches read them).
     last_catch_up: Option<CatchUp>,
+    chunks: ChunkPolicy,
 }
 
 fn db_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + use<> {
@@ -263,12 +281,11 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// Whether the database holds our schema: `Ok(true)` ours, `Ok(false)` foreign.
+/// Whether the database holds our current schema: `Ok(true)` yes (or no tables yet: a
+/// database being created), `Ok(false)` an older schema of ours, to be rebuilt. Only
+/// called on a file that [`ownership`] proved ours.
 fn check_schema(conn: &Connection) -> rusqlite::Result<bool> {
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+    let tables = table_names(conn)?;
     if tables.is_empty() {
         return Ok(true);
     }
@@ -276,9 +293,6 @@ fn check_schema(conn: &Connection) -> rusqlite::Result<bool> {
         // Only the lock table (created by a writer) is still ours.
         return Ok(tables.iter().all(|t| t == "write_lock"));
     }
-    let app: Option<String> = conn
-        .query_row("SELECT value FROM meta WHERE key = 'app'", [], |r| r.get(0))
-        .optional()?;
     let version: Option<String> = conn
         .query_row(
             "SELECT value FROM meta WHERE key = 'schema_version'",
@@ -286,21 +300,229 @@ fn check_schema(conn: &Connection) -> rusqlite::Result<bool> {
             |r| r.get(0),
         )
         .optional()?;
-    Ok(app.as_deref() == Some(APP) && version == Some(SCHEMA_VERSION.to_string()))
+    Ok(meta_app(conn)?.as_deref() == Some(APP) && version == Some(SCHEMA_VERSION.to_string()))
 }
 
-fn remove_db_files(path: &Path) {
+fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")?
+        .query_map([], |r| r.get(0))?
+        .collect()
+}
+
+/// `meta.app`, if the database has a `meta` table with that key.
+fn meta_app(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    let has_meta: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_meta {
+        return Ok(None);
+    }
+    conn.query_row("SELECT value FROM meta WHERE key = 'app'", [], |r| r.get(0))
+        .optional()
+}
+
+/// What is at a database path, as far as ownership goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Nothing, or an empty file: ours to create.
+    Absent,
+    /// Not a regular file (a directory, ...): left to SQLite, whose error names it.
+    Special,
+    /// A SQLite file whose header carries our `application_id`.
+    Stamped,
+    /// A database of ours from before the stamp (`meta.app` says so), or one holding
+    /// only the write-lock table; stamped when opened for writing.
+    Unstamped,
+}
+
+/// Decides, without modifying anything, whether the file at `path` is provably our
+/// projection (SPEC §4). A file that is not is an [`Error::NotOurDatabase`] naming what is
+/// there.
+fn ownership(path: &Path) -> Result<Found> {
+    let not_ours = |what: String| Error::NotOurDatabase {
+        path: path.to_path_buf(),
+        what,
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Absent),
+        Err(source) => {
+            return Err(Error::Io {
+                action: "inspecting",
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    if meta.is_dir() {
+        return Ok(Found::Special);
+    }
+    if !meta.is_file() {
+        return Err(not_ours("is not a regular file".into()));
+    }
+    if meta.len() == 0 {
+        return Ok(Found::Absent);
+    }
+    let mut head = Vec::with_capacity(100);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(100).read_to_end(&mut head))
+        .map_err(|source| Error::Io {
+            action: "inspecting",
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if !head.starts_with(SQLITE_MAGIC) || head.len() < 100 {
+        return Err(not_ours(format!(
+            "is not a SQLite database (starts with `{}`)",
+            printable_start(&head)
+        )));
+    }
+    let app_id = i32::from_be_bytes([head[68], head[69], head[70], head[71]]);
+    if app_id == APPLICATION_ID {
+        return Ok(Found::Stamped);
+    }
+    if app_id != 0 {
+        return Err(not_ours(format!(
+            "is a SQLite database of another program (application_id {app_id:#010x})"
+        )));
+    }
+    // No stamp in the file's header: look inside, read-only (a stamp still in the WAL,
+    // a database of ours from before the stamp, or somebody else's).
+    let inspect = || -> rusqlite::Result<(i32, Option<String>, Vec<String>)> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        Ok((id, meta_app(&conn)?, table_names(&conn)?))
+    };
+    match inspect() {
+        Ok((id, _, _)) if id == APPLICATION_ID => Ok(Found::Stamped),
+        Ok((_, Some(app), _)) if app == APP => Ok(Found::Unstamped),
+        Ok((_, _, tables)) if !tables.is_empty() && tables.iter().all(|t| t == "write_lock") => {
+            Ok(Found::Unstamped)
+        }
+        Ok((_, _, tables)) if tables.is_empty() => Err(not_ours(
+            "is an empty SQLite database without session-state's stamp (no tables; if it is \
+             the leftover of an interrupted session-state run, remove it)"
+                .into(),
+        )),
+        Ok((_, _, tables)) => {
+            let mut list: Vec<&str> = tables.iter().map(String::as_str).take(5).collect();
+            if tables.len() > 5 {
+                list.push("…");
+            }
+            Err(not_ours(format!(
+                "is a SQLite database of another program (tables: {})",
+                list.join(", ")
+            )))
+        }
+        Err(e) if is_corruption(&e) => Err(not_ours(format!(
+            "is a damaged SQLite database without session-state's stamp ({e})"
+        ))),
+        Err(e) => Err(db_err(path, "inspecting")(e)),
+    }
+}
+
+const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+/// `PRAGMA application_id` of our databases ("SSt1"), header bytes 68..72.
+const APPLICATION_ID: i32 = 0x5353_7431;
+
+/// The first bytes of a file, for an error message: at most 24 characters, control
+/// characters escaped.
+fn printable_start(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(24)]);
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_control() || c == '`' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if bytes.len() > 24 {
+        out.push('…');
+    }
+    out
+}
+
+/// Removes the database at `path` and its side files, after checking (again, just
+/// before) that it is provably ours.
+fn remove_our_files(path: &Path) -> Result<()> {
+    if ownership(path)? == Found::Special {
+        return Err(Error::NotOurDatabase {
+            path: path.to_path_buf(),
+            what: "is not a regular file".into(),
+        });
+    }
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
         let _ = std::fs::remove_file(PathBuf::from(p));
     }
+    Ok(())
+}
+
+/// Opens (creating if needed) a database that [`ownership`] proved ours, checks and
+/// creates the schema and stamps it, all in one write transaction. `Ok(Err(()))`: an
+/// older schema of ours, to be rebuilt.
+fn open_ours(path: &Path, found: Found) -> rusqlite::Result<std::result::Result<Connection, ()>> {
+    if found == Found::Absent {
+        // Stamp a new file before anything else (before the switch to WAL, so that the
+        // stamp lands in the file's own header): a crash at any later point leaves a file
+        // that is provably ours. Checked and stamped in one write transaction: another
+        // opener may be creating it at the same moment.
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        if id != APPLICATION_ID && table_names(&tx)?.is_empty() {
+            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+        }
+        tx.commit()?;
+    }
+    let mut conn = connect(path)?;
+    // Check and create in one write transaction, so a second opener of a new database
+    // sees either nothing or the whole schema, never half of it.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    if id != APPLICATION_ID {
+        // Ours without the stamp yet (checked again here, in the transaction): nothing,
+        // a database of an older version, or only the lock table. Anything else appeared
+        // since we looked; the caller's rebuild checks ownership before it deletes.
+        let tables = table_names(&tx)?;
+        let unstamped_ours = tables.is_empty()
+            || meta_app(&tx)?.as_deref() == Some(APP)
+            || tables.iter().all(|t| t == "write_lock");
+        if !unstamped_ours {
+            return Ok(Err(()));
+        }
+        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+    }
+    if !check_schema(&tx)? {
+        return Ok(Err(()));
+    }
+    tx.execute_batch(SCHEMA)?;
+    tx.execute(
+        "INSERT OR IGNORE INTO meta(key, value) VALUES ('app', ?1), ('schema_version', ?2)",
+        params![APP, SCHEMA_VERSION.to_string()],
+    )?;
+    crate::lock::ensure_schema(&tx)?;
+    tx.commit()?;
+    Ok(Ok(conn))
 }
 
 impl Projection {
-    /// Opens (or creates) the projection database. A corrupt or foreign database is
-    /// deleted and rebuilt; one that cannot be opened at all is an error.
+    /// Opens (or creates) the projection database. Only a file that is provably ours
+    /// (SPEC §4: our `application_id` in its header, or `meta.app` of an older version)
+    /// is used; a corrupt one or one of an older schema is deleted and rebuilt. Anything
+    /// else at the path is refused with [`Error::NotOurDatabase`] and left untouched; a
+    /// database that cannot be opened at all is an error.
     pub fn open(path: &Path) -> Result<Projection> {
+        let found = ownership(path)?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|source| Error::Io {
                 action: "creating the database directory",
@@ -308,39 +530,23 @@ impl Projection {
                 source,
             })?;
         }
-        let attempt = |path: &Path| -> rusqlite::Result<std::result::Result<Connection, ()>> {
-            let mut conn = connect(path)?;
-            // Check and create in one write transaction, so a second opener of a new
-            // database sees either nothing or the whole schema, never half of it.
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            if !check_schema(&tx)? {
-                return Ok(Err(()));
-            }
-            tx.execute_batch(SCHEMA)?;
-            tx.execute(
-                "INSERT OR IGNORE INTO meta(key, value) VALUES ('app', ?1), ('schema_version', ?2)",
-                params![APP, SCHEMA_VERSION.to_string()],
-            )?;
-            crate::lock::ensure_schema(&tx)?;
-            tx.commit()?;
-            Ok(Ok(conn))
-        };
-        let why = match attempt(path) {
+        let why = match open_ours(path, found) {
             Ok(Ok(conn)) => {
                 return Ok(Projection {
                     conn,
                     path: path.to_path_buf(),
                     last_catch_up: None,
+                    chunks: ChunkPolicy::default(),
                 });
             }
-            Ok(Err(())) => "a foreign schema".to_string(),
+            Ok(Err(())) => "an older schema".to_string(),
             Err(e) if is_corruption(&e) => format!("corrupt ({e})"),
             Err(e) => return Err(db_err(path, "opening")(e)),
         };
-        // Never trusted: deleted and rebuilt from the logs on demand.
+        // Ours, but never trusted: deleted and rebuilt from the logs on demand.
         tracing::warn!(db = %path.display(), "{why}: rebuilding the projection");
-        remove_db_files(path);
-        let conn = attempt(path)
+        remove_our_files(path)?;
+        let conn = open_ours(path, Found::Absent)
             .map_err(db_err(path, "recreating"))?
             .map_err(|()| Error::InvalidInput {
                 detail: format!("{}: could not recreate the database", path.display()),
@@ -349,12 +555,15 @@ impl Projection {
             conn,
             path: path.to_path_buf(),
             last_catch_up: None,
+            chunks: ChunkPolicy::default(),
         })
     }
 
-    /// Opens an existing database read-only, never creating it (for `status`).
+    /// Opens an existing database read-only, never creating it (for `status`). Nothing
+    /// (or an empty file) is `None`; a file that is not provably ours is
+    /// [`Error::NotOurDatabase`].
     pub fn open_existing(path: &Path) -> Result<Option<Connection>> {
-        if !path.exists() {
+        if ownership(path)? == Found::Absent {
             return Ok(None);
         }
         let conn = Connection::open_with_flags(
@@ -389,11 +598,16 @@ impl Projection {
 
     /// Brings the projection of `file` up to date with the log and returns what it read.
     pub fn catch_up(&mut self, file: &Path) -> Result<CatchUp> {
-        let r = catch_up(&mut self.conn, &self.path, file);
+        let r = catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks);
         let r = match r {
             Err(Error::Database { source, .. }) if is_corruption(&source) => {
-                *self = Projection::open_rebuilt(&self.path)?;
-                catch_up(&mut self.conn, &self.path, file)
+                self.reopen_rebuilt()?;
+                catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks)
+            }
+            // Rows of this session that do not decode: rebuild it from the log, once.
+            Err(e @ Error::CorruptProjection { .. }) => {
+                tracing::warn!(error = %e, "rebuilding the session's projection");
+                catch_up(&mut self.conn, &self.path, file, true, &mut self.chunks)
             }
             r => r,
         };
@@ -403,13 +617,18 @@ impl Projection {
         r
     }
 
-    fn open_rebuilt(path: &Path) -> Result<Projection> {
-        remove_db_files(path);
-        Projection::open(path)
+    /// Deletes the database (ours: checked again first) and opens a new one in its place.
+    fn reopen_rebuilt(&mut self) -> Result<()> {
+        remove_our_files(&self.path)?;
+        let chunks = std::mem::take(&mut self.chunks);
+        *self = Projection::open(&self.path)?;
+        self.chunks = chunks;
+        Ok(())
     }
 
     /// The folded value of `plugin` in `scope` for `file`, as if the leaf were `at` (the
-    /// last entry in file order by default). Catches up first.
+    /// last entry in file order by default). Catches up first. Stored rows that do not
+    /// decode are never an answer: the session is rebuilt from the log and read again.
     pub fn read(
         &mut self,
         file: &Path,
@@ -423,12 +642,30 @@ impl Projection {
             // Corruption found by the read itself (pages the catch-up did not touch):
             // rebuild the database from the log and answer from the new one.
             Err(Error::Database { source, .. }) if is_corruption(&source) => {
-                *self = Projection::open_rebuilt(&self.path)?;
+                self.reopen_rebuilt()?;
                 self.catch_up(file)?;
+                read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
+            }
+            Err(e @ Error::CorruptProjection { .. }) => {
+                tracing::warn!(error = %e, "rebuilding the session's projection");
+                let c = catch_up(&mut self.conn, &self.path, file, true, &mut self.chunks)?;
+                self.last_catch_up = Some(c);
                 read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
             }
             r => r,
         }
+    }
+
+    /// Test hook: commit catch-ups every `entries` entries and call `hook` between two
+    /// chunks (after one committed, before the next begins) with the catch-up so far; a
+    /// hook returning `false` stops the build there, as a killed process would.
+    #[doc(hidden)]
+    pub fn set_chunk_hook(&mut self, entries: u64, hook: Option<ChunkHook>) {
+        self.chunks = ChunkPolicy {
+            entries: entries.max(1),
+            bytes: CHUNK_BYTES,
+            hook,
+        };
     }
 
     /// Records a session's state after this process appended to it (catch-up from the
@@ -467,11 +704,13 @@ fn forget(conn: &Connection, key: &str) -> rusqlite::Result<()> {
 
 enum Plan {
     UpToDate,
-    Resume(SessionRow),
+    /// The consumed prefix is intact: read on from the watermark. The number is the bytes
+    /// read to verify it (the prefix digests' spans and every folded state event).
+    Resume(SessionRow, u64),
     Rebuild,
 }
 
-/// What a catch-up must do. Without `verify`, a grown file is assumed to be `Resume`
+/// What a catch-up must do. Without `verify`, a changed file is assumed to be `Resume`
 /// without reading its prefix: enough to decide that there is work to do.
 fn plan(
     conn: &Connection,
@@ -492,31 +731,133 @@ fn plan(
     if len < row.file_len || len < row.consumed {
         return Ok(Plan::Rebuild);
     }
-    if len == row.file_len {
-        // Same length: unchanged unless rewritten in place (then the mtime moved).
-        return Ok(if mtime_ns(meta) == row.mtime_ns {
-            Plan::UpToDate
-        } else {
-            Plan::Rebuild
-        });
+    if len == row.file_len && mtime_ns(meta) == row.mtime_ns {
+        return Ok(Plan::UpToDate);
     }
     if !verify {
-        return Ok(Plan::Resume(row));
+        return Ok(Plan::Resume(row, 0));
     }
-    // It grew: the consumed prefix must be intact.
+    // It grew, or was touched or rewritten in place: the consumed prefix must be intact.
+    // Then a same-length file only gets a new stamp (a resume that reads nothing new).
+    Ok(match prefix_intact(conn, db, file, key, &row)? {
+        Some(verified) => Plan::Resume(row, verified),
+        None => Plan::Rebuild,
+    })
+}
+
+/// Whether the consumed prefix is what the projection folded: the digests of its first
+/// and last [`DIGEST_SPAN`] bytes, and the bytes of every state event folded (their
+/// offsets, lengths and digests are in `events`). `Some(bytes read)` if intact. Entries
+/// that are not state events are checked only inside the two spans (docs/architecture.md,
+/// "Limits").
+fn prefix_intact(
+    conn: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+    row: &SessionRow,
+) -> Result<Option<u64>> {
     let mut f = std::fs::File::open(file).map_err(|source| Error::Io {
         action: "opening",
         path: file.to_path_buf(),
         source,
     })?;
-    let (head, pre) = digests(&mut f, file, row.consumed as u64, None)?;
+    let consumed = row.consumed as u64;
+    let (head, pre) = digests(&mut f, file, consumed, None)?;
+    let mut verified =
+        consumed.min(DIGEST_SPAN) + (consumed - consumed.saturating_sub(DIGEST_SPAN));
     if head != row.head_digest || pre != row.pre_digest {
-        return Ok(Plan::Rebuild);
+        return Ok(None);
     }
-    Ok(Plan::Resume(row))
+    let q = db_err(db, "reading the projection");
+    let mut stmt = conn
+        .prepare_cached("SELECT offset, len, digest FROM events WHERE file = ?1 ORDER BY idx")
+        .map_err(db_err(db, "reading the projection"))?;
+    let spans = stmt
+        .query_map([key], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(q)?;
+    // In file order through one buffer: events close together cost one read.
+    let io = |source| Error::Io {
+        action: "reading",
+        path: file.to_path_buf(),
+        source,
+    };
+    let mut r = std::io::BufReader::with_capacity(64 << 10, f);
+    let mut pos = r.stream_position().map_err(io)?;
+    let mut buf = Vec::new();
+    for (offset, len, digest) in spans {
+        let (offset, len) = (offset as u64, len as u64);
+        if offset.saturating_add(len) > consumed {
+            return Ok(None);
+        }
+        r.seek_relative(offset as i64 - pos as i64).map_err(io)?;
+        buf.resize(len as usize, 0);
+        r.read_exact(&mut buf).map_err(io)?;
+        pos = offset + len;
+        verified += len;
+        if fnv(&buf) != digest {
+            return Ok(None);
+        }
+    }
+    Ok(Some(verified))
 }
 
-fn catch_up(conn: &mut Connection, db: &Path, file: &Path) -> Result<CatchUp> {
+/// How a catch-up commits (SPEC §4: building one session must not block the others).
+enum Commit<'h> {
+    /// In bounded chunks, each committed with its watermark; the hook runs between
+    /// chunks and may stop the build there (as a killed process would).
+    Chunks(&'h mut ChunkPolicy),
+    /// Inside the caller's transaction: at most one chunk; the rest is left to the next
+    /// catch-up.
+    Caller(&'h ChunkPolicy),
+}
+
+/// The size of a catch-up's chunks, and a test hook between them.
+pub(crate) struct ChunkPolicy {
+    entries: u64,
+    bytes: u64,
+    hook: Option<ChunkHook>,
+}
+
+/// Called between two committed chunks with the catch-up so far; `false` stops there
+/// (a test hook, see [`Projection::set_chunk_hook`]).
+#[doc(hidden)]
+pub type ChunkHook = Box<dyn FnMut(&CatchUp) -> bool + Send>;
+
+impl Default for ChunkPolicy {
+    fn default() -> Self {
+        ChunkPolicy {
+            entries: CHUNK_ENTRIES,
+            bytes: CHUNK_BYTES,
+            hook: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ChunkPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkPolicy")
+            .field("entries", &self.entries)
+            .field("bytes", &self.bytes)
+            .field("hook", &self.hook.is_some())
+            .finish()
+    }
+}
+
+fn catch_up(
+    conn: &mut Connection,
+    db: &Path,
+    file: &Path,
+    force_rebuild: bool,
+    policy: &mut ChunkPolicy,
+) -> Result<CatchUp> {
     let key = file_key(file)?;
     let meta = std::fs::metadata(file).map_err(|source| Error::Io {
         action: "reading",
@@ -524,45 +865,81 @@ fn catch_up(conn: &mut Connection, db: &Path, file: &Path) -> Result<CatchUp> {
         source,
     })?;
     // Fast path without a write transaction.
-    if let Plan::UpToDate = plan(conn, db, file, &key, &meta, false)? {
+    if !force_rebuild && matches!(plan(conn, db, file, &key, &meta, false)?, Plan::UpToDate) {
         return Ok(CatchUp::default());
     }
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+    conn.execute_batch("BEGIN IMMEDIATE")
         .map_err(db_err(db, "starting a transaction"))?;
-    let stats = catch_up_locked(&tx, db, file, &key)?;
-    tx.commit().map_err(db_err(db, "committing"))?;
-    Ok(stats)
+    let r = catch_up_locked(conn, db, file, &key, force_rebuild, Commit::Chunks(policy));
+    match r {
+        Ok(stats) => {
+            conn.execute_batch("COMMIT")
+                .map_err(db_err(db, "committing"))?;
+            Ok(stats)
+        }
+        Err(e) => {
+            // Chunks committed before stand: each is a consistent prefix.
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            Err(e)
+        }
+    }
 }
 
 /// The catch-up itself, inside a write transaction the caller opened and commits.
-fn catch_up_locked(tx: &Connection, db: &Path, file: &Path, key: &str) -> Result<CatchUp> {
+fn catch_up_locked(
+    tx: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+    force_rebuild: bool,
+    commit: Commit<'_>,
+) -> Result<CatchUp> {
     // Re-plan under the write lock: another process may have caught up meanwhile.
     let meta = std::fs::metadata(file).map_err(|source| Error::Io {
         action: "reading",
         path: file.to_path_buf(),
         source,
     })?;
-    Ok(match plan(tx, db, file, key, &meta, true)? {
+    let plan = if force_rebuild {
+        Plan::Rebuild
+    } else {
+        plan(tx, db, file, key, &meta, true)?
+    };
+    Ok(match plan {
         Plan::UpToDate => CatchUp::default(),
-        Plan::Resume(row) => ingest(tx, db, file, key, Some(row))?,
+        Plan::Resume(row, verified) => {
+            let mut c = ingest(tx, db, file, key, Some(row), commit)?;
+            c.verified_bytes += verified;
+            c
+        }
         Plan::Rebuild => {
+            // The first chunk of a rebuild clears the old rows (same transaction).
             forget(tx, key).map_err(db_err(db, "clearing a session"))?;
-            ingest(tx, db, file, key, None)?
+            ingest(tx, db, file, key, None, commit)?
         }
     })
 }
 
 /// Catches the projection of `file` up inside a write transaction that the caller has
 /// opened (`BEGIN IMMEDIATE`) on `conn` and will commit or roll back. A writer uses it to
-/// commit the catch-up after its append together with the release of its write lock.
+/// commit the catch-up after its append together with the release of its write lock. At
+/// most one chunk is ingested (the transaction stays short); the next catch-up goes on.
 pub(crate) fn catch_up_in_transaction(
     conn: &Connection,
     db: &Path,
     file: &Path,
 ) -> Result<CatchUp> {
     let key = file_key(file)?;
-    catch_up_locked(conn, db, file, &key)
+    catch_up_locked(
+        conn,
+        db,
+        file,
+        &key,
+        false,
+        Commit::Caller(&ChunkPolicy::default()),
+    )
 }
 
 /// A fold's error: the detail and the node index of the bad event.
@@ -618,22 +995,50 @@ impl Stored {
             Stored::Delta { base, patch, chain } => (None, Some(*base), Some(patch), *chain),
         }
     }
+    /// From the columns; a half-stored delta is `Err` with what is wrong.
     fn from_columns(
         value: Option<String>,
         base: Option<i64>,
         delta: Option<String>,
         chain: i64,
-    ) -> Stored {
+    ) -> std::result::Result<Stored, String> {
         match (base, delta) {
-            (Some(base), Some(patch)) => Stored::Delta { base, patch, chain },
-            _ => Stored::snapshot(value),
+            (Some(base), Some(patch)) => Ok(Stored::Delta { base, patch, chain }),
+            (None, None) => Ok(Stored::snapshot(value)),
+            (Some(base), None) => Err(format!("a delta on event {base} without its patch")),
+            (None, Some(_)) => Err("a delta without its base event".into()),
         }
+    }
+}
+
+/// Where stored rows come from, to name them when they do not decode.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    db: &'a Path,
+    file: &'a Path,
+}
+
+impl Rows<'_> {
+    fn corrupt(&self, detail: impl Into<String>) -> Error {
+        Error::CorruptProjection {
+            path: self.db.to_path_buf(),
+            file: self.file.to_path_buf(),
+            detail: detail.into(),
+        }
+    }
+
+    /// Parses a stored JSON text (a folded value or a patch); one small function, so the
+    /// parser is easy to swap.
+    fn json(&self, what: &str, text: &str) -> Result<Value> {
+        crate::json::from_str(text).map_err(|e| self.corrupt(format!("{what}: {e}")))
     }
 }
 
 /// The folded value (JSON text) of a stored event: its snapshot, or the snapshot below
 /// it with the deltas since applied in order. `row(idx)` reads another event's storage.
+/// A missing base or a text that does not parse is [`Error::CorruptProjection`].
 fn folded_text(
+    rows: Rows<'_>,
     at: Stored,
     mut row: impl FnMut(i64) -> Result<Option<Stored>>,
 ) -> Result<Option<String>> {
@@ -647,9 +1052,11 @@ fn folded_text(
                 patches.push(patch);
                 match row(base)? {
                     Some(next) => cur = next,
-                    // A missing base cannot happen in a consistent database; fold from
-                    // absent rather than fail a read.
-                    None => break None,
+                    None => {
+                        return Err(
+                            rows.corrupt(format!("the base event {base} of a delta is missing"))
+                        );
+                    }
                 }
             }
         }
@@ -659,11 +1066,12 @@ fn folded_text(
     }
     // In place, as `Op::Patch` applies a patch (an absent value patches `{}`), without
     // copying the value at every step.
-    let mut value: Value = base
-        .and_then(|b| crate::json::from_str(&b).ok())
-        .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+    let mut value: Value = match base {
+        Some(b) => rows.json("a stored value", &b)?,
+        None => Value::Object(serde_json::Map::new()),
+    };
     for p in patches.iter().rev() {
-        let patch: Value = crate::json::from_str(p).unwrap_or(Value::Null);
+        let patch = rows.json("a stored patch", p)?;
         crate::json::merge_patch(&mut value, &patch);
     }
     Ok(Some(crate::json::to_string_exact(&value)))
@@ -694,6 +1102,10 @@ struct SqlSink<'c> {
     last_folded: HashMap<String, (i64, Option<String>)>,
     session_values: HashMap<String, SessionVal>,
     added: u64,
+    /// An error met where the scanner's interface cannot return one (`assign_id`).
+    deferred: Option<Error>,
+    /// Length and digest of the current line, when it may be a state event.
+    line_digest: Option<(i64, i64)>,
 }
 
 impl SqlSink<'_> {
@@ -732,22 +1144,52 @@ impl SqlSink<'_> {
                         let scope: Option<String> = r.get(1)?;
                         let error: Option<String> = r.get(4)?;
                         let error_idx: Option<i64> = r.get(5)?;
-                        Ok(EventRow {
-                            plugin: r.get(0)?,
-                            scope: scope.and_then(|s| s.parse().ok()),
-                            prev_anc: r.get(2)?,
-                            stored: Stored::from_columns(
-                                r.get(3)?,
-                                r.get(6)?,
-                                r.get(7)?,
-                                r.get(8)?,
-                            ),
-                            error: error.zip(error_idx),
-                        })
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            scope,
+                            r.get::<_, Option<i64>>(2)?,
+                            Stored::from_columns(r.get(3)?, r.get(6)?, r.get(7)?, r.get(8)?),
+                            error.zip(error_idx),
+                        ))
                     })
                     .optional()
                 }),
-        )
+        )?
+        .map(|(plugin, scope, prev_anc, stored, error)| {
+            let rows = self.rows();
+            Ok(EventRow {
+                plugin,
+                scope: match scope {
+                    None => None,
+                    Some(s) => Some(s.parse().map_err(|_| {
+                        rows.corrupt(format!("event {idx}: unknown stored scope {s:?}"))
+                    })?),
+                },
+                prev_anc,
+                stored: stored.map_err(|d| rows.corrupt(format!("event {idx}: {d}")))?,
+                error,
+            })
+        })
+        .transpose()
+    }
+
+    fn digest_line(&self, offset: u64, len: u64) -> Result<(i64, i64)> {
+        let mut f = std::fs::File::open(&self.file).map_err(|source| Error::Io {
+            action: "opening",
+            path: self.file.clone(),
+            source,
+        })?;
+        Ok((
+            len as i64,
+            fnv(&read_span(&mut f, &self.file, offset, len)?),
+        ))
+    }
+
+    fn rows(&self) -> Rows<'_> {
+        Rows {
+            db: &self.db,
+            file: &self.file,
+        }
     }
 
     /// This plugin's branch fold just above a node whose parent's `state_anc` is `anc`:
@@ -761,7 +1203,9 @@ impl SqlSink<'_> {
                 }
                 let value = match self.last_folded.get(plugin) {
                     Some((idx, v)) if *idx == e => v.clone(),
-                    _ => folded_text(row.stored.clone(), |i| Ok(self.event(i)?.map(|r| r.stored)))?,
+                    _ => folded_text(self.rows(), row.stored.clone(), |i| {
+                        Ok(self.event(i)?.map(|r| r.stored))
+                    })?,
                 };
                 return Ok(Ok(Some((e, row.stored.chain(), value))));
             }
@@ -796,15 +1240,21 @@ impl SqlSink<'_> {
 /// (the plugin has no branch event above), or the error of a bad event above.
 type BranchBase = std::result::Result<Option<(i64, i64, Option<String>)>, FoldErr>;
 
-fn apply_op(env: &Envelope, current: Option<&str>) -> Option<String> {
-    let cur: Option<Value> = current.and_then(|c| crate::json::from_str(c).ok());
-    env.op
+fn apply_op(rows: Rows<'_>, env: &Envelope, current: Option<&str>) -> Result<Option<String>> {
+    let cur = match current {
+        Some(c) => Some(rows.json("a stored value", c)?),
+        None => None,
+    };
+    Ok(env.op
         .apply(cur.as_ref())
-        .map(|v| crate::json::to_string_exact(&v))
+        .map(|v| crate::json::to_string_exact(&v)))
 }
 
 impl EntrySink for SqlSink<'_> {
     fn entry(&mut self, e: ScannedEntry<'_, '_>, _state: &ScanState) -> Result<()> {
+        if let Some(err) = self.deferred.take() {
+            return Err(err);
+        }
         let id = &*e.id;
         if self.node_by_id(id)?.is_some() {
             return Err(Error::DuplicateId {
@@ -863,6 +1313,11 @@ impl EntrySink for SqlSink<'_> {
                 Err(d) => d.scope,
             };
             let here = |detail: &str| (detail.to_owned(), idx);
+            let (line_len, line_digest) = match self.line_digest.take() {
+                Some(d) => d,
+                // Written with escapes: read the line back.
+                None => self.digest_line(e.at.offset, e.len - 1)?,
+            };
             let mut row = EventRow {
                 plugin: plugin.clone(),
                 scope,
@@ -880,7 +1335,7 @@ impl EntrySink for SqlSink<'_> {
                             Some((i, c, v)) => (Some(i), c, v),
                             None => (None, 0, None),
                         };
-                        let value = apply_op(env, base_value.as_deref());
+                        let value = apply_op(self.rows(), env, base_value.as_deref())?;
                         row.stored = match (&env.op, base_idx) {
                             (crate::state::envelope::Op::Patch(p), Some(base)) => {
                                 let patch = crate::json::to_string_exact(p);
@@ -902,7 +1357,7 @@ impl EntrySink for SqlSink<'_> {
                 let next = match (err, &decoded) {
                     (Some(err), _) => (cur, Some(err)),
                     (None, Err(d)) => (cur, Some(here(&d.detail))),
-                    (None, Ok(env)) => (apply_op(env, cur.as_deref()), None),
+                    (None, Ok(env)) => (apply_op(self.rows(), env, cur.as_deref())?, None),
                 };
                 self.sql(
                     self.tx
@@ -926,9 +1381,9 @@ impl EntrySink for SqlSink<'_> {
             self.sql(
                 self.tx
                     .prepare_cached(
-                        "INSERT INTO events(file, idx, plugin, scope, line, offset, prev_anc, \
-                         value, error, error_idx, base, delta, chain) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                        "INSERT INTO events(file, idx, plugin, scope, line, offset, len, digest, \
+                         prev_anc, value, error, error_idx, base, delta, chain) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                     )
                     .and_then(|mut q| {
                         let (value, base, delta, chain) = row.stored.columns();
@@ -939,6 +1394,8 @@ impl EntrySink for SqlSink<'_> {
                             scope.map(Scope::as_str),
                             e.at.line as i64,
                             e.at.offset as i64,
+                            line_len,
+                            line_digest,
                             prev_anc,
                             value,
                             row.error.as_ref().map(|e| &e.0),
@@ -960,14 +1417,21 @@ impl EntrySink for SqlSink<'_> {
 
     fn finding(&mut self, _f: Finding) {}
 
+    /// A v1 entry's id, collision-checked against the projection. The trait cannot fail
+    /// here, so a database error is kept and returned by the next `entry` (and by the
+    /// ingest), never taken for "the id is free".
     fn assign_id(&mut self, ordinal: u64) -> String {
         let mut attempt = 0;
         loop {
             let id = crate::log::migrate::v1_id(&self.session_id, ordinal, attempt);
-            if !matches!(self.node_by_id(&id), Ok(Some(_))) {
-                return id;
+            match self.node_by_id(&id) {
+                Ok(Some(_)) => attempt += 1,
+                Ok(None) => return id,
+                Err(e) => {
+                    self.deferred.get_or_insert(e);
+                    return id;
+                }
             }
-            attempt += 1;
         }
     }
 
@@ -976,12 +1440,59 @@ impl EntrySink for SqlSink<'_> {
     }
 }
 
+/// The watermark of a consistent prefix: everything before `consumed` is in the rows.
+struct Watermark<'a> {
+    session_id: &'a str,
+    version: u32,
+    consumed: Location,
+    file_len: i64,
+    mtime: i64,
+    head: i64,
+    pre: i64,
+    entry_count: i64,
+    last_id: Option<&'a str>,
+}
+
+fn write_watermark(
+    tx: &Connection,
+    db: &Path,
+    key: &str,
+    ident: FileIdentity,
+    w: &Watermark<'_>,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO sessions(file, session_id, version, dev, ino, consumed, next_line, \
+         file_len, mtime_ns, head_digest, pre_digest, entry_count, last_entry_id) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )
+    .and_then(|mut q| {
+        q.execute(params![
+            key,
+            w.session_id,
+            w.version,
+            ident.dev as i64,
+            ident.ino as i64,
+            w.consumed.offset as i64,
+            w.consumed.line as i64,
+            w.file_len,
+            w.mtime,
+            w.head,
+            w.pre,
+            w.entry_count,
+            w.last_id
+        ])
+    })
+    .map_err(db_err(db, "writing the watermark"))?;
+    Ok(())
+}
+
 fn ingest(
     tx: &Connection,
     db: &Path,
     file: &Path,
     key: &str,
     resume: Option<SessionRow>,
+    mut commit: Commit<'_>,
 ) -> Result<CatchUp> {
     let mut f = std::fs::File::open(file).map_err(|source| Error::Io {
         action: "opening",
@@ -1054,6 +1565,11 @@ fn ingest(
             path: file.to_path_buf(),
             source,
         })?;
+    let ident = FileIdentity::of(&f.metadata().map_err(|source| Error::Io {
+        action: "reading",
+        path: file.to_path_buf(),
+        source,
+    })?);
     let mut sink = SqlSink {
         tx,
         db: db.to_path_buf(),
@@ -1067,15 +1583,114 @@ fn ingest(
         last_folded: HashMap::new(),
         session_values: HashMap::new(),
         added: 0,
+        deferred: None,
+        line_digest: None,
     };
     let mut last_good = start;
-    let tail = reader::for_each_line(&f, file, start, |bytes, at| {
-        scan.line(file, ReadMode::Strict, bytes, at, &mut sink)?;
-        if scan.pending_bad.is_empty() {
-            last_good = scan.next;
-        }
-        Ok(())
+    // The start of the current chunk (entries added, byte offset).
+    let mut chunk_start = (0u64, start.offset);
+    let (max_entries, max_bytes) = match &commit {
+        Commit::Chunks(p) => (p.entries, p.bytes),
+        Commit::Caller(p) => (p.entries, p.bytes),
+    };
+    // Set when the build stops at a chunk boundary before the end of the file.
+    let mut stopped = false;
+    // A resumed catch-up verified the head of the prefix just now (`plan`, same
+    // transaction): its digest carries over, and so does one computed at a chunk boundary.
+    let mut known_head = resume
+        .as_ref()
+        .filter(|row| row.consumed as u64 >= DIGEST_SPAN)
+        .map(|row| row.head_digest);
+    // Its own handle: the digests seek, and `f` is being read.
+    let mut digest_file = std::fs::File::open(file).map_err(|source| Error::Io {
+        action: "opening",
+        path: file.to_path_buf(),
+        source,
     })?;
+    let result = reader::for_each_line(&f, file, start, |bytes, at| {
+        // The digest of a state event's line, for the check on resume (item of SPEC §4):
+        // computed only for lines that can be one.
+        sink.line_digest = memchr::memmem::find(bytes, STATE_MARK.as_bytes())
+            .map(|_| (bytes.len() as i64, fnv(bytes)));
+        scan.line(file, ReadMode::Strict, bytes, at, &mut sink)?;
+        if !scan.pending_bad.is_empty() {
+            return Ok(());
+        }
+        last_good = scan.next;
+        if sink.added - chunk_start.0 < max_entries && last_good.offset - chunk_start.1 < max_bytes
+        {
+            return Ok(());
+        }
+        // A chunk boundary: a consistent prefix ends here.
+        let (head, pre) = digests(&mut digest_file, file, last_good.offset, known_head)?;
+        if last_good.offset >= DIGEST_SPAN {
+            known_head = Some(head);
+        }
+        write_watermark(
+            tx,
+            db,
+            key,
+            ident,
+            &Watermark {
+                session_id: &header_id,
+                version,
+                consumed: last_good,
+                // Not a full read: the next catch-up verifies the prefix and goes on.
+                file_len: last_good.offset as i64,
+                mtime: 0,
+                head,
+                pre,
+                entry_count: sink.next_idx,
+                last_id: sink.last_id.as_deref(),
+            },
+        )?;
+        let Commit::Chunks(policy) = &mut commit else {
+            stopped = true;
+            return Err(stop_marker());
+        };
+        tx.execute_batch("COMMIT")
+            .map_err(db_err(db, "committing a chunk"))?;
+        let so_far = CatchUp {
+            rebuilt: resume.is_none(),
+            bytes_read: last_good.offset - start.offset,
+            entries_added: sink.added,
+            verified_bytes: 0,
+        };
+        let go_on = policy.hook.as_mut().is_none_or(|hook| hook(&so_far));
+        // The caller commits (or rolls back) the transaction it finds open.
+        tx.execute_batch("BEGIN IMMEDIATE")
+            .map_err(db_err(db, "starting a transaction"))?;
+        if !go_on {
+            stopped = true;
+            return Err(stop_marker());
+        }
+        // Another process may have caught up this session between the chunks: it owns
+        // the rest of the work then.
+        let row = session_row(tx, key).map_err(db_err(db, "reading the watermark"))?;
+        if row
+            .is_none_or(|r| r.consumed as u64 != last_good.offset || r.entry_count != sink.next_idx)
+        {
+            stopped = true;
+            return Err(stop_marker());
+        }
+        chunk_start = (sink.added, last_good.offset);
+        Ok(())
+    });
+    let tail = match result {
+        Ok(tail) => tail,
+        Err(_) if stopped => {
+            return Ok(CatchUp {
+                rebuilt: resume.is_none(),
+                bytes_read: last_good.offset - start.offset,
+                entries_added: sink.added,
+                verified_bytes: 0,
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(err) = sink.deferred.take() {
+        return Err(err);
+    }
     // Lines still pending (unparsable, nothing valid after them yet) are re-read next time.
     let consumed = last_good;
     let file_end = scan.next.offset + tail;
@@ -1084,48 +1699,44 @@ fn ingest(
         path: file.to_path_buf(),
         source,
     })?;
-    // A resumed catch-up verified the head of the prefix just now (`plan`, same
-    // transaction): its digest carries over.
-    let known_head = resume
-        .as_ref()
-        .filter(|row| row.consumed as u64 >= DIGEST_SPAN)
-        .map(|row| row.head_digest);
     let (head, pre) = digests(&mut f, file, consumed.offset, known_head)?;
-    let ident = FileIdentity::of(&meta);
     // If the file grew while we read, record the length we saw; the next read resumes.
     let (file_len, mtime) = if meta.len() == file_end {
         (file_end as i64, mtime_ns(&meta))
     } else {
         (file_end as i64, 0)
     };
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO sessions(file, session_id, version, dev, ino, consumed, next_line, \
-         file_len, mtime_ns, head_digest, pre_digest, entry_count, last_entry_id) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-    )
-    .and_then(|mut q| {
-        q.execute(params![
-            key,
-            header_id,
+    write_watermark(
+        tx,
+        db,
+        key,
+        FileIdentity::of(&meta),
+        &Watermark {
+            session_id: &header_id,
             version,
-            ident.dev as i64,
-            ident.ino as i64,
-            consumed.offset as i64,
-            consumed.line as i64,
+            consumed,
             file_len,
             mtime,
             head,
             pre,
-            sink.next_idx,
-            sink.last_id
-        ])
-    })
-    .map_err(db_err(db, "writing the watermark"))?;
+            entry_count: sink.next_idx,
+            last_id: sink.last_id.as_deref(),
+        },
+    )?;
     Ok(CatchUp {
         rebuilt: resume.is_none(),
         bytes_read: file_end - start.offset,
         entries_added: sink.added,
+        verified_bytes: 0,
     })
+}
+
+/// The error that stops the line loop at a chunk boundary (recognised by the flag set
+/// with it, never shown).
+fn stop_marker() -> Error {
+    Error::InvalidInput {
+        detail: "stopped at a chunk boundary".into(),
+    }
 }
 
 fn bad_event(
@@ -1169,8 +1780,10 @@ fn read_value(
     at: Option<&str>,
 ) -> Result<Option<Value>> {
     let q = |r| db_err(db, "reading the projection")(r);
-    let parse =
-        |v: Option<String>| -> Option<Value> { v.and_then(|s| crate::json::from_str(&s).ok()) };
+    let rows = Rows { db, file };
+    let parse = |v: Option<String>| -> Result<Option<Value>> {
+        v.map(|s| rows.json("a stored value", &s)).transpose()
+    };
     match scope {
         Scope::Session => {
             if let Some(at) = at {
@@ -1194,7 +1807,7 @@ fn read_value(
                 Some((_, Some(err), Some(idx))) => {
                     Err(bad_event(conn, file, key, plugin, err, idx))
                 }
-                Some((v, _, _)) => Ok(parse(v)),
+                Some((v, _, _)) => parse(v),
             }
         }
         Scope::Branch => {
@@ -1225,7 +1838,7 @@ fn read_value(
                      FROM events WHERE file = ?1 AND idx = ?2",
                 )
                 .map_err(q)?;
-            let stored = |r: &rusqlite::Row<'_>| -> rusqlite::Result<Stored> {
+            let stored = |r: &rusqlite::Row<'_>| -> rusqlite::Result<_> {
                 Ok(Stored::from_columns(
                     r.get(5)?,
                     r.get(6)?,
@@ -1233,8 +1846,11 @@ fn read_value(
                     r.get(8)?,
                 ))
             };
+            let decoded = |i: i64, s: std::result::Result<Stored, String>| {
+                s.map_err(|d| rows.corrupt(format!("event {i}: {d}")))
+            };
             while let Some(e) = anc {
-                let row: Option<(EventTuple, Stored)> = stmt
+                let row: Option<(EventTuple, std::result::Result<Stored, String>)> = stmt
                     .query_row(params![key, e], |r| {
                         Ok((
                             (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
@@ -1244,18 +1860,24 @@ fn read_value(
                     .optional()
                     .map_err(q)?;
                 let Some(((p, s, prev, error, error_idx), at)) = row else {
-                    break;
+                    return Err(rows.corrupt(format!("event {e}, named by a link, is missing")));
                 };
+                if !matches!(s.as_deref(), None | Some("branch" | "session")) {
+                    return Err(rows.corrupt(format!("event {e}: unknown stored scope {s:?}")));
+                }
                 if p == plugin && s.as_deref() != Some("session") {
                     if let (Some(err), Some(idx)) = (error, error_idx) {
                         return Err(bad_event(conn, file, key, plugin, err, idx));
                     }
-                    let text = folded_text(at, |i| {
+                    let at = decoded(e, at)?;
+                    let text = folded_text(rows, at, |i| {
                         stmt.query_row(params![key, i], stored)
                             .optional()
-                            .map_err(q)
+                            .map_err(q)?
+                            .map(|s| decoded(i, s))
+                            .transpose()
                     })?;
-                    return Ok(parse(text));
+                    return parse(text);
                 }
                 anc = prev;
             }
@@ -1271,4 +1893,69 @@ fn node_anc(conn: &Connection, key: &str, id: &str) -> rusqlite::Result<Option<O
         |r| r.get(0),
     )
     .optional()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `assign_id` cannot return an error through the scanner's interface; a database
+    /// error while checking an id for collisions is kept and returned by the next entry
+    /// and the ingest, never read as "the id is free".
+    #[test]
+    fn assign_id_keeps_a_database_error_instead_of_calling_the_id_free() {
+        let conn = Connection::open_in_memory().expect("open");
+        // No `nodes` table: every lookup fails.
+        let mut sink = SqlSink {
+            tx: &conn,
+            db: PathBuf::from("/db"),
+            file: PathBuf::from("/s.jsonl"),
+            key: "/s.jsonl".into(),
+            session_id: "s".into(),
+            next_idx: 0,
+            last_id: None,
+            ids: HashMap::new(),
+            events: HashMap::new(),
+            last_folded: HashMap::new(),
+            session_values: HashMap::new(),
+            added: 0,
+            deferred: None,
+            line_digest: None,
+        };
+        let _ = sink.assign_id(0);
+        assert!(
+            matches!(sink.deferred, Some(Error::Database { .. })),
+            "{:?}",
+            sink.deferred
+        );
+    }
+
+    #[test]
+    fn stored_rows_that_do_not_decode_are_errors() {
+        let rows = Rows {
+            db: Path::new("/db"),
+            file: Path::new("/s.jsonl"),
+        };
+        let delta = Stored::Delta {
+            base: 1,
+            patch: "{\"b\":".into(),
+            chain: 5,
+        };
+        let base = |_| Ok(Some(Stored::Snapshot("{\"a\":1}".into())));
+        assert!(matches!(
+            folded_text(rows, delta, base),
+            Err(Error::CorruptProjection { .. })
+        ));
+        let missing = Stored::Delta {
+            base: 1,
+            patch: "{}".into(),
+            chain: 2,
+        };
+        assert!(matches!(
+            folded_text(rows, missing, |_| Ok(None)),
+            Err(Error::CorruptProjection { .. })
+        ));
+        assert!(Stored::from_columns(None, Some(1), None, 0).is_err());
+        assert!(Stored::from_columns(None, None, Some("{}".into()), 0).is_err());
+    }
 }

@@ -1,7 +1,8 @@
 //! The SQLite projection (SPEC §4) against real session files and a real database in a
 //! tempdir: reads equal the in-memory fold, catch-up reads only new bytes, a file changed
-//! behind the projection's back is rebuilt, and a corrupt or foreign database is rebuilt
-//! while one that cannot be opened is an error.
+//! behind the projection's back is rebuilt, a corrupt database of ours is rebuilt, a file
+//! that is not provably ours is refused and left byte-identical, and a database that cannot
+//! be opened is an error.
 
 use crate::common;
 
@@ -10,6 +11,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use common::pi;
+use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
 use session_state::{
     CatchUp, Error, LogOptions, Materialize, NewEntry, Options, Projection, Scope, SessionLog,
@@ -197,7 +199,8 @@ fn writes_keep_the_projection_current_and_the_watermark_commits_with_the_rows() 
         CatchUp {
             rebuilt: false,
             bytes_read: tail_line,
-            entries_added: 1
+            entries_added: 1,
+            ..first
         }
     );
     assert_eq!(proj.last_catch_up(), Some(first));
@@ -252,7 +255,8 @@ fn a_new_database_is_built_from_the_whole_file() {
         CatchUp {
             rebuilt: true,
             bytes_read: file_len(&file) - header_len,
-            entries_added: s.log.len() as u64
+            entries_added: s.log.len() as u64,
+            verified_bytes: 0
         }
     );
     assert_matches_fold(&mut proj, &file, &other_db);
@@ -293,7 +297,8 @@ fn catch_up_reads_only_what_another_writer_appended() {
             CatchUp {
                 rebuilt: false,
                 bytes_read: appended,
-                entries_added: k as u64
+                entries_added: k as u64,
+                ..c
             },
             "after {k} appended entries"
         );
@@ -321,7 +326,8 @@ fn catch_up_after_pi_appends_reads_only_the_new_bytes() {
             CatchUp {
                 rebuilt: false,
                 bytes_read: file_len(&file) - before,
-                entries_added: k as u64
+                entries_added: k as u64,
+                ..c
             },
             "Pi {major}"
         );
@@ -365,7 +371,8 @@ fn a_torn_tail_is_not_consumed_until_its_line_is_complete() {
         CatchUp {
             rebuilt: false,
             bytes_read: line.len() as u64,
-            entries_added: 1
+            entries_added: 1,
+            ..c
         }
     );
     assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("late")));
@@ -665,13 +672,35 @@ fn assert_rebuilt_and_right(s: &Session, expect_rebuilt: bool) {
     );
 }
 
+/// Garbage over everything but the 100-byte header, which still carries our stamp: ours,
+/// so rebuilt.
 #[test]
 fn a_database_overwritten_with_garbage_is_rebuilt() {
     let s = closed_db();
     let len = file_len(&s.db) as usize;
-    let garbage: Vec<u8> = (0..len).map(|i| (i * 7919 % 251) as u8).collect();
-    fs::write(&s.db, garbage).expect("scribble");
+    let garbage: Vec<u8> = (100..len).map(|i| (i * 7919 % 251) as u8).collect();
+    overwrite_at(&s.db, 100, &garbage);
     assert_rebuilt_and_right(&s, true);
+}
+
+/// Garbage over the whole file, header included: nothing proves it ours any more.
+#[test]
+fn a_database_overwritten_with_garbage_header_and_all_is_refused_and_left_alone() {
+    let s = closed_db();
+    let len = file_len(&s.db) as usize;
+    let garbage: Vec<u8> = (0..len).map(|i| (i * 7919 % 251) as u8).collect();
+    fs::write(&s.db, &garbage).expect("scribble");
+    let err = Projection::open(&s.db).expect_err("not provably ours");
+    assert!(
+        matches!(&err, Error::NotOurDatabase { path, what }
+            if path == &s.db && what.starts_with("is not a SQLite database")),
+        "{err:?}"
+    );
+    assert_eq!(
+        fs::read(&s.db).expect("read"),
+        garbage,
+        "left byte-identical"
+    );
 }
 
 #[test]
@@ -698,26 +727,292 @@ fn a_database_with_garbage_over_its_second_half_is_rebuilt() {
     assert_rebuilt_and_right(&s, false);
 }
 
-#[test]
-fn a_foreign_database_is_rebuilt() {
-    let s = closed_db();
-    fs::remove_file(&s.db).expect("remove");
-    let conn = rusqlite::Connection::open(&s.db).expect("create foreign database");
+/// Another program's SQLite database with a table and rows.
+fn foreign_db(path: &Path) -> Vec<u8> {
+    let conn = rusqlite::Connection::open(path).expect("create foreign database");
     conn.execute_batch(
-        "CREATE TABLE foo(a INTEGER, b TEXT); INSERT INTO foo VALUES (1, 'not ours');",
+        "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT); \
+         INSERT INTO users(name) VALUES ('ada'), ('brian'); \
+         CREATE TABLE orders(id INTEGER, user INTEGER);",
     )
     .expect("foreign schema");
     drop(conn);
-    assert_rebuilt_and_right(&s, true);
-    let conn = rusqlite::Connection::open(&s.db).expect("open");
-    let foreign: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name = 'foo'",
-            [],
-            |r| r.get(0),
+    fs::read(path).expect("read")
+}
+
+#[test]
+fn a_foreign_database_is_refused_and_left_byte_identical() {
+    let s = closed_db();
+    fs::remove_file(&s.db).expect("remove");
+    let before = foreign_db(&s.db);
+
+    let err = Projection::open(&s.db).expect_err("not ours");
+    let msg = err.to_string();
+    assert!(
+        matches!(&err, Error::NotOurDatabase { path, .. } if path == &s.db),
+        "{err:?}"
+    );
+    assert!(
+        msg.contains(&*s.db.to_string_lossy())
+            && msg.contains("is a SQLite database of another program (tables: users, orders)"),
+        "{msg}"
+    );
+    let err = Projection::open_existing(&s.db).expect_err("status refuses it too");
+    assert!(matches!(err, Error::NotOurDatabase { .. }), "{err:?}");
+    // The write path refuses before it appends anything.
+    let mut log = SessionLog::open(s.file()).expect("open");
+    let log_before = fs::read(s.file()).expect("read");
+    let err = state(&s.db, "p", Scope::Branch)
+        .write(&mut log, &json!("x"))
+        .expect_err("the lock lives in the database");
+    assert!(matches!(err, Error::NotOurDatabase { .. }), "{err:?}");
+    assert_eq!(fs::read(s.file()).expect("read"), log_before);
+    assert_eq!(fs::read(&s.db).expect("read"), before, "byte-identical");
+}
+
+#[test]
+fn another_programs_stamped_or_empty_sqlite_file_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stamped = dir.path().join("stamped.db");
+    let conn = rusqlite::Connection::open(&stamped).expect("create");
+    conn.execute_batch("PRAGMA application_id = 1234;")
+        .expect("stamp");
+    drop(conn);
+    let empty = dir.path().join("empty.db");
+    let conn = rusqlite::Connection::open(&empty).expect("create");
+    // A valid SQLite file with no tables and no stamp (journal_mode writes the header).
+    conn.execute_batch("PRAGMA user_version = 7;")
+        .expect("header");
+    drop(conn);
+    for (db, expect) in [
+        (&stamped, "of another program (application_id 0x000004d2)"),
+        (
+            &empty,
+            "is an empty SQLite database without session-state's stamp",
+        ),
+    ] {
+        let before = fs::read(db).expect("read");
+        assert!(!before.is_empty());
+        let err = Projection::open(db).expect_err("not provably ours");
+        assert!(err.to_string().contains(expect), "{err}");
+        assert_eq!(&fs::read(db).expect("read"), &before);
+    }
+}
+
+/// A database of ours from before the `application_id` stamp (its `meta` says
+/// app=session-state) is used, rebuilt if its schema is older, and stamped.
+#[test]
+fn an_unstamped_database_of_ours_is_accepted_and_stamped() {
+    let mut s = Session::new();
+    s.populate();
+    // "3" is the current schema version: stamped in place, nothing rebuilt.
+    for version in ["1", "2", "3"] {
+        let _ = fs::remove_file(&s.db);
+        fs::create_dir_all(s.db.parent().expect("parent")).expect("mkdir");
+        let conn = rusqlite::Connection::open(&s.db).expect("create");
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .expect("wal");
+        conn.execute_batch(&format!(
+            "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); \
+             INSERT INTO meta VALUES ('app', 'session-state'), ('schema_version', '{version}'), \
+             ('marker', 'kept');"
+        ))
+        .expect("wave-1 meta");
+        drop(conn);
+        let header = fs::read(&s.db).expect("read");
+        assert_eq!(&header[68..72], &[0, 0, 0, 0], "not stamped yet");
+
+        let mut proj = Projection::open(&s.db).expect("ours");
+        assert_matches_fold(&mut proj, &s.file(), &s.db);
+        drop(proj);
+        let header = fs::read(&s.db).expect("read");
+        assert_eq!(&header[68..72], b"SSt1", "stamped (version {version})");
+        let marker: Option<String> = rusqlite::Connection::open(&s.db)
+            .expect("open")
+            .query_row("SELECT value FROM meta WHERE key = 'marker'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .expect("query");
+        assert_eq!(
+            marker.is_some(),
+            version == "3",
+            "an older schema is rebuilt, the current one kept (version {version})"
+        );
+    }
+}
+
+/// A missing or zero-byte file is ours to create; a new database is stamped before the
+/// switch to WAL, so the stamp is in the file's own header at once.
+#[test]
+fn a_missing_or_empty_file_becomes_a_stamped_database() {
+    let s = Session::new();
+    fs::create_dir_all(s.db.parent().expect("parent")).expect("mkdir");
+    fs::write(&s.db, b"").expect("empty file");
+    let mut proj = Projection::open(&s.db).expect("an empty file is ours to create");
+    proj.catch_up(&s.file()).expect("catch up");
+    let header = fs::read(&s.db).expect("read");
+    assert_eq!(&header[68..72], b"SSt1");
+    drop(proj);
+    let missing = s.dir.path().join("new").join("db.sqlite");
+    assert!(
+        Projection::open_existing(&missing)
+            .expect("status")
+            .is_none()
+    );
+    assert!(!missing.exists(), "status never creates the database");
+    Projection::open(&missing).expect("create");
+    assert_eq!(&fs::read(&missing).expect("read")[68..72], b"SSt1");
+}
+
+fn bin(args: &[&std::ffi::OsStr], agent: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_session-state"))
+        .args(args)
+        .env("PI_CODING_AGENT_DIR", agent)
+        .env_remove("HOME")
+        .output()
+        .expect("run session-state")
+}
+
+/// The command line, with paths that name somebody else's file: the session log itself,
+/// another program's SQLite database, and a project's notes chosen by its settings.
+#[test]
+fn the_cli_refuses_a_database_path_naming_somebody_elses_file() {
+    use std::ffi::OsStr;
+    let mut s = Session::new();
+    s.populate();
+    let file = s.file();
+    let agent = s.dir.path().join("agent");
+    let log_before = fs::read(&file).expect("read");
+    let f = file.as_os_str();
+
+    let cases: Vec<(PathBuf, Vec<u8>)> = {
+        let app = s.dir.path().join("app.db");
+        let app_bytes = foreign_db(&app);
+        vec![(file.clone(), log_before.clone()), (app, app_bytes)]
+    };
+    for (db, before) in &cases {
+        let d = db.as_os_str();
+        for args in [
+            vec![
+                OsStr::new("read"),
+                f,
+                OsStr::new("--plugin"),
+                OsStr::new("p"),
+                OsStr::new("--db"),
+                d,
+            ],
+            vec![
+                OsStr::new("write"),
+                f,
+                OsStr::new("--plugin"),
+                OsStr::new("p"),
+                OsStr::new("--value"),
+                OsStr::new("1"),
+                OsStr::new("--db"),
+                d,
+            ],
+            vec![OsStr::new("status"), f, OsStr::new("--db"), d],
+            vec![
+                OsStr::new("force-refresh"),
+                f,
+                OsStr::new("--yes"),
+                OsStr::new("--db"),
+                d,
+            ],
+        ] {
+            let out = bin(&args, &agent);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&*db.to_string_lossy()) && stderr.contains("refusing"),
+                "{args:?}: {stderr}"
+            );
+            assert_eq!(
+                &fs::read(db).expect("read"),
+                before,
+                "{args:?} left it intact"
+            );
+        }
+    }
+    let stderr = String::from_utf8_lossy(
+        &bin(
+            &[
+                OsStr::new("read"),
+                f,
+                OsStr::new("--plugin"),
+                OsStr::new("p"),
+                OsStr::new("--db"),
+                f,
+            ],
+            &agent,
         )
-        .expect("query");
-    assert_eq!(foreign, 0, "the foreign schema was not trusted");
+        .stderr,
+    )
+    .into_owned();
+    assert!(
+        stderr.contains(r#"is not a SQLite database (starts with `{"type":"session","versi…`)"#),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read(&file).expect("read"),
+        log_before,
+        "the log is intact"
+    );
+
+    // A trusted project's settings choosing ../notes.md (under its .pi: the project's notes).
+    let project = s.dir.path().join("project");
+    fs::create_dir_all(project.join(".pi")).expect("mkdir");
+    fs::write(
+        project.join(".pi").join("settings.json"),
+        r#"{"sessionState":{"databasePath":"../notes.md"}}"#,
+    )
+    .expect("settings");
+    let notes = project.join("notes.md");
+    fs::write(&notes, "# Notes\n\nkeep me\n").expect("notes");
+    let out = bin(
+        &[
+            OsStr::new("read"),
+            f,
+            OsStr::new("--plugin"),
+            OsStr::new("p"),
+            OsStr::new("--cwd"),
+            project.as_os_str(),
+            OsStr::new("--trust-project"),
+        ],
+        &agent,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("notes.md") && stderr.contains("is not a SQLite database"),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read_to_string(&notes).expect("read"),
+        "# Notes\n\nkeep me\n"
+    );
+
+    // And our own database at a normal path still works.
+    let ours = s.dir.path().join("ours.sqlite");
+    let out = bin(
+        &[
+            OsStr::new("read"),
+            f,
+            OsStr::new("--plugin"),
+            OsStr::new("q"),
+            OsStr::new("--db"),
+            ours.as_os_str(),
+        ],
+        &agent,
+    );
+    assert_eq!(
+        (out.status.code(), &*String::from_utf8_lossy(&out.stdout)),
+        (Some(0), "[1,2]\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(&fs::read(&ours).expect("read")[68..72], b"SSt1");
 }
 
 #[test]
@@ -743,4 +1038,277 @@ fn a_database_that_cannot_be_opened_is_an_error_not_an_empty_answer() {
     );
     assert_eq!(fs::read(&file).expect("read"), before, "nothing appended");
     assert!(s.db.is_dir(), "the directory was left alone");
+}
+
+// ---------------------------------------------------------------------------------------
+// Folded state events are checked on resume; a touch only restamps
+// ---------------------------------------------------------------------------------------
+
+/// A session with the "AAAA" event of "p" past the first 4 KiB and before the last 4 KiB
+/// of the file, caught up.
+fn aaaa_session() -> (Session, PathBuf, Projection) {
+    let mut s = Session::new();
+    s.log.append(user(&"x".repeat(5000))).expect("append");
+    s.log
+        .append(set_event("p", "branch", json!("AAAA")))
+        .expect("append");
+    s.log.append(user(&"y".repeat(5000))).expect("append");
+    let file = s.file();
+    let at = find_once(&file, b"AAAA");
+    assert!(
+        at > 4096 && file_len(&file) - at > 4096,
+        "outside both spans"
+    );
+    let mut proj = Projection::open(&s.db).expect("open");
+    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("AAAA")));
+    (s, file, proj)
+}
+
+#[test]
+fn an_in_place_edit_of_a_state_event_is_caught_even_when_the_file_grew() {
+    let (s, file, mut proj) = aaaa_session();
+    let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).expect("stat"));
+    let (len, inode) = (file_len(&file), ino(&file));
+    // `sed … > t && cat t > s.jsonl`: same length, same inode.
+    let edited = fs::read_to_string(&file)
+        .expect("read")
+        .replace("AAAA", "BBBB");
+    fs::write(&file, edited).expect("rewrite in place");
+    assert_eq!((file_len(&file), ino(&file)), (len, inode));
+    // Then Pi appends one message.
+    SessionLog::open(&file)
+        .expect("open")
+        .append(user("after the edit"))
+        .expect("append");
+
+    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("BBBB")));
+    let c = proj.last_catch_up().expect("caught up");
+    assert!(c.rebuilt, "{c:?}");
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+#[test]
+fn a_touch_restamps_without_a_rebuild() {
+    let (s, file, mut proj) = aaaa_session();
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .expect("open")
+        .set_modified(later)
+        .expect("touch");
+
+    let c = proj.catch_up(&file).expect("catch up");
+    assert!(
+        matches!(
+            c,
+            CatchUp {
+                rebuilt: false,
+                bytes_read: 0,
+                entries_added: 0,
+                verified_bytes
+            } if verified_bytes > 0
+        ),
+        "a content check, no rebuild: {c:?}"
+    );
+    // The stamp was updated: the next catch-up checks nothing.
+    assert_eq!(proj.catch_up(&file).expect("catch up"), CatchUp::default());
+    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("AAAA")));
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+// ---------------------------------------------------------------------------------------
+// Stored rows that do not decode trigger a rebuild, never an answer
+// ---------------------------------------------------------------------------------------
+
+fn damage(db: &Path, sql: &str) {
+    let conn = rusqlite::Connection::open(db).expect("open");
+    let n = conn.execute(sql, []).expect("damage");
+    assert!(n > 0, "{sql} changed no row");
+}
+
+#[test]
+fn a_corrupt_stored_delta_or_value_is_rebuilt_not_answered() {
+    let (s, file, mut proj, aaa) = warm();
+    // The patch event {"b":2} on {"a":1} is stored as a delta.
+    let patched = s
+        .log
+        .entries()
+        .filter(|e| e.state_plugin() == Some("p"))
+        .nth(2)
+        .map(|e| e.id().to_owned())
+        .expect("the patch event");
+    let at = |proj: &mut Projection, plugin: &str, scope: Scope, id: Option<&str>| {
+        proj.read(&file, plugin, scope, id).expect("read")
+    };
+    assert_eq!(
+        at(&mut proj, "p", Scope::Branch, Some(&patched)),
+        Some(json!({"a": 1, "b": 2}))
+    );
+
+    for (sql, plugin, scope, id, expect) in [
+        (
+            "UPDATE events SET delta = '{\"b\":' WHERE delta IS NOT NULL",
+            "p",
+            Scope::Branch,
+            Some(patched.as_str()),
+            json!({"a": 1, "b": 2}),
+        ),
+        (
+            "UPDATE events SET base = NULL WHERE delta IS NOT NULL",
+            "p",
+            Scope::Branch,
+            Some(patched.as_str()),
+            json!({"a": 1, "b": 2}),
+        ),
+        (
+            "UPDATE events SET value = 'aaa' WHERE value = '\"aaa\"'",
+            "p",
+            Scope::Branch,
+            Some(aaa.as_str()),
+            json!("aaa"),
+        ),
+        (
+            "UPDATE session_values SET value = '{\"x\"' WHERE plugin = 'p'",
+            "p",
+            Scope::Session,
+            None,
+            json!({"x": 1}),
+        ),
+        (
+            "UPDATE events SET scope = 'bogus' WHERE scope = 'branch'",
+            "q",
+            Scope::Branch,
+            None,
+            json!([1, 2]),
+        ),
+    ] {
+        damage(&s.db, sql);
+        assert_eq!(at(&mut proj, plugin, scope, id), Some(expect), "{sql}");
+        let c = proj.last_catch_up().expect("caught up");
+        assert!(c.rebuilt, "{sql}: {c:?}");
+        assert_matches_fold(&mut proj, &file, &s.db);
+    }
+}
+
+/// A catch-up that folds a new event onto a damaged stored value rebuilds the session
+/// instead of folding onto "absent".
+#[test]
+fn a_catch_up_onto_a_corrupt_stored_value_rebuilds() {
+    let (s, file, mut proj, _) = warm();
+    // The last branch event of "q" on the leaf's branch holds [1,2].
+    damage(
+        &s.db,
+        "UPDATE events SET value = '[1,' WHERE value = '[1,2]'",
+    );
+    let mut other = SessionLog::open(&file).expect("open");
+    other
+        .append(NewEntry::custom(
+            "session-state/q".to_owned(),
+            Some(json!({"v": 1, "scope": "branch", "op": "patch", "patch": {"k": 1}})),
+        ))
+        .expect("append");
+    let c = proj.catch_up(&file).expect("catch up");
+    assert!(c.rebuilt, "{c:?}");
+    // A merge patch on an array replaces it with the patch applied to {}.
+    assert_eq!(branch_value(&mut proj, &file, "q"), Some(json!({"k": 1})));
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+// ---------------------------------------------------------------------------------------
+// A cold build commits in bounded chunks
+// ---------------------------------------------------------------------------------------
+
+/// A session of `n` user messages and a state event every tenth entry.
+fn big_session(n: usize) -> Session {
+    let mut s = Session::new();
+    for i in 0..n {
+        if i % 10 == 0 {
+            s.log
+                .append(set_event("p", "branch", json!({"i": i})))
+                .expect("append");
+        } else {
+            s.log.append(user(&format!("m{i}"))).expect("append");
+        }
+    }
+    s
+}
+
+#[test]
+fn a_cold_build_commits_in_chunks_and_lets_other_sessions_in_between() {
+    use std::sync::{Arc, Mutex};
+    let s = big_session(1000);
+    let file = s.file();
+    let small = Session::new();
+    let small_file = small.file();
+    let db = s.db.clone();
+    let seen: Arc<Mutex<Vec<(u64, i64)>>> = Arc::default();
+    let mut proj = Projection::open(&s.db).expect("open");
+    let key = std::fs::canonicalize(&file)
+        .expect("canon")
+        .to_string_lossy()
+        .into_owned();
+    let log = Arc::clone(&seen);
+    proj.set_chunk_hook(
+        100,
+        Some(Box::new(move |so_far: &CatchUp| {
+            // Another connection that never waits: it reads the committed watermark and
+            // builds an unrelated session (write transactions) between two chunks.
+            let mut other = Projection::open(&db).expect("open");
+            other
+                .connection()
+                .busy_timeout(std::time::Duration::ZERO)
+                .expect("busy_timeout 0");
+            let consumed: i64 = other
+                .connection()
+                .query_row(
+                    "SELECT consumed FROM sessions WHERE file = ?1",
+                    [&key],
+                    |r| r.get(0),
+                )
+                .expect("the chunk is committed");
+            other.forget(&small_file).expect("a write");
+            let c = other
+                .catch_up(&small_file)
+                .expect("another session's build");
+            assert!(c.rebuilt);
+            log.lock()
+                .expect("lock")
+                .push((so_far.entries_added, consumed));
+            true
+        })),
+    );
+    let c = proj.catch_up(&file).expect("build");
+    assert!(c.rebuilt && c.entries_added == s.log.len() as u64, "{c:?}");
+    let seen = seen.lock().expect("lock").clone();
+    assert!(seen.len() >= 9, "one commit per 100 entries: {seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
+        "each chunk extends the committed prefix: {seen:?}"
+    );
+    assert_matches_fold(&mut proj, &file, &s.db);
+}
+
+#[test]
+fn a_build_interrupted_between_chunks_is_finished_by_the_next_reader() {
+    let s = big_session(600);
+    let file = s.file();
+    let mut proj = Projection::open(&s.db).expect("open");
+    let mut chunks = 0;
+    proj.set_chunk_hook(
+        100,
+        Some(Box::new(move |_: &CatchUp| {
+            chunks += 1;
+            chunks < 2
+        })),
+    );
+    let first = proj.catch_up(&file).expect("build, stopped");
+    assert!(first.rebuilt && first.entries_added == 200, "{first:?}");
+    drop(proj);
+
+    let mut next = Projection::open(&s.db).expect("open");
+    let c = next.catch_up(&file).expect("finish");
+    assert!(!c.rebuilt, "goes on from the committed chunk: {c:?}");
+    assert_eq!(first.entries_added + c.entries_added, s.log.len() as u64);
+    assert_matches_fold(&mut next, &file, &s.db);
 }
