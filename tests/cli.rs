@@ -1064,3 +1064,105 @@ fn status_of_a_corrupt_file_uses_a_salvage_read() {
     assert_eq!(v["readable"], json!(false));
     assert_eq!(v["entries"], json!(3));
 }
+
+// ---------------------------------------------------------------------------------------
+// issue 10: values with a leading '-', hostile names, linear output, odd files, friction
+// ---------------------------------------------------------------------------------------
+
+/// Appends one raw line to `file` as a child of its last entry; returns the new id.
+fn append_child(file: &Path, id: &str, fields: Value) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let mut entry =
+        json!({"id": id, "parentId": last["id"], "timestamp": "2026-01-01T00:00:00.000Z"});
+    entry
+        .as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
+    let mut f = std::fs::OpenOptions::new().append(true).open(file).unwrap();
+    use std::io::Write as _;
+    writeln!(f, "{entry}").unwrap();
+    id.to_owned()
+}
+
+#[test]
+fn negative_numbers_are_values() {
+    let w = World::example();
+    for (value, shown) in [("-1", "-1"), ("-2.5", "-2.5")] {
+        let out = w.run(&["write", "s.jsonl", "--plugin", "n", "--value", value]);
+        assert_eq!(out.code, 0, "{value}: {}", out.shown());
+        assert_eq!(out.line().len(), 8, "{value}: {}", out.shown());
+        let out = w.run(&["read", "s.jsonl", "--plugin", "n"]);
+        assert_eq!((out.code, out.line().as_str()), (0, shown), "{value}");
+    }
+    // A merge patch that is not an object replaces the value (RFC 7396).
+    let out = w.run(&["patch", "s.jsonl", "--plugin", "n", "--merge", "-5"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    let out = w.run(&["read", "s.jsonl", "--plugin", "n"]);
+    assert_eq!(out.line(), "-5");
+    // `--value=-7` and a value after `--`-less flags keep working too.
+    let out = w.run(&["write", "s.jsonl", "--value=-7", "--plugin", "n"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert_eq!(w.run(&["read", "s.jsonl", "--plugin", "n"]).line(), "-7");
+    // Something that is not JSON is still refused, by the JSON parser.
+    let out = w.run(&["write", "s.jsonl", "--plugin", "n", "--value", "-x"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("--value is not valid JSON"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn names_from_the_file_cannot_drive_the_terminal() {
+    let w = World::example();
+    let f = w.file();
+    let title = "x\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}1m\u{202e}";
+    append_child(
+        &f,
+        "e0e0e001",
+        json!({"type": "custom", "customType": title, "data": {"k": "\u{1b}[2J"}}),
+    );
+    append_child(
+        &f,
+        "e0e0e002",
+        json!({"type": "custom", "customType": format!("session-state/ev\u{1b}[2Jil"),
+               "data": {"v": 1, "scope": "branch", "op": "set", "value": 1}}),
+    );
+    for args in [
+        &["tree", "s.jsonl"][..],
+        &["replay", "s.jsonl"],
+        &["replay", "."],
+        &["status", "s.jsonl"],
+        &["verify", "s.jsonl"],
+    ] {
+        let out = w.run(args);
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            !all.chars()
+                .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{args:?} printed a raw control character: {all:?}"
+        );
+        if args[0] != "verify" {
+            assert!(
+                all.contains(r"\u001b[2J") || all.contains(r"\u001b]0;pwned\u0007"),
+                "{args:?}: the name is shown, escaped: {all}"
+            );
+        }
+    }
+    let out = w.run(&["tree", "s.jsonl"]);
+    assert!(
+        out.stdout
+            .contains(r"custom x\u001b]0;pwned\u0007\u001b[2J\u009b1m\u202e"),
+        "{}",
+        out.stdout
+    );
+    // JSON output stays JSON, with the same strings.
+    let out = w.run(&["replay", "s.jsonl", "--json"]);
+    let v = out.json();
+    assert!(
+        v["sessions"][0]["tips"][1]["custom"].get(title).is_some(),
+        "{v}"
+    );
+}

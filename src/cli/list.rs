@@ -1,7 +1,7 @@
 //! `list`: sessions from their header lines only. Only the first line of each file is
 //! read (at most 64 KiB of it), so thousands of large sessions list in moments.
 
-use super::{CmdResult, Failure, emit, emit_json, fail, jsonl_files};
+use super::{CmdResult, Failure, emit_json, emit_text, fail, jsonl_files, term_safe, warn};
 use serde_json::{Value, json};
 use session_state::ProjectTrust;
 use session_state::settings::LocationInputs;
@@ -75,7 +75,10 @@ pub(crate) fn run(args: ListArgs) -> CmdResult {
         None => {
             let d = default_dir()?;
             if !d.exists() {
-                eprintln!("no sessions directory at {}", d.display());
+                eprintln!(
+                    "no sessions directory at {}",
+                    term_safe(&d.display().to_string())
+                );
                 if args.json {
                     emit_json(&json!({ "sessions": [] }))?;
                 }
@@ -89,7 +92,7 @@ pub(crate) fn run(args: ListArgs) -> CmdResult {
     for f in &files {
         match header(f) {
             Ok(h) => sessions.push(h),
-            Err(why) => eprintln!("warning: skipped {}: {why}", f.display()),
+            Err(why) => warn(format_args!("skipped {}: {why}", f.display())),
         }
     }
     if args.json {
@@ -127,6 +130,6 @@ pub(crate) fn run(args: ListArgs) -> CmdResult {
     for [id, time, cwd, path] in &rows {
         let _ = writeln!(out, "{id:<w0$}  {time:<w1$}  {cwd:<w2$}  {path}");
     }
-    emit(&out)?;
+    emit_text(&out)?;
     Ok(0)
 }

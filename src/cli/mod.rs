@@ -17,6 +17,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use session_state::settings::LocationInputs;
 use session_state::{Error, LogOptions, ProjectTrust, ReadMode, Scope, SessionLog};
 use std::fmt::Display;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -161,7 +162,7 @@ impl DbArgs {
             .and_then(|i| i.resolve())
             .map_err(|e| fail(format_args!("locating the projection database: {e}")))?;
         for d in &location.diagnostics {
-            eprintln!("warning: {d}");
+            warn(d);
         }
         Ok(location.path)
     }
@@ -194,7 +195,44 @@ pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String
     }
 }
 
-/// Writes command output to stdout. A closed pipe (`| head`) ends the output quietly.
+/// Whether a character must not reach a terminal raw: C0 controls except the newline, DEL,
+/// C1 controls, and the bidirectional overrides and isolates (which reorder what follows).
+fn is_unsafe(c: char) -> bool {
+    (c.is_control() && c != '\n')
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Text for a terminal: every character a session file could use to drive it (escape
+/// sequences, cursor moves, title changes, bidi reordering) is written as `\uXXXX`, the
+/// JSON escape, so the output stays readable and a JSON text stays the same JSON value.
+/// Newlines are kept. Used for every human output and every message on stderr.
+pub(crate) fn term_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_unsafe(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Human output on stdout, through [`term_safe`].
+pub(crate) fn emit_text(text: &str) -> Result<(), Failure> {
+    emit(&term_safe(text))
+}
+
+/// A warning on stderr, through [`term_safe`].
+pub(crate) fn warn(message: impl Display) {
+    eprintln!("warning: {}", term_safe(&message.to_string()));
+}
+
+/// Writes command output to stdout as is (JSON output, already escaped by serde). A
+/// closed pipe (`| head`) ends the output quietly.
 pub(crate) fn emit(text: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -223,7 +261,7 @@ pub(crate) fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
             Ok(e) => e,
             Err(e) if first => return Err(fail(format_args!("reading {}: {e}", d.display()))),
             Err(e) => {
-                eprintln!("warning: skipped {}: {e}", d.display());
+                warn(format_args!("skipped {}: {e}", d.display()));
                 continue;
             }
         };
@@ -270,7 +308,7 @@ pub(crate) fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            eprintln!("error: {}", f.message);
+            eprintln!("error: {}", term_safe(&f.message));
             ExitCode::from(f.code)
         }
     }

@@ -1,7 +1,7 @@
 //! `replay`: the state of every plugin at every branch tip, folded from the log alone (no
 //! database), plus the last `data` of every other extension's `custom` entries.
 
-use super::{CmdResult, emit, emit_json, fail, jsonl_files, short_json, strict_error};
+use super::{CmdResult, emit_json, emit_text, fail, jsonl_files, short_json, strict_error};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Map, Value, json};
 use session_state::log::STATE_PREFIX;
@@ -263,7 +263,7 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
             all_ok &= ok;
             if !args.json {
                 // Stream the text as it comes, so a long run shows results early.
-                bar.suspend(|| emit(&text(&r)))?;
+                bar.suspend(|| emit_text(&text(&r)))?;
             }
             reports.push(r);
         }
@@ -275,7 +275,7 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
         bar.finish_and_clear();
         all_ok = ok;
         if !args.json {
-            emit(&text(&r))?;
+            emit_text(&text(&r))?;
         }
         reports.push(r);
     }

@@ -73,8 +73,8 @@ pub(crate) struct ReadArgs {
 pub(crate) struct WriteArgs {
     #[command(flatten)]
     target: Target,
-    /// The new value as JSON [default: read from stdin]
-    #[arg(long, value_name = "JSON")]
+    /// The new value as JSON, any JSON text (`--value -1` works) [default: read from stdin]
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     value: Option<String>,
 }
 
@@ -82,8 +82,9 @@ pub(crate) struct WriteArgs {
 pub(crate) struct PatchArgs {
     #[command(flatten)]
     target: Target,
-    /// An RFC 7396 JSON Merge Patch (an absent value patches {})
-    #[arg(long, value_name = "JSON")]
+    /// An RFC 7396 JSON Merge Patch, any JSON text (`--merge -5` works; an absent value
+    /// patches {})
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     merge: String,
 }
 

@@ -4,7 +4,7 @@
 //! column per child. Inside a run, long stretches of entries that are neither state
 //! events, the leaf, a branch key nor a fork are folded into one `… N entries …` line.
 
-use super::{CmdResult, emit, open_log, short_json};
+use super::{CmdResult, emit_text, open_log, short_json};
 use session_state::inspect;
 use session_state::state::envelope::Op;
 use session_state::{EntryRef, EntryType, Role, SessionLog};
@@ -32,7 +32,7 @@ pub(crate) struct TreeArgs {
 
 pub(crate) fn run(args: TreeArgs) -> CmdResult {
     let log = open_log(&args.file)?;
-    emit(&draw(&log))?;
+    emit_text(&draw(&log))?;
     Ok(0)
 }
 

@@ -4,7 +4,7 @@
 //! listed). Exit 1: the strict reader refuses it; the salvage reader then says what it
 //! would keep. Exit 2: the file could not be read at all (missing, I/O error).
 
-use super::{CmdResult, emit, emit_json, fail};
+use super::{CmdResult, emit_json, emit_text, fail};
 use serde_json::{Value, json};
 use session_state::{Error, Finding, LogOptions, ReadMode, SessionLog, inspect};
 use std::fmt::Write as _;
@@ -195,6 +195,6 @@ pub(crate) fn run(args: VerifyArgs) -> CmdResult {
     if let Some(s) = report.get("salvage").filter(|s| !s.is_null()) {
         salvage_text(&mut out, s);
     }
-    emit(&out)?;
+    emit_text(&out)?;
     Ok(code)
 }
