@@ -1166,3 +1166,70 @@ fn names_from_the_file_cannot_drive_the_terminal() {
         "{v}"
     );
 }
+
+/// A session of `n` forks, each inside the previous one: fork `i` is a state event of
+/// plugin `depth` (value `i`) with two children, a message (a tip) and fork `i + 1`.
+fn nested_forks(path: &Path, n: usize) -> usize {
+    use std::fmt::Write as _;
+    let mut s = String::from(
+        "{\"type\":\"session\",\"version\":3,\"id\":\"01a22bc8-9653-71cb-b4ad-000000000000\",\
+         \"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n",
+    );
+    let mut parent = "null".to_owned();
+    for i in 0..n {
+        let fork = format!("f{i:07}");
+        let _ = writeln!(
+            s,
+            "{{\"type\":\"custom\",\"customType\":\"session-state/depth\",\"data\":{{\"v\":1,\
+             \"scope\":\"branch\",\"op\":\"set\",\"value\":{i}}},\"id\":\"{fork}\",\
+             \"parentId\":{parent},\"timestamp\":\"2026-01-01T00:00:00.000Z\"}}"
+        );
+        let _ = writeln!(
+            s,
+            "{{\"type\":\"message\",\"id\":\"t{i:07}\",\"parentId\":\"{fork}\",\
+             \"timestamp\":\"2026-01-01T00:00:00.000Z\",\"message\":{{\"role\":\"user\",\
+             \"content\":\"hi\",\"timestamp\":1}}}}"
+        );
+        parent = format!("\"{fork}\"");
+    }
+    std::fs::write(path, s).unwrap();
+    2 * n
+}
+
+#[test]
+fn tree_and_replay_output_is_linear_in_nested_forks() {
+    let w = World::new();
+    let f = w.work.join("nested.jsonl");
+    let entries = nested_forks(&f, 2000);
+    let out = w.run(&["tree", "nested.jsonl"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.len() <= 120 * entries,
+        "tree printed {} bytes for {entries} entries",
+        out.stdout.len()
+    );
+    // Every entry is still drawn, the deep ones with the depth marker.
+    assert_eq!(out.stdout.lines().count(), entries + 1);
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("[+1987] ")
+            && l.ends_with("└─ f0001999 state depth set (branch) 1999  [key]")),
+        "{}",
+        &out.stdout[out.stdout.len() - 2000..]
+    );
+    let widest = out.stdout.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(widest < 160, "a line of {widest} characters");
+
+    // replay: one row per tip, each with the value of its own fork.
+    let out = w.run(&["replay", "nested.jsonl", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = out.json();
+    let tips = v["sessions"][0]["tips"].as_array().unwrap();
+    assert_eq!(tips.len(), 2000);
+    for (i, t) in tips.iter().enumerate() {
+        assert_eq!(t["tip"], json!(format!("t{i:07}")));
+        assert_eq!(t["branch"]["depth"]["value"], json!(i), "{t}");
+        assert_eq!(t["depth"], json!(i + 2));
+    }
+    let text = w.run(&["replay", "nested.jsonl"]);
+    assert!(text.stdout.len() <= 120 * entries, "{}", text.stdout.len());
+}
