@@ -4,9 +4,8 @@
 use super::{CmdResult, emit_json, emit_text, fail, jsonl_files, short_json, strict_error};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Map, Value, json};
-use session_state::log::STATE_PREFIX;
-use session_state::{EntryType, Scope, SessionLog, inspect};
-use std::collections::{BTreeMap, BTreeSet};
+use session_state::{Scope, SessionLog, inspect};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -73,11 +72,6 @@ fn replay_log(log: &SessionLog, bar: &ProgressBar) -> (Value, bool) {
                 .or_insert(0) += 1;
         }
     }
-    let has_custom = log.entries().any(|e| {
-        e.entry_type() == EntryType::Custom
-            && e.custom_type()
-                .is_some_and(|c| !c.starts_with(STATE_PREFIX))
-    });
     let mut session = Map::new();
     let tips = log.tips();
     for p in &plugins {
@@ -87,59 +81,52 @@ fn replay_log(log: &SessionLog, bar: &ProgressBar) -> (Value, bool) {
         session.insert((*p).to_owned(), v);
     }
     let leaf = log.leaf_id();
-    let mut tip_rows = Vec::new();
-    for tip in &tips {
+    // One walk of the tree gives every tip's values; the data of a custom entry is read
+    // once, however many tips it is the last one of.
+    let mut tip_rows: Vec<(usize, Value)> = Vec::with_capacity(tips.len());
+    let mut data_of: HashMap<&str, (Value, bool)> = HashMap::new();
+    inspect::fold_tips(log, |t| {
         bar.inc(1);
         let mut branch = Map::new();
-        for p in &plugins {
-            let (v, good) = value_json(inspect::value_at(log, p, Scope::Branch, tip));
+        for (p, r) in t.branch {
+            let (v, good) = value_json(r);
             ok &= good;
-            branch.insert((*p).to_owned(), v);
+            branch.insert(p.to_owned(), v);
         }
-        let path = log.path_to(tip).unwrap_or_default();
         let mut custom = Map::new();
-        if has_custom {
-            let mut seen: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
-            for id in &path {
-                let Some(e) = log.entry(id) else { continue };
-                if e.entry_type() != EntryType::Custom {
-                    continue;
-                }
-                if let Some(ct) = e.custom_type().filter(|c| !c.starts_with(STATE_PREFIX)) {
-                    let slot = seen.entry(ct).or_insert((0, id));
-                    slot.0 += 1;
-                    slot.1 = id;
-                }
-            }
-            for (ct, (count, last)) in seen {
-                let data = match log.raw_line(last) {
+        for (ct, count, last) in t.custom {
+            let (data, good) = data_of
+                .entry(last)
+                .or_insert_with(|| match log.raw_line(last) {
                     Ok(line) => match serde_json::from_str::<Value>(&line) {
-                        Ok(v) => v.get("data").cloned().unwrap_or(Value::Null),
-                        Err(e) => {
-                            ok = false;
-                            json!({ "error": format!("entry '{last}' does not parse: {e}") })
-                        }
+                        Ok(v) => (v.get("data").cloned().unwrap_or(Value::Null), true),
+                        Err(e) => (
+                            json!({ "error": format!("entry '{last}' does not parse: {e}") }),
+                            false,
+                        ),
                     },
-                    Err(e) => {
-                        ok = false;
-                        json!({ "error": e.to_string() })
-                    }
-                };
-                custom.insert(
-                    ct.to_owned(),
-                    json!({ "entries": count, "last_entry": last, "last_data": data }),
-                );
-            }
+                    Err(e) => (json!({ "error": e.to_string() }), false),
+                });
+            ok &= *good;
+            custom.insert(
+                ct.to_owned(),
+                json!({ "entries": count, "last_entry": last, "last_data": data }),
+            );
         }
-        tip_rows.push(json!({
-            "tip": tip,
-            "leaf": leaf == Some(*tip),
-            "branch_key": log.branch_key_of(tip).ok(),
-            "depth": path.len(),
-            "branch": branch,
-            "custom": custom,
-        }));
-    }
+        tip_rows.push((
+            t.index,
+            json!({
+                "tip": t.tip,
+                "leaf": leaf == Some(t.tip),
+                "branch_key": t.branch_key,
+                "depth": t.depth,
+                "branch": branch,
+                "custom": custom,
+            }),
+        ));
+    });
+    tip_rows.sort_by_key(|r| r.0);
+    let tip_rows: Vec<Value> = tip_rows.into_iter().map(|r| r.1).collect();
     let v = json!({
         "file": log.path(),
         "session_id": log.session_id(),
