@@ -1233,3 +1233,237 @@ fn tree_and_replay_output_is_linear_in_nested_forks() {
     let text = w.run(&["replay", "nested.jsonl"]);
     assert!(text.stdout.len() <= 120 * entries, "{}", text.stdout.len());
 }
+
+/// Runs with a time limit, so a command that blocks fails the test instead of hanging it.
+fn run_bounded(w: &World, args: &[&str]) -> Out {
+    Out::of(
+        w.cmd(args)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn directory_scans_skip_what_is_not_a_regular_file() {
+    let w = World::new();
+    let dir = w.work.join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(EXAMPLE, dir.join("a.jsonl")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("fifo.jsonl"))
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo failed");
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.jsonl")).unwrap();
+    std::os::unix::fs::symlink("a.jsonl", dir.join("link.jsonl")).unwrap();
+    std::os::unix::fs::symlink("nowhere", dir.join("dangling.jsonl")).unwrap();
+    for cmd in ["list", "replay"] {
+        let out = run_bounded(&w, &[cmd, "sessions", "--json"]);
+        assert_eq!(out.code, 0, "{cmd}: {}", out.shown());
+        let v = out.json();
+        let files: Vec<&str> = v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                s[if cmd == "list" { "path" } else { "file" }]
+                    .as_str()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(files, ["sessions/a.jsonl", "sessions/link.jsonl"], "{cmd}");
+        for (name, kind) in [
+            ("fifo.jsonl", "a FIFO"),
+            ("zero.jsonl", "a device"),
+            ("dangling.jsonl", "No such file"),
+        ] {
+            assert!(
+                out.stderr
+                    .contains(&format!("warning: skipped sessions/{name}: {kind}")),
+                "{cmd} {name}: {}",
+                out.stderr
+            );
+        }
+    }
+    // Named directly, a FIFO or a device is refused at once, before it is opened.
+    for args in [
+        &["verify", "/dev/zero"][..],
+        &["read", "/dev/zero", "--plugin", "x"],
+        &["write", "/dev/zero", "--plugin", "x", "--value", "1"],
+        &["tree", "sessions/fifo.jsonl"],
+        &["replay", "sessions/fifo.jsonl"],
+        &["status", "sessions/zero.jsonl"],
+        &["verify", "sessions/fifo.jsonl"],
+    ] {
+        let out = run_bounded(&w, args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.shown());
+        assert!(
+            out.stderr.contains("not a regular file"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn list_header_has_a_size_limit() {
+    let w = World::new();
+    let dir = w.work.join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("huge.jsonl"), vec![b' '; 200 * 1024]).unwrap();
+    let out = w.run(&["list", "sessions"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(
+        out.stderr
+            .contains("skipped sessions/huge.jsonl: line 1 is longer than 64 KiB"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn empty_directories_say_so() {
+    let w = World::new();
+    std::fs::create_dir_all(w.work.join("empty")).unwrap();
+    for cmd in ["list", "replay"] {
+        let out = w.run(&[cmd, "empty"]);
+        assert_eq!((out.code, out.stdout.as_str()), (0, ""), "{cmd}");
+        assert_eq!(out.stderr, "no *.jsonl session files in empty\n", "{cmd}");
+        let out = w.run(&[cmd, "empty", "--json"]);
+        assert_eq!(out.json(), json!({"sessions": []}), "{cmd}");
+    }
+    // Files, but no sessions among them.
+    std::fs::write(w.work.join("empty/notes.jsonl"), "{}\n").unwrap();
+    let out = w.run(&["list", "empty"]);
+    assert!(
+        out.stderr.contains(
+            "no sessions in empty: none of its 1 *.jsonl file(s) starts with a session header"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn messages_point_to_what_exists() {
+    let w = World::example();
+    // A BOM: `read` has no --salvage; the message points to `verify --salvage`.
+    std::fs::copy(format!("{EDGE}/bom.jsonl"), w.work.join("bom.jsonl")).unwrap();
+    let out = w.run(&["read", "bom.jsonl", "--plugin", "role"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        !out.stderr.contains("read with --salvage")
+            && out.stderr.contains("`session-state verify --salvage`"),
+        "{}",
+        out.stderr
+    );
+    // `read` of a missing file says "opening", as the other commands do.
+    let out = w.run(&["read", "missing.jsonl", "--plugin", "role"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .starts_with("error: opening missing.jsonl: No such file"),
+        "{}",
+        out.stderr
+    );
+    // `verify` of a corrupt file does not tell you to run the salvage report it shows.
+    std::fs::copy(
+        format!("{EDGE}/corrupt-middle.jsonl"),
+        w.work.join("bad.jsonl"),
+    )
+    .unwrap();
+    let out = w.run(&["verify", "bad.jsonl"]);
+    assert_eq!(out.code, 1);
+    assert!(
+        !out.stdout.contains("run `session-state verify") && out.stdout.contains("salvage: "),
+        "{}",
+        out.stdout
+    );
+    // `replay DIR` names a refused file once.
+    std::fs::create_dir_all(w.work.join("d")).unwrap();
+    std::fs::copy(
+        format!("{EDGE}/corrupt-middle.jsonl"),
+        w.work.join("d/bad.jsonl"),
+    )
+    .unwrap();
+    let out = w.run(&["replay", "d"]);
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stdout.matches("d/bad.jsonl").count(),
+        1,
+        "{}",
+        out.stdout
+    );
+    // The refusal to append after an unparsable last line: no nested parentheses.
+    let e = session_state::Error::TrailingGarbage {
+        path: "s.jsonl".into(),
+        at: session_state::Location {
+            line: 16,
+            offset: 4699,
+        },
+        detail: "expected value at line 1 column 1".into(),
+    };
+    let text = e.to_string();
+    assert!(
+        text.starts_with(
+            "s.jsonl: the last complete line, at line 16 (byte offset 4699), is not valid JSON: \
+             expected value"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn write_says_when_it_waits_for_a_terminal() {
+    let w = World::example();
+    let bin = assert_cmd::cargo::cargo_bin("session-state");
+    // `script` gives the command a terminal on stdin; Ctrl-D (\x04) ends the value.
+    let out = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} write s.jsonl --plugin n", bin.display()),
+            "/dev/null",
+        ])
+        .env("PI_CODING_AGENT_DIR", &w.agent)
+        .env("HOME", w.root.join("home"))
+        .current_dir(&w.work)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(b"5\n\x04")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("reading the value from stdin… (Ctrl-D to end)"),
+        "{shown}"
+    );
+    assert_eq!(w.run(&["read", "s.jsonl", "--plugin", "n"]).line(), "5");
+    // Without a terminal: no such line.
+    let out = w.run_stdin(&["write", "s.jsonl", "--plugin", "n"], "6");
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn library_warnings_reach_stderr() {
+    let w = World::example();
+    let db = w.default_db();
+    let sid = example_log(&w).session_id().to_owned();
+    kill(live_lock(&db, &sid));
+    let out = w.run(&["write", "s.jsonl", "--plugin", "n", "--value", "1"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(
+        out.stderr.contains("WARN") && out.stderr.contains("taking over the write lock"),
+        "{}",
+        out.stderr
+    );
+    // Quiet by default: a plain read prints nothing on stderr; -v is accepted anywhere.
+    let out = w.run(&["read", "s.jsonl", "--plugin", "n"]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    let out = w.run(&["-v", "read", "s.jsonl", "--plugin", "n", "-vv"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+}

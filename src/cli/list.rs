@@ -33,10 +33,20 @@ pub(crate) struct ListArgs {
 /// The header of one file, or why it is not one.
 fn header(path: &Path) -> Result<Value, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    // The scan only lists regular files; this catches one swapped in since.
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err("not a regular file".into());
+    }
     let mut line = Vec::new();
     BufReader::with_capacity(8192, file.take(MAX_HEADER))
         .read_until(b'\n', &mut line)
         .map_err(|e| e.to_string())?;
+    if line.len() as u64 == MAX_HEADER && !line.ends_with(b"\n") {
+        return Err(format!(
+            "line 1 is longer than {} KiB, so it is not a session header",
+            MAX_HEADER / 1024
+        ));
+    }
     let text = std::str::from_utf8(&line).map_err(|_| "line 1 is not UTF-8".to_owned())?;
     let text = text.trim_start_matches('\u{feff}').trim_end();
     if text.is_empty() {
@@ -88,12 +98,25 @@ pub(crate) fn run(args: ListArgs) -> CmdResult {
         }
     };
     let files = jsonl_files(&dir)?;
+    if files.is_empty() {
+        eprintln!(
+            "no *.jsonl session files in {}",
+            term_safe(&dir.display().to_string())
+        );
+    }
     let mut sessions = Vec::with_capacity(files.len());
     for f in &files {
         match header(f) {
             Ok(h) => sessions.push(h),
             Err(why) => warn(format_args!("skipped {}: {why}", f.display())),
         }
+    }
+    if sessions.is_empty() && !files.is_empty() {
+        eprintln!(
+            "no sessions in {}: none of its {} *.jsonl file(s) starts with a session header",
+            term_safe(&dir.display().to_string()),
+            files.len()
+        );
     }
     if args.json {
         emit_json(&json!({ "sessions": sessions }))?;

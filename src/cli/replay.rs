@@ -1,7 +1,10 @@
 //! `replay`: the state of every plugin at every branch tip, folded from the log alone (no
 //! database), plus the last `data` of every other extension's `custom` entries.
 
-use super::{CmdResult, emit_json, emit_text, fail, jsonl_files, short_json, strict_error};
+use super::{
+    CmdResult, emit_json, emit_text, fail, jsonl_files, require_regular, short_json, strict_error,
+    without_path,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Map, Value, json};
 use session_state::{Scope, SessionLog, inspect};
@@ -143,7 +146,7 @@ fn text(report: &Value) -> String {
     let mut out = String::new();
     let file = report["file"].as_str().unwrap_or_default();
     if let Some(e) = report.get("error").and_then(Value::as_str) {
-        let _ = writeln!(out, "{file}: ERROR: {e}");
+        let _ = writeln!(out, "{file}: ERROR: {}", without_path(e, file));
         return out;
     }
     let tips = report["tips"].as_array().map(Vec::as_slice).unwrap_or(&[]);
@@ -241,6 +244,12 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
     let mut all_ok = true;
     if meta.is_dir() {
         let files = jsonl_files(&args.path)?;
+        if files.is_empty() {
+            eprintln!(
+                "no *.jsonl session files in {}",
+                super::term_safe(&args.path.display().to_string())
+            );
+        }
         let bar = progress(files.len() as u64, "files");
         let hidden = ProgressBar::hidden();
         for f in &files {
@@ -256,6 +265,7 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
         }
         bar.finish_and_clear();
     } else {
+        require_regular(&args.path)?;
         let log = SessionLog::open(&args.path).map_err(|e| fail(strict_error(&e)))?;
         let bar = progress(log.tips().len() as u64, "tips");
         let (r, ok) = replay_log(&log, &bar);

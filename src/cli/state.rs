@@ -4,11 +4,11 @@
 //! it. The writes open the log, move the leaf for `--at`, and go through
 //! [`SessionState`], which takes the session's write lock.
 
-use super::{CmdResult, DbArgs, Failure, ScopeArg, emit, fail, open_log};
+use super::{CmdResult, DbArgs, Failure, ScopeArg, emit, fail, open_log, require_regular};
 use serde_json::Value;
 use session_state::state::envelope::Op;
 use session_state::{Options, Projection, Scope, SessionState, validate_plugin_id};
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
 pub(crate) const READ_EXAMPLES: &str = "\
@@ -116,6 +116,7 @@ pub(crate) fn read(args: ReadArgs) -> CmdResult {
     let t = args.target;
     check_plugin(&t)?;
     let db = t.db.resolve()?;
+    require_regular(&t.file)?;
     let mut projection = Projection::open(&db).map_err(fail)?;
     let value = projection
         .read(&t.file, &t.plugin, Scope::from(t.scope), t.at.as_deref())
@@ -134,6 +135,9 @@ pub(crate) fn write(args: WriteArgs) -> CmdResult {
     let value = match &args.value {
         Some(v) => parse_json(v, "--value")?,
         None => {
+            if std::io::stdin().is_terminal() {
+                eprintln!("reading the value from stdin… (Ctrl-D to end)");
+            }
             let mut text = String::new();
             std::io::stdin()
                 .read_to_string(&mut text)
