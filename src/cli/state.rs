@@ -23,7 +23,9 @@ pub(crate) const WRITE_EXAMPLES: &str = "\
 Examples:
   session-state write s.jsonl --plugin role --value '{\"name\":\"reviewer\"}'
   echo '[1,2,3]' | session-state write s.jsonl --plugin todo
-  session-state write s.jsonl --plugin role --value '\"planner\"' --at 1a2b3c4d   # a fork
+  session-state write s.jsonl --plugin counter --value -1
+  session-state write s.jsonl --plugin role --value '\"planner\"' --at 1a2b3c4d
+      (a child of 1a2b3c4d: it extends that branch at a tip, forks anywhere else)
 
 Prints the new entry's id, or nothing when the value was already equal.
 Exit codes: 0 done; 2 error (invalid JSON, unknown entry, lock held by another process...).";
