@@ -136,5 +136,8 @@ fn ids_are_compared_by_where_they_recur() {
         number_ids("a 7558f63f b 08b68632 7558f63f 01a22bc8-9653 deadbeefcafe"),
         "a [ID0] b [ID1] [ID0] [ID2]-9653 deadbeefcafe"
     );
-    assert_ne!(number_ids("7558f63f 08b68632"), number_ids("7558f63f 7558f63f"));
+    assert_ne!(
+        number_ids("7558f63f 08b68632"),
+        number_ids("7558f63f 7558f63f")
+    );
 }

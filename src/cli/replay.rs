@@ -3,7 +3,7 @@
 
 use super::{
     CmdResult, emit_json, emit_text, fail, jsonl_files, require_regular, short_json, strict_error,
-    without_path,
+    term_safe, without_path,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Map, Value, json};
@@ -227,10 +227,11 @@ fn progress(len: u64, unit: &str) -> ProgressBar {
 }
 
 fn replay_file(path: &Path, bar: &ProgressBar) -> (Value, bool) {
-    bar.set_message(format!("reading {}", path.display()));
+    let shown = term_safe(&path.display().to_string()).into_owned();
+    bar.set_message(format!("reading {shown}"));
     match SessionLog::open(path) {
         Ok(log) => {
-            bar.set_message(format!("folding {}", path.display()));
+            bar.set_message(format!("folding {shown}"));
             replay_log(&log, bar)
         }
         Err(e) => (json!({ "file": path, "error": e.to_string() }), false),
@@ -247,13 +248,13 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
         if files.is_empty() {
             eprintln!(
                 "no *.jsonl session files in {}",
-                super::term_safe(&args.path.display().to_string())
+                term_safe(&args.path.display().to_string())
             );
         }
         let bar = progress(files.len() as u64, "files");
         let hidden = ProgressBar::hidden();
         for f in &files {
-            bar.set_message(f.display().to_string());
+            bar.set_message(term_safe(&f.display().to_string()).into_owned());
             let (r, ok) = replay_file(f, &hidden);
             bar.inc(1);
             all_ok &= ok;
