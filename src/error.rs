@@ -154,7 +154,7 @@ pub enum Error {
     /// The last complete line does not parse; appending after it would turn it into
     /// corruption in the middle of the file.
     #[error(
-        "{path}: the last complete line ({at}) is not valid JSON ({detail}); refusing to \
+        "{path}: the last complete line, at {at}, is not valid JSON: {detail}; refusing to \
          append after it. Inspect it with `session-state verify`"
     )]
     TrailingGarbage {

@@ -1245,7 +1245,8 @@ fn apply_op(rows: Rows<'_>, env: &Envelope, current: Option<&str>) -> Result<Opt
         Some(c) => Some(rows.json("a stored value", c)?),
         None => None,
     };
-    Ok(env.op
+    Ok(env
+        .op
         .apply(cur.as_ref())
         .map(|v| crate::json::to_string_exact(&v)))
 }

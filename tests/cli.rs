@@ -1064,3 +1064,406 @@ fn status_of_a_corrupt_file_uses_a_salvage_read() {
     assert_eq!(v["readable"], json!(false));
     assert_eq!(v["entries"], json!(3));
 }
+
+// ---------------------------------------------------------------------------------------
+// issue 10: values with a leading '-', hostile names, linear output, odd files, friction
+// ---------------------------------------------------------------------------------------
+
+/// Appends one raw line to `file` as a child of its last entry; returns the new id.
+fn append_child(file: &Path, id: &str, fields: Value) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let mut entry =
+        json!({"id": id, "parentId": last["id"], "timestamp": "2026-01-01T00:00:00.000Z"});
+    entry
+        .as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
+    let mut f = std::fs::OpenOptions::new().append(true).open(file).unwrap();
+    use std::io::Write as _;
+    writeln!(f, "{entry}").unwrap();
+    id.to_owned()
+}
+
+#[test]
+fn negative_numbers_are_values() {
+    let w = World::example();
+    for (value, shown) in [("-1", "-1"), ("-2.5", "-2.5")] {
+        let out = w.run(&["write", "s.jsonl", "--plugin", "n", "--value", value]);
+        assert_eq!(out.code, 0, "{value}: {}", out.shown());
+        assert_eq!(out.line().len(), 8, "{value}: {}", out.shown());
+        let out = w.run(&["read", "s.jsonl", "--plugin", "n"]);
+        assert_eq!((out.code, out.line().as_str()), (0, shown), "{value}");
+    }
+    // A merge patch that is not an object replaces the value (RFC 7396).
+    let out = w.run(&["patch", "s.jsonl", "--plugin", "n", "--merge", "-5"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    let out = w.run(&["read", "s.jsonl", "--plugin", "n"]);
+    assert_eq!(out.line(), "-5");
+    // `--value=-7` and a value after `--`-less flags keep working too.
+    let out = w.run(&["write", "s.jsonl", "--value=-7", "--plugin", "n"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert_eq!(w.run(&["read", "s.jsonl", "--plugin", "n"]).line(), "-7");
+    // Something that is not JSON is still refused, by the JSON parser.
+    let out = w.run(&["write", "s.jsonl", "--plugin", "n", "--value", "-x"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("--value is not valid JSON"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn names_from_the_file_cannot_drive_the_terminal() {
+    let w = World::example();
+    let f = w.file();
+    let title = "x\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}1m\u{202e}";
+    append_child(
+        &f,
+        "e0e0e001",
+        json!({"type": "custom", "customType": title, "data": {"k": "\u{1b}[2J"}}),
+    );
+    append_child(
+        &f,
+        "e0e0e002",
+        json!({"type": "custom", "customType": format!("session-state/ev\u{1b}[2Jil"),
+               "data": {"v": 1, "scope": "branch", "op": "set", "value": 1}}),
+    );
+    for args in [
+        &["tree", "s.jsonl"][..],
+        &["replay", "s.jsonl"],
+        &["replay", "."],
+        &["status", "s.jsonl"],
+        &["verify", "s.jsonl"],
+    ] {
+        let out = w.run(args);
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(
+            !all.chars()
+                .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{args:?} printed a raw control character: {all:?}"
+        );
+        if args[0] != "verify" {
+            assert!(
+                all.contains(r"\u001b[2J") || all.contains(r"\u001b]0;pwned\u0007"),
+                "{args:?}: the name is shown, escaped: {all}"
+            );
+        }
+    }
+    let out = w.run(&["tree", "s.jsonl"]);
+    assert!(
+        out.stdout
+            .contains(r"custom x\u001b]0;pwned\u0007\u001b[2J\u009b1m\u202e"),
+        "{}",
+        out.stdout
+    );
+    // JSON output stays JSON, with the same strings.
+    let out = w.run(&["replay", "s.jsonl", "--json"]);
+    let v = out.json();
+    assert!(
+        v["sessions"][0]["tips"][1]["custom"].get(title).is_some(),
+        "{v}"
+    );
+}
+
+/// A session of `n` forks, each inside the previous one: fork `i` is a state event of
+/// plugin `depth` (value `i`) with two children, a message (a tip) and fork `i + 1`.
+fn nested_forks(path: &Path, n: usize) -> usize {
+    use std::fmt::Write as _;
+    let mut s = String::from(
+        "{\"type\":\"session\",\"version\":3,\"id\":\"01a22bc8-9653-71cb-b4ad-000000000000\",\
+         \"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n",
+    );
+    let mut parent = "null".to_owned();
+    for i in 0..n {
+        let fork = format!("f{i:07}");
+        let _ = writeln!(
+            s,
+            "{{\"type\":\"custom\",\"customType\":\"session-state/depth\",\"data\":{{\"v\":1,\
+             \"scope\":\"branch\",\"op\":\"set\",\"value\":{i}}},\"id\":\"{fork}\",\
+             \"parentId\":{parent},\"timestamp\":\"2026-01-01T00:00:00.000Z\"}}"
+        );
+        let _ = writeln!(
+            s,
+            "{{\"type\":\"message\",\"id\":\"t{i:07}\",\"parentId\":\"{fork}\",\
+             \"timestamp\":\"2026-01-01T00:00:00.000Z\",\"message\":{{\"role\":\"user\",\
+             \"content\":\"hi\",\"timestamp\":1}}}}"
+        );
+        parent = format!("\"{fork}\"");
+    }
+    std::fs::write(path, s).unwrap();
+    2 * n
+}
+
+#[test]
+fn tree_and_replay_output_is_linear_in_nested_forks() {
+    let w = World::new();
+    let f = w.work.join("nested.jsonl");
+    let entries = nested_forks(&f, 2000);
+    let out = w.run(&["tree", "nested.jsonl"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.len() <= 120 * entries,
+        "tree printed {} bytes for {entries} entries",
+        out.stdout.len()
+    );
+    // Every entry is still drawn, the deep ones with the depth marker.
+    assert_eq!(out.stdout.lines().count(), entries + 1);
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("[+1987] ")
+            && l.ends_with("└─ f0001999 state depth set (branch) 1999  [key]")),
+        "{}",
+        &out.stdout[out.stdout.len() - 2000..]
+    );
+    let widest = out.stdout.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(widest < 160, "a line of {widest} characters");
+
+    // replay: one row per tip, each with the value of its own fork.
+    let out = w.run(&["replay", "nested.jsonl", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = out.json();
+    let tips = v["sessions"][0]["tips"].as_array().unwrap();
+    assert_eq!(tips.len(), 2000);
+    for (i, t) in tips.iter().enumerate() {
+        assert_eq!(t["tip"], json!(format!("t{i:07}")));
+        assert_eq!(t["branch"]["depth"]["value"], json!(i), "{t}");
+        assert_eq!(t["depth"], json!(i + 2));
+    }
+    let text = w.run(&["replay", "nested.jsonl"]);
+    assert!(text.stdout.len() <= 120 * entries, "{}", text.stdout.len());
+}
+
+/// Runs with a time limit, so a command that blocks fails the test instead of hanging it.
+fn run_bounded(w: &World, args: &[&str]) -> Out {
+    Out::of(
+        w.cmd(args)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn directory_scans_skip_what_is_not_a_regular_file() {
+    let w = World::new();
+    let dir = w.work.join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(EXAMPLE, dir.join("a.jsonl")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("fifo.jsonl"))
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo failed");
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.jsonl")).unwrap();
+    std::os::unix::fs::symlink("a.jsonl", dir.join("link.jsonl")).unwrap();
+    std::os::unix::fs::symlink("nowhere", dir.join("dangling.jsonl")).unwrap();
+    for cmd in ["list", "replay"] {
+        let out = run_bounded(&w, &[cmd, "sessions", "--json"]);
+        assert_eq!(out.code, 0, "{cmd}: {}", out.shown());
+        let v = out.json();
+        let files: Vec<&str> = v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                s[if cmd == "list" { "path" } else { "file" }]
+                    .as_str()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(files, ["sessions/a.jsonl", "sessions/link.jsonl"], "{cmd}");
+        for (name, kind) in [
+            ("fifo.jsonl", "a FIFO"),
+            ("zero.jsonl", "a device"),
+            ("dangling.jsonl", "No such file"),
+        ] {
+            assert!(
+                out.stderr
+                    .contains(&format!("warning: skipped sessions/{name}: {kind}")),
+                "{cmd} {name}: {}",
+                out.stderr
+            );
+        }
+    }
+    // Named directly, a FIFO or a device is refused at once, before it is opened.
+    for args in [
+        &["verify", "/dev/zero"][..],
+        &["read", "/dev/zero", "--plugin", "x"],
+        &["write", "/dev/zero", "--plugin", "x", "--value", "1"],
+        &["tree", "sessions/fifo.jsonl"],
+        &["replay", "sessions/fifo.jsonl"],
+        &["status", "sessions/zero.jsonl"],
+        &["verify", "sessions/fifo.jsonl"],
+    ] {
+        let out = run_bounded(&w, args);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.shown());
+        assert!(
+            out.stderr.contains("not a regular file"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn list_header_has_a_size_limit() {
+    let w = World::new();
+    let dir = w.work.join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("huge.jsonl"), vec![b' '; 200 * 1024]).unwrap();
+    let out = w.run(&["list", "sessions"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(
+        out.stderr
+            .contains("skipped sessions/huge.jsonl: line 1 is longer than 64 KiB"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn empty_directories_say_so() {
+    let w = World::new();
+    std::fs::create_dir_all(w.work.join("empty")).unwrap();
+    for cmd in ["list", "replay"] {
+        let out = w.run(&[cmd, "empty"]);
+        assert_eq!((out.code, out.stdout.as_str()), (0, ""), "{cmd}");
+        assert_eq!(out.stderr, "no *.jsonl session files in empty\n", "{cmd}");
+        let out = w.run(&[cmd, "empty", "--json"]);
+        assert_eq!(out.json(), json!({"sessions": []}), "{cmd}");
+    }
+    // Files, but no sessions among them.
+    std::fs::write(w.work.join("empty/notes.jsonl"), "{}\n").unwrap();
+    let out = w.run(&["list", "empty"]);
+    assert!(
+        out.stderr.contains(
+            "no sessions in empty: none of its 1 *.jsonl file(s) starts with a session header"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn messages_point_to_what_exists() {
+    let w = World::example();
+    // A BOM: `read` has no --salvage; the message points to `verify --salvage`.
+    std::fs::copy(format!("{EDGE}/bom.jsonl"), w.work.join("bom.jsonl")).unwrap();
+    let out = w.run(&["read", "bom.jsonl", "--plugin", "role"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        !out.stderr.contains("read with --salvage")
+            && out.stderr.contains("`session-state verify --salvage`"),
+        "{}",
+        out.stderr
+    );
+    // `read` of a missing file says "opening", as the other commands do.
+    let out = w.run(&["read", "missing.jsonl", "--plugin", "role"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .starts_with("error: opening missing.jsonl: No such file"),
+        "{}",
+        out.stderr
+    );
+    // `verify` of a corrupt file does not tell you to run the salvage report it shows.
+    std::fs::copy(
+        format!("{EDGE}/corrupt-middle.jsonl"),
+        w.work.join("bad.jsonl"),
+    )
+    .unwrap();
+    let out = w.run(&["verify", "bad.jsonl"]);
+    assert_eq!(out.code, 1);
+    assert!(
+        !out.stdout.contains("run `session-state verify") && out.stdout.contains("salvage: "),
+        "{}",
+        out.stdout
+    );
+    // `replay DIR` names a refused file once.
+    std::fs::create_dir_all(w.work.join("d")).unwrap();
+    std::fs::copy(
+        format!("{EDGE}/corrupt-middle.jsonl"),
+        w.work.join("d/bad.jsonl"),
+    )
+    .unwrap();
+    let out = w.run(&["replay", "d"]);
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stdout.matches("d/bad.jsonl").count(),
+        1,
+        "{}",
+        out.stdout
+    );
+    // The refusal to append after an unparsable last line: no nested parentheses.
+    let e = session_state::Error::TrailingGarbage {
+        path: "s.jsonl".into(),
+        at: session_state::Location {
+            line: 16,
+            offset: 4699,
+        },
+        detail: "expected value at line 1 column 1".into(),
+    };
+    let text = e.to_string();
+    assert!(
+        text.starts_with(
+            "s.jsonl: the last complete line, at line 16 (byte offset 4699), is not valid JSON: \
+             expected value"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn write_says_when_it_waits_for_a_terminal() {
+    let w = World::example();
+    let bin = assert_cmd::cargo::cargo_bin("session-state");
+    // `script` gives the command a terminal on stdin; Ctrl-D (\x04) ends the value.
+    let out = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} write s.jsonl --plugin n", bin.display()),
+            "/dev/null",
+        ])
+        .env("PI_CODING_AGENT_DIR", &w.agent)
+        .env("HOME", w.root.join("home"))
+        .current_dir(&w.work)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(b"5\n\x04")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("reading the value from stdin… (Ctrl-D to end)"),
+        "{shown}"
+    );
+    assert_eq!(w.run(&["read", "s.jsonl", "--plugin", "n"]).line(), "5");
+    // Without a terminal: no such line.
+    let out = w.run_stdin(&["write", "s.jsonl", "--plugin", "n"], "6");
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn library_warnings_reach_stderr() {
+    let w = World::example();
+    let db = w.default_db();
+    let sid = example_log(&w).session_id().to_owned();
+    kill(live_lock(&db, &sid));
+    let out = w.run(&["write", "s.jsonl", "--plugin", "n", "--value", "1"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(
+        out.stderr.contains("WARN") && out.stderr.contains("taking over the write lock"),
+        "{}",
+        out.stderr
+    );
+    // Quiet by default: a plain read prints nothing on stderr; -v is accepted anywhere.
+    let out = w.run(&["read", "s.jsonl", "--plugin", "n"]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    let out = w.run(&["-v", "read", "s.jsonl", "--plugin", "n", "-vv"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+}

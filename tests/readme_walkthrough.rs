@@ -1,158 +1,143 @@
-//! The README's CLI session, run for real on a copy of fixtures/example.jsonl: every
-//! value the README shows is what the binary prints (entry ids differ per run; the ones
-//! the README passes to `--at` come from the committed fixture).
+//! The README's CLI session, run for real: every command of its console block is run in
+//! one bash session (with `ss` the built binary and `/tmp/demo` moved into a temporary
+//! folder), and what each prints is compared with what the README shows below it. Entry
+//! ids differ per run, so ids are compared by where they recur: the n-th distinct id of
+//! the README must stand where the n-th distinct id of the real output stands.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::Command;
 
-struct Run {
-    code: i32,
-    out: String,
+/// The commands of the README's "A short CLI session" block, each with the lines shown
+/// under it.
+fn walkthrough(readme: &str) -> Vec<(String, String)> {
+    let section = &readme[readme
+        .find("## A short CLI session")
+        .expect("the README has its CLI session")..];
+    let start = section.find("```console\n").expect("a console block") + "```console\n".len();
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    let mut steps: Vec<(String, String)> = Vec::new();
+    for line in block.lines() {
+        if let Some(cmd) = line.strip_prefix("$ ") {
+            steps.push((cmd.to_owned(), String::new()));
+        } else {
+            let (_, out) = steps.last_mut().expect("output before any command");
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    steps
 }
 
-fn ss(agent: &Path, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_session-state"))
-        .args(args)
-        .env_clear()
-        .env("PI_CODING_AGENT_DIR", agent)
-        .env("HOME", agent)
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap(),
-        out: String::from_utf8(out.stdout).unwrap(),
+/// Ids (eight lowercase hex digits standing alone) numbered by first appearance.
+fn number_ids(text: &str) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    let mut out = String::new();
+    let mut word = String::new();
+    let mut flush = |word: &mut String, out: &mut String| {
+        let is_id = word.len() == 8
+            && word
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if is_id {
+            let n = match seen.iter().position(|s| s == word) {
+                Some(n) => n,
+                None => {
+                    seen.push(word.clone());
+                    seen.len() - 1
+                }
+            };
+            out.push_str(&format!("[ID{n}]"));
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
     }
+    flush(&mut word, &mut out);
+    out
 }
 
 #[test]
-fn the_readme_walkthrough_holds() {
+fn the_readme_walkthrough_shows_what_the_commands_print() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let steps = walkthrough(&readme);
+    assert!(steps.len() >= 10, "{steps:?}");
     let dir = tempfile::tempdir().unwrap();
-    let agent = dir.path().join("agent");
-    let demo = dir.path().join("demo.jsonl");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example.jsonl"),
-        &demo,
-    )
-    .unwrap();
-    let f = demo.to_str().unwrap();
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    assert!(readme.contains("ss read /tmp/demo.jsonl --plugin role --at ddd707d7"));
+    let tmp = dir.path().canonicalize().unwrap();
+    let tmp = tmp.to_str().unwrap();
 
-    let r = ss(&agent, &["read", f, "--plugin", "role"]);
-    assert_eq!((r.code, r.out.as_str()), (0, "{\"name\":\"writer\"}\n"));
-    let r = ss(&agent, &["read", f, "--plugin", "role", "--at", "ddd707d7"]);
-    assert_eq!(r.out, "{\"name\":\"reviewer\"}\n");
-    let tester = ss(
-        &agent,
-        &[
-            "write",
-            f,
-            "--plugin",
-            "role",
-            "--value",
-            r#"{"name":"tester"}"#,
-        ],
+    let mut script = format!(
+        "set -u\nss() {{ '{}' \"$@\"; }}\n",
+        env!("CARGO_BIN_EXE_session-state")
     );
-    assert_eq!((tester.code, tester.out.trim().len()), (0, 8));
-    let again = ss(
-        &agent,
-        &[
-            "write",
-            f,
-            "--plugin",
-            "role",
-            "--value",
-            r#"{"name":"tester"}"#,
-        ],
-    );
-    assert_eq!((again.code, again.out.as_str()), (0, ""));
-    let fork = ss(
-        &agent,
-        &[
-            "write",
-            f,
-            "--plugin",
-            "role",
-            "--at",
-            "ddd707d7",
-            "--value",
-            r#"{"name":"auditor"}"#,
-        ],
-    );
-    assert_eq!(fork.out.trim().len(), 8);
+    for (i, (cmd, _)) in steps.iter().enumerate() {
+        if cmd.starts_with("alias ss=") {
+            // `ss` is the function above: the test runs the binary it built.
+            continue;
+        }
+        script.push_str(&format!(
+            "echo '@@@ {i}'\n{}\n",
+            cmd.replace("/tmp/demo", &format!("{tmp}/demo"))
+        ));
+    }
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(root)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", tmp)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stderr, "", "the walk-through prints nothing on stderr");
+
+    // The real transcript, in the README's shape.
+    let mut shown = vec![String::new(); steps.len()];
+    let mut current = None;
+    for line in stdout.lines() {
+        if let Some(i) = line.strip_prefix("@@@ ") {
+            current = Some(i.parse::<usize>().unwrap());
+            continue;
+        }
+        let i = current.expect("output before the first marker");
+        shown[i].push_str(&line.replace(&format!("{tmp}/demo"), "/tmp/demo"));
+        shown[i].push('\n');
+    }
+    let transcript = |outs: &[String]| -> String {
+        steps
+            .iter()
+            .zip(outs)
+            .map(|((cmd, _), out)| format!("$ {cmd}\n{out}"))
+            .collect()
+    };
+    let readme_outs: Vec<String> = steps.iter().map(|(_, o)| o.clone()).collect();
     assert_eq!(
-        ss(&agent, &["read", f, "--plugin", "role"]).out,
-        "{\"name\":\"auditor\"}\n"
+        number_ids(&transcript(&shown)),
+        number_ids(&transcript(&readme_outs)),
+        "the README's CLI session (right) does not show what the commands print (left)"
     );
-    let r = ss(
-        &agent,
-        &["read", f, "--plugin", "role", "--at", tester.out.trim()],
+}
+
+#[test]
+fn ids_are_compared_by_where_they_recur() {
+    assert_eq!(
+        number_ids("a 7558f63f b 08b68632 7558f63f 01a22bc8-9653 deadbeefcafe"),
+        "a [ID0] b [ID1] [ID0] [ID2]-9653 deadbeefcafe"
     );
-    assert_eq!(r.out, "{\"name\":\"tester\"}\n");
-    let p = ss(
-        &agent,
-        &[
-            "patch",
-            f,
-            "--plugin",
-            "todo",
-            "--scope",
-            "session",
-            "--merge",
-            r#"{"last-error":null}"#,
-        ],
-    );
-    assert_eq!(p.out.trim().len(), 8);
-    let r = ss(
-        &agent,
-        &["read", f, "--plugin", "todo", "--scope", "session"],
-    );
-    assert_eq!(r.out, "{\"backoff\":\"done\"}\n");
-    let r = ss(&agent, &["read", f, "--plugin", "nothing"]);
-    assert_eq!((r.code, r.out.as_str()), (1, ""));
-    let tree = ss(&agent, &["tree", f]).out;
-    let tail: Vec<&str> = tree.lines().rev().take(5).collect();
-    assert!(
-        tail.iter().any(|l| l.contains(&format!(
-            "{} state role set (branch) {{\"name\":\"tester\"}}",
-            tester.out.trim()
-        ))),
-        "{tree}"
-    );
-    assert!(
-        tree.contains(&format!(
-            "{} state todo patch (session) {{\"last-error\":null}}  [leaf]",
-            p.out.trim()
-        )),
-        "{tree}"
-    );
-    let v = ss(&agent, &["verify", f]);
-    assert_eq!(v.code, 0);
-    assert!(
-        v.out.contains(
-            "readable: session 01a22bc8-9653-71cb-b4ad-8e4c64f53380, 17 entries, 0 finding(s)"
-        ),
-        "{}",
-        v.out
-    );
-    // The main job of the README: replay the example.
-    let r = ss(
-        &agent,
-        &[
-            "replay",
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("fixtures/example.jsonl")
-                .to_str()
-                .unwrap(),
-        ],
-    );
-    assert_eq!(r.code, 0);
-    assert!(
-        r.out.contains("role = {\"name\":\"writer\"}")
-            && r.out.contains("role = {\"name\":\"reviewer\"}"),
-        "{}",
-        r.out
+    assert_ne!(
+        number_ids("7558f63f 08b68632"),
+        number_ids("7558f63f 7558f63f")
     );
 }

@@ -1,7 +1,7 @@
 //! `list`: sessions from their header lines only. Only the first line of each file is
 //! read (at most 64 KiB of it), so thousands of large sessions list in moments.
 
-use super::{CmdResult, Failure, emit, emit_json, fail, jsonl_files};
+use super::{CmdResult, Failure, emit_json, emit_text, fail, jsonl_files, term_safe, warn};
 use serde_json::{Value, json};
 use session_state::ProjectTrust;
 use session_state::settings::LocationInputs;
@@ -33,10 +33,20 @@ pub(crate) struct ListArgs {
 /// The header of one file, or why it is not one.
 fn header(path: &Path) -> Result<Value, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    // The scan only lists regular files; this catches one swapped in since.
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err("not a regular file".into());
+    }
     let mut line = Vec::new();
     BufReader::with_capacity(8192, file.take(MAX_HEADER))
         .read_until(b'\n', &mut line)
         .map_err(|e| e.to_string())?;
+    if line.len() as u64 == MAX_HEADER && !line.ends_with(b"\n") {
+        return Err(format!(
+            "line 1 is longer than {} KiB, so it is not a session header",
+            MAX_HEADER / 1024
+        ));
+    }
     let text = std::str::from_utf8(&line).map_err(|_| "line 1 is not UTF-8".to_owned())?;
     let text = text.trim_start_matches('\u{feff}').trim_end();
     if text.is_empty() {
@@ -75,7 +85,10 @@ pub(crate) fn run(args: ListArgs) -> CmdResult {
         None => {
             let d = default_dir()?;
             if !d.exists() {
-                eprintln!("no sessions directory at {}", d.display());
+                eprintln!(
+                    "no sessions directory at {}",
+                    term_safe(&d.display().to_string())
+                );
                 if args.json {
                     emit_json(&json!({ "sessions": [] }))?;
                 }
@@ -85,12 +98,25 @@ pub(crate) fn run(args: ListArgs) -> CmdResult {
         }
     };
     let files = jsonl_files(&dir)?;
+    if files.is_empty() {
+        eprintln!(
+            "no *.jsonl session files in {}",
+            term_safe(&dir.display().to_string())
+        );
+    }
     let mut sessions = Vec::with_capacity(files.len());
     for f in &files {
         match header(f) {
             Ok(h) => sessions.push(h),
-            Err(why) => eprintln!("warning: skipped {}: {why}", f.display()),
+            Err(why) => warn(format_args!("skipped {}: {why}", f.display())),
         }
+    }
+    if sessions.is_empty() && !files.is_empty() {
+        eprintln!(
+            "no sessions in {}: none of its {} *.jsonl file(s) starts with a session header",
+            term_safe(&dir.display().to_string()),
+            files.len()
+        );
     }
     if args.json {
         emit_json(&json!({ "sessions": sessions }))?;
@@ -127,6 +153,6 @@ pub(crate) fn run(args: ListArgs) -> CmdResult {
     for [id, time, cwd, path] in &rows {
         let _ = writeln!(out, "{id:<w0$}  {time:<w1$}  {cwd:<w2$}  {path}");
     }
-    emit(&out)?;
+    emit_text(&out)?;
     Ok(0)
 }

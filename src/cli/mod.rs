@@ -17,6 +17,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use session_state::settings::LocationInputs;
 use session_state::{Error, LogOptions, ProjectTrust, ReadMode, Scope, SessionLog};
 use std::fmt::Display;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -61,8 +62,31 @@ See docs/cli.md.";
 #[derive(Debug, Parser)]
 #[command(name = "session-state", version, after_help = MAIN_EXAMPLES)]
 pub(crate) struct Cli {
+    /// More diagnostics on stderr: -v also reports what the library does (info), -vv
+    /// debugging detail. Without it only warnings (lock takeovers, rebuilds) are shown
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Sends the library's `tracing` events to stderr: warnings by default, `-v` info, `-vv`
+/// debug, `-vvv` trace. One line each, `warning: …` style, escaped like every message.
+fn install_diagnostics(verbose: u8) {
+    use tracing_subscriber::filter::LevelFilter;
+    let level = match verbose {
+        0 => LevelFilter::WARN,
+        1 => LevelFilter::INFO,
+        2 => LevelFilter::DEBUG,
+        _ => LevelFilter::TRACE,
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_target(verbose >= 2)
+        .try_init();
 }
 
 #[derive(Debug, Subcommand)]
@@ -161,7 +185,7 @@ impl DbArgs {
             .and_then(|i| i.resolve())
             .map_err(|e| fail(format_args!("locating the projection database: {e}")))?;
         for d in &location.diagnostics {
-            eprintln!("warning: {d}");
+            warn(d);
         }
         Ok(location.path)
     }
@@ -170,6 +194,7 @@ impl DbArgs {
 /// Opens a session file with the strict reader; an error names the file and says how to
 /// look closer.
 pub(crate) fn open_log(file: &Path) -> Result<SessionLog, Failure> {
+    require_regular(file)?;
     SessionLog::open(file).map_err(|e| fail(strict_error(&e)))
 }
 
@@ -177,13 +202,23 @@ pub(crate) fn open_log(file: &Path) -> Result<SessionLog, Failure> {
 pub(crate) fn strict_error(e: &Error) -> String {
     match e {
         Error::Io { .. } => e.to_string(),
-        _ => format!("{e}\n(run `session-state verify --salvage` on the file for a full report)"),
+        _ => {
+            let text = e.to_string();
+            if text.contains("session-state verify") {
+                text
+            } else {
+                format!(
+                    "{text}\n(run `session-state verify --salvage` on the file for a full report)"
+                )
+            }
+        }
     }
 }
 
 /// Opens a session file strictly, else in salvage mode (for commands that only need the
 /// header and a best-effort view). The second value is the strict error, if any.
 pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String>), Failure> {
+    require_regular(file)?;
     match SessionLog::open(file) {
         Ok(log) => Ok((log, None)),
         Err(e @ Error::Io { .. }) => Err(fail(e)),
@@ -194,7 +229,44 @@ pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String
     }
 }
 
-/// Writes command output to stdout. A closed pipe (`| head`) ends the output quietly.
+/// Whether a character must not reach a terminal raw: C0 controls except the newline, DEL,
+/// C1 controls, and the bidirectional overrides and isolates (which reorder what follows).
+fn is_unsafe(c: char) -> bool {
+    (c.is_control() && c != '\n')
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Text for a terminal: every character a session file could use to drive it (escape
+/// sequences, cursor moves, title changes, bidi reordering) is written as `\uXXXX`, the
+/// JSON escape, so the output stays readable and a JSON text stays the same JSON value.
+/// Newlines are kept. Used for every human output and every message on stderr.
+pub(crate) fn term_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_unsafe(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Human output on stdout, through [`term_safe`].
+pub(crate) fn emit_text(text: &str) -> Result<(), Failure> {
+    emit(&term_safe(text))
+}
+
+/// A warning on stderr, through [`term_safe`].
+pub(crate) fn warn(message: impl Display) {
+    eprintln!("warning: {}", term_safe(&message.to_string()));
+}
+
+/// Writes command output to stdout as is (JSON output, already escaped by serde). A
+/// closed pipe (`| head`) ends the output quietly.
 pub(crate) fn emit(text: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -211,8 +283,48 @@ pub(crate) fn emit_json(value: &serde_json::Value) -> Result<(), Failure> {
     emit(&s)
 }
 
-/// Every `*.jsonl` file below `dir` (recursive, symlinked folders not followed), sorted.
-/// Unreadable subfolders are reported on stderr and skipped.
+/// What a non-regular file is, for messages.
+fn kind_of(ty: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ty.is_fifo() {
+            return "a FIFO";
+        }
+        if ty.is_char_device() || ty.is_block_device() {
+            return "a device";
+        }
+        if ty.is_socket() {
+            return "a socket";
+        }
+    }
+    if ty.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Refuses, before anything opens it, a session path that is not a regular file (after
+/// symlinks): a FIFO would block the open forever, a device such as /dev/zero would be
+/// read without end. A path that cannot be examined is an `opening …` error.
+pub(crate) fn require_regular(path: &Path) -> Result<(), Failure> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| fail(format_args!("opening {}: {e}", path.display())))?;
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(fail(format_args!(
+        "{}: {}, not a regular file; a session log is a regular file, so it was not opened",
+        path.display(),
+        kind_of(meta.file_type())
+    )))
+}
+
+/// Every `*.jsonl` regular file below `dir` (recursive, symlinked folders not followed,
+/// symlinks to regular files followed), sorted. A `*.jsonl` name that is not a regular
+/// file (a FIFO, a device, a dangling link...) and unreadable subfolders are reported on
+/// stderr and skipped, so a scan never blocks or reads without end.
 pub(crate) fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -222,7 +334,7 @@ pub(crate) fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
             Ok(e) => e,
             Err(e) if first => return Err(fail(format_args!("reading {}: {e}", d.display()))),
             Err(e) => {
-                eprintln!("warning: skipped {}: {e}", d.display());
+                warn(format_args!("skipped {}: {e}", d.display()));
                 continue;
             }
         };
@@ -232,13 +344,44 @@ pub(crate) fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
             let Ok(ty) = entry.file_type() else { continue };
             if ty.is_dir() {
                 stack.push(path);
-            } else if path.extension().is_some_and(|x| x == "jsonl") {
+                continue;
+            }
+            if path.extension().is_none_or(|x| x != "jsonl") {
+                continue;
+            }
+            let target = if ty.is_symlink() {
+                match std::fs::metadata(&path) {
+                    Ok(m) => m.file_type(),
+                    Err(e) => {
+                        warn(format_args!("skipped {}: {e}", path.display()));
+                        continue;
+                    }
+                }
+            } else {
+                ty
+            };
+            if target.is_file() {
                 files.push(path);
+            } else {
+                warn(format_args!(
+                    "skipped {}: {}, not a regular file",
+                    path.display(),
+                    kind_of(target)
+                ));
             }
         }
     }
     files.sort();
     Ok(files)
+}
+
+/// A library error's message without its leading `PATH: `, for outputs that already
+/// name the file.
+pub(crate) fn without_path<'a>(message: &'a str, path: &str) -> &'a str {
+    message
+        .strip_prefix(path)
+        .and_then(|m| m.strip_prefix(": "))
+        .unwrap_or(message)
 }
 
 /// Shortens a JSON value's text for one-line displays.
@@ -254,6 +397,7 @@ pub(crate) fn short_json(v: &serde_json::Value, max: usize) -> String {
 /// Parses the arguments, runs the command, maps the outcome to the exit code.
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
+    install_diagnostics(cli.verbose);
     let result = match cli.command {
         Command::Read(a) => state::read(a),
         Command::Write(a) => state::write(a),
@@ -269,7 +413,7 @@ pub(crate) fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            eprintln!("error: {}", f.message);
+            eprintln!("error: {}", term_safe(&f.message));
             ExitCode::from(f.code)
         }
     }

@@ -1,12 +1,14 @@
 //! `replay`: the state of every plugin at every branch tip, folded from the log alone (no
 //! database), plus the last `data` of every other extension's `custom` entries.
 
-use super::{CmdResult, emit, emit_json, fail, jsonl_files, short_json, strict_error};
+use super::{
+    CmdResult, emit_json, emit_text, fail, jsonl_files, require_regular, short_json, strict_error,
+    term_safe, without_path,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Map, Value, json};
-use session_state::log::STATE_PREFIX;
-use session_state::{EntryType, Scope, SessionLog, inspect};
-use std::collections::{BTreeMap, BTreeSet};
+use session_state::{Scope, SessionLog, inspect};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -73,11 +75,6 @@ fn replay_log(log: &SessionLog, bar: &ProgressBar) -> (Value, bool) {
                 .or_insert(0) += 1;
         }
     }
-    let has_custom = log.entries().any(|e| {
-        e.entry_type() == EntryType::Custom
-            && e.custom_type()
-                .is_some_and(|c| !c.starts_with(STATE_PREFIX))
-    });
     let mut session = Map::new();
     let tips = log.tips();
     for p in &plugins {
@@ -87,59 +84,52 @@ fn replay_log(log: &SessionLog, bar: &ProgressBar) -> (Value, bool) {
         session.insert((*p).to_owned(), v);
     }
     let leaf = log.leaf_id();
-    let mut tip_rows = Vec::new();
-    for tip in &tips {
+    // One walk of the tree gives every tip's values; the data of a custom entry is read
+    // once, however many tips it is the last one of.
+    let mut tip_rows: Vec<(usize, Value)> = Vec::with_capacity(tips.len());
+    let mut data_of: HashMap<&str, (Value, bool)> = HashMap::new();
+    inspect::fold_tips(log, |t| {
         bar.inc(1);
         let mut branch = Map::new();
-        for p in &plugins {
-            let (v, good) = value_json(inspect::value_at(log, p, Scope::Branch, tip));
+        for (p, r) in t.branch {
+            let (v, good) = value_json(r);
             ok &= good;
-            branch.insert((*p).to_owned(), v);
+            branch.insert(p.to_owned(), v);
         }
-        let path = log.path_to(tip).unwrap_or_default();
         let mut custom = Map::new();
-        if has_custom {
-            let mut seen: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
-            for id in &path {
-                let Some(e) = log.entry(id) else { continue };
-                if e.entry_type() != EntryType::Custom {
-                    continue;
-                }
-                if let Some(ct) = e.custom_type().filter(|c| !c.starts_with(STATE_PREFIX)) {
-                    let slot = seen.entry(ct).or_insert((0, id));
-                    slot.0 += 1;
-                    slot.1 = id;
-                }
-            }
-            for (ct, (count, last)) in seen {
-                let data = match log.raw_line(last) {
+        for (ct, count, last) in t.custom {
+            let (data, good) = data_of
+                .entry(last)
+                .or_insert_with(|| match log.raw_line(last) {
                     Ok(line) => match session_state::json::from_str(&line) {
-                        Ok(v) => v.get("data").cloned().unwrap_or(Value::Null),
-                        Err(e) => {
-                            ok = false;
-                            json!({ "error": format!("entry '{last}' does not parse: {e}") })
-                        }
+                        Ok(v) => (v.get("data").cloned().unwrap_or(Value::Null), true),
+                        Err(e) => (
+                            json!({ "error": format!("entry '{last}' does not parse: {e}") }),
+                            false,
+                        ),
                     },
-                    Err(e) => {
-                        ok = false;
-                        json!({ "error": e.to_string() })
-                    }
-                };
-                custom.insert(
-                    ct.to_owned(),
-                    json!({ "entries": count, "last_entry": last, "last_data": data }),
-                );
-            }
+                    Err(e) => (json!({ "error": e.to_string() }), false),
+                });
+            ok &= *good;
+            custom.insert(
+                ct.to_owned(),
+                json!({ "entries": count, "last_entry": last, "last_data": data }),
+            );
         }
-        tip_rows.push(json!({
-            "tip": tip,
-            "leaf": leaf == Some(*tip),
-            "branch_key": log.branch_key_of(tip).ok(),
-            "depth": path.len(),
-            "branch": branch,
-            "custom": custom,
-        }));
-    }
+        tip_rows.push((
+            t.index,
+            json!({
+                "tip": t.tip,
+                "leaf": leaf == Some(t.tip),
+                "branch_key": t.branch_key,
+                "depth": t.depth,
+                "branch": branch,
+                "custom": custom,
+            }),
+        ));
+    });
+    tip_rows.sort_by_key(|r| r.0);
+    let tip_rows: Vec<Value> = tip_rows.into_iter().map(|r| r.1).collect();
     let v = json!({
         "file": log.path(),
         "session_id": log.session_id(),
@@ -156,7 +146,7 @@ fn text(report: &Value) -> String {
     let mut out = String::new();
     let file = report["file"].as_str().unwrap_or_default();
     if let Some(e) = report.get("error").and_then(Value::as_str) {
-        let _ = writeln!(out, "{file}: ERROR: {e}");
+        let _ = writeln!(out, "{file}: ERROR: {}", without_path(e, file));
         return out;
     }
     let tips = report["tips"].as_array().map(Vec::as_slice).unwrap_or(&[]);
@@ -237,10 +227,11 @@ fn progress(len: u64, unit: &str) -> ProgressBar {
 }
 
 fn replay_file(path: &Path, bar: &ProgressBar) -> (Value, bool) {
-    bar.set_message(format!("reading {}", path.display()));
+    let shown = term_safe(&path.display().to_string()).into_owned();
+    bar.set_message(format!("reading {shown}"));
     match SessionLog::open(path) {
         Ok(log) => {
-            bar.set_message(format!("folding {}", path.display()));
+            bar.set_message(format!("folding {shown}"));
             replay_log(&log, bar)
         }
         Err(e) => (json!({ "file": path, "error": e.to_string() }), false),
@@ -254,28 +245,35 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
     let mut all_ok = true;
     if meta.is_dir() {
         let files = jsonl_files(&args.path)?;
+        if files.is_empty() {
+            eprintln!(
+                "no *.jsonl session files in {}",
+                term_safe(&args.path.display().to_string())
+            );
+        }
         let bar = progress(files.len() as u64, "files");
         let hidden = ProgressBar::hidden();
         for f in &files {
-            bar.set_message(f.display().to_string());
+            bar.set_message(term_safe(&f.display().to_string()).into_owned());
             let (r, ok) = replay_file(f, &hidden);
             bar.inc(1);
             all_ok &= ok;
             if !args.json {
                 // Stream the text as it comes, so a long run shows results early.
-                bar.suspend(|| emit(&text(&r)))?;
+                bar.suspend(|| emit_text(&text(&r)))?;
             }
             reports.push(r);
         }
         bar.finish_and_clear();
     } else {
+        require_regular(&args.path)?;
         let log = SessionLog::open(&args.path).map_err(|e| fail(strict_error(&e)))?;
         let bar = progress(log.tips().len() as u64, "tips");
         let (r, ok) = replay_log(&log, &bar);
         bar.finish_and_clear();
         all_ok = ok;
         if !args.json {
-            emit(&text(&r))?;
+            emit_text(&text(&r))?;
         }
         reports.push(r);
     }

@@ -4,11 +4,11 @@
 //! it. The writes open the log, move the leaf for `--at`, and go through
 //! [`SessionState`], which takes the session's write lock.
 
-use super::{CmdResult, DbArgs, Failure, ScopeArg, emit, fail, open_log};
+use super::{CmdResult, DbArgs, Failure, ScopeArg, emit, fail, open_log, require_regular};
 use serde_json::Value;
 use session_state::state::envelope::Op;
 use session_state::{Options, Projection, Scope, SessionState, validate_plugin_id};
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
 pub(crate) const READ_EXAMPLES: &str = "\
@@ -23,7 +23,9 @@ pub(crate) const WRITE_EXAMPLES: &str = "\
 Examples:
   session-state write s.jsonl --plugin role --value '{\"name\":\"reviewer\"}'
   echo '[1,2,3]' | session-state write s.jsonl --plugin todo
-  session-state write s.jsonl --plugin role --value '\"planner\"' --at 1a2b3c4d   # a fork
+  session-state write s.jsonl --plugin counter --value -1
+  session-state write s.jsonl --plugin role --value '\"planner\"' --at 1a2b3c4d
+      (a child of 1a2b3c4d: it extends that branch at a tip, forks anywhere else)
 
 Prints the new entry's id, or nothing when the value was already equal.
 Exit codes: 0 done; 2 error (invalid JSON, unknown entry, lock held by another process...).";
@@ -73,8 +75,8 @@ pub(crate) struct ReadArgs {
 pub(crate) struct WriteArgs {
     #[command(flatten)]
     target: Target,
-    /// The new value as JSON [default: read from stdin]
-    #[arg(long, value_name = "JSON")]
+    /// The new value as JSON, any JSON text (`--value -1` works) [default: read from stdin]
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     value: Option<String>,
 }
 
@@ -82,8 +84,9 @@ pub(crate) struct WriteArgs {
 pub(crate) struct PatchArgs {
     #[command(flatten)]
     target: Target,
-    /// An RFC 7396 JSON Merge Patch (an absent value patches {})
-    #[arg(long, value_name = "JSON")]
+    /// An RFC 7396 JSON Merge Patch, any JSON text (`--merge -5` works; an absent value
+    /// patches {})
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     merge: String,
 }
 
@@ -117,6 +120,7 @@ pub(crate) fn read(args: ReadArgs) -> CmdResult {
     let t = args.target;
     check_plugin(&t)?;
     let db = t.db.resolve()?;
+    require_regular(&t.file)?;
     let mut projection = Projection::open(&db).map_err(fail)?;
     let value = projection
         .read(&t.file, &t.plugin, Scope::from(t.scope), t.at.as_deref())
@@ -135,6 +139,9 @@ pub(crate) fn write(args: WriteArgs) -> CmdResult {
     let value = match &args.value {
         Some(v) => parse_json(v, "--value")?,
         None => {
+            if std::io::stdin().is_terminal() {
+                eprintln!("reading the value from stdin… (Ctrl-D to end)");
+            }
             let mut text = String::new();
             std::io::stdin()
                 .read_to_string(&mut text)

@@ -5,7 +5,9 @@
 //! lock whose holder may be alive only after a confirmation (a terminal prompt, or
 //! `--yes`).
 
-use super::{CmdResult, DbArgs, Failure, emit, emit_json, fail, open_log_lenient};
+use super::{
+    CmdResult, DbArgs, Failure, emit_json, emit_text, fail, open_log_lenient, term_safe, warn,
+};
 use serde_json::{Value, json};
 use session_state::lock::{self, Liveness, LockStatus};
 use session_state::{Projection, SessionLog, inspect};
@@ -129,10 +131,10 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
     let db = args.db.resolve()?;
     let (log, strict_error) = open_log_lenient(&args.file)?;
     if let Some(e) = &strict_error {
-        eprintln!(
-            "warning: the strict reader refuses this file; counts come from a salvage read \
+        warn(format_args!(
+            "the strict reader refuses this file; counts come from a salvage read \
              (see `session-state verify`): {e}"
-        );
+        ));
     }
     let lock = read_lock(&db, log.session_id())?;
     let counts = event_counts(&log);
@@ -185,14 +187,14 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
         let label = if i == 0 { "events" } else { "" };
         let _ = writeln!(out, "{label:<9} {p}: {}", parts.join(", "));
     }
-    emit(&out)?;
+    emit_text(&out)?;
     Ok(0)
 }
 
 /// Asks on the terminal; `false` unless the answer is yes.
 fn confirm(question: &str) -> Result<bool, Failure> {
     let mut err = std::io::stderr().lock();
-    let _ = write!(err, "{question} [y/N] ");
+    let _ = write!(err, "{} [y/N] ", term_safe(question));
     let _ = err.flush();
     let mut answer = String::new();
     std::io::stdin()
@@ -209,7 +211,7 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
     if !db.exists() {
         // Nothing cached and no lock; creating a database here would be a side effect
         // nobody asked for. The file was re-read above.
-        emit(&format!(
+        emit_text(&format!(
             "no projection database at {}: nothing cached, no lock to clear\nre-read {} \
              entries from {}\n",
             db.display(),
@@ -236,7 +238,7 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
             );
             let confirmed = std::io::stdin().is_terminal() && confirm(&question)?;
             if !confirmed {
-                eprintln!(
+                let message = format!(
                     "error: left the lock on session '{session_id}' alone: its holder {} may be \
                      alive ({}){}. Nothing was changed; run again with --yes to clear it \
                      anyway.",
@@ -248,6 +250,7 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
                         " and there is no terminal to ask on"
                     }
                 );
+                eprintln!("{}", term_safe(&message));
                 return Ok(1);
             }
         }
@@ -274,6 +277,6 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
         c.bytes_read,
         args.file.display()
     );
-    emit(&out)?;
+    emit_text(&out)?;
     Ok(0)
 }

@@ -3,8 +3,10 @@
 //! Each run of single-child entries is drawn as one column; a fork opens one indented
 //! column per child. Inside a run, long stretches of entries that are neither state
 //! events, the leaf, a branch key nor a fork are folded into one `… N entries …` line.
+//! Indentation stops at [`MAX_INDENT`] levels (`[+N] ` marks the levels left out), so
+//! the drawing's size is linear in the number of entries however deep forks nest.
 
-use super::{CmdResult, emit, open_log, short_json};
+use super::{CmdResult, emit_text, open_log, short_json};
 use session_state::inspect;
 use session_state::state::envelope::Op;
 use session_state::{EntryRef, EntryType, Role, SessionLog};
@@ -18,11 +20,17 @@ Examples:
 Markers: [key] the branch key (top of a run of single children), [fork: N] an entry with
 N children, [leaf] the active leaf (the last entry in file order). State events show the
 plugin, the op, the scope and the value. Stretches of 4 or more other entries are folded.
+Forks nested more than 12 deep are not indented further: such lines start with [+N], the
+number of levels of indentation left out.
 Exit codes: 0 drawn; 2 the file could not be read.";
 
 /// Folded stretches are at least this long; shorter ones are drawn in full.
 const FOLD_MIN: usize = 4;
 const VALUE_WIDTH: usize = 48;
+/// Forks nested deeper than this are not indented further: their lines start with
+/// `[+N] `, N the levels left out, so every line has a bounded width and the drawing
+/// stays linear in the file.
+const MAX_INDENT: usize = 12;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct TreeArgs {
@@ -32,7 +40,7 @@ pub(crate) struct TreeArgs {
 
 pub(crate) fn run(args: TreeArgs) -> CmdResult {
     let log = open_log(&args.file)?;
-    emit(&draw(&log))?;
+    emit_text(&draw(&log))?;
     Ok(0)
 }
 
@@ -107,6 +115,47 @@ fn run_from<'a>(log: &'a SessionLog, id: &'a str) -> Vec<&'a str> {
     }
 }
 
+/// Where a run is drawn: its nesting depth and the columns of its last
+/// [`MAX_INDENT`] levels (`true`: more siblings follow at that level, drawn `│`).
+#[derive(Clone)]
+struct Indent {
+    depth: usize,
+    more: Vec<bool>,
+}
+
+impl Indent {
+    /// The prefix of the run's first line (`is_head`) or of its other lines.
+    fn prefix(&self, is_head: bool) -> String {
+        let mut s = String::new();
+        let hidden = self.depth - self.more.len();
+        if hidden > 0 {
+            let _ = write!(s, "[+{hidden}] ");
+        }
+        let n = self.more.len();
+        for (k, &more) in self.more.iter().enumerate() {
+            s.push_str(match (is_head && k + 1 == n, more) {
+                (true, true) => "├─ ",
+                (true, false) => "└─ ",
+                (false, true) => "│  ",
+                (false, false) => "   ",
+            });
+        }
+        s
+    }
+
+    fn child(&self, more: bool) -> Indent {
+        let mut next = self.more.clone();
+        if next.len() == MAX_INDENT {
+            next.remove(0);
+        }
+        next.push(more);
+        Indent {
+            depth: self.depth + 1,
+            more: next,
+        }
+    }
+}
+
 pub(crate) fn draw(log: &SessionLog) -> String {
     let leaf = log.leaf_id();
     let mut out = String::new();
@@ -121,19 +170,25 @@ pub(crate) fn draw(log: &SessionLog) -> String {
         log.tips().len(),
         leaf.unwrap_or("(none)")
     );
-    // (first entry of a run, prefix of its first line, prefix of the following lines)
-    let mut stack: Vec<(&str, String, String)> = log
+    // (first entry of a run, where it is drawn)
+    let top = Indent {
+        depth: 0,
+        more: Vec::new(),
+    };
+    let mut stack: Vec<(&str, Indent)> = log
         .roots()
         .into_iter()
         .rev()
-        .map(|r| (r, String::new(), String::new()))
+        .map(|r| (r, top.clone()))
         .collect();
-    while let Some((start, first, rest)) = stack.pop() {
+    while let Some((start, indent)) = stack.pop() {
         let run = run_from(log, start);
         let last = run.len() - 1;
         let keep = |i: usize, id: &str| {
             i == 0 || i == last || leaf == Some(id) || inspect::state_event(log, id).is_some()
         };
+        let first = indent.prefix(true);
+        let rest = indent.prefix(false);
         let mut i = 0;
         while i < run.len() {
             if keep(i, run[i]) {
@@ -161,12 +216,7 @@ pub(crate) fn draw(log: &SessionLog) -> String {
             .unwrap_or_default();
         let n = children.len();
         for (k, child) in children.into_iter().enumerate().rev() {
-            let (f, r) = if k + 1 == n {
-                ("└─ ", "   ")
-            } else {
-                ("├─ ", "│  ")
-            };
-            stack.push((child, format!("{rest}{f}"), format!("{rest}{r}")));
+            stack.push((child, indent.child(k + 1 != n)));
         }
     }
     out

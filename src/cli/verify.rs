@@ -4,7 +4,7 @@
 //! listed). Exit 1: the strict reader refuses it; the salvage reader then says what it
 //! would keep. Exit 2: the file could not be read at all (missing, I/O error).
 
-use super::{CmdResult, emit, emit_json, fail};
+use super::{CmdResult, emit_json, emit_text, fail, require_regular, without_path};
 use serde_json::{Value, json};
 use session_state::{Error, Finding, LogOptions, ReadMode, SessionLog, inspect};
 use std::fmt::Write as _;
@@ -128,8 +128,22 @@ fn salvage_text(out: &mut String, s: &Value) {
     }
 }
 
+/// The strict reader's complaint for the report: without the file name (the report's
+/// first line has it) and, for a corrupt line, without the advice to run the salvage
+/// report that follows it.
+fn strict_message(e: &Error, file: &str) -> String {
+    match e {
+        Error::Corrupt { detail, .. } => {
+            format!("corrupt line: {detail}; valid entries follow it, so this is not a torn write")
+        }
+        _ => without_path(&e.to_string(), file).to_owned(),
+    }
+}
+
 pub(crate) fn run(args: VerifyArgs) -> CmdResult {
+    require_regular(&args.file)?;
     let strict = LogOptions::new().mode(ReadMode::Strict).open(&args.file);
+    let mut shown_error = String::new();
     let (report, code) = match strict {
         Err(e @ Error::Io { .. }) => return Err(fail(e)),
         Ok(log) => {
@@ -145,6 +159,7 @@ pub(crate) fn run(args: VerifyArgs) -> CmdResult {
             (r, 0)
         }
         Err(e) => {
+            shown_error = strict_message(&e, &args.file.display().to_string());
             let (line, offset, entry) = error_place(&e);
             let r = json!({
                 "file": args.file,
@@ -186,15 +201,11 @@ pub(crate) fn run(args: VerifyArgs) -> CmdResult {
         if let Some(id) = err["entry_id"].as_str() {
             let _ = write!(place, ", entry '{id}'");
         }
-        let _ = writeln!(
-            out,
-            "  error{place}: {}",
-            err["message"].as_str().unwrap_or_default()
-        );
+        let _ = writeln!(out, "  error{place}: {shown_error}");
     }
     if let Some(s) = report.get("salvage").filter(|s| !s.is_null()) {
         salvage_text(&mut out, s);
     }
-    emit(&out)?;
+    emit_text(&out)?;
     Ok(code)
 }

@@ -356,7 +356,7 @@ impl LineCtx<'_> {
         };
         let parse = |what: &str| -> Result<Value> {
             let text = std::str::from_utf8(bytes).map_err(|e| refuse(e.to_string()))?;
-            serde_json::from_str(text).map_err(|e| {
+            crate::json::from_str(text).map_err(|e| {
                 refuse(format!(
                     "{what} must change, but the line cannot be rewritten: {e}"
                 ))
@@ -365,7 +365,7 @@ impl LineCtx<'_> {
         if at.line == 1 {
             let mut v = parse("the header's version")?;
             transform(&mut v, self.version, None, self.by_index);
-            let out = v.to_string().into_bytes();
+            let out = crate::json::to_string_exact(&v).into_bytes();
             return Ok((Plan::Transformed { stripped: strip(v) }, None, out));
         }
         let raw = match classify(bytes) {
@@ -402,7 +402,7 @@ impl LineCtx<'_> {
             let mut v = parse(what)?;
             let l = v1.then_some((id.as_str(), parent.as_deref()));
             transform(&mut v, self.version, l, self.by_index);
-            let out = v.to_string().into_bytes();
+            let out = crate::json::to_string_exact(&v).into_bytes();
             return Ok((Plan::Transformed { stripped: strip(v) }, Some(link), out));
         }
         let hash = fnv(&[bytes]);
@@ -460,7 +460,7 @@ fn check_copy(
             }
             Plan::Transformed { stripped } => std::str::from_utf8(bytes)
                 .ok()
-                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                .and_then(|t| crate::json::from_str(t).ok())
                 .is_some_and(|v| {
                     let version_ok = at.line != 1 || v.get("version") == Some(&Value::from(3));
                     version_ok && strip(v) == *stripped

@@ -315,7 +315,8 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<
         if mode == ReadMode::Strict {
             return Err(invalid(
                 "the file starts with a UTF-8 byte order mark (EF BB BF), which Pi cannot read \
-                 either; remove it or read with --salvage"
+                 either; remove it (`session-state verify --salvage` shows what a salvage \
+                 read keeps)"
                     .into(),
             ));
         }
