@@ -678,7 +678,8 @@ fn deep_value_child(op: &str, dir: &Path) {
 /// failed test rather than killing every other test.
 #[test]
 fn a_100k_deep_value_given_to_write_or_patch_is_a_clean_error() {
-    const TEST: &str = "a_100k_deep_value_given_to_write_or_patch_is_a_clean_error";
+    // The name as the runner binary lists it (its module path, less the crate).
+    const TEST: &str = "bad_input::a_100k_deep_value_given_to_write_or_patch_is_a_clean_error";
     if let (Ok(op), Ok(dir)) = (
         std::env::var("BAD_INPUT_DEEP_OP"),
         std::env::var("BAD_INPUT_DEEP_DIR"),

@@ -283,7 +283,14 @@ fn faults_while_migrating_leave_the_original_intact() {
 /// is refused before the file is touched, with the file and line named.
 #[test]
 fn a_migration_that_cannot_transform_a_line_refuses_before_touching_the_file() {
-    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    // Deeper than any JSON reader of this crate goes: a line that must change but cannot be
+    // parsed. (Lone surrogates and 200 levels are read and migrated: see
+    // `a_line_that_must_change_keeps_its_lone_surrogates_through_migration`.)
+    let deep = format!(
+        "{}{}",
+        "[".repeat(session_state::json::MAX_READ_DEPTH + 10),
+        "]".repeat(session_state::json::MAX_READ_DEPTH + 10)
+    );
     let cases = [
         (
             "v1 compaction",
@@ -291,7 +298,7 @@ fn a_migration_that_cannot_transform_a_line_refuses_before_touching_the_file() {
                 "{}\n{}\n{}\n",
                 r#"{"type":"session","id":"s-v1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
                 r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#,
-                r#"{"type":"compaction","timestamp":"2025-01-01T00:00:02.000Z","summary":"cut \ud83d","firstKeptEntryIndex":1,"tokensBefore":5}"#,
+                format!(r#"{{"type":"compaction","timestamp":"2025-01-01T00:00:02.000Z","summary":"cut \ud83d","details":{deep},"firstKeptEntryIndex":1,"tokensBefore":5}}"#),
             ),
         ),
         (
@@ -325,6 +332,51 @@ fn a_migration_that_cannot_transform_a_line_refuses_before_touching_the_file() {
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "{what}: temporary file left behind");
     }
+}
+
+/// Issue 10 item 2: a line that migration must rewrite (a v1 compaction's
+/// `firstKeptEntryIndex`, a v2 `hookMessage`) keeps its lone surrogates and its deep nesting
+/// byte for byte, through the lossless codec.
+#[test]
+fn a_line_that_must_change_keeps_its_lone_surrogates_through_migration() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let text = format!(
+        "{}\n{}\n{}\n",
+        r#"{"type":"session","id":"s-v1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
+        r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"hookMessage","content":"cut \ud83d here"}}"#,
+        format!(
+            r#"{{"type":"compaction","timestamp":"2025-01-01T00:00:02.000Z","summary":"cut \udc00","details":{deep},"firstKeptEntryIndex":1,"tokensBefore":5}}"#
+        ),
+    );
+    std::fs::write(&path, &text).unwrap();
+    let mut log = SessionLog::open(&path).unwrap();
+    log.append(user("x")).unwrap();
+    let after = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = after.lines().collect();
+    assert_eq!(lines.len(), 4, "{after}");
+    assert!(lines[0].contains(r#""version":3"#), "{}", lines[0]);
+    assert!(
+        lines[1].contains(r#""content":"cut \ud83d here""#),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[1].contains(r#""role":"custom""#), "{}", lines[1]);
+    assert!(
+        lines[2].contains(r#""summary":"cut \udc00""#),
+        "{}",
+        lines[2]
+    );
+    assert!(lines[2].contains(&deep), "the nesting is kept");
+    let first = SessionLog::open(&path).unwrap();
+    let ids: Vec<&str> = first.entries().map(|e| e.id()).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(
+        lines[2].contains(&format!(r#""firstKeptEntryId":"{}""#, ids[0])),
+        "{}",
+        lines[2]
+    );
 }
 
 /// Issue 10 item 4 (SPEC §2 "decide before touching the file"): a writer that will refuse

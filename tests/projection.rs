@@ -1312,3 +1312,23 @@ fn a_build_interrupted_between_chunks_is_finished_by_the_next_reader() {
     assert_eq!(first.entries_added + c.entries_added, s.log.len() as u64);
     assert_matches_fold(&mut next, &file, &s.db);
 }
+
+/// SPEC §2 "decide before touching the file": the first write of a new session, which
+/// creates its file, refuses a database path that is not ours before the file exists.
+#[test]
+fn a_first_write_refuses_a_database_that_is_not_ours_before_creating_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes.md");
+    std::fs::write(&notes, "# my notes\n").unwrap();
+    let sessions = dir.path().join("sessions");
+    let mut log = LogOptions::new()
+        .materialize(Materialize::FirstAppend)
+        .create(&sessions, "/p")
+        .unwrap();
+    let role = SessionState::<String>::open(Options::new("role").database_path(&notes)).unwrap();
+    let err = role.write(&mut log, &"x".to_string()).unwrap_err();
+    assert!(matches!(err, Error::NotOurDatabase { .. }), "{err}");
+    assert!(!log.is_materialized(), "no session file was created");
+    assert!(!log.path().exists(), "{}", log.path().display());
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "# my notes\n");
+}

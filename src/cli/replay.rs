@@ -56,7 +56,9 @@ fn value_text(v: &Value) -> String {
 
 /// The replay of one session file, as JSON; the flag is false when something in it could
 /// not be read.
-fn replay_log(log: &SessionLog, bar: &ProgressBar) -> (Value, bool) {
+/// `shown` is the path as the user or the directory scan named it (a symlink is not
+/// resolved).
+fn replay_log(log: &SessionLog, shown: &Path, bar: &ProgressBar) -> (Value, bool) {
     let mut ok = true;
     let plugins: BTreeSet<&str> = log.entries().filter_map(|e| e.state_plugin()).collect();
     // Events per plugin and scope ("invalid": cannot be decoded), so the text can leave
@@ -131,7 +133,7 @@ fn replay_log(log: &SessionLog, bar: &ProgressBar) -> (Value, bool) {
     tip_rows.sort_by_key(|r| r.0);
     let tip_rows: Vec<Value> = tip_rows.into_iter().map(|r| r.1).collect();
     let v = json!({
-        "file": log.path(),
+        "file": shown,
         "session_id": log.session_id(),
         "entries": log.len(),
         "leaf": leaf,
@@ -232,7 +234,7 @@ fn replay_file(path: &Path, bar: &ProgressBar) -> (Value, bool) {
     match SessionLog::open(path) {
         Ok(log) => {
             bar.set_message(format!("folding {shown}"));
-            replay_log(&log, bar)
+            replay_log(&log, path, bar)
         }
         Err(e) => (json!({ "file": path, "error": e.to_string() }), false),
     }
@@ -269,7 +271,7 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
         require_regular(&args.path)?;
         let log = SessionLog::open(&args.path).map_err(|e| fail(strict_error(&e)))?;
         let bar = progress(log.tips().len() as u64, "tips");
-        let (r, ok) = replay_log(&log, &bar);
+        let (r, ok) = replay_log(&log, &args.path, &bar);
         bar.finish_and_clear();
         all_ok = ok;
         if !args.json {

@@ -6,12 +6,12 @@
 //! Indentation stops at [`MAX_INDENT`] levels (`[+N] ` marks the levels left out), so
 //! the drawing's size is linear in the number of entries however deep forks nest.
 
-use super::{CmdResult, emit_text, open_log, short_json};
+use super::{CmdResult, emit_text, open_log, short_json, term_safe};
 use session_state::inspect;
 use session_state::state::envelope::Op;
 use session_state::{EntryRef, EntryType, Role, SessionLog};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub(crate) const EXAMPLES: &str = "\
 Examples:
@@ -40,7 +40,7 @@ pub(crate) struct TreeArgs {
 
 pub(crate) fn run(args: TreeArgs) -> CmdResult {
     let log = open_log(&args.file)?;
-    emit_text(&draw(&log))?;
+    emit_text(&draw(&log, &args.file))?;
     Ok(0)
 }
 
@@ -156,13 +156,14 @@ impl Indent {
     }
 }
 
-pub(crate) fn draw(log: &SessionLog) -> String {
+/// The drawing; `shown` is the path as the user named it (a symlink is not resolved).
+pub(crate) fn draw(log: &SessionLog, shown: &Path) -> String {
     let leaf = log.leaf_id();
     let mut out = String::new();
     let _ = writeln!(
         out,
         "{}: session {}, {} entries, {} root(s), {} fork(s), {} tip(s), leaf {}",
-        log.path().display(),
+        term_safe(&shown.display().to_string()),
         log.session_id(),
         log.len(),
         log.roots().len(),

@@ -290,12 +290,16 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             self.check_numbers(v)?;
         }
         if !log.is_materialized() {
-            // Only this process can see a session that is not on disk yet.
-            let id = self.append_if_changed(log, op)?;
-            if id.is_some() && log.is_materialized() {
-                self.with_db(|db| db.sync(log))?;
-            }
-            return Ok(id);
+            // Only this process can see a session that is not on disk yet. The database is
+            // opened first: one that is refused (not ours, SPEC §4) refuses before this
+            // append can create the session file (SPEC §2, decide before touching).
+            return self.with_db(|db| {
+                let id = self.append_if_changed(log, op)?;
+                if id.is_some() && log.is_materialized() {
+                    db.sync(log)?;
+                }
+                Ok(id)
+            });
         }
         self.with_db(|db| {
             let db_path = db.path().to_path_buf();
