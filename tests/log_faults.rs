@@ -294,12 +294,13 @@ fn a_migration_that_cannot_transform_a_line_refuses_before_touching_the_file() {
     let cases = [
         (
             "v1 compaction",
-            format!(
-                "{}\n{}\n{}\n",
-                r#"{"type":"session","id":"s-v1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
-                r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#,
+            [
+                r#"{"type":"session","id":"s-v1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#.to_owned(),
+                r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi"}}"#.to_owned(),
                 format!(r#"{{"type":"compaction","timestamp":"2025-01-01T00:00:02.000Z","summary":"cut \ud83d","details":{deep},"firstKeptEntryIndex":1,"tokensBefore":5}}"#),
-            ),
+            ]
+            .join("\n")
+                + "\n",
         ),
         (
             "v2 hookMessage",
@@ -342,13 +343,13 @@ fn a_line_that_must_change_keeps_its_lone_surrogates_through_migration() {
     let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
+    let compaction = format!(
+        r#"{{"type":"compaction","timestamp":"2025-01-01T00:00:02.000Z","summary":"cut \udc00","details":{deep},"firstKeptEntryIndex":1,"tokensBefore":5}}"#
+    );
     let text = format!(
-        "{}\n{}\n{}\n",
+        "{}\n{}\n{compaction}\n",
         r#"{"type":"session","id":"s-v1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}"#,
         r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"hookMessage","content":"cut \ud83d here"}}"#,
-        format!(
-            r#"{{"type":"compaction","timestamp":"2025-01-01T00:00:02.000Z","summary":"cut \udc00","details":{deep},"firstKeptEntryIndex":1,"tokensBefore":5}}"#
-        ),
     );
     std::fs::write(&path, &text).unwrap();
     let mut log = SessionLog::open(&path).unwrap();

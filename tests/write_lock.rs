@@ -461,24 +461,32 @@ fn racing_writers_on_two_connections_exactly_one_wins() {
     let holders = [a.holder(), b.holder()];
     for round in 0..25 {
         let barrier = Arc::new(Barrier::new(2));
-        let threads = holders.clone().map(|holder| {
-            let path = path.clone();
-            let barrier = Arc::clone(&barrier);
-            std::thread::spawn(move || {
-                let mut conn = open(&path);
-                barrier.wait();
-                let result = lock::acquire_at(&mut conn, SESSION, "write", lock::now_ms(), &holder);
-                let won = match &result {
-                    Ok(_) => true,
-                    Err(LockError::Held { .. }) => false,
-                    Err(e) => panic!("unexpected error: {e}"),
-                };
-                // The winner holds the lock until the loser has tried.
-                barrier.wait();
-                drop(result);
-                won
-            })
-        });
+        // Both connections are opened here, one after the other: two threads switching a
+        // new database to WAL at once can fail at once, and a thread that panics before
+        // the barrier would leave the other waiting there forever.
+        let conns = [open(&path), open(&path)];
+        let threads = holders
+            .clone()
+            .into_iter()
+            .zip(conns)
+            .map(|(holder, mut conn)| {
+                let barrier = Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let result =
+                        lock::acquire_at(&mut conn, SESSION, "write", lock::now_ms(), &holder);
+                    let won = match &result {
+                        Ok(_) => true,
+                        Err(LockError::Held { .. }) => false,
+                        Err(e) => panic!("unexpected error: {e}"),
+                    };
+                    // The winner holds the lock until the loser has tried.
+                    barrier.wait();
+                    drop(result);
+                    won
+                })
+            });
+        let threads: Vec<_> = threads.collect();
         let wins: Vec<bool> = threads
             .into_iter()
             .map(|t| t.join().expect("thread"))
