@@ -6,12 +6,12 @@
 //! `docs/cli.md` shows outputs taken from these snapshots.
 #![allow(clippy::unwrap_used)]
 
-use assert_cmd::Command;
 use serde_json::{Value, json};
 use session_state::lock::{self, Holder, Liveness};
 use session_state::{LogOptions, Materialize, NewEntry, Projection, SessionLog};
 use std::path::{Path, PathBuf};
 use std::process::Child;
+use std::process::Command;
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/example.jsonl");
 const EDGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/edge");
@@ -57,7 +57,7 @@ impl World {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::cargo_bin("session-state").unwrap();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_session-state"));
         c.env_clear()
             .env("HOME", self.root.join("home"))
             .env("PI_CODING_AGENT_DIR", &self.agent)
@@ -72,7 +72,17 @@ impl World {
     }
 
     fn run_stdin(&self, args: &[&str], stdin: &str) -> Out {
-        Out::of(self.cmd(args).write_stdin(stdin).output().unwrap())
+        use std::io::Write as _;
+        let mut child = self
+            .cmd(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A writer that exits early closes the pipe; what it printed is the result.
+        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+        Out::of(child.wait_with_output().unwrap())
     }
 
     /// insta settings that replace what changes from run to run.
@@ -846,7 +856,7 @@ fn force_refresh_without_terminal_or_yes_leaves_a_live_lock_alone() {
     let sid = example_log(&w).session_id().to_owned();
     let child = live_lock(&db, &sid);
     let holder = lock_holder(&db, &sid);
-    // assert_cmd gives the child a pipe, not a terminal, for stdin.
+    // `output()` gives the child no terminal for stdin (null, not a tty).
     let out = w.run(&["force-refresh", "s.jsonl"]);
     let after = lock_holder(&db, &sid);
     kill(child);
@@ -1236,12 +1246,25 @@ fn tree_and_replay_output_is_linear_in_nested_forks() {
 
 /// Runs with a time limit, so a command that blocks fails the test instead of hanging it.
 fn run_bounded(w: &World, args: &[&str]) -> Out {
-    Out::of(
-        w.cmd(args)
-            .timeout(std::time::Duration::from_secs(60))
-            .output()
-            .unwrap(),
-    )
+    let child = w
+        .cmd(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(out) => Out::of(out.unwrap()),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("session-state {args:?} still running after 60 s: it blocked");
+        }
+    }
 }
 
 #[test]
@@ -1417,7 +1440,7 @@ fn messages_point_to_what_exists() {
 #[test]
 fn write_says_when_it_waits_for_a_terminal() {
     let w = World::example();
-    let bin = assert_cmd::cargo::cargo_bin("session-state");
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_session-state"));
     // `script` gives the command a terminal on stdin; Ctrl-D (\x04) ends the value.
     let out = std::process::Command::new("script")
         .args([

@@ -126,15 +126,21 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
 
-        // 1. The file loads strictly; nothing but an invisible torn tail may be reported.
+        // 1. The file loads strictly; nothing but crash artifacts may be reported: a torn
+        //    tail (a SIGKILL can cut a `write()` at a page boundary), or such a tail that a
+        //    later writer closed with `\n` (a torn record, SPEC §2), never corruption.
         let log = SessionLog::open(&file).unwrap_or_else(|e| panic!("round {round}: {e}"));
         for f in log.findings() {
-            assert_eq!(
-                f.kind,
-                session_state::FindingKind::TornTail,
+            assert!(
+                matches!(
+                    f.kind,
+                    session_state::FindingKind::TornTail | session_state::FindingKind::TornRecord
+                ),
                 "round {round}: {f}"
             );
-            tails_seen += 1;
+            if f.kind == session_state::FindingKind::TornTail {
+                tails_seen += 1;
+            }
         }
 
         // 2. Every acknowledged write is there with its value. The acks of this round are
