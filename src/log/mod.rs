@@ -802,28 +802,35 @@ impl SessionLog {
         if !self.is_materialized() {
             return Ok(());
         }
-        let path = self.index.path.clone();
-        let meta = std::fs::metadata(&path).ctx("checking", &path)?;
+        let (len, expected) = self.check_same_file()?;
+        if len == expected {
+            return Ok(());
+        }
+        self.ingest_from_disk()
+    }
+
+    /// Checks that the file at the path is still the one this log read (same identity,
+    /// not shorter than what was read) and returns its length and the length expected.
+    fn check_same_file(&self) -> Result<(u64, u64)> {
+        let path = &self.index.path;
+        let meta = std::fs::metadata(path).ctx("checking", path)?;
         let expected = self.scan.next.offset + self.tail;
         if let Some(id) = self.identity
-            && FileIdentity::of(&meta) != id
             && id != FileIdentity::default()
+            && FileIdentity::of(&meta) != id
         {
             return Err(Error::ChangedOnDisk {
-                path,
+                path: path.clone(),
                 detail: "another file now sits at this path".into(),
             });
         }
         if meta.len() < expected {
             return Err(Error::ChangedOnDisk {
-                path,
+                path: path.clone(),
                 detail: format!("it shrank from {expected} to {} bytes", meta.len()),
             });
         }
-        if meta.len() == expected {
-            return Ok(());
-        }
-        self.ingest_from_disk()
+        Ok((meta.len(), expected))
     }
 
     fn ingest_from_disk(&mut self) -> Result<()> {
@@ -1055,24 +1062,8 @@ impl SessionLog {
     /// would turn into one.
     fn decide_before_writing(&mut self) -> Result<()> {
         let path = self.index.path.clone();
-        let meta = std::fs::metadata(&path).ctx("checking", &path)?;
-        let expected = self.scan.next.offset + self.tail;
-        if let Some(id) = self.identity
-            && id != FileIdentity::default()
-            && FileIdentity::of(&meta) != id
-        {
-            return Err(Error::ChangedOnDisk {
-                path,
-                detail: "another file now sits at this path".into(),
-            });
-        }
-        if meta.len() < expected {
-            return Err(Error::ChangedOnDisk {
-                path,
-                detail: format!("it shrank from {expected} to {} bytes", meta.len()),
-            });
-        }
-        if meta.len() > expected {
+        let (len, expected) = self.check_same_file()?;
+        if len > expected {
             self.ingest_from_disk()?;
         }
         let refuse = |at: Location, detail: String| Error::TrailingGarbage {
