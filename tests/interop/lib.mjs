@@ -139,3 +139,14 @@ export function usageError(msg) {
   e.usage = true;
   return e;
 }
+
+/** RFC 7396 JSON Merge Patch, as a Pi extension folds a patch event (an absent value patches `{}`). */
+export function merge(target, patch) {
+  if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch;
+  const out = target !== null && typeof target === "object" && !Array.isArray(target) ? { ...target } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = merge(out[k], v);
+  }
+  return out;
+}

@@ -19,20 +19,10 @@
 
 import { existsSync, rmSync } from "node:fs";
 import { resolve } from "node:path";
-import { assistant, loadPi, main, patchEv, setEv, toolResult, usageError, user } from "./lib.mjs";
+import { assistant, loadPi, main, merge, patchEv, setEv, toolResult, usageError, user } from "./lib.mjs";
 
 const USAGE = "lone.mjs write <1|0> <out.jsonl> | lone.mjs fold <1|0> <file> <plugin>";
 const CWD = "/home/dev/acme-api";
-
-function merge(target, patch) {
-  if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch;
-  const out = target !== null && typeof target === "object" && !Array.isArray(target) ? { ...target } : {};
-  for (const [k, v] of Object.entries(patch)) {
-    if (v === null) delete out[k];
-    else out[k] = merge(out[k], v);
-  }
-  return out;
-}
 
 await main(USAGE, async ([cmd, major, file, plugin]) => {
   if (!cmd || !major || !file) throw usageError("missing arguments");
