@@ -23,7 +23,7 @@ mod common;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use session_state::{NewEntry, Options, SessionLog, SessionState};
+use session_state::{NewEntry, Scope, SessionLog, SessionState, Store};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -101,9 +101,7 @@ fn event(i: u64) -> NewEntry {
 
 fn benches(c: &mut Criterion) {
     let dir = scratch_dir();
-    let state = SessionState::<Value>::open(
-        Options::new(PLUGIN).database_path(dir.path().join("states.sqlite")),
-    )
+    let state = Store::at(dir.path().join("states.sqlite")).and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
     .expect("state");
     let mut group = c.benchmark_group("hot_read");
     group

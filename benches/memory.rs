@@ -13,7 +13,7 @@
 
 mod common;
 
-use session_state::{Options, SessionLog, SessionState};
+use session_state::{Scope, SessionLog, SessionState, Store};
 use std::process::Command;
 use std::time::Instant;
 
@@ -26,9 +26,7 @@ fn child(file: &str) {
     let mut entries = 0;
     if !file.is_empty() {
         let log = SessionLog::open(file).expect("open");
-        let state = SessionState::<serde_json::Value>::open(
-            Options::new("bench").database_path("/nonexistent/never-opened.sqlite"),
-        )
+        let state = Store::at("/nonexistent/never-opened.sqlite").and_then(|store| store.state::<serde_json::Value>("bench", Scope::Branch))
         .expect("state");
         assert!(state.read(&log).expect("read").is_some());
         entries = log.len();

@@ -13,8 +13,9 @@
 
 use crate::error::Result;
 use crate::log::SessionLog;
-use crate::state::envelope::{Envelope, Scope};
-use crate::state::fold;
+use crate::state::envelope::{Envelope, STATE_PREFIX, Scope};
+use crate::state::fold::{self, Folds};
+use crate::state::index::data_of;
 use serde_json::Value;
 
 /// The value of `plugin` in `scope` as if the active leaf were `entry_id` (session scope
@@ -30,7 +31,8 @@ pub fn value_at(
     entry_id: &str,
 ) -> Result<Option<Value>> {
     let node = log.require(entry_id)?;
-    Ok(fold::value_at(log, plugin, scope, Some(node))?
+    let mut folds = Folds::of(log);
+    Ok(fold::value_at(&mut folds, log, plugin, scope, Some(node))?
         .value
         .map(|v| (*v).clone()))
 }
@@ -47,12 +49,10 @@ pub struct StateEvent<'a> {
 /// The state event at `entry_id`, decoded; `None` when the entry is not a state event or
 /// does not exist.
 pub fn state_event<'a>(log: &'a SessionLog, entry_id: &str) -> Option<StateEvent<'a>> {
-    let idx = log.tree().index_of(entry_id)?;
-    let ev = log.tree().node(idx).event?;
-    let data = log.event_data(ev);
+    let e = log.entry(entry_id)?;
     Some(StateEvent {
-        plugin: &data.plugin,
-        envelope: Envelope::decode(data.data.as_deref()).map_err(|e| e.detail),
+        plugin: e.state_plugin()?,
+        envelope: Envelope::decode(e.custom_data()).map_err(|e| e.detail),
     })
 }
 
@@ -99,12 +99,14 @@ struct Carry<'a> {
 /// values agree with [`value_at`] in branch scope, the depth with
 /// [`SessionLog::path_to`] and the key with [`SessionLog::branch_key_of`].
 pub fn fold_tips<'a>(log: &'a SessionLog, mut each: impl FnMut(TipFold<'a>)) {
-    use crate::log::STATE_PREFIX;
     use crate::log::entry::EntryType;
     use std::sync::Arc;
     let tree = log.tree();
-    let plugins: std::collections::BTreeSet<&str> = (0..log.events_len())
-        .map(|e| &*log.event_data(e as u32).plugin)
+    let index = crate::state::index::StateIndex::of(log);
+    let plugins: std::collections::BTreeSet<&'a str> = index
+        .events()
+        .iter()
+        .filter_map(|e| log.entry_at(e.node).state_plugin())
         .collect();
     let plugins: Vec<&str> = plugins.into_iter().collect();
     let slot_of: std::collections::HashMap<&str, usize> =
@@ -124,10 +126,9 @@ pub fn fold_tips<'a>(log: &'a SessionLog, mut each: impl FnMut(TipFold<'a>)) {
     while let Some((node, mut c)) = stack.pop() {
         c.depth += 1;
         let data = tree.node(node);
-        if let Some(ev) = data.event {
-            let ev = log.event_data(ev);
+        if let Some(ev) = index.event_of(node) {
             if let Some(&p) = slot_of.get(&*ev.plugin) {
-                match Envelope::decode(ev.data.as_deref()) {
+                match Envelope::decode(data_of(log, node)) {
                     Ok(env) if env.scope == Scope::Branch => {
                         if let Ok(v) = &c.values[p] {
                             c.values[p] = Ok(env.op.apply(v.as_deref()).map(Arc::new));
@@ -208,7 +209,6 @@ pub fn fold_tips<'a>(log: &'a SessionLog, mut each: impl FnMut(TipFold<'a>)) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::log::STATE_PREFIX;
     use std::collections::BTreeMap;
     use std::fmt::Write as _;
     use std::path::Path;

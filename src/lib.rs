@@ -7,44 +7,59 @@
 //! other's writes. A SQLite projection caches the folds so reads stay fast in any process.
 //!
 //! ```no_run
-//! use session_state::{Options, Scope, SessionLog, SessionState};
+//! use session_state::{Scope, SessionLog, Store, StoreOptions};
 //!
+//! let store = Store::open(StoreOptions::new())?;          // one handle: database + lock
+//! let todo = store.state::<Vec<String>>("todo", Scope::Branch)?; // a cheap typed key
 //! let mut log = SessionLog::open("session.jsonl")?;
-//! let todo = SessionState::<Vec<String>>::open(Options::new("todo").scope(Scope::Branch))?;
-//! todo.write(&mut log, &vec!["review".to_string()])?;   // durable when it returns
+//! todo.write(&mut log, &vec!["review".to_string()])?;      // durable when it returns
 //! assert_eq!(todo.read(&log)?, Some(vec!["review".to_string()]));
 //! # Ok::<(), session_state::Error>(())
 //! ```
 //!
-//! Modules follow SPEC.md's sections: [`log`] (§2, the file format), [`tree`] (the
-//! petgraph view), [`state`] (§3, events and fold), [`projection`] (§4, SQLite),
-//! [`lock`] (§6), [`settings`] (§4, location), [`persistence`] (§8, the seam).
+//! Layers point one way (see `docs/architecture.md`): `log` (SPEC §2: bytes ↔ entries,
+//! durable append) → `tree` (petgraph) → `state` (§3: envelope, index, fold) →
+//! `projection` (§4, SQLite) and `lock` (§6) → `store` (the handle, the write
+//! transaction, [`SessionState`]) → the CLI. Every module is private; this crate root is
+//! the public surface, plus two namespaces of functions: [`json`] (the lossless JSON
+//! codec Pi's strings need) and [`inspect`] (read-only views for tools).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::unwrap_used)]
 
-pub mod error;
+mod error;
 pub mod inspect;
 pub mod json;
-pub mod lock;
-pub mod log;
-pub mod persistence;
-pub mod projection;
-pub mod settings;
-pub mod state;
-pub mod tree;
+mod lock;
+mod log;
+mod persistence;
+mod projection;
+mod settings;
+mod state;
+mod store;
+mod tree;
 
 pub use error::{Error, Location, Result};
+pub use lock::{Holder, LEASE, Liveness, LockError, LockStatus};
 pub use log::entry::{EntryType, Header, Role};
 pub use log::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
-pub use log::reader::{Finding, FindingKind, ReadMode, Severity};
+pub use log::reader::{Finding, FindingKind, MAX_HEADER_LINE, ReadMode, Severity};
 pub use log::{EntryRef, LogOptions, Materialize, NewEntry, SessionLog};
-pub use persistence::{Loaded, PiJsonlStore, SessionStore, SessionStoreExt};
-pub use projection::{CatchUp, Projection};
-pub use settings::ProjectTrust;
-pub use state::envelope::{Envelope, Op, Scope};
+pub use persistence::{
+    HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ListProblem, ListedSession, Listing, Loaded,
+    PiJsonlStore, SessionStore, SessionStoreExt, pi_session_dir_name, pi_session_file_name,
+};
+pub use projection::CatchUp;
+pub use settings::{
+    AGENT_DIR_ENV, Fallback, LocationInputs, LocationSource, ProjectTrust, ResolvedLocation,
+    SettingsDiagnostic, SettingsError, SettingsProblem, agent_dir, default_database_path,
+    resolve_location,
+};
+pub use state::MAX_DEPTH;
+pub use state::envelope::{ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope};
 pub use state::fold::HistoryEntry;
-pub use state::{Options, SessionState, validate_plugin_id};
+pub use store::state::{SessionState, validate_plugin_id};
+pub use store::{Store, StoreOptions, WriteLock};
 
 /// The branch key of the log's active leaf (SPEC §3): a stable id for "this branch".
 pub fn branch_key(log: &SessionLog) -> Option<&str> {

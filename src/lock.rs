@@ -686,11 +686,6 @@ pub struct LockGuard<'c> {
 }
 
 impl LockGuard<'_> {
-    /// The locked session.
-    pub fn session_id(&self) -> &str {
-        &self.session_id
-    }
-
     /// The holder string stored in the row.
     pub fn holder(&self) -> &str {
         &self.holder
@@ -701,48 +696,55 @@ impl LockGuard<'_> {
         self.acquired_at_ms
     }
 
-    /// Restarts the lease, for an operation that may outlast [`LEASE`]; also a cheap way to
-    /// check the lock is still held before committing.
-    ///
-    /// Fails with [`LockError::Lost`] when the row no longer names this holder (its lease
-    /// expired and another writer took over, or someone ran `force-refresh`).
-    pub fn renew(&mut self) -> Result<(), LockError> {
-        let now = now_ms();
-        let changed = self
-            .conn
-            .execute(
-                "UPDATE write_lock SET acquired_at = ?3 WHERE session_id = ?1 AND holder = ?2",
-                params![self.session_id, self.holder, now],
-            )
-            .map_err(LockError::database("renew the lock", &self.session_id))?;
-        if changed == 0 {
-            let now_held_by = read_row(self.conn, &self.session_id, false)
-                .map_err(LockError::database("renew the lock", &self.session_id))?
-                .map(|row| row.holder);
-            return Err(LockError::Lost {
-                session_id: self.session_id.clone(),
-                now_held_by,
-            });
-        }
-        self.acquired_at_ms = now;
-        Ok(())
-    }
-
     /// Releases the lock now. Returns `false` when the row was already gone or held by
     /// someone else (taken over after the lease, or cleared), `true` when it was deleted.
     pub fn release(mut self) -> Result<bool, LockError> {
         self.released = true;
-        self.delete_row()
+        release_row(self.conn, &self.session_id, &self.holder)
     }
 
-    fn delete_row(&mut self) -> Result<bool, LockError> {
-        let deleted = self
-            .conn
-            .prepare_cached("DELETE FROM write_lock WHERE session_id = ?1 AND holder = ?2")
-            .and_then(|mut q| q.execute(params![self.session_id, self.holder]))
-            .map_err(LockError::database("release the lock", &self.session_id))?;
-        Ok(deleted > 0)
+    /// Lets the row stand past the guard (the store's [`crate::WriteLock`] releases it).
+    pub(crate) fn keep(mut self) {
+        self.released = true;
     }
+}
+
+/// Restarts the lease of `holder`'s row; returns the new time. See [`LockGuard::renew`].
+pub(crate) fn renew_row(
+    conn: &Connection,
+    session_id: &str,
+    holder: &str,
+) -> Result<i64, LockError> {
+    let now = now_ms();
+    let changed = conn
+        .execute(
+            "UPDATE write_lock SET acquired_at = ?3 WHERE session_id = ?1 AND holder = ?2",
+            params![session_id, holder, now],
+        )
+        .map_err(LockError::database("renew the lock", session_id))?;
+    if changed == 0 {
+        let now_held_by = read_row(conn, session_id, false)
+            .map_err(LockError::database("renew the lock", session_id))?
+            .map(|row| row.holder);
+        return Err(LockError::Lost {
+            session_id: session_id.to_owned(),
+            now_held_by,
+        });
+    }
+    Ok(now)
+}
+
+/// Deletes the row if it still names `holder`. See [`LockGuard::release`].
+pub(crate) fn release_row(
+    conn: &Connection,
+    session_id: &str,
+    holder: &str,
+) -> Result<bool, LockError> {
+    let deleted = conn
+        .prepare_cached("DELETE FROM write_lock WHERE session_id = ?1 AND holder = ?2")
+        .and_then(|mut q| q.execute(params![session_id, holder]))
+        .map_err(LockError::database("release the lock", session_id))?;
+    Ok(deleted > 0)
 }
 
 impl Deref for LockGuard<'_> {
@@ -765,7 +767,7 @@ impl Drop for LockGuard<'_> {
             return;
         }
         self.released = true;
-        if let Err(e) = self.delete_row() {
+        if let Err(e) = release_row(self.conn, &self.session_id, &self.holder) {
             tracing::warn!(
                 error = %e,
                 "write lock not released; it expires with its lease"

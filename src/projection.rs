@@ -12,11 +12,10 @@
 //! is ever modified or deleted. See `docs/architecture.md`.
 
 use crate::error::{Error, Location, Result};
-use crate::log::STATE_PREFIX;
 use crate::log::entry::raw_str;
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, EntrySink, Finding, ReadMode, ScanState, ScannedEntry};
-use crate::state::envelope::{Envelope, Scope};
+use crate::state::envelope::{Envelope, STATE_PREFIX, Scope};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use std::collections::HashMap;

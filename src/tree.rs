@@ -20,11 +20,9 @@ pub(crate) struct NodeData {
     pub role: Option<Role>,
     pub at: Location,
     pub len: u64,
-    /// Index into the log's event table, for `session-state/*` custom entries.
-    pub event: Option<u32>,
-    /// Nearest ancestor-or-self that is a state event: a read at this node starts there
-    /// instead of walking every message to the root.
-    pub state_anc: Option<u32>,
+    /// Index into the log's table of `custom` entries' `data` (kept for the layers above,
+    /// which decide what an extension's data means).
+    pub data: Option<u32>,
 }
 
 /// The entry tree of one session.
@@ -66,13 +64,8 @@ impl Tree {
         self.ids.contains(id)
     }
 
-    pub(crate) fn push(&mut self, id: &str, mut data: NodeData) -> u32 {
+    pub(crate) fn push(&mut self, id: &str, data: NodeData) -> u32 {
         let parent = data.parent;
-        data.state_anc = if data.event.is_some() {
-            Some(self.ids.len() as u32)
-        } else {
-            parent.and_then(|p| self.node(p).state_anc)
-        };
         let n = self.graph.add_node(data);
         self.ids.insert(id.into());
         if let Some(p) = parent {

@@ -79,7 +79,7 @@ fn refused(path: &Path) -> (Error, String) {
 }
 
 fn state(dir: &Path, plugin: &str) -> SessionState<Value> {
-    SessionState::open(Options::new(plugin).database_path(dir.join("states.sqlite"))).unwrap()
+    Store::at(dir.join("states.sqlite")).and_then(|store| store.state(plugin, Scope::Branch)).unwrap()
 }
 
 fn new_session(dir: &Path) -> SessionLog {
@@ -111,7 +111,7 @@ fn invalid_plugin_ids_are_refused_naming_the_id() {
         "../x",
         "session-state/x",
     ] {
-        let err = SessionState::<Value>::open(Options::new(id).database_path(&db)).unwrap_err();
+        let err = Store::at(&db).and_then(|store| store.state::<Value>(id, Scope::Branch)).unwrap_err();
         let Error::InvalidOption { option, detail } = &err else {
             panic!("{id:?}: {err:?}")
         };
@@ -126,7 +126,7 @@ fn invalid_plugin_ids_are_refused_naming_the_id() {
         );
     }
     for id in ["role", "my-ext.todo", "a1", "0"] {
-        SessionState::<Value>::open(Options::new(id).database_path(&db)).unwrap();
+        Store::at(&db).and_then(|store| store.state::<Value>(id, Scope::Branch)).unwrap();
     }
     // The command line says the same and exits 2, touching nothing.
     let log = new_session(dir.path());
@@ -159,7 +159,7 @@ fn database_paths_must_be_absolute_and_non_empty() {
         "~/states.sqlite",
         "../x/s.sqlite",
     ] {
-        let err = SessionState::<Value>::open(Options::new("role").database_path(p)).unwrap_err();
+        let err = Store::at(p).and_then(|store| store.state::<Value>("role", Scope::Branch)).unwrap_err();
         let Error::InvalidOption { option, .. } = &err else {
             panic!("{p:?}: {err:?}")
         };
@@ -177,9 +177,7 @@ fn a_value_that_does_not_serialize_is_refused_and_nothing_is_appended() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_session(dir.path());
     let before = std::fs::read(log.path()).unwrap();
-    let st = SessionState::<HashMap<(i32, i32), i32>>::open(
-        Options::new("grid").database_path(dir.path().join("states.sqlite")),
-    )
+    let st = Store::at(dir.path().join("states.sqlite")).and_then(|store| store.state::<HashMap<(i32, i32), i32>>("grid", Scope::Branch))
     .unwrap();
     let value = HashMap::from([((1, 2), 3)]);
     let err = st.write(&mut log, &value).unwrap_err();
@@ -215,8 +213,8 @@ fn non_finite_numbers_are_refused_before_writing() {
     let mut log = new_session(dir.path());
     let before = std::fs::read(log.path()).unwrap();
     let db = dir.path().join("states.sqlite");
-    let num = SessionState::<f64>::open(Options::new("num").database_path(&db)).unwrap();
-    let gauge = SessionState::<Gauge>::open(Options::new("gauge").database_path(&db)).unwrap();
+    let num = Store::at(&db).and_then(|store| store.state::<f64>("num", Scope::Branch)).unwrap();
+    let gauge = Store::at(&db).and_then(|store| store.state::<Gauge>("gauge", Scope::Branch)).unwrap();
     let mut errors = Vec::new();
     for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
         errors.push(num.write(&mut log, &v).unwrap_err());
@@ -268,9 +266,7 @@ fn integers_pi_would_not_read_back_are_refused_before_writing() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_session(dir.path());
     let before = std::fs::read(log.path()).unwrap();
-    let st = SessionState::<Vec<u64>>::open(
-        Options::new("ids").database_path(dir.path().join("states.sqlite")),
-    )
+    let st = Store::at(dir.path().join("states.sqlite")).and_then(|store| store.state::<Vec<u64>>("ids", Scope::Branch))
     .unwrap();
     let err = st.write(&mut log, &vec![1, u64::MAX]).unwrap_err();
     let Error::UnrepresentableValue { plugin, detail } = &err else {
@@ -1287,7 +1283,7 @@ fn arbitrary_state_event_data_never_panics_a_read() {
     let db = dir.path().join("p.sqlite");
     let states: Vec<SessionState<Value>> = [Scope::Branch, Scope::Session]
         .into_iter()
-        .map(|s| SessionState::open(Options::new("p").scope(s).database_path(&db)).unwrap())
+        .map(|s| Store::at(&db).and_then(|store| store.state("p", s)).unwrap())
         .collect();
     let projection = std::cell::RefCell::new(Projection::open(&db).unwrap());
     let cases = 512;

@@ -501,7 +501,7 @@ fn plugin_states(db: &Path) -> Vec<SessionState<Value>> {
             } else {
                 Scope::Session
             };
-            SessionState::open(Options::new(*p).scope(scope).database_path(db)).unwrap()
+            Store::at(db).and_then(|store| store.state(*p, scope)).unwrap()
         })
         .collect()
 }

@@ -81,7 +81,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     drop(log);
     let db = dir.path().join("agent").join("states.sqlite");
     let ack_file = dir.path().join("acks.tsv");
-    let state = SessionState::<Value>::open(Options::new(PLUGIN).database_path(&db)).unwrap();
+    let state = Store::at(&db).and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch)).unwrap();
 
     let mut checked_before = 0usize; // acks verified in full in earlier rounds
     let mut values_checked = 0usize;
@@ -251,9 +251,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
 #[test]
 fn entries_buffered_before_materialization_are_lost_when_the_process_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let state = SessionState::<Value>::open(
-        Options::new(PLUGIN).database_path(dir.path().join("states.sqlite")),
-    )
+    let state = Store::at(dir.path().join("states.sqlite")).and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
     .unwrap();
     let mut log = LogOptions::new().create(dir.path(), "/proj").unwrap();
     let id = state.write(&mut log, &json!("buffered")).unwrap().unwrap();

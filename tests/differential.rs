@@ -29,9 +29,7 @@ fn our_folds_equal_folds_over_pis_own_branches() {
                 .collect();
             for plugin in ["alpha", "beta"] {
                 for scope in [Scope::Branch, Scope::Session] {
-                    let st = SessionState::<Value>::open(
-                        Options::new(plugin).scope(scope).database_path(&db),
-                    )
+                    let st = Store::at(&db).and_then(|store| store.state::<Value>(plugin, scope))
                     .unwrap();
                     for (id, branch) in &dump.branches {
                         let branch = branch.as_ref().unwrap();
@@ -117,7 +115,7 @@ fn lone_surrogates_written_by_pi_read_back_as_pis_own_fold() {
         let db = dir.path().join("states.sqlite");
         let mut log = SessionLog::open(&file).unwrap();
         assert_eq!(log.len(), written["ids"].as_array().unwrap().len());
-        let st = SessionState::<Value>::open(Options::new("role").database_path(&db)).unwrap();
+        let st = Store::at(&db).and_then(|store| store.state::<Value>("role", Scope::Branch)).unwrap();
         let leaf = log.leaf_id().unwrap().to_owned();
         let lib = |log: &SessionLog| json::to_string(&st.read_value(log).unwrap().unwrap());
         assert_eq!(lib(&log), expect, "pi{major}: SessionState::read_value");

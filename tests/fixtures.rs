@@ -212,9 +212,7 @@ fn accepted_oddities() {
     assert_eq!(log.leaf_id(), Some("b0000003"));
     assert_eq!(log.roots(), ["a0000001", "b0000001"]);
     let dir = tempfile::tempdir().unwrap();
-    let role = SessionState::<serde_json::Value>::open(
-        Options::new("role").database_path(dir.path().join("s.sqlite")),
-    )
+    let role = Store::at(dir.path().join("s.sqlite")).and_then(|store| store.state::<serde_json::Value>("role", Scope::Branch))
     .unwrap();
     assert_eq!(role.read(&log).unwrap(), Some(json!({"name": "writer"})));
     assert_eq!(
@@ -244,7 +242,7 @@ fn bad_envelopes_fail_only_their_plugin() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.sqlite");
     let role =
-        SessionState::<serde_json::Value>::open(Options::new("role").database_path(&db)).unwrap();
+        Store::at(&db).and_then(|store| store.state::<serde_json::Value>("role", Scope::Branch)).unwrap();
     let err = role.read(&log).unwrap_err();
     match &err {
         Error::BadEvent {
@@ -267,11 +265,7 @@ fn bad_envelopes_fail_only_their_plugin() {
         "{err}"
     );
     assert!(err.to_string().contains("v=9"), "{err}");
-    let todo = SessionState::<serde_json::Value>::open(
-        Options::new("todo")
-            .scope(Scope::Session)
-            .database_path(&db),
-    )
+    let todo = Store::at(&db).and_then(|store| store.state::<serde_json::Value>("todo", Scope::Session))
     .unwrap();
     assert_eq!(
         todo.read(&log).unwrap(),

@@ -215,7 +215,7 @@ impl StateMachineTest for Sut {
         let mut states = HashMap::new();
         for (i, p) in PLUGINS.iter().enumerate() {
             for s in SCOPES {
-                let st = SessionState::open(Options::new(*p).scope(s).database_path(&db)).unwrap();
+                let st = Store::at(&db).and_then(|store| store.state(*p, s)).unwrap();
                 states.insert((i, s), st);
             }
         }
@@ -351,7 +351,7 @@ fn values_equal_as_javascript_sees_them_append_nothing() {
         .unwrap();
     let db = dir.path().join("states.sqlite");
     for scope in SCOPES {
-        let st = SessionState::<Value>::open(Options::new("eq").scope(scope).database_path(&db))
+        let st = Store::at(&db).and_then(|store| store.state::<Value>("eq", scope))
             .unwrap();
         let num: Value = serde_json::from_str("1.0").unwrap();
         assert!(st.write(&mut log, &num).unwrap().is_some(), "{scope}");
@@ -380,7 +380,7 @@ fn values_equal_as_javascript_sees_them_append_nothing() {
     }
     // On a fork: the fork inherits `{"a":1}` and `{"a":1.0}` is no change there; a
     // sibling forked before the write sees the value absent, so the same write appends.
-    let st = SessionState::<Value>::open(Options::new("fork").database_path(&db)).unwrap();
+    let st = Store::at(&db).and_then(|store| store.state::<Value>("fork", Scope::Branch)).unwrap();
     st.write(&mut log, &json!({"a": 1})).unwrap().unwrap();
     let tip = log.leaf_id().unwrap().to_owned();
     log.append(NewEntry::message(json!({"role": "user", "content": "m"})))

@@ -7,7 +7,7 @@
 use crate::common;
 
 use serde_json::{Value, json};
-use session_state::persistence::{
+use session_state::{
     INTERRUPTED_TOOL_RESULT, PiJsonlStore, SessionStore, SessionStoreExt,
 };
 use session_state::{Error, Header, SessionLog};

@@ -42,7 +42,7 @@ fn set_event(plugin: &str, scope: &str, value: Value) -> NewEntry {
 }
 
 fn state(db: &Path, plugin: &str, scope: Scope) -> SessionState<Value> {
-    SessionState::open(Options::new(plugin).scope(scope).database_path(db))
+    Store::at(db).and_then(|store| store.state(plugin, scope))
         .expect("open SessionState")
 }
 
@@ -1325,7 +1325,7 @@ fn a_first_write_refuses_a_database_that_is_not_ours_before_creating_the_session
         .materialize(Materialize::FirstAppend)
         .create(&sessions, "/p")
         .unwrap();
-    let role = SessionState::<String>::open(Options::new("role").database_path(&notes)).unwrap();
+    let role = Store::at(&notes).and_then(|store| store.state::<String>("role", Scope::Branch)).unwrap();
     let err = role.write(&mut log, &"x".to_string()).unwrap_err();
     assert!(matches!(err, Error::NotOurDatabase { .. }), "{err}");
     assert!(!log.is_materialized(), "no session file was created");

@@ -380,7 +380,7 @@ fn run(kind: Kind, dir: &Path, s: &Setup, seam: &Arc<Seam>) -> Run {
         None => opts.create(dir, "/proj").unwrap(),
     };
     let state = (kind == Kind::StateWrite).then(|| {
-        SessionState::<Value>::open(Options::new("seam").database_path(db_path(dir))).unwrap()
+        Store::at(db_path(dir)).and_then(|store| store.state::<Value>("seam", Scope::Branch)).unwrap()
     });
     let mut results = Vec::new();
     for step in 0..STEPS {
@@ -570,7 +570,7 @@ fn check(kind: Kind, fault: Option<Injected>, counts: &mut Counts) {
         );
         let log = SessionLog::open(&r.path).unwrap();
         let st =
-            SessionState::<Value>::open(Options::new("seam").database_path(db_path(dir.path())))
+            Store::at(db_path(dir.path())).and_then(|store| store.state::<Value>("seam", Scope::Branch))
                 .unwrap();
         assert_eq!(
             db.read(&r.path, "seam", Scope::Branch, None).unwrap(),

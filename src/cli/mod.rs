@@ -14,7 +14,7 @@ mod tree;
 mod verify;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use session_state::settings::LocationInputs;
+use session_state::LocationInputs;
 use session_state::{Error, LogOptions, ProjectTrust, ReadMode, Scope, SessionLog};
 use std::fmt::Display;
 use std::fmt::Write as _;

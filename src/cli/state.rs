@@ -6,8 +6,7 @@
 
 use super::{CmdResult, DbArgs, Failure, ScopeArg, emit, fail, open_log, require_regular};
 use serde_json::Value;
-use session_state::state::envelope::Op;
-use session_state::{Options, Projection, Scope, SessionState, validate_plugin_id};
+use session_state::{Scope, SessionState, Store, validate_plugin_id};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
@@ -121,9 +120,8 @@ pub(crate) fn read(args: ReadArgs) -> CmdResult {
     check_plugin(&t)?;
     let db = t.db.resolve()?;
     require_regular(&t.file)?;
-    let mut projection = Projection::open(&db).map_err(fail)?;
-    let value = projection
-        .read(&t.file, &t.plugin, Scope::from(t.scope), t.at.as_deref())
+    let value = state_key(&t, db)?
+        .read_file_value(&t.file, t.at.as_deref())
         .map_err(fail)?;
     match value {
         Some(v) => {
@@ -149,34 +147,42 @@ pub(crate) fn write(args: WriteArgs) -> CmdResult {
             parse_json(&text, "the value on stdin")?
         }
     };
-    apply(&args.target, "write", Op::Set(value))
+    apply(&args.target, |s, log| s.write(log, &value))
 }
 
 pub(crate) fn patch(args: PatchArgs) -> CmdResult {
     check_plugin(&args.target)?;
     let merge = parse_json(&args.merge, "--merge")?;
-    apply(&args.target, "patch", Op::Patch(merge))
+    apply(&args.target, |s, log| s.patch(log, &merge))
 }
 
 pub(crate) fn drop(args: DropArgs) -> CmdResult {
     check_plugin(&args.target)?;
-    apply(&args.target, "drop", Op::Drop)
+    apply(&args.target, |s, log| s.drop(log))
 }
 
-fn apply(t: &Target, action: &str, op: Op) -> CmdResult {
+/// The plugin's state on the store at `db`.
+fn state_key(t: &Target, db: std::path::PathBuf) -> Result<SessionState<Value>, Failure> {
+    Store::at(db)
+        .and_then(|store| store.state(&t.plugin, Scope::from(t.scope)))
+        .map_err(fail)
+}
+
+fn apply(
+    t: &Target,
+    change: impl FnOnce(
+        &SessionState<Value>,
+        &mut session_state::SessionLog,
+    ) -> session_state::Result<Option<String>>,
+) -> CmdResult {
     let db = t.db.resolve()?;
     let mut log = open_log(&t.file)?;
     if let Some(at) = &t.at {
         log.navigate(at)
             .map_err(|e| fail(format_args!("--at: {e}")))?;
     }
-    let state = SessionState::<Value>::open(
-        Options::new(t.plugin.clone())
-            .scope(Scope::from(t.scope))
-            .database_path(db),
-    )
-    .map_err(fail)?;
-    if let Some(id) = state.apply(&mut log, action, op).map_err(fail)? {
+    let state = state_key(t, db)?;
+    if let Some(id) = change(&state, &mut log).map_err(fail)? {
         emit(&format!("{id}\n"))?;
     }
     Ok(0)

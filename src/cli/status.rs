@@ -9,8 +9,7 @@ use super::{
     CmdResult, DbArgs, Failure, emit_json, emit_text, fail, open_log_lenient, term_safe, warn,
 };
 use serde_json::{Value, json};
-use session_state::lock::{self, Liveness, LockStatus};
-use session_state::{Projection, SessionLog, inspect};
+use session_state::{Liveness, LockStatus, SessionLog, Store, inspect};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
@@ -115,16 +114,9 @@ fn lock_text(st: &LockStatus) -> String {
 }
 
 fn read_lock(db: &Path, session_id: &str) -> Result<Option<Option<LockStatus>>, Failure> {
-    let Some(conn) = Projection::open_existing(db).map_err(fail)? else {
-        return Ok(None);
-    };
-    let st = lock::status(&conn, session_id).map_err(|e| {
-        fail(format_args!(
-            "projection database {}: reading the lock: {e}",
-            db.display()
-        ))
-    })?;
-    Ok(Some(st))
+    Store::at(db)
+        .and_then(|store| store.peek_lock_status(session_id))
+        .map_err(fail)
 }
 
 pub(crate) fn status(args: StatusArgs) -> CmdResult {
@@ -220,13 +212,8 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
         ))?;
         return Ok(0);
     }
-    let mut projection = Projection::open(&db).map_err(fail)?;
-    let st = lock::status(projection.connection(), &session_id).map_err(|e| {
-        fail(format_args!(
-            "projection database {}: reading the lock: {e}",
-            db.display()
-        ))
-    })?;
+    let store = Store::at(&db).map_err(fail)?;
+    let st = store.lock_status(&session_id).map_err(fail)?;
     let mut out = String::new();
     if let Some(st) = &st {
         let may_be_alive = st.blocks_writers() || st.liveness != Liveness::NotAlive;
@@ -254,12 +241,7 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
                 return Ok(1);
             }
         }
-        lock::clear(projection.connection(), &session_id).map_err(|e| {
-            fail(format_args!(
-                "projection database {}: clearing the lock: {e}",
-                db.display()
-            ))
-        })?;
+        store.clear_lock(&session_id).map_err(fail)?;
         let _ = writeln!(
             out,
             "cleared the lock held by {} ({})",
@@ -268,8 +250,8 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
     } else {
         let _ = writeln!(out, "no lock on session '{session_id}'");
     }
-    projection.forget(&args.file).map_err(fail)?;
-    let c = projection.catch_up(&args.file).map_err(fail)?;
+    store.forget(&args.file).map_err(fail)?;
+    let c = store.catch_up(&args.file).map_err(fail)?;
     let _ = writeln!(
         out,
         "dropped the cached rows; re-read {} entries ({} bytes) from {}",

@@ -8,7 +8,7 @@
 
 use super::{CmdResult, emit_text, open_log, short_json, term_safe};
 use session_state::inspect;
-use session_state::state::envelope::Op;
+use session_state::Op;
 use session_state::{EntryRef, EntryType, Role, SessionLog};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -19,11 +19,8 @@ use reader::{EntrySink, Finding, FindingKind, ReadMode, ScanState, ScannedEntry,
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use writer::LogWriter;
-
-/// The `customType` prefix of this crate's state events.
-pub const STATE_PREFIX: &str = "session-state/";
 
 /// The current time as Pi writes entry timestamps (`2024-12-03T14:00:00.000Z`).
 pub fn now_iso() -> String {
@@ -183,14 +180,6 @@ impl NewEntry {
     }
 }
 
-/// The data of one state event, as found in the file (decoded by `state`).
-#[derive(Debug, Clone)]
-pub(crate) struct EventData {
-    pub node: u32,
-    pub plugin: Box<str>,
-    pub data: Option<Box<RawValue>>,
-}
-
 /// A read-only view of one entry.
 #[derive(Debug, Clone, Copy)]
 pub struct EntryRef<'a> {
@@ -247,11 +236,12 @@ impl<'a> EntryRef<'a> {
             .map(|c| self.log.index.tree.id(c))
             .collect()
     }
-    /// The plugin id of a state event (`session-state/<plugin>`).
-    pub fn state_plugin(&self) -> Option<&'a str> {
+    /// The `data` of a `custom` entry, as written (`None`: another type, or no `data`).
+    pub(crate) fn custom_data(&self) -> Option<&'a RawValue> {
         self.node()
-            .event
-            .map(|e| &*self.log.index.events[e as usize].plugin)
+            .data
+            .and_then(|d| self.log.index.custom_data.get(d as usize))
+            .map(|d| &**d)
     }
 }
 
@@ -269,7 +259,8 @@ struct Index {
     mode: ReadMode,
     tree: Tree,
     custom_types: IndexSet<Box<str>>,
-    events: Vec<EventData>,
+    /// The `data` of every `custom` entry (an extension's state; usually small).
+    custom_data: Vec<Box<RawValue>>,
     findings: Vec<Finding>,
 }
 
@@ -336,22 +327,18 @@ impl EntrySink for Index {
         };
         let ty = EntryType::from_name(&e.raw.ty.0);
         let mut custom = None;
-        let mut event = None;
+        let mut data = None;
         if matches!(ty, EntryType::Custom | EntryType::CustomMessage)
             && let Some(ct) = e.raw.custom_type.and_then(raw_str)
         {
-            if ty == EntryType::Custom
-                && let Some(plugin) = ct.strip_prefix(STATE_PREFIX)
-            {
-                event = Some(self.events.len() as u32);
-                self.events.push(EventData {
-                    node: self.tree.len() as u32,
-                    plugin: plugin.into(),
-                    data: e.raw.data.map(|d| d.to_owned()),
-                });
-            }
             let (ci, _) = self.custom_types.insert_full(ct.into());
             custom = Some(ci as u32);
+        }
+        if ty == EntryType::Custom
+            && let Some(d) = e.raw.data
+        {
+            data = Some(self.custom_data.len() as u32);
+            self.custom_data.push(d.to_owned());
         }
         let role = e
             .raw
@@ -369,8 +356,7 @@ impl EntrySink for Index {
                 role,
                 at: e.at,
                 len: e.len,
-                event,
-                state_anc: None,
+                data,
             },
         );
         Ok(())
@@ -420,7 +406,9 @@ pub struct SessionLog {
     poisoned: Option<String>,
     /// A new session stays in memory until `materialize` is called explicitly.
     hold: bool,
-    pub(crate) folds: Mutex<crate::state::fold::FoldCache>,
+    /// Identifies this log for caches above it (the store's folds): they hold a `Weak`
+    /// of it, so an entry of a dropped log is recognised and pruned.
+    instance: Arc<()>,
 }
 
 impl std::fmt::Debug for SessionLog {
@@ -465,7 +453,7 @@ impl SessionLog {
             mode: options.mode,
             tree: Tree::default(),
             custom_types: IndexSet::new(),
-            events: Vec::new(),
+            custom_data: Vec::new(),
             findings: Vec::new(),
         };
         let mut header: Option<(Header, ScanState)> = None;
@@ -543,7 +531,7 @@ impl SessionLog {
             leaf_follows: true,
             poisoned: None,
             hold: false,
-            folds: Mutex::default(),
+            instance: Arc::new(()),
         };
         log.index.tree.set_leaf(log.index.tree.last_index());
         Ok(log)
@@ -583,7 +571,7 @@ impl SessionLog {
                 mode: options.mode,
                 tree: Tree::default(),
                 custom_types: IndexSet::new(),
-                events: Vec::new(),
+                custom_data: Vec::new(),
                 findings: Vec::new(),
             },
             header,
@@ -595,7 +583,7 @@ impl SessionLog {
             leaf_follows: true,
             poisoned: None,
             hold: false,
-            folds: Mutex::default(),
+            instance: Arc::new(()),
         }
     }
 
@@ -655,16 +643,13 @@ impl SessionLog {
         f
     }
 
+    /// This log's identity for caches kept above it (see the field).
+    pub(crate) fn instance(&self) -> &Arc<()> {
+        &self.instance
+    }
+
     pub(crate) fn tree(&self) -> &Tree {
         &self.index.tree
-    }
-
-    pub(crate) fn event_data(&self, e: u32) -> &EventData {
-        &self.index.events[e as usize]
-    }
-
-    pub(crate) fn events_len(&self) -> usize {
-        self.index.events.len()
     }
 
     pub(crate) fn entry_at(&self, idx: u32) -> EntryRef<'_> {

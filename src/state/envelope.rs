@@ -4,6 +4,9 @@
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+/// The `customType` prefix of this crate's state events.
+pub const STATE_PREFIX: &str = "session-state/";
+
 /// The envelope version this crate writes and reads.
 pub const ENVELOPE_VERSION: u64 = 1;
 

@@ -1,13 +1,17 @@
 //! The fold: the value of a plugin's state at a position.
 //!
 //! Branch scope: the fold of the plugin's branch events on the path root → position.
-//! Every node knows its nearest state-event ancestor (`state_anc`), so a read skips the
-//! messages in between; every folded event value is memoized, so a read after one
+//! The [`StateIndex`] gives every node its nearest state-event ancestor, so a read skips
+//! the messages in between; every folded event value is memoized, so a read after one
 //! appended entry costs a constant number of map lookups, not a walk to the root.
 //! Session scope: the fold of the plugin's session events in file order, kept
 //! incrementally.
+//!
+//! The memo ([`Folds`]) belongs to whoever keeps a log open: the store keeps one per log
+//! it has read; tools that only look build one for the call.
 
 use super::envelope::{DecodeError, Envelope, Op, Scope};
+use super::index::{StateIndex, data_of};
 use crate::error::{Error, Result};
 use crate::log::SessionLog;
 use serde_json::Value;
@@ -44,14 +48,14 @@ struct PluginCache {
     at_event: HashMap<u32, FoldResult>,
     /// For a state-event node: this plugin's nearest branch event at or above it.
     nearest: HashMap<u32, std::result::Result<Option<u32>, BadEvent>>,
-    /// Session scope: events folded so far (index into the log's event table) and value.
+    /// Session scope: events folded so far (index into the index's event list) and value.
     session_next: usize,
     session: Option<FoldResult>,
 }
 
-/// Per-log memo of folds, keyed by plugin.
+/// Memo of folds over one log, keyed by plugin, with the decoded events (by node).
 #[derive(Debug, Default)]
-pub struct FoldCache {
+struct FoldCache {
     plugins: HashMap<Box<str>, PluginCache>,
     decoded: HashMap<u32, std::result::Result<Arc<Envelope>, DecodeError>>,
 }
@@ -60,31 +64,53 @@ impl FoldCache {
     fn decode(
         &mut self,
         log: &SessionLog,
-        ev: u32,
+        node: u32,
     ) -> std::result::Result<Arc<Envelope>, DecodeError> {
         self.decoded
-            .entry(ev)
-            .or_insert_with(|| Envelope::decode(log.event_data(ev).data.as_deref()).map(Arc::new))
+            .entry(node)
+            .or_insert_with(|| Envelope::decode(data_of(log, node)).map(Arc::new))
             .clone()
+    }
+}
+
+/// The fold layer's view of one log: its state index and the memo of folds.
+#[derive(Debug, Default)]
+pub(crate) struct Folds {
+    index: StateIndex,
+    cache: FoldCache,
+}
+
+impl Folds {
+    /// Folds over `log` as it is now.
+    pub(crate) fn of(log: &SessionLog) -> Folds {
+        let mut f = Folds::default();
+        f.follow(log);
+        f
+    }
+
+    /// Follows the entries `log` gained since the last call.
+    pub(crate) fn follow(&mut self, log: &SessionLog) {
+        if log.len() < self.index.len() {
+            *self = Folds::default();
+        }
+        self.index.follow(log);
     }
 }
 
 /// Does this event belong to `(plugin, scope)`? `Err` if it is this plugin's and cannot
 /// be decoded in a way that could concern this scope.
 fn concerns(
-    cache: &mut FoldCache,
+    f: &mut Folds,
     log: &SessionLog,
     node: u32,
     plugin: &str,
     scope: Scope,
 ) -> std::result::Result<Option<Arc<Envelope>>, BadEvent> {
-    let Some(ev) = log.tree().node(node).event else {
-        return Ok(None);
-    };
-    if &*log.event_data(ev).plugin != plugin {
-        return Ok(None);
+    match f.index.event_of(node) {
+        Some(ev) if &*ev.plugin == plugin => {}
+        _ => return Ok(None),
     }
-    match cache.decode(log, ev) {
+    match f.cache.decode(log, node) {
         Ok(env) if env.scope == scope => Ok(Some(env)),
         Ok(_) => Ok(None),
         Err(e) if e.scope.is_none() || e.scope == Some(scope) => Err(BadEvent {
@@ -97,17 +123,18 @@ fn concerns(
 
 /// This plugin's nearest branch event at or above `node`.
 fn nearest_branch_event(
-    cache: &mut FoldCache,
+    f: &mut Folds,
     log: &SessionLog,
     plugin: &str,
     node: u32,
 ) -> std::result::Result<Option<u32>, BadEvent> {
     let tree = log.tree();
     let mut visited = Vec::new();
-    let mut cur = tree.node(node).state_anc;
+    let mut cur = f.index.state_anc(node);
     let result = loop {
         let Some(e) = cur else { break Ok(None) };
-        if let Some(hit) = cache
+        if let Some(hit) = f
+            .cache
             .plugins
             .get(plugin)
             .and_then(|p| p.nearest.get(&e))
@@ -116,13 +143,13 @@ fn nearest_branch_event(
             break hit;
         }
         visited.push(e);
-        match concerns(cache, log, e, plugin, Scope::Branch) {
+        match concerns(f, log, e, plugin, Scope::Branch) {
             Ok(Some(_)) => break Ok(Some(e)),
             Err(bad) => break Err(bad),
-            Ok(None) => cur = tree.node(e).parent.and_then(|p| tree.node(p).state_anc),
+            Ok(None) => cur = tree.node(e).parent.and_then(|p| f.index.state_anc(p)),
         }
     };
-    let pc = cache.plugins.entry(plugin.into()).or_default();
+    let pc = f.cache.plugins.entry(plugin.into()).or_default();
     for v in visited {
         pc.nearest.insert(v, result.clone());
     }
@@ -130,27 +157,27 @@ fn nearest_branch_event(
 }
 
 /// The branch-scope value of `plugin` at node `node`.
-fn branch_at(cache: &mut FoldCache, log: &SessionLog, plugin: &str, node: u32) -> FoldResult {
+fn branch_at(f: &mut Folds, log: &SessionLog, plugin: &str, node: u32) -> FoldResult {
     // Collect this plugin's branch events from `node` upward until a memo hit.
     let mut chain: Vec<(u32, Arc<Envelope>)> = Vec::new();
     let mut base = Folded::EMPTY;
-    let mut cur = nearest_branch_event(cache, log, plugin, node)?;
+    let mut cur = nearest_branch_event(f, log, plugin, node)?;
     while let Some(e) = cur {
-        if let Some(hit) = cache.plugins.get(plugin).and_then(|p| p.at_event.get(&e)) {
+        if let Some(hit) = f.cache.plugins.get(plugin).and_then(|p| p.at_event.get(&e)) {
             base = hit.clone()?;
             break;
         }
-        let env = concerns(cache, log, e, plugin, Scope::Branch)?.ok_or_else(|| BadEvent {
+        let env = concerns(f, log, e, plugin, Scope::Branch)?.ok_or_else(|| BadEvent {
             node: e,
             detail: "internal: not a branch event".into(),
         })?;
         chain.push((e, env));
         cur = match log.tree().node(e).parent {
-            Some(p) => nearest_branch_event(cache, log, plugin, p)?,
+            Some(p) => nearest_branch_event(f, log, plugin, p)?,
             None => None,
         };
     }
-    let pc = cache.plugins.entry(plugin.into()).or_default();
+    let pc = f.cache.plugins.entry(plugin.into()).or_default();
     let mut acc = base;
     for (e, env) in chain.into_iter().rev() {
         acc = Folded {
@@ -163,21 +190,21 @@ fn branch_at(cache: &mut FoldCache, log: &SessionLog, plugin: &str, node: u32) -
 }
 
 /// The session-scope value of `plugin` (the whole file, in append order).
-fn session_value(cache: &mut FoldCache, log: &SessionLog, plugin: &str) -> FoldResult {
+fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
     let (mut next, mut acc) = {
-        let pc = cache.plugins.entry(plugin.into()).or_default();
+        let pc = f.cache.plugins.entry(plugin.into()).or_default();
         (
             pc.session_next,
             pc.session.clone().unwrap_or(Ok(Folded::EMPTY)),
         )
     };
-    let total = log.events_len();
+    let total = f.index.events().len();
     for ev in next..total {
         if acc.is_err() {
             break;
         }
-        let node = log.event_data(ev as u32).node;
-        match concerns(cache, log, node, plugin, Scope::Session) {
+        let node = f.index.events()[ev].node;
+        match concerns(f, log, node, plugin, Scope::Session) {
             Ok(Some(env)) => {
                 let prev = acc.as_ref().ok().and_then(|f| f.value.clone());
                 acc = Ok(Folded {
@@ -190,7 +217,7 @@ fn session_value(cache: &mut FoldCache, log: &SessionLog, plugin: &str) -> FoldR
         }
     }
     next = total;
-    let pc = cache.plugins.entry(plugin.into()).or_default();
+    let pc = f.cache.plugins.entry(plugin.into()).or_default();
     pc.session_next = next;
     pc.session = Some(acc.clone());
     acc
@@ -208,20 +235,20 @@ fn to_error(log: &SessionLog, plugin: &str, bad: BadEvent) -> Error {
 }
 
 /// The folded value at `node` (`None`: before any entry, e.g. after `reset_leaf`).
+///
+/// `folds` must follow `log` (see [`Folds::follow`]).
 pub(crate) fn value_at(
+    folds: &mut Folds,
     log: &SessionLog,
     plugin: &str,
     scope: Scope,
     node: Option<u32>,
 ) -> Result<Folded> {
-    let mut cache = log
-        .folds
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    folds.follow(log);
     let r = match scope {
-        Scope::Session => session_value(&mut cache, log, plugin),
+        Scope::Session => session_value(folds, log, plugin),
         Scope::Branch => match node {
-            Some(n) => branch_at(&mut cache, log, plugin, n),
+            Some(n) => branch_at(folds, log, plugin, n),
             None => Ok(Folded::EMPTY),
         },
     };
@@ -245,6 +272,7 @@ pub struct HistoryEntry {
 
 /// The events that made the value at `node`, oldest first.
 pub(crate) fn history(
+    folds: &mut Folds,
     log: &SessionLog,
     plugin: &str,
     scope: Scope,
@@ -257,14 +285,11 @@ pub(crate) fn history(
         },
         Scope::Session => (0..log.len() as u32).collect(),
     };
-    let mut cache = log
-        .folds
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    folds.follow(log);
     let mut out = Vec::new();
     let mut acc: Option<Value> = None;
     for n in nodes {
-        match concerns(&mut cache, log, n, plugin, scope) {
+        match concerns(folds, log, n, plugin, scope) {
             Ok(Some(env)) => {
                 acc = env.op.apply(acc.as_ref());
                 let e = log.entry_at(n);

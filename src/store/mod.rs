@@ -1,0 +1,393 @@
+//! The store handle (like redb's `Database`): it owns the one projection connection, the
+//! write lock's use of it, the resolved database location, and the fold memo of every log
+//! it has read. A plugin's state is a cheap typed key on it ([`SessionState`]).
+//!
+//! ```no_run
+//! use session_state::{Scope, SessionLog, Store, StoreOptions};
+//!
+//! let store = Store::open(StoreOptions::new())?;          // location from settings (SPEC §4)
+//! let todo = store.state::<Vec<String>>("todo", Scope::Branch)?;
+//! let mut log = SessionLog::open("session.jsonl")?;
+//! todo.write(&mut log, &vec!["review".to_string()])?;      // durable when it returns
+//! assert_eq!(todo.read(&log)?, Some(vec!["review".to_string()]));
+//! // In a new process: a flat read through the projection, without parsing the log.
+//! assert_eq!(todo.read_file("session.jsonl")?, Some(vec!["review".to_string()]));
+//! # Ok::<(), session_state::Error>(())
+//! ```
+
+pub(crate) mod state;
+mod write;
+
+use crate::error::{Error, Result};
+use crate::lock::{self, Holder, LockStatus};
+use crate::log::SessionLog;
+use crate::projection::{CatchUp, Projection};
+use crate::settings::{LocationInputs, ProjectTrust, ResolvedLocation, SettingsDiagnostic};
+use crate::state::envelope::Scope;
+use crate::state::fold::Folds;
+use serde_json::Value;
+use state::SessionState;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+/// Where a [`Store`] keeps its projection database; validated by [`Store::open`].
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    database_path: Option<PathBuf>,
+    cwd: Option<PathBuf>,
+    trust: ProjectTrust,
+}
+
+impl StoreOptions {
+    /// The default location, resolved from settings files as SPEC §4 describes.
+    pub fn new() -> StoreOptions {
+        StoreOptions::default()
+    }
+    /// Where the projection database lives (must be a non-empty absolute path). Default:
+    /// resolved from settings files (see `docs/settings.md`).
+    pub fn database_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.database_path = Some(path.into());
+        self
+    }
+    /// The project directory for settings resolution (default: the process's cwd).
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+    /// Whether the project's `.pi/settings.json` may choose the database location.
+    pub fn trust(mut self, trust: ProjectTrust) -> Self {
+        self.trust = trust;
+        self
+    }
+}
+
+/// The one handle on a projection database. Cheap to clone (clones share the connection
+/// and the fold memo); `Send + Sync`.
+///
+/// The database is opened on first use ([`Store::connect`] opens it now), so resolving a
+/// location never creates a file. Only a database that is provably ours is used
+/// (SPEC §4); anything else at the path is refused with [`Error::NotOurDatabase`].
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    location: ResolvedLocation,
+    db: Mutex<Option<Projection>>,
+    /// The fold memo of each log read through this store, keyed by the log's identity;
+    /// the `Weak` tells a live log from a dropped one whose address was reused.
+    folds: Mutex<HashMap<usize, (Weak<()>, Folds)>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("database", &self.inner.location.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock_of<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Store {
+    /// Validates the options and resolves the database location. An invalid option is an
+    /// error, never a silent fallback; settings problems that fall back to the default are
+    /// in [`Store::diagnostics`].
+    pub fn open(options: StoreOptions) -> Result<Store> {
+        let cwd = match &options.cwd {
+            Some(c) => c.clone(),
+            None => std::env::current_dir().map_err(|source| Error::Io {
+                action: "reading the current directory",
+                path: PathBuf::from("."),
+                source,
+            })?,
+        };
+        let location = match &options.database_path {
+            // An explicit path needs neither a home nor an agent directory.
+            Some(p) => LocationInputs::new(&cwd, "/").database_path(p).resolve()?,
+            None => LocationInputs::from_env(cwd, options.trust)?.resolve()?,
+        };
+        Ok(Store::with_location(location))
+    }
+
+    /// A store on the database at `path` (a non-empty absolute path).
+    pub fn at(path: impl Into<PathBuf>) -> Result<Store> {
+        Store::open(StoreOptions::new().database_path(path))
+    }
+
+    /// A store on an already resolved location.
+    pub fn with_location(location: ResolvedLocation) -> Store {
+        Store {
+            inner: Arc::new(Inner {
+                location,
+                db: Mutex::new(None),
+                folds: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Where the projection database is, and why.
+    pub fn location(&self) -> &ResolvedLocation {
+        &self.inner.location
+    }
+
+    /// The projection database's path.
+    pub fn database_path(&self) -> &Path {
+        &self.inner.location.path
+    }
+
+    /// Settings problems met while resolving the location (each reported once).
+    pub fn diagnostics(&self) -> &[SettingsDiagnostic] {
+        &self.inner.location.diagnostics
+    }
+
+    /// Opens the database now (it is otherwise opened on first use), so a location that
+    /// is refused is reported here.
+    pub fn connect(&self) -> Result<()> {
+        self.with_db(|_| Ok(()))
+    }
+
+    /// The state of `plugin_id` in `scope`: a cheap typed key on this store. The plugin
+    /// id is checked here: lowercase ASCII letters, digits, `-` and `.`, non-empty.
+    pub fn state<T>(&self, plugin_id: impl AsRef<str>, scope: Scope) -> Result<SessionState<T>>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+    {
+        SessionState::new(self.clone(), plugin_id.as_ref(), scope)
+    }
+
+    /// Brings the projection of the session file `file` up to date and says what it read.
+    pub fn catch_up(&self, file: impl AsRef<Path>) -> Result<CatchUp> {
+        self.with_db(|db| db.catch_up(file.as_ref()))
+    }
+
+    /// What the last catch-up of this store did (tests and benchmarks read it).
+    pub fn last_catch_up(&self) -> Option<CatchUp> {
+        lock_of(&self.inner.db)
+            .as_ref()
+            .and_then(Projection::last_catch_up)
+    }
+
+    /// Test hook: commit catch-ups every `entries` entries and call `hook` between two
+    /// chunks; a hook returning `false` stops the build there, as a killed process would.
+    #[doc(hidden)]
+    pub fn set_chunk_hook(
+        &self,
+        entries: u64,
+        hook: Option<Box<dyn FnMut(&CatchUp) -> bool + Send>>,
+    ) -> Result<()> {
+        self.with_db(|db| {
+            db.set_chunk_hook(entries, hook);
+            Ok(())
+        })
+    }
+
+    /// Drops the cached rows of the session file `file`; the next read rebuilds them.
+    pub fn forget(&self, file: impl AsRef<Path>) -> Result<()> {
+        self.with_db(|db| db.forget(file.as_ref()))
+    }
+
+    /// The lock row of `session_id`, or `None` when there is none (SPEC §6).
+    pub fn lock_status(&self, session_id: &str) -> Result<Option<LockStatus>> {
+        self.lock_status_at(session_id, lock::now_ms())
+    }
+
+    /// [`Store::lock_status`] at an injected time (ms since the Unix epoch).
+    #[doc(hidden)]
+    pub fn lock_status_at(&self, session_id: &str, now_ms: i64) -> Result<Option<LockStatus>> {
+        self.with_db(|db| {
+            let path = db.path().to_path_buf();
+            lock::status_at(db.connection(), session_id, now_ms).map_err(|source| Error::Database {
+                path,
+                action: "reading the write lock",
+                source,
+            })
+        })
+    }
+
+    /// [`Store::lock_status`] without creating anything: `None` when there is no database
+    /// at the store's location (what `status` shows), `Some(None)` when it holds no row.
+    /// Opens the database read-only, on its own connection.
+    pub fn peek_lock_status(&self, session_id: &str) -> Result<Option<Option<LockStatus>>> {
+        let path = self.database_path();
+        let Some(conn) = Projection::open_existing(path)? else {
+            return Ok(None);
+        };
+        lock::status(&conn, session_id)
+            .map(Some)
+            .map_err(|source| Error::Database {
+                path: path.to_path_buf(),
+                action: "reading the lock",
+                source,
+            })
+    }
+
+    /// Deletes the lock row of `session_id` whoever holds it (what `force-refresh` does).
+    /// Returns whether there was one. This breaks the lock of a possibly live writer:
+    /// check [`Store::lock_status`] and [`LockStatus::blocks_writers`] first, and ask.
+    pub fn clear_lock(&self, session_id: &str) -> Result<bool> {
+        self.with_db(|db| {
+            let path = db.path().to_path_buf();
+            lock::clear(db.connection(), session_id).map_err(|source| Error::Database {
+                path,
+                action: "clearing the lock",
+                source,
+            })
+        })
+    }
+
+    /// Takes the write lock on `session_id` for this process, for work beyond one
+    /// `write` (the state's writes take it themselves). Refused with the four-element
+    /// [`LockError::Held`] while another live process holds it within its lease.
+    pub fn lock(&self, session_id: &str, action: &str) -> Result<WriteLock<'_>> {
+        self.lock_as(session_id, action, lock::now_ms(), &Holder::current())
+    }
+
+    /// [`Store::lock`] for an injected holder and time (tests stand in for other
+    /// processes with it).
+    #[doc(hidden)]
+    pub fn lock_as(
+        &self,
+        session_id: &str,
+        action: &str,
+        now_ms: i64,
+        holder: &Holder,
+    ) -> Result<WriteLock<'_>> {
+        self.with_db(|db| {
+            let g = lock::acquire_at(db.connection(), session_id, action, now_ms, holder)?;
+            let (holder, acquired_at_ms) = (g.holder().to_owned(), g.acquired_at_ms());
+            g.keep();
+            Ok(WriteLock {
+                store: self,
+                session_id: session_id.to_owned(),
+                holder,
+                acquired_at_ms,
+                released: false,
+            })
+        })
+    }
+
+    /// SPEC §5 `force_refresh`: clears the session's lock row, drops this store's caches
+    /// of `log` (its folds and its projection rows) and re-reads the file. Returns whether
+    /// there was a lock row.
+    pub fn force_refresh(&self, log: &mut SessionLog) -> Result<bool> {
+        let cleared = self.clear_lock(log.session_id())?;
+        lock_of(&self.inner.folds).remove(&(Arc::as_ptr(log.instance()) as usize));
+        if log.is_materialized() {
+            self.forget(log.path())?;
+        }
+        log.refresh()?;
+        Ok(cleared)
+    }
+
+    /// The folded value of `plugin` in `scope` for the session file `file`, as if the
+    /// leaf were `at` (default: the last entry in file order), answered by the projection
+    /// without parsing the log (for tools that read any plugin; an extension uses its
+    /// [`SessionState::read_file`]). In [`crate::json`]'s lossless encoding.
+    pub fn read_value(
+        &self,
+        file: &Path,
+        plugin: &str,
+        scope: Scope,
+        at: Option<&str>,
+    ) -> Result<Option<Value>> {
+        self.with_db(|db| db.read(file, plugin, scope, at))
+    }
+
+    /// Runs `f` on the projection, opening it first if needed.
+    fn with_db<R>(&self, f: impl FnOnce(&mut Projection) -> Result<R>) -> Result<R> {
+        let mut slot = lock_of(&self.inner.db);
+        let db = match &mut *slot {
+            Some(db) => db,
+            empty => empty.insert(Projection::open(&self.inner.location.path)?),
+        };
+        f(db)
+    }
+
+    /// Runs `f` on the fold memo of `log` (made on first use, following the log's new
+    /// entries on every call).
+    pub(crate) fn with_folds<R>(&self, log: &SessionLog, f: impl FnOnce(&mut Folds) -> R) -> R {
+        let token = log.instance();
+        let key = Arc::as_ptr(token) as usize;
+        let mut map = lock_of(&self.inner.folds);
+        let live = map
+            .get(&key)
+            .is_some_and(|(w, _)| w.upgrade().is_some_and(|t| Arc::ptr_eq(&t, token)));
+        if !live {
+            // Logs dropped since: their memo goes with them.
+            map.retain(|_, (w, _)| w.strong_count() > 0);
+            map.insert(key, (Arc::downgrade(token), Folds::default()));
+        }
+        let (_, folds) = map.get_mut(&key).expect("inserted above");
+        folds.follow(log);
+        f(folds)
+    }
+}
+
+/// The write lock on one session, held by this process; released when dropped.
+///
+/// Release deletes the row only if it still names this holder, so a lock whose lease was
+/// taken over does not free the new holder's. Dropping ignores release errors (they are
+/// logged with `tracing`); call [`WriteLock::release`] to see them.
+#[derive(Debug)]
+#[must_use = "dropping the lock releases it at once"]
+pub struct WriteLock<'s> {
+    store: &'s Store,
+    session_id: String,
+    holder: String,
+    acquired_at_ms: i64,
+    released: bool,
+}
+
+impl WriteLock<'_> {
+    /// The locked session.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+    /// The holder string stored in the row.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+    /// When the lock was taken or last renewed, ms since the Unix epoch.
+    pub fn acquired_at_ms(&self) -> i64 {
+        self.acquired_at_ms
+    }
+
+    /// Restarts the lease, for work that may outlast [`lock::LEASE`]. Fails with
+    /// [`LockError::Lost`] when the row no longer names this holder.
+    pub fn renew(&mut self) -> Result<()> {
+        let (session, holder) = (&self.session_id, &self.holder);
+        let at = self
+            .store
+            .with_db(|db| Ok(lock::renew_row(db.connection(), session, holder)?))?;
+        self.acquired_at_ms = at;
+        Ok(())
+    }
+
+    /// Releases the lock now. `false` when the row was already gone or held by someone
+    /// else (taken over after the lease, or cleared).
+    pub fn release(mut self) -> Result<bool> {
+        self.released = true;
+        self.delete()
+    }
+
+    fn delete(&self) -> Result<bool> {
+        let (session, holder) = (&self.session_id, &self.holder);
+        self.store
+            .with_db(|db| Ok(lock::release_row(db.connection(), session, holder)?))
+    }
+}
+
+impl Drop for WriteLock<'_> {
+    fn drop(&mut self) {
+        if !self.released
+            && let Err(e) = self.delete()
+        {
+            tracing::warn!(error = %e, "write lock not released; it expires with its lease");
+        }
+    }
+}
