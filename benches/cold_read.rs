@@ -10,8 +10,9 @@
 //! messages with thinking, tool results; a state event every 20 entries; a fork every
 //! 1,000), then warms one projection database per session.
 //!
-//! - `cold_read/<n>`: a fresh `Projection::open` (a new connection: "a new process" minus
-//!   process start) and one branch-scope `read` at the leaf.
+//! - `cold_read/<n>`: the library's cold read: a fresh [`Store`] (a new connection: "a new
+//!   process" minus process start) and one `SessionState::read_file` of a branch-scope
+//!   state at the file's leaf, through the projection.
 //! - `parts/open/<n>` and `parts/read_on_open_connection/<n>`: the two halves of a cold
 //!   read, measured apart.
 //! - `catch_up/<n>/<k>`: the same, after `k` entries were appended behind the
@@ -28,7 +29,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use session_state::{Projection, Scope};
+use serde_json::Value;
+use session_state::{Scope, Store};
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 const CATCH_UP_SIZES: [usize; 2] = [1_000, 100_000];
@@ -210,10 +212,12 @@ fn prepare(dir: &Path, entries: usize) -> Prepared {
     let warm_len = fs::metadata(&file).expect("stat").len();
 
     let started = std::time::Instant::now();
-    let mut proj = Projection::open(&db).expect("open projection");
+    let proj = open_store(&db);
     let c = proj.catch_up(&file).expect("warm the projection");
     assert_eq!(c.entries_added, entries as u64);
-    let value = proj.read(&file, PLUGIN, Scope::Branch, None).expect("read");
+    let value = proj
+        .read_value(&file, PLUGIN, Scope::Branch, None)
+        .expect("read");
     assert!(value.is_some(), "the leaf has a {PLUGIN} value");
     drop(proj);
     eprintln!(
@@ -235,13 +239,21 @@ fn prepare(dir: &Path, entries: usize) -> Prepared {
     }
 }
 
-fn cold_read(p: &Prepared) -> Projection {
-    let mut proj = Projection::open(&p.db).expect("open projection");
-    black_box(
-        proj.read(&p.file, PLUGIN, Scope::Branch, None)
-            .expect("read"),
-    );
-    proj
+/// A store on `db`, its database opened now.
+fn open_store(db: &Path) -> Store {
+    let store = Store::at(db).expect("a store");
+    store.connect().expect("open the database");
+    store
+}
+
+/// The library's cold read: a new store, a typed key, one read of the file's leaf.
+fn cold_read(p: &Prepared) -> Store {
+    let store = Store::at(&p.db).expect("a store");
+    let todo = store
+        .state::<Value>(PLUGIN, Scope::Branch)
+        .expect("a state key");
+    black_box(todo.read_file(&p.file).expect("read"));
+    store
 }
 
 /// Cuts the file back to its warm length, restores the warm database and appends `k`
@@ -276,7 +288,7 @@ fn benches(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     for p in &prepared {
         // Unchanged file: nothing to catch up.
-        let mut check = Projection::open(&p.db).expect("open");
+        let check = open_store(&p.db);
         assert_eq!(check.catch_up(&p.file).expect("catch up").bytes_read, 0);
         drop(check);
         group.bench_function(p.entries.to_string(), |b| {
@@ -293,16 +305,12 @@ fn benches(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(2));
     for p in &prepared {
         group.bench_function(format!("open/{}", p.entries), |b| {
-            b.iter_batched(
-                || (),
-                |()| Projection::open(&p.db).expect("open"),
-                BatchSize::PerIteration,
-            )
+            b.iter_batched(|| (), |()| open_store(&p.db), BatchSize::PerIteration)
         });
-        let mut proj = Projection::open(&p.db).expect("open");
+        let proj = open_store(&p.db);
         group.bench_function(format!("read_on_open_connection/{}", p.entries), |b| {
             b.iter(|| {
-                proj.read(&p.file, PLUGIN, Scope::Branch, None)
+                proj.read_value(&p.file, PLUGIN, Scope::Branch, None)
                     .expect("read")
             })
         });
@@ -320,7 +328,7 @@ fn benches(c: &mut Criterion) {
     {
         for k in APPENDED {
             reset_and_append(p, k);
-            let mut check = Projection::open(&p.db).expect("open");
+            let check = open_store(&p.db);
             let c = check.catch_up(&p.file).expect("catch up");
             assert!(!c.rebuilt && c.entries_added == k as u64, "{c:?}");
             drop(check);

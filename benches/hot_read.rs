@@ -101,8 +101,9 @@ fn event(i: u64) -> NewEntry {
 
 fn benches(c: &mut Criterion) {
     let dir = scratch_dir();
-    let state = Store::at(dir.path().join("states.sqlite")).and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
-    .expect("state");
+    let state = Store::at(dir.path().join("states.sqlite"))
+        .and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
+        .expect("state");
     let mut group = c.benchmark_group("hot_read");
     group
         .warm_up_time(Duration::from_millis(500))

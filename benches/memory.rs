@@ -13,7 +13,7 @@
 
 mod common;
 
-use session_state::{Scope, SessionLog, SessionState, Store};
+use session_state::{Scope, SessionLog, Store};
 use std::process::Command;
 use std::time::Instant;
 
@@ -26,8 +26,9 @@ fn child(file: &str) {
     let mut entries = 0;
     if !file.is_empty() {
         let log = SessionLog::open(file).expect("open");
-        let state = Store::at("/nonexistent/never-opened.sqlite").and_then(|store| store.state::<serde_json::Value>("bench", Scope::Branch))
-        .expect("state");
+        let state = Store::at("/nonexistent/never-opened.sqlite")
+            .and_then(|store| store.state::<serde_json::Value>("bench", Scope::Branch))
+            .expect("state");
         assert!(state.read(&log).expect("read").is_some());
         entries = log.len();
     }

@@ -26,7 +26,7 @@ mod common;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use session_state::{NewEntry, Scope, SessionLog, SessionState, Store};
+use session_state::{NewEntry, Scope, SessionLog, Store};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -49,8 +49,9 @@ fn benches(c: &mut Criterion) {
     .expect("tempdir");
     let file = dir.path().join("session.jsonl");
     common::write_session(&file, 1_000, 42);
-    let state = Store::at(dir.path().join("states.sqlite")).and_then(|store| store.state::<Value>("bench", Scope::Branch))
-    .expect("state");
+    let state = Store::at(dir.path().join("states.sqlite"))
+        .and_then(|store| store.state::<Value>("bench", Scope::Branch))
+        .expect("state");
     let mut log = SessionLog::open(&file).expect("open");
     // The first write builds the projection (a one-off catch-up of the whole file).
     let mut i = 0u64;

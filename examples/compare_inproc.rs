@@ -17,7 +17,7 @@
 //! file, reported as `warm_ms`).
 
 use serde_json::{Value, json};
-use session_state::{Options, Projection, Scope, SessionLog, SessionState};
+use session_state::{Scope, SessionLog, Store};
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
@@ -45,23 +45,27 @@ fn peak_rss_kib() -> u64 {
 
 fn read(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
     let t = Instant::now();
-    let mut p = Projection::open(db).expect("open projection");
-    let first = p
-        .read(file, plugin, Scope::Branch, None)
-        .expect("read")
-        .unwrap_or(Value::Null);
+    let p = Store::at(db)
+        .and_then(|store| store.state::<Value>(plugin, Scope::Branch))
+        .expect("open the store");
+    let first = p.read_file(file).expect("read").unwrap_or(Value::Null);
     let warm_ms = t.elapsed().as_secs_f64() * 1e3;
     drop(p);
     let cold: Vec<f64> = (0..n)
         .map(|_| {
             let t = Instant::now();
-            let mut p = Projection::open(db).expect("open projection");
-            let v = p.read(file, plugin, Scope::Branch, None).expect("read");
+            // A new store each time: a new connection, as in a new process.
+            let p = Store::at(db)
+                .and_then(|store| store.state::<Value>(plugin, Scope::Branch))
+                .expect("open the store");
+            let v = p.read_file(file).expect("read");
             assert_eq!(v.as_ref(), Some(&first));
             t.elapsed().as_secs_f64() * 1e3
         })
         .collect();
-    let state = SessionState::<Value>::open(Options::new(plugin).database_path(db)).expect("state");
+    let state = Store::at(db)
+        .and_then(|store| store.state::<Value>(plugin, Scope::Branch))
+        .expect("state");
     let replay: Vec<f64> = (0..n.min(5))
         .map(|_| {
             let t = Instant::now();
@@ -91,7 +95,9 @@ fn read(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
 }
 
 fn write(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
-    let state = SessionState::<Value>::open(Options::new(plugin).database_path(db)).expect("state");
+    let state = Store::at(db)
+        .and_then(|store| store.state::<Value>(plugin, Scope::Branch))
+        .expect("state");
     let mut log = SessionLog::open(file).expect("open");
     state
         .write(&mut log, &json!({"step": 0, "note": "warm-up"}))
@@ -130,7 +136,9 @@ fn write(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
 
 fn grow(file: &Path, db: &Path, mode: &str) -> Value {
     use std::io::BufRead;
-    let state = SessionState::<Value>::open(Options::new("todo").database_path(db)).expect("state");
+    let state = Store::at(db)
+        .and_then(|store| store.state::<Value>("todo", Scope::Branch))
+        .expect("state");
     let mut log = SessionLog::open(file).expect("open");
     let mut items = Vec::new();
     let t = Instant::now();
@@ -175,10 +183,9 @@ fn main() {
         Some("replay") if args.len() == 3 => {
             let t = Instant::now();
             let log = SessionLog::open(&args[1]).expect("open");
-            let state = SessionState::<Value>::open(
-                Options::new(args[2].clone()).database_path("/nonexistent/never-opened.sqlite"),
-            )
-            .expect("state");
+            let state = Store::at("/nonexistent/never-opened.sqlite")
+                .and_then(|store| store.state::<Value>(args[2].clone(), Scope::Branch))
+                .expect("state");
             let v = state.read(&log).expect("read");
             json!({
                 "entries": log.len(),

@@ -14,7 +14,7 @@
 //! (Pi's `{ block: true, reason }`). `block`/`unblock` print the new entry id, if any.
 
 use serde::{Deserialize, Serialize};
-use session_state::{Options, Scope, SessionLog, SessionState};
+use session_state::{Scope, SessionLog, Store, StoreOptions};
 use std::process::ExitCode;
 
 /// The guard's state: path fragments that writes and edits may not touch.
@@ -48,11 +48,13 @@ fn run() -> Result<ExitCode, String> {
                 .into(),
         );
     };
-    let mut options = Options::new("guard").scope(Scope::Branch);
+    let mut options = StoreOptions::new();
     if let Some(db) = db {
         options = options.database_path(db);
     }
-    let guard = SessionState::<BlockList>::open(options).map_err(|e| e.to_string())?;
+    let guard = Store::open(options)
+        .and_then(|store| store.state::<BlockList>("guard", Scope::Branch))
+        .map_err(|e| e.to_string())?;
     let mut log = SessionLog::open(file).map_err(|e| e.to_string())?;
     if let Some(at) = at {
         log.navigate(&at).map_err(|e| e.to_string())?;

@@ -6,9 +6,9 @@
 //! `docs/cli.md` shows outputs taken from these snapshots.
 #![allow(clippy::unwrap_used)]
 
+use crate::common;
 use serde_json::{Value, json};
-use session_state::lock::{self, Holder, Liveness};
-use session_state::{LogOptions, Materialize, NewEntry, Projection, SessionLog};
+use session_state::{Holder, Liveness, LogOptions, Materialize, NewEntry, SessionLog, Store};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::process::Command;
@@ -173,23 +173,22 @@ fn live_lock(db: &Path, session_id: &str) -> Child {
         .spawn()
         .unwrap();
     let holder = Holder::for_pid(child.id()).unwrap();
-    let mut projection = Projection::open(db).unwrap();
-    let guard = lock::acquire_at(
-        projection.connection(),
-        session_id,
-        "write",
-        lock::now_ms(),
-        &holder,
-    )
-    .unwrap();
+    let store = common::open_store(db).unwrap();
+    let guard = store
+        .lock_as(session_id, "write", common::now_ms(), &holder)
+        .unwrap();
     // The row must outlive this function, as a crashed or busy writer's would.
     std::mem::forget(guard);
     child
 }
 
 fn lock_holder(db: &Path, session_id: &str) -> Option<String> {
-    let conn = Projection::open_existing(db).unwrap().unwrap();
-    lock::status(&conn, session_id).unwrap().map(|s| s.holder)
+    Store::at(db)
+        .unwrap()
+        .peek_lock_status(session_id)
+        .unwrap()
+        .expect("the database exists")
+        .map(|s| s.holder)
 }
 
 fn kill(mut child: Child) {
@@ -893,9 +892,14 @@ fn force_refresh_clears_a_dead_holders_lock_without_asking() {
     let sid = example_log(&w).session_id().to_owned();
     let child = live_lock(&db, &sid);
     kill(child);
-    let conn = Projection::open_existing(&db).unwrap().unwrap();
+    let store = Store::at(&db).unwrap();
     assert_eq!(
-        lock::status(&conn, &sid).unwrap().unwrap().liveness,
+        store
+            .peek_lock_status(&sid)
+            .unwrap()
+            .unwrap()
+            .unwrap()
+            .liveness,
         Liveness::NotAlive
     );
     let out = w.run(&["force-refresh", "s.jsonl"]);

@@ -141,7 +141,9 @@ fn assert_intact(file: &Path, db: &Path, ack_files: &[&Path], fresh: &Path) -> u
         log.len() + 1,
         "one line per entry: no fused lines"
     );
-    let state = Store::at(db).and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch)).unwrap();
+    let state = Store::at(db)
+        .and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
+        .unwrap();
     let mut total = 0;
     for ack in ack_files {
         for (id, value) in acks(ack) {
@@ -360,8 +362,9 @@ fn a_foreign_append_is_ingested_before_ours() {
             json!({"role": "assistant", "content": "theirs"}),
         ))
         .unwrap();
-    let state = Store::at(dir.path().join("states.sqlite")).and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
-    .unwrap();
+    let state = Store::at(dir.path().join("states.sqlite"))
+        .and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
+        .unwrap();
     let id = state.write(&mut ours, &json!("ours")).unwrap().unwrap();
     let log = SessionLog::open(&file).unwrap();
     assert_eq!(log.entry(&id).unwrap().parent_id(), Some(foreign.as_str()));

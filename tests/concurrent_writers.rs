@@ -201,7 +201,9 @@ fn lock_row(s: &Session) -> Option<lock::LockStatus> {
 }
 
 fn shared(s: &Session) -> SessionState<Value> {
-    Store::at(&s.db).and_then(|store| store.state(PLUGIN, Scope::Branch)).expect("open SessionState")
+    Store::at(&s.db)
+        .and_then(|store| store.state(PLUGIN, Scope::Branch))
+        .expect("open SessionState")
 }
 
 /// A refusal printed by a writer names the holder, the action, the session and a reason.

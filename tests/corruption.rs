@@ -501,7 +501,9 @@ fn plugin_states(db: &Path) -> Vec<SessionState<Value>> {
             } else {
                 Scope::Session
             };
-            Store::at(db).and_then(|store| store.state(*p, scope)).unwrap()
+            Store::at(db)
+                .and_then(|store| store.state(*p, scope))
+                .unwrap()
         })
         .collect()
 }

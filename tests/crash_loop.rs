@@ -25,9 +25,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use session_state::{
-    LogOptions, Materialize, NewEntry, Options, Projection, Scope, SessionLog, SessionState, lock,
-};
+use session_state::{Liveness, LogOptions, Materialize, NewEntry, Scope, SessionLog, Store};
 
 const PLUGIN: &str = "crash";
 
@@ -81,7 +79,9 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     drop(log);
     let db = dir.path().join("agent").join("states.sqlite");
     let ack_file = dir.path().join("acks.tsv");
-    let state = Store::at(&db).and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch)).unwrap();
+    let state = Store::at(&db)
+        .and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
+        .unwrap();
 
     let mut checked_before = 0usize; // acks verified in full in earlier rounds
     let mut values_checked = 0usize;
@@ -162,9 +162,9 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         if checked_before > 0 {
             to_check.extend((0..16).map(|_| rng.below(checked_before)));
         }
-        let mut shared = Projection::open(&db).unwrap();
+        let shared = common::open_store(&db).unwrap();
         let fresh_path = dir.path().join(format!("fresh-{round}.sqlite"));
-        let mut fresh = Projection::open(&fresh_path).unwrap();
+        let fresh = common::open_store(&fresh_path).unwrap();
         for &i in &to_check {
             let (id, value) = &acks[i];
             let expect = Some(value.clone());
@@ -176,12 +176,12 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
             // 3. The projection after catch-up equals a full rebuild, at this entry.
             let at = Some(id.as_str());
             assert_eq!(
-                shared.read(&file, PLUGIN, Scope::Branch, at).unwrap(),
+                shared.read_value(&file, PLUGIN, Scope::Branch, at).unwrap(),
                 expect,
                 "round {round}: shared projection at {id}"
             );
             assert_eq!(
-                fresh.read(&file, PLUGIN, Scope::Branch, at).unwrap(),
+                fresh.read_value(&file, PLUGIN, Scope::Branch, at).unwrap(),
                 expect,
                 "round {round}: rebuilt projection at {id}"
             );
@@ -190,11 +190,15 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
         // ... and at the leaf (which may be a write that was durable but not yet acked).
         let leaf = state.read(&log).unwrap();
         assert_eq!(
-            shared.read(&file, PLUGIN, Scope::Branch, None).unwrap(),
+            shared
+                .read_value(&file, PLUGIN, Scope::Branch, None)
+                .unwrap(),
             leaf
         );
         assert_eq!(
-            fresh.read(&file, PLUGIN, Scope::Branch, None).unwrap(),
+            fresh
+                .read_value(&file, PLUGIN, Scope::Branch, None)
+                .unwrap(),
             leaf
         );
         drop(fresh);
@@ -204,8 +208,8 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
 
         // 4. A lock row left by the killed writer names a dead process: the next round's
         //    writer takes it over at once (asserted above: it never prints REFUSED).
-        if let Some(row) = lock::status(shared.connection(), &session_id).unwrap() {
-            assert_eq!(row.liveness, lock::Liveness::NotAlive, "round {round}");
+        if let Some(row) = shared.lock_status(&session_id).unwrap() {
+            assert_eq!(row.liveness, Liveness::NotAlive, "round {round}");
             lock_rows_left += 1;
         }
         checked_before = acks.len();
@@ -251,8 +255,9 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
 #[test]
 fn entries_buffered_before_materialization_are_lost_when_the_process_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let state = Store::at(dir.path().join("states.sqlite")).and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
-    .unwrap();
+    let state = Store::at(dir.path().join("states.sqlite"))
+        .and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
+        .unwrap();
     let mut log = LogOptions::new().create(dir.path(), "/proj").unwrap();
     let id = state.write(&mut log, &json!("buffered")).unwrap().unwrap();
     assert_eq!(

@@ -21,7 +21,7 @@ fn our_folds_equal_folds_over_pis_own_branches() {
             let dump = pi::dump(major, &file);
             let log = SessionLog::open(&file).unwrap();
             let db = dir.path().join("states.sqlite");
-            let mut projection = Projection::open(&db).unwrap();
+            let projection = common::open_store(&db).unwrap();
             let by_id: std::collections::HashMap<&str, &Value> = dump
                 .entries
                 .iter()
@@ -29,8 +29,9 @@ fn our_folds_equal_folds_over_pis_own_branches() {
                 .collect();
             for plugin in ["alpha", "beta"] {
                 for scope in [Scope::Branch, Scope::Session] {
-                    let st = Store::at(&db).and_then(|store| store.state::<Value>(plugin, scope))
-                    .unwrap();
+                    let st = Store::at(&db)
+                        .and_then(|store| store.state::<Value>(plugin, scope))
+                        .unwrap();
                     for (id, branch) in &dump.branches {
                         let branch = branch.as_ref().unwrap();
                         let expect = match scope {
@@ -47,7 +48,9 @@ fn our_folds_equal_folds_over_pis_own_branches() {
                             "pi{major} seed {seed} {plugin} {scope} at {id}"
                         );
                         assert_eq!(
-                            projection.read(&file, plugin, scope, Some(id)).unwrap(),
+                            projection
+                                .read_value(&file, plugin, scope, Some(id))
+                                .unwrap(),
                             expect
                         );
                         compared += 1;
@@ -115,7 +118,9 @@ fn lone_surrogates_written_by_pi_read_back_as_pis_own_fold() {
         let db = dir.path().join("states.sqlite");
         let mut log = SessionLog::open(&file).unwrap();
         assert_eq!(log.len(), written["ids"].as_array().unwrap().len());
-        let st = Store::at(&db).and_then(|store| store.state::<Value>("role", Scope::Branch)).unwrap();
+        let st = Store::at(&db)
+            .and_then(|store| store.state::<Value>("role", Scope::Branch))
+            .unwrap();
         let leaf = log.leaf_id().unwrap().to_owned();
         let lib = |log: &SessionLog| json::to_string(&st.read_value(log).unwrap().unwrap());
         assert_eq!(lib(&log), expect, "pi{major}: SessionState::read_value");
@@ -125,8 +130,10 @@ fn lone_surrogates_written_by_pi_read_back_as_pis_own_fold() {
             expect,
             "pi{major}: inspect"
         );
-        let mut projection = Projection::open(&db).unwrap();
-        let projected = projection.read(&file, "role", Scope::Branch, None).unwrap();
+        let projection = common::open_store(&db).unwrap();
+        let projected = projection
+            .read_value(&file, "role", Scope::Branch, None)
+            .unwrap();
         assert_eq!(
             json::to_string(&projected.unwrap()),
             expect,
@@ -162,7 +169,9 @@ fn lone_surrogates_written_by_pi_read_back_as_pis_own_fold() {
             after,
             "pi{major}: reopened"
         );
-        let projected = projection.read(&file, "role", Scope::Branch, None).unwrap();
+        let projected = projection
+            .read_value(&file, "role", Scope::Branch, None)
+            .unwrap();
         assert_eq!(
             json::to_string(&projected.unwrap()),
             after,

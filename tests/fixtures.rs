@@ -212,8 +212,9 @@ fn accepted_oddities() {
     assert_eq!(log.leaf_id(), Some("b0000003"));
     assert_eq!(log.roots(), ["a0000001", "b0000001"]);
     let dir = tempfile::tempdir().unwrap();
-    let role = Store::at(dir.path().join("s.sqlite")).and_then(|store| store.state::<serde_json::Value>("role", Scope::Branch))
-    .unwrap();
+    let role = Store::at(dir.path().join("s.sqlite"))
+        .and_then(|store| store.state::<serde_json::Value>("role", Scope::Branch))
+        .unwrap();
     assert_eq!(role.read(&log).unwrap(), Some(json!({"name": "writer"})));
     assert_eq!(
         role.read_at(&log, "a0000003").unwrap(),
@@ -241,8 +242,9 @@ fn bad_envelopes_fail_only_their_plugin() {
     let log = strict("edge/bad-envelope.jsonl");
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.sqlite");
-    let role =
-        Store::at(&db).and_then(|store| store.state::<serde_json::Value>("role", Scope::Branch)).unwrap();
+    let role = Store::at(&db)
+        .and_then(|store| store.state::<serde_json::Value>("role", Scope::Branch))
+        .unwrap();
     let err = role.read(&log).unwrap_err();
     match &err {
         Error::BadEvent {
@@ -265,8 +267,9 @@ fn bad_envelopes_fail_only_their_plugin() {
         "{err}"
     );
     assert!(err.to_string().contains("v=9"), "{err}");
-    let todo = Store::at(&db).and_then(|store| store.state::<serde_json::Value>("todo", Scope::Session))
-    .unwrap();
+    let todo = Store::at(&db)
+        .and_then(|store| store.state::<serde_json::Value>("todo", Scope::Session))
+        .unwrap();
     assert_eq!(
         todo.read(&log).unwrap(),
         Some(json!({"backoff": "done", "tests": "open"}))

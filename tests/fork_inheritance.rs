@@ -280,7 +280,7 @@ impl StateMachineTest for Sut {
         let mut projection = h
             .log
             .is_materialized()
-            .then(|| Projection::open(&h.db).unwrap());
+            .then(|| common::open_store(&h.db).unwrap());
         for (plugin, name) in PLUGINS.iter().enumerate() {
             for scope in SCOPES {
                 let st = h.state(plugin, scope);
@@ -297,7 +297,7 @@ impl StateMachineTest for Sut {
                         name
                     );
                     if let Some(p) = projection.as_mut() {
-                        let got = p.read(h.log.path(), name, scope, Some(id)).unwrap();
+                        let got = p.read_value(h.log.path(), name, scope, Some(id)).unwrap();
                         assert_eq!(got, expect, "projection: {} {scope} at #{i}", name);
                     }
                     match scope {
@@ -351,7 +351,8 @@ fn values_equal_as_javascript_sees_them_append_nothing() {
         .unwrap();
     let db = dir.path().join("states.sqlite");
     for scope in SCOPES {
-        let st = Store::at(&db).and_then(|store| store.state::<Value>("eq", scope))
+        let st = Store::at(&db)
+            .and_then(|store| store.state::<Value>("eq", scope))
             .unwrap();
         let num: Value = serde_json::from_str("1.0").unwrap();
         assert!(st.write(&mut log, &num).unwrap().is_some(), "{scope}");
@@ -380,7 +381,9 @@ fn values_equal_as_javascript_sees_them_append_nothing() {
     }
     // On a fork: the fork inherits `{"a":1}` and `{"a":1.0}` is no change there; a
     // sibling forked before the write sees the value absent, so the same write appends.
-    let st = Store::at(&db).and_then(|store| store.state::<Value>("fork", Scope::Branch)).unwrap();
+    let st = Store::at(&db)
+        .and_then(|store| store.state::<Value>("fork", Scope::Branch))
+        .unwrap();
     st.write(&mut log, &json!({"a": 1})).unwrap().unwrap();
     let tip = log.leaf_id().unwrap().to_owned();
     log.append(NewEntry::message(json!({"role": "user", "content": "m"})))

@@ -109,7 +109,9 @@ fn pi_reads_what_we_write_and_we_read_what_pi_appends() {
         let mut log = LogOptions::new()
             .create(dir.path(), "/home/dev/proj")
             .unwrap();
-        let role = Store::at(&db).and_then(|store| store.state::<Value>("role", Scope::Branch)).unwrap();
+        let role = Store::at(&db)
+            .and_then(|store| store.state::<Value>("role", Scope::Branch))
+            .unwrap();
         // Before the first user message, everything stays in memory (Pi 1.x's rule).
         role.write(&mut log, &json!({"name": "reviewer"})).unwrap();
         assert!(!log.is_materialized());

@@ -7,10 +7,8 @@
 use crate::common;
 
 use serde_json::{Value, json};
-use session_state::{
-    INTERRUPTED_TOOL_RESULT, PiJsonlStore, SessionStore, SessionStoreExt,
-};
 use session_state::{Error, Header, SessionLog};
+use session_state::{INTERRUPTED_TOOL_RESULT, PiJsonlStore, SessionStore, SessionStoreExt};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

@@ -14,8 +14,7 @@ use common::pi;
 use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
 use session_state::{
-    CatchUp, Error, LogOptions, Materialize, NewEntry, Options, Projection, Scope, SessionLog,
-    SessionState,
+    CatchUp, Error, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store,
 };
 use tempfile::TempDir;
 
@@ -42,7 +41,8 @@ fn set_event(plugin: &str, scope: &str, value: Value) -> NewEntry {
 }
 
 fn state(db: &Path, plugin: &str, scope: Scope) -> SessionState<Value> {
-    Store::at(db).and_then(|store| store.state(plugin, scope))
+    Store::at(db)
+        .and_then(|store| store.state(plugin, scope))
         .expect("open SessionState")
 }
 
@@ -101,13 +101,13 @@ impl Session {
 
 /// For every entry, every plugin and both scopes, and at the leaf: the projection's
 /// read equals the in-memory fold of a fresh strict read of the file.
-fn assert_matches_fold(proj: &mut Projection, file: &Path, db: &Path) {
+fn assert_matches_fold(proj: &Store, file: &Path, db: &Path) {
     let log = SessionLog::open(file).expect("strict read of the session file");
     for plugin in PLUGINS {
         for scope in [Scope::Branch, Scope::Session] {
             let fold = state(db, plugin, scope);
             assert_eq!(
-                proj.read(file, plugin, scope, None)
+                proj.read_value(file, plugin, scope, None)
                     .expect("projection read"),
                 fold.read(&log).expect("fold read"),
                 "{plugin} {scope:?} at the leaf"
@@ -115,7 +115,7 @@ fn assert_matches_fold(proj: &mut Projection, file: &Path, db: &Path) {
             for e in log.entries() {
                 let id = e.id();
                 assert_eq!(
-                    proj.read(file, plugin, scope, Some(id))
+                    proj.read_value(file, plugin, scope, Some(id))
                         .expect("projection read"),
                     fold.read_at(&log, id).expect("fold read"),
                     "{plugin} {scope:?} at {id} (line {})",
@@ -126,8 +126,8 @@ fn assert_matches_fold(proj: &mut Projection, file: &Path, db: &Path) {
     }
 }
 
-fn branch_value(proj: &mut Projection, file: &Path, plugin: &str) -> Option<Value> {
-    proj.read(file, plugin, Scope::Branch, None)
+fn branch_value(proj: &Store, file: &Path, plugin: &str) -> Option<Value> {
+    proj.read_value(file, plugin, Scope::Branch, None)
         .expect("projection read")
 }
 
@@ -140,19 +140,15 @@ fn projection_equals_the_fold_at_every_entry_in_both_scopes() {
     let mut s = Session::new();
     s.populate();
     let file = s.file();
-    let mut proj = Projection::open(&s.db).expect("open projection");
-    assert_matches_fold(&mut proj, &file, &s.db);
+    let proj = common::open_store(&s.db).expect("open projection");
+    assert_matches_fold(&proj, &file, &s.db);
 
     // The fold is not trivially empty: the fork sees its own writes, not its sibling's.
     let leaf = s.log.leaf_id().expect("leaf").to_owned();
+    assert_eq!(branch_value(&proj, &file, "p"), None, "dropped on the fork");
+    assert_eq!(branch_value(&proj, &file, "q"), Some(json!([1, 2])));
     assert_eq!(
-        branch_value(&mut proj, &file, "p"),
-        None,
-        "dropped on the fork"
-    );
-    assert_eq!(branch_value(&mut proj, &file, "q"), Some(json!([1, 2])));
-    assert_eq!(
-        proj.read(&file, "p", Scope::Session, Some(&leaf))
+        proj.read_value(&file, "p", Scope::Session, Some(&leaf))
             .expect("read"),
         Some(json!({"x": 1})),
         "session scope folds across both branches in file order"
@@ -165,12 +161,12 @@ fn projection_equals_the_fold_at_every_entry_in_both_scopes() {
         .map(|e| e.id().to_owned())
         .expect("the \"aaa\" event");
     assert_eq!(
-        proj.read(&file, "p", Scope::Branch, Some(&aaa))
+        proj.read_value(&file, "p", Scope::Branch, Some(&aaa))
             .expect("read"),
         Some(json!("aaa"))
     );
     assert_eq!(
-        proj.read(&file, "q", Scope::Branch, Some(&aaa))
+        proj.read_value(&file, "q", Scope::Branch, Some(&aaa))
             .expect("read"),
         Some(Value::Null),
         "a written null is not absent"
@@ -191,7 +187,7 @@ fn writes_keep_the_projection_current_and_the_watermark_commits_with_the_rows() 
         .map(|e| e.line_len())
         .expect("entries");
 
-    let mut proj = Projection::open(&s.db).expect("open projection");
+    let proj = common::open_store(&s.db).expect("open projection");
     assert_eq!(proj.last_catch_up(), None);
     let first = proj.catch_up(&file).expect("catch up");
     assert_eq!(
@@ -211,28 +207,19 @@ fn writes_keep_the_projection_current_and_the_watermark_commits_with_the_rows() 
     drop(proj);
 
     // The watermark survived the connection: a new process would read nothing either.
-    let mut proj = Projection::open(&s.db).expect("reopen projection");
+    let proj = common::open_store(&s.db).expect("reopen projection");
     assert_eq!(proj.catch_up(&file).expect("catch up"), CatchUp::default());
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 #[test]
 fn the_database_uses_wal_normal_sync_and_a_busy_timeout() {
     let s = Session::new();
-    let mut proj = Projection::open(&s.db).expect("open projection");
-    let conn = proj.connection();
-    let pragma = |name: &str| -> String {
-        conn.query_row(&format!("PRAGMA {name}"), [], |r| {
-            r.get::<_, rusqlite::types::Value>(0)
-        })
-        .map(|v| format!("{v:?}"))
-        .expect("pragma")
-    };
-    assert_eq!(pragma("journal_mode"), r#"Text("wal")"#);
-    assert_eq!(pragma("synchronous"), "Integer(1)", "NORMAL");
-    let busy: i64 = conn
-        .query_row("PRAGMA busy_timeout", [], |r| r.get(0))
-        .expect("pragma");
+    let proj = common::open_store(&s.db).expect("open projection");
+    let pragma = |name: &str| -> String { proj.pragma(name).expect("pragma") };
+    assert_eq!(pragma("journal_mode"), "wal");
+    assert_eq!(pragma("synchronous"), "1", "NORMAL");
+    let busy: i64 = pragma("busy_timeout").parse().expect("a number");
     assert!(busy > 0, "busy_timeout = {busy} ms");
 }
 
@@ -248,7 +235,7 @@ fn a_new_database_is_built_from_the_whole_file() {
         .expect("header line") as u64
         + 1;
     let other_db = s.dir.path().join("elsewhere").join("states.sqlite");
-    let mut proj = Projection::open(&other_db).expect("open projection");
+    let proj = common::open_store(&other_db).expect("open projection");
     let c = proj.catch_up(&file).expect("catch up");
     assert_eq!(
         c,
@@ -259,7 +246,7 @@ fn a_new_database_is_built_from_the_whole_file() {
             verified_bytes: 0
         }
     );
-    assert_matches_fold(&mut proj, &file, &other_db);
+    assert_matches_fold(&proj, &file, &other_db);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -271,7 +258,7 @@ fn catch_up_reads_only_what_another_writer_appended() {
     let mut s = Session::new();
     s.populate();
     let file = s.file();
-    let mut proj = Projection::open(&s.db).expect("open projection");
+    let proj = common::open_store(&s.db).expect("open projection");
     proj.catch_up(&file).expect("catch up");
 
     // Another writer: a second handle on the same file, bypassing this database.
@@ -302,9 +289,9 @@ fn catch_up_reads_only_what_another_writer_appended() {
             },
             "after {k} appended entries"
         );
-        assert_matches_fold(&mut proj, &file, &s.db);
+        assert_matches_fold(&proj, &file, &s.db);
     }
-    assert!(branch_value(&mut proj, &file, "p").is_some());
+    assert!(branch_value(&proj, &file, "p").is_some());
 }
 
 #[test]
@@ -313,7 +300,7 @@ fn catch_up_after_pi_appends_reads_only_the_new_bytes() {
         let mut s = Session::new();
         s.populate();
         let file = s.file();
-        let mut proj = Projection::open(&s.db).expect("open projection");
+        let proj = common::open_store(&s.db).expect("open projection");
         proj.catch_up(&file).expect("catch up");
 
         let before = file_len(&file);
@@ -333,11 +320,11 @@ fn catch_up_after_pi_appends_reads_only_the_new_bytes() {
         );
         // Pi wrote values 1, 2, 3 as branch events of "p" at its leaf.
         assert_eq!(
-            branch_value(&mut proj, &file, "p"),
+            branch_value(&proj, &file, "p"),
             Some(json!(3)),
             "Pi {major}"
         );
-        assert_matches_fold(&mut proj, &file, &s.db);
+        assert_matches_fold(&proj, &file, &s.db);
     }
 }
 
@@ -346,7 +333,7 @@ fn a_torn_tail_is_not_consumed_until_its_line_is_complete() {
     let mut s = Session::new();
     s.populate();
     let file = s.file();
-    let mut proj = Projection::open(&s.db).expect("open projection");
+    let proj = common::open_store(&s.db).expect("open projection");
     proj.catch_up(&file).expect("catch up");
 
     // Another writer's line, written in two pieces.
@@ -362,7 +349,7 @@ fn a_torn_tail_is_not_consumed_until_its_line_is_complete() {
     f.write_all(head).expect("write");
     let c = proj.catch_up(&file).expect("catch up");
     assert_eq!((c.rebuilt, c.entries_added), (false, 0));
-    assert_eq!(branch_value(&mut proj, &file, "p"), None, "still dropped");
+    assert_eq!(branch_value(&proj, &file, "p"), None, "still dropped");
 
     f.write_all(rest).expect("write");
     let c = proj.catch_up(&file).expect("catch up");
@@ -375,8 +362,8 @@ fn a_torn_tail_is_not_consumed_until_its_line_is_complete() {
             ..c
         }
     );
-    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("late")));
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_eq!(branch_value(&proj, &file, "p"), Some(json!("late")));
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 #[test]
@@ -384,7 +371,7 @@ fn a_torn_record_inside_the_file_is_skipped_as_the_log_skips_it() {
     let mut s = Session::new();
     s.populate();
     let file = s.file();
-    let mut proj = Projection::open(&s.db).expect("open projection");
+    let proj = common::open_store(&s.db).expect("open projection");
     proj.catch_up(&file).expect("catch up");
 
     // A writer died mid-line; Pi 1.x later terminated the line and appended after it.
@@ -401,10 +388,10 @@ fn a_torn_record_inside_the_file_is_skipped_as_the_log_skips_it() {
     let c = proj.catch_up(&file).expect("catch up");
     assert_eq!((c.rebuilt, c.entries_added), (false, 1));
     assert_eq!(
-        branch_value(&mut proj, &file, "p"),
+        branch_value(&proj, &file, "p"),
         Some(json!("after the torn record"))
     );
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -436,11 +423,11 @@ fn overwrite_at(file: &Path, offset: u64, bytes: &[u8]) {
 }
 
 /// A session whose projection is warm and whose branch "p" at entry `aaa` is "aaa".
-fn warm() -> (Session, PathBuf, Projection, String) {
+fn warm() -> (Session, PathBuf, Store, String) {
     let mut s = Session::new();
     s.populate();
     let file = s.file();
-    let mut proj = Projection::open(&s.db).expect("open projection");
+    let proj = common::open_store(&s.db).expect("open projection");
     proj.catch_up(&file).expect("catch up");
     let aaa = s
         .log
@@ -450,7 +437,7 @@ fn warm() -> (Session, PathBuf, Projection, String) {
         .map(|e| e.id().to_owned())
         .expect("the \"aaa\" event");
     assert_eq!(
-        proj.read(&file, "p", Scope::Branch, Some(&aaa))
+        proj.read_value(&file, "p", Scope::Branch, Some(&aaa))
             .expect("read"),
         Some(json!("aaa"))
     );
@@ -459,7 +446,7 @@ fn warm() -> (Session, PathBuf, Projection, String) {
 
 #[test]
 fn a_truncated_file_is_rebuilt() {
-    let (s, file, mut proj, aaa) = warm();
+    let (s, file, proj, aaa) = warm();
     // Keep the lines up to and including the "aaa" event.
     let e = s.log.entry(&aaa).expect("entry");
     let keep = e.location().offset + e.line_len();
@@ -472,13 +459,13 @@ fn a_truncated_file_is_rebuilt() {
 
     let c = proj.catch_up(&file).expect("catch up");
     assert!(c.rebuilt, "{c:?}");
-    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("aaa")));
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_eq!(branch_value(&proj, &file, "p"), Some(json!("aaa")));
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 #[test]
 fn a_truncated_file_that_regrew_past_the_watermark_is_rebuilt() {
-    let (s, file, mut proj, aaa) = warm();
+    let (s, file, proj, aaa) = warm();
     let e = s.log.entry(&aaa).expect("entry");
     let keep = e.location().offset + e.line_len();
     let before = file_len(&file);
@@ -499,13 +486,13 @@ fn a_truncated_file_that_regrew_past_the_watermark_is_rebuilt() {
 
     let c = proj.catch_up(&file).expect("catch up");
     assert!(c.rebuilt, "{c:?}");
-    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("regrown")));
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_eq!(branch_value(&proj, &file, "p"), Some(json!("regrown")));
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 #[test]
 fn a_file_rewritten_in_place_with_the_same_length_is_rebuilt() {
-    let (s, file, mut proj, aaa) = warm();
+    let (s, file, proj, aaa) = warm();
     let len = file_len(&file);
     let at = find_once(&file, br#""value":"aaa""#);
     overwrite_at(&file, at + br#""value":"aa"#.len() as u64, b"b");
@@ -514,11 +501,11 @@ fn a_file_rewritten_in_place_with_the_same_length_is_rebuilt() {
     let c = proj.catch_up(&file).expect("catch up");
     assert!(c.rebuilt, "{c:?}");
     assert_eq!(
-        proj.read(&file, "p", Scope::Branch, Some(&aaa))
+        proj.read_value(&file, "p", Scope::Branch, Some(&aaa))
             .expect("read"),
         Some(json!("aab"))
     );
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 /// `cp -p`, `rsync -t` and `touch -r` restore the mtime after rewriting a file in place;
@@ -527,7 +514,7 @@ fn a_file_rewritten_in_place_with_the_same_length_is_rebuilt() {
 /// which the watermark's digest covers.
 #[test]
 fn a_same_length_rewrite_that_keeps_the_mtime_is_rebuilt() {
-    let (s, file, mut proj, _) = warm();
+    let (s, file, proj, _) = warm();
     // The last state event ("q" on the fork: [1,2]) lies in the last 4 KiB.
     let at = find_once(&file, br#""value":[1,2]"#);
     assert!(file_len(&file) - at < 4096);
@@ -545,13 +532,13 @@ fn a_same_length_rewrite_that_keeps_the_mtime_is_rebuilt() {
         c.rebuilt,
         "a same-length rewrite with the mtime restored was not noticed: {c:?}"
     );
-    assert_eq!(branch_value(&mut proj, &file, "q"), Some(json!([1, 3])));
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_eq!(branch_value(&proj, &file, "q"), Some(json!([1, 3])));
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 #[test]
 fn a_file_replaced_by_another_at_the_same_path_is_rebuilt() {
-    let (s, file, mut proj, aaa) = warm();
+    let (s, file, proj, aaa) = warm();
     let bytes = fs::read(&file).expect("read");
     let replaced = String::from_utf8(bytes)
         .expect("utf-8")
@@ -565,11 +552,11 @@ fn a_file_replaced_by_another_at_the_same_path_is_rebuilt() {
     let c = proj.catch_up(&file).expect("catch up");
     assert!(c.rebuilt, "{c:?}");
     assert_eq!(
-        proj.read(&file, "p", Scope::Branch, Some(&aaa))
+        proj.read_value(&file, "p", Scope::Branch, Some(&aaa))
             .expect("read"),
         Some(json!("aab"))
     );
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 #[test]
@@ -591,8 +578,8 @@ fn a_file_migrated_by_the_writer_is_rebuilt() {
     fs::write(&file, text).expect("write v2 file");
 
     let db = dir.path().join("states.sqlite");
-    let mut proj = Projection::open(&db).expect("open projection");
-    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("from v2")));
+    let proj = common::open_store(&db).expect("open projection");
+    assert_eq!(branch_value(&proj, &file, "p"), Some(json!("from v2")));
     let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).expect("stat"));
     let ino_before = ino(&file);
 
@@ -607,10 +594,10 @@ fn a_file_migrated_by_the_writer_is_rebuilt() {
     let c = proj.catch_up(&file).expect("catch up");
     assert!(c.rebuilt, "{c:?}");
     assert_eq!(
-        branch_value(&mut proj, &file, "p"),
+        branch_value(&proj, &file, "p"),
         Some(json!({"migrated": true}))
     );
-    assert_matches_fold(&mut proj, &file, &db);
+    assert_matches_fold(&proj, &file, &db);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -635,7 +622,7 @@ fn closed_db() -> Session {
             .append(set_event("q", "session", json!(i)))
             .expect("append");
     }
-    let mut proj = Projection::open(&s.db).expect("open projection");
+    let proj = common::open_store(&s.db).expect("open projection");
     proj.catch_up(&s.file()).expect("catch up");
     drop(proj);
     let mut wal = s.db.clone().into_os_string();
@@ -650,26 +637,23 @@ fn closed_db() -> Session {
 
 fn assert_rebuilt_and_right(s: &Session, expect_rebuilt: bool) {
     let file = s.file();
-    let mut proj = Projection::open(&s.db).expect("a damaged database is rebuilt on open");
+    let proj = common::open_store(&s.db).expect("a damaged database is rebuilt on open");
     let c = proj.catch_up(&file).expect("catch up");
     if expect_rebuilt {
         assert!(c.rebuilt, "{c:?}");
     }
     assert_eq!(
-        branch_value(&mut proj, &file, "p"),
+        branch_value(&proj, &file, "p"),
         Some(json!({"i": 299, "pad": "x".repeat(200)}))
     );
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_matches_fold(&proj, &file, &s.db);
 
     // The write path opens the same database and keeps working.
     let mut log = SessionLog::open(&file).expect("open");
     state(&s.db, "p", Scope::Branch)
         .write(&mut log, &json!("after repair"))
         .expect("write");
-    assert_eq!(
-        branch_value(&mut proj, &file, "p"),
-        Some(json!("after repair"))
-    );
+    assert_eq!(branch_value(&proj, &file, "p"), Some(json!("after repair")));
 }
 
 /// Garbage over everything but the 100-byte header, which still carries our stamp: ours,
@@ -690,7 +674,7 @@ fn a_database_overwritten_with_garbage_header_and_all_is_refused_and_left_alone(
     let len = file_len(&s.db) as usize;
     let garbage: Vec<u8> = (0..len).map(|i| (i * 7919 % 251) as u8).collect();
     fs::write(&s.db, &garbage).expect("scribble");
-    let err = Projection::open(&s.db).expect_err("not provably ours");
+    let err = common::open_store(&s.db).expect_err("not provably ours");
     assert!(
         matches!(&err, Error::NotOurDatabase { path, what }
             if path == &s.db && what.starts_with("is not a SQLite database")),
@@ -746,7 +730,7 @@ fn a_foreign_database_is_refused_and_left_byte_identical() {
     fs::remove_file(&s.db).expect("remove");
     let before = foreign_db(&s.db);
 
-    let err = Projection::open(&s.db).expect_err("not ours");
+    let err = common::open_store(&s.db).expect_err("not ours");
     let msg = err.to_string();
     assert!(
         matches!(&err, Error::NotOurDatabase { path, .. } if path == &s.db),
@@ -757,7 +741,9 @@ fn a_foreign_database_is_refused_and_left_byte_identical() {
             && msg.contains("is a SQLite database of another program (tables: users, orders)"),
         "{msg}"
     );
-    let err = Projection::open_existing(&s.db).expect_err("status refuses it too");
+    let err = Store::at(&s.db)
+        .and_then(|store| store.peek_lock_status("s"))
+        .expect_err("status refuses it too");
     assert!(matches!(err, Error::NotOurDatabase { .. }), "{err:?}");
     // The write path refuses before it appends anything.
     let mut log = SessionLog::open(s.file()).expect("open");
@@ -793,7 +779,7 @@ fn another_programs_stamped_or_empty_sqlite_file_is_refused() {
     ] {
         let before = fs::read(db).expect("read");
         assert!(!before.is_empty());
-        let err = Projection::open(db).expect_err("not provably ours");
+        let err = common::open_store(db).expect_err("not provably ours");
         assert!(err.to_string().contains(expect), "{err}");
         assert_eq!(&fs::read(db).expect("read"), &before);
     }
@@ -822,8 +808,8 @@ fn an_unstamped_database_of_ours_is_accepted_and_stamped() {
         let header = fs::read(&s.db).expect("read");
         assert_eq!(&header[68..72], &[0, 0, 0, 0], "not stamped yet");
 
-        let mut proj = Projection::open(&s.db).expect("ours");
-        assert_matches_fold(&mut proj, &s.file(), &s.db);
+        let proj = common::open_store(&s.db).expect("ours");
+        assert_matches_fold(&proj, &s.file(), &s.db);
         drop(proj);
         let header = fs::read(&s.db).expect("read");
         assert_eq!(&header[68..72], b"SSt1", "stamped (version {version})");
@@ -849,19 +835,20 @@ fn a_missing_or_empty_file_becomes_a_stamped_database() {
     let s = Session::new();
     fs::create_dir_all(s.db.parent().expect("parent")).expect("mkdir");
     fs::write(&s.db, b"").expect("empty file");
-    let mut proj = Projection::open(&s.db).expect("an empty file is ours to create");
+    let proj = common::open_store(&s.db).expect("an empty file is ours to create");
     proj.catch_up(&s.file()).expect("catch up");
     let header = fs::read(&s.db).expect("read");
     assert_eq!(&header[68..72], b"SSt1");
     drop(proj);
     let missing = s.dir.path().join("new").join("db.sqlite");
     assert!(
-        Projection::open_existing(&missing)
+        Store::at(&missing)
+            .and_then(|store| store.peek_lock_status("s"))
             .expect("status")
             .is_none()
     );
     assert!(!missing.exists(), "status never creates the database");
-    Projection::open(&missing).expect("create");
+    common::open_store(&missing).expect("create");
     assert_eq!(&fs::read(&missing).expect("read")[68..72], b"SSt1");
 }
 
@@ -1022,7 +1009,7 @@ fn a_database_that_cannot_be_opened_is_an_error_not_an_empty_answer() {
     // A directory where the database file should be.
     fs::create_dir_all(&s.db).expect("mkdir");
 
-    let err = Projection::open(&s.db).expect_err("a directory is not a database");
+    let err = common::open_store(&s.db).expect_err("a directory is not a database");
     assert!(
         err.to_string().contains(&*s.db.to_string_lossy()),
         "the error names the database: {err}"
@@ -1046,7 +1033,7 @@ fn a_database_that_cannot_be_opened_is_an_error_not_an_empty_answer() {
 
 /// A session with the "AAAA" event of "p" past the first 4 KiB and before the last 4 KiB
 /// of the file, caught up.
-fn aaaa_session() -> (Session, PathBuf, Projection) {
+fn aaaa_session() -> (Session, PathBuf, Store) {
     let mut s = Session::new();
     s.log.append(user(&"x".repeat(5000))).expect("append");
     s.log
@@ -1059,14 +1046,14 @@ fn aaaa_session() -> (Session, PathBuf, Projection) {
         at > 4096 && file_len(&file) - at > 4096,
         "outside both spans"
     );
-    let mut proj = Projection::open(&s.db).expect("open");
-    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("AAAA")));
+    let proj = common::open_store(&s.db).expect("open");
+    assert_eq!(branch_value(&proj, &file, "p"), Some(json!("AAAA")));
     (s, file, proj)
 }
 
 #[test]
 fn an_in_place_edit_of_a_state_event_is_caught_even_when_the_file_grew() {
-    let (s, file, mut proj) = aaaa_session();
+    let (s, file, proj) = aaaa_session();
     let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).expect("stat"));
     let (len, inode) = (file_len(&file), ino(&file));
     // `sed … > t && cat t > s.jsonl`: same length, same inode.
@@ -1081,15 +1068,15 @@ fn an_in_place_edit_of_a_state_event_is_caught_even_when_the_file_grew() {
         .append(user("after the edit"))
         .expect("append");
 
-    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("BBBB")));
+    assert_eq!(branch_value(&proj, &file, "p"), Some(json!("BBBB")));
     let c = proj.last_catch_up().expect("caught up");
     assert!(c.rebuilt, "{c:?}");
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 #[test]
 fn a_touch_restamps_without_a_rebuild() {
-    let (s, file, mut proj) = aaaa_session();
+    let (s, file, proj) = aaaa_session();
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
     OpenOptions::new()
         .write(true)
@@ -1113,8 +1100,8 @@ fn a_touch_restamps_without_a_rebuild() {
     );
     // The stamp was updated: the next catch-up checks nothing.
     assert_eq!(proj.catch_up(&file).expect("catch up"), CatchUp::default());
-    assert_eq!(branch_value(&mut proj, &file, "p"), Some(json!("AAAA")));
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_eq!(branch_value(&proj, &file, "p"), Some(json!("AAAA")));
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1138,8 +1125,8 @@ fn a_corrupt_stored_delta_or_value_is_rebuilt_not_answered() {
         .nth(2)
         .map(|e| e.id().to_owned())
         .expect("the patch event");
-    let at = |proj: &mut Projection, plugin: &str, scope: Scope, id: Option<&str>| {
-        proj.read(&file, plugin, scope, id).expect("read")
+    let at = |proj: &Store, plugin: &str, scope: Scope, id: Option<&str>| {
+        proj.read_value(&file, plugin, scope, id).expect("read")
     };
     assert_eq!(
         at(&mut proj, "p", Scope::Branch, Some(&patched)),
@@ -1187,7 +1174,7 @@ fn a_corrupt_stored_delta_or_value_is_rebuilt_not_answered() {
         assert_eq!(at(&mut proj, plugin, scope, id), Some(expect), "{sql}");
         let c = proj.last_catch_up().expect("caught up");
         assert!(c.rebuilt, "{sql}: {c:?}");
-        assert_matches_fold(&mut proj, &file, &s.db);
+        assert_matches_fold(&proj, &file, &s.db);
     }
 }
 
@@ -1195,7 +1182,7 @@ fn a_corrupt_stored_delta_or_value_is_rebuilt_not_answered() {
 /// instead of folding onto "absent".
 #[test]
 fn a_catch_up_onto_a_corrupt_stored_value_rebuilds() {
-    let (s, file, mut proj, _) = warm();
+    let (s, file, proj, _) = warm();
     // The last branch event of "q" on the leaf's branch holds [1,2].
     damage(
         &s.db,
@@ -1211,8 +1198,8 @@ fn a_catch_up_onto_a_corrupt_stored_value_rebuilds() {
     let c = proj.catch_up(&file).expect("catch up");
     assert!(c.rebuilt, "{c:?}");
     // A merge patch on an array replaces it with the patch applied to {}.
-    assert_eq!(branch_value(&mut proj, &file, "q"), Some(json!({"k": 1})));
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_eq!(branch_value(&proj, &file, "q"), Some(json!({"k": 1})));
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1243,7 +1230,7 @@ fn a_cold_build_commits_in_chunks_and_lets_other_sessions_in_between() {
     let small_file = small.file();
     let db = s.db.clone();
     let seen: Arc<Mutex<Vec<(u64, i64)>>> = Arc::default();
-    let mut proj = Projection::open(&s.db).expect("open");
+    let proj = common::open_store(&s.db).expect("open");
     let key = std::fs::canonicalize(&file)
         .expect("canon")
         .to_string_lossy()
@@ -1254,19 +1241,19 @@ fn a_cold_build_commits_in_chunks_and_lets_other_sessions_in_between() {
         Some(Box::new(move |so_far: &CatchUp| {
             // Another connection that never waits: it reads the committed watermark and
             // builds an unrelated session (write transactions) between two chunks.
-            let mut other = Projection::open(&db).expect("open");
-            other
-                .connection()
-                .busy_timeout(std::time::Duration::ZERO)
+            let raw = common::raw_db(&db);
+            raw.busy_timeout(std::time::Duration::ZERO)
                 .expect("busy_timeout 0");
-            let consumed: i64 = other
-                .connection()
+            let consumed: i64 = raw
                 .query_row(
                     "SELECT consumed FROM sessions WHERE file = ?1",
                     [&key],
                     |r| r.get(0),
                 )
                 .expect("the chunk is committed");
+            // A store that waits at most 10 s: were the chunk's transaction still open,
+            // this same thread would time out here.
+            let other = common::open_store(&db).expect("open");
             other.forget(&small_file).expect("a write");
             let c = other
                 .catch_up(&small_file)
@@ -1277,7 +1264,8 @@ fn a_cold_build_commits_in_chunks_and_lets_other_sessions_in_between() {
                 .push((so_far.entries_added, consumed));
             true
         })),
-    );
+    )
+    .expect("set the hook");
     let c = proj.catch_up(&file).expect("build");
     assert!(c.rebuilt && c.entries_added == s.log.len() as u64, "{c:?}");
     let seen = seen.lock().expect("lock").clone();
@@ -1286,14 +1274,14 @@ fn a_cold_build_commits_in_chunks_and_lets_other_sessions_in_between() {
         seen.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1),
         "each chunk extends the committed prefix: {seen:?}"
     );
-    assert_matches_fold(&mut proj, &file, &s.db);
+    assert_matches_fold(&proj, &file, &s.db);
 }
 
 #[test]
 fn a_build_interrupted_between_chunks_is_finished_by_the_next_reader() {
     let s = big_session(600);
     let file = s.file();
-    let mut proj = Projection::open(&s.db).expect("open");
+    let proj = common::open_store(&s.db).expect("open");
     let mut chunks = 0;
     proj.set_chunk_hook(
         100,
@@ -1301,12 +1289,13 @@ fn a_build_interrupted_between_chunks_is_finished_by_the_next_reader() {
             chunks += 1;
             chunks < 2
         })),
-    );
+    )
+    .expect("set the hook");
     let first = proj.catch_up(&file).expect("build, stopped");
     assert!(first.rebuilt && first.entries_added == 200, "{first:?}");
     drop(proj);
 
-    let mut next = Projection::open(&s.db).expect("open");
+    let mut next = common::open_store(&s.db).expect("open");
     let c = next.catch_up(&file).expect("finish");
     assert!(!c.rebuilt, "goes on from the committed chunk: {c:?}");
     assert_eq!(first.entries_added + c.entries_added, s.log.len() as u64);
@@ -1325,7 +1314,9 @@ fn a_first_write_refuses_a_database_that_is_not_ours_before_creating_the_session
         .materialize(Materialize::FirstAppend)
         .create(&sessions, "/p")
         .unwrap();
-    let role = Store::at(&notes).and_then(|store| store.state::<String>("role", Scope::Branch)).unwrap();
+    let role = Store::at(&notes)
+        .and_then(|store| store.state::<String>("role", Scope::Branch))
+        .unwrap();
     let err = role.write(&mut log, &"x".to_string()).unwrap_err();
     assert!(matches!(err, Error::NotOurDatabase { .. }), "{err}");
     assert!(!log.is_materialized(), "no session file was created");

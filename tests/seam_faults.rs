@@ -18,6 +18,7 @@
 //! `tests/log_faults.rs` holds the hand-picked cases; this file enumerates.
 #![allow(clippy::unwrap_used)]
 
+use crate::common;
 use serde_json::{Value, json};
 use session_state::*;
 use std::collections::{HashMap, HashSet};
@@ -380,7 +381,9 @@ fn run(kind: Kind, dir: &Path, s: &Setup, seam: &Arc<Seam>) -> Run {
         None => opts.create(dir, "/proj").unwrap(),
     };
     let state = (kind == Kind::StateWrite).then(|| {
-        Store::at(db_path(dir)).and_then(|store| store.state::<Value>("seam", Scope::Branch)).unwrap()
+        Store::at(db_path(dir))
+            .and_then(|store| store.state::<Value>("seam", Scope::Branch))
+            .unwrap()
     });
     let mut results = Vec::new();
     for step in 0..STEPS {
@@ -561,19 +564,17 @@ fn check(kind: Kind, fault: Option<Injected>, counts: &mut Counts) {
     // State writes: the lock is released on every path, and the projection after
     // catch-up equals the fold of the file.
     if kind == Kind::StateWrite && db_path(dir.path()).exists() {
-        let mut db = Projection::open(&db_path(dir.path())).unwrap();
+        let db = common::open_store(&db_path(dir.path())).unwrap();
         assert!(
-            lock::status(db.connection(), &r.session_id)
-                .unwrap()
-                .is_none(),
+            db.lock_status(&r.session_id).unwrap().is_none(),
             "{what}: the lock row stayed behind"
         );
         let log = SessionLog::open(&r.path).unwrap();
-        let st =
-            Store::at(db_path(dir.path())).and_then(|store| store.state::<Value>("seam", Scope::Branch))
-                .unwrap();
+        let st = Store::at(db_path(dir.path()))
+            .and_then(|store| store.state::<Value>("seam", Scope::Branch))
+            .unwrap();
         assert_eq!(
-            db.read(&r.path, "seam", Scope::Branch, None).unwrap(),
+            db.read_value(&r.path, "seam", Scope::Branch, None).unwrap(),
             st.read(&log).unwrap(),
             "{what}: projection"
         );

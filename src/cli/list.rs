@@ -3,8 +3,8 @@
 
 use super::{CmdResult, Failure, emit_json, emit_text, fail, jsonl_files, term_safe, warn};
 use serde_json::{Value, json};
-use session_state::ProjectTrust;
 use session_state::LocationInputs;
+use session_state::ProjectTrust;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

@@ -31,6 +31,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
+/// A test hook called between two committed chunks of a catch-up.
+#[doc(hidden)]
+pub type ChunkHook = Box<dyn FnMut(&CatchUp) -> bool + Send>;
+
 /// Where a [`Store`] keeps its projection database; validated by [`Store::open`].
 #[derive(Debug, Clone, Default)]
 pub struct StoreOptions {
@@ -175,14 +179,32 @@ impl Store {
     /// Test hook: commit catch-ups every `entries` entries and call `hook` between two
     /// chunks; a hook returning `false` stops the build there, as a killed process would.
     #[doc(hidden)]
-    pub fn set_chunk_hook(
-        &self,
-        entries: u64,
-        hook: Option<Box<dyn FnMut(&CatchUp) -> bool + Send>>,
-    ) -> Result<()> {
+    pub fn set_chunk_hook(&self, entries: u64, hook: Option<ChunkHook>) -> Result<()> {
         self.with_db(|db| {
             db.set_chunk_hook(entries, hook);
             Ok(())
+        })
+    }
+
+    /// Test hook: the value of `PRAGMA name` on the store's own connection, as text.
+    #[doc(hidden)]
+    pub fn pragma(&self, name: &str) -> Result<String> {
+        self.with_db(|db| {
+            let path = db.path().to_path_buf();
+            db.connection()
+                .query_row(&format!("PRAGMA {name}"), [], |r| {
+                    r.get::<_, rusqlite::types::Value>(0)
+                })
+                .map(|v| match v {
+                    rusqlite::types::Value::Text(t) => t,
+                    rusqlite::types::Value::Integer(i) => i.to_string(),
+                    other => format!("{other:?}"),
+                })
+                .map_err(|source| Error::Database {
+                    path,
+                    action: "reading a pragma",
+                    source,
+                })
         })
     }
 

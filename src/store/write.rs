@@ -22,7 +22,12 @@ impl Store {
         log: &mut SessionLog,
         op: Op,
     ) -> Result<Option<String>> {
-        let action = op.name();
+        // The action the lock row and a refusal name (SPEC §6).
+        let action = match op {
+            Op::Set(_) => "write",
+            Op::Patch(_) => "patch",
+            Op::Drop => "drop",
+        };
         if !log.is_materialized() {
             // Only this process can see a session that is not on disk yet. The database is
             // opened first: one that is refused (not ours, SPEC §4) refuses before this

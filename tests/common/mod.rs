@@ -3,3 +3,29 @@
 pub mod examples;
 pub mod pi;
 pub mod reference;
+
+use session_state::Store;
+use std::path::Path;
+
+/// A store on `db`, opened now (as `Projection::open` was): a refused location fails here.
+pub fn open_store(db: &Path) -> session_state::Result<Store> {
+    let store = Store::at(db)?;
+    store.connect()?;
+    Ok(store)
+}
+
+/// The database file opened by another program (raw SQL: planting rows, reading pragmas).
+pub fn raw_db(db: &Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(db).expect("open the database file");
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .expect("busy timeout");
+    conn
+}
+
+/// Now, in ms since the Unix epoch (the lock's clock).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
