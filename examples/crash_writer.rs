@@ -27,8 +27,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
-use session_state::lock::LockError;
-use session_state::{Error, Options, SessionLog, SessionState};
+use session_state::{Error, LockError, Scope, SessionLog, SessionState, Store};
 
 struct Args {
     file: PathBuf,
@@ -93,7 +92,8 @@ fn record(ack: &mut File, id: &str, value: &Value) -> Result<(), String> {
 
 fn run(args: Args) -> Result<(), String> {
     let mut log = SessionLog::open(&args.file).map_err(|e| e.to_string())?;
-    let state = SessionState::<Value>::open(Options::new(&args.plugin).database_path(&args.db))
+    let state: SessionState<Value> = Store::at(&args.db)
+        .and_then(|store| store.state(&args.plugin, Scope::Branch))
         .map_err(|e| e.to_string())?;
     let mut ack = OpenOptions::new()
         .create(true)

@@ -1,5 +1,5 @@
-//! A writer process for `tests/concurrent_writers.rs`: writes `n` values to one session
-//! with [`SessionState`], as a second agent host would.
+//! A writer process for `tests/concurrency.rs`: writes `n` values to one session with
+//! [`SessionState`], as a second agent host would.
 //!
 //! ```text
 //! cargo run --example writer -- <file> <db> <plugin> <n> [--go | --hold]
@@ -22,8 +22,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
-use session_state::lock::{self, LockError};
-use session_state::{Error, Options, Projection, SessionLog, SessionState};
+use session_state::{Error, LockError, Scope, SessionLog, SessionState, Store};
 
 struct Args {
     file: PathBuf,
@@ -86,12 +85,14 @@ fn wait_for_stdin() -> Result<(), String> {
 
 fn run(args: Args) -> Result<(), String> {
     let mut log = SessionLog::open(&args.file).map_err(|e| e.to_string())?;
-    let state = SessionState::<Value>::open(Options::new(&args.plugin).database_path(&args.db))
+    let store = Store::at(&args.db).map_err(|e| e.to_string())?;
+    let state: SessionState<Value> = store
+        .state(&args.plugin, Scope::Branch)
         .map_err(|e| e.to_string())?;
     if args.hold {
-        let mut db = Projection::open(&args.db).map_err(|e| e.to_string())?;
-        let guard =
-            lock::acquire(db.connection(), log.session_id(), "write").map_err(|e| e.to_string())?;
+        let guard = store
+            .lock(log.session_id(), "write")
+            .map_err(|e| e.to_string())?;
         say("HOLDING")?;
         wait_for_stdin()?;
         guard.release().map_err(|e| e.to_string())?;

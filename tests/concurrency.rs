@@ -1,108 +1,287 @@
-//! Many processes at once (SPEC §2 writing rules, §4, §6), with `examples/crash_writer.rs`:
+//! Many processes at once (SPEC §2 writing rules, §4, §6): real processes writing real
+//! session files through one real projection database.
 //!
-//! - six processes write one session at once: every write is either refused with the
-//!   four-element lock error (holder, action, session, reason) or durably present with
-//!   its value; no two lines fuse; nothing acknowledged is lost;
-//! - six processes write six sessions through one database: every write succeeds, so no
-//!   `SQLITE_BUSY` reaches a caller;
-//! - a lock row left by a killed process never blocks the writers that come after it,
-//!   even when six of them start at once.
+//! - Writers of one session at once (six, or two released at the same moment): every
+//!   write is either refused with the four-element lock error (holder, action, session,
+//!   reason) or durably present with its value; no two lines fuse; nothing acknowledged
+//!   is lost and nothing unacknowledged is written.
+//! - A writer holding the lock refuses the others; a lock row left by a killed process
+//!   never blocks the writers after it, even six starting at once; a live holder's row
+//!   blocks until its lease ends.
+//! - Six processes write six sessions through one database, also one that none of them
+//!   finds on disk: every write succeeds, so no `SQLITE_BUSY` reaches a caller.
+//! - An append by another program is ingested first; a file shrunk or replaced behind the
+//!   writer is refused.
 //!
-//! Processes start together through a barrier on their stdin (each prints `READY` and
-//! waits for a line); nothing synchronizes with sleeps. `tests/concurrent_writers.rs`
-//! covers two writers and live holders; `tests/crash_loop.rs` kills writers mid-write.
-#![allow(clippy::unwrap_used)]
+//! The writers are two example programs, built once per test binary and launched one way
+//! ([`Writer::spawn`]): `examples/crash_writer.rs` alternates `write` and `patch` and
+//! records every acknowledged write and its value in an ack file (`tests/crash_loop.rs`
+//! kills it mid-write); `examples/writer.rs` writes values the test knows beforehand and
+//! can hold the lock on request. Processes start together through a barrier on their
+//! stdin (each prints `READY` or `HOLDING` and waits for a line); nothing synchronizes
+//! with sleeps. Other lock holders are `sleep` processes.
 
 use crate::common;
+use crate::common::holders::{Proc, dead_holder};
+use crate::common::now_ms;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use session_state::lock::{self, Holder};
 use session_state::{
-    LogOptions, Materialize, NewEntry, Options, Projection, Scope, SessionLog, SessionState,
+    Error, Holder, LEASE, Liveness, LockError, LockStatus, LogOptions, Materialize, NewEntry,
+    Scope, SessionLog, SessionState, Store,
 };
+use tempfile::TempDir;
 
-const PLUGIN: &str = "crash";
+const PLUGIN: &str = "shared";
 
-fn crash_writer() -> std::path::PathBuf {
-    common::examples::example("crash_writer")
-}
-
+/// A session file with one user message, in `dir`: its path and session id.
 fn new_session(dir: &Path) -> (PathBuf, String) {
     let mut log = LogOptions::new()
         .materialize(Materialize::FirstAppend)
         .create(dir, "/proj")
-        .unwrap();
+        .expect("create session");
     log.append(NewEntry::message(
         json!({"role": "user", "content": "many writers"}),
     ))
-    .unwrap();
+    .expect("append");
     (log.path().to_path_buf(), log.session_id().to_owned())
 }
 
+/// A session in a temporary directory, and the database its writers share (which does
+/// not exist yet).
+struct Session {
+    dir: TempDir,
+    file: PathBuf,
+    id: String,
+    db: PathBuf,
+}
+
+fn session() -> Session {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, id) = new_session(dir.path());
+    let db = dir.path().join("agent").join("states.sqlite");
+    Session { dir, file, id, db }
+}
+
+fn store(db: &Path) -> Store {
+    Store::at(db).expect("store")
+}
+
+fn shared(db: &Path) -> SessionState<Value> {
+    store(db).state(PLUGIN, Scope::Branch).expect("state")
+}
+
+fn lock_row(db: &Path, session_id: &str) -> Option<LockStatus> {
+    store(db).lock_status(session_id).expect("lock status")
+}
+
+/// Leaves a lock row for `holder`, as a process that never released it would.
+fn plant_lock(s: &Session, holder: &Holder, acquired_at_ms: i64) {
+    let store = store(&s.db);
+    let guard = store
+        .lock_as(&s.id, "write", acquired_at_ms, holder)
+        .expect("plant the lock row");
+    // Never released: the row stays behind.
+    std::mem::forget(guard);
+}
+
+/// The example program a writer process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Program {
+    /// `examples/crash_writer.rs`: attempt i is a `write` (i even) or a `patch` (i odd);
+    /// each acknowledged one is recorded with its value in an ack file (fdatasync'ed)
+    /// before the program prints `ACK <id>`.
+    Crash,
+    /// `examples/writer.rs`: attempt i writes `{"writer": <pid>, "i": i}` and prints the
+    /// new entry's id.
+    Values,
+}
+
+/// What a writer does once started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// Writes at once.
+    Now,
+    /// Prints `READY` and waits for [`Writer::go`].
+    Go,
+    /// Takes the session's lock, prints `HOLDING`, waits for [`Writer::go`], releases
+    /// it, then writes (`examples/writer.rs` only).
+    Hold,
+}
+
+/// One attempt of a writer, as its output line tells it.
+#[derive(Debug)]
+enum Attempt {
+    /// Acknowledged: the new entry and the plugin's value there.
+    Acked { id: String, value: Value },
+    /// Refused: what the attempt was ("write", "patch") and the message printed.
+    Refused {
+        action: &'static str,
+        message: String,
+    },
+}
+
+/// A writer process, killed and reaped however the test ends.
 struct Writer {
+    program: Program,
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
-    ack: PathBuf,
-    holder: String,
+    /// Where a crash writer records its acknowledgements.
+    ack: Option<PathBuf>,
 }
 
 impl Writer {
-    /// Spawns a writer of `count` attempts and waits until it is READY.
-    fn spawn(file: &Path, db: &Path, ack: PathBuf, count: usize) -> Writer {
-        let mut child = Command::new(crash_writer())
-            .arg(file)
-            .arg(db)
-            .arg(&ack)
-            .args(["--count", &count.to_string(), "--go"])
+    /// Starts `program` making `count` attempts on the session `file` through the
+    /// database `db`. Returns at once; wait for its `READY`/`HOLDING` with
+    /// [`Writer::expect_line`].
+    fn spawn(program: Program, file: &Path, db: &Path, count: usize, start: Start) -> Writer {
+        let flag = match start {
+            Start::Now => None,
+            Start::Go => Some("--go"),
+            Start::Hold => Some("--hold"),
+        };
+        let (mut cmd, ack) = match program {
+            Program::Crash => {
+                assert_ne!(start, Start::Hold, "crash_writer cannot hold the lock");
+                static ACKS: AtomicUsize = AtomicUsize::new(0);
+                let ack = file
+                    .parent()
+                    .expect("the session file has a directory")
+                    .join(format!("ack{}.tsv", ACKS.fetch_add(1, Ordering::Relaxed)));
+                let mut cmd = Command::new(common::examples::example("crash_writer"));
+                cmd.arg(file).arg(db).arg(&ack).args([
+                    "--count",
+                    &count.to_string(),
+                    "--plugin",
+                    PLUGIN,
+                ]);
+                (cmd, Some(ack))
+            }
+            Program::Values => {
+                let mut cmd = Command::new(common::examples::example("writer"));
+                cmd.arg(file).arg(db).arg(PLUGIN).arg(count.to_string());
+                (cmd, None)
+            }
+        };
+        let mut child = cmd
+            .args(flag)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn crash_writer");
+            .unwrap_or_else(|e| panic!("spawn {program:?} writer: {e}"));
         let stdin = child.stdin.take();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert_eq!(line.trim_end(), "READY");
-        let holder = Holder::for_pid(child.id())
-            .expect("the writer runs")
-            .to_string();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         Writer {
+            program,
             child,
             stdin,
             stdout,
             ack,
-            holder,
         }
     }
 
-    fn go(&mut self) {
-        self.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    fn pid(&self) -> u32 {
+        self.child.id()
     }
 
-    /// Its output lines, after it exited successfully.
-    fn finish(mut self) -> Vec<String> {
+    /// Its identity, as its lock row records it.
+    fn holder(&self) -> String {
+        Holder::for_pid(self.pid())
+            .expect("the writer is running")
+            .to_string()
+    }
+
+    /// Blocks until the writer prints `line` (READY, HOLDING).
+    fn expect_line(&mut self, line: &str) {
+        let mut got = String::new();
+        self.stdout.read_line(&mut got).expect("read writer stdout");
+        assert_eq!(
+            got.trim_end(),
+            line,
+            "writer {}: {}",
+            self.pid(),
+            self.stderr()
+        );
+    }
+
+    /// Lets the writer past its READY / HOLDING point.
+    fn go(&mut self) {
+        let mut stdin = self.stdin.take().expect("stdin not yet released");
+        stdin.write_all(b"go\n").expect("write to writer stdin");
+    }
+
+    fn stderr(&mut self) -> String {
+        let mut s = String::new();
+        if let Some(e) = self.child.stderr.as_mut() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+
+    /// Its attempts, one per output line, after it exited successfully and silently:
+    /// any error, `SQLITE_BUSY` included, would have ended it with exit code 2 and the
+    /// message on stderr. A crash writer's `ACK` lines must match its ack file.
+    fn finish(mut self) -> Vec<Attempt> {
+        drop(self.stdin.take());
         let lines: Vec<String> = (&mut self.stdout)
             .lines()
             .collect::<Result<_, _>>()
-            .unwrap();
-        let mut stderr = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        let status = self.child.wait().unwrap();
+            .expect("read writer stdout");
+        let stderr = self.stderr();
+        let status = self.child.wait().expect("wait for writer");
         assert!(status.success(), "writer failed ({status}): {stderr}");
         assert!(stderr.is_empty(), "{stderr}");
-        lines
+        let pid = self.pid();
+        let mut recorded = self.ack.as_deref().map(recorded_acks).into_iter().flatten();
+        let attempts = lines
+            .into_iter()
+            .enumerate()
+            .map(|(i, line)| {
+                let action = match self.program {
+                    Program::Crash if i % 2 == 1 => "patch",
+                    _ => "write",
+                };
+                if let Some(message) = line.strip_prefix("REFUSED ") {
+                    return Attempt::Refused {
+                        action,
+                        message: message.to_owned(),
+                    };
+                }
+                match self.program {
+                    Program::Crash => {
+                        let id = line
+                            .strip_prefix("ACK ")
+                            .unwrap_or_else(|| panic!("neither ACK nor REFUSED: {line}"));
+                        let (rid, value) = recorded
+                            .next()
+                            .unwrap_or_else(|| panic!("{id} acknowledged but not recorded"));
+                        assert_eq!(rid, id, "the ack file follows the ACK lines");
+                        Attempt::Acked { id: rid, value }
+                    }
+                    Program::Values => Attempt::Acked {
+                        id: line,
+                        value: json!({"writer": pid, "i": i}),
+                    },
+                }
+            })
+            .collect();
+        assert!(recorded.next().is_none(), "recorded but never acknowledged");
+        attempts
+    }
+
+    /// SIGKILL, then reap: afterwards its pid is gone.
+    fn kill(mut self) {
+        self.child.kill().expect("kill writer");
+        self.child.wait().expect("reap writer");
     }
 }
 
@@ -113,26 +292,63 @@ impl Drop for Writer {
     }
 }
 
-/// Acknowledgements recorded by one writer: `(id, value)`.
-fn acks(path: &Path) -> Vec<(String, Value)> {
+/// Acknowledgements recorded by a crash writer: `(id, value)`.
+fn recorded_acks(path: &Path) -> Vec<(String, Value)> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
         .map(|l| {
-            let (id, v) = l.split_once('\t').unwrap();
-            (id.to_owned(), serde_json::from_str(v).unwrap())
+            let (id, v) = l.split_once('\t').expect("id TAB value");
+            (
+                id.to_owned(),
+                serde_json::from_str(v).expect("a JSON value"),
+            )
         })
         .collect()
 }
 
-/// The file reads strictly without findings, has one entry per line after the header,
-/// holds every acknowledged write with its value (and nothing unacknowledged), and its
-/// projection after catch-up equals a full rebuild. Returns the number of acks.
-fn assert_intact(file: &Path, db: &Path, ack_files: &[&Path], fresh: &Path) -> usize {
+/// A refusal names the holder (one of `holders`), the action, the session and a reason.
+fn assert_refusal(message: &str, action: &str, session_id: &str, holders: &[String]) {
+    assert!(
+        holders.iter().any(|h| message.contains(h.as_str())),
+        "names a live writer as holder ({holders:?}): {message}"
+    );
+    assert!(
+        message.contains(&format!("{action} refused")),
+        "names the action ({action}): {message}"
+    );
+    assert!(
+        message.contains(&format!("session '{session_id}'")),
+        "names the session: {message}"
+    );
+    assert!(
+        message.contains("because") && message.contains("lease expires in"),
+        "gives the reason: {message}"
+    );
+}
+
+/// Checks every refusal among `attempts` (see [`assert_refusal`]); returns how many.
+fn assert_refusals(attempts: &[Attempt], session_id: &str, holders: &[String]) -> usize {
+    let mut refused = 0;
+    for a in attempts {
+        if let Attempt::Refused { action, message } = a {
+            assert_refusal(message, action, session_id, holders);
+            refused += 1;
+        }
+    }
+    refused
+}
+
+/// The session file after its writers finished: it reads strictly without findings, has
+/// one entry per line after the header, holds every acknowledged write of `attempts` with
+/// its value and nothing unacknowledged, saw no write on a stale view (no forks), and its
+/// lock row is gone; its projection after catch-up equals the fold and a rebuild in the
+/// new database `fresh`. Returns the number of acknowledged writes.
+fn assert_intact(file: &Path, db: &Path, attempts: &[Attempt], fresh: &Path) -> usize {
     let log = SessionLog::open(file).expect("strict read");
     assert!(log.findings().is_empty(), "{:?}", log.findings());
     let newlines = std::fs::read(file)
-        .unwrap()
+        .expect("read")
         .iter()
         .filter(|&&b| b == b'\n')
         .count();
@@ -141,102 +357,79 @@ fn assert_intact(file: &Path, db: &Path, ack_files: &[&Path], fresh: &Path) -> u
         log.len() + 1,
         "one line per entry: no fused lines"
     );
-    let state = Store::at(db)
-        .and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
-        .unwrap();
-    let mut total = 0;
-    for ack in ack_files {
-        for (id, value) in acks(ack) {
-            assert!(log.entry(&id).is_some(), "acknowledged {id} is missing");
+    let state = shared(db);
+    let mut acked = 0;
+    for a in attempts {
+        if let Attempt::Acked { id, value } = a {
+            let e = log
+                .entry(id)
+                .unwrap_or_else(|| panic!("acknowledged {id} is missing"));
+            assert_eq!(e.state_plugin(), Some(PLUGIN));
             assert_eq!(
-                state.read_at(&log, &id).unwrap(),
+                state.read_at(&log, id).expect("read"),
                 Some(value.clone()),
                 "{id}"
             );
-            total += 1;
+            acked += 1;
         }
     }
     let events = log
         .entries()
         .filter(|e| e.state_plugin() == Some(PLUGIN))
         .count();
-    assert_eq!(events, total, "every event in the file was acknowledged");
+    assert_eq!(events, acked, "every event in the file was acknowledged");
     assert!(
         log.forks().is_empty(),
-        "a write appended on a stale view: {:?}",
+        "a write was appended on a stale view: forks at {:?}",
         log.forks()
     );
-    let mut shared = Projection::open(db).unwrap();
-    let mut rebuilt = Projection::open(fresh).unwrap();
-    let leaf = state.read(&log).unwrap();
-    assert_eq!(
-        shared.read(file, PLUGIN, Scope::Branch, None).unwrap(),
-        leaf
-    );
-    assert_eq!(
-        rebuilt.read(file, PLUGIN, Scope::Branch, None).unwrap(),
-        leaf
-    );
     assert!(
-        lock::status(shared.connection(), log.session_id())
-            .unwrap()
-            .is_none()
+        lock_row(db, log.session_id()).is_none(),
+        "the lock was released"
     );
-    total
+    let leaf = state.read(&log).expect("fold read");
+    for db in [db, fresh] {
+        assert_eq!(
+            store(db)
+                .read_value(file, PLUGIN, Scope::Branch, None)
+                .expect("projection read"),
+            leaf,
+            "{}",
+            db.display()
+        );
+    }
+    acked
 }
 
-/// A refusal names the holder (one of `holders`), the action, the session and a reason.
-fn assert_refusal(line: &str, session_id: &str, holders: &[String]) {
-    let msg = line
-        .strip_prefix("REFUSED ")
-        .unwrap_or_else(|| panic!("not a refusal: {line}"));
-    assert!(
-        holders.iter().any(|h| msg.contains(h.as_str())),
-        "names a live writer as holder: {msg}"
-    );
-    assert!(
-        msg.contains("write refused") || msg.contains("patch refused"),
-        "names the action: {msg}"
-    );
-    assert!(
-        msg.contains(&format!("session '{session_id}'")),
-        "names the session: {msg}"
-    );
-    assert!(
-        msg.contains("because") && msg.contains("lease expires in"),
-        "gives the reason: {msg}"
-    );
-}
-
-/// Runs `n` writers of `count` attempts on one session, released together.
+/// Runs `n` writers of `count` attempts on one session, released together, after
+/// `before` prepared it; checks every attempt. Returns (acknowledged, refused).
 fn run_on_one_session(
+    program: Program,
     n: usize,
     count: usize,
-    before: impl FnOnce(&Path, &Path, &str),
+    before: impl FnOnce(&Session),
 ) -> (usize, usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let (file, session_id) = new_session(dir.path());
-    let db = dir.path().join("agent").join("states.sqlite");
-    before(&file, &db, &session_id);
+    let s = session();
+    before(&s);
     let mut writers: Vec<Writer> = (0..n)
-        .map(|i| Writer::spawn(&file, &db, dir.path().join(format!("ack{i}.tsv")), count))
+        .map(|_| Writer::spawn(program, &s.file, &s.db, count, Start::Go))
         .collect();
-    let holders: Vec<String> = writers.iter().map(|w| w.holder.clone()).collect();
+    for w in &mut writers {
+        w.expect_line("READY");
+    }
+    let holders: Vec<String> = writers.iter().map(Writer::holder).collect();
     for w in &mut writers {
         w.go();
     }
-    let ack_files: Vec<PathBuf> = writers.iter().map(|w| w.ack.clone()).collect();
-    let mut refused = 0;
+    let mut attempts = Vec::new();
     for w in writers {
-        let lines = w.finish();
-        assert_eq!(lines.len(), count, "one line per attempt");
-        for l in lines.iter().filter(|l| !l.starts_with("ACK ")) {
-            assert_refusal(l, &session_id, &holders);
-            refused += 1;
-        }
+        let a = w.finish();
+        assert_eq!(a.len(), count, "one line per attempt");
+        attempts.extend(a);
     }
-    let refs: Vec<&Path> = ack_files.iter().map(PathBuf::as_path).collect();
-    let acked = assert_intact(&file, &db, &refs, &dir.path().join("fresh.sqlite"));
+    let refused = assert_refusals(&attempts, &s.id, &holders);
+    let fresh = s.dir.path().join("fresh.sqlite");
+    let acked = assert_intact(&s.file, &s.db, &attempts, &fresh);
     assert_eq!(
         acked + refused,
         n * count,
@@ -248,7 +441,7 @@ fn run_on_one_session(
 #[test]
 fn six_processes_writing_one_session_lose_nothing_and_fuse_no_lines() {
     let started = Instant::now();
-    let (acked, refused) = run_on_one_session(6, 20, |_, _, _| {});
+    let (acked, refused) = run_on_one_session(Program::Crash, 6, 20, |_| {});
     assert!(acked > 0);
     println!(
         "one session, 6 writers x 20 writes: {acked} acknowledged and present, {refused} \
@@ -258,25 +451,78 @@ fn six_processes_writing_one_session_lose_nothing_and_fuse_no_lines() {
 }
 
 #[test]
+fn two_writers_at_the_same_moment_lose_nothing_and_fuse_no_lines() {
+    for round in 0..3 {
+        // The database exists, as after a first use: openers racing to create it are
+        // `six_processes_creating_one_database_at_once_all_write` and
+        // `a_new_database_opened_by_two_at_once_is_one_database`.
+        let (acked, refused) = run_on_one_session(Program::Values, 2, 40, |s| {
+            store(&s.db).connect().expect("create the database");
+        });
+        eprintln!("round {round}: {acked} acknowledged, {refused} refused");
+    }
+}
+
+#[test]
+fn a_writer_holding_the_lock_refuses_the_other_with_the_four_elements() {
+    let s = session();
+    let mut a = Writer::spawn(Program::Values, &s.file, &s.db, 3, Start::Hold);
+    a.expect_line("HOLDING");
+    let holder = a.holder();
+
+    let b = Writer::spawn(Program::Values, &s.file, &s.db, 3, Start::Now);
+    let mut attempts = b.finish();
+    assert_eq!(attempts.len(), 3);
+    for at in &attempts {
+        let Attempt::Refused { action, message } = at else {
+            panic!("not refused: {at:?}");
+        };
+        assert_refusal(message, action, &s.id, std::slice::from_ref(&holder));
+        assert!(message.contains("alive"), "{message}");
+    }
+
+    a.go();
+    attempts.extend(a.finish());
+    let fresh = s.dir.path().join("fresh.sqlite");
+    assert_eq!(assert_intact(&s.file, &s.db, &attempts, &fresh), 3);
+}
+
+#[test]
+fn a_lock_left_by_a_killed_writer_does_not_block_the_next() {
+    let s = session();
+    let mut a = Writer::spawn(Program::Values, &s.file, &s.db, 3, Start::Hold);
+    a.expect_line("HOLDING");
+    let holder = a.holder();
+    a.kill();
+    let row = lock_row(&s.db, &s.id).expect("the killed writer's row is still there");
+    assert_eq!(row.holder, holder);
+    assert_eq!(row.liveness, Liveness::NotAlive);
+    assert!(!row.lease_expired);
+
+    let b = Writer::spawn(Program::Values, &s.file, &s.db, 3, Start::Now);
+    let attempts = b.finish();
+    assert!(
+        attempts.iter().all(|a| matches!(a, Attempt::Acked { .. })),
+        "{attempts:?}"
+    );
+    let fresh = s.dir.path().join("fresh.sqlite");
+    assert_eq!(assert_intact(&s.file, &s.db, &attempts, &fresh), 3);
+}
+
+#[test]
 fn a_lock_row_of_a_killed_process_blocks_none_of_six_writers() {
-    let (acked, refused) = run_on_one_session(6, 10, |file, db, session_id| {
+    let (acked, refused) = run_on_one_session(Program::Crash, 6, 10, |s| {
         // A process takes the lock and is killed before releasing it.
-        let mut sleeper = Command::new("sleep").arg("600").spawn().unwrap();
-        let holder = Holder::for_pid(sleeper.id()).unwrap();
-        sleeper.kill().unwrap();
-        sleeper.wait().unwrap();
-        let mut p = Projection::open(db).unwrap();
-        let guard =
-            lock::acquire_at(p.connection(), session_id, "write", lock::now_ms(), &holder).unwrap();
-        std::mem::forget(guard); // never released
-        let row = lock::status(p.connection(), session_id).unwrap().unwrap();
+        let holder = dead_holder();
+        plant_lock(s, &holder, now_ms());
+        let row = lock_row(&s.db, &s.id).expect("the row");
         assert_eq!(row.holder, holder.to_string());
-        assert_eq!(row.liveness, lock::Liveness::NotAlive);
+        assert_eq!(row.liveness, Liveness::NotAlive);
         assert!(
             !row.lease_expired,
             "the row is fresh: only the dead holder can free it"
         );
-        assert!(file.exists());
+        assert!(s.file.exists());
     });
     // `run_on_one_session` checked that every refusal names one of the six live writers,
     // never the dead holder, and that the lock row is gone at the end.
@@ -284,39 +530,130 @@ fn a_lock_row_of_a_killed_process_blocks_none_of_six_writers() {
     println!("after a killed holder: {acked} acknowledged, {refused} refused by live writers");
 }
 
+#[test]
+fn a_lock_row_of_a_dead_process_does_not_block_the_next_writer() {
+    let s = session();
+    plant_lock(&s, &dead_holder(), now_ms());
+
+    let mut log = SessionLog::open(&s.file).expect("open");
+    let id = shared(&s.db)
+        .write(&mut log, &json!("after a crash"))
+        .expect("a dead holder does not block")
+        .expect("appended");
+    assert_eq!(
+        SessionLog::open(&s.file).expect("open").leaf_id(),
+        Some(&*id)
+    );
+    assert!(lock_row(&s.db, &s.id).is_none(), "released after the write");
+}
+
+#[test]
+fn a_live_holder_blocks_until_its_lease_ends() {
+    let s = session();
+    let state = shared(&s.db);
+    let mut log = SessionLog::open(&s.file).expect("open");
+    state.write(&mut log, &json!(0)).expect("write");
+    let sleeper = Proc::sleep();
+    let holder = sleeper.holder();
+    plant_lock(&s, &holder, now_ms());
+    let before = std::fs::read(&s.file).expect("read");
+
+    let attempts = [
+        ("write", state.write(&mut log, &json!(1))),
+        ("patch", state.patch(&mut log, &json!({"a": 1}))),
+        ("drop", state.drop(&mut log)),
+    ];
+    for (action, result) in attempts {
+        let err = result.expect_err(action);
+        let Error::Lock(e) = &err else {
+            panic!("{action}: not a lock error: {err:?}")
+        };
+        let LockError::Held {
+            initiator,
+            action: refused,
+            object,
+            reason,
+            liveness,
+            ..
+        } = &**e
+        else {
+            panic!("{action}: {e:?}")
+        };
+        assert_eq!(initiator, &holder.to_string());
+        assert_eq!(refused, action);
+        assert_eq!(object, &s.id);
+        assert!(reason.contains("alive"), "{reason}");
+        assert_eq!(*liveness, Liveness::Alive);
+        let shown = err.to_string();
+        for part in [initiator.as_str(), action, object.as_str(), reason.as_str()] {
+            assert!(shown.contains(part), "{shown:?} shows {part:?}");
+        }
+    }
+    assert_eq!(
+        std::fs::read(&s.file).expect("read"),
+        before,
+        "nothing appended"
+    );
+    assert_eq!(
+        lock_row(&s.db, &s.id).map(|r| r.holder),
+        Some(holder.to_string()),
+        "the holder's row was left alone"
+    );
+
+    // The same live holder, one lease (and a second) ago.
+    let lease_ms = i64::try_from(LEASE.as_millis()).expect("lease fits");
+    plant_lock(&s, &holder, now_ms() - lease_ms - 1_000);
+    let id = state
+        .write(&mut log, &json!(1))
+        .expect("an expired lease is taken over")
+        .expect("appended");
+    assert_eq!(state.read(&log).expect("read"), Some(json!(1)));
+    assert!(
+        SessionLog::open(&s.file)
+            .expect("open")
+            .entry(&id)
+            .is_some()
+    );
+    assert!(lock_row(&s.db, &s.id).is_none(), "released after the write");
+    sleeper.end();
+}
+
 /// Six writers on six sessions, one database; `fresh_db`: nobody opened it before.
 fn six_sessions_one_database(fresh_db: bool) -> usize {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("agent").join("states.sqlite");
     if !fresh_db {
-        drop(Projection::open(&db).unwrap());
+        store(&db).connect().expect("create the database");
     }
     let count = 30;
-    let sessions: Vec<(PathBuf, PathBuf)> = (0..6)
+    let files: Vec<PathBuf> = (0..6)
         .map(|i| {
             let sub = dir.path().join(format!("s{i}"));
-            std::fs::create_dir_all(&sub).unwrap();
-            (new_session(&sub).0, sub.join("ack.tsv"))
+            std::fs::create_dir_all(&sub).expect("mkdir");
+            new_session(&sub).0
         })
         .collect();
-    let mut writers: Vec<Writer> = sessions
+    let mut writers: Vec<Writer> = files
         .iter()
-        .map(|(file, ack)| Writer::spawn(file, &db, ack.clone(), count))
+        .map(|file| Writer::spawn(Program::Crash, file, &db, count, Start::Go))
         .collect();
+    for w in &mut writers {
+        w.expect_line("READY");
+    }
     for w in &mut writers {
         w.go();
     }
-    for w in writers {
-        // `finish` asserts exit 0 and an empty stderr: any error, SQLITE_BUSY included,
-        // would have ended the writer with exit 2 and the message on stderr.
-        let lines = w.finish();
-        assert_eq!(lines.len(), count);
-        assert!(lines.iter().all(|l| l.starts_with("ACK ")), "{lines:?}");
-    }
     let mut acked = 0;
-    for (i, (file, ack)) in sessions.iter().enumerate() {
+    for (i, (w, file)) in writers.into_iter().zip(&files).enumerate() {
+        // `finish` asserts exit 0 and an empty stderr: no error, SQLITE_BUSY included.
+        let attempts = w.finish();
+        assert_eq!(attempts.len(), count);
+        assert!(
+            attempts.iter().all(|a| matches!(a, Attempt::Acked { .. })),
+            "{attempts:?}"
+        );
         let fresh = dir.path().join(format!("fresh{i}.sqlite"));
-        acked += assert_intact(file, &db, &[ack.as_path()], &fresh);
+        acked += assert_intact(file, &db, &attempts, &fresh);
     }
     assert_eq!(acked, 6 * count);
     acked
@@ -348,26 +685,66 @@ fn six_processes_creating_one_database_at_once_all_write() {
     );
 }
 
+/// Two stores that open a projection that does not exist yet must end up sharing one
+/// database: the lock lives there.
+#[test]
+fn a_new_database_opened_by_two_at_once_is_one_database() {
+    for round in 0..200 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("states.sqlite");
+        let barrier = Arc::new(Barrier::new(2));
+        let open = |db: PathBuf, barrier: Arc<Barrier>| {
+            std::thread::spawn(move || {
+                barrier.wait();
+                let store = Store::at(&db)?;
+                store.connect().map(|()| store)
+            })
+        };
+        let ta = open(db.clone(), barrier.clone());
+        let tb = open(db.clone(), barrier);
+        let a = ta
+            .join()
+            .expect("thread")
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let b = tb
+            .join()
+            .expect("thread")
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+
+        let guard = a.lock("s", "write").expect("acquire");
+        let seen = b.lock_status("s").expect("status");
+        drop(guard);
+        assert!(
+            seen.is_some(),
+            "round {round}: the two stores do not share one database file"
+        );
+    }
+}
+
 /// Another process appended (Pi, or a writer of another host): the writer sees that the
 /// file is longer than it last saw, ingests the foreign entries first, and appends its own
 /// as a child of the last of them, so the leaf follows file order and nothing forks.
 #[test]
 fn a_foreign_append_is_ingested_before_ours() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("tempdir");
     let (file, _) = new_session(dir.path());
-    let mut ours = SessionLog::open(&file).unwrap();
-    let mut theirs = SessionLog::open(&file).unwrap();
+    let mut ours = SessionLog::open(&file).expect("open");
+    let mut theirs = SessionLog::open(&file).expect("open");
     let foreign = theirs
         .append(NewEntry::message(
             json!({"role": "assistant", "content": "theirs"}),
         ))
-        .unwrap();
-    let state = Store::at(dir.path().join("states.sqlite"))
-        .and_then(|store| store.state::<Value>(PLUGIN, Scope::Branch))
-        .unwrap();
-    let id = state.write(&mut ours, &json!("ours")).unwrap().unwrap();
-    let log = SessionLog::open(&file).unwrap();
-    assert_eq!(log.entry(&id).unwrap().parent_id(), Some(foreign.as_str()));
+        .expect("append");
+    let state = shared(&dir.path().join("states.sqlite"));
+    let id = state
+        .write(&mut ours, &json!("ours"))
+        .expect("write")
+        .expect("appended");
+    let log = SessionLog::open(&file).expect("open");
+    assert_eq!(
+        log.entry(&id).expect("ours").parent_id(),
+        Some(foreign.as_str())
+    );
     assert!(log.forks().is_empty());
     assert_eq!(
         ours.len(),
@@ -381,47 +758,49 @@ fn a_foreign_append_is_ingested_before_ours() {
 #[test]
 fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
     let entry = || NewEntry::message(json!({"role": "user", "content": "x"}));
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("tempdir");
     let (file, _) = new_session(dir.path());
-    let original = std::fs::read(&file).unwrap();
+    let original = std::fs::read(&file).expect("read");
 
     // Shrunk (another tool truncated it): refused, and the file is left as it is.
-    let mut log = SessionLog::open(&file).unwrap();
-    log.append(entry()).unwrap();
+    let mut log = SessionLog::open(&file).expect("open");
+    log.append(entry()).expect("append");
     std::fs::OpenOptions::new()
         .write(true)
         .open(&file)
-        .unwrap()
+        .expect("open for truncation")
         .set_len(original.len() as u64)
-        .unwrap();
-    let err = log.append(entry()).unwrap_err();
-    assert!(
-        matches!(err, session_state::Error::ChangedOnDisk { .. }),
-        "{err}"
-    );
+        .expect("truncate");
+    let err = log.append(entry()).expect_err("shrunk");
+    assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
     assert!(
         err.to_string().contains("shrank") && err.to_string().contains("reopen"),
         "{err}"
     );
-    assert_eq!(std::fs::read(&file).unwrap(), original, "nothing appended");
-    let err = log.refresh().unwrap_err();
-    assert!(
-        matches!(err, session_state::Error::ChangedOnDisk { .. }),
-        "{err}"
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        original,
+        "nothing appended"
     );
+    let err = log.refresh().expect_err("shrunk");
+    assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
 
     // Replaced (a new file renamed over the path): refused, the new file untouched.
-    let mut log = SessionLog::open(&file).unwrap();
+    let mut log = SessionLog::open(&file).expect("open");
     let other = dir.path().join("other.jsonl");
-    std::fs::write(&other, &original).unwrap();
-    std::fs::rename(&other, &file).unwrap();
-    let err = log.append(entry()).unwrap_err();
-    assert!(
-        matches!(err, session_state::Error::ChangedOnDisk { .. }),
-        "{err}"
-    );
+    std::fs::write(&other, &original).expect("write");
+    std::fs::rename(&other, &file).expect("rename");
+    let err = log.append(entry()).expect_err("replaced");
+    assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
     assert!(err.to_string().contains("another file"), "{err}");
-    assert_eq!(std::fs::read(&file).unwrap(), original, "nothing appended");
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        original,
+        "nothing appended"
+    );
     // Reopening reads the file now at the path, and appends go on.
-    SessionLog::open(&file).unwrap().append(entry()).unwrap();
+    SessionLog::open(&file)
+        .expect("open")
+        .append(entry())
+        .expect("append");
 }

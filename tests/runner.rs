@@ -7,7 +7,6 @@ mod common;
 mod bad_input;
 mod cli;
 mod concurrency;
-mod concurrent_writers;
 mod corruption;
 mod crash_loop;
 mod differential;

@@ -1,13 +1,17 @@
-//! The per-session write lock (SPEC §6) against a real SQLite file in WAL mode, with real
-//! processes standing in for other holders.
+//! The per-session write lock (SPEC §6) through [`Store`], against a real SQLite file in
+//! WAL mode, with real processes standing in for other holders. Rows that other programs
+//! (another process, an older version) would leave are written with raw SQL on a
+//! connection of the test's own.
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::{Arc, Barrier};
 
-use rusqlite::{Connection, OpenFlags, params};
-use session_state::lock::{self, Holder, LEASE, Liveness, LockError};
+use crate::common::holders::Proc;
+use crate::common::now_ms;
+use rusqlite::{Connection, params};
+use session_state::{Holder, LEASE, Liveness, LockError, SessionLog, Store};
 use tempfile::TempDir;
 
 const SESSION: &str = "0195f1d0-7c4e-7000-8000-000000000001";
@@ -18,16 +22,23 @@ fn db() -> (TempDir, PathBuf) {
     (dir, path)
 }
 
+/// A store on `path` whose database exists (schema and lock table included).
+fn store(path: &Path) -> Store {
+    let store = Store::at(path).expect("store");
+    store.connect().expect("open the database");
+    store
+}
+
+/// A connection of another program on the database.
 fn open(path: &Path) -> Connection {
     let conn = Connection::open(path).expect("open database");
-    conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA busy_timeout=5000;")
-        .expect("pragmas");
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .expect("busy timeout");
     conn
 }
 
 /// A row as another process would have left it.
 fn plant(conn: &Connection, holder: &str, acquired_at_ms: i64) {
-    lock::ensure_schema(conn).expect("schema");
     conn.execute(
         "INSERT OR REPLACE INTO write_lock (session_id, holder, acquired_at, action)
          VALUES (?1, ?2, ?3, 'write')",
@@ -36,8 +47,9 @@ fn plant(conn: &Connection, holder: &str, acquired_at_ms: i64) {
     .expect("plant row");
 }
 
-fn row_holder(conn: &Connection) -> Option<String> {
-    lock::status(conn, SESSION)
+fn row_holder(store: &Store) -> Option<String> {
+    store
+        .lock_status(SESSION)
         .expect("status")
         .map(|s| s.holder)
 }
@@ -47,67 +59,48 @@ fn table_count(conn: &Connection) -> i64 {
         .expect("count tables")
 }
 
-/// A child process that is killed and reaped however the test ends.
-struct Proc(Child);
-
-impl Proc {
-    fn sleep() -> Proc {
-        Proc::spawn(Command::new("sleep").arg("30"))
-    }
-
-    fn spawn(cmd: &mut Command) -> Proc {
-        Proc(cmd.spawn().expect("spawn child process"))
-    }
-
-    fn holder(&self) -> Holder {
-        Holder::for_pid(self.0.id()).expect("child is visible in /proc")
-    }
-
-    /// Kills and reaps the child: afterwards its pid is gone.
-    fn end(mut self) {
-        self.0.kill().expect("kill");
-        self.0.wait().expect("wait");
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// The lock error inside a refused `lock`/`lock_as`.
+fn lock_error(result: session_state::Result<impl std::fmt::Debug>) -> LockError {
+    match result.expect_err("must be refused") {
+        session_state::Error::Lock(e) => *e,
+        other => panic!("expected a lock error, got {other:?}"),
     }
 }
 
 #[test]
 fn acquire_then_release_leaves_no_row() {
     let (_dir, path) = db();
-    let mut conn = open(&path);
-    let guard = lock::acquire(&mut conn, SESSION, "write").expect("acquire");
+    let store = store(&path);
+    let guard = store.lock(SESSION, "write").expect("acquire");
     assert_eq!(guard.holder(), Holder::current().to_string());
     assert_eq!(guard.session_id(), SESSION);
 
-    let st = lock::status(&guard, SESSION).expect("status").expect("row");
+    let st = store.lock_status(SESSION).expect("status").expect("row");
     assert_eq!(st.holder, Holder::current().to_string());
     assert_eq!(st.action.as_deref(), Some("write"));
+    assert_eq!(st.acquired_at_ms, guard.acquired_at_ms());
     assert!(!st.lease_expired);
 
     assert!(guard.release().expect("release"), "the row was ours");
-    assert_eq!(row_holder(&conn), None);
+    assert_eq!(row_holder(&store), None);
 }
 
 #[test]
 fn same_process_takes_over_its_own_row() {
     let (_dir, path) = db();
-    let mut conn = open(&path);
+    let store = store(&path);
     // A row this process left behind (release failed, or the guard was leaked).
-    std::mem::forget(lock::acquire(&mut conn, SESSION, "write").expect("first"));
-    let guard = lock::acquire(&mut conn, SESSION, "patch").expect("own row is taken over");
+    std::mem::forget(store.lock(SESSION, "write").expect("first"));
+    let guard = store.lock(SESSION, "patch").expect("own row is taken over");
+    let st = store.lock_status(SESSION).expect("status").expect("row");
+    assert_eq!(st.action.as_deref(), Some("patch"));
     assert!(guard.release().expect("release"));
 
-    // Nested acquisition through the guard: allowed, not counted.
-    let mut outer = lock::acquire(&mut conn, SESSION, "write").expect("outer");
-    let inner = lock::acquire(&mut outer, SESSION, "drop").expect("inner");
+    // Nested acquisition: allowed, not counted.
+    let outer = store.lock(SESSION, "write").expect("outer");
+    let inner = store.lock(SESSION, "drop").expect("inner");
     assert!(inner.release().expect("release inner"));
-    assert_eq!(row_holder(&outer), None, "the first release frees the row");
+    assert_eq!(row_holder(&store), None, "the first release frees the row");
     assert!(!outer.release().expect("release outer"));
 }
 
@@ -115,15 +108,14 @@ fn same_process_takes_over_its_own_row() {
 #[test]
 fn live_foreign_holder_is_refused_with_all_four_elements() {
     let (_dir, path) = db();
-    let mut conn = open(&path);
+    let store = store(&path);
     let other = Proc::sleep();
     let holder = other.holder().to_string();
     assert_eq!(other.holder().liveness(), Liveness::Alive);
-    let now = lock::now_ms();
-    plant(&conn, &holder, now - 19_000);
+    let now = now_ms();
+    plant(&open(&path), &holder, now - 19_000);
 
-    let err = lock::acquire_at(&mut conn, SESSION, "write", now, &Holder::current())
-        .expect_err("must be refused");
+    let err = lock_error(store.lock_as(SESSION, "write", now, &Holder::current()));
     let LockError::Held {
         initiator,
         action,
@@ -145,7 +137,13 @@ fn live_foreign_holder_is_refused_with_all_four_elements() {
     );
     assert!(reason.contains("lease expires in 41 s"), "{reason}");
 
+    // The crate's error shows the same message as the lock error it carries.
+    let shown = store
+        .lock_as(SESSION, "write", now, &Holder::current())
+        .expect_err("refused again")
+        .to_string();
     let msg = err.to_string();
+    assert_eq!(shown, msg);
     for part in [
         holder.as_str(),
         "write refused",
@@ -160,7 +158,11 @@ fn live_foreign_holder_is_refused_with_all_four_elements() {
     assert!(msg.contains(&manual), "{msg}");
     assert!(msg.contains(path.to_str().expect("utf-8 path")), "{msg}");
 
-    assert_eq!(row_holder(&conn), Some(holder), "a refusal changes nothing");
+    assert_eq!(
+        row_holder(&store),
+        Some(holder),
+        "a refusal changes nothing"
+    );
     other.end();
 }
 
@@ -168,19 +170,19 @@ fn live_foreign_holder_is_refused_with_all_four_elements() {
 #[test]
 fn dead_holder_is_taken_over_at_once() {
     let (_dir, path) = db();
-    let mut conn = open(&path);
+    let store = store(&path);
     let other = Proc::sleep();
     let holder = other.holder();
     other.end();
     assert_eq!(holder.liveness(), Liveness::NotAlive);
-    plant(&conn, &holder.to_string(), lock::now_ms());
+    plant(&open(&path), &holder.to_string(), now_ms());
 
-    let st = lock::status(&conn, SESSION).expect("status").expect("row");
+    let st = store.lock_status(SESSION).expect("status").expect("row");
     assert_eq!(st.liveness, Liveness::NotAlive);
     assert!(!st.blocks_writers());
 
-    let guard = lock::acquire(&mut conn, SESSION, "write").expect("takeover");
-    assert_eq!(row_holder(&guard), Some(Holder::current().to_string()));
+    let _guard = store.lock(SESSION, "write").expect("takeover");
+    assert_eq!(row_holder(&store), Some(Holder::current().to_string()));
 }
 
 #[cfg(target_os = "linux")]
@@ -211,9 +213,11 @@ fn reused_pid_or_other_boot_is_not_the_holder() {
     assert_eq!(other_ns.liveness(), Liveness::Unknown);
 
     let (_dir, path) = db();
-    let mut conn = open(&path);
-    plant(&conn, &reused.to_string(), lock::now_ms());
-    let guard = lock::acquire(&mut conn, SESSION, "write").expect("reused pid is taken over");
+    let store = store(&path);
+    plant(&open(&path), &reused.to_string(), now_ms());
+    let guard = store
+        .lock(SESSION, "write")
+        .expect("reused pid is taken over");
     assert_eq!(guard.holder(), me.to_string());
 }
 
@@ -260,37 +264,46 @@ fn current_holder_round_trips() {
 #[test]
 fn lease_expiry_frees_even_a_live_holder() {
     let (_dir, path) = db();
-    let mut conn = open(&path);
+    let store = store(&path);
+    let conn = open(&path);
     let other = Proc::sleep();
     let holder = other.holder().to_string();
     let me = Holder::current();
-    let now = lock::now_ms();
+    let now = now_ms();
     assert_eq!(LEASE.as_millis(), 60_000);
 
     plant(&conn, &holder, now - 59_000);
-    let err = lock::acquire_at(&mut conn, SESSION, "write", now, &me).expect_err("within lease");
+    let err = lock_error(store.lock_as(SESSION, "write", now, &me));
     assert!(
         matches!(&err, LockError::Held { reason, .. } if reason.contains("expires in 1 s")),
         "{err}"
     );
-    let st = lock::status_at(&conn, SESSION, now)
+    let st = store
+        .lock_status_at(SESSION, now)
         .expect("status")
         .expect("row");
     assert!(!st.lease_expired && st.blocks_writers());
     assert_eq!(st.age.as_millis(), 59_000);
 
     plant(&conn, &holder, now - 60_000);
-    let st = lock::status_at(&conn, SESSION, now)
+    let st = store
+        .lock_status_at(SESSION, now)
         .expect("status")
         .expect("row");
     assert!(st.lease_expired && !st.blocks_writers());
     assert_eq!(st.liveness, Liveness::Alive);
-    drop(lock::acquire_at(&mut conn, SESSION, "write", now, &me).expect("at exactly 60 s"));
+    drop(
+        store
+            .lock_as(SESSION, "write", now, &me)
+            .expect("at exactly 60 s"),
+    );
 
     plant(&conn, &holder, now - 61_000);
-    let guard = lock::acquire_at(&mut conn, SESSION, "write", now, &me).expect("after 61 s");
+    let guard = store
+        .lock_as(SESSION, "write", now, &me)
+        .expect("after 61 s");
     assert_eq!(guard.acquired_at_ms(), now);
-    assert_eq!(row_holder(&guard), Some(me.to_string()));
+    assert_eq!(row_holder(&store), Some(me.to_string()));
     drop(guard);
     other.end();
 }
@@ -298,13 +311,13 @@ fn lease_expiry_frees_even_a_live_holder() {
 #[test]
 fn unknown_holder_is_refused_until_its_lease_expires() {
     let (_dir, path) = db();
-    let mut conn = open(&path);
+    let store = store(&path);
+    let conn = open(&path);
     let me = Holder::current();
-    let now = lock::now_ms();
+    let now = now_ms();
     for foreign in ["pid:abc", "host=build-7,pid=1234", "pid:1;lock:v9"] {
         plant(&conn, foreign, now - 1_000);
-        let err = lock::acquire_at(&mut conn, SESSION, "patch", now, &me)
-            .expect_err("unknown holder within its lease");
+        let err = lock_error(store.lock_as(SESSION, "patch", now, &me));
         match &err {
             LockError::Held {
                 initiator,
@@ -321,53 +334,53 @@ fn unknown_holder_is_refused_until_its_lease_expires() {
         assert!(err.to_string().contains("(unknown)"), "{err}");
 
         plant(&conn, foreign, now - 61_000);
-        let guard = lock::acquire_at(&mut conn, SESSION, "patch", now, &me).expect("expired");
+        let guard = store.lock_as(SESSION, "patch", now, &me).expect("expired");
         assert!(guard.release().expect("release"));
     }
 }
 
-fn protected_operation(conn: &mut Connection) -> Result<(), Box<dyn Error>> {
-    let mut guard = lock::acquire(conn, SESSION, "write")?;
-    let tx = guard.transaction()?;
-    tx.execute("INSERT INTO no_such_table VALUES (1)", [])?;
-    tx.commit()?;
+/// Work under the lock that fails half-way (here: its session file is missing).
+fn protected_operation(store: &Store, dir: &Path) -> Result<(), Box<dyn Error>> {
+    let _guard = store.lock(SESSION, "write")?;
+    let _log = SessionLog::open(dir.join("no-such-session.jsonl"))?;
     Ok(())
 }
 
 #[test]
 fn guard_releases_on_drop_error_and_panic() {
-    let (_dir, path) = db();
-    let mut conn = open(&path);
+    let (dir, path) = db();
+    let store = store(&path);
     {
-        let _guard = lock::acquire(&mut conn, SESSION, "write").expect("acquire");
+        let _guard = store.lock(SESSION, "write").expect("acquire");
+        assert!(row_holder(&store).is_some());
     }
-    assert_eq!(row_holder(&conn), None, "released on drop");
+    assert_eq!(row_holder(&store), None, "released on drop");
 
     assert!(
-        protected_operation(&mut conn).is_err(),
+        protected_operation(&store, dir.path()).is_err(),
         "the operation fails"
     );
-    assert_eq!(row_holder(&conn), None, "released on the error path");
+    assert_eq!(row_holder(&store), None, "released on the error path");
 
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _guard = lock::acquire(&mut conn, SESSION, "write").expect("acquire");
+        let _guard = store.lock(SESSION, "write").expect("acquire");
         panic!("the protected operation panics");
     }));
     assert!(panicked.is_err());
-    assert_eq!(row_holder(&conn), None, "released while unwinding");
+    assert_eq!(row_holder(&store), None, "released while unwinding");
 }
 
 #[test]
 fn release_spares_a_row_that_is_no_longer_ours() {
     let (_dir, path) = db();
-    let mut conn = open(&path);
-    let mut guard = lock::acquire(&mut conn, SESSION, "write").expect("acquire");
+    let store = store(&path);
+    let mut guard = store.lock(SESSION, "write").expect("acquire");
     guard.renew().expect("renew while held");
 
     // Another writer took over after the lease expired.
-    plant(&guard, "pid:abc", lock::now_ms());
-    match guard.renew() {
-        Err(LockError::Lost { now_held_by, .. }) => {
+    plant(&open(&path), "pid:abc", now_ms());
+    match lock_error(guard.renew()) {
+        LockError::Lost { now_held_by, .. } => {
             assert_eq!(now_held_by.as_deref(), Some("pid:abc"));
         }
         other => panic!("expected Lost, got {other:?}"),
@@ -377,44 +390,53 @@ fn release_spares_a_row_that_is_no_longer_ours() {
         "nothing of ours to delete"
     );
     assert_eq!(
-        row_holder(&conn).as_deref(),
+        row_holder(&store).as_deref(),
         Some("pid:abc"),
         "the new holder keeps it"
     );
 
-    let mut guard = lock::acquire_at(
-        &mut conn,
-        SESSION,
-        "write",
-        lock::now_ms() + 61_000,
-        &Holder::current(),
-    )
-    .expect("takeover");
-    assert!(lock::clear(&guard, SESSION).expect("clear"));
+    let mut guard = store
+        .lock_as(SESSION, "write", now_ms() + 61_000, &Holder::current())
+        .expect("takeover");
+    assert!(store.clear_lock(SESSION).expect("clear"));
     assert!(matches!(
-        guard.renew(),
-        Err(LockError::Lost {
+        lock_error(guard.renew()),
+        LockError::Lost {
             now_held_by: None,
             ..
-        })
+        }
     ));
 }
 
+/// `peek_lock_status` is what `status` uses: it never creates the database, nor (on a
+/// database without one) the lock table, so it works read-only.
 #[test]
-fn status_and_clear_never_create_the_table() {
+fn peeking_at_the_lock_creates_nothing() {
     let (_dir, path) = db();
-    let conn = open(&path);
-    assert_eq!(table_count(&conn), 0);
-    assert_eq!(lock::status(&conn, SESSION).expect("status"), None);
-    assert!(!lock::clear(&conn, SESSION).expect("clear"));
-    assert_eq!(table_count(&conn), 0, "status and clear created something");
+    let store = Store::at(&path).expect("store");
+    assert_eq!(store.peek_lock_status(SESSION).expect("peek"), None);
+    assert!(!path.exists(), "peeking created the database");
 
-    // A read-only connection works, with and without the table.
-    let ro = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .expect("open read-only");
-    assert_eq!(lock::status(&ro, SESSION).expect("status"), None);
-    plant(&conn, "pid:abc", lock::now_ms());
-    let st = lock::status(&ro, SESSION).expect("status").expect("row");
+    store.connect().expect("create the database");
+    assert_eq!(store.peek_lock_status(SESSION).expect("peek"), Some(None));
+
+    // A database of ours without the lock table (as before any writer used it): peeking
+    // reads it as holding no row and creates nothing.
+    let conn = open(&path);
+    conn.execute_batch("DROP TABLE write_lock")
+        .expect("drop the table");
+    let tables = table_count(&conn);
+    assert_eq!(store.peek_lock_status(SESSION).expect("peek"), Some(None));
+    assert_eq!(table_count(&conn), tables, "peeking created something");
+
+    // Opened for writing, the store creates the table again; a row shows read-only.
+    let store = self::store(&path);
+    plant(&conn, "pid:abc", now_ms());
+    let st = store
+        .peek_lock_status(SESSION)
+        .expect("peek")
+        .expect("database")
+        .expect("row");
     assert_eq!(st.holder, "pid:abc");
     assert_eq!(st.liveness, Liveness::Unknown);
 }
@@ -422,7 +444,8 @@ fn status_and_clear_never_create_the_table() {
 #[test]
 fn status_reads_a_table_with_only_the_spec_columns() {
     let (_dir, path) = db();
-    let mut conn = open(&path);
+    // A database that an older writer left: nothing but the lock table of SPEC §6.
+    let conn = open(&path);
     conn.execute_batch(
         "CREATE TABLE write_lock (session_id TEXT PRIMARY KEY, holder TEXT NOT NULL,
                                   acquired_at INTEGER NOT NULL);",
@@ -430,54 +453,68 @@ fn status_reads_a_table_with_only_the_spec_columns() {
     .expect("old schema");
     conn.execute(
         "INSERT INTO write_lock VALUES (?1, 'pid:abc', ?2)",
-        params![SESSION, lock::now_ms()],
+        params![SESSION, now_ms()],
     )
     .expect("insert");
-    let st = lock::status(&conn, SESSION).expect("status").expect("row");
+    let store = Store::at(&path).expect("store");
+    let st = store
+        .peek_lock_status(SESSION)
+        .expect("peek")
+        .expect("database")
+        .expect("row");
     assert_eq!((st.holder.as_str(), st.action), ("pid:abc", None));
 
-    let now = lock::now_ms() + 61_000;
-    let guard = lock::acquire_at(&mut conn, SESSION, "write", now, &Holder::current())
-        .expect("acquire upgrades the schema");
-    let st = lock::status(&guard, SESSION).expect("status").expect("row");
+    let now = now_ms() + 61_000;
+    let guard = store
+        .lock_as(SESSION, "write", now, &Holder::current())
+        .expect("the store takes the database and upgrades the table");
+    let st = store
+        .lock_status_at(SESSION, now)
+        .expect("status")
+        .expect("row");
     assert_eq!(st.action.as_deref(), Some("write"));
+    assert_eq!(st.holder, guard.holder());
 }
 
 #[test]
 fn clear_removes_any_holder() {
     let (_dir, path) = db();
-    let conn = open(&path);
-    plant(&conn, "pid:abc", lock::now_ms());
-    assert!(lock::clear(&conn, SESSION).expect("clear"));
-    assert_eq!(row_holder(&conn), None);
-    assert!(!lock::clear(&conn, SESSION).expect("clear again"));
+    let store = store(&path);
+    plant(&open(&path), "pid:abc", now_ms());
+    assert!(store.clear_lock(SESSION).expect("clear"));
+    assert_eq!(row_holder(&store), None);
+    assert!(!store.clear_lock(SESSION).expect("clear again"));
 }
 
 #[cfg(target_os = "linux")]
 #[test]
-fn racing_writers_on_two_connections_exactly_one_wins() {
+fn racing_writers_on_two_stores_exactly_one_wins() {
     let (_dir, path) = db();
     let (a, b) = (Proc::sleep(), Proc::sleep());
     let holders = [a.holder(), b.holder()];
     for round in 0..25 {
         let barrier = Arc::new(Barrier::new(2));
-        // Both connections are opened here, one after the other: two threads switching a
-        // new database to WAL at once can fail at once, and a thread that panics before
-        // the barrier would leave the other waiting there forever.
-        let conns = [open(&path), open(&path)];
+        // Both stores (each with its own connection) are opened here, one after the
+        // other: two threads switching a new database to WAL at once can fail at once,
+        // and a thread that panics before the barrier would leave the other waiting there
+        // forever.
+        let stores = [store(&path), store(&path)];
         let threads = holders
             .clone()
             .into_iter()
-            .zip(conns)
-            .map(|(holder, mut conn)| {
+            .zip(stores)
+            .map(|(holder, store)| {
                 let barrier = Arc::clone(&barrier);
                 std::thread::spawn(move || {
                     barrier.wait();
-                    let result =
-                        lock::acquire_at(&mut conn, SESSION, "write", lock::now_ms(), &holder);
+                    let result = store.lock_as(SESSION, "write", now_ms(), &holder);
                     let won = match &result {
                         Ok(_) => true,
-                        Err(LockError::Held { .. }) => false,
+                        Err(session_state::Error::Lock(e))
+                            if matches!(**e, LockError::Held { .. }) =>
+                        {
+                            false
+                        }
                         Err(e) => panic!("unexpected error: {e}"),
                     };
                     // The winner holds the lock until the loser has tried.
@@ -497,7 +534,7 @@ fn racing_writers_on_two_connections_exactly_one_wins() {
             "round {round}: {wins:?}"
         );
         assert_eq!(
-            row_holder(&open(&path)),
+            row_holder(&store(&path)),
             None,
             "round {round}: winner released"
         );

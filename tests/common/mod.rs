@@ -1,6 +1,7 @@
 #![allow(dead_code)]
 
 pub mod examples;
+pub mod holders;
 pub mod pi;
 pub mod reference;
 
@@ -22,10 +23,10 @@ pub fn raw_db(db: &Path) -> rusqlite::Connection {
     conn
 }
 
-/// Now, in ms since the Unix epoch (the lock's clock).
+/// Milliseconds since the Unix epoch: the unit of the lock's `acquired_at`.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
+    let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+        .expect("the clock is after 1970");
+    i64::try_from(since.as_millis()).expect("ms since the epoch fit in i64")
 }
