@@ -27,12 +27,12 @@
 
 use crate::error::{Error, IoContext, Result};
 use crate::log::entry::{EntryType, Header, Role};
-use crate::log::reader::{self, ReadMode};
+use crate::log::header;
+use crate::log::reader;
 use crate::log::{LogOptions, NewEntry, SessionLog};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -339,7 +339,7 @@ impl PiJsonlStore {
                 }
                 // A FIFO, a device or a folder named `*.jsonl` is reported, never opened
                 // (reading a FIFO would block, a link to /dev/zero would never end).
-                match read_header(&path) {
+                match header::read_header(&path, HEADER_SCAN_LIMIT) {
                     Ok(header) => listing.sessions.push(ListedSession { header, path }),
                     Err(error) => listing.problems.push(ListProblem { path, error }),
                 }
@@ -379,7 +379,10 @@ impl PiJsonlStore {
                 };
                 for file in files.flatten() {
                     let path = file.path();
-                    if named(&path) && read_header(&path).is_ok_and(|h| h.id == session_id) {
+                    if named(&path)
+                        && header::read_header(&path, HEADER_SCAN_LIMIT)
+                            .is_ok_and(|h| h.id == session_id)
+                    {
                         by_name.push(path);
                     }
                 }
@@ -655,49 +658,6 @@ fn to_new_entry(session_id: &str, seq: u64, index: usize, event: &Value) -> Resu
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     Ok(NewEntry::new(ty.clone(), fields))
-}
-
-/// Reads and parses the first line of a session file, reading at most
-/// [`HEADER_SCAN_LIMIT`] bytes. Anything but a regular file is refused before it is
-/// opened ([`Error::NotARegularFile`]).
-fn read_header(path: &Path) -> Result<Header> {
-    let file = reader::open_regular(path)?;
-    let mut line = Vec::new();
-    let mut limited = file.take(HEADER_SCAN_LIMIT as u64 + 1);
-    let mut buf = [0u8; 8192];
-    loop {
-        let n = match limited.read(&mut buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e).ctx("reading", path),
-        };
-        if n == 0 {
-            let detail = if line.is_empty() {
-                "the file is empty".to_string()
-            } else {
-                format!(
-                    "no complete line: {} bytes without a terminating newline",
-                    line.len()
-                )
-            };
-            return Err(Error::MissingHeader {
-                path: path.to_path_buf(),
-                detail,
-            });
-        }
-        if let Some(pos) = memchr::memchr(b'\n', &buf[..n]) {
-            line.extend_from_slice(&buf[..pos]);
-            break;
-        }
-        line.extend_from_slice(&buf[..n]);
-        if line.len() > HEADER_SCAN_LIMIT {
-            return Err(Error::InvalidHeader {
-                path: path.to_path_buf(),
-                detail: format!("line 1 is longer than the {HEADER_SCAN_LIMIT}-byte scan limit"),
-            });
-        }
-    }
-    reader::parse_header(path, &line, ReadMode::Strict)
 }
 
 fn problem_io(path: &Path, source: std::io::Error) -> ListProblem {

@@ -1495,11 +1495,7 @@ fn ingest(
     resume: Option<SessionRow>,
     mut commit: Commit<'_>,
 ) -> Result<CatchUp> {
-    let mut f = std::fs::File::open(file).map_err(|source| Error::Io {
-        action: "opening",
-        path: file.to_path_buf(),
-        source,
-    })?;
+    let mut f = reader::open_regular(file)?;
     let (header_id, version, mut scan, start_idx, last_id) = match &resume {
         Some(row) => {
             let last_id: Option<String> = tx
@@ -1527,35 +1523,9 @@ fn ingest(
             )
         }
         None => {
-            // Read the header line.
-            let mut first = Vec::new();
-            let mut buf = [0u8; 8192];
-            loop {
-                let n = f.read(&mut buf).map_err(|source| Error::Io {
-                    action: "reading",
-                    path: file.to_path_buf(),
-                    source,
-                })?;
-                if n == 0 {
-                    break;
-                }
-                first.extend_from_slice(&buf[..n]);
-                if memchr::memchr(b'\n', &first).is_some() {
-                    break;
-                }
-            }
-            let Some(nl) = memchr::memchr(b'\n', &first) else {
-                return Err(Error::MissingHeader {
-                    path: file.to_path_buf(),
-                    detail: if first.is_empty() {
-                        "the file is empty".into()
-                    } else {
-                        "no complete header line".into()
-                    },
-                });
-            };
-            let header = reader::parse_header(file, &first[..nl], ReadMode::Strict)?;
-            let scan = ScanState::after_header(&header, nl as u64 + 1);
+            let (header, len) =
+                crate::log::header::read_header_from(&mut f, file, reader::MAX_HEADER_LINE)?;
+            let scan = ScanState::after_header(&header, len);
             (header.id.clone(), header.version, scan, 0, None)
         }
     };

@@ -5,6 +5,7 @@
 //! appender. See `docs/durability.md` for what is durable when.
 
 pub mod entry;
+pub mod header;
 pub mod io;
 pub(crate) mod migrate;
 pub mod reader;
@@ -469,16 +470,19 @@ impl SessionLog {
             findings: Vec::new(),
         };
         let mut header: Option<(Header, ScanState)> = None;
-        let mut header_err: Option<Error> = None;
         let mode = options.mode;
         let start = Location { line: 1, offset: 0 };
         let limit = Some(reader::MAX_HEADER_LINE);
-        let tail = reader::for_each_line_limited(&file, path, start, limit, |bytes, at| {
-            match &mut header {
-                Some((_, scan)) => scan.line(path, mode, bytes, at, &mut index),
-                None => {
-                    match reader::parse_header(path, bytes, mode) {
-                        Ok(h) => {
+        let tail =
+            reader::for_each_line_limited(
+                &file,
+                path,
+                start,
+                limit,
+                |bytes, at| match &mut header {
+                    Some((_, scan)) => scan.line(path, mode, bytes, at, &mut index),
+                    None => match header::scan_line(path, mode, bytes, at)? {
+                        header::ScannedLine::Header(h) => {
                             index.session_id = h.id.clone();
                             let mut scan = ScanState::after_header(&h, 0);
                             scan.next = Location {
@@ -488,49 +492,16 @@ impl SessionLog {
                             header = Some((h, scan));
                             Ok(())
                         }
-                        Err(e) if mode == ReadMode::Strict => Err(e),
-                        Err(e @ Error::UnsupportedVersion { .. }) => Err(e),
-                        Err(e) => {
-                            // Salvage: Pi takes the first line that parses as the header.
-                            let blank = bytes.iter().all(u8::is_ascii_whitespace);
-                            let parses =
-                                serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
-                            if parses && !blank {
-                                header_err = Some(e);
-                                return Err(Error::InvalidInput {
-                                    detail: String::new(),
-                                });
-                            }
-                            index.findings.push(Finding {
-                                severity: Severity::Error,
-                                kind: FindingKind::InvalidHeader,
-                                at,
-                                entry_id: None,
-                                message: format!("skipped before the header: {e}"),
-                            });
+                        header::ScannedLine::Skipped(finding) => {
+                            index.findings.push(finding);
                             Ok(())
                         }
-                    }
-                }
-            }
-        });
-        let tail = match tail {
-            Ok(t) => t,
-            Err(e) => return Err(header_err.unwrap_or(e)),
-        };
+                    },
+                },
+            )?;
         let Some((header, scan)) = header else {
             let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            let detail = if len == 0 {
-                "the file is empty".to_string()
-            } else if tail == len {
-                format!("no complete line: {len} bytes without a terminating newline")
-            } else {
-                "no session header found".to_string()
-            };
-            return Err(Error::MissingHeader {
-                path: path.to_path_buf(),
-                detail,
-            });
+            return Err(header::not_found(path, len, tail));
         };
         let mut log = SessionLog {
             header,
