@@ -2,9 +2,9 @@
 //! parses it.
 //!
 //! Two ways in, one set of rules:
-//! - [`read_header`] (and [`read_header_from`] on an open file) reads only line 1, at most
+//! - [`read_header`] (and `read_header_from` on an open file) reads only line 1, at most
 //!   `limit` bytes of it: a session list, a store's scan, a projection catch-up.
-//! - [`scan_line`] and [`not_found`] are the same rules for the log reader, which streams
+//! - `scan_line` and `not_found` are the same rules for the log reader, which streams
 //!   the whole file and, in salvage mode, looks past lines that do not parse (as Pi does).
 //!
 //! Every failure is a typed error naming the file: [`Error::MissingHeader`] (no line 1, or

@@ -895,10 +895,12 @@ impl SessionLog {
         Ok(())
     }
 
-    /// Writes a new session's buffered entries to disk: one write to a temporary file in
-    /// the same directory, `fdatasync`, a hard link to the real name (which fails if that
-    /// name exists), then fsync the directory. The real name never shows a half-written
-    /// file, even after a crash; a failure leaves at most a hidden temporary file.
+    /// Writes a new session's buffered entries to disk through the one durable-create
+    /// routine (`io::create_durably`): one write to a hidden temporary file in the same
+    /// directory, `fdatasync`, a hard link to the real name (which fails if that name
+    /// exists), then fsync the directory. The real name never shows a half-written file,
+    /// even after a crash; a failure leaves at most a hidden temporary file. A failed write
+    /// or sync, or a failure after the file became visible, poisons the log.
     pub fn materialize(&mut self) -> Result<()> {
         if let Some(cause) = &self.poisoned {
             return Err(Error::Poisoned {
@@ -917,39 +919,35 @@ impl SessionLog {
             return Err(Error::AlreadyExists { path });
         }
         let fs = self.options.fs.clone();
-        let tmp = dir.join(format!(
-            ".{}.creating-{}",
-            path.file_name().unwrap_or_default().to_string_lossy(),
-            uuid::Uuid::new_v4().simple()
-        ));
-        let file = fs.create_new(&tmp).ctx("creating", &tmp)?;
-        let mut writer = LogWriter::new(&path, file);
-        let written = writer.append(&buf).and_then(|()| {
-            fs.link(&tmp, &path).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    Error::AlreadyExists { path: path.clone() }
-                } else {
-                    Error::Io {
-                        action: "linking the new session file to",
-                        path: path.clone(),
-                        source: e,
-                    }
-                }
-            })
+        let created = io::create_durably(&*fs, &path, "creating", io::Place::Link, |tmp| {
+            tmp.write(&buf)
         });
-        let _ = fs.remove(&tmp);
-        drop(writer);
-        if let Err(e) = written {
-            if let Error::Poisoned { cause, .. } = &e {
+        match created {
+            Ok(()) => {}
+            Err(io::CreateFailed {
+                step: io::Step::Create | io::Step::Place,
+                error,
+            }) => return Err(error),
+            Err(io::CreateFailed {
+                step: io::Step::Fill,
+                error,
+            }) => {
+                // No retry after a failed write or fsync ("Can Applications Recover from
+                // fsync Failures?", ATC'20).
+                let cause = error.to_string();
                 self.poisoned = Some(cause.clone());
+                return Err(Error::Poisoned { path, cause });
             }
-            return Err(e);
+            Err(io::CreateFailed {
+                step: io::Step::SyncDir,
+                error,
+            }) => {
+                // The file exists but is not known to be durable: append nothing more here.
+                self.poisoned = Some(error.to_string());
+                return Err(error);
+            }
         }
-        let opened = fs
-            .sync_dir(&dir) // IMPORTANT: fsync the folder, or the new name may not survive a crash.
-            .ctx("syncing the directory", &dir)
-            .and_then(|()| fs.open_append(&path).ctx("opening for append", &path));
-        match opened {
+        match fs.open_append(&path).ctx("opening for append", &path) {
             Ok(file) => {
                 let writer = LogWriter::new(&path, file);
                 self.identity = writer.identity();
@@ -957,7 +955,6 @@ impl SessionLog {
                 Ok(())
             }
             Err(e) => {
-                // The file exists but is not known to be durable: append nothing more here.
                 self.poisoned = Some(e.to_string());
                 Err(e)
             }
