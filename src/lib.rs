@@ -44,6 +44,7 @@ pub use lock::{Holder, LEASE, Liveness, LockError, LockStatus};
 pub use log::entry::{EntryType, Header, Role};
 pub use log::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 pub use log::reader::{Finding, FindingKind, MAX_HEADER_LINE, ReadMode, Severity};
+pub use log::header::read_header;
 pub use log::{EntryRef, LogOptions, Materialize, NewEntry, SessionLog};
 pub use persistence::{
     HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ListProblem, ListedSession, Listing, Loaded,

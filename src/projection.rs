@@ -110,7 +110,7 @@ pub struct CatchUp {
 
 /// The projection database.
 #[derive(Debug)]
-pub struct Projection {
+pub(crate) struct Projection {
     conn: Connection,
     path: PathBuf,
     /// Catch-up reports of this connection, newest last (tests and benches read them).
@@ -204,7 +204,7 @@ fn digests(
 }
 
 /// The key of a session file in the database: its canonical path.
-pub fn file_key(path: &Path) -> Result<String> {
+pub(crate) fn file_key(path: &Path) -> Result<String> {
     let canon = std::fs::canonicalize(path).map_err(|source| Error::Io {
         action: "resolving",
         path: path.to_path_buf(),
@@ -1494,11 +1494,7 @@ fn ingest(
     resume: Option<SessionRow>,
     mut commit: Commit<'_>,
 ) -> Result<CatchUp> {
-    let mut f = std::fs::File::open(file).map_err(|source| Error::Io {
-        action: "opening",
-        path: file.to_path_buf(),
-        source,
-    })?;
+    let mut f = reader::open_regular(file)?;
     let (header_id, version, mut scan, start_idx, last_id) = match &resume {
         Some(row) => {
             let last_id: Option<String> = tx
@@ -1526,35 +1522,9 @@ fn ingest(
             )
         }
         None => {
-            // Read the header line.
-            let mut first = Vec::new();
-            let mut buf = [0u8; 8192];
-            loop {
-                let n = f.read(&mut buf).map_err(|source| Error::Io {
-                    action: "reading",
-                    path: file.to_path_buf(),
-                    source,
-                })?;
-                if n == 0 {
-                    break;
-                }
-                first.extend_from_slice(&buf[..n]);
-                if memchr::memchr(b'\n', &first).is_some() {
-                    break;
-                }
-            }
-            let Some(nl) = memchr::memchr(b'\n', &first) else {
-                return Err(Error::MissingHeader {
-                    path: file.to_path_buf(),
-                    detail: if first.is_empty() {
-                        "the file is empty".into()
-                    } else {
-                        "no complete header line".into()
-                    },
-                });
-            };
-            let header = reader::parse_header(file, &first[..nl], ReadMode::Strict)?;
-            let scan = ScanState::after_header(&header, nl as u64 + 1);
+            let (header, len) =
+                crate::log::header::read_header_from(&mut f, file, reader::MAX_HEADER_LINE)?;
+            let scan = ScanState::after_header(&header, len);
             (header.id.clone(), header.version, scan, 0, None)
         }
     };

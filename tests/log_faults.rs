@@ -105,6 +105,9 @@ impl FileSystem for FaultyFs {
     fn remove(&self, path: &Path) -> io::Result<()> {
         StdFileSystem.remove(path)
     }
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        StdFileSystem.link(from, to)
+    }
 }
 
 fn user(text: &str) -> NewEntry {
@@ -440,6 +443,9 @@ impl FileSystem for ShrinkingFs {
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         StdFileSystem.remove(path)
+    }
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        StdFileSystem.link(from, to)
     }
 }
 

@@ -2,7 +2,7 @@
 //! rather than picked by hand (after redb's crash tests): each scenario runs once on a
 //! recording file system to list its seam calls, then once per call N and per fault that
 //! call can suffer (ENOSPC, a short write of 0 bytes / half / all but the newline, EIO from
-//! a sync, a rename, an open, a stat; or a crash: call N and every later one fail).
+//! a sync, a rename, a link, an open, a stat; or a crash: call N and every later one fail).
 //!
 //! After every faulty run:
 //! - every call that returned `Ok` had made its bytes and its file name durable first
@@ -34,6 +34,7 @@ enum Call {
     CreateNew,
     SyncDir,
     Rename,
+    Link,
     Remove,
     Len,
     Write,
@@ -234,6 +235,18 @@ impl FileSystem for SeamFs {
             return Err(eio());
         }
         StdFileSystem.remove(path)
+    }
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        if let Verdict::Fail(_) = self.0.enter(Call::Link, Some(from)) {
+            return Err(eio());
+        }
+        StdFileSystem.link(from, to)?;
+        // A second name for the same bytes: as durable as they are, the name not yet.
+        let mut m = self.0.model();
+        let len = m.durable.get(from).copied().unwrap_or(0);
+        m.durable.insert(to.into(), len);
+        m.pending_names.insert(to.into());
+        Ok(())
     }
 }
 
@@ -687,6 +700,9 @@ fn every_scenario_goes_through_the_seam() {
         );
         if matches!(kind, Kind::Create | Kind::MigrateV1 | Kind::MigrateV2) {
             assert!(trace.contains(&Call::SyncDir), "{kind:?}: {trace:?}");
+        }
+        if kind == Kind::Create {
+            assert!(trace.contains(&Call::Link), "{kind:?}: {trace:?}");
         }
         if matches!(kind, Kind::MigrateV1 | Kind::MigrateV2) {
             assert!(trace.contains(&Call::Rename), "{kind:?}: {trace:?}");

@@ -1,12 +1,14 @@
 //! `list`: sessions from their header lines only. Only the first line of each file is
 //! read (at most 64 KiB of it), so thousands of large sessions list in moments.
 
-use super::{CmdResult, Failure, emit_json, emit_text, fail, jsonl_files, term_safe, warn};
-use serde_json::{Value, json};
+use super::{
+    CmdResult, Failure, emit_json, emit_text, fail, jsonl_files, term_safe, warn, without_path,
+};
+use serde::Serialize;
+use session_state::read_header;
 use session_state::LocationInputs;
-use session_state::ProjectTrust;
+use session_state::{Error, ProjectTrust};
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 pub(crate) const EXAMPLES: &str = "\
@@ -19,7 +21,7 @@ line is not a session header are skipped with a warning on stderr.
 Exit codes: 0 listed (an absent default directory lists nothing); 2 DIR cannot be read.";
 
 /// Headers longer than this are not headers.
-const MAX_HEADER: u64 = 64 * 1024;
+const MAX_HEADER: usize = 64 * 1024;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ListArgs {
@@ -30,45 +32,44 @@ pub(crate) struct ListArgs {
     json: bool,
 }
 
-/// The header of one file, or why it is not one.
-fn header(path: &Path) -> Result<Value, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    // The scan only lists regular files; this catches one swapped in since.
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return Err("not a regular file".into());
-    }
-    let mut line = Vec::new();
-    BufReader::with_capacity(8192, file.take(MAX_HEADER))
-        .read_until(b'\n', &mut line)
-        .map_err(|e| e.to_string())?;
-    if line.len() as u64 == MAX_HEADER && !line.ends_with(b"\n") {
-        return Err(format!(
-            "line 1 is longer than {} KiB, so it is not a session header",
-            MAX_HEADER / 1024
-        ));
-    }
-    let text = std::str::from_utf8(&line).map_err(|_| "line 1 is not UTF-8".to_owned())?;
-    let text = text.trim_start_matches('\u{feff}').trim_end();
-    if text.is_empty() {
-        return Err("empty file".into());
-    }
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| format!("line 1 is not a JSON object: {e}"))?;
-    if v.get("type").and_then(Value::as_str) != Some("session") {
-        return Err("line 1 is not a session header".into());
-    }
-    let id = v
-        .get("id")
-        .and_then(Value::as_str)
-        .ok_or("the header has no id")?;
-    Ok(json!({
-        "path": path,
-        "id": id,
-        "cwd": v.get("cwd").and_then(Value::as_str),
-        "timestamp": v.get("timestamp").and_then(Value::as_str),
-        "version": v.get("version").and_then(Value::as_u64).unwrap_or(1),
-        "parent_session": v.get("parentSession").and_then(Value::as_str),
-    }))
+/// One listed session, as `--json` prints it (field order is the output's).
+#[derive(Debug, Serialize)]
+struct Row<'a> {
+    path: &'a Path,
+    id: String,
+    cwd: Option<String>,
+    timestamp: Option<String>,
+    version: u32,
+    parent_session: Option<String>,
+}
+
+/// What `--json` prints.
+#[derive(Debug, Serialize)]
+struct Listing<'a> {
+    sessions: Vec<Row<'a>>,
+}
+
+fn emit_listing(listing: &Listing<'_>) -> Result<(), Failure> {
+    let value = serde_json::to_value(listing).map_err(|e| fail(format_args!("--json: {e}")))?;
+    emit_json(&value)
+}
+
+/// The header of one file (through the library's one header reader), or why it is not
+/// one, in words that follow the file's name.
+fn header(path: &Path) -> Result<Row<'_>, String> {
+    let h = read_header(path, MAX_HEADER).map_err(|e| match e {
+        Error::MissingHeader { detail, .. } | Error::InvalidHeader { detail, .. } => detail,
+        Error::Io { source, .. } => source.to_string(),
+        e => without_path(&e.to_string(), &path.display().to_string()).to_owned(),
+    })?;
+    Ok(Row {
+        path,
+        id: h.id,
+        cwd: h.cwd,
+        timestamp: h.timestamp,
+        version: h.version,
+        parent_session: h.parent_session,
+    })
 }
 
 fn default_dir() -> Result<PathBuf, Failure> {
@@ -90,7 +91,7 @@ pub(crate) fn run(args: ListArgs) -> CmdResult {
                     term_safe(&d.display().to_string())
                 );
                 if args.json {
-                    emit_json(&json!({ "sessions": [] }))?;
+                    emit_listing(&Listing { sessions: vec![] })?;
                 }
                 return Ok(0);
             }
@@ -119,19 +120,19 @@ pub(crate) fn run(args: ListArgs) -> CmdResult {
         );
     }
     if args.json {
-        emit_json(&json!({ "sessions": sessions }))?;
+        emit_listing(&Listing { sessions })?;
         return Ok(0);
     }
     // The path goes last: it is the long column.
-    let cell = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    let cell = |v: &Option<String>| v.as_deref().unwrap_or("-").to_owned();
     let rows: Vec<[String; 4]> = sessions
         .iter()
         .map(|s| {
             [
-                cell(&s["id"]),
-                cell(&s["timestamp"]),
-                cell(&s["cwd"]),
-                cell(&s["path"]),
+                s.id.clone(),
+                cell(&s.timestamp),
+                cell(&s.cwd),
+                s.path.display().to_string(),
             ]
         })
         .collect();

@@ -4,10 +4,15 @@
 //! tests can fail the Nth write, shorten a write, fail a sync or run out of space, and
 //! then check what a fresh reader sees. Reading does not go through the seam: a reader
 //! never changes a file, so there is nothing to inject there.
+//!
+//! A whole file is created in one way only, `create_durably`: a new session's first
+//! write and a migration's rewrite both go through it.
 
+use crate::error::{Error, IoContext, Result};
+use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A file opened for appending (`O_APPEND`).
 #[allow(clippy::len_without_is_empty)]
@@ -66,9 +71,7 @@ pub trait FileSystem: Send + Sync {
     /// Gives the file `from` a second name `to`; fails if `to` exists. A new session file
     /// is written under a temporary name and linked into place, so its real name never
     /// shows a half-written file.
-    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        std::fs::hard_link(from, to)
-    }
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()>;
 }
 
 /// The real file system.
@@ -121,4 +124,151 @@ impl FileSystem for StdFileSystem {
     fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
     }
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::hard_link(from, to)
+    }
+}
+
+/// How [`create_durably`] gives the new file its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// A hard link, which fails if the name exists ([`Error::AlreadyExists`]): a new
+    /// session never replaces a file that appeared meanwhile. There is no rename fallback.
+    Link,
+    /// A rename over the file at the name, which it replaces atomically (a migration).
+    Rename,
+}
+
+/// The step at which [`create_durably`] failed: what the caller may still rely on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The temporary file could not be created: nothing was written.
+    Create,
+    /// Writing, syncing or checking the temporary file failed; it was removed and the
+    /// name is untouched.
+    Fill,
+    /// The link or rename failed; the temporary file was removed.
+    Place,
+    /// The directory fsync failed: the name shows the new file, which may not survive a
+    /// power loss.
+    SyncDir,
+}
+
+/// A failed [`create_durably`].
+#[derive(Debug)]
+pub(crate) struct CreateFailed {
+    /// Where it failed.
+    pub step: Step,
+    /// Why.
+    pub error: Error,
+}
+
+/// The temporary file that [`create_durably`] hands to its `fill` step.
+pub(crate) struct TempFile {
+    file: Box<dyn AppendFile>,
+    path: PathBuf,
+    unsynced: bool,
+}
+
+impl TempFile {
+    /// Its (temporary) path, to read the copy back.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `bytes` with exactly one `write()`; a short write is an error, not retried.
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.unsynced = true;
+        let n = self.file.write(bytes).ctx("writing", &self.path)?;
+        if n != bytes.len() {
+            return Err(Error::Io {
+                action: "writing",
+                path: self.path.clone(),
+                source: io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    format!("short write: {n} of {} bytes", bytes.len()),
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// `fdatasync`s what was written. [`create_durably`] syncs after `fill` anyway; call
+    /// this to check the durable copy before it gets its name.
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        self.file.sync_data().ctx("syncing", &self.path)?;
+        self.unsynced = false;
+        Ok(())
+    }
+}
+
+/// Creates the file `path` durably, all or nothing (SPEC §2): `fill` writes a temporary
+/// file in the same directory, `.<name>.<purpose>-<random>` (hidden, and a crashed
+/// attempt's leftover never blocks a later one); it is `fdatasync`ed, then given its name
+/// by `place`, then the directory is fsynced. The name never shows a partial file, even
+/// after a crash. On any failure the temporary name is removed; a crash may leave it.
+///
+/// Every step goes through `fs`, the seam the fault tests inject through.
+pub(crate) fn create_durably(
+    fs: &dyn FileSystem,
+    path: &Path,
+    purpose: &str,
+    place: Place,
+    fill: impl FnOnce(&mut TempFile) -> Result<()>,
+) -> std::result::Result<(), CreateFailed> {
+    let failed = |step| move |error| CreateFailed { step, error };
+    let dir = super::reader::parent_dir(path);
+    let mut name = OsString::from(".");
+    name.push(path.file_name().unwrap_or_default());
+    name.push(format!(".{purpose}-{}", uuid::Uuid::new_v4().simple()));
+    let tmp = dir.join(name);
+    let file = fs
+        .create_new(&tmp)
+        .ctx("creating", &tmp)
+        .map_err(failed(Step::Create))?;
+    let mut temp = TempFile {
+        file,
+        path: tmp,
+        unsynced: false,
+    };
+    // IMPORTANT: only synced bytes get the name.
+    let filled = fill(&mut temp).and_then(|()| match temp.unsynced {
+        true => temp.sync(),
+        false => Ok(()),
+    });
+    if let Err(error) = filled {
+        let _ = fs.remove(&temp.path);
+        return Err(failed(Step::Fill)(error));
+    }
+    let placed = match place {
+        Place::Link => {
+            let linked = fs.link(&temp.path, path);
+            // Linked or not, the temporary name goes: the file keeps its real name.
+            let _ = fs.remove(&temp.path);
+            linked.map_err(|source| match source.kind() {
+                io::ErrorKind::AlreadyExists => Error::AlreadyExists {
+                    path: path.to_path_buf(),
+                },
+                _ => Error::Io {
+                    action: "linking the new file to",
+                    path: path.to_path_buf(),
+                    source,
+                },
+            })
+        }
+        Place::Rename => fs.rename(&temp.path, path).map_err(|source| {
+            let _ = fs.remove(&temp.path);
+            Error::Io {
+                action: "renaming the new file over",
+                path: path.to_path_buf(),
+                source,
+            }
+        }),
+    };
+    placed.map_err(failed(Step::Place))?;
+    drop(temp);
+    // IMPORTANT: fsync the folder, or the new name may not survive a crash.
+    fs.sync_dir(dir)
+        .ctx("syncing the directory", dir)
+        .map_err(failed(Step::SyncDir))
 }

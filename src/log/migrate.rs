@@ -1,8 +1,9 @@
 //! Version 1 and 2 files, migrated to version 3 exactly as Pi migrates them.
 //!
 //! In memory, the scanner assigns v1 entries their ids as it reads. On disk, the file is
-//! rewritten once, before the first append: a temporary file in the same directory,
-//! `sync_data`, rename over the original, fsync the directory.
+//! rewritten once, before the first append, through the log's one durable-create routine
+//! ([`create_durably`]): a hidden temporary file in the same directory, `sync_data`,
+//! rename over the original, fsync the directory.
 //!
 //! All or nothing, and never in disagreement with the reader:
 //! - Lines are classified by the reader's own [`classify`], so the entries that get the
@@ -23,12 +24,12 @@
 //!   and the original still has the length and identity it had when the copy began.
 
 use super::entry::{RawEntry, raw_str};
-use super::io::{FileIdentity, FileSystem};
+use super::io::{FileIdentity, FileSystem, Place, create_durably};
 use super::reader::{self, LineClass, classify, for_each_line};
 use crate::error::{Error, IoContext, Location, Result};
 use serde_json::Value;
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Deterministic ids for v1 entries: the same file always migrates to the same ids, so a
 /// reader and the later on-disk migration agree. Pi draws random ids; only the tree's
@@ -233,30 +234,9 @@ pub(crate) fn migrate_file(
         }
     }
 
-    // Pass 2: plan each line and write it to a temporary file.
-    let dir = reader::parent_dir(path);
-    let tmp: PathBuf = {
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        // A random suffix: a crashed migration's leftover never blocks a later one.
-        name.push(format!(".migrating-{}", uuid::Uuid::new_v4().simple()));
-        dir.join(name)
-    };
-    let mut out = fs.create_new(&tmp).ctx("creating", &tmp)?;
-    let result = (|| -> Result<()> {
-        let mut write_all = |bytes: &[u8]| -> Result<()> {
-            let n = out.write(bytes).ctx("writing", &tmp)?;
-            if n != bytes.len() {
-                return Err(Error::Io {
-                    action: "writing",
-                    path: tmp.clone(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::WriteZero,
-                        format!("short write: {n} of {} bytes", bytes.len()),
-                    ),
-                });
-            }
-            Ok(())
-        };
+    // Pass 2: plan each line and write it to a temporary file, through the one
+    // durable-create routine (sync, check, rename over the original, fsync the folder).
+    let rewritten = create_durably(fs, path, "migrating", Place::Rename, |tmp| {
         let mut plans: Vec<Plan> = Vec::new();
         let mut links: Vec<Option<Link>> = Vec::new();
         let mut consumed = 0u64;
@@ -274,7 +254,7 @@ pub(crate) fn migrate_file(
             plans.push(plan);
             links.push(link);
             line.push(b'\n');
-            write_all(&line)
+            tmp.write(&line)
         })?;
         if consumed + tail != length || (version < 2 && ordinal != assigned.len()) {
             return Err(Error::ChangedOnDisk {
@@ -303,11 +283,11 @@ pub(crate) fn migrate_file(
                     ),
                 });
             }
-            write_all(&rest)?;
+            tmp.write(&rest)?;
         }
         drop(file);
-        out.sync_data().ctx("syncing", &tmp)?;
-        check_copy(path, &tmp, &plans, &links, &rest)?;
+        tmp.sync()?;
+        check_copy(path, tmp.path(), &plans, &links, &rest)?;
         // The original must not have changed since it was read (Pi appends without a lock).
         let meta = std::fs::metadata(path).ctx("checking", path)?;
         if meta.len() != consumed + tail || identity.is_some_and(|i| i != FileIdentity::of(&meta)) {
@@ -321,16 +301,9 @@ pub(crate) fn migrate_file(
                 ),
             });
         }
-        // IMPORTANT: rename only after the new content is durable, then fsync the folder.
-        fs.rename(&tmp, path)
-            .ctx("renaming the migrated file to", path)?;
-        fs.sync_dir(dir).ctx("syncing the directory", dir)?;
         Ok(())
-    })();
-    if result.is_err() {
-        let _ = fs.remove(&tmp);
-    }
-    result
+    });
+    rewritten.map_err(|failed| failed.error)
 }
 
 /// What [`LineCtx::plan`] needs to know about the whole file.

@@ -4,10 +4,11 @@
 //! the data of state events; no message bodies) plus, once the file exists, a durable
 //! appender. See `docs/durability.md` for what is durable when.
 
-pub mod entry;
-pub mod io;
+pub(crate) mod entry;
+pub(crate) mod header;
+pub(crate) mod io;
 pub(crate) mod migrate;
-pub mod reader;
+pub(crate) mod reader;
 pub(crate) mod writer;
 
 use crate::error::{Error, IoContext, Location, Result};
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use writer::LogWriter;
 
 /// The current time as Pi writes entry timestamps (`2024-12-03T14:00:00.000Z`).
-pub fn now_iso() -> String {
+pub(crate) fn now_iso() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
@@ -457,16 +458,19 @@ impl SessionLog {
             findings: Vec::new(),
         };
         let mut header: Option<(Header, ScanState)> = None;
-        let mut header_err: Option<Error> = None;
         let mode = options.mode;
         let start = Location { line: 1, offset: 0 };
         let limit = Some(reader::MAX_HEADER_LINE);
-        let tail = reader::for_each_line_limited(&file, path, start, limit, |bytes, at| {
-            match &mut header {
-                Some((_, scan)) => scan.line(path, mode, bytes, at, &mut index),
-                None => {
-                    match reader::parse_header(path, bytes, mode) {
-                        Ok(h) => {
+        let tail =
+            reader::for_each_line_limited(
+                &file,
+                path,
+                start,
+                limit,
+                |bytes, at| match &mut header {
+                    Some((_, scan)) => scan.line(path, mode, bytes, at, &mut index),
+                    None => match header::scan_line(path, mode, bytes, at)? {
+                        header::ScannedLine::Header(h) => {
                             index.session_id = h.id.clone();
                             let mut scan = ScanState::after_header(&h, 0);
                             scan.next = Location {
@@ -476,49 +480,16 @@ impl SessionLog {
                             header = Some((h, scan));
                             Ok(())
                         }
-                        Err(e) if mode == ReadMode::Strict => Err(e),
-                        Err(e @ Error::UnsupportedVersion { .. }) => Err(e),
-                        Err(e) => {
-                            // Salvage: Pi takes the first line that parses as the header.
-                            let blank = bytes.iter().all(u8::is_ascii_whitespace);
-                            let parses =
-                                serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
-                            if parses && !blank {
-                                header_err = Some(e);
-                                return Err(Error::InvalidInput {
-                                    detail: String::new(),
-                                });
-                            }
-                            index.findings.push(Finding {
-                                severity: Severity::Error,
-                                kind: FindingKind::InvalidHeader,
-                                at,
-                                entry_id: None,
-                                message: format!("skipped before the header: {e}"),
-                            });
+                        header::ScannedLine::Skipped(finding) => {
+                            index.findings.push(finding);
                             Ok(())
                         }
-                    }
-                }
-            }
-        });
-        let tail = match tail {
-            Ok(t) => t,
-            Err(e) => return Err(header_err.unwrap_or(e)),
-        };
+                    },
+                },
+            )?;
         let Some((header, scan)) = header else {
             let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            let detail = if len == 0 {
-                "the file is empty".to_string()
-            } else if tail == len {
-                format!("no complete line: {len} bytes without a terminating newline")
-            } else {
-                "no session header found".to_string()
-            };
-            return Err(Error::MissingHeader {
-                path: path.to_path_buf(),
-                detail,
-            });
+            return Err(header::not_found(path, len, tail));
         };
         let mut log = SessionLog {
             header,
@@ -909,10 +880,12 @@ impl SessionLog {
         Ok(())
     }
 
-    /// Writes a new session's buffered entries to disk: one write to a temporary file in
-    /// the same directory, `fdatasync`, a hard link to the real name (which fails if that
-    /// name exists), then fsync the directory. The real name never shows a half-written
-    /// file, even after a crash; a failure leaves at most a hidden temporary file.
+    /// Writes a new session's buffered entries to disk through the one durable-create
+    /// routine (`io::create_durably`): one write to a hidden temporary file in the same
+    /// directory, `fdatasync`, a hard link to the real name (which fails if that name
+    /// exists), then fsync the directory. The real name never shows a half-written file,
+    /// even after a crash; a failure leaves at most a hidden temporary file. A failed write
+    /// or sync, or a failure after the file became visible, poisons the log.
     pub fn materialize(&mut self) -> Result<()> {
         if let Some(cause) = &self.poisoned {
             return Err(Error::Poisoned {
@@ -931,39 +904,35 @@ impl SessionLog {
             return Err(Error::AlreadyExists { path });
         }
         let fs = self.options.fs.clone();
-        let tmp = dir.join(format!(
-            ".{}.creating-{}",
-            path.file_name().unwrap_or_default().to_string_lossy(),
-            uuid::Uuid::new_v4().simple()
-        ));
-        let file = fs.create_new(&tmp).ctx("creating", &tmp)?;
-        let mut writer = LogWriter::new(&path, file);
-        let written = writer.append(&buf).and_then(|()| {
-            fs.link(&tmp, &path).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    Error::AlreadyExists { path: path.clone() }
-                } else {
-                    Error::Io {
-                        action: "linking the new session file to",
-                        path: path.clone(),
-                        source: e,
-                    }
-                }
-            })
+        let created = io::create_durably(&*fs, &path, "creating", io::Place::Link, |tmp| {
+            tmp.write(&buf)
         });
-        let _ = fs.remove(&tmp);
-        drop(writer);
-        if let Err(e) = written {
-            if let Error::Poisoned { cause, .. } = &e {
+        match created {
+            Ok(()) => {}
+            Err(io::CreateFailed {
+                step: io::Step::Create | io::Step::Place,
+                error,
+            }) => return Err(error),
+            Err(io::CreateFailed {
+                step: io::Step::Fill,
+                error,
+            }) => {
+                // No retry after a failed write or fsync ("Can Applications Recover from
+                // fsync Failures?", ATC'20).
+                let cause = error.to_string();
                 self.poisoned = Some(cause.clone());
+                return Err(Error::Poisoned { path, cause });
             }
-            return Err(e);
+            Err(io::CreateFailed {
+                step: io::Step::SyncDir,
+                error,
+            }) => {
+                // The file exists but is not known to be durable: append nothing more here.
+                self.poisoned = Some(error.to_string());
+                return Err(error);
+            }
         }
-        let opened = fs
-            .sync_dir(&dir) // IMPORTANT: fsync the folder, or the new name may not survive a crash.
-            .ctx("syncing the directory", &dir)
-            .and_then(|()| fs.open_append(&path).ctx("opening for append", &path));
-        match opened {
+        match fs.open_append(&path).ctx("opening for append", &path) {
             Ok(file) => {
                 let writer = LogWriter::new(&path, file);
                 self.identity = writer.identity();
@@ -971,7 +940,6 @@ impl SessionLog {
                 Ok(())
             }
             Err(e) => {
-                // The file exists but is not known to be durable: append nothing more here.
                 self.poisoned = Some(e.to_string());
                 Err(e)
             }

@@ -4,7 +4,7 @@
 //! file, only with the longest line. Each complete line (terminated by `\n`) is
 //! classified once; bytes after the last `\n` are the tail, invisible to readers.
 
-use super::entry::{Header, RawEntry, RawHeader, raw_str};
+use super::entry::{Header, RawEntry, raw_str};
 use crate::error::{Error, Location, Result};
 use std::borrow::Cow;
 use std::io::Read;
@@ -289,87 +289,13 @@ pub(crate) fn for_each_line_limited<R: Read>(
             && at.offset == 0
             && filled > limit
         {
-            return Err(Error::InvalidHeader {
-                path: path.to_path_buf(),
-                detail: format!(
-                    "line 1 is longer than {limit} bytes (the header size limit) without a \
-                     newline"
-                ),
-            });
+            return Err(super::header::too_long(path, limit));
         }
         if full && buf.len() < READ_BUF {
             // More to read: fewer, larger reads.
             buf.resize(buf.len() * 2, 0);
         }
     }
-}
-
-/// Parses line 1. `bytes` excludes the newline.
-pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<Header> {
-    let invalid = |detail: String| Error::InvalidHeader {
-        path: path.to_path_buf(),
-        detail,
-    };
-    let mut bytes = bytes;
-    if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF") {
-        if mode == ReadMode::Strict {
-            return Err(invalid(
-                "the file starts with a UTF-8 byte order mark (EF BB BF), which Pi cannot read \
-                 either; remove it (`session-state verify --salvage` shows what a salvage \
-                 read keeps)"
-                    .into(),
-            ));
-        }
-        bytes = rest;
-    }
-    let text = std::str::from_utf8(bytes).map_err(|e| invalid(format!("invalid UTF-8: {e}")))?;
-    let raw: RawHeader<'_> = serde_json::from_str(text).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => invalid(format!("not a session header: {e}")),
-        _ => invalid(format!("not valid JSON: {e}")),
-    })?;
-    if raw_str(raw.ty).as_deref() != Some("session") {
-        let ty = raw_str(raw.ty).unwrap_or(Cow::Borrowed(raw.ty.get()));
-        return Err(Error::MissingHeader {
-            path: path.to_path_buf(),
-            detail: format!("line 1 has type {ty:?}, not \"session\""),
-        });
-    }
-    let id = raw
-        .id
-        .and_then(raw_str)
-        .ok_or_else(|| invalid("`id` is missing or not a string".into()))?;
-    let version = match raw.version {
-        None => 1,
-        Some(v) => match serde_json::from_str::<u64>(v.get()) {
-            Ok(n @ 1..=3) => n as u32,
-            Ok(n) if n > 3 => {
-                return Err(Error::UnsupportedVersion {
-                    path: path.to_path_buf(),
-                    version: n.to_string(),
-                });
-            }
-            _ => match serde_json::from_str::<f64>(v.get()) {
-                Ok(f) if f > 3.0 => {
-                    return Err(Error::UnsupportedVersion {
-                        path: path.to_path_buf(),
-                        version: v.get().to_string(),
-                    });
-                }
-                _ => return Err(invalid(format!("`version` {} is not 1, 2 or 3", v.get()))),
-            },
-        },
-    };
-    let s = |v: Option<serde_json::Value>| match v {
-        Some(serde_json::Value::String(s)) => Some(s),
-        _ => None,
-    };
-    Ok(Header {
-        id: id.into_owned(),
-        version,
-        cwd: s(raw.cwd),
-        timestamp: s(raw.timestamp),
-        parent_session: s(raw.parent_session),
-    })
 }
 
 /// Scanning state that survives between reads of the same file (open, then tails).

@@ -31,9 +31,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-/// A test hook called between two committed chunks of a catch-up.
 #[doc(hidden)]
-pub type ChunkHook = Box<dyn FnMut(&CatchUp) -> bool + Send>;
+pub use crate::projection::ChunkHook;
 
 /// Where a [`Store`] keeps its projection database; validated by [`Store::open`].
 #[derive(Debug, Clone, Default)]

@@ -1,38 +1,13 @@
-//! The persistence seam (SPEC §8): where a host keeps its sessions.
-//!
-//! [`SessionStore`] is the small trait a host programs against (after
-//! `@deepseek-ai/dsh-session-persistence`): `locate`, `create`, `append`, `load`, `list`.
-//! [`PiJsonlStore`] is its first backend: Pi's own session directory, one JSONL file per
-//! session, laid out exactly as Pi 1.x lays it out, so Pi lists and resumes the sessions a
-//! host writes and the host loads the ones Pi writes.
-//!
-//! ```no_run
-//! use serde_json::json;
-//! use session_state::Header;
-//! use session_state::persistence::{PiJsonlStore, SessionStore};
-//!
-//! let store = PiJsonlStore::new("/home/me/.pi/agent/sessions");
-//! let header = Header::new("0195f1d0-7c4e-7000-8000-000000000001", "/home/me/project");
-//! store.create(header.clone())?;                     // in memory: not listed yet
-//! let user = json!({"type": "message",
-//!                   "message": {"role": "user", "content": "hi", "timestamp": 0}});
-//! let next = store.append(&header.id, 0, &[user])?;  // the file exists, durably
-//! assert_eq!(next, 1);
-//! let loaded = store.load(&header.id)?;
-//! assert_eq!(loaded.next_seq, 1);
-//! # Ok::<(), session_state::Error>(())
-//! ```
-//!
-//! See `docs/persistence.md` for the rules in prose.
+//! [`PiJsonlStore`], the Pi JSONL backend of [`SessionStore`]: Pi 1.x's session
+//! directory layout, one file per session, read and written through [`SessionLog`].
 
+use super::interrupted::close_interrupted_turn;
+use super::{ListProblem, ListedSession, Listing, Loaded, SessionStore};
 use crate::error::{Error, IoContext, Result};
-use crate::log::entry::{EntryType, Header, Role};
-use crate::log::reader::{self, ReadMode};
-use crate::log::{LogOptions, NewEntry, SessionLog};
-use serde::Serialize;
+use crate::log::entry::Header;
+use crate::log::{LogOptions, NewEntry, SessionLog, header, reader};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -40,191 +15,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 /// (Pi 1.x's `MAX_SESSION_HEADER_SCAN_BYTES`).
 pub const HEADER_SCAN_LIMIT: usize = reader::MAX_HEADER_LINE;
 
-/// The text of the error tool result that [`SessionStore::load`] appends for a tool call
-/// that never returned.
-pub const INTERRUPTED_TOOL_RESULT: &str =
-    "interrupted: the session ended before this tool call returned";
-
-/// Where sessions are kept: the seam between a host and its storage (SPEC §8).
-///
-/// **Sequence numbers.** The entries of a session after its header are numbered 0, 1, 2,
-/// … in storage order; a session's *next* sequence number is its entry count. Every
-/// `append` states the sequence number its first event will get, and is refused unless
-/// that is the stored next one, so two writers (or a writer retrying after a failure)
-/// can never interleave or duplicate events unnoticed.
-///
-/// **Events** are JSON objects with a string `type`, laid out like a Pi entry without its
-/// `id`, `parentId` and `timestamp` (the store assigns those): for example
-/// `{"type":"message","message":{…}}` or `{"type":"custom","customType":"x","data":…}`.
-/// [`SessionStoreExt::append_serialized`] takes any `Serialize` value instead.
-///
-/// The trait is object safe: hosts may hold a `Box<dyn SessionStore>`.
-pub trait SessionStore: Send + Sync {
-    /// Where the session of `header` lives, computed from the header alone (no I/O).
-    /// `None` for backends that do not keep one file per session, and for a header that
-    /// cannot name a file (no `cwd` or `timestamp`, or a path separator in the id).
-    fn locate(&self, header: &Header) -> Option<PathBuf>;
-
-    /// Registers a new session. Nothing is stored until its first non-empty `append`:
-    /// a session that is never appended to is absent from [`SessionStore::list`], and a
-    /// process that ends before the first append leaves nothing behind.
-    ///
-    /// Refused when the header cannot be stored (not version 3, no `cwd` or `timestamp`,
-    /// an id that cannot be part of a file name) or the session already exists.
-    fn create(&self, header: Header) -> Result<()>;
-
-    /// Appends `events` to the session, the first one with sequence number `first_seq`,
-    /// each as a child of the previous one (the first as a child of the session's last
-    /// entry). Returns the session's next sequence number.
-    ///
-    /// **Durability:** when this returns `Ok`, every event is on stable storage.
-    ///
-    /// **Refusals** (nothing is written): `first_seq` is not the stored next sequence
-    /// number (the error names both), or an event is not acceptable (not an object, no
-    /// string `type`, a `session` type, or an `id`, `parentId` or `timestamp` field; the
-    /// error names the event by its index in `events` and its sequence number).
-    ///
-    /// **Failure midway:** the first append of a new session is all or nothing. Later,
-    /// each event is durable on its own: after an I/O error, some leading events of the
-    /// batch may be stored. [`SessionStore::load`] tells the next sequence number, and the
-    /// sequence check makes the retry safe.
-    fn append(&self, session_id: &str, first_seq: u64, events: &[Value]) -> Result<u64>;
-
-    /// Reads a session: its header and its whole contiguous log.
-    ///
-    /// A complete interrupted final turn (the last assistant message on the active branch
-    /// made tool calls that have no result) is kept, and closed: one error tool result
-    /// per missing result is appended, durably, before this returns (see
-    /// `docs/persistence.md` for the exact rule). Only a torn final record is discarded;
-    /// corruption in the committed prefix, an invalid structure and an unknown format
-    /// version are refused with the reader's error (file, line, byte offset).
-    fn load(&self, session_id: &str) -> Result<Loaded>;
-
-    /// The headers of every stored session, without parsing the sessions themselves.
-    /// Files that are not readable sessions are left out (a backend may report them
-    /// elsewhere: see [`PiJsonlStore::scan`]).
-    fn list(&self) -> Result<Vec<Header>>;
-}
-
-/// [`SessionStore::append`] for events of any `Serialize` type.
-pub trait SessionStoreExt: SessionStore {
-    /// Serializes `events` to JSON and appends them. An event that cannot be serialized
-    /// (a map with non-string keys, a `Serialize` impl that fails) is refused with an
-    /// error naming its index and sequence number; then nothing is written.
-    ///
-    /// ```no_run
-    /// # use session_state::persistence::{PiJsonlStore, SessionStoreExt};
-    /// #[derive(serde::Serialize)]
-    /// struct Note { r#type: &'static str, #[serde(rename = "customType")] custom_type: &'static str }
-    /// let store = PiJsonlStore::new("sessions");
-    /// store.append_serialized("0195f1d0", 3, &[Note { r#type: "custom", custom_type: "note" }])?;
-    /// # Ok::<(), session_state::Error>(())
-    /// ```
-    fn append_serialized<E: Serialize>(
-        &self,
-        session_id: &str,
-        first_seq: u64,
-        events: &[E],
-    ) -> Result<u64> {
-        let values = events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                serde_json::to_value(e).map_err(|source| Error::InvalidInput {
-                    detail: format!(
-                        "session {session_id}: event {i} (seq {}) cannot be serialized to \
-                         JSON: {source}; nothing was written",
-                        first_seq + i as u64
-                    ),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        self.append(session_id, first_seq, &values)
-    }
-}
-
-impl<S: SessionStore + ?Sized> SessionStoreExt for S {}
-
-/// A loaded session (what [`SessionStore::load`] returns).
-#[derive(Debug)]
-pub struct Loaded {
-    /// The header.
-    pub header: Header,
-    /// The session file.
-    pub path: PathBuf,
-    /// The next sequence number: the number of entries, including the tool results
-    /// appended to close an interrupted turn.
-    pub next_seq: u64,
-    /// The `toolCallId`s that had no result and were closed with an error tool result by
-    /// this load, in the order of the assistant message. Empty almost always.
-    pub closed_tool_calls: Vec<String>,
-    /// The session log, opened on the file: the tree, the leaf, raw lines, and a durable
-    /// appender. Appending through it and through the store is safe in turn (each checks
-    /// the file's length first and reads what the other wrote), but not concurrently.
-    pub log: SessionLog,
-}
-
-impl Loaded {
-    /// The event with sequence number `seq`: the entry's whole line as JSON, `id`,
-    /// `parentId` and `timestamp` included. Reads the line from the file; message bodies
-    /// are never held in memory otherwise.
-    pub fn event(&self, seq: u64) -> Result<Value> {
-        let Some(entry) = usize::try_from(seq)
-            .ok()
-            .and_then(|i| self.log.entries().nth(i))
-        else {
-            return Err(Error::InvalidInput {
-                detail: format!(
-                    "session {}: no event with seq {seq} (next_seq is {})",
-                    self.header.id,
-                    self.log.len()
-                ),
-            });
-        };
-        let line = self.log.raw_line(entry.id())?;
-        crate::json::from_str(&line).map_err(|e| Error::InvalidEntry {
-            path: self.path.clone(),
-            at: entry.location(),
-            id: Some(entry.id().to_owned()),
-            detail: e.to_string(),
-        })
-    }
-}
-
-/// One session found by [`PiJsonlStore::scan`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListedSession {
-    /// Its header (line 1).
-    pub header: Header,
-    /// Its file.
-    pub path: PathBuf,
-}
-
-/// A `*.jsonl` file (or a directory) that [`PiJsonlStore::scan`] could not list.
-#[derive(Debug)]
-pub struct ListProblem {
-    /// The file or directory.
-    pub path: PathBuf,
-    /// Why: no header on line 1, an unsupported version, an I/O error, ...
-    pub error: Error,
-}
-
-/// What [`PiJsonlStore::scan`] found under the root.
-#[derive(Debug, Default)]
-pub struct Listing {
-    /// Readable sessions, ordered by header timestamp, then id.
-    pub sessions: Vec<ListedSession>,
-    /// Files that look like sessions (`*.jsonl`) but whose first line is not a session
-    /// header this crate reads, and directories that could not be read.
-    pub problems: Vec<ListProblem>,
-}
-
 /// Pi's session directory name for `cwd`, exactly as Pi 1.x's
 /// `getDefaultSessionDirPath` builds it: strip one leading `/` or `\`, replace every
 /// `/`, `\` and `:` with `-`, and wrap the result in `--…--`.
 ///
 /// ```
-/// use session_state::persistence::pi_session_dir_name;
+/// use session_state::pi_session_dir_name;
 /// assert_eq!(pi_session_dir_name("/home/me/project"), "--home-me-project--");
 /// assert_eq!(pi_session_dir_name(r"C:\Users\me"), "--C--Users-me--");
 /// ```
@@ -339,7 +135,7 @@ impl PiJsonlStore {
                 }
                 // A FIFO, a device or a folder named `*.jsonl` is reported, never opened
                 // (reading a FIFO would block, a link to /dev/zero would never end).
-                match read_header(&path) {
+                match header::read_header(&path, HEADER_SCAN_LIMIT) {
                     Ok(header) => listing.sessions.push(ListedSession { header, path }),
                     Err(error) => listing.problems.push(ListProblem { path, error }),
                 }
@@ -379,7 +175,10 @@ impl PiJsonlStore {
                 };
                 for file in files.flatten() {
                     let path = file.path();
-                    if named(&path) && read_header(&path).is_ok_and(|h| h.id == session_id) {
+                    if named(&path)
+                        && header::read_header(&path, HEADER_SCAN_LIMIT)
+                            .is_ok_and(|h| h.id == session_id)
+                    {
                         by_name.push(path);
                     }
                 }
@@ -657,49 +456,6 @@ fn to_new_entry(session_id: &str, seq: u64, index: usize, event: &Value) -> Resu
     Ok(NewEntry::new(ty.clone(), fields))
 }
 
-/// Reads and parses the first line of a session file, reading at most
-/// [`HEADER_SCAN_LIMIT`] bytes. Anything but a regular file is refused before it is
-/// opened ([`Error::NotARegularFile`]).
-fn read_header(path: &Path) -> Result<Header> {
-    let file = reader::open_regular(path)?;
-    let mut line = Vec::new();
-    let mut limited = file.take(HEADER_SCAN_LIMIT as u64 + 1);
-    let mut buf = [0u8; 8192];
-    loop {
-        let n = match limited.read(&mut buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e).ctx("reading", path),
-        };
-        if n == 0 {
-            let detail = if line.is_empty() {
-                "the file is empty".to_string()
-            } else {
-                format!(
-                    "no complete line: {} bytes without a terminating newline",
-                    line.len()
-                )
-            };
-            return Err(Error::MissingHeader {
-                path: path.to_path_buf(),
-                detail,
-            });
-        }
-        if let Some(pos) = memchr::memchr(b'\n', &buf[..n]) {
-            line.extend_from_slice(&buf[..pos]);
-            break;
-        }
-        line.extend_from_slice(&buf[..n]);
-        if line.len() > HEADER_SCAN_LIMIT {
-            return Err(Error::InvalidHeader {
-                path: path.to_path_buf(),
-                detail: format!("line 1 is longer than the {HEADER_SCAN_LIMIT}-byte scan limit"),
-            });
-        }
-    }
-    reader::parse_header(path, &line, ReadMode::Strict)
-}
-
 fn problem_io(path: &Path, source: std::io::Error) -> ListProblem {
     ListProblem {
         path: path.to_path_buf(),
@@ -709,113 +465,4 @@ fn problem_io(path: &Path, source: std::io::Error) -> ListProblem {
             source,
         },
     }
-}
-
-/// A tool call of an assistant message.
-struct ToolCall {
-    id: String,
-    name: String,
-}
-
-/// Closes a complete interrupted final turn; returns the tool call ids it closed.
-///
-/// Walks the active branch back from the leaf. Tool results, system messages and
-/// entries that are not messages (custom, label, model change, …) are passed over; the
-/// first other message decides:
-/// - an assistant message whose `stopReason` is not `error` or `aborted`: each of its
-///   `toolCall` blocks without a tool result after it gets one, an error;
-/// - anything else (a user message, a custom or bash message, a compaction, a branch
-///   summary), or an errored or aborted assistant message: the turn is over, nothing is
-///   appended. Pi's `transformMessages` already gives the model a result for the calls of
-///   such a turn, and drops errored and aborted messages; a result appended after them
-///   would be an orphan the provider rejects.
-fn close_interrupted_turn(log: &mut SessionLog) -> Result<Vec<String>> {
-    let branch: Vec<String> = log.branch().into_iter().map(str::to_owned).collect();
-    let mut answered: Vec<String> = Vec::new();
-    let mut calls: Vec<ToolCall> = Vec::new();
-    for id in branch.iter().rev() {
-        let Some(entry) = log.entry(id) else { break };
-        match entry.entry_type() {
-            EntryType::Message => {}
-            EntryType::Compaction | EntryType::BranchSummary => return Ok(Vec::new()),
-            _ => continue,
-        }
-        match entry.role() {
-            Some(Role::ToolResult) => {
-                let line = parse_line(log, id)?;
-                if let Some(call) = line.pointer("/message/toolCallId").and_then(Value::as_str) {
-                    answered.push(call.to_owned());
-                }
-            }
-            Some(Role::Assistant) => {
-                let line = parse_line(log, id)?;
-                let message = line.get("message").unwrap_or(&Value::Null);
-                let stop = message.get("stopReason").and_then(Value::as_str);
-                if matches!(stop, Some("error" | "aborted")) {
-                    return Ok(Vec::new());
-                }
-                calls = message
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("toolCall"))
-                    .filter_map(|b| {
-                        Some(ToolCall {
-                            id: b.get("id")?.as_str()?.to_owned(),
-                            name: b
-                                .get("name")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned(),
-                        })
-                    })
-                    .collect();
-                break;
-            }
-            Some(Role::Other) => {
-                let line = parse_line(log, id)?;
-                if line.pointer("/message/role").and_then(Value::as_str) == Some("system") {
-                    continue;
-                }
-                return Ok(Vec::new());
-            }
-            Some(Role::User) | None => return Ok(Vec::new()),
-        }
-    }
-    let mut closed = Vec::new();
-    for call in calls {
-        if answered.contains(&call.id) || closed.contains(&call.id) {
-            continue;
-        }
-        let timestamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or_default();
-        let result = serde_json::json!({
-            "role": "toolResult",
-            "toolCallId": call.id,
-            "toolName": call.name,
-            "content": [{"type": "text", "text": INTERRUPTED_TOOL_RESULT}],
-            "isError": true,
-            "timestamp": timestamp,
-        });
-        // Durable when it returns (one write + fdatasync).
-        log.append(NewEntry::message(result))?;
-        closed.push(call.id);
-    }
-    Ok(closed)
-}
-
-fn parse_line(log: &SessionLog, id: &str) -> Result<Value> {
-    let line = log.raw_line(id)?;
-    crate::json::from_str(&line).map_err(|e| Error::InvalidEntry {
-        path: log.path().to_path_buf(),
-        at: log
-            .entry(id)
-            .map(|e| e.location())
-            .unwrap_or(crate::error::Location { line: 0, offset: 0 }),
-        id: Some(id.to_owned()),
-        detail: e.to_string(),
-    })
 }
