@@ -12,10 +12,10 @@
 //! ```
 
 use crate::error::Result;
-use crate::log::SessionLog;
 use crate::state::envelope::{Envelope, STATE_PREFIX, Scope};
 use crate::state::fold::{self, Folds};
 use crate::state::index::data_of;
+use crate::tree::SessionLog;
 use serde_json::Value;
 
 /// The value of `plugin` in `scope` as if the active leaf were `entry_id` (session scope

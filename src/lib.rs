@@ -41,11 +41,11 @@ mod tree;
 
 pub use error::{Error, Location, Result};
 pub use lock::{Holder, LEASE, Liveness, LockError, LockStatus};
+pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
+pub use log::header::read_header;
 pub use log::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 pub use log::reader::{Finding, FindingKind, MAX_HEADER_LINE, ReadMode, Severity};
-pub use log::header::read_header;
-pub use log::{EntryRef, LogOptions, Materialize, NewEntry, SessionLog};
 pub use persistence::{
     HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ListProblem, ListedSession, Listing, Loaded,
     PiJsonlStore, SessionStore, SessionStoreExt, pi_session_dir_name, pi_session_file_name,
@@ -61,6 +61,7 @@ pub use state::envelope::{ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope};
 pub use state::fold::HistoryEntry;
 pub use store::state::{SessionState, validate_plugin_id};
 pub use store::{Store, StoreOptions, WriteLock};
+pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 
 /// The branch key of the log's active leaf (SPEC §3): a stable id for "this branch".
 pub fn branch_key(log: &SessionLog) -> Option<&str> {

@@ -669,7 +669,7 @@ impl Projection {
 
     /// Records a session's state after this process appended to it (catch-up from the
     /// file: the projection never gets ahead of the log).
-    pub fn sync(&mut self, log: &crate::log::SessionLog) -> Result<()> {
+    pub fn sync(&mut self, log: &crate::tree::SessionLog) -> Result<()> {
         if !log.is_materialized() {
             return Ok(());
         }

@@ -623,7 +623,7 @@ fn closed_db() -> Session {
             .expect("append");
     }
     let proj = common::open_store(&s.db).expect("open projection");
-    proj.catch_up(&s.file()).expect("catch up");
+    proj.catch_up(s.file()).expect("catch up");
     drop(proj);
     let mut wal = s.db.clone().into_os_string();
     wal.push("-wal");
@@ -836,7 +836,7 @@ fn a_missing_or_empty_file_becomes_a_stamped_database() {
     fs::create_dir_all(s.db.parent().expect("parent")).expect("mkdir");
     fs::write(&s.db, b"").expect("empty file");
     let proj = common::open_store(&s.db).expect("an empty file is ours to create");
-    proj.catch_up(&s.file()).expect("catch up");
+    proj.catch_up(s.file()).expect("catch up");
     let header = fs::read(&s.db).expect("read");
     assert_eq!(&header[68..72], b"SSt1");
     drop(proj);
@@ -1295,11 +1295,11 @@ fn a_build_interrupted_between_chunks_is_finished_by_the_next_reader() {
     assert!(first.rebuilt && first.entries_added == 200, "{first:?}");
     drop(proj);
 
-    let mut next = common::open_store(&s.db).expect("open");
+    let next = common::open_store(&s.db).expect("open");
     let c = next.catch_up(&file).expect("finish");
     assert!(!c.rebuilt, "goes on from the committed chunk: {c:?}");
     assert_eq!(first.entries_added + c.entries_added, s.log.len() as u64);
-    assert_matches_fold(&mut next, &file, &s.db);
+    assert_matches_fold(&next, &file, &s.db);
 }
 
 /// SPEC §2 "decide before touching the file": the first write of a new session, which

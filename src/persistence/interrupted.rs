@@ -3,8 +3,9 @@
 //! provider accepts the resumed conversation.
 
 use crate::error::{Error, Result};
+use crate::log::NewEntry;
 use crate::log::entry::{EntryType, Role};
-use crate::log::{NewEntry, SessionLog};
+use crate::tree::SessionLog;
 use serde_json::Value;
 
 /// The text of the error tool result that

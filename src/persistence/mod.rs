@@ -26,8 +26,8 @@
 //! See `docs/persistence.md` for the rules in prose.
 
 use crate::error::{Error, Result};
-use crate::log::SessionLog;
 use crate::log::entry::Header;
+use crate::tree::SessionLog;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::PathBuf;

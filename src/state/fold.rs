@@ -13,7 +13,7 @@
 use super::envelope::{DecodeError, Envelope, Op, Scope};
 use super::index::{StateIndex, data_of};
 use crate::error::{Error, Result};
-use crate::log::SessionLog;
+use crate::tree::SessionLog;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;

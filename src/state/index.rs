@@ -7,7 +7,7 @@
 //! the entries added since the last call.
 
 use super::envelope::STATE_PREFIX;
-use crate::log::{EntryRef, SessionLog};
+use crate::tree::{EntryRef, SessionLog};
 use serde_json::value::RawValue;
 
 /// One state event: its node and its plugin id.

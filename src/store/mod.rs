@@ -20,11 +20,11 @@ mod write;
 
 use crate::error::{Error, Result};
 use crate::lock::{self, Holder, LockStatus};
-use crate::log::SessionLog;
 use crate::projection::{CatchUp, Projection};
 use crate::settings::{LocationInputs, ProjectTrust, ResolvedLocation, SettingsDiagnostic};
 use crate::state::envelope::Scope;
 use crate::state::fold::Folds;
+use crate::tree::SessionLog;
 use serde_json::Value;
 use state::SessionState;
 use std::collections::HashMap;

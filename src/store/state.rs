@@ -15,10 +15,10 @@
 
 use super::Store;
 use crate::error::{Error, Result};
-use crate::log::SessionLog;
 use crate::state::depth::{self, MAX_DEPTH};
 use crate::state::envelope::{Op, STATE_PREFIX, Scope};
 use crate::state::fold::{self, HistoryEntry};
+use crate::tree::SessionLog;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -9,8 +9,9 @@ use super::Store;
 use super::state::SessionState;
 use crate::error::{Error, Result};
 use crate::lock;
-use crate::log::{NewEntry, SessionLog};
+use crate::log::NewEntry;
 use crate::state::envelope::{Envelope, Op};
+use crate::tree::SessionLog;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
