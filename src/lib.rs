@@ -64,8 +64,11 @@ pub use store::{Store, StoreOptions, WriteLock};
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 
 /// The branch key of the log's active leaf (SPEC §3): a stable id for "this branch".
+/// From the leaf, climb while the parent has exactly one child; the node reached (or the
+/// root) is the key. `None` when the log has no leaf. See also
+/// [`SessionLog::branch_key_of`].
 pub fn branch_key(log: &SessionLog) -> Option<&str> {
-    log.branch_key()
+    log.leaf_id().and_then(|leaf| log.branch_key_of(leaf).ok())
 }
 
 // The README's Rust example is compiled as a doctest.

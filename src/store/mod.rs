@@ -263,7 +263,7 @@ impl Store {
 
     /// Takes the write lock on `session_id` for this process, for work beyond one
     /// `write` (the state's writes take it themselves). Refused with the four-element
-    /// [`LockError::Held`] while another live process holds it within its lease.
+    /// [`crate::LockError::Held`] while another live process holds it within its lease.
     pub fn lock(&self, session_id: &str, action: &str) -> Result<WriteLock<'_>> {
         self.lock_as(session_id, action, lock::now_ms(), &Holder::current())
     }
@@ -378,8 +378,8 @@ impl WriteLock<'_> {
         self.acquired_at_ms
     }
 
-    /// Restarts the lease, for work that may outlast [`lock::LEASE`]. Fails with
-    /// [`LockError::Lost`] when the row no longer names this holder.
+    /// Restarts the lease, for work that may outlast [`crate::LEASE`]. Fails with
+    /// [`crate::LockError::Lost`] when the row no longer names this holder.
     pub fn renew(&mut self) -> Result<()> {
         let (session, holder) = (&self.session_id, &self.holder);
         let at = self

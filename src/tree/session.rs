@@ -642,13 +642,9 @@ impl SessionLog {
             .collect()
     }
 
-    /// The branch key of the active leaf (SPEC §3): from the leaf, climb while the
-    /// parent has exactly one child; the node reached (or the root) is the key.
-    pub fn branch_key(&self) -> Option<&str> {
-        self.leaf_id().and_then(|l| self.branch_key_of(l).ok())
-    }
-
-    /// The branch key of any entry.
+    /// The branch key of any entry (SPEC §3; [`crate::branch_key`] gives the active
+    /// leaf's): climb while the parent has exactly one child; the node reached (or the
+    /// root) is the key.
     pub fn branch_key_of(&self, id: &str) -> Result<&str> {
         let idx = self.require(id)?;
         Ok(self.index.tree.id(self.index.tree.branch_key_of(idx)))
