@@ -4,6 +4,7 @@
 
 mod common;
 
+mod architecture;
 mod bad_input;
 mod cli;
 mod concurrency;
