@@ -165,7 +165,7 @@ fn grow(file: &Path, db: &Path, mode: &str) -> Value {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: compare_inproc read|write <FILE> <PLUGIN> <DB> <N> | replay <FILE> <PLUGIN> \
-                 | grow <FILE> <DB> patch|set < items.jsonl";
+                 | read-once <FILE> <PLUGIN> <DB> | grow <FILE> <DB> patch|set < items.jsonl";
     let out = match args.first().map(String::as_str) {
         Some("read") if args.len() == 5 => read(
             Path::new(&args[1]),
@@ -179,6 +179,14 @@ fn main() {
             Path::new(&args[3]),
             args[4].parse().expect("N"),
         ),
+        // The library's cold read, once, in this (new) process: a store, a key, `read_file`.
+        // Timed as a whole process by bench/compare/run.
+        Some("read-once") if args.len() == 4 => {
+            let state = Store::at(&args[3])
+                .and_then(|store| store.state::<Value>(&args[2], Scope::Branch))
+                .expect("state");
+            json!({ "value": state.read_file(&args[1]).expect("read") })
+        }
         Some("grow") if args.len() == 4 => grow(Path::new(&args[1]), Path::new(&args[2]), &args[3]),
         Some("replay") if args.len() == 3 => {
             let t = Instant::now();
