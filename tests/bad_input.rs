@@ -138,7 +138,7 @@ fn invalid_plugin_ids_are_refused_naming_the_id() {
     // The command line says the same and exits 2, touching nothing.
     let log = new_session(dir.path());
     let before = std::fs::read(log.path()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_session-state"))
+    let out = common::cli()
         .args([
             "write",
             &log.path().display().to_string(),
@@ -344,8 +344,7 @@ fn lone_surrogates_in_keys_types_and_values_are_read_and_written_losslessly() {
     assert_eq!(log.entry("a0000001").unwrap().role(), Some(Role::User));
     let v = state(dir.path(), "role").read_value(&log).unwrap().unwrap();
     assert_eq!(json::to_string(&v), r#"{"\ud83d":"\udfff","pair":"😀"}"#);
-    let bin = env!("CARGO_BIN_EXE_session-state");
-    let verify = Command::new(bin).arg("verify").arg(&path).output().unwrap();
+    let verify = common::cli().arg("verify").arg(&path).output().unwrap();
     assert_eq!(
         verify.status.code(),
         Some(0),
@@ -355,7 +354,7 @@ fn lone_surrogates_in_keys_types_and_values_are_read_and_written_losslessly() {
 
     let db = dir.path().join("cli.sqlite");
     let run = |args: &[&str]| {
-        let out = Command::new(bin)
+        let out = common::cli()
             .args(args)
             .arg(&path)
             .arg("--db")
@@ -458,9 +457,8 @@ fn the_cli_refuses_inexact_numbers_and_appends_nothing_for_equal_values() {
     let log = new_session(dir.path());
     let path = log.path().to_path_buf();
     let db = dir.path().join("cli.sqlite");
-    let bin = env!("CARGO_BIN_EXE_session-state");
     let run = |cmd: &str, flag: &str, value: &str| {
-        let out = Command::new(bin)
+        let out = common::cli()
             .arg(cmd)
             .arg(&path)
             .args(["--plugin", "n", flag, value, "--db"])
@@ -506,7 +504,7 @@ fn the_cli_refuses_inexact_numbers_and_appends_nothing_for_equal_values() {
     assert_eq!((code, out.as_str()), (Some(0), ""), "a no-op patch: {err}");
     // Exactly three events: 1.0, the object... and no more.
     assert_eq!(SessionLog::open(&path).unwrap().len(), 3);
-    let out = Command::new(bin)
+    let out = common::cli()
         .arg("read")
         .arg(&path)
         .args(["--plugin", "n", "--db"])

@@ -57,11 +57,9 @@ impl World {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_session-state"));
-        c.env_clear()
-            .env("HOME", self.root.join("home"))
+        let mut c = common::cli();
+        c.env("HOME", self.root.join("home"))
             .env("PI_CODING_AGENT_DIR", &self.agent)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .current_dir(&self.work)
             .args(args);
         c
@@ -1444,7 +1442,7 @@ fn messages_point_to_what_exists() {
 #[test]
 fn write_says_when_it_waits_for_a_terminal() {
     let w = World::example();
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_session-state"));
+    let bin = std::path::Path::new(common::BIN);
     // `script` gives the command a terminal on stdin; Ctrl-D (\x04) ends the value.
     let out = std::process::Command::new("script")
         .args([

@@ -24,7 +24,6 @@ use serde_json::{Value, json};
 use session_state::*;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -351,7 +350,7 @@ fn classify(
 /// `session-state verify --json`: exit code and the line it reports.
 fn verify(file: &Path) -> (i32, Option<u64>, Value) {
     let before = std::fs::read(file).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_session-state"))
+    let out = common::cli()
         .arg("verify")
         .arg(file)
         .arg("--json")

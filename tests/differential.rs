@@ -75,7 +75,7 @@ fn pi_fold(major: u8, file: &std::path::Path, plugin: &str) -> Value {
 }
 
 fn cli_read(file: &std::path::Path, plugin: &str, db: &std::path::Path) -> (Option<i32>, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_session-state"))
+    let out = common::cli()
         .arg("read")
         .arg(file)
         .args(["--plugin", plugin, "--db"])

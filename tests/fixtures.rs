@@ -2,6 +2,7 @@
 //! which and why). Reading never modifies a fixture.
 #![allow(clippy::unwrap_used)]
 
+use crate::common;
 use serde_json::json;
 use session_state::*;
 use std::path::{Path, PathBuf};
@@ -327,7 +328,7 @@ fn a_bare_relative_name_is_migrated_and_appended() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(fixture("edge/v2.jsonl"), dir.path().join("v2.jsonl")).unwrap();
     let before = strict("edge/v2.jsonl").len();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_session-state"))
+    let out = common::cli()
         .args(["write", "v2.jsonl", "--plugin", "p", "--value", "1"])
         .arg("--db")
         .arg(dir.path().join("db.sqlite"))

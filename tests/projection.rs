@@ -853,7 +853,7 @@ fn a_missing_or_empty_file_becomes_a_stamped_database() {
 }
 
 fn bin(args: &[&std::ffi::OsStr], agent: &Path) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_session-state"))
+    common::cli()
         .args(args)
         .env("PI_CODING_AGENT_DIR", agent)
         .env_remove("HOME")

@@ -5,6 +5,7 @@
 //! the README must stand where the n-th distinct id of the real output stands.
 #![allow(clippy::unwrap_used)]
 
+use crate::common;
 use std::path::Path;
 use std::process::Command;
 
@@ -75,10 +76,7 @@ fn the_readme_walkthrough_shows_what_the_commands_print() {
     let tmp = dir.path().canonicalize().unwrap();
     let tmp = tmp.to_str().unwrap();
 
-    let mut script = format!(
-        "set -u\nss() {{ '{}' \"$@\"; }}\n",
-        env!("CARGO_BIN_EXE_session-state")
-    );
+    let mut script = format!("set -u\nss() {{ '{}' \"$@\"; }}\n", common::BIN);
     for (i, (cmd, _)) in steps.iter().enumerate() {
         if cmd.starts_with("alias ss=") {
             // `ss` is the function above: the test runs the binary it built.

@@ -30,3 +30,16 @@ pub fn now_ms() -> i64 {
         .expect("the clock is after 1970");
     i64::try_from(since.as_millis()).expect("ms since the epoch fit in i64")
 }
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_session-state");
+
+/// The one way tests launch the binary: in a scrubbed environment (only `PATH`), so the
+/// developer's `HOME`, `PI_CODING_AGENT_DIR` or `RUST_LOG` never leak into a test; a
+/// test adds what it means to set.
+pub fn cli() -> std::process::Command {
+    let mut c = std::process::Command::new(BIN);
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    c
+}
