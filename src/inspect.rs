@@ -1,5 +1,9 @@
 //! Read-only views for inspection tools (the `session-state` CLI): state values and
-//! decoded events straight from a [`SessionLog`], with no projection database.
+//! decoded events straight from a [`SessionLog`], with no projection database, and the
+//! typed reports the CLI prints ([`Replay`], [`EventCounts`], [`Integrity`],
+//! [`LockReport`]). Every report derives `serde::Serialize`; a tool prints it with
+//! [`crate::json::to_string_pretty`] of `serde_json::to_value(&report)`, which keeps the
+//! lone surrogates and JavaScript number forms that `serde_json::to_string` would not.
 //!
 //! ```no_run
 //! use session_state::{Scope, SessionLog, inspect};
@@ -11,12 +15,16 @@
 //! # Ok::<(), session_state::Error>(())
 //! ```
 
-use crate::error::Result;
+use crate::error::{Error, Location, Result};
+use crate::lock::{Liveness, LockStatus};
+use crate::log::reader::{Finding, FindingKind, Severity};
 use crate::state::envelope::{Envelope, STATE_PREFIX, Scope};
 use crate::state::fold::{self, Folds};
 use crate::state::index::data_of;
 use crate::tree::SessionLog;
+use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// The value of `plugin` in `scope` as if the active leaf were `entry_id` (session scope
 /// ignores the position). `None` when absent.
@@ -205,6 +213,544 @@ pub fn fold_tips<'a>(log: &'a SessionLog, mut each: impl FnMut(TipFold<'a>)) {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Reports. The values they hold are in the crate's JSON encoding (see `crate::json`).
+
+/// Where a state event applies, as [`event_counts`] counts it: the scope its envelope
+/// declares, or `Invalid` when the envelope cannot be decoded (unknown `v`, op or
+/// scope...). Serialized as `"branch"`, `"invalid"`, `"session"`; ordered by that name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventScope {
+    /// `scope: "branch"`.
+    Branch,
+    /// An envelope that cannot be decoded.
+    Invalid,
+    /// `scope: "session"`.
+    Session,
+}
+
+impl EventScope {
+    /// The serialized name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventScope::Branch => "branch",
+            EventScope::Invalid => "invalid",
+            EventScope::Session => "session",
+        }
+    }
+}
+
+impl std::fmt::Display for EventScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How many state events one plugin has in the file, by [`EventScope`]. Serialized as an
+/// object of the non-zero counts, in name order (`{"branch":2,"invalid":1}`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PluginEvents {
+    /// Events declaring branch scope.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub branch: u64,
+    /// Events that cannot be decoded.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub invalid: u64,
+    /// Events declaring session scope.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub session: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl PluginEvents {
+    /// The count in one scope.
+    pub fn get(&self, scope: EventScope) -> u64 {
+        match scope {
+            EventScope::Branch => self.branch,
+            EventScope::Invalid => self.invalid,
+            EventScope::Session => self.session,
+        }
+    }
+
+    /// The scopes with events, in name order, with their counts.
+    pub fn scopes(&self) -> impl Iterator<Item = (EventScope, u64)> + '_ {
+        [EventScope::Branch, EventScope::Invalid, EventScope::Session]
+            .into_iter()
+            .map(|s| (s, self.get(s)))
+            .filter(|&(_, n)| n > 0)
+    }
+
+    /// Whether some event may set the plugin's value in `scope`: one declaring it, or one
+    /// that cannot be decoded (a read in either scope may fail on it). When not, the value
+    /// there is trivially absent.
+    pub fn may_set(&self, scope: Scope) -> bool {
+        self.invalid > 0
+            || match scope {
+                Scope::Branch => self.branch > 0,
+                Scope::Session => self.session > 0,
+            }
+    }
+}
+
+/// The state events in a file, per plugin (in name order) and scope: what
+/// [`event_counts`] gives. Serialized as `{"<plugin>": {"branch": n, ...}, ...}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct EventCounts {
+    /// Every plugin with at least one event.
+    pub plugins: BTreeMap<String, PluginEvents>,
+}
+
+/// One (plugin, scope) row of [`EventCounts::rows`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EventCount {
+    /// The plugin id.
+    pub plugin: String,
+    /// The scope.
+    pub scope: EventScope,
+    /// How many events (at least one).
+    pub events: u64,
+}
+
+impl EventCounts {
+    /// Whether the file has no state events.
+    pub fn is_empty(&self) -> bool {
+        self.plugins.is_empty()
+    }
+
+    /// One plugin's counts (all zero when it has no events).
+    pub fn of(&self, plugin: &str) -> PluginEvents {
+        self.plugins.get(plugin).copied().unwrap_or_default()
+    }
+
+    /// One row per (plugin, scope) with events, plugins in name order, then scopes.
+    pub fn rows(&self) -> Vec<EventCount> {
+        self.plugins
+            .iter()
+            .flat_map(|(p, c)| {
+                c.scopes().map(move |(scope, events)| EventCount {
+                    plugin: p.clone(),
+                    scope,
+                    events,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Counts the state events of every plugin, by scope, over every entry of the file (all
+/// branches). Undecodable events count as [`EventScope::Invalid`].
+pub fn event_counts(log: &SessionLog) -> EventCounts {
+    let mut counts = EventCounts::default();
+    for e in log.entries() {
+        let Some(ev) = state_event(log, e.id()) else {
+            continue;
+        };
+        let c = counts.plugins.entry(ev.plugin.to_owned()).or_default();
+        match &ev.envelope {
+            Ok(env) if env.scope == Scope::Branch => c.branch += 1,
+            Ok(_) => c.session += 1,
+            Err(_) => c.invalid += 1,
+        }
+    }
+    counts
+}
+
+/// A session's write-lock row as tools show it: a [`LockStatus`] with the facts derived
+/// from it, serializable (`liveness` as its text: `"alive"`, `"not alive"`, `"unknown"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LockReport {
+    /// The holder as stored.
+    pub holder: String,
+    /// What the holder said it was doing, when recorded.
+    pub action: Option<String>,
+    /// When the lock was taken, ms since the Unix epoch.
+    pub acquired_at_ms: i64,
+    /// How long ago that was, in ms.
+    pub age_ms: u64,
+    /// Whether the holder still runs.
+    #[serde(serialize_with = "as_text")]
+    pub liveness: Liveness,
+    /// Why `liveness` is what it is.
+    pub liveness_reason: String,
+    /// Whether the lease has run out.
+    pub lease_expired: bool,
+    /// Whether a writer in another process would be refused now
+    /// ([`LockStatus::blocks_writers`]).
+    pub blocks_writers: bool,
+}
+
+fn as_text<S: serde::Serializer>(
+    v: &impl std::fmt::Display,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+impl From<&LockStatus> for LockReport {
+    fn from(st: &LockStatus) -> LockReport {
+        LockReport {
+            holder: st.holder.clone(),
+            action: st.action.clone(),
+            acquired_at_ms: st.acquired_at_ms,
+            age_ms: u64::try_from(st.age.as_millis()).unwrap_or(u64::MAX),
+            liveness: st.liveness,
+            liveness_reason: st.liveness_reason.clone(),
+            lease_expired: st.lease_expired,
+            blocks_writers: st.blocks_writers(),
+        }
+    }
+}
+
+/// What an [`IntegrityFinding`] is about: one of the reader's [`FindingKind`]s, or a
+/// state event whose envelope cannot be decoded. Serialized as its kebab-case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntegrityKind {
+    /// A finding of the reader (torn tail, corrupt line...).
+    Log(FindingKind),
+    /// `bad-state-event`: reads of that plugin fail, the file is still readable.
+    BadStateEvent,
+}
+
+impl IntegrityKind {
+    /// The kebab-case name (`torn-tail`, `bad-state-event`...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IntegrityKind::BadStateEvent => "bad-state-event",
+            IntegrityKind::Log(k) => match k {
+                FindingKind::TornTail => "torn-tail",
+                FindingKind::TornRecord => "torn-record",
+                FindingKind::UnparsableFinalLine => "unparsable-final-line",
+                FindingKind::BlankLine => "blank-line",
+                FindingKind::ExtraHeader => "extra-header",
+                FindingKind::ByteOrderMark => "byte-order-mark",
+                FindingKind::Corrupt => "corrupt",
+                FindingKind::InvalidEntry => "invalid-entry",
+                FindingKind::DuplicateId => "duplicate-id",
+                FindingKind::DanglingParent => "dangling-parent",
+                FindingKind::Cycle => "cycle",
+                FindingKind::InvalidHeader => "invalid-header",
+            },
+        }
+    }
+}
+
+impl Serialize for IntegrityKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// One line of an integrity report: a reader [`Finding`], or an undecodable state event
+/// (a warning). Serialized like [`Finding`]; displayed as `session-state verify` lists
+/// it: `warning torn-tail at line 9, byte 1234, entry 'a1': ...`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IntegrityFinding {
+    /// Warning or error.
+    pub severity: Severity,
+    /// What kind.
+    pub kind: IntegrityKind,
+    /// Where the line starts.
+    pub at: Location,
+    /// The entry id, when known.
+    pub entry_id: Option<String>,
+    /// A human-readable explanation.
+    pub message: String,
+}
+
+impl From<Finding> for IntegrityFinding {
+    fn from(f: Finding) -> IntegrityFinding {
+        IntegrityFinding {
+            severity: f.severity,
+            kind: IntegrityKind::Log(f.kind),
+            at: f.at,
+            entry_id: f.entry_id,
+            message: f.message,
+        }
+    }
+}
+
+impl std::fmt::Display for IntegrityFinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let severity = match self.severity {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        };
+        write!(
+            f,
+            "{severity} {} at line {}, byte {}",
+            self.kind.as_str(),
+            self.at.line,
+            self.at.offset
+        )?;
+        if let Some(id) = &self.entry_id {
+            write!(f, ", entry '{id}'")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// What a read of a session file accepted: the session, how many entries, and every
+/// finding (the reader's and the undecodable state events), in file order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Integrity {
+    /// The header's session id.
+    pub session_id: String,
+    /// Entries read.
+    pub entries: usize,
+    /// Every finding, by byte offset.
+    pub findings: Vec<IntegrityFinding>,
+}
+
+/// The integrity report of a log as it was read (strictly or in salvage mode): its
+/// [`SessionLog::findings`] and its undecodable state events, sorted by offset.
+pub fn integrity(log: &SessionLog) -> Integrity {
+    let mut findings: Vec<IntegrityFinding> = log
+        .findings()
+        .into_iter()
+        .map(IntegrityFinding::from)
+        .collect();
+    findings.extend(log.entries().filter_map(|e| {
+        let ev = state_event(log, e.id())?;
+        let detail = ev.envelope.err()?;
+        Some(IntegrityFinding {
+            severity: Severity::Warning,
+            kind: IntegrityKind::BadStateEvent,
+            at: e.location(),
+            entry_id: Some(e.id().to_owned()),
+            message: format!(
+                "plugin '{}': {detail}; reads of this plugin fail",
+                ev.plugin
+            ),
+        })
+    }));
+    findings.sort_by_key(|f| f.at.offset);
+    Integrity {
+        session_id: log.session_id().to_owned(),
+        entries: log.len(),
+        findings,
+    }
+}
+
+/// Why a reader refused a file, and where when the error points at a line (the header's
+/// errors point at line 1, byte 0).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    /// The error's message.
+    pub message: String,
+    /// The line, 1-based.
+    pub line: Option<u64>,
+    /// The line's byte offset.
+    pub offset: Option<u64>,
+    /// The entry, when the error names one.
+    pub entry_id: Option<String>,
+}
+
+impl From<&Error> for Refusal {
+    fn from(e: &Error) -> Refusal {
+        let (at, entry_id) = match e {
+            Error::Corrupt { at, .. } | Error::TrailingGarbage { at, .. } => (Some(*at), None),
+            Error::InvalidEntry { at, id, .. } => (Some(*at), id.clone()),
+            Error::DuplicateId { at, id, .. }
+            | Error::DanglingParent { at, id, .. }
+            | Error::Cycle { at, id, .. } => (Some(*at), Some(id.clone())),
+            Error::MissingHeader { .. }
+            | Error::InvalidHeader { .. }
+            | Error::UnsupportedVersion { .. } => (Some(Location { line: 1, offset: 0 }), None),
+            _ => (None, None),
+        };
+        Refusal {
+            message: e.to_string(),
+            line: at.map(|a| a.line),
+            offset: at.map(|a| a.offset),
+            entry_id,
+        }
+    }
+}
+
+/// A plugin's value in a [`Replay`]. Serialized as `{"value": …}`, `{"absent": true}` or
+/// `{"error": "<message>"}`.
+#[derive(Debug)]
+pub enum ReplayValue {
+    /// The folded value.
+    Present(Value),
+    /// No value (never set, or dropped).
+    Absent,
+    /// The fold fails on a bad event of the plugin ([`Error::BadEvent`]).
+    Unreadable(Error),
+}
+
+impl From<Result<Option<Value>>> for ReplayValue {
+    fn from(r: Result<Option<Value>>) -> ReplayValue {
+        match r {
+            Ok(Some(v)) => ReplayValue::Present(v),
+            Ok(None) => ReplayValue::Absent,
+            Err(e) => ReplayValue::Unreadable(e),
+        }
+    }
+}
+
+impl Serialize for ReplayValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(1))?;
+        match self {
+            ReplayValue::Present(v) => m.serialize_entry("value", v)?,
+            ReplayValue::Absent => m.serialize_entry("absent", &true)?,
+            ReplayValue::Unreadable(e) => m.serialize_entry("error", &e.to_string())?,
+        }
+        m.end()
+    }
+}
+
+/// Another extension's `custom` entries of one `customType` on a branch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CustomReplay {
+    /// How many on the path from the root to the tip.
+    pub entries: u64,
+    /// The id of the last one.
+    pub last_entry: String,
+    /// The last one's `data` (`null` when it has none), or why it cannot be read.
+    /// Serialized as the value itself, or `{"error": "<message>"}`.
+    #[serde(serialize_with = "data_or_error")]
+    pub last_data: std::result::Result<Value, String>,
+}
+
+fn data_or_error<S: serde::Serializer>(
+    d: &std::result::Result<Value, String>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    match d {
+        Ok(v) => v.serialize(s),
+        Err(e) => {
+            let mut m = s.serialize_map(Some(1))?;
+            m.serialize_entry("error", e)?;
+            m.end()
+        }
+    }
+}
+
+/// The state at one branch tip, in a [`Replay`].
+#[derive(Debug, Serialize)]
+pub struct TipReplay {
+    /// The tip's entry id.
+    pub tip: String,
+    /// Whether it is the active leaf.
+    pub leaf: bool,
+    /// Its branch key.
+    pub branch_key: String,
+    /// Entries on the path from the root, both ends included.
+    pub depth: usize,
+    /// Every plugin with state events in the file: its branch-scope value here.
+    pub branch: BTreeMap<String, ReplayValue>,
+    /// Every other extension's `custom` entries on the path, by `customType`.
+    pub custom: BTreeMap<String, CustomReplay>,
+}
+
+/// The state of every plugin at every branch tip of a file: what `session-state replay`
+/// shows. See [`replay`].
+#[derive(Debug, Serialize)]
+pub struct Replay {
+    /// The header's session id.
+    pub session_id: String,
+    /// Entries in the file.
+    pub entries: usize,
+    /// The active leaf (the last entry in file order), if any.
+    pub leaf: Option<String>,
+    /// The state events per plugin and scope.
+    pub events: EventCounts,
+    /// Every plugin's session-scope value (the same at every tip).
+    pub session: BTreeMap<String, ReplayValue>,
+    /// Every branch tip, in file order.
+    pub tips: Vec<TipReplay>,
+}
+
+impl Replay {
+    /// Whether every value and every custom entry's data could be read.
+    pub fn is_complete(&self) -> bool {
+        let readable = |v: &ReplayValue| !matches!(v, ReplayValue::Unreadable(_));
+        self.session.values().all(readable)
+            && self.tips.iter().all(|t| {
+                t.branch.values().all(readable) && t.custom.values().all(|c| c.last_data.is_ok())
+            })
+    }
+}
+
+/// Replays a file from the log alone (no database): every plugin's session-scope value,
+/// and at every branch tip its branch-scope values and the other extensions' `custom`
+/// entries, in one [`fold_tips`] walk. `on_tip` is called as each tip is done (for a
+/// progress display). A bad event makes the values it poisons
+/// [`ReplayValue::Unreadable`], never the whole replay.
+pub fn replay(log: &SessionLog, mut on_tip: impl FnMut(&str)) -> Replay {
+    let events = event_counts(log);
+    let first = log.entries().next().map(|e| e.id());
+    let session = events
+        .plugins
+        .keys()
+        .filter_map(|p| {
+            let v = value_at(log, p, Scope::Session, first?);
+            Some((p.clone(), ReplayValue::from(v)))
+        })
+        .collect();
+    let leaf = log.leaf_id();
+    // A custom entry's data is decoded once, however many tips it is the last one of.
+    let mut data_of: std::collections::HashMap<&str, std::result::Result<Value, String>> =
+        std::collections::HashMap::new();
+    let mut tips: Vec<(usize, TipReplay)> = Vec::new();
+    fold_tips(log, |t| {
+        let custom = t
+            .custom
+            .iter()
+            .map(|&(ct, entries, last)| {
+                let last_data = data_of
+                    .entry(last)
+                    .or_insert_with(|| match log.entry(last).and_then(|e| e.custom_data()) {
+                        None => Ok(Value::Null),
+                        Some(raw) => crate::json::from_str(raw.get())
+                            .map_err(|e| format!("entry '{last}' does not parse: {e}")),
+                    })
+                    .clone();
+                let c = CustomReplay {
+                    entries,
+                    last_entry: last.to_owned(),
+                    last_data,
+                };
+                (ct.to_owned(), c)
+            })
+            .collect();
+        tips.push((
+            t.index,
+            TipReplay {
+                tip: t.tip.to_owned(),
+                leaf: leaf == Some(t.tip),
+                branch_key: t.branch_key.to_owned(),
+                depth: t.depth,
+                branch: t
+                    .branch
+                    .into_iter()
+                    .map(|(p, v)| (p.to_owned(), ReplayValue::from(v)))
+                    .collect(),
+                custom,
+            },
+        ));
+        on_tip(t.tip);
+    });
+    tips.sort_by_key(|t| t.0);
+    Replay {
+        session_id: log.session_id().to_owned(),
+        entries: log.len(),
+        leaf: leaf.map(str::to_owned),
+        events,
+        session,
+        tips: tips.into_iter().map(|t| t.1).collect(),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -272,6 +818,166 @@ mod tests {
         });
         rows.sort_by_key(|r| r.0);
         rows.into_iter().map(|r| r.1).collect()
+    }
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(name)
+    }
+
+    /// A report as the CLI prints it.
+    fn printed(report: &impl Serialize) -> String {
+        crate::json::to_string(&serde_json::to_value(report).unwrap())
+    }
+
+    #[test]
+    fn event_counts_count_every_event_by_plugin_and_scope() {
+        let log = SessionLog::open(fixture("edge/bad-envelope.jsonl")).unwrap();
+        let counts = event_counts(&log);
+        assert_eq!(
+            printed(&counts),
+            r#"{"role":{"invalid":2},"todo":{"session":2}}"#
+        );
+        assert_eq!(
+            printed(&counts.rows()),
+            r#"[{"plugin":"role","scope":"invalid","events":2},{"plugin":"todo","scope":"session","events":2}]"#
+        );
+        assert!(counts.of("role").may_set(Scope::Branch));
+        assert!(counts.of("todo").may_set(Scope::Session));
+        assert!(!counts.of("todo").may_set(Scope::Branch));
+        assert_eq!(counts.of("nobody"), PluginEvents::default());
+        // Every branch counts, not only the active one.
+        let example = SessionLog::open(fixture("example.jsonl")).unwrap();
+        assert_eq!(
+            printed(&event_counts(&example)),
+            r#"{"role":{"branch":2},"todo":{"session":2}}"#
+        );
+    }
+
+    #[test]
+    fn integrity_kind_names_are_the_serialized_finding_kinds() {
+        use FindingKind::*;
+        for k in [
+            TornTail,
+            TornRecord,
+            UnparsableFinalLine,
+            BlankLine,
+            ExtraHeader,
+            ByteOrderMark,
+            Corrupt,
+            InvalidEntry,
+            DuplicateId,
+            DanglingParent,
+            Cycle,
+            InvalidHeader,
+        ] {
+            assert_eq!(
+                serde_json::to_value(IntegrityKind::Log(k)).unwrap(),
+                serde_json::to_value(k).unwrap()
+            );
+        }
+        assert_eq!(IntegrityKind::BadStateEvent.as_str(), "bad-state-event");
+    }
+
+    #[test]
+    fn integrity_lists_undecodable_events_among_the_findings_in_file_order() {
+        let log = SessionLog::open(fixture("edge/bad-envelope.jsonl")).unwrap();
+        let report = integrity(&log);
+        assert_eq!(report.entries, 7);
+        let kinds: Vec<(&str, u64)> = report
+            .findings
+            .iter()
+            .map(|f| (f.kind.as_str(), f.at.line))
+            .collect();
+        assert_eq!(kinds, [("bad-state-event", 4), ("bad-state-event", 5)]);
+        assert_eq!(
+            report.findings[0].to_string(),
+            "warning bad-state-event at line 4, byte 823, entry 'a0000003': plugin 'role': \
+             unknown envelope version v=9 (this crate reads v=1); reads of this plugin fail"
+        );
+        let salvaged = crate::LogOptions::new()
+            .mode(crate::ReadMode::Salvage)
+            .open(fixture("edge/torn-tail.jsonl"))
+            .unwrap();
+        let report = integrity(&salvaged);
+        assert_eq!(
+            report.findings[0].kind,
+            IntegrityKind::Log(FindingKind::TornTail)
+        );
+    }
+
+    #[test]
+    fn a_refusal_points_at_the_line_and_entry() {
+        let e = SessionLog::open(fixture("edge/dangling-parent.jsonl")).unwrap_err();
+        let r = Refusal::from(&e);
+        assert_eq!(r.entry_id.as_deref(), Some("a0000003"));
+        assert!(r.line.is_some() && r.offset.is_some());
+        assert_eq!(r.message, e.to_string());
+        let e = SessionLog::open(fixture("edge/bad-header.jsonl")).unwrap_err();
+        let r = Refusal::from(&e);
+        assert_eq!((r.line, r.offset, r.entry_id), (Some(1), Some(0), None));
+    }
+
+    #[test]
+    fn a_lock_report_shows_liveness_as_text() {
+        let st = LockStatus {
+            holder: "pid:1".into(),
+            action: None,
+            acquired_at_ms: 5,
+            age: std::time::Duration::from_millis(2_500),
+            liveness: Liveness::NotAlive,
+            liveness_reason: "gone".into(),
+            lease_expired: false,
+        };
+        assert_eq!(
+            printed(&LockReport::from(&st)),
+            r#"{"holder":"pid:1","action":null,"acquired_at_ms":5,"age_ms":2500,"liveness":"not alive","liveness_reason":"gone","lease_expired":false,"blocks_writers":false}"#
+        );
+    }
+
+    #[test]
+    fn a_replay_prints_its_values_losslessly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let lines = [
+            r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#,
+            r#"{"type":"custom","customType":"session-state/p","data":{"v":1,"scope":"branch","op":"set","value":{"t":"cut \ud83d","n":1.0,"1":0}},"id":"e1","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z"}"#,
+            r#"{"type":"custom","customType":"x","data":{"error":"\udc00"},"id":"e2","parentId":"e1","timestamp":"2026-01-01T00:00:00.000Z"}"#,
+        ];
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let log = SessionLog::open(&path).unwrap();
+        let mut ticks = Vec::new();
+        let r = replay(&log, |tip| ticks.push(tip.to_owned()));
+        assert_eq!(ticks, ["e2"]);
+        assert!(r.is_complete());
+        let tip = &r.tips[0];
+        assert!(tip.leaf);
+        assert_eq!(
+            printed(&tip.branch),
+            r#"{"p":{"value":{"1":0,"t":"cut \ud83d","n":1}}}"#
+        );
+        // Another extension's data is its own, even when it looks like an error report.
+        assert_eq!(
+            printed(&tip.custom),
+            r#"{"x":{"entries":1,"last_entry":"e2","last_data":{"error":"\udc00"}}}"#
+        );
+        assert_eq!(printed(&r.session), r#"{"p":{"absent":true}}"#);
+    }
+
+    #[test]
+    fn a_replay_is_incomplete_when_a_value_cannot_be_read() {
+        let log = SessionLog::open(fixture("edge/bad-envelope.jsonl")).unwrap();
+        let r = replay(&log, |_| {});
+        assert!(!r.is_complete());
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v["tips"][0]["branch"]["role"]["error"].is_string(), "{v}");
+        let log = SessionLog::open(fixture("example.jsonl")).unwrap();
+        let r = replay(&log, |_| {});
+        assert!(r.is_complete());
+        assert_eq!(r.tips.len(), 2);
+        assert_eq!(r.tips.iter().filter(|t| t.leaf).count(), 1);
+        assert_eq!(r.leaf.as_deref(), log.leaf_id());
     }
 
     #[test]

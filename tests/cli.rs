@@ -1492,3 +1492,28 @@ fn library_warnings_reach_stderr() {
     let out = w.run(&["-v", "read", "s.jsonl", "--plugin", "n", "-vv"]);
     assert_eq!(out.code, 0, "{}", out.shown());
 }
+
+#[test]
+fn status_and_replay_print_the_library_event_counts() {
+    let w = World::new();
+    std::fs::copy(format!("{EDGE}/bad-envelope.jsonl"), w.file()).unwrap();
+    let counts = session_state::inspect::event_counts(&SessionLog::open(w.file()).unwrap());
+    assert_eq!(counts.of("role").invalid, 2, "{counts:?}");
+    let replay = w.run(&["replay", "s.jsonl", "--json"]).json();
+    assert_eq!(
+        replay["sessions"][0]["events"],
+        serde_json::to_value(&counts).unwrap()
+    );
+    let status = w.run(&["status", "s.jsonl", "--json"]).json();
+    assert_eq!(
+        status["events"],
+        json!([
+            {"plugin": "role", "scope": "invalid", "events": 2},
+            {"plugin": "todo", "scope": "session", "events": 2},
+        ])
+    );
+    assert_eq!(
+        status["events"],
+        serde_json::to_value(counts.rows()).unwrap()
+    );
+}

@@ -276,9 +276,12 @@ pub(crate) fn emit(text: &str) -> Result<(), Failure> {
     }
 }
 
-/// Pretty JSON plus a newline.
-pub(crate) fn emit_json(value: &serde_json::Value) -> Result<(), Failure> {
-    let mut s = session_state::json::to_string_pretty(value);
+/// A report as pretty JSON plus a newline, printed by the library's lossless printer
+/// (`serde_json::to_string` would print lone surrogates and numbers differently).
+pub(crate) fn emit_json(report: &impl serde::Serialize) -> Result<(), Failure> {
+    let value = serde_json::to_value(report)
+        .map_err(|e| fail(format_args!("printing the report as JSON: {e}")))?;
+    let mut s = session_state::json::to_string_pretty(&value);
     s.push('\n');
     emit(&s)
 }

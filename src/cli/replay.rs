@@ -6,9 +6,9 @@ use super::{
     term_safe, without_path,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde_json::{Map, Value, json};
-use session_state::{Scope, SessionLog, inspect};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use serde::Serialize;
+use session_state::inspect::{self, Replay, ReplayValue};
+use session_state::{Scope, SessionLog};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -35,140 +35,60 @@ pub(crate) struct ReplayArgs {
     json: bool,
 }
 
-/// A plugin value: present, absent, or a fold error (a bad event).
-fn value_json(r: Result<Option<Value>, session_state::Error>) -> (Value, bool) {
-    match r {
-        Ok(Some(v)) => (json!({ "value": v }), true),
-        Ok(None) => (json!({ "absent": true }), true),
-        Err(e) => (json!({ "error": e.to_string() }), false),
+/// One file in `replay --json`: the file as named, then its replay or why it could not
+/// be read.
+#[derive(Serialize)]
+struct FileReplay {
+    file: PathBuf,
+    #[serde(flatten)]
+    outcome: Outcome,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Outcome {
+    Read(Replay),
+    Failed { error: String },
+}
+
+impl FileReplay {
+    /// Whether everything in the file was read.
+    fn complete(&self) -> bool {
+        matches!(&self.outcome, Outcome::Read(r) if r.is_complete())
     }
 }
 
-fn value_text(v: &Value) -> String {
-    if let Some(x) = v.get("value") {
-        short_json(x, 200)
-    } else if let Some(e) = v.get("error") {
-        format!("ERROR: {}", e.as_str().unwrap_or_default())
-    } else {
-        "(absent)".into()
+fn value_text(v: &ReplayValue) -> String {
+    match v {
+        ReplayValue::Present(x) => short_json(x, 200),
+        ReplayValue::Unreadable(e) => format!("ERROR: {e}"),
+        ReplayValue::Absent => "(absent)".into(),
     }
 }
 
-/// The replay of one session file, as JSON; the flag is false when something in it could
-/// not be read.
-/// `shown` is the path as the user or the directory scan named it (a symlink is not
-/// resolved).
-fn replay_log(log: &SessionLog, shown: &Path, bar: &ProgressBar) -> (Value, bool) {
-    let mut ok = true;
-    let plugins: BTreeSet<&str> = log.entries().filter_map(|e| e.state_plugin()).collect();
-    // Events per plugin and scope ("invalid": cannot be decoded), so the text can leave
-    // out a scope a plugin never wrote (its value there is trivially absent).
-    let mut counts: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
-    for e in log.entries() {
-        if let Some(ev) = inspect::state_event(log, e.id()) {
-            let scope = ev
-                .envelope
-                .as_ref()
-                .map_or("invalid", |env| env.scope.as_str());
-            *counts
-                .entry(ev.plugin)
-                .or_default()
-                .entry(scope)
-                .or_insert(0) += 1;
-        }
-    }
-    let mut session = Map::new();
-    let tips = log.tips();
-    for p in &plugins {
-        let at = tips.first().copied().unwrap_or_default();
-        let (v, good) = value_json(inspect::value_at(log, p, Scope::Session, at));
-        ok &= good;
-        session.insert((*p).to_owned(), v);
-    }
-    let leaf = log.leaf_id();
-    // One walk of the tree gives every tip's values; the data of a custom entry is read
-    // once, however many tips it is the last one of.
-    let mut tip_rows: Vec<(usize, Value)> = Vec::with_capacity(tips.len());
-    let mut data_of: HashMap<&str, (Value, bool)> = HashMap::new();
-    inspect::fold_tips(log, |t| {
-        bar.inc(1);
-        let mut branch = Map::new();
-        for (p, r) in t.branch {
-            let (v, good) = value_json(r);
-            ok &= good;
-            branch.insert(p.to_owned(), v);
-        }
-        let mut custom = Map::new();
-        for (ct, count, last) in t.custom {
-            let (data, good) = data_of
-                .entry(last)
-                .or_insert_with(|| match log.raw_line(last) {
-                    Ok(line) => match session_state::json::from_str(&line) {
-                        Ok(v) => (v.get("data").cloned().unwrap_or(Value::Null), true),
-                        Err(e) => (
-                            json!({ "error": format!("entry '{last}' does not parse: {e}") }),
-                            false,
-                        ),
-                    },
-                    Err(e) => (json!({ "error": e.to_string() }), false),
-                });
-            ok &= *good;
-            custom.insert(
-                ct.to_owned(),
-                json!({ "entries": count, "last_entry": last, "last_data": data }),
-            );
-        }
-        tip_rows.push((
-            t.index,
-            json!({
-                "tip": t.tip,
-                "leaf": leaf == Some(t.tip),
-                "branch_key": t.branch_key,
-                "depth": t.depth,
-                "branch": branch,
-                "custom": custom,
-            }),
-        ));
-    });
-    tip_rows.sort_by_key(|r| r.0);
-    let tip_rows: Vec<Value> = tip_rows.into_iter().map(|r| r.1).collect();
-    let v = json!({
-        "file": shown,
-        "session_id": log.session_id(),
-        "entries": log.len(),
-        "leaf": leaf,
-        "events": counts,
-        "session": session,
-        "tips": tip_rows,
-    });
-    (v, ok)
-}
-
-fn text(report: &Value) -> String {
+fn text(report: &FileReplay) -> String {
     let mut out = String::new();
-    let file = report["file"].as_str().unwrap_or_default();
-    if let Some(e) = report.get("error").and_then(Value::as_str) {
-        let _ = writeln!(out, "{file}: ERROR: {}", without_path(e, file));
-        return out;
-    }
-    let tips = report["tips"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let file = report.file.display().to_string();
+    let r = match &report.outcome {
+        Outcome::Read(r) => r,
+        Outcome::Failed { error } => {
+            let _ = writeln!(out, "{file}: ERROR: {}", without_path(error, &file));
+            return out;
+        }
+    };
     let _ = writeln!(
         out,
         "{file}: session {}, {} entries, {} tip(s)",
-        report["session_id"].as_str().unwrap_or_default(),
-        report["entries"],
-        tips.len()
+        r.session_id,
+        r.entries,
+        r.tips.len()
     );
-    // A scope is shown for a plugin when it has events there (or undecodable ones).
-    let wrote = |p: &str, scope: &str| {
-        let c = &report["events"][p];
-        c.get(scope).is_some() || c.get("invalid").is_some()
-    };
-    let session: Vec<(&String, &Value)> = report["session"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(p, _)| wrote(p, "session"))
+    // A scope a plugin never wrote is left out: its value there is trivially absent.
+    let wrote = |p: &str, scope: Scope| r.events.of(p).may_set(scope);
+    let session: Vec<_> = r
+        .session
+        .iter()
+        .filter(|(p, _)| wrote(p, Scope::Session))
         .collect();
     if !session.is_empty() {
         let _ = writeln!(out, "  session scope (the same at every tip):");
@@ -176,38 +96,30 @@ fn text(report: &Value) -> String {
             let _ = writeln!(out, "    {p} = {}", value_text(v));
         }
     }
-    for t in tips {
-        let mut marks = String::new();
-        if t["leaf"] == Value::Bool(true) {
-            marks.push_str(" [leaf]");
-        }
+    for t in &r.tips {
+        let marks = if t.leaf { " [leaf]" } else { "" };
         let _ = writeln!(
             out,
             "  tip {}{marks} (branch key {}, {} entries on the path)",
-            t["tip"].as_str().unwrap_or_default(),
-            t["branch_key"].as_str().unwrap_or("?"),
-            t["depth"]
+            t.tip, t.branch_key, t.depth
         );
-        let branch: Vec<(&String, &Value)> = t["branch"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(p, _)| wrote(p, "branch"))
+        let branch: Vec<_> = t
+            .branch
+            .iter()
+            .filter(|(p, _)| wrote(p, Scope::Branch))
             .collect();
-        let custom = t["custom"].as_object();
-        if branch.is_empty() && custom.is_none_or(Map::is_empty) {
+        if branch.is_empty() && t.custom.is_empty() {
             let _ = writeln!(out, "    (no branch state)");
         }
         for (p, v) in branch {
             let _ = writeln!(out, "    {p} = {}", value_text(v));
         }
-        for (ct, c) in custom.into_iter().flatten() {
-            let data = &c["last_data"];
-            let data = match data.get("error") {
-                Some(e) => format!("ERROR: {}", e.as_str().unwrap_or_default()),
-                None => short_json(data, 200),
+        for (ct, c) in &t.custom {
+            let data = match &c.last_data {
+                Ok(v) => short_json(v, 200),
+                Err(e) => format!("ERROR: {e}"),
             };
-            let n = c["entries"].as_u64().unwrap_or(0);
+            let n = c.entries;
             let noun = if n == 1 { "entry" } else { "entries" };
             let _ = writeln!(out, "    custom {ct}: {n} {noun}, last data {data}");
         }
@@ -228,7 +140,16 @@ fn progress(len: u64, unit: &str) -> ProgressBar {
     bar
 }
 
-fn replay_file(path: &Path, bar: &ProgressBar) -> (Value, bool) {
+/// `path` is the file as the user or the directory scan named it (a symlink is not
+/// resolved).
+fn replay_log(log: &SessionLog, path: &Path, bar: &ProgressBar) -> FileReplay {
+    FileReplay {
+        file: path.to_path_buf(),
+        outcome: Outcome::Read(inspect::replay(log, |_| bar.inc(1))),
+    }
+}
+
+fn replay_file(path: &Path, bar: &ProgressBar) -> FileReplay {
     let shown = term_safe(&path.display().to_string()).into_owned();
     bar.set_message(format!("reading {shown}"));
     match SessionLog::open(path) {
@@ -236,8 +157,19 @@ fn replay_file(path: &Path, bar: &ProgressBar) -> (Value, bool) {
             bar.set_message(format!("folding {shown}"));
             replay_log(&log, path, bar)
         }
-        Err(e) => (json!({ "file": path, "error": e.to_string() }), false),
+        Err(e) => FileReplay {
+            file: path.to_path_buf(),
+            outcome: Outcome::Failed {
+                error: e.to_string(),
+            },
+        },
     }
+}
+
+/// `replay --json`.
+#[derive(Serialize)]
+struct Sessions {
+    sessions: Vec<FileReplay>,
 }
 
 pub(crate) fn run(args: ReplayArgs) -> CmdResult {
@@ -257,9 +189,9 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
         let hidden = ProgressBar::hidden();
         for f in &files {
             bar.set_message(term_safe(&f.display().to_string()).into_owned());
-            let (r, ok) = replay_file(f, &hidden);
+            let r = replay_file(f, &hidden);
             bar.inc(1);
-            all_ok &= ok;
+            all_ok &= r.complete();
             if !args.json {
                 // Stream the text as it comes, so a long run shows results early.
                 bar.suspend(|| emit_text(&text(&r)))?;
@@ -271,16 +203,16 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
         require_regular(&args.path)?;
         let log = SessionLog::open(&args.path).map_err(|e| fail(strict_error(&e)))?;
         let bar = progress(log.tips().len() as u64, "tips");
-        let (r, ok) = replay_log(&log, &args.path, &bar);
+        let r = replay_log(&log, &args.path, &bar);
         bar.finish_and_clear();
-        all_ok = ok;
+        all_ok = r.complete();
         if !args.json {
             emit_text(&text(&r))?;
         }
         reports.push(r);
     }
     if args.json {
-        emit_json(&json!({ "sessions": reports }))?;
+        emit_json(&Sessions { sessions: reports })?;
     }
     Ok(if all_ok { 0 } else { 1 })
 }

@@ -8,9 +8,9 @@
 use super::{
     CmdResult, DbArgs, Failure, emit_json, emit_text, fail, open_log_lenient, term_safe, warn,
 };
-use serde_json::{Value, json};
-use session_state::{Liveness, LockStatus, SessionLog, Store, inspect};
-use std::collections::BTreeMap;
+use serde::Serialize;
+use session_state::inspect::{self, EventCount, LockReport};
+use session_state::{Liveness, LockStatus, Store};
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -57,37 +57,25 @@ pub(crate) struct ForceRefreshArgs {
     db: DbArgs,
 }
 
-/// State events per (plugin, scope), from the log; undecodable events count as "invalid".
-fn event_counts(log: &SessionLog) -> BTreeMap<(String, String), u64> {
-    let mut counts = BTreeMap::new();
-    for e in log.entries() {
-        if let Some(ev) = inspect::state_event(log, e.id()) {
-            let scope = match &ev.envelope {
-                Ok(env) => env.scope.as_str(),
-                Err(_) => "invalid",
-            };
-            *counts
-                .entry((ev.plugin.to_owned(), scope.to_owned()))
-                .or_insert(0) += 1;
-        }
-    }
-    counts
+/// `status --json`.
+#[derive(Serialize)]
+struct StatusReport<'a> {
+    file: &'a Path,
+    session_id: &'a str,
+    entries: usize,
+    readable: bool,
+    database: Database<'a>,
+    lock: Option<LockReport>,
+    events: Vec<EventCount>,
 }
 
-fn lock_json(st: &LockStatus) -> Value {
-    json!({
-        "holder": st.holder,
-        "action": st.action,
-        "acquired_at_ms": st.acquired_at_ms,
-        "age_ms": st.age.as_millis() as u64,
-        "liveness": st.liveness.to_string(),
-        "liveness_reason": st.liveness_reason,
-        "lease_expired": st.lease_expired,
-        "blocks_writers": st.blocks_writers(),
-    })
+#[derive(Serialize)]
+struct Database<'a> {
+    path: &'a Path,
+    exists: bool,
 }
 
-fn lock_text(st: &LockStatus) -> String {
+fn lock_text(st: &LockReport) -> String {
     let mut s = format!(
         "held by {} ({}: {})",
         st.holder, st.liveness, st.liveness_reason
@@ -98,14 +86,14 @@ fn lock_text(st: &LockStatus) -> String {
     let _ = write!(
         s,
         ", taken {} s ago, lease {}",
-        st.age.as_secs(),
+        st.age_ms / 1000,
         if st.lease_expired {
             "expired"
         } else {
             "running"
         }
     );
-    if st.blocks_writers() {
+    if st.blocks_writers {
         s.push_str("; other writers are refused");
     } else {
         s.push_str("; the next writer takes it over");
@@ -129,21 +117,20 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
         ));
     }
     let lock = read_lock(&db, log.session_id())?;
-    let counts = event_counts(&log);
+    let counts = inspect::event_counts(&log);
     if args.json {
-        let events: Vec<Value> = counts
-            .iter()
-            .map(|((p, s), n)| json!({ "plugin": p, "scope": s, "events": n }))
-            .collect();
-        return emit_json(&json!({
-            "file": args.file,
-            "session_id": log.session_id(),
-            "entries": log.len(),
-            "readable": strict_error.is_none(),
-            "database": { "path": db, "exists": lock.is_some() },
-            "lock": lock.flatten().as_ref().map(lock_json),
-            "events": events,
-        }))
+        return emit_json(&StatusReport {
+            file: &args.file,
+            session_id: log.session_id(),
+            entries: log.len(),
+            readable: strict_error.is_none(),
+            database: Database {
+                path: &db,
+                exists: lock.is_some(),
+            },
+            lock: lock.flatten().as_ref().map(LockReport::from),
+            events: counts.rows(),
+        })
         .map(|()| 0);
     }
     let mut out = String::new();
@@ -164,19 +151,18 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
         }
         Some(st) => {
             let _ = writeln!(out, "database  {}", db.display());
-            let text = st.as_ref().map_or_else(|| "none".to_owned(), lock_text);
+            let text = st
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), |st| lock_text(&st.into()));
             let _ = writeln!(out, "lock      {text}");
         }
     }
     if counts.is_empty() {
         let _ = writeln!(out, "events    none");
     }
-    let mut by_plugin: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for ((p, s), n) in &counts {
-        by_plugin.entry(p).or_default().push(format!("{n} {s}"));
-    }
-    for (i, (p, parts)) in by_plugin.iter().enumerate() {
+    for (i, (p, c)) in counts.plugins.iter().enumerate() {
         let label = if i == 0 { "events" } else { "" };
+        let parts: Vec<String> = c.scopes().map(|(s, n)| format!("{n} {s}")).collect();
         let _ = writeln!(out, "{label:<9} {p}: {}", parts.join(", "));
     }
     emit_text(&out)?;

@@ -5,10 +5,11 @@
 //! would keep. Exit 2: the file could not be read at all (missing, I/O error).
 
 use super::{CmdResult, emit_json, emit_text, fail, require_regular, without_path};
-use serde_json::{Value, json};
-use session_state::{Error, Finding, LogOptions, ReadMode, SessionLog, inspect};
+use serde::Serialize;
+use session_state::inspect::{self, Integrity, Refusal};
+use session_state::{Error, LogOptions, ReadMode, SessionLog};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub(crate) const EXAMPLES: &str = "\
 Examples:
@@ -34,97 +35,69 @@ pub(crate) struct VerifyArgs {
     json: bool,
 }
 
-/// Where the strict reader's error points, when it points somewhere.
-fn error_place(e: &Error) -> (Option<u64>, Option<u64>, Option<&str>) {
-    match e {
-        Error::Corrupt { at, .. } | Error::TrailingGarbage { at, .. } => {
-            (Some(at.line), Some(at.offset), None)
+/// `verify --json`: the strict read's verdict, then the salvage read's (`null` when the
+/// strict read succeeded and `--salvage` was not given).
+#[derive(Serialize)]
+struct Report<'a> {
+    file: &'a Path,
+    #[serde(flatten)]
+    strict: Verdict<Refusal>,
+    salvage: Option<Verdict<String>>,
+}
+
+/// What one reader made of the file: `readable`, then what it read or why it refused.
+#[derive(Serialize)]
+struct Verdict<E> {
+    readable: bool,
+    #[serde(flatten)]
+    read: Option<Integrity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<E>,
+}
+
+impl<E> Verdict<E> {
+    fn read(log: &SessionLog) -> Self {
+        Verdict {
+            readable: true,
+            read: Some(inspect::integrity(log)),
+            error: None,
         }
-        Error::InvalidEntry { at, id, .. } => (Some(at.line), Some(at.offset), id.as_deref()),
-        Error::DuplicateId { at, id, .. }
-        | Error::DanglingParent { at, id, .. }
-        | Error::Cycle { at, id, .. } => (Some(at.line), Some(at.offset), Some(id)),
-        Error::MissingHeader { .. }
-        | Error::InvalidHeader { .. }
-        | Error::UnsupportedVersion { .. } => (Some(1), Some(0), None),
-        _ => (None, None, None),
+    }
+
+    fn refused(error: E) -> Self {
+        Verdict {
+            readable: false,
+            read: None,
+            error: Some(error),
+        }
     }
 }
 
-/// Undecodable state events, as findings.
-fn event_findings(log: &SessionLog) -> Vec<Value> {
-    log.entries()
-        .filter_map(|e| {
-            let ev = inspect::state_event(log, e.id())?;
-            let detail = ev.envelope.err()?;
-            Some(json!({
-                "severity": "warning",
-                "kind": "bad-state-event",
-                "at": { "line": e.location().line, "offset": e.location().offset },
-                "entry_id": e.id(),
-                "message": format!("plugin '{}': {detail}; reads of this plugin fail", ev.plugin),
-            }))
-        })
-        .collect()
-}
-
-fn findings_json(log: &SessionLog) -> Vec<Value> {
-    let mut all: Vec<Value> = log
-        .findings()
-        .iter()
-        .filter_map(|f: &Finding| serde_json::to_value(f).ok())
-        .collect();
-    all.extend(event_findings(log));
-    all.sort_by_key(|f| f["at"]["offset"].as_u64().unwrap_or(0));
-    all
-}
-
-fn finding_text(f: &Value) -> String {
-    let mut s = format!(
-        "  {} {} at line {}, byte {}",
-        f["severity"].as_str().unwrap_or_default(),
-        f["kind"].as_str().unwrap_or_default(),
-        f["at"]["line"],
-        f["at"]["offset"]
-    );
-    if let Some(id) = f["entry_id"].as_str() {
-        let _ = write!(s, ", entry '{id}'");
-    }
-    let _ = write!(s, ": {}", f["message"].as_str().unwrap_or_default());
-    s
-}
-
-fn salvage_report(file: &PathBuf) -> Value {
+fn salvage_report(file: &Path) -> Verdict<String> {
     match LogOptions::new().mode(ReadMode::Salvage).open(file) {
-        Ok(log) => json!({
-            "readable": true,
-            "session_id": log.session_id(),
-            "entries": log.len(),
-            "findings": findings_json(&log),
-        }),
-        Err(e) => json!({ "readable": false, "error": e.to_string() }),
+        Ok(log) => Verdict::read(&log),
+        Err(e) => Verdict::refused(e.to_string()),
     }
 }
 
-fn salvage_text(out: &mut String, s: &Value) {
-    if s["readable"] == Value::Bool(true) {
-        let findings = s["findings"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        let _ = writeln!(
-            out,
-            "salvage: would keep {} entries, skipping or repairing what these {} finding(s) \
-             describe:",
-            s["entries"],
-            findings.len()
-        );
-        for f in findings {
-            let _ = writeln!(out, "{}", finding_text(f));
+fn salvage_text(out: &mut String, s: &Verdict<String>) {
+    match (&s.read, &s.error) {
+        (Some(r), _) => {
+            let _ = writeln!(
+                out,
+                "salvage: would keep {} entries, skipping or repairing what these {} \
+                 finding(s) describe:",
+                r.entries,
+                r.findings.len()
+            );
+            for f in &r.findings {
+                let _ = writeln!(out, "  {f}");
+            }
         }
-    } else {
-        let _ = writeln!(
-            out,
-            "salvage: cannot read it either: {}",
-            s["error"].as_str().unwrap_or_default()
-        );
+        (None, Some(e)) => {
+            let _ = writeln!(out, "salvage: cannot read it either: {e}");
+        }
+        (None, None) => {}
     }
 }
 
@@ -148,25 +121,20 @@ pub(crate) fn run(args: VerifyArgs) -> CmdResult {
         Err(e @ Error::Io { .. }) => return Err(fail(e)),
         Ok(log) => {
             let salvage = args.salvage.then(|| salvage_report(&args.file));
-            let r = json!({
-                "file": args.file,
-                "readable": true,
-                "session_id": log.session_id(),
-                "entries": log.len(),
-                "findings": findings_json(&log),
-                "salvage": salvage,
-            });
+            let r = Report {
+                file: &args.file,
+                strict: Verdict::read(&log),
+                salvage,
+            };
             (r, 0)
         }
         Err(e) => {
             shown_error = strict_message(&e, &args.file.display().to_string());
-            let (line, offset, entry) = error_place(&e);
-            let r = json!({
-                "file": args.file,
-                "readable": false,
-                "error": { "message": e.to_string(), "line": line, "offset": offset, "entry_id": entry },
-                "salvage": salvage_report(&args.file),
-            });
+            let r = Report {
+                file: &args.file,
+                strict: Verdict::refused(Refusal::from(&e)),
+                salvage: Some(salvage_report(&args.file)),
+            };
             (r, 1)
         }
     };
@@ -176,34 +144,30 @@ pub(crate) fn run(args: VerifyArgs) -> CmdResult {
     }
     let mut out = String::new();
     let file = args.file.display();
-    if code == 0 {
-        let findings = report["findings"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
+    if let Some(r) = &report.strict.read {
         let _ = writeln!(
             out,
             "{file}: readable: session {}, {} entries, {} finding(s)",
-            report["session_id"].as_str().unwrap_or_default(),
-            report["entries"],
-            findings.len()
+            r.session_id,
+            r.entries,
+            r.findings.len()
         );
-        for f in findings {
-            let _ = writeln!(out, "{}", finding_text(f));
+        for f in &r.findings {
+            let _ = writeln!(out, "  {f}");
         }
-    } else {
-        let err = &report["error"];
+    }
+    if let Some(err) = &report.strict.error {
         let _ = writeln!(out, "{file}: REFUSED by the strict reader");
         let mut place = String::new();
-        if let (Some(l), Some(o)) = (err["line"].as_u64(), err["offset"].as_u64()) {
+        if let (Some(l), Some(o)) = (err.line, err.offset) {
             let _ = write!(place, " at line {l}, byte {o}");
         }
-        if let Some(id) = err["entry_id"].as_str() {
+        if let Some(id) = &err.entry_id {
             let _ = write!(place, ", entry '{id}'");
         }
         let _ = writeln!(out, "  error{place}: {shown_error}");
     }
-    if let Some(s) = report.get("salvage").filter(|s| !s.is_null()) {
+    if let Some(s) = &report.salvage {
         salvage_text(&mut out, s);
     }
     emit_text(&out)?;
