@@ -21,5 +21,6 @@ mod projection;
 mod readme_walkthrough;
 mod seam_faults;
 mod settings_location;
+mod store;
 mod torn_cuts;
 mod write_lock;

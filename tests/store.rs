@@ -1,0 +1,100 @@
+//! The store handle: one `Store` owns the connection and the fold memo of every log it
+//! reads; state keys are cheap and share it; a library read through the projection does
+//! not parse the log.
+
+use crate::common;
+
+use serde_json::{Value, json};
+use session_state::{LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store};
+use std::path::Path;
+
+fn session(dir: &Path, name: &str) -> SessionLog {
+    let mut log = LogOptions::new()
+        .materialize(Materialize::FirstAppend)
+        .session_id(format!("0195f1d0-7c4e-7000-8000-00000000000{name}"))
+        .create(dir, "/proj")
+        .expect("create");
+    log.append(NewEntry::message(json!({"role": "user", "content": name})))
+        .expect("append");
+    log
+}
+
+#[test]
+fn the_store_and_its_keys_are_send_sync_and_cheap_to_clone() {
+    fn send_sync<T: Send + Sync + Clone>() {}
+    send_sync::<Store>();
+    send_sync::<SessionState<Value>>();
+}
+
+#[test]
+fn one_store_keeps_the_folds_of_each_log_apart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = common::open_store(&dir.path().join("states.sqlite")).expect("store");
+    let todo = store.state::<Value>("todo", Scope::Branch).expect("key");
+    let mut a = session(dir.path(), "1");
+    let mut b = session(dir.path(), "2");
+    todo.write(&mut a, &json!("a")).expect("write a");
+    todo.write(&mut b, &json!("b")).expect("write b");
+    // Reads memoized on the one store: each log gets its own value.
+    for _ in 0..2 {
+        assert_eq!(todo.read(&a).expect("read a"), Some(json!("a")));
+        assert_eq!(todo.read(&b).expect("read b"), Some(json!("b")));
+    }
+    // A key made later, and a clone, share the memo and agree.
+    let again = store.state::<Value>("todo", Scope::Branch).expect("key");
+    assert_eq!(again.read(&a).expect("read"), Some(json!("a")));
+    assert_eq!(todo.clone().read(&b).expect("read"), Some(json!("b")));
+}
+
+#[test]
+fn a_dropped_logs_memo_never_answers_for_another_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = common::open_store(&dir.path().join("states.sqlite")).expect("store");
+    let todo = store.state::<Value>("todo", Scope::Branch).expect("key");
+    // Many logs opened and dropped in turn: an allocator that reuses the address of a
+    // dropped log's identity must not hand its memo to the next log.
+    for i in 0..50 {
+        let sub = dir.path().join(i.to_string());
+        std::fs::create_dir(&sub).expect("mkdir");
+        let mut log = session(&sub, "3");
+        assert_eq!(todo.read(&log).expect("read"), None, "log {i} starts empty");
+        todo.write(&mut log, &json!(i)).expect("write");
+        assert_eq!(todo.read(&log).expect("read"), Some(json!(i)));
+        let reopened = SessionLog::open(log.path()).expect("reopen");
+        drop(log);
+        assert_eq!(todo.read(&reopened).expect("read"), Some(json!(i)));
+    }
+}
+
+#[test]
+fn a_library_read_of_an_unchanged_file_reads_none_of_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("states.sqlite");
+    let mut log = session(dir.path(), "4");
+    let todo = Store::at(&db)
+        .and_then(|s| s.state::<Value>("todo", Scope::Branch))
+        .expect("key");
+    for i in 0..100 {
+        log.append(NewEntry::message(json!({"role": "user", "content": i})))
+            .expect("append");
+    }
+    todo.write(&mut log, &json!({"n": 1})).expect("write");
+    let path = log.path().to_path_buf();
+    drop((log, todo));
+    // A new store (a new connection, as in a new process): the value comes from the
+    // projection; no byte of the file after the watermark is parsed, and only the
+    // digest spans and the folded events are checked.
+    let store = Store::at(&db).expect("store");
+    let todo = store.state::<Value>("todo", Scope::Branch).expect("key");
+    assert_eq!(todo.read_file(&path).expect("read"), Some(json!({"n": 1})));
+    let c = store.last_catch_up().expect("the read caught up first");
+    assert_eq!(
+        (c.rebuilt, c.bytes_read, c.entries_added),
+        (false, 0, 0),
+        "{c:?}"
+    );
+    // And at an entry, by id.
+    let log = SessionLog::open(&path).expect("open");
+    let first = log.entries().next().expect("an entry").id().to_owned();
+    assert_eq!(todo.read_file_at(&path, &first).expect("read"), None);
+}
