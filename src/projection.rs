@@ -16,6 +16,7 @@ use crate::log::entry::raw_str;
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, EntrySink, Finding, ReadMode, ScanState, ScannedEntry};
 use crate::state::envelope::{Envelope, STATE_PREFIX, Scope};
+use crate::state::step::{self, Prior, Stored, Unfold};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -954,59 +955,28 @@ type EventTuple = (
     Option<i64>,
 );
 
-/// How a branch-fold event stores its folded value.
-///
-/// A `patch` event whose value is large next to its patch stores only the patch (a delta
-/// on its `base`, the plugin's previous branch event), until the patches since the last
-/// snapshot add up to more bytes than the value; then it stores the whole value again.
-/// So a list grown one item per step stores O(final size) bytes, not O(steps × size),
-/// and a read applies patches totalling at most the value's own size.
-#[derive(Clone, Debug, Default, PartialEq)]
-enum Stored {
-    /// The folded value (JSON text; `None` = absent).
-    #[default]
-    Absent,
-    Snapshot(String),
-    /// A merge patch on the value at event `base`; `chain` = patch bytes since the
-    /// last snapshot, this one included.
-    Delta {
-        base: i64,
-        patch: String,
-        chain: i64,
-    },
+/// The columns `value`, `base`, `delta`, `chain` of an event's storage (the policy that
+/// chose it is [`step::step`]'s).
+fn columns(stored: &Stored) -> (Option<&str>, Option<i64>, Option<&str>, i64) {
+    match stored {
+        Stored::Absent => (None, None, None, 0),
+        Stored::Snapshot(v) => (Some(v), None, None, 0),
+        Stored::Delta { base, patch, chain } => (None, Some(*base), Some(patch), *chain),
+    }
 }
 
-impl Stored {
-    fn snapshot(value: Option<String>) -> Stored {
-        value.map_or(Stored::Absent, Stored::Snapshot)
-    }
-    fn chain(&self) -> i64 {
-        match self {
-            Stored::Delta { chain, .. } => *chain,
-            _ => 0,
-        }
-    }
-    /// The columns `value`, `base`, `delta`, `chain`.
-    fn columns(&self) -> (Option<&str>, Option<i64>, Option<&str>, i64) {
-        match self {
-            Stored::Absent => (None, None, None, 0),
-            Stored::Snapshot(v) => (Some(v), None, None, 0),
-            Stored::Delta { base, patch, chain } => (None, Some(*base), Some(patch), *chain),
-        }
-    }
-    /// From the columns; a half-stored delta is `Err` with what is wrong.
-    fn from_columns(
-        value: Option<String>,
-        base: Option<i64>,
-        delta: Option<String>,
-        chain: i64,
-    ) -> std::result::Result<Stored, String> {
-        match (base, delta) {
-            (Some(base), Some(patch)) => Ok(Stored::Delta { base, patch, chain }),
-            (None, None) => Ok(Stored::snapshot(value)),
-            (Some(base), None) => Err(format!("a delta on event {base} without its patch")),
-            (None, Some(_)) => Err("a delta without its base event".into()),
-        }
+/// An event's storage from its columns; a half-stored delta is `Err` with what is wrong.
+fn from_columns(
+    value: Option<String>,
+    base: Option<i64>,
+    delta: Option<String>,
+    chain: i64,
+) -> std::result::Result<Stored, String> {
+    match (base, delta) {
+        (Some(base), Some(patch)) => Ok(Stored::Delta { base, patch, chain }),
+        (None, None) => Ok(value.map_or(Stored::Absent, Stored::Snapshot)),
+        (Some(base), None) => Err(format!("a delta on event {base} without its patch")),
+        (None, Some(_)) => Err("a delta without its base event".into()),
     }
 }
 
@@ -1031,49 +1001,20 @@ impl Rows<'_> {
     fn json(&self, what: &str, text: &str) -> Result<Value> {
         crate::json::from_str(text).map_err(|e| self.corrupt(format!("{what}: {e}")))
     }
-}
 
-/// The folded value (JSON text) of a stored event: its snapshot, or the snapshot below
-/// it with the deltas since applied in order. `row(idx)` reads another event's storage.
-/// A missing base or a text that does not parse is [`Error::CorruptProjection`].
-fn folded_text(
-    rows: Rows<'_>,
-    at: Stored,
-    mut row: impl FnMut(i64) -> Result<Option<Stored>>,
-) -> Result<Option<String>> {
-    let mut patches = Vec::new();
-    let mut cur = at;
-    let base = loop {
-        match cur {
-            Stored::Absent => break None,
-            Stored::Snapshot(v) => break Some(v),
-            Stored::Delta { base, patch, .. } => {
-                patches.push(patch);
-                match row(base)? {
-                    Some(next) => cur = next,
-                    None => {
-                        return Err(
-                            rows.corrupt(format!("the base event {base} of a delta is missing"))
-                        );
-                    }
-                }
-            }
-        }
-    };
-    if patches.is_empty() {
-        return Ok(base);
+    /// The value stored as `at` ([`step::unfold`]); `stored_at(idx)` reads another event's
+    /// storage. A missing base or a text that does not parse is
+    /// [`Error::CorruptProjection`].
+    fn unfold(
+        &self,
+        at: Stored,
+        stored_at: impl FnMut(i64) -> Result<Option<Stored>>,
+    ) -> Result<Option<Value>> {
+        step::unfold(at, stored_at).map_err(|e| match e {
+            Unfold::Read(e) => e,
+            Unfold::Corrupt(detail) => self.corrupt(detail),
+        })
     }
-    // In place, as `Op::Patch` applies a patch (an absent value patches `{}`), without
-    // copying the value at every step.
-    let mut value: Value = match base {
-        Some(b) => rows.json("a stored value", &b)?,
-        None => Value::Object(serde_json::Map::new()),
-    };
-    for p in patches.iter().rev() {
-        let patch = rows.json("a stored patch", p)?;
-        crate::json::merge_patch(&mut value, &patch);
-    }
-    Ok(Some(crate::json::to_string_exact(&value)))
 }
 
 #[derive(Clone)]
@@ -1098,7 +1039,7 @@ struct SqlSink<'c> {
     events: HashMap<i64, EventRow>,
     /// Per plugin: the last branch event ingested and its folded value, so that a linear
     /// run of deltas is folded once, not rebuilt from its snapshot at every step.
-    last_folded: HashMap<String, (i64, Option<String>)>,
+    last_folded: HashMap<String, (i64, Option<Value>)>,
     session_values: HashMap<String, SessionVal>,
     added: u64,
     /// An error met where the scanner's interface cannot return one (`assign_id`).
@@ -1147,7 +1088,7 @@ impl SqlSink<'_> {
                             r.get::<_, String>(0)?,
                             scope,
                             r.get::<_, Option<i64>>(2)?,
-                            Stored::from_columns(r.get(3)?, r.get(6)?, r.get(7)?, r.get(8)?),
+                            from_columns(r.get(3)?, r.get(6)?, r.get(7)?, r.get(8)?),
                             error.zip(error_idx),
                         ))
                     })
@@ -1192,7 +1133,7 @@ impl SqlSink<'_> {
     }
 
     /// This plugin's branch fold just above a node whose parent's `state_anc` is `anc`:
-    /// the event it continues (if any) with its storage, and the folded value there.
+    /// the event it continues (if any) with its delta chain, and the folded value there.
     fn branch_base(&self, plugin: &str, mut anc: Option<i64>) -> Result<BranchBase> {
         while let Some(e) = anc {
             let Some(row) = self.event(e)? else { break };
@@ -1200,13 +1141,17 @@ impl SqlSink<'_> {
                 if let Some(err) = row.error {
                     return Ok(Err(err));
                 }
+                let prior = Prior {
+                    event: e,
+                    chain: row.stored.chain(),
+                };
                 let value = match self.last_folded.get(plugin) {
                     Some((idx, v)) if *idx == e => v.clone(),
-                    _ => folded_text(self.rows(), row.stored.clone(), |i| {
-                        Ok(self.event(i)?.map(|r| r.stored))
-                    })?,
+                    _ => self
+                        .rows()
+                        .unfold(row.stored, |i| Ok(self.event(i)?.map(|r| r.stored)))?,
                 };
-                return Ok(Ok(Some((e, row.stored.chain(), value))));
+                return Ok(Ok(Some((prior, value))));
             }
             anc = row.prev_anc;
         }
@@ -1235,20 +1180,9 @@ impl SqlSink<'_> {
     }
 }
 
-/// The base of a branch-fold step: `(event, its delta chain, folded value)`, or nothing
-/// (the plugin has no branch event above), or the error of a bad event above.
-type BranchBase = std::result::Result<Option<(i64, i64, Option<String>)>, FoldErr>;
-
-fn apply_op(rows: Rows<'_>, env: &Envelope, current: Option<&str>) -> Result<Option<String>> {
-    let cur = match current {
-        Some(c) => Some(rows.json("a stored value", c)?),
-        None => None,
-    };
-    Ok(env
-        .op
-        .apply(cur.as_ref())
-        .map(|v| crate::json::to_string_exact(&v)))
-}
+/// The base of a branch-fold step: the event it continues and the folded value there, or
+/// nothing (the plugin has no branch event above), or the error of a bad event above.
+type BranchBase = std::result::Result<Option<(Prior, Option<Value>)>, FoldErr>;
 
 impl EntrySink for SqlSink<'_> {
     fn entry(&mut self, e: ScannedEntry<'_, '_>, _state: &ScanState) -> Result<()> {
@@ -1331,24 +1265,13 @@ impl EntrySink for SqlSink<'_> {
                     (_, Err(err)) => row.error = Some(err),
                     (Err(d), _) => row.error = Some(here(&d.detail)),
                     (Ok(env), Ok(base)) => {
-                        let (base_idx, base_chain, base_value) = match base {
-                            Some((i, c, v)) => (Some(i), c, v),
-                            None => (None, 0, None),
+                        let (prior, current) = match base {
+                            Some((prior, value)) => (Some(prior), value),
+                            None => (None, None),
                         };
-                        let value = apply_op(self.rows(), env, base_value.as_deref())?;
-                        row.stored = match (&env.op, base_idx) {
-                            (crate::state::envelope::Op::Patch(p), Some(base)) => {
-                                let patch = crate::json::to_string_exact(p);
-                                let chain = base_chain + patch.len() as i64;
-                                if chain <= value.as_ref().map_or(0, |v| v.len() as i64) {
-                                    Stored::Delta { base, patch, chain }
-                                } else {
-                                    Stored::snapshot(value.clone())
-                                }
-                            }
-                            _ => Stored::snapshot(value.clone()),
-                        };
-                        self.last_folded.insert(plugin.clone(), (idx, value));
+                        let folded = step::step(&env.op, current.as_ref(), prior);
+                        row.stored = folded.stored;
+                        self.last_folded.insert(plugin.clone(), (idx, folded.value));
                     }
                 }
             }
@@ -1357,7 +1280,16 @@ impl EntrySink for SqlSink<'_> {
                 let next = match (err, &decoded) {
                     (Some(err), _) => (cur, Some(err)),
                     (None, Err(d)) => (cur, Some(here(&d.detail))),
-                    (None, Ok(env)) => (apply_op(self.rows(), env, cur.as_deref())?, None),
+                    (None, Ok(env)) => {
+                        let cur = match cur {
+                            Some(c) => Some(self.rows().json("a stored value", &c)?),
+                            None => None,
+                        };
+                        // Without a prior event the step stores the whole value: a
+                        // session fold keeps only snapshots.
+                        let folded = step::step(&env.op, cur.as_ref(), None);
+                        (columns(&folded.stored).0.map(str::to_owned), None)
+                    }
                 };
                 self.sql(
                     self.tx
@@ -1386,7 +1318,7 @@ impl EntrySink for SqlSink<'_> {
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                     )
                     .and_then(|mut q| {
-                        let (value, base, delta, chain) = row.stored.columns();
+                        let (value, base, delta, chain) = columns(&row.stored);
                         q.execute(params![
                             self.key,
                             idx,
@@ -1809,12 +1741,7 @@ fn read_value(
                 )
                 .map_err(q)?;
             let stored = |r: &rusqlite::Row<'_>| -> rusqlite::Result<_> {
-                Ok(Stored::from_columns(
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                ))
+                Ok(from_columns(r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?))
             };
             let decoded = |i: i64, s: std::result::Result<Stored, String>| {
                 s.map_err(|d| rows.corrupt(format!("event {i}: {d}")))
@@ -1840,14 +1767,13 @@ fn read_value(
                         return Err(bad_event(conn, file, key, plugin, err, idx));
                     }
                     let at = decoded(e, at)?;
-                    let text = folded_text(rows, at, |i| {
+                    return rows.unfold(at, |i| {
                         stmt.query_row(params![key, i], stored)
                             .optional()
                             .map_err(q)?
                             .map(|s| decoded(i, s))
                             .transpose()
-                    })?;
-                    return parse(text);
+                    });
                 }
                 anc = prev;
             }
@@ -1913,7 +1839,7 @@ mod tests {
         };
         let base = |_| Ok(Some(Stored::Snapshot("{\"a\":1}".into())));
         assert!(matches!(
-            folded_text(rows, delta, base),
+            rows.unfold(delta, base),
             Err(Error::CorruptProjection { .. })
         ));
         let missing = Stored::Delta {
@@ -1922,10 +1848,10 @@ mod tests {
             chain: 2,
         };
         assert!(matches!(
-            folded_text(rows, missing, |_| Ok(None)),
+            rows.unfold(missing, |_| Ok(None)),
             Err(Error::CorruptProjection { .. })
         ));
-        assert!(Stored::from_columns(None, Some(1), None, 0).is_err());
-        assert!(Stored::from_columns(None, None, Some("{}".into()), 0).is_err());
+        assert!(from_columns(None, Some(1), None, 0).is_err());
+        assert!(from_columns(None, None, Some("{}".into()), 0).is_err());
     }
 }
