@@ -1641,27 +1641,35 @@ fn stop_marker() -> Error {
     }
 }
 
+/// The error of a fold that met a bad event (stored as the event's index), naming the
+/// event's entry and place from the rows. `Err`: the lookup failed (the database error),
+/// or the rows do not hold the event the fold error names
+/// ([`Error::CorruptProjection`]: the session is rebuilt and read again).
 fn bad_event(
     conn: &Connection,
-    file: &Path,
+    rows: Rows<'_>,
     key: &str,
     plugin: &str,
     detail: String,
     idx: i64,
-) -> Error {
+) -> Result<Error> {
     let found: Option<(String, i64, i64)> = conn
-        .query_row(
-            "SELECT n.entry_id, e.line, e.offset FROM nodes n JOIN events e ON e.file = n.file AND e.idx = n.idx \
-             WHERE n.file = ?1 AND n.idx = ?2",
-            params![key, idx],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        .prepare_cached(
+            "SELECT n.entry_id, e.line, e.offset FROM nodes n JOIN events e ON e.file = n.file \
+             AND e.idx = n.idx WHERE n.file = ?1 AND n.idx = ?2",
         )
-        .optional()
-        .ok()
-        .flatten();
-    let (entry_id, line, offset) = found.unwrap_or_default();
-    Error::BadEvent {
-        path: file.to_path_buf(),
+        .and_then(|mut q| {
+            q.query_row(params![key, idx], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()
+        })
+        .map_err(db_err(rows.db, "reading the entry of a bad state event"))?;
+    let Some((entry_id, line, offset)) = found else {
+        return Err(rows.corrupt(format!(
+            "event {idx}, named by the error of plugin {plugin:?}'s fold, is missing"
+        )));
+    };
+    Ok(Error::BadEvent {
+        path: rows.file.to_path_buf(),
         plugin: plugin.into(),
         entry_id,
         at: Location {
@@ -1669,7 +1677,7 @@ fn bad_event(
             offset: offset as u64,
         },
         detail,
-    }
+    })
 }
 
 fn read_value(
@@ -1707,7 +1715,7 @@ fn read_value(
             match row {
                 None => Ok(None),
                 Some((_, Some(err), Some(idx))) => {
-                    Err(bad_event(conn, file, key, plugin, err, idx))
+                    Err(bad_event(conn, rows, key, plugin, err, idx)?)
                 }
                 Some((v, _, _)) => parse(v),
             }
@@ -1764,7 +1772,7 @@ fn read_value(
                 }
                 if p == plugin && s.as_deref() != Some("session") {
                     if let (Some(err), Some(idx)) = (error, error_idx) {
-                        return Err(bad_event(conn, file, key, plugin, err, idx));
+                        return Err(bad_event(conn, rows, key, plugin, err, idx)?);
                     }
                     let at = decoded(e, at)?;
                     return rows.unfold(at, |i| {
@@ -1853,5 +1861,44 @@ mod tests {
         ));
         assert!(from_columns(None, Some(1), None, 0).is_err());
         assert!(from_columns(None, None, Some("{}".into()), 0).is_err());
+    }
+
+    /// A fold error names its bad event by index; the entry behind it is looked up when
+    /// the error is returned. A failed lookup is the database's error and a missing row a
+    /// corrupt projection, never a `BadEvent` with an empty entry id.
+    #[test]
+    fn a_bad_event_is_named_from_the_rows_and_a_failed_lookup_is_not_swallowed() {
+        let rows = Rows {
+            db: Path::new("/db"),
+            file: Path::new("/s.jsonl"),
+        };
+        let conn = Connection::open_in_memory().expect("open");
+        // No tables: the lookup fails.
+        let e = bad_event(&conn, rows, "/s.jsonl", "p", "bad".into(), 3);
+        assert!(matches!(e, Err(Error::Database { .. })), "{e:?}");
+        conn.execute_batch(SCHEMA).expect("schema");
+        let e = bad_event(&conn, rows, "/s.jsonl", "p", "bad".into(), 3);
+        assert!(matches!(e, Err(Error::CorruptProjection { .. })), "{e:?}");
+        conn.execute_batch(
+            "INSERT INTO nodes(file, idx, entry_id, parent, state_anc) \
+             VALUES ('/s.jsonl', 3, 'abc123', NULL, 3);
+             INSERT INTO events(file, idx, plugin, scope, line, offset, len, digest, error, \
+             error_idx) VALUES ('/s.jsonl', 3, 'p', 'branch', 5, 812, 40, 0, 'bad', 3);",
+        )
+        .expect("rows");
+        match bad_event(&conn, rows, "/s.jsonl", "p", "unknown op".into(), 3) {
+            Ok(Error::BadEvent {
+                entry_id,
+                at,
+                plugin,
+                detail,
+                ..
+            }) => {
+                assert_eq!(entry_id, "abc123");
+                assert_eq!((at.line, at.offset), (5, 812));
+                assert_eq!((plugin.as_str(), detail.as_str()), ("p", "unknown op"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
