@@ -75,19 +75,10 @@ impl Op {
     }
 
     /// The value after applying this op to `current` (a patch by
-    /// [`crate::json::merge_patch`], which keeps the order of the keys that stay).
+    /// [`crate::json::merge_patch`], which keeps the order of the keys that stay). The
+    /// fold step every fold of this crate takes.
     pub fn apply(&self, current: Option<&Value>) -> Option<Value> {
-        match self {
-            Op::Set(v) => Some(v.clone()),
-            Op::Drop => None,
-            Op::Patch(p) => {
-                let mut doc = current
-                    .cloned()
-                    .unwrap_or_else(|| Value::Object(Map::new()));
-                crate::json::merge_patch(&mut doc, p);
-                Some(doc)
-            }
-        }
+        super::step::apply(self, current)
     }
 }
 

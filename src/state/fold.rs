@@ -5,13 +5,15 @@
 //! the messages in between; every folded event value is memoized, so a read after one
 //! appended entry costs a constant number of map lookups, not a walk to the root.
 //! Session scope: the fold of the plugin's session events in file order, kept
-//! incrementally.
+//! incrementally. Each event is applied by [`super::step::apply`], the step the
+//! projection's catch-up takes too.
 //!
 //! The memo ([`Folds`]) belongs to whoever keeps a log open: the store keeps one per log
 //! it has read; tools that only look build one for the call.
 
 use super::envelope::{DecodeError, Envelope, Op, Scope};
 use super::index::{StateIndex, data_of};
+use super::step;
 use crate::error::{Error, Result};
 use crate::tree::SessionLog;
 use serde_json::Value;
@@ -181,7 +183,7 @@ fn branch_at(f: &mut Folds, log: &SessionLog, plugin: &str, node: u32) -> FoldRe
     let mut acc = base;
     for (e, env) in chain.into_iter().rev() {
         acc = Folded {
-            value: env.op.apply(acc.value.as_deref()).map(Arc::new),
+            value: step::apply(&env.op, acc.value.as_deref()).map(Arc::new),
             last: Some(e),
         };
         pc.at_event.insert(e, Ok(acc.clone()));
@@ -208,7 +210,7 @@ fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
             Ok(Some(env)) => {
                 let prev = acc.as_ref().ok().and_then(|f| f.value.clone());
                 acc = Ok(Folded {
-                    value: env.op.apply(prev.as_deref()).map(Arc::new),
+                    value: step::apply(&env.op, prev.as_deref()).map(Arc::new),
                     last: Some(node),
                 });
             }
@@ -291,7 +293,7 @@ pub(crate) fn history(
     for n in nodes {
         match concerns(folds, log, n, plugin, scope) {
             Ok(Some(env)) => {
-                acc = env.op.apply(acc.as_ref());
+                acc = step::apply(&env.op, acc.as_ref());
                 let e = log.entry_at(n);
                 out.push(HistoryEntry {
                     entry_id: e.id().into(),

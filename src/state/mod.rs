@@ -1,10 +1,12 @@
-//! The fold layer (SPEC §3): the event envelope, the state index over a log, and the
-//! fold of a plugin's events at a position. Pure: no database, no lock; the store and
+//! The fold layer (SPEC §3): the event envelope, the state index over a log, the fold
+//! step (one event applied, and how the projection stores the result), and the fold of
+//! a plugin's events at a position. Pure: no database, no lock; the store and
 //! the projection above use it.
 
 pub(crate) mod depth;
 pub mod envelope;
 pub mod fold;
 pub(crate) mod index;
+pub(crate) mod step;
 
 pub use depth::MAX_DEPTH;

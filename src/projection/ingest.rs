@@ -1,0 +1,377 @@
+//! Catch-up (SPEC §4): plan under the write lock, then read only the bytes after the
+//! watermark into rows, committed in bounded chunks with their watermark, or rebuild the
+//! session from the log when its prefix changed.
+
+use super::sink::SqlSink;
+use super::watermark::{
+    DIGEST_SPAN, Plan, SessionRow, Watermark, digests, fnv, mtime_ns, plan, session_row,
+    write_watermark,
+};
+use super::{CatchUp, db_err, file_key, forget};
+use crate::error::{Error, Location, Result};
+use crate::log::io::FileIdentity;
+use crate::log::reader::{self, ReadMode, ScanState};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::io::{Seek, SeekFrom};
+use std::path::Path;
+
+/// A catch-up commits at least every this many entries or bytes (SPEC §4: other sessions
+/// wait at most for one chunk).
+const CHUNK_ENTRIES: u64 = 20_000;
+
+const CHUNK_BYTES: u64 = 16 << 20;
+
+/// Every state event's line holds this (its `customType`), unless written with escapes.
+const STATE_MARK: &str = "session-state";
+
+/// How a catch-up commits (SPEC §4: building one session must not block the others).
+enum Commit<'h> {
+    /// In bounded chunks, each committed with its watermark; the hook runs between
+    /// chunks and may stop the build there (as a killed process would).
+    Chunks(&'h mut ChunkPolicy),
+    /// Inside the caller's transaction: at most one chunk; the rest is left to the next
+    /// catch-up.
+    Caller(&'h ChunkPolicy),
+}
+
+/// The size of a catch-up's chunks, and a test hook between them.
+pub(crate) struct ChunkPolicy {
+    entries: u64,
+    bytes: u64,
+    hook: Option<ChunkHook>,
+}
+
+/// Called between two committed chunks with the catch-up so far; `false` stops there
+/// (a test hook, see [`super::Projection::set_chunk_hook`]).
+#[doc(hidden)]
+pub type ChunkHook = Box<dyn FnMut(&CatchUp) -> bool + Send>;
+
+impl ChunkPolicy {
+    /// Chunks of `entries` entries (at least 1) and the default bytes, with a test hook.
+    pub(super) fn with_hook(entries: u64, hook: Option<ChunkHook>) -> ChunkPolicy {
+        ChunkPolicy {
+            entries: entries.max(1),
+            bytes: CHUNK_BYTES,
+            hook,
+        }
+    }
+}
+
+impl Default for ChunkPolicy {
+    fn default() -> Self {
+        ChunkPolicy {
+            entries: CHUNK_ENTRIES,
+            bytes: CHUNK_BYTES,
+            hook: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ChunkPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkPolicy")
+            .field("entries", &self.entries)
+            .field("bytes", &self.bytes)
+            .field("hook", &self.hook.is_some())
+            .finish()
+    }
+}
+
+pub(super) fn catch_up(
+    conn: &mut Connection,
+    db: &Path,
+    file: &Path,
+    force_rebuild: bool,
+    policy: &mut ChunkPolicy,
+) -> Result<CatchUp> {
+    let key = file_key(file)?;
+    let meta = std::fs::metadata(file).map_err(|source| Error::Io {
+        action: "reading",
+        path: file.to_path_buf(),
+        source,
+    })?;
+    // Fast path without a write transaction.
+    if !force_rebuild && matches!(plan(conn, db, file, &key, &meta, false)?, Plan::UpToDate) {
+        return Ok(CatchUp::default());
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(db_err(db, "starting a transaction"))?;
+    let r = catch_up_locked(conn, db, file, &key, force_rebuild, Commit::Chunks(policy));
+    match r {
+        Ok(stats) => {
+            conn.execute_batch("COMMIT")
+                .map_err(db_err(db, "committing"))?;
+            Ok(stats)
+        }
+        Err(e) => {
+            // Chunks committed before stand: each is a consistent prefix.
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The catch-up itself, inside a write transaction the caller opened and commits.
+fn catch_up_locked(
+    tx: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+    force_rebuild: bool,
+    commit: Commit<'_>,
+) -> Result<CatchUp> {
+    // Re-plan under the write lock: another process may have caught up meanwhile.
+    let meta = std::fs::metadata(file).map_err(|source| Error::Io {
+        action: "reading",
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let plan = if force_rebuild {
+        Plan::Rebuild
+    } else {
+        plan(tx, db, file, key, &meta, true)?
+    };
+    Ok(match plan {
+        Plan::UpToDate => CatchUp::default(),
+        Plan::Resume(row, verified) => {
+            let mut c = ingest(tx, db, file, key, Some(row), commit)?;
+            c.verified_bytes += verified;
+            c
+        }
+        Plan::Rebuild => {
+            // The first chunk of a rebuild clears the old rows (same transaction).
+            forget(tx, key).map_err(db_err(db, "clearing a session"))?;
+            ingest(tx, db, file, key, None, commit)?
+        }
+    })
+}
+
+/// Catches the projection of `file` up inside a write transaction that the caller has
+/// opened (`BEGIN IMMEDIATE`) on `conn` and will commit or roll back. A writer uses it to
+/// commit the catch-up after its append together with the release of its write lock. At
+/// most one chunk is ingested (the transaction stays short); the next catch-up goes on.
+pub(crate) fn catch_up_in_transaction(
+    conn: &Connection,
+    db: &Path,
+    file: &Path,
+) -> Result<CatchUp> {
+    let key = file_key(file)?;
+    catch_up_locked(
+        conn,
+        db,
+        file,
+        &key,
+        false,
+        Commit::Caller(&ChunkPolicy::default()),
+    )
+}
+
+fn ingest(
+    tx: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+    resume: Option<SessionRow>,
+    mut commit: Commit<'_>,
+) -> Result<CatchUp> {
+    let mut f = reader::open_regular(file)?;
+    let (header_id, version, mut scan, start_idx, last_id) = match &resume {
+        Some(row) => {
+            let last_id: Option<String> = tx
+                .prepare_cached("SELECT entry_id FROM nodes WHERE file = ?1 AND idx = ?2")
+                .and_then(|mut q| {
+                    q.query_row(params![key, row.entry_count - 1], |r| r.get(0))
+                        .optional()
+                })
+                .map_err(db_err(db, "reading the projection"))?;
+            let scan = ScanState {
+                next: Location {
+                    line: row.next_line as u64,
+                    offset: row.consumed as u64,
+                },
+                pending_bad: Vec::new(),
+                version: row.version as u32,
+                ordinal: row.entry_count as u64,
+            };
+            (
+                row.session_id.clone(),
+                row.version as u32,
+                scan,
+                row.entry_count,
+                last_id,
+            )
+        }
+        None => {
+            let (header, len) =
+                crate::log::header::read_header_from(&mut f, file, reader::MAX_HEADER_LINE)?;
+            let scan = ScanState::after_header(&header, len);
+            (header.id.clone(), header.version, scan, 0, None)
+        }
+    };
+    let start = scan.next;
+    f.seek(SeekFrom::Start(start.offset))
+        .map_err(|source| Error::Io {
+            action: "reading",
+            path: file.to_path_buf(),
+            source,
+        })?;
+    let ident = FileIdentity::of(&f.metadata().map_err(|source| Error::Io {
+        action: "reading",
+        path: file.to_path_buf(),
+        source,
+    })?);
+    let mut sink = SqlSink::new(tx, db, file, key, &header_id, start_idx, last_id);
+    let mut last_good = start;
+    // The start of the current chunk (entries added, byte offset).
+    let mut chunk_start = (0u64, start.offset);
+    let (max_entries, max_bytes) = match &commit {
+        Commit::Chunks(p) => (p.entries, p.bytes),
+        Commit::Caller(p) => (p.entries, p.bytes),
+    };
+    // Set when the build stops at a chunk boundary before the end of the file.
+    let mut stopped = false;
+    // A resumed catch-up verified the head of the prefix just now (`plan`, same
+    // transaction): its digest carries over, and so does one computed at a chunk boundary.
+    let mut known_head = resume
+        .as_ref()
+        .filter(|row| row.consumed as u64 >= DIGEST_SPAN)
+        .map(|row| row.head_digest);
+    // Its own handle: the digests seek, and `f` is being read.
+    let mut digest_file = std::fs::File::open(file).map_err(|source| Error::Io {
+        action: "opening",
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let result = reader::for_each_line(&f, file, start, |bytes, at| {
+        // The digest of a state event's line, for the check on resume (item of SPEC §4):
+        // computed only for lines that can be one.
+        sink.line_digest = memchr::memmem::find(bytes, STATE_MARK.as_bytes())
+            .map(|_| (bytes.len() as i64, fnv(bytes)));
+        scan.line(file, ReadMode::Strict, bytes, at, &mut sink)?;
+        if !scan.pending_bad.is_empty() {
+            return Ok(());
+        }
+        last_good = scan.next;
+        if sink.added - chunk_start.0 < max_entries && last_good.offset - chunk_start.1 < max_bytes
+        {
+            return Ok(());
+        }
+        // A chunk boundary: a consistent prefix ends here.
+        let (head, pre) = digests(&mut digest_file, file, last_good.offset, known_head)?;
+        if last_good.offset >= DIGEST_SPAN {
+            known_head = Some(head);
+        }
+        write_watermark(
+            tx,
+            db,
+            key,
+            ident,
+            &Watermark {
+                session_id: &header_id,
+                version,
+                consumed: last_good,
+                // Not a full read: the next catch-up verifies the prefix and goes on.
+                file_len: last_good.offset as i64,
+                mtime: 0,
+                head,
+                pre,
+                entry_count: sink.next_idx,
+                last_id: sink.last_id.as_deref(),
+            },
+        )?;
+        let Commit::Chunks(policy) = &mut commit else {
+            stopped = true;
+            return Err(stop_marker());
+        };
+        tx.execute_batch("COMMIT")
+            .map_err(db_err(db, "committing a chunk"))?;
+        let so_far = CatchUp {
+            rebuilt: resume.is_none(),
+            bytes_read: last_good.offset - start.offset,
+            entries_added: sink.added,
+            verified_bytes: 0,
+        };
+        let go_on = policy.hook.as_mut().is_none_or(|hook| hook(&so_far));
+        // The caller commits (or rolls back) the transaction it finds open.
+        tx.execute_batch("BEGIN IMMEDIATE")
+            .map_err(db_err(db, "starting a transaction"))?;
+        if !go_on {
+            stopped = true;
+            return Err(stop_marker());
+        }
+        // Another process may have caught up this session between the chunks: it owns
+        // the rest of the work then.
+        let row = session_row(tx, key).map_err(db_err(db, "reading the watermark"))?;
+        if row
+            .is_none_or(|r| r.consumed as u64 != last_good.offset || r.entry_count != sink.next_idx)
+        {
+            stopped = true;
+            return Err(stop_marker());
+        }
+        chunk_start = (sink.added, last_good.offset);
+        Ok(())
+    });
+    let tail = match result {
+        Ok(tail) => tail,
+        Err(_) if stopped => {
+            return Ok(CatchUp {
+                rebuilt: resume.is_none(),
+                bytes_read: last_good.offset - start.offset,
+                entries_added: sink.added,
+                verified_bytes: 0,
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(err) = sink.deferred.take() {
+        return Err(err);
+    }
+    // Lines still pending (unparsable, nothing valid after them yet) are re-read next time.
+    let consumed = last_good;
+    let file_end = scan.next.offset + tail;
+    let meta = f.metadata().map_err(|source| Error::Io {
+        action: "reading",
+        path: file.to_path_buf(),
+        source,
+    })?;
+    let (head, pre) = digests(&mut f, file, consumed.offset, known_head)?;
+    // If the file grew while we read, record the length we saw; the next read resumes.
+    let (file_len, mtime) = if meta.len() == file_end {
+        (file_end as i64, mtime_ns(&meta))
+    } else {
+        (file_end as i64, 0)
+    };
+    write_watermark(
+        tx,
+        db,
+        key,
+        FileIdentity::of(&meta),
+        &Watermark {
+            session_id: &header_id,
+            version,
+            consumed,
+            file_len,
+            mtime,
+            head,
+            pre,
+            entry_count: sink.next_idx,
+            last_id: sink.last_id.as_deref(),
+        },
+    )?;
+    Ok(CatchUp {
+        rebuilt: resume.is_none(),
+        bytes_read: file_end - start.offset,
+        entries_added: sink.added,
+        verified_bytes: 0,
+    })
+}
+
+/// The error that stops the line loop at a chunk boundary (recognised by the flag set
+/// with it, never shown).
+fn stop_marker() -> Error {
+    Error::InvalidInput {
+        detail: "stopped at a chunk boundary".into(),
+    }
+}

@@ -1,0 +1,344 @@
+//! The SQLite projection (SPEC §4): a cache of folds, never the source of truth.
+//!
+//! Per session the database keeps a watermark (file identity, bytes consumed, length and
+//! change stamp at that point, digests of the first and last 4 KiB of the consumed prefix)
+//! and, in the same transaction, the parent links of every entry and the folded value
+//! after every state event, with each state event's offset, length and digest. A read
+//! checks the watermark with one `stat` and then follows `state_anc` links through point
+//! lookups: its cost does not grow with the file. When the file grew or its stamp moved,
+//! the prefix digests and every folded state event's bytes are checked, then only the
+//! bytes after the watermark are read, committed in bounded chunks; when the prefix
+//! changed, the session is rebuilt from the log. Only a database that is provably ours
+//! is ever modified or deleted. See `docs/architecture.md`.
+//!
+//! The fold itself is the state layer's ([`crate::state::step`]: the value after each
+//! event and whether it is stored whole or as a delta); this module only moves it in and
+//! out of rows. Its parts: [`schema`] (the tables, ownership, opening), [`watermark`]
+//! (the consumed prefix and whether it is intact), [`ingest`] (catch-up in bounded
+//! chunks), [`sink`] (the scanner's sink that writes the rows), [`read`] (a value at a
+//! position from the rows).
+
+mod ingest;
+mod read;
+mod schema;
+mod sink;
+mod watermark;
+
+pub use ingest::ChunkHook;
+pub(crate) use ingest::catch_up_in_transaction;
+
+use crate::error::{Error, Result};
+use crate::state::envelope::Scope;
+use crate::state::step::{self, Stored, Unfold};
+use ingest::ChunkPolicy;
+use rusqlite::Connection;
+use schema::Found;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What a catch-up did, for tests and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CatchUp {
+    /// The session was (re)built from the start of the file.
+    pub rebuilt: bool,
+    /// Bytes of the session file parsed after the watermark (the checks of the consumed
+    /// prefix are counted in `verified_bytes`).
+    pub bytes_read: u64,
+    /// Entries added to the projection.
+    pub entries_added: u64,
+    /// Bytes of the session file read to check that the consumed prefix is unchanged:
+    /// the two digest spans and the folded state events (0 when nothing was checked).
+    pub verified_bytes: u64,
+}
+
+/// The projection database.
+#[derive(Debug)]
+pub(crate) struct Projection {
+    conn: Connection,
+    path: PathBuf,
+    /// Catch-up reports of this connection, newest last (tests and benches read them).
+    last_catch_up: Option<CatchUp>,
+    chunks: ChunkPolicy,
+}
+
+fn db_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + use<> {
+    let path = path.to_path_buf();
+    move |source| Error::Database {
+        path,
+        action,
+        source,
+    }
+}
+
+fn is_corruption(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}
+
+/// The key of a session file in the database: its canonical path.
+pub(crate) fn file_key(path: &Path) -> Result<String> {
+    let canon = std::fs::canonicalize(path).map_err(|source| Error::Io {
+        action: "resolving",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(canon.to_string_lossy().into_owned())
+}
+
+impl Projection {
+    /// Opens (or creates) the projection database. Only a file that is provably ours
+    /// (SPEC §4: our `application_id` in its header, or `meta.app` of an older version)
+    /// is used; a corrupt one or one of an older schema is deleted and rebuilt. Anything
+    /// else at the path is refused with [`Error::NotOurDatabase`] and left untouched; a
+    /// database that cannot be opened at all is an error.
+    pub fn open(path: &Path) -> Result<Projection> {
+        let found = schema::ownership(path)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+                action: "creating the database directory",
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let why = match schema::open_ours(path, found) {
+            Ok(Ok(conn)) => {
+                return Ok(Projection {
+                    conn,
+                    path: path.to_path_buf(),
+                    last_catch_up: None,
+                    chunks: ChunkPolicy::default(),
+                });
+            }
+            Ok(Err(())) => "an older schema".to_string(),
+            Err(e) if is_corruption(&e) => format!("corrupt ({e})"),
+            Err(e) => return Err(db_err(path, "opening")(e)),
+        };
+        // Ours, but never trusted: deleted and rebuilt from the logs on demand.
+        tracing::warn!(db = %path.display(), "{why}: rebuilding the projection");
+        schema::remove_our_files(path)?;
+        let conn = schema::open_ours(path, Found::Absent)
+            .map_err(db_err(path, "recreating"))?
+            .map_err(|()| Error::InvalidInput {
+                detail: format!("{}: could not recreate the database", path.display()),
+            })?;
+        Ok(Projection {
+            conn,
+            path: path.to_path_buf(),
+            last_catch_up: None,
+            chunks: ChunkPolicy::default(),
+        })
+    }
+
+    /// Opens an existing database read-only, never creating it (for `status`). Nothing
+    /// (or an empty file) is `None`; a file that is not provably ours is
+    /// [`Error::NotOurDatabase`].
+    pub fn open_existing(path: &Path) -> Result<Option<Connection>> {
+        if schema::ownership(path)? == Found::Absent {
+            return Ok(None);
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(db_err(path, "opening"))?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(db_err(path, "configuring"))?;
+        Ok(Some(conn))
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The connection (for the lock).
+    pub fn connection(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    /// What the last catch-up did.
+    pub fn last_catch_up(&self) -> Option<CatchUp> {
+        self.last_catch_up
+    }
+
+    /// Records a catch-up made through [`catch_up_in_transaction`].
+    pub(crate) fn record_catch_up(&mut self, c: CatchUp) {
+        self.last_catch_up = Some(c);
+    }
+
+    /// Brings the projection of `file` up to date with the log and returns what it read.
+    pub fn catch_up(&mut self, file: &Path) -> Result<CatchUp> {
+        let r = ingest::catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks);
+        let r = match r {
+            Err(Error::Database { source, .. }) if is_corruption(&source) => {
+                self.reopen_rebuilt()?;
+                ingest::catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks)
+            }
+            // Rows of this session that do not decode: rebuild it from the log, once.
+            Err(e @ Error::CorruptProjection { .. }) => {
+                tracing::warn!(error = %e, "rebuilding the session's projection");
+                ingest::catch_up(&mut self.conn, &self.path, file, true, &mut self.chunks)
+            }
+            r => r,
+        };
+        if let Ok(c) = r {
+            self.last_catch_up = Some(c);
+        }
+        r
+    }
+
+    /// Deletes the database (ours: checked again first) and opens a new one in its place.
+    fn reopen_rebuilt(&mut self) -> Result<()> {
+        schema::remove_our_files(&self.path)?;
+        let chunks = std::mem::take(&mut self.chunks);
+        *self = Projection::open(&self.path)?;
+        self.chunks = chunks;
+        Ok(())
+    }
+
+    /// The folded value of `plugin` in `scope` for `file`, as if the leaf were `at` (the
+    /// last entry in file order by default). Catches up first. Stored rows that do not
+    /// decode are never an answer: the session is rebuilt from the log and read again.
+    pub fn read(
+        &mut self,
+        file: &Path,
+        plugin: &str,
+        scope: Scope,
+        at: Option<&str>,
+    ) -> Result<Option<Value>> {
+        self.catch_up(file)?;
+        let key = file_key(file)?;
+        match read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at) {
+            // Corruption found by the read itself (pages the catch-up did not touch):
+            // rebuild the database from the log and answer from the new one.
+            Err(Error::Database { source, .. }) if is_corruption(&source) => {
+                self.reopen_rebuilt()?;
+                self.catch_up(file)?;
+                read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
+            }
+            Err(e @ Error::CorruptProjection { .. }) => {
+                tracing::warn!(error = %e, "rebuilding the session's projection");
+                let c = ingest::catch_up(&mut self.conn, &self.path, file, true, &mut self.chunks)?;
+                self.last_catch_up = Some(c);
+                read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
+            }
+            r => r,
+        }
+    }
+
+    /// Test hook: commit catch-ups every `entries` entries and call `hook` between two
+    /// chunks (after one committed, before the next begins) with the catch-up so far; a
+    /// hook returning `false` stops the build there, as a killed process would.
+    #[doc(hidden)]
+    pub fn set_chunk_hook(&mut self, entries: u64, hook: Option<ChunkHook>) {
+        self.chunks = ChunkPolicy::with_hook(entries, hook);
+    }
+
+    /// Records a session's state after this process appended to it (catch-up from the
+    /// file: the projection never gets ahead of the log).
+    pub fn sync(&mut self, log: &crate::tree::SessionLog) -> Result<()> {
+        if !log.is_materialized() {
+            return Ok(());
+        }
+        match self.catch_up(log.path()) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // The log is durable; a projection that cannot follow is dropped and rebuilt
+                // by the next reader, which will then report the problem itself.
+                tracing::warn!(error = %e, "projection could not follow the log; dropping its rows");
+                if let Ok(key) = file_key(log.path()) {
+                    let _ = forget(&self.conn, &key);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Drops this session's cached rows (force-refresh).
+    pub fn forget(&mut self, file: &Path) -> Result<()> {
+        let key = file_key(file)?;
+        forget(&self.conn, &key).map_err(db_err(&self.path, "forgetting a session"))
+    }
+}
+
+fn forget(conn: &Connection, key: &str) -> rusqlite::Result<()> {
+    for table in ["sessions", "nodes", "events", "session_values"] {
+        conn.execute(&format!("DELETE FROM {table} WHERE file = ?1"), [key])?;
+    }
+    Ok(())
+}
+
+/// Where stored rows come from, to name them when they do not decode.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    db: &'a Path,
+    file: &'a Path,
+}
+
+impl Rows<'_> {
+    fn corrupt(&self, detail: impl Into<String>) -> Error {
+        Error::CorruptProjection {
+            path: self.db.to_path_buf(),
+            file: self.file.to_path_buf(),
+            detail: detail.into(),
+        }
+    }
+
+    /// Parses a stored JSON text (a folded value or a patch); one small function, so the
+    /// parser is easy to swap.
+    fn json(&self, what: &str, text: &str) -> Result<Value> {
+        crate::json::from_str(text).map_err(|e| self.corrupt(format!("{what}: {e}")))
+    }
+
+    /// The value stored as `at` ([`step::unfold`]); `stored_at(idx)` reads another event's
+    /// storage. A missing base or a text that does not parse is
+    /// [`Error::CorruptProjection`].
+    fn unfold(
+        &self,
+        at: Stored,
+        stored_at: impl FnMut(i64) -> Result<Option<Stored>>,
+    ) -> Result<Option<Value>> {
+        step::unfold(at, stored_at).map_err(|e| match e {
+            Unfold::Read(e) => e,
+            Unfold::Corrupt(detail) => self.corrupt(detail),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::schema::from_columns;
+    use super::*;
+
+    #[test]
+    fn stored_rows_that_do_not_decode_are_errors() {
+        let rows = Rows {
+            db: Path::new("/db"),
+            file: Path::new("/s.jsonl"),
+        };
+        let delta = Stored::Delta {
+            base: 1,
+            patch: "{\"b\":".into(),
+            chain: 5,
+        };
+        let base = |_| Ok(Some(Stored::Snapshot("{\"a\":1}".into())));
+        assert!(matches!(
+            rows.unfold(delta, base),
+            Err(Error::CorruptProjection { .. })
+        ));
+        let missing = Stored::Delta {
+            base: 1,
+            patch: "{}".into(),
+            chain: 2,
+        };
+        assert!(matches!(
+            rows.unfold(missing, |_| Ok(None)),
+            Err(Error::CorruptProjection { .. })
+        ));
+        assert!(from_columns(None, Some(1), None, 0).is_err());
+        assert!(from_columns(None, None, Some("{}".into()), 0).is_err());
+    }
+}

@@ -1,0 +1,223 @@
+//! A folded value at a position, read from the rows: follow the `state_anc` links to the
+//! plugin's nearest event and unfold its storage (or read the session value).
+
+use super::schema::from_columns;
+use super::{Rows, db_err};
+use crate::error::{Error, Location, Result};
+use crate::state::envelope::Scope;
+use crate::state::step::Stored;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+use std::path::Path;
+
+/// An `events` row as read back: plugin, scope, prev_anc, error, error_idx.
+type EventTuple = (
+    String,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+);
+
+/// The error of a fold that met a bad event (stored as the event's index), naming the
+/// event's entry and place from the rows. `Err`: the lookup failed (the database error),
+/// or the rows do not hold the event the fold error names
+/// ([`Error::CorruptProjection`]: the session is rebuilt and read again).
+fn bad_event(
+    conn: &Connection,
+    rows: Rows<'_>,
+    key: &str,
+    plugin: &str,
+    detail: String,
+    idx: i64,
+) -> Result<Error> {
+    let found: Option<(String, i64, i64)> = conn
+        .prepare_cached(
+            "SELECT n.entry_id, e.line, e.offset FROM nodes n JOIN events e ON e.file = n.file \
+             AND e.idx = n.idx WHERE n.file = ?1 AND n.idx = ?2",
+        )
+        .and_then(|mut q| {
+            q.query_row(params![key, idx], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()
+        })
+        .map_err(db_err(rows.db, "reading the entry of a bad state event"))?;
+    let Some((entry_id, line, offset)) = found else {
+        return Err(rows.corrupt(format!(
+            "event {idx}, named by the error of plugin {plugin:?}'s fold, is missing"
+        )));
+    };
+    Ok(Error::BadEvent {
+        path: rows.file.to_path_buf(),
+        plugin: plugin.into(),
+        entry_id,
+        at: Location {
+            line: line as u64,
+            offset: offset as u64,
+        },
+        detail,
+    })
+}
+
+pub(super) fn read_value(
+    conn: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+    plugin: &str,
+    scope: Scope,
+    at: Option<&str>,
+) -> Result<Option<Value>> {
+    let q = |r| db_err(db, "reading the projection")(r);
+    let rows = Rows { db, file };
+    let parse = |v: Option<String>| -> Result<Option<Value>> {
+        v.map(|s| rows.json("a stored value", &s)).transpose()
+    };
+    match scope {
+        Scope::Session => {
+            if let Some(at) = at {
+                node_anc(conn, key, at)
+                    .map_err(q)?
+                    .ok_or_else(|| Error::UnknownEntry {
+                        path: file.to_path_buf(),
+                        id: at.into(),
+                    })?;
+            }
+            let row: Option<(Option<String>, Option<String>, Option<i64>)> = conn
+                .query_row(
+                    "SELECT value, error, error_idx FROM session_values WHERE file = ?1 AND plugin = ?2",
+                    params![key, plugin],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()
+                .map_err(q)?;
+            match row {
+                None => Ok(None),
+                Some((_, Some(err), Some(idx))) => {
+                    Err(bad_event(conn, rows, key, plugin, err, idx)?)
+                }
+                Some((v, _, _)) => parse(v),
+            }
+        }
+        Scope::Branch => {
+            let start = match at {
+                Some(at) => {
+                    node_anc(conn, key, at)
+                        .map_err(q)?
+                        .ok_or_else(|| Error::UnknownEntry {
+                            path: file.to_path_buf(),
+                            id: at.into(),
+                        })?
+                }
+                None => conn
+                    .query_row(
+                        "SELECT n.state_anc FROM sessions s JOIN nodes n ON n.file = s.file \
+                         AND n.idx = s.entry_count - 1 WHERE s.file = ?1",
+                        [key],
+                        |r| r.get::<_, Option<i64>>(0),
+                    )
+                    .optional()
+                    .map_err(q)?
+                    .flatten(),
+            };
+            let mut anc = start;
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT plugin, scope, prev_anc, error, error_idx, value, base, delta, chain \
+                     FROM events WHERE file = ?1 AND idx = ?2",
+                )
+                .map_err(q)?;
+            let stored = |r: &rusqlite::Row<'_>| -> rusqlite::Result<_> {
+                Ok(from_columns(r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?))
+            };
+            let decoded = |i: i64, s: std::result::Result<Stored, String>| {
+                s.map_err(|d| rows.corrupt(format!("event {i}: {d}")))
+            };
+            while let Some(e) = anc {
+                let row: Option<(EventTuple, std::result::Result<Stored, String>)> = stmt
+                    .query_row(params![key, e], |r| {
+                        Ok((
+                            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
+                            stored(r)?,
+                        ))
+                    })
+                    .optional()
+                    .map_err(q)?;
+                let Some(((p, s, prev, error, error_idx), at)) = row else {
+                    return Err(rows.corrupt(format!("event {e}, named by a link, is missing")));
+                };
+                if !matches!(s.as_deref(), None | Some("branch" | "session")) {
+                    return Err(rows.corrupt(format!("event {e}: unknown stored scope {s:?}")));
+                }
+                if p == plugin && s.as_deref() != Some("session") {
+                    if let (Some(err), Some(idx)) = (error, error_idx) {
+                        return Err(bad_event(conn, rows, key, plugin, err, idx)?);
+                    }
+                    let at = decoded(e, at)?;
+                    return rows.unfold(at, |i| {
+                        stmt.query_row(params![key, i], stored)
+                            .optional()
+                            .map_err(q)?
+                            .map(|s| decoded(i, s))
+                            .transpose()
+                    });
+                }
+                anc = prev;
+            }
+            Ok(None)
+        }
+    }
+}
+
+fn node_anc(conn: &Connection, key: &str, id: &str) -> rusqlite::Result<Option<Option<i64>>> {
+    conn.query_row(
+        "SELECT state_anc FROM nodes WHERE file = ?1 AND entry_id = ?2",
+        params![key, id],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::projection::schema::SCHEMA;
+
+    /// A fold error names its bad event by index; the entry behind it is looked up when
+    /// the error is returned. A failed lookup is the database's error and a missing row a
+    /// corrupt projection, never a `BadEvent` with an empty entry id.
+    #[test]
+    fn a_bad_event_is_named_from_the_rows_and_a_failed_lookup_is_not_swallowed() {
+        let rows = Rows {
+            db: Path::new("/db"),
+            file: Path::new("/s.jsonl"),
+        };
+        let conn = Connection::open_in_memory().expect("open");
+        // No tables: the lookup fails.
+        let e = bad_event(&conn, rows, "/s.jsonl", "p", "bad".into(), 3);
+        assert!(matches!(e, Err(Error::Database { .. })), "{e:?}");
+        conn.execute_batch(SCHEMA).expect("schema");
+        let e = bad_event(&conn, rows, "/s.jsonl", "p", "bad".into(), 3);
+        assert!(matches!(e, Err(Error::CorruptProjection { .. })), "{e:?}");
+        conn.execute_batch(
+            "INSERT INTO nodes(file, idx, entry_id, parent, state_anc) \
+             VALUES ('/s.jsonl', 3, 'abc123', NULL, 3);
+             INSERT INTO events(file, idx, plugin, scope, line, offset, len, digest, error, \
+             error_idx) VALUES ('/s.jsonl', 3, 'p', 'branch', 5, 812, 40, 0, 'bad', 3);",
+        )
+        .expect("rows");
+        match bad_event(&conn, rows, "/s.jsonl", "p", "unknown op".into(), 3) {
+            Ok(Error::BadEvent {
+                entry_id,
+                at,
+                plugin,
+                detail,
+                ..
+            }) => {
+                assert_eq!(entry_id, "abc123");
+                assert_eq!((at.line, at.offset), (5, 812));
+                assert_eq!((plugin.as_str(), detail.as_str()), ("p", "unknown op"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The database file (SPEC §4): the schema and its version, whether a file is provably
+//! ours (its `application_id`, or `meta.app` of an older version), opening and stamping
+//! it, removing it for a rebuild, and the columns an event's storage is kept in.
+
+use super::{db_err, is_corruption};
+use crate::error::{Error, Result};
+use crate::state::step::Stored;
+use rusqlite::{Connection, OptionalExtension, params};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// 2: branch values are stored as snapshots plus merge-patch deltas (`base`, `delta`,
+/// `chain`), and the prefix digests are word-wise. A database of ours of another version
+/// is rebuilt from the logs.
+/// 3: every state event's line length and digest (`events.len`, `events.digest`), so a
+/// resumed catch-up can check the folded events' bytes.
+const SCHEMA_VERSION: i64 = 3;
+
+const APP: &str = "session-state";
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions(
+    file TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    dev INTEGER NOT NULL,
+    ino INTEGER NOT NULL,
+    consumed INTEGER NOT NULL,
+    next_line INTEGER NOT NULL,
+    file_len INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    head_digest INTEGER NOT NULL,
+    pre_digest INTEGER NOT NULL,
+    entry_count INTEGER NOT NULL,
+    last_entry_id TEXT
+);
+CREATE TABLE IF NOT EXISTS nodes(
+    file TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    entry_id TEXT NOT NULL,
+    parent INTEGER,
+    state_anc INTEGER,
+    PRIMARY KEY(file, idx)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS nodes_by_id ON nodes(file, entry_id);
+CREATE TABLE IF NOT EXISTS events(
+    file TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    plugin TEXT NOT NULL,
+    scope TEXT,
+    line INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    len INTEGER NOT NULL,
+    digest INTEGER NOT NULL,
+    prev_anc INTEGER,
+    value TEXT,
+    error TEXT,
+    error_idx INTEGER,
+    base INTEGER,
+    delta TEXT,
+    chain INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY(file, idx)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS session_values(
+    file TEXT NOT NULL,
+    plugin TEXT NOT NULL,
+    value TEXT,
+    last_idx INTEGER,
+    error TEXT,
+    error_idx INTEGER,
+    PRIMARY KEY(file, plugin)
+) WITHOUT ROWID;
+";
+
+/// Opens a connection with the pragmas of SPEC §4.
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    // Switching a new database to WAL can fail with SQLITE_BUSY at once, without waiting
+    // for the busy timeout, while another connection does the same: retry, bounded.
+    let mut tries = 0;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Ok(()) => break,
+            Err(e)
+                if tries < 500
+                    && matches!(
+                        e.sqlite_error_code(),
+                        Some(
+                            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                        )
+                    ) =>
+            {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(conn)
+}
+
+/// Whether the database holds our current schema: `Ok(true)` yes (or no tables yet: a
+/// database being created), `Ok(false)` an older schema of ours, to be rebuilt. Only
+/// called on a file that [`ownership`] proved ours.
+fn check_schema(conn: &Connection) -> rusqlite::Result<bool> {
+    let tables = table_names(conn)?;
+    if tables.is_empty() {
+        return Ok(true);
+    }
+    if !tables.iter().any(|t| t == "meta") {
+        // Only the lock table (created by a writer) is still ours.
+        return Ok(tables.iter().all(|t| t == "write_lock"));
+    }
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(meta_app(conn)?.as_deref() == Some(APP) && version == Some(SCHEMA_VERSION.to_string()))
+}
+
+fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")?
+        .query_map([], |r| r.get(0))?
+        .collect()
+}
+
+/// `meta.app`, if the database has a `meta` table with that key.
+fn meta_app(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    let has_meta: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_meta {
+        return Ok(None);
+    }
+    conn.query_row("SELECT value FROM meta WHERE key = 'app'", [], |r| r.get(0))
+        .optional()
+}
+
+/// What is at a database path, as far as ownership goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Found {
+    /// Nothing, or an empty file: ours to create.
+    Absent,
+    /// Not a regular file (a directory, ...): left to SQLite, whose error names it.
+    Special,
+    /// A SQLite file whose header carries our `application_id`.
+    Stamped,
+    /// A database of ours from before the stamp (`meta.app` says so), or one holding
+    /// only the write-lock table; stamped when opened for writing.
+    Unstamped,
+}
+
+/// Decides, without modifying anything, whether the file at `path` is provably our
+/// projection (SPEC §4). A file that is not is an [`Error::NotOurDatabase`] naming what is
+/// there.
+pub(super) fn ownership(path: &Path) -> Result<Found> {
+    let not_ours = |what: String| Error::NotOurDatabase {
+        path: path.to_path_buf(),
+        what,
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Absent),
+        Err(source) => {
+            return Err(Error::Io {
+                action: "inspecting",
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    if meta.is_dir() {
+        return Ok(Found::Special);
+    }
+    if !meta.is_file() {
+        return Err(not_ours("is not a regular file".into()));
+    }
+    if meta.len() == 0 {
+        return Ok(Found::Absent);
+    }
+    let mut head = Vec::with_capacity(100);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(100).read_to_end(&mut head))
+        .map_err(|source| Error::Io {
+            action: "inspecting",
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if !head.starts_with(SQLITE_MAGIC) || head.len() < 100 {
+        return Err(not_ours(format!(
+            "is not a SQLite database (starts with `{}`)",
+            printable_start(&head)
+        )));
+    }
+    let app_id = i32::from_be_bytes([head[68], head[69], head[70], head[71]]);
+    if app_id == APPLICATION_ID {
+        return Ok(Found::Stamped);
+    }
+    if app_id != 0 {
+        return Err(not_ours(format!(
+            "is a SQLite database of another program (application_id {app_id:#010x})"
+        )));
+    }
+    // No stamp in the file's header: look inside, read-only (a stamp still in the WAL,
+    // a database of ours from before the stamp, or somebody else's).
+    let inspect = || -> rusqlite::Result<(i32, Option<String>, Vec<String>)> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        Ok((id, meta_app(&conn)?, table_names(&conn)?))
+    };
+    match inspect() {
+        Ok((id, _, _)) if id == APPLICATION_ID => Ok(Found::Stamped),
+        Ok((_, Some(app), _)) if app == APP => Ok(Found::Unstamped),
+        Ok((_, _, tables)) if !tables.is_empty() && tables.iter().all(|t| t == "write_lock") => {
+            Ok(Found::Unstamped)
+        }
+        Ok((_, _, tables)) if tables.is_empty() => Err(not_ours(
+            "is an empty SQLite database without session-state's stamp (no tables; if it is \
+             the leftover of an interrupted session-state run, remove it)"
+                .into(),
+        )),
+        Ok((_, _, tables)) => {
+            let mut list: Vec<&str> = tables.iter().map(String::as_str).take(5).collect();
+            if tables.len() > 5 {
+                list.push("…");
+            }
+            Err(not_ours(format!(
+                "is a SQLite database of another program (tables: {})",
+                list.join(", ")
+            )))
+        }
+        Err(e) if is_corruption(&e) => Err(not_ours(format!(
+            "is a damaged SQLite database without session-state's stamp ({e})"
+        ))),
+        Err(e) => Err(db_err(path, "inspecting")(e)),
+    }
+}
+
+const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+
+/// `PRAGMA application_id` of our databases ("SSt1"), header bytes 68..72.
+const APPLICATION_ID: i32 = 0x5353_7431;
+
+/// The first bytes of a file, for an error message: at most 24 characters, control
+/// characters escaped.
+fn printable_start(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(24)]);
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_control() || c == '`' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if bytes.len() > 24 {
+        out.push('…');
+    }
+    out
+}
+
+/// Removes the database at `path` and its side files, after checking (again, just
+/// before) that it is provably ours.
+pub(super) fn remove_our_files(path: &Path) -> Result<()> {
+    if ownership(path)? == Found::Special {
+        return Err(Error::NotOurDatabase {
+            path: path.to_path_buf(),
+            what: "is not a regular file".into(),
+        });
+    }
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(p));
+    }
+    Ok(())
+}
+
+/// Opens (creating if needed) a database that [`ownership`] proved ours, checks and
+/// creates the schema and stamps it, all in one write transaction. `Ok(Err(()))`: an
+/// older schema of ours, to be rebuilt.
+pub(super) fn open_ours(
+    path: &Path,
+    found: Found,
+) -> rusqlite::Result<std::result::Result<Connection, ()>> {
+    if found == Found::Absent {
+        // Stamp a new file before anything else (before the switch to WAL, so that the
+        // stamp lands in the file's own header): a crash at any later point leaves a file
+        // that is provably ours. Checked and stamped in one write transaction: another
+        // opener may be creating it at the same moment.
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        if id != APPLICATION_ID && table_names(&tx)?.is_empty() {
+            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+        }
+        tx.commit()?;
+    }
+    let mut conn = connect(path)?;
+    // Check and create in one write transaction, so a second opener of a new database
+    // sees either nothing or the whole schema, never half of it.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    if id != APPLICATION_ID {
+        // Ours without the stamp yet (checked again here, in the transaction): nothing,
+        // a database of an older version, or only the lock table. Anything else appeared
+        // since we looked; the caller's rebuild checks ownership before it deletes.
+        let tables = table_names(&tx)?;
+        let unstamped_ours = tables.is_empty()
+            || meta_app(&tx)?.as_deref() == Some(APP)
+            || tables.iter().all(|t| t == "write_lock");
+        if !unstamped_ours {
+            return Ok(Err(()));
+        }
+        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+    }
+    if !check_schema(&tx)? {
+        return Ok(Err(()));
+    }
+    tx.execute_batch(SCHEMA)?;
+    tx.execute(
+        "INSERT OR IGNORE INTO meta(key, value) VALUES ('app', ?1), ('schema_version', ?2)",
+        params![APP, SCHEMA_VERSION.to_string()],
+    )?;
+    crate::lock::ensure_schema(&tx)?;
+    tx.commit()?;
+    Ok(Ok(conn))
+}
+
+/// The columns `value`, `base`, `delta`, `chain` of an event's storage (the policy that
+/// chose it is [`crate::state::step::step`]'s).
+pub(super) fn columns(stored: &Stored) -> (Option<&str>, Option<i64>, Option<&str>, i64) {
+    match stored {
+        Stored::Absent => (None, None, None, 0),
+        Stored::Snapshot(v) => (Some(v), None, None, 0),
+        Stored::Delta { base, patch, chain } => (None, Some(*base), Some(patch), *chain),
+    }
+}
+
+/// An event's storage from its columns; a half-stored delta is `Err` with what is wrong.
+pub(super) fn from_columns(
+    value: Option<String>,
+    base: Option<i64>,
+    delta: Option<String>,
+    chain: i64,
+) -> std::result::Result<Stored, String> {
+    match (base, delta) {
+        (Some(base), Some(patch)) => Ok(Stored::Delta { base, patch, chain }),
+        (None, None) => Ok(value.map_or(Stored::Absent, Stored::Snapshot)),
+        (Some(base), None) => Err(format!("a delta on event {base} without its patch")),
+        (None, Some(_)) => Err("a delta without its base event".into()),
+    }
+}
