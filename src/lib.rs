@@ -39,7 +39,7 @@ mod state;
 mod store;
 mod tree;
 
-pub use error::{Error, Location, Result};
+pub use error::{DatabaseError, Error, Location, Result};
 pub use lock::{Holder, LEASE, Liveness, LockError, LockStatus};
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};

@@ -11,7 +11,7 @@
 //! changed, the session is rebuilt from the log. Only a database that is provably ours
 //! is ever modified or deleted. See `docs/architecture.md`.
 
-use crate::error::{Error, Location, Result};
+use crate::error::{DatabaseError, Error, Location, Result};
 use crate::log::entry::raw_str;
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, EntrySink, Finding, ReadMode, ScanState, ScannedEntry};
@@ -123,15 +123,12 @@ fn db_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> 
     move |source| Error::Database {
         path,
         action,
-        source,
+        source: DatabaseError(source),
     }
 }
 
 fn is_corruption(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
-    )
+    crate::error::is_corrupt(e)
 }
 
 /// A digest of a span of the file, to tell that a prefix is unchanged (not a defence
@@ -599,7 +596,7 @@ impl Projection {
     pub fn catch_up(&mut self, file: &Path) -> Result<CatchUp> {
         let r = catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks);
         let r = match r {
-            Err(Error::Database { source, .. }) if is_corruption(&source) => {
+            Err(Error::Database { source, .. }) if source.is_corrupt() => {
                 self.reopen_rebuilt()?;
                 catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks)
             }
@@ -640,7 +637,7 @@ impl Projection {
         match read_value(&self.conn, &self.path, file, &key, plugin, scope, at) {
             // Corruption found by the read itself (pages the catch-up did not touch):
             // rebuild the database from the log and answer from the new one.
-            Err(Error::Database { source, .. }) if is_corruption(&source) => {
+            Err(Error::Database { source, .. }) if source.is_corrupt() => {
                 self.reopen_rebuilt()?;
                 self.catch_up(file)?;
                 read_value(&self.conn, &self.path, file, &key, plugin, scope, at)

@@ -146,7 +146,7 @@ pub enum LockError {
         session_id: String,
         /// The SQLite error.
         #[source]
-        source: rusqlite::Error,
+        source: crate::error::DatabaseError,
     },
 }
 
@@ -155,7 +155,7 @@ impl LockError {
         move |source| LockError::Database {
             operation,
             session_id: session_id.to_owned(),
-            source,
+            source: crate::error::DatabaseError(source),
         }
     }
 }

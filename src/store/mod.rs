@@ -18,7 +18,7 @@
 pub(crate) mod state;
 mod write;
 
-use crate::error::{Error, Result};
+use crate::error::{DatabaseError, Error, Result};
 use crate::lock::{self, Holder, LockStatus};
 use crate::projection::{CatchUp, Projection};
 use crate::settings::{LocationInputs, ProjectTrust, ResolvedLocation, SettingsDiagnostic};
@@ -202,7 +202,7 @@ impl Store {
                 .map_err(|source| Error::Database {
                     path,
                     action: "reading a pragma",
-                    source,
+                    source: DatabaseError(source),
                 })
         })
     }
@@ -225,7 +225,7 @@ impl Store {
             lock::status_at(db.connection(), session_id, now_ms).map_err(|source| Error::Database {
                 path,
                 action: "reading the write lock",
-                source,
+                source: DatabaseError(source),
             })
         })
     }
@@ -243,7 +243,7 @@ impl Store {
             .map_err(|source| Error::Database {
                 path: path.to_path_buf(),
                 action: "reading the lock",
-                source,
+                source: DatabaseError(source),
             })
     }
 
@@ -256,7 +256,7 @@ impl Store {
             lock::clear(db.connection(), session_id).map_err(|source| Error::Database {
                 path,
                 action: "clearing the lock",
-                source,
+                source: DatabaseError(source),
             })
         })
     }
