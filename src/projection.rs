@@ -544,8 +544,11 @@ impl Projection {
         remove_our_files(path)?;
         let conn = open_ours(path, Found::Absent)
             .map_err(db_err(path, "recreating"))?
-            .map_err(|()| Error::InvalidInput {
-                detail: format!("{}: could not recreate the database", path.display()),
+            .map_err(|()| Error::NotOurDatabase {
+                path: path.to_path_buf(),
+                what: "was replaced while being rebuilt by a file that is not this version's \
+                       database (another program, or an older session-state)"
+                    .into(),
             })?;
         Ok(Projection {
             conn,
@@ -1701,8 +1704,8 @@ fn ingest(
 /// The error that stops the line loop at a chunk boundary (recognised by the flag set
 /// with it, never shown).
 fn stop_marker() -> Error {
-    Error::InvalidInput {
-        detail: "stopped at a chunk boundary".into(),
+    Error::Internal {
+        what: "a catch-up's stop marker escaped its line loop".into(),
     }
 }
 

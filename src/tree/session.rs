@@ -995,7 +995,7 @@ impl SessionLog {
 }
 
 fn unreachable_writer<T>(path: &Path) -> Result<T> {
-    Err(Error::InvalidInput {
-        detail: format!("{}: the session file has no open writer", path.display()),
+    Err(Error::Internal {
+        what: format!("{}: the session file has no open writer", path.display()),
     })
 }
