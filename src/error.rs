@@ -94,7 +94,7 @@ pub enum Error {
     },
 
     /// Two entries share an id.
-    #[error("{path}: duplicate entry id '{id}' at {at} (first used on line {first_line})")]
+    #[error("{path}: duplicate entry id '{id}' at {at} ({})", fmt_first_line(.first_line))]
     DuplicateId {
         /// The session file.
         path: PathBuf,
@@ -102,8 +102,9 @@ pub enum Error {
         at: Location,
         /// The id.
         id: String,
-        /// Line of the first entry with this id.
-        first_line: u64,
+        /// Line of the first entry with this id; `None` when the reader no longer knows it
+        /// (the projection's catch-up keeps ids, not the lines they came from).
+        first_line: Option<u64>,
     },
 
     /// An entry's `parentId` names no earlier entry.
@@ -238,14 +239,16 @@ pub enum Error {
 
     /// A stored value does not deserialize into the caller's type.
     #[error(
-        "plugin '{plugin}': the stored value (entry '{entry_id}') does not deserialize into \
-         the requested type: {source}"
+        "plugin '{plugin}': the stored value{} does not deserialize into the requested \
+         type: {source}",
+        fmt_id(.entry_id)
     )]
     Deserialize {
         /// The plugin id.
         plugin: String,
-        /// The entry whose fold produced the value.
-        entry_id: String,
+        /// The entry whose fold produced the value, when known (a read through the
+        /// projection, [`crate::SessionState::read_file`], does not say which).
+        entry_id: Option<String>,
         /// serde_json's error.
         #[source]
         source: serde_json::Error,
@@ -511,6 +514,13 @@ fn fmt_paths(paths: &[PathBuf]) -> String {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn fmt_first_line(line: &Option<u64>) -> String {
+    match line {
+        Some(line) => format!("first used on line {line}"),
+        None => "first used by an earlier entry".into(),
+    }
 }
 
 fn fmt_id(id: &Option<String>) -> String {

@@ -1261,7 +1261,7 @@ impl EntrySink for SqlSink<'_> {
                 path: self.file.clone(),
                 at: e.at,
                 id: id.into(),
-                first_line: 0,
+                first_line: None,
             });
         }
         let parent = match e.parent.as_deref() {
@@ -1709,15 +1709,17 @@ fn stop_marker() -> Error {
     }
 }
 
+/// The [`Error::BadEvent`] of the stored event `idx`; a row that cannot say which entry
+/// and line it is makes the projection [`Error::CorruptProjection`] (rebuilt on read).
 fn bad_event(
     conn: &Connection,
-    file: &Path,
+    rows: Rows<'_>,
     key: &str,
     plugin: &str,
     detail: String,
     idx: i64,
 ) -> Error {
-    let found: Option<(String, i64, i64)> = conn
+    let found: Option<(String, i64, i64)> = match conn
         .query_row(
             "SELECT n.entry_id, e.line, e.offset FROM nodes n JOIN events e ON e.file = n.file AND e.idx = n.idx \
              WHERE n.file = ?1 AND n.idx = ?2",
@@ -1725,11 +1727,15 @@ fn bad_event(
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()
-        .ok()
-        .flatten();
-    let (entry_id, line, offset) = found.unwrap_or_default();
+    {
+        Ok(found) => found,
+        Err(e) => return db_err(rows.db, "reading a bad event")(e),
+    };
+    let Some((entry_id, line, offset)) = found else {
+        return rows.corrupt(format!("event {idx}, named by a stored error, is missing"));
+    };
     Error::BadEvent {
-        path: file.to_path_buf(),
+        path: rows.file.to_path_buf(),
         plugin: plugin.into(),
         entry_id,
         at: Location {
@@ -1775,7 +1781,7 @@ fn read_value(
             match row {
                 None => Ok(None),
                 Some((_, Some(err), Some(idx))) => {
-                    Err(bad_event(conn, file, key, plugin, err, idx))
+                    Err(bad_event(conn, rows, key, plugin, err, idx))
                 }
                 Some((v, _, _)) => parse(v),
             }
@@ -1837,7 +1843,7 @@ fn read_value(
                 }
                 if p == plugin && s.as_deref() != Some("session") {
                     if let (Some(err), Some(idx)) = (error, error_idx) {
-                        return Err(bad_event(conn, file, key, plugin, err, idx));
+                        return Err(bad_event(conn, rows, key, plugin, err, idx));
                     }
                     let at = decoded(e, at)?;
                     let text = folded_text(rows, at, |i| {

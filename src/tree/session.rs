@@ -196,7 +196,7 @@ impl EntrySink for Index {
                     path: self.path.clone(),
                     at: e.at,
                     id: id.into(),
-                    first_line,
+                    first_line: Some(first_line),
                 });
             }
             self.findings.push(Finding {
