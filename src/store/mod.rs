@@ -266,7 +266,7 @@ impl Store {
 
     /// Takes the write lock on `session_id` for this process, for work beyond one
     /// `write` (the state's writes take it themselves). Refused with the four-element
-    /// [`LockError::Held`] while another live process holds it within its lease.
+    /// [`LockError::Held`](crate::LockError::Held) while another live process holds it within its lease.
     pub fn lock(&self, session_id: &str, action: &str) -> Result<WriteLock<'_>> {
         self.lock_as(session_id, action, lock::now_ms(), &Holder::current())
     }
@@ -382,7 +382,7 @@ impl WriteLock<'_> {
     }
 
     /// Restarts the lease, for work that may outlast [`lock::LEASE`]. Fails with
-    /// [`LockError::Lost`] when the row no longer names this holder.
+    /// [`LockError::Lost`](crate::LockError::Lost) when the row no longer names this holder.
     pub fn renew(&mut self) -> Result<()> {
         let (session, holder) = (&self.session_id, &self.holder);
         let at = self
