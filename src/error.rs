@@ -1,6 +1,8 @@
 //! The crate's error type. Every variant names what a user needs to act on: the file,
 //! the line and byte offset, the entry id, the plugin, or the lock holder.
 
+pub use crate::sqlite::DatabaseError;
+pub(crate) use crate::sqlite::is_corrupt;
 use std::io;
 use std::path::PathBuf;
 
@@ -94,7 +96,7 @@ pub enum Error {
     },
 
     /// Two entries share an id.
-    #[error("{path}: duplicate entry id '{id}' at {at} (first used on line {first_line})")]
+    #[error("{path}: duplicate entry id '{id}' at {at} ({})", fmt_first_line(.first_line))]
     DuplicateId {
         /// The session file.
         path: PathBuf,
@@ -102,8 +104,9 @@ pub enum Error {
         at: Location,
         /// The id.
         id: String,
-        /// Line of the first entry with this id.
-        first_line: u64,
+        /// Line of the first entry with this id; `None` when the reader no longer knows it
+        /// (the projection's catch-up keeps ids, not the lines they came from).
+        first_line: Option<u64>,
     },
 
     /// An entry's `parentId` names no earlier entry.
@@ -238,14 +241,16 @@ pub enum Error {
 
     /// A stored value does not deserialize into the caller's type.
     #[error(
-        "plugin '{plugin}': the stored value (entry '{entry_id}') does not deserialize into \
-         the requested type: {source}"
+        "plugin '{plugin}': the stored value{} does not deserialize into the requested \
+         type: {source}",
+        fmt_id(.entry_id)
     )]
     Deserialize {
         /// The plugin id.
         plugin: String,
-        /// The entry whose fold produced the value.
-        entry_id: String,
+        /// The entry whose fold produced the value, when known (a read through the
+        /// projection, [`crate::SessionState::read_file`], does not say which).
+        entry_id: Option<String>,
         /// serde_json's error.
         #[source]
         source: serde_json::Error,
@@ -266,7 +271,7 @@ pub enum Error {
         detail: String,
     },
 
-    /// An invalid option given to [`crate::Options`] or a CLI flag.
+    /// An invalid option or argument (a [`crate::LogOptions`] session id, a plugin id).
     #[error("invalid option {option}: {detail}")]
     InvalidOption {
         /// The option's name.
@@ -275,11 +280,132 @@ pub enum Error {
         detail: String,
     },
 
-    /// A header or entry given to the persistence seam is not acceptable.
-    #[error("{detail}")]
-    InvalidInput {
-        /// What is wrong.
+    /// [`crate::SessionStore::append`]: `first_seq` is not the session's stored next
+    /// sequence number (another writer appended, or a retry repeats events that were
+    /// stored). Nothing was written; [`crate::SessionStore::load`] tells the next number.
+    #[error(
+        "session {session_id}: append expected first_seq {expected} (the next sequence \
+         number), got {got}; nothing was written"
+    )]
+    SequenceMismatch {
+        /// The session id.
+        session_id: String,
+        /// The stored next sequence number.
+        expected: u64,
+        /// The `first_seq` given.
+        got: u64,
+    },
+
+    /// No session with this id is stored under the store's root.
+    #[error("{root}: no session with id {session_id} is stored here")]
+    SessionNotFound {
+        /// The session id.
+        session_id: String,
+        /// Where the store looked (its sessions directory).
+        root: PathBuf,
+    },
+
+    /// More than one file holds a session with this id; the store will not pick one.
+    #[error(
+        "session {session_id} is stored in {} files ({}); keep one",
+        paths.len(),
+        fmt_paths(paths)
+    )]
+    AmbiguousSession {
+        /// The session id.
+        session_id: String,
+        /// The files whose header names it.
+        paths: Vec<PathBuf>,
+    },
+
+    /// [`crate::SessionStore::create`]: the header is not in format version 3, the only
+    /// one new sessions are written in.
+    #[error(
+        "session {session_id}: new sessions are written in format version 3, the header \
+         says {version}"
+    )]
+    UnsupportedNewVersion {
+        /// The session id.
+        session_id: String,
+        /// The header's version.
+        version: u32,
+    },
+
+    /// [`crate::SessionStore::create`]: the session id cannot be part of a file name
+    /// (empty, or with a path separator, a newline or a NUL).
+    #[error("session id {session_id:?} cannot be part of a file name")]
+    InvalidSessionId {
+        /// The session id.
+        session_id: String,
+    },
+
+    /// [`crate::SessionStore::create`]: the header cannot name a session file.
+    #[error(
+        "session {session_id}: the header cannot name a session file (it needs a cwd, and \
+         a timestamp and an id without path separators)"
+    )]
+    UnlocatableHeader {
+        /// The session id.
+        session_id: String,
+    },
+
+    /// [`crate::SessionStore::create`] twice for a session that is still only in memory.
+    #[error(
+        "session {session_id} was already created in this store (it is written on its \
+         first append)"
+    )]
+    AlreadyCreated {
+        /// The session id.
+        session_id: String,
+    },
+
+    /// [`crate::SessionStore::append`]: an event is not acceptable. Nothing was written.
+    #[error("session {session_id}: event {index} (seq {seq}) {detail}; nothing was written")]
+    InvalidEvent {
+        /// The session id.
+        session_id: String,
+        /// The event's index in the batch.
+        index: usize,
+        /// The sequence number it would have had.
+        seq: u64,
+        /// What is wrong ("is not a JSON object", "has a `parentId` field; …").
         detail: String,
+    },
+
+    /// [`crate::SessionStoreExt::append_serialized`]: an event cannot be serialized to
+    /// JSON. Nothing was written.
+    #[error(
+        "session {session_id}: event {index} (seq {seq}) cannot be serialized to JSON: \
+         {source}; nothing was written"
+    )]
+    EventNotSerializable {
+        /// The session id.
+        session_id: String,
+        /// The event's index in the batch.
+        index: usize,
+        /// The sequence number it would have had.
+        seq: u64,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// [`crate::Loaded::event`]: no event has this sequence number.
+    #[error("session {session_id}: no event with seq {seq} (next_seq is {next_seq})")]
+    NoSuchEvent {
+        /// The session id.
+        session_id: String,
+        /// The sequence number asked for.
+        seq: u64,
+        /// The session's next sequence number (its number of events).
+        next_seq: u64,
+    },
+
+    /// Something this crate's own invariants rule out happened: a bug in session-state.
+    #[error("internal error in session-state: {what}; please report it")]
+    Internal {
+        /// What went wrong, with the file it concerns.
+        what: String,
     },
 
     /// The projection database failed.
@@ -291,7 +417,7 @@ pub enum Error {
         action: &'static str,
         /// SQLite's error.
         #[source]
-        source: rusqlite::Error,
+        source: DatabaseError,
     },
 
     /// The file at the projection database's path is not provably session-state's own
@@ -332,6 +458,21 @@ pub enum Error {
 impl From<crate::lock::LockError> for Error {
     fn from(e: crate::lock::LockError) -> Self {
         Error::Lock(Box::new(e))
+    }
+}
+
+fn fmt_paths(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn fmt_first_line(line: &Option<u64>) -> String {
+    match line {
+        Some(line) => format!("first used on line {line}"),
+        None => "first used by an earlier entry".into(),
     }
 }
 

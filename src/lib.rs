@@ -35,11 +35,12 @@ mod log;
 mod persistence;
 mod projection;
 mod settings;
+mod sqlite;
 mod state;
 mod store;
 mod tree;
 
-pub use error::{Error, Location, Result};
+pub use error::{DatabaseError, Error, Location, Result};
 pub use lock::{Holder, LEASE, Liveness, LockError, LockStatus};
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};

@@ -304,6 +304,43 @@ pub struct ResolvedLocation {
     pub diagnostics: Vec<SettingsDiagnostic>,
 }
 
+impl ResolvedLocation {
+    /// The location an explicit `database_path` option names (the CLI's `--db`,
+    /// [`LocationInputs::database_path`], [`crate::StoreOptions::database_path`]): the path itself,
+    /// which must be non-empty and absolute. This is the one check of an explicit path;
+    /// nothing is read, created or checked on disk.
+    ///
+    /// ```
+    /// use session_state::{LocationSource, ResolvedLocation, SettingsError};
+    ///
+    /// let at = ResolvedLocation::explicit("/tmp/states.sqlite")?;
+    /// assert_eq!(at.source, LocationSource::Option);
+    /// assert!(matches!(
+    ///     ResolvedLocation::explicit("states.sqlite"),
+    ///     Err(SettingsError::RelativeDatabasePath { .. })
+    /// ));
+    /// # Ok::<(), SettingsError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`SettingsError::EmptyDatabasePath`], [`SettingsError::RelativeDatabasePath`].
+    pub fn explicit(path: impl Into<PathBuf>) -> Result<ResolvedLocation, SettingsError> {
+        let path = path.into();
+        if path.as_os_str().is_empty() {
+            return Err(SettingsError::EmptyDatabasePath);
+        }
+        if !path.is_absolute() {
+            return Err(SettingsError::RelativeDatabasePath { path });
+        }
+        Ok(ResolvedLocation {
+            path,
+            source: LocationSource::Option,
+            diagnostics: Vec::new(),
+        })
+    }
+}
+
 /// A settings or trust file that is present but unusable, and what was done instead.
 ///
 /// `Display` gives one line naming the file, the problem and the fallback.
@@ -446,8 +483,10 @@ pub enum SettingsError {
     EmptyDatabasePath,
     /// The explicit `database_path` option is not absolute.
     #[error(
-        "the database path option {} is relative; pass an absolute path{}",
-        path.display(),
+        "the database path option {:?} is relative; pass an absolute path{} (for example \
+         /tmp/states.sqlite), or leave the option out to use the settings or the default \
+         location",
+        path.display().to_string(),
         tilde_hint(path)
     )]
     RelativeDatabasePath {
@@ -496,17 +535,7 @@ fn tilde_hint(path: &Path) -> &'static str {
 /// [`SettingsError::RelativeDatabasePath`]. Bad settings files are never errors.
 pub fn resolve_location(inputs: &LocationInputs) -> Result<ResolvedLocation, SettingsError> {
     if let Some(path) = &inputs.database_path {
-        if path.as_os_str().is_empty() {
-            return Err(SettingsError::EmptyDatabasePath);
-        }
-        if !path.is_absolute() {
-            return Err(SettingsError::RelativeDatabasePath { path: path.clone() });
-        }
-        return Ok(ResolvedLocation {
-            path: path.clone(),
-            source: LocationSource::Option,
-            diagnostics: Vec::new(),
-        });
+        return ResolvedLocation::explicit(path.clone());
     }
 
     let default = default_database_path(&inputs.agent_dir);

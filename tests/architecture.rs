@@ -116,6 +116,7 @@ fn no_import_goes_upward() {
     const ORDER: &[&str] = &[
         "json",
         "settings",
+        "sqlite",
         "lock",
         "error",
         "log",

@@ -978,7 +978,7 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 b.clone(),
                 entry("b0000001", Some("a0000001"), "again"),
             ],
-            |e| matches!(e, Error::DuplicateId { at, first_line: 3, .. } if at.line == 4),
+            |e| matches!(e, Error::DuplicateId { at, first_line: Some(3), .. } if at.line == 4),
             vec!["'b0000001'", "line 4", "first used on line 3"],
         ),
         (
@@ -1066,6 +1066,30 @@ fn structural_damage_is_refused_naming_line_and_entry() {
             s.findings()
         );
     }
+}
+
+#[test]
+fn the_projection_refuses_a_duplicate_id_without_inventing_the_first_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = entry("a0000001", None, "a");
+    let b = entry("b0000001", Some("a0000001"), "b");
+    let again = entry("b0000001", Some("a0000001"), "again");
+    let path = file_of(
+        dir.path(),
+        "dup.jsonl",
+        &[a.as_bytes(), b.as_bytes(), again.as_bytes()],
+    );
+    // The catch-up keeps ids, not the lines they came from: it says the id was used
+    // before, not on which line.
+    let err = state(dir.path(), "p").read_file(&path).unwrap_err();
+    assert!(
+        matches!(&err, Error::DuplicateId { at, id, first_line: None, .. }
+            if at.line == 4 && id == "b0000001"),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("first used by an earlier entry"), "{msg}");
+    assert!(!msg.contains("line 0"), "{msg}");
 }
 
 #[test]

@@ -279,7 +279,9 @@ fn classify(
             let damaged_id = o.id_at.get(&d.line);
             let blamed = match &e {
                 Error::DanglingParent { parent, .. } => damaged_id == Some(parent),
-                Error::DuplicateId { first_line, .. } => d.lines.contains(first_line),
+                Error::DuplicateId { first_line, .. } => {
+                    first_line.is_some_and(|l| d.lines.contains(&l))
+                }
                 _ => false,
             };
             assert!(

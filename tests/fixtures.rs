@@ -166,7 +166,7 @@ fn structural_errors_are_refused_and_salvaged_like_pi() {
         Error::DuplicateId {
             id, at, first_line, ..
         } => {
-            assert_eq!((id.as_str(), at.line, first_line), ("a0000002", 4, 3))
+            assert_eq!((id.as_str(), at.line, first_line), ("a0000002", 4, Some(3)))
         }
         e => panic!("{e}"),
     }

@@ -88,13 +88,6 @@ fn strip(mut v: Value) -> Value {
     v
 }
 
-fn invalid_input(e: Error) -> String {
-    match e {
-        Error::InvalidInput { detail } => detail,
-        other => panic!("expected InvalidInput, got {other:?}"),
-    }
-}
-
 #[test]
 fn store_is_a_thread_safe_trait_object() {
     fn assert_send_sync<T: Send + Sync>() {}
@@ -106,7 +99,14 @@ fn store_is_a_thread_safe_trait_object() {
     let err = store
         .append_serialized(ID, 0, &[user("hi")])
         .expect_err("unknown session");
+    assert!(
+        matches!(&err, Error::SessionNotFound { session_id, root }
+            if session_id == ID && root == dir.path()),
+        "{err:?}"
+    );
     assert!(err.to_string().contains(ID), "{err}");
+    let err = store.load(ID).expect_err("unknown session");
+    assert!(matches!(&err, Error::SessionNotFound { .. }), "{err:?}");
 }
 
 #[test]
@@ -187,17 +187,70 @@ fn create_refuses_headers_that_cannot_be_stored() {
     let store = PiJsonlStore::new(dir.path());
     let mut v2 = header(ID, "/p");
     v2.version = 2;
-    for (h, why) in [
-        (v2, "version"),
-        (header("a/b", "/p"), "file name"),
-        (header("", "/p"), "file name"),
-    ] {
-        let detail = invalid_input(store.create(h).expect_err("refused"));
-        assert!(detail.contains(why), "{detail}");
+    let err = store.create(v2).expect_err("refused");
+    assert!(
+        matches!(&err, Error::UnsupportedNewVersion { session_id, version: 2 } if session_id == ID),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("version"), "{err}");
+    for id in ["a/b", ""] {
+        let err = store.create(header(id, "/p")).expect_err("refused");
+        assert!(
+            matches!(&err, Error::InvalidSessionId { session_id } if session_id == id),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("file name"), "{err}");
+    }
+    let mut no_cwd = header(ID, "/p");
+    no_cwd.cwd = None;
+    let mut no_stamp = header(ID, "/p");
+    no_stamp.timestamp = None;
+    for h in [no_cwd, no_stamp] {
+        let err = store.create(h).expect_err("refused");
+        assert!(
+            matches!(&err, Error::UnlocatableHeader { session_id } if session_id == ID),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("cwd"), "{err}");
     }
     store.create(header(ID, "/p")).expect("create");
-    let detail = invalid_input(store.create(header(ID, "/p")).expect_err("twice"));
-    assert!(detail.contains("already created"), "{detail}");
+    let err = store.create(header(ID, "/p")).expect_err("twice");
+    assert!(
+        matches!(&err, Error::AlreadyCreated { session_id } if session_id == ID),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("already created"), "{err}");
+}
+
+#[test]
+fn a_session_in_two_files_is_refused_naming_both() {
+    let (_dir, store, path) = store_with(&[user("one")]);
+    let twin = store
+        .root()
+        .join("--elsewhere--")
+        .join(path.file_name().expect("name"));
+    std::fs::create_dir_all(twin.parent().expect("folder")).expect("mkdir");
+    std::fs::copy(&path, &twin).expect("copy");
+    let fresh = PiJsonlStore::new(store.root());
+    let err = fresh.load(ID).expect_err("ambiguous");
+    match &err {
+        Error::AmbiguousSession { session_id, paths } => {
+            assert_eq!(session_id, ID);
+            let mut paths = paths.clone();
+            paths.sort();
+            let mut both = vec![path.clone(), twin.clone()];
+            both.sort();
+            assert_eq!(paths, both);
+        }
+        other => panic!("expected AmbiguousSession, got {other:?}"),
+    }
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&*path.to_string_lossy()) && shown.contains(&*twin.to_string_lossy()),
+        "{shown}"
+    );
+    let err = fresh.append(ID, 1, &[custom(1)]).expect_err("ambiguous");
+    assert!(matches!(err, Error::AmbiguousSession { .. }), "{err:?}");
 }
 
 #[test]
@@ -206,10 +259,16 @@ fn append_assigns_contiguous_sequence_numbers() {
     assert_eq!(store.append(ID, 2, &[custom(2)]).expect("append"), 3);
 
     for wrong in [0, 2, 5] {
-        let detail = invalid_input(store.append(ID, wrong, &[custom(9)]).expect_err("refused"));
+        let err = store.append(ID, wrong, &[custom(9)]).expect_err("refused");
         assert!(
-            detail.contains("expected first_seq 3") && detail.contains(&format!("got {wrong}")),
-            "{detail}"
+            matches!(&err, Error::SequenceMismatch { session_id, expected: 3, got }
+                if session_id == ID && *got == wrong),
+            "{err:?}"
+        );
+        let shown = err.to_string();
+        assert!(
+            shown.contains("expected first_seq 3") && shown.contains(&format!("got {wrong}")),
+            "{shown}"
         );
     }
     assert_eq!(lines(&path).len(), 4, "header + 3 entries: nothing written");
@@ -224,8 +283,18 @@ fn append_assigns_contiguous_sequence_numbers() {
 
     // A store that starts afresh (another process, a restart) continues the numbering.
     let again = PiJsonlStore::new(dir.path().join("sessions"));
-    let detail = invalid_input(again.append(ID, 1, &[custom(3)]).expect_err("refused"));
-    assert!(detail.contains("expected first_seq 3"), "{detail}");
+    let err = again.append(ID, 1, &[custom(3)]).expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            Error::SequenceMismatch {
+                expected: 3,
+                got: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(
         again
             .append(ID, 3, &[custom(3), custom(4)])
@@ -263,16 +332,33 @@ fn unserializable_or_malformed_event_is_refused_naming_it() {
     let err = store
         .append_serialized(ID, 1, &[Event::Json(custom(1)), Event::Bad(Unserializable)])
         .expect_err("refused");
-    let detail = invalid_input(err);
     assert!(
-        detail.contains("event 1 (seq 2)") && detail.contains("refuses to serialize"),
-        "{detail}"
+        matches!(&err, Error::EventNotSerializable { session_id, index: 1, seq: 2, .. }
+            if session_id == ID),
+        "{err:?}"
+    );
+    let shown = err.to_string();
+    assert!(
+        shown.contains("event 1 (seq 2)") && shown.contains("refuses to serialize"),
+        "{shown}"
     );
     let map = Event::Map([((1, 2), 3)].into_iter().collect());
-    let detail = invalid_input(store.append_serialized(ID, 1, &[map]).expect_err("refused"));
+    let err = store.append_serialized(ID, 1, &[map]).expect_err("refused");
     assert!(
-        detail.contains("event 0 (seq 1)") && detail.contains("key"),
-        "{detail}"
+        matches!(
+            err,
+            Error::EventNotSerializable {
+                index: 0,
+                seq: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let shown = err.to_string();
+    assert!(
+        shown.contains("event 0 (seq 1)") && shown.contains("key"),
+        "{shown}"
     );
 
     let malformed = [
@@ -284,15 +370,19 @@ fn unserializable_or_malformed_event_is_refused_naming_it() {
         (json!({"type": "custom", "timestamp": STAMP}), "`timestamp`"),
     ];
     for (bad, why) in malformed {
-        let detail = invalid_input(
-            store
-                .append(ID, 1, &[custom(1), bad.clone()])
-                .expect_err("refused"),
-        );
-        assert!(
-            detail.contains("event 1 (seq 2)") && detail.contains(why),
-            "{bad}: {detail}"
-        );
+        let err = store
+            .append(ID, 1, &[custom(1), bad.clone()])
+            .expect_err("refused");
+        match &err {
+            Error::InvalidEvent {
+                session_id,
+                index: 1,
+                seq: 2,
+                detail,
+            } if session_id == ID => assert!(detail.contains(why), "{bad}: {detail}"),
+            other => panic!("{bad}: expected InvalidEvent, got {other:?}"),
+        }
+        assert!(err.to_string().contains("event 1 (seq 2)"), "{err}");
     }
     assert_eq!(
         std::fs::read(&path).expect("read"),
@@ -344,7 +434,12 @@ fn load_after_reopen_returns_the_same_entries() {
             "seq {seq}"
         );
     }
-    assert!(loaded.event(events.len() as u64).is_err());
+    let next = events.len() as u64;
+    assert!(
+        matches!(loaded.event(next), Err(Error::NoSuchEvent { seq, next_seq, .. })
+            if seq == next && next_seq == next),
+        "past the end"
+    );
     assert_eq!(lines(&path).len(), events.len() + 1, "load wrote nothing");
 }
 

@@ -1178,6 +1178,36 @@ fn a_corrupt_stored_delta_or_value_is_rebuilt_not_answered() {
     }
 }
 
+/// A stored fold error that names an event the database does not hold is damage, not an
+/// answer: the session is rebuilt, and the error names the real entry and line.
+#[test]
+fn a_stored_bad_event_naming_a_missing_event_is_rebuilt() {
+    let mut s = Session::new();
+    let bad = s
+        .log
+        .append(NewEntry::custom(
+            "session-state/p".to_owned(),
+            Some(json!({"v": 1, "scope": "branch", "op": "explode"})),
+        ))
+        .expect("append");
+    let at = s.log.entry(&bad).expect("entry").location();
+    let file = s.file();
+    let proj = common::open_store(&s.db).expect("open");
+    let named = |proj: &Store| match proj.read_value(&file, "p", Scope::Branch, None) {
+        Err(Error::BadEvent {
+            entry_id, at: got, ..
+        }) => (entry_id, got),
+        other => panic!("expected BadEvent, got {other:?}"),
+    };
+    assert_eq!(named(&proj), (bad.clone(), at));
+    damage(
+        &s.db,
+        "UPDATE events SET error_idx = 999999 WHERE error_idx IS NOT NULL",
+    );
+    assert_eq!(named(&proj), (bad, at), "not entry '' at line 0");
+    assert!(proj.last_catch_up().expect("caught up").rebuilt);
+}
+
 /// A catch-up that folds a new event onto a damaged stored value rebuilds the session
 /// instead of folding onto "absent".
 #[test]

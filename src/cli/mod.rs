@@ -14,8 +14,8 @@ mod tree;
 mod verify;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use session_state::LocationInputs;
 use session_state::{Error, LogOptions, ProjectTrust, ReadMode, Scope, SessionLog};
+use session_state::{LocationInputs, ResolvedLocation};
 use std::fmt::Display;
 use std::fmt::Write as _;
 use std::io::Write;
@@ -162,14 +162,10 @@ impl DbArgs {
     /// The database path; settings diagnostics go to stderr, once.
     pub(crate) fn resolve(&self) -> Result<PathBuf, Failure> {
         if let Some(p) = &self.db {
-            if p.as_os_str().is_empty() || !p.is_absolute() {
-                return Err(fail(format_args!(
-                    "--db {:?}: the database path must be absolute (for example --db \
-                     /tmp/states.sqlite); leave --db out to use the settings or the default",
-                    p.display().to_string()
-                )));
-            }
-            return Ok(p.clone());
+            // The library's one rule for an explicit database path.
+            return ResolvedLocation::explicit(p.clone())
+                .map(|location| location.path)
+                .map_err(|e| fail(format_args!("--db: {e}")));
         }
         let cwd = match &self.cwd {
             Some(c) => c.clone(),

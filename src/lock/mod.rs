@@ -146,7 +146,7 @@ pub enum LockError {
         session_id: String,
         /// The SQLite error.
         #[source]
-        source: rusqlite::Error,
+        source: crate::sqlite::DatabaseError,
     },
 }
 
@@ -155,7 +155,7 @@ impl LockError {
         move |source| LockError::Database {
             operation,
             session_id: session_id.to_owned(),
-            source,
+            source: crate::sqlite::DatabaseError(source),
         }
     }
 }

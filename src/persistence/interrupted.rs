@@ -111,13 +111,14 @@ pub(super) fn close_interrupted_turn(log: &mut SessionLog) -> Result<Vec<String>
 }
 
 fn parse_line(log: &SessionLog, id: &str) -> Result<Value> {
+    let entry = log.entry(id).ok_or_else(|| Error::UnknownEntry {
+        path: log.path().to_path_buf(),
+        id: id.to_owned(),
+    })?;
     let line = log.raw_line(id)?;
     crate::json::from_str(&line).map_err(|e| Error::InvalidEntry {
         path: log.path().to_path_buf(),
-        at: log
-            .entry(id)
-            .map(|e| e.location())
-            .unwrap_or(crate::error::Location { line: 0, offset: 0 }),
+        at: entry.location(),
         id: Some(id.to_owned()),
         detail: e.to_string(),
     })

@@ -62,8 +62,10 @@ pub trait SessionStore: Send + Sync {
     /// a session that is never appended to is absent from [`SessionStore::list`], and a
     /// process that ends before the first append leaves nothing behind.
     ///
-    /// Refused when the header cannot be stored (not version 3, no `cwd` or `timestamp`,
-    /// an id that cannot be part of a file name) or the session already exists.
+    /// Refused when the header cannot be stored ([`Error::UnsupportedNewVersion`],
+    /// [`Error::InvalidSessionId`], [`Error::UnlocatableHeader`]: no `cwd` or
+    /// `timestamp`) or the session already exists ([`Error::AlreadyExists`] on disk,
+    /// [`Error::AlreadyCreated`] in this store).
     fn create(&self, header: Header) -> Result<()>;
 
     /// Appends `events` to the session, the first one with sequence number `first_seq`,
@@ -73,9 +75,12 @@ pub trait SessionStore: Send + Sync {
     /// **Durability:** when this returns `Ok`, every event is on stable storage.
     ///
     /// **Refusals** (nothing is written): `first_seq` is not the stored next sequence
-    /// number (the error names both), or an event is not acceptable (not an object, no
-    /// string `type`, a `session` type, or an `id`, `parentId` or `timestamp` field; the
-    /// error names the event by its index in `events` and its sequence number).
+    /// number ([`Error::SequenceMismatch`] names both), or an event is not acceptable
+    /// ([`Error::InvalidEvent`]: not an object, no string `type`, a `session` type, or an
+    /// `id`, `parentId` or `timestamp` field; the error names the event by its index in
+    /// `events` and its sequence number). An unknown session is
+    /// [`Error::SessionNotFound`] (or [`Error::AmbiguousSession`] when several files hold
+    /// it).
     ///
     /// **Failure midway:** the first append of a new session is all or nothing. Later,
     /// each event is durable on its own: after an I/O error, some leading events of the
@@ -90,7 +95,9 @@ pub trait SessionStore: Send + Sync {
     /// per missing result is appended, durably, before this returns (see
     /// `docs/persistence.md` for the exact rule). Only a torn final record is discarded;
     /// corruption in the committed prefix, an invalid structure and an unknown format
-    /// version are refused with the reader's error (file, line, byte offset).
+    /// version are refused with the reader's error (file, line, byte offset). An unknown
+    /// session is [`Error::SessionNotFound`], one created but never appended to
+    /// [`Error::NotMaterialized`].
     fn load(&self, session_id: &str) -> Result<Loaded>;
 
     /// The headers of every stored session, without parsing the sessions themselves.
@@ -102,8 +109,9 @@ pub trait SessionStore: Send + Sync {
 /// [`SessionStore::append`] for events of any `Serialize` type.
 pub trait SessionStoreExt: SessionStore {
     /// Serializes `events` to JSON and appends them. An event that cannot be serialized
-    /// (a map with non-string keys, a `Serialize` impl that fails) is refused with an
-    /// error naming its index and sequence number; then nothing is written.
+    /// (a map with non-string keys, a `Serialize` impl that fails) is refused with
+    /// [`Error::EventNotSerializable`], naming its index and sequence number; then
+    /// nothing is written.
     ///
     /// ```no_run
     /// # use session_state::{PiJsonlStore, SessionStoreExt};
@@ -123,12 +131,11 @@ pub trait SessionStoreExt: SessionStore {
             .iter()
             .enumerate()
             .map(|(i, e)| {
-                serde_json::to_value(e).map_err(|source| Error::InvalidInput {
-                    detail: format!(
-                        "session {session_id}: event {i} (seq {}) cannot be serialized to \
-                         JSON: {source}; nothing was written",
-                        first_seq + i as u64
-                    ),
+                serde_json::to_value(e).map_err(|source| Error::EventNotSerializable {
+                    session_id: session_id.into(),
+                    index: i,
+                    seq: first_seq + i as u64,
+                    source,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -160,18 +167,17 @@ pub struct Loaded {
 impl Loaded {
     /// The event with sequence number `seq`: the entry's whole line as JSON, `id`,
     /// `parentId` and `timestamp` included. Reads the line from the file; message bodies
-    /// are never held in memory otherwise.
+    /// are never held in memory otherwise. A `seq` past the end is
+    /// [`Error::NoSuchEvent`].
     pub fn event(&self, seq: u64) -> Result<Value> {
         let Some(entry) = usize::try_from(seq)
             .ok()
             .and_then(|i| self.log.entries().nth(i))
         else {
-            return Err(Error::InvalidInput {
-                detail: format!(
-                    "session {}: no event with seq {seq} (next_seq is {})",
-                    self.header.id,
-                    self.log.len()
-                ),
+            return Err(Error::NoSuchEvent {
+                session_id: self.header.id.clone(),
+                seq,
+                next_seq: self.log.len() as u64,
             });
         };
         let line = self.log.raw_line(entry.id())?;

@@ -201,24 +201,14 @@ impl PiJsonlStore {
                 if let Some(p) = listing.problems.into_iter().find(|p| named(&p.path)) {
                     return Err(p.error);
                 }
-                Err(Error::Io {
-                    action: "looking for the session in",
-                    path: self.root.clone(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        format!("no session with id {session_id}"),
-                    ),
+                Err(Error::SessionNotFound {
+                    session_id: session_id.into(),
+                    root: self.root.clone(),
                 })
             }
-            many => Err(Error::InvalidInput {
-                detail: format!(
-                    "session {session_id} is stored in {} files ({}); keep one",
-                    many.len(),
-                    many.iter()
-                        .map(|s| s.path.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+            many => Err(Error::AmbiguousSession {
+                session_id: session_id.into(),
+                paths: many.iter().map(|s| s.path.clone()).collect(),
             }),
         }
     }
@@ -242,12 +232,8 @@ impl PiJsonlStore {
     }
 
     fn require_location(&self, header: &Header) -> Result<PathBuf> {
-        self.locate(header).ok_or_else(|| Error::InvalidInput {
-            detail: format!(
-                "session {}: the header cannot name a session file (it needs a cwd, a \
-                 timestamp, and an id without path separators)",
-                header.id
-            ),
+        self.locate(header).ok_or_else(|| Error::UnlocatableHeader {
+            session_id: header.id.clone(),
         })
     }
 }
@@ -261,17 +247,14 @@ impl SessionStore for PiJsonlStore {
 
     fn create(&self, header: Header) -> Result<()> {
         if header.version != 3 {
-            return Err(Error::InvalidInput {
-                detail: format!(
-                    "session {}: new sessions are written in format version 3, the header \
-                     says {}",
-                    header.id, header.version
-                ),
+            return Err(Error::UnsupportedNewVersion {
+                session_id: header.id,
+                version: header.version,
             });
         }
         if header.id.is_empty() || header.id.contains(['/', '\\', '\n', '\0']) {
-            return Err(Error::InvalidInput {
-                detail: format!("session id {:?} cannot be part of a file name", header.id),
+            return Err(Error::InvalidSessionId {
+                session_id: header.id,
             });
         }
         let path = self.require_location(&header)?;
@@ -280,8 +263,8 @@ impl SessionStore for PiJsonlStore {
         match &*slot {
             Slot::Unopened => {}
             Slot::Pending(_) => {
-                return Err(Error::InvalidInput {
-                    detail: format!("session {} was already created in this store", header.id),
+                return Err(Error::AlreadyCreated {
+                    session_id: header.id,
                 });
             }
             Slot::Open(log) => {
@@ -349,10 +332,10 @@ impl SessionStore for PiJsonlStore {
         };
         let mut log = self.options.open(&path)?;
         if log.session_id() != session_id {
-            return Err(Error::InvalidInput {
+            return Err(Error::ChangedOnDisk {
+                path,
                 detail: format!(
-                    "{}: the header names session {}, not {session_id}",
-                    path.display(),
+                    "the header names session {}, not {session_id}",
                     log.session_id()
                 ),
             });
@@ -400,11 +383,10 @@ fn check_seq(session_id: &str, next: u64, first_seq: u64) -> Result<()> {
     if first_seq == next {
         return Ok(());
     }
-    Err(Error::InvalidInput {
-        detail: format!(
-            "session {session_id}: append expected first_seq {next} (the next sequence \
-             number), got {first_seq}; nothing was written"
-        ),
+    Err(Error::SequenceMismatch {
+        session_id: session_id.into(),
+        expected: next,
+        got: first_seq,
     })
 }
 
@@ -425,10 +407,11 @@ fn append_to(
 
 /// Checks one event and turns it into an entry; `index` is its place in the batch.
 fn to_new_entry(session_id: &str, seq: u64, index: usize, event: &Value) -> Result<NewEntry> {
-    let refuse = |why: String| Error::InvalidInput {
-        detail: format!(
-            "session {session_id}: event {index} (seq {seq}) {why}; nothing was written"
-        ),
+    let refuse = |detail: String| Error::InvalidEvent {
+        session_id: session_id.into(),
+        index,
+        seq,
+        detail,
     };
     let Value::Object(map) = event else {
         return Err(refuse("is not a JSON object".into()));

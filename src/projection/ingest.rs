@@ -371,7 +371,7 @@ fn ingest(
 /// The error that stops the line loop at a chunk boundary (recognised by the flag set
 /// with it, never shown).
 fn stop_marker() -> Error {
-    Error::InvalidInput {
-        detail: "stopped at a chunk boundary".into(),
+    Error::Internal {
+        what: "a catch-up's stop marker escaped its line loop".into(),
     }
 }

@@ -27,7 +27,7 @@ mod watermark;
 pub use ingest::ChunkHook;
 pub(crate) use ingest::catch_up_in_transaction;
 
-use crate::error::{Error, Result};
+use crate::error::{DatabaseError, Error, Result};
 use crate::state::envelope::Scope;
 use crate::state::step::{self, Stored, Unfold};
 use ingest::ChunkPolicy;
@@ -67,15 +67,12 @@ fn db_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> 
     move |source| Error::Database {
         path,
         action,
-        source,
+        source: DatabaseError(source),
     }
 }
 
 fn is_corruption(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
-    )
+    crate::error::is_corrupt(e)
 }
 
 /// The key of a session file in the database: its canonical path.
@@ -121,8 +118,11 @@ impl Projection {
         schema::remove_our_files(path)?;
         let conn = schema::open_ours(path, Found::Absent)
             .map_err(db_err(path, "recreating"))?
-            .map_err(|()| Error::InvalidInput {
-                detail: format!("{}: could not recreate the database", path.display()),
+            .map_err(|()| Error::NotOurDatabase {
+                path: path.to_path_buf(),
+                what: "was replaced while being rebuilt by a file that is not this version's \
+                       database (another program, or an older session-state)"
+                    .into(),
             })?;
         Ok(Projection {
             conn,
@@ -173,7 +173,7 @@ impl Projection {
     pub fn catch_up(&mut self, file: &Path) -> Result<CatchUp> {
         let r = ingest::catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks);
         let r = match r {
-            Err(Error::Database { source, .. }) if is_corruption(&source) => {
+            Err(Error::Database { source, .. }) if source.is_corrupt() => {
                 self.reopen_rebuilt()?;
                 ingest::catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks)
             }
@@ -214,7 +214,7 @@ impl Projection {
         match read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at) {
             // Corruption found by the read itself (pages the catch-up did not touch):
             // rebuild the database from the log and answer from the new one.
-            Err(Error::Database { source, .. }) if is_corruption(&source) => {
+            Err(Error::Database { source, .. }) if source.is_corrupt() => {
                 self.reopen_rebuilt()?;
                 self.catch_up(file)?;
                 read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at)

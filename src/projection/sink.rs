@@ -228,7 +228,7 @@ impl EntrySink for SqlSink<'_> {
                 path: self.file.clone(),
                 at: e.at,
                 id: id.into(),
-                first_line: 0,
+                first_line: None,
             });
         }
         let parent = match e.parent.as_deref() {

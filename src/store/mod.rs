@@ -18,7 +18,7 @@
 pub(crate) mod state;
 mod write;
 
-use crate::error::{Error, Result};
+use crate::error::{DatabaseError, Error, Result};
 use crate::lock::{self, Holder, LockStatus};
 use crate::projection::{CatchUp, Projection};
 use crate::settings::{LocationInputs, ProjectTrust, ResolvedLocation, SettingsDiagnostic};
@@ -47,8 +47,9 @@ impl StoreOptions {
     pub fn new() -> StoreOptions {
         StoreOptions::default()
     }
-    /// Where the projection database lives (must be a non-empty absolute path). Default:
-    /// resolved from settings files (see `docs/settings.md`).
+    /// Where the projection database lives: a non-empty absolute path, checked by
+    /// [`ResolvedLocation::explicit`] when the store opens. Default: resolved from
+    /// settings files (see `docs/settings.md`).
     pub fn database_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.database_path = Some(path.into());
         self
@@ -101,18 +102,20 @@ impl Store {
     /// error, never a silent fallback; settings problems that fall back to the default are
     /// in [`Store::diagnostics`].
     pub fn open(options: StoreOptions) -> Result<Store> {
-        let cwd = match &options.cwd {
-            Some(c) => c.clone(),
-            None => std::env::current_dir().map_err(|source| Error::Io {
-                action: "reading the current directory",
-                path: PathBuf::from("."),
-                source,
-            })?,
-        };
         let location = match &options.database_path {
-            // An explicit path needs neither a home nor an agent directory.
-            Some(p) => LocationInputs::new(&cwd, "/").database_path(p).resolve()?,
-            None => LocationInputs::from_env(cwd, options.trust)?.resolve()?,
+            // An explicit path needs neither a home, an agent directory nor a cwd.
+            Some(p) => ResolvedLocation::explicit(p.clone())?,
+            None => {
+                let cwd = match &options.cwd {
+                    Some(c) => c.clone(),
+                    None => std::env::current_dir().map_err(|source| Error::Io {
+                        action: "reading the current directory",
+                        path: PathBuf::from("."),
+                        source,
+                    })?,
+                };
+                LocationInputs::from_env(cwd, options.trust)?.resolve()?
+            }
         };
         Ok(Store::with_location(location))
     }
@@ -202,7 +205,7 @@ impl Store {
                 .map_err(|source| Error::Database {
                     path,
                     action: "reading a pragma",
-                    source,
+                    source: DatabaseError(source),
                 })
         })
     }
@@ -225,7 +228,7 @@ impl Store {
             lock::status_at(db.connection(), session_id, now_ms).map_err(|source| Error::Database {
                 path,
                 action: "reading the write lock",
-                source,
+                source: DatabaseError(source),
             })
         })
     }
@@ -243,7 +246,7 @@ impl Store {
             .map_err(|source| Error::Database {
                 path: path.to_path_buf(),
                 action: "reading the lock",
-                source,
+                source: DatabaseError(source),
             })
     }
 
@@ -256,7 +259,7 @@ impl Store {
             lock::clear(db.connection(), session_id).map_err(|source| Error::Database {
                 path,
                 action: "clearing the lock",
-                source,
+                source: DatabaseError(source),
             })
         })
     }

@@ -160,7 +160,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
                 .map(Some)
                 .map_err(|source| Error::Deserialize {
                     plugin: self.plugin.clone(),
-                    entry_id: at.unwrap_or_default().to_owned(),
+                    entry_id: None,
                     source,
                 }),
         }
@@ -187,10 +187,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
                 .map(Some)
                 .map_err(|source| Error::Deserialize {
                     plugin: self.plugin.clone(),
-                    entry_id: f
-                        .last
-                        .map(|l| log.entry_at(l).id().to_owned())
-                        .unwrap_or_default(),
+                    entry_id: f.last.map(|l| log.entry_at(l).id().to_owned()),
                     source,
                 }),
         }

@@ -7,7 +7,7 @@
 
 use super::Store;
 use super::state::SessionState;
-use crate::error::{Error, Result};
+use crate::error::{DatabaseError, Error, Result};
 use crate::lock;
 use crate::log::NewEntry;
 use crate::state::envelope::{Envelope, Op};
@@ -78,7 +78,7 @@ impl Store {
                     .map_err(|source| Error::Database {
                         path: db_path.clone(),
                         action: "committing",
-                        source,
+                        source: DatabaseError(source),
                     })
             });
             match committed {

@@ -38,15 +38,16 @@ impl Tree {
         self.ids.get_index_of(id).map(|i| i as u32)
     }
 
+    /// The node at index `i`. Every index comes from this tree (`push`, `index_of`, a
+    /// node's parent or children, the leaf), so one it does not have is a bug: it panics.
     pub(crate) fn node(&self, i: u32) -> &NodeData {
         &self.graph[NodeIndex::new(i as usize)]
     }
 
+    /// The id of node `i`; panics on an index the tree does not have, as [`Tree::node`]
+    /// does (an empty id would name no entry, silently).
     pub(crate) fn id(&self, i: u32) -> &str {
-        self.ids
-            .get_index(i as usize)
-            .map(|s| &**s)
-            .unwrap_or_default()
+        &self.ids[i as usize]
     }
 
     /// Number of entries.

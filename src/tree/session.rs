@@ -196,7 +196,7 @@ impl EntrySink for Index {
                     path: self.path.clone(),
                     at: e.at,
                     id: id.into(),
-                    first_line,
+                    first_line: Some(first_line),
                 });
             }
             self.findings.push(Finding {
@@ -991,7 +991,7 @@ impl SessionLog {
 }
 
 fn unreachable_writer<T>(path: &Path) -> Result<T> {
-    Err(Error::InvalidInput {
-        detail: format!("{}: the session file has no open writer", path.display()),
+    Err(Error::Internal {
+        what: format!("{}: the session file has no open writer", path.display()),
     })
 }
