@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use session_state::{Error, Options, Scope, SessionLog, SessionState};
+use session_state::{Error, Scope, SessionLog, SessionState, Store};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -23,12 +23,10 @@ fn scratch() -> &'static Scratch {
     S.get_or_init(|| {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let db = dir.path().join("never-opened.sqlite");
+        let store = Store::at(&db).expect("a valid database path");
         let states = [Scope::Branch, Scope::Session]
             .into_iter()
-            .map(|s| {
-                SessionState::open(Options::new("p").scope(s).database_path(&db))
-                    .expect("valid options")
-            })
+            .map(|s| store.state("p", s).expect("a valid plugin id"))
             .collect();
         Scratch {
             file: dir.path().join("envelope.jsonl"),
