@@ -16,13 +16,15 @@ const ID: &str = "0195f1d0-7c4e-7000-8000-000000000001";
 const STAMP: &str = "2024-12-03T14:00:00.000Z";
 
 fn header(id: &str, cwd: &str) -> Header {
-    Header {
-        id: id.into(),
-        version: 3,
-        cwd: Some(cwd.into()),
-        timestamp: Some(STAMP.into()),
-        parent_session: None,
-    }
+    Header::new(id, cwd).with_timestamp(STAMP)
+}
+
+/// [`header`] edited into one this crate never makes for a new session (another version,
+/// no `cwd` or `timestamp`), as a host may hold one: through the header's serde form.
+fn header_with(id: &str, cwd: &str, edit: impl FnOnce(&mut Value)) -> Header {
+    let mut value = serde_json::to_value(header(id, cwd)).expect("serialize");
+    edit(&mut value);
+    serde_json::from_value(value).expect("a header")
 }
 
 fn user(text: &str) -> Value {
@@ -130,11 +132,9 @@ fn locate_matches_pi_layout_without_io() {
     }
     assert!(!root.exists(), "locate must not touch the disk");
     // A header that cannot name a file has no location.
-    let mut h = header(ID, "/p");
-    h.timestamp = None;
+    let h = header_with(ID, "/p", |h| h["timestamp"] = Value::Null);
     assert_eq!(store.locate(&h), None);
-    let mut h = header(ID, "/p");
-    h.cwd = None;
+    let h = header_with(ID, "/p", |h| h["cwd"] = Value::Null);
     assert_eq!(store.locate(&h), None);
     assert_eq!(store.locate(&header("../../etc/x", "/p")), None);
 }
@@ -185,8 +185,7 @@ fn created_session_is_absent_until_first_append() {
 fn create_refuses_headers_that_cannot_be_stored() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = PiJsonlStore::new(dir.path());
-    let mut v2 = header(ID, "/p");
-    v2.version = 2;
+    let v2 = header_with(ID, "/p", |h| h["version"] = json!(2));
     let err = store.create(v2).expect_err("refused");
     assert!(
         matches!(&err, Error::UnsupportedNewVersion { session_id, version: 2 } if session_id == ID),
@@ -201,10 +200,8 @@ fn create_refuses_headers_that_cannot_be_stored() {
         );
         assert!(err.to_string().contains("file name"), "{err}");
     }
-    let mut no_cwd = header(ID, "/p");
-    no_cwd.cwd = None;
-    let mut no_stamp = header(ID, "/p");
-    no_stamp.timestamp = None;
+    let no_cwd = header_with(ID, "/p", |h| h["cwd"] = Value::Null);
+    let no_stamp = header_with(ID, "/p", |h| h["timestamp"] = Value::Null);
     for h in [no_cwd, no_stamp] {
         let err = store.create(h).expect_err("refused");
         assert!(
@@ -399,7 +396,7 @@ fn unserializable_or_malformed_event_is_refused_naming_it() {
         .list()
         .expect("list")
         .into_iter()
-        .map(|h| h.id)
+        .map(|h| h.id().to_owned())
         .collect();
     assert_eq!(ids, vec![ID.to_string()]);
     // The serializing helper accepts what serializes.
@@ -598,9 +595,8 @@ fn corrupt_middle_line_is_refused_with_its_line_number() {
 fn unknown_version_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = PiJsonlStore::new(dir.path());
-    let mut h = header(ID, "/home/me/project");
+    let h = header_with(ID, "/home/me/project", |h| h["version"] = json!(4));
     let path = store.locate(&h).expect("locate");
-    h.version = 4;
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     let body = user("hi").to_string().replace(r#""type":"message""#,
         r#""type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2024-12-03T14:00:01.000Z""#);
@@ -655,7 +651,7 @@ fn list_reads_only_headers() {
     std::fs::write(dir.path().join("stray.jsonl"), big.to_line()).expect("write");
 
     let mut listed = store.list().expect("list");
-    listed.sort_by(|a, b| a.id.cmp(&b.id));
+    listed.sort_by(|a, b| a.id().cmp(b.id()));
     assert_eq!(listed, vec![header(ID, "/home/me/project"), big]);
     let listing = store.scan().expect("scan");
     let problems: Vec<_> = listing

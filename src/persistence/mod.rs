@@ -16,9 +16,9 @@
 //! store.create(header.clone())?;                     // in memory: not listed yet
 //! let user = json!({"type": "message",
 //!                   "message": {"role": "user", "content": "hi", "timestamp": 0}});
-//! let next = store.append(&header.id, 0, &[user])?;  // the file exists, durably
+//! let next = store.append(header.id(), 0, &[user])?; // the file exists, durably
 //! assert_eq!(next, 1);
-//! let loaded = store.load(&header.id)?;
+//! let loaded = store.load(header.id())?;
 //! assert_eq!(loaded.next_seq, 1);
 //! # Ok::<(), session_state::Error>(())
 //! ```
@@ -175,7 +175,7 @@ impl Loaded {
             .and_then(|i| self.log.entries().nth(i))
         else {
             return Err(Error::NoSuchEvent {
-                session_id: self.header.id.clone(),
+                session_id: self.header.id().to_owned(),
                 seq,
                 next_seq: self.log.len() as u64,
             });

@@ -337,7 +337,7 @@ impl std::fmt::Debug for SessionLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionLog")
             .field("path", &self.index.path)
-            .field("session_id", &self.header.id)
+            .field("session_id", &self.header.id())
             .field("entries", &self.index.tree.len())
             .field("leaf", &self.leaf_id())
             .finish_non_exhaustive()
@@ -392,7 +392,7 @@ impl SessionLog {
                     Some((_, scan)) => scan.line(path, mode, bytes, at, &mut index),
                     None => match header::scan_line(path, mode, bytes, at)? {
                         header::ScannedLine::Header(h) => {
-                            index.session_id = h.id.clone();
+                            index.session_id = h.id().to_owned();
                             let mut scan = ScanState::after_header(&h, 0);
                             scan.next = Location {
                                 line: at.line + 1,
@@ -441,10 +441,11 @@ impl SessionLog {
             });
         }
         let mut header = Header::new(id.clone(), cwd);
-        header.parent_session = options.parent_session.clone();
+        if let Some(parent) = &options.parent_session {
+            header = header.with_parent_session(parent.clone());
+        }
         let stamp = header
-            .timestamp
-            .clone()
+            .timestamp()
             .unwrap_or_default()
             .replace([':', '.'], "-");
         let path = dir.join(format!("{stamp}_{id}.jsonl"));
@@ -459,7 +460,7 @@ impl SessionLog {
         SessionLog {
             index: Index {
                 path,
-                session_id: header.id.clone(),
+                session_id: header.id().to_owned(),
                 mode: options.mode,
                 tree: Tree::default(),
                 custom_types: IndexSet::new(),
@@ -497,7 +498,7 @@ impl SessionLog {
     }
     /// The session id.
     pub fn session_id(&self) -> &str {
-        &self.header.id
+        self.header.id()
     }
     /// Whether the file exists yet (see [`Materialize`]).
     pub fn is_materialized(&self) -> bool {
@@ -730,7 +731,7 @@ impl SessionLog {
         loop {
             let u = uuid::Uuid::new_v4().simple().to_string();
             let id = &u[..8];
-            if !self.index.tree.contains(id) && id != self.header.id {
+            if !self.index.tree.contains(id) && id != self.header.id() {
                 return id.to_owned();
             }
         }
@@ -872,7 +873,7 @@ impl SessionLog {
         // Decide before touching the file (SPEC §2): every refusal happens here, before a
         // migration or the newline that closes a torn tail writes a byte.
         self.decide_before_writing()?;
-        if self.header.version < 3 {
+        if self.header.version() < 3 {
             self.migrate_on_disk()?;
         }
         if let Storage::File(None) = self.storage {
@@ -975,7 +976,7 @@ impl SessionLog {
             .map(|e| (e.id().to_owned(), e.parent_id().map(str::to_owned)))
             .collect();
         let path = self.index.path.clone();
-        migrate::migrate_file(&*self.options.fs, &path, self.header.version, &assigned)?;
+        migrate::migrate_file(&*self.options.fs, &path, self.header.version(), &assigned)?;
         let leaf = self.leaf_id().map(str::to_owned);
         let follows = self.leaf_follows;
         let mut fresh = SessionLog::open_with(&path, self.options.clone())?;
