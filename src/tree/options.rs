@@ -1,0 +1,92 @@
+//! [`LogOptions`]: how a [`SessionLog`] is read (strict or salvage), when a new session's
+//! file is created ([`Materialize`]), and the file-system seam its writes go through.
+
+use super::SessionLog;
+use crate::error::Result;
+use crate::log::io::{FileSystem, StdFileSystem};
+use crate::log::reader::ReadMode;
+use std::path::Path;
+use std::sync::Arc;
+
+/// When a new session's file is first written (SPEC §2, lazy materialization).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Materialize {
+    /// Pi 1.x's rule: the file is created once the session holds a user or assistant
+    /// message. Until then entries live only in memory; a process that ends first loses
+    /// them, exactly as in Pi.
+    #[default]
+    OnConversation,
+    /// Create the file on the first append, for hosts that are not Pi.
+    FirstAppend,
+}
+
+/// Options for opening or creating a [`SessionLog`].
+#[derive(Clone)]
+pub struct LogOptions {
+    pub(super) mode: ReadMode,
+    pub(super) materialize: Materialize,
+    pub(super) fs: Arc<dyn FileSystem>,
+    pub(super) session_id: Option<String>,
+    pub(super) parent_session: Option<String>,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            mode: ReadMode::Strict,
+            materialize: Materialize::OnConversation,
+            fs: Arc::new(StdFileSystem),
+            session_id: None,
+            parent_session: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for LogOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogOptions")
+            .field("mode", &self.mode)
+            .field("materialize", &self.materialize)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LogOptions {
+    /// Strict reading, Pi's materialization rule, the real file system.
+    pub fn new() -> LogOptions {
+        LogOptions::default()
+    }
+    /// Strict (default) or salvage reading.
+    pub fn mode(mut self, mode: ReadMode) -> Self {
+        self.mode = mode;
+        self
+    }
+    /// When a new session's file is created.
+    pub fn materialize(mut self, m: Materialize) -> Self {
+        self.materialize = m;
+        self
+    }
+    /// The file-system seam (tests inject faults through it).
+    pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.fs = fs;
+        self
+    }
+    /// The id of a new session (default: a UUIDv7, as Pi 1.x).
+    pub fn session_id(mut self, id: impl Into<String>) -> Self {
+        self.session_id = Some(id.into());
+        self
+    }
+    /// The `parentSession` of a new session's header.
+    pub fn parent_session(mut self, p: impl Into<String>) -> Self {
+        self.parent_session = Some(p.into());
+        self
+    }
+    /// Opens an existing session file.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<SessionLog> {
+        SessionLog::open_with(path.as_ref(), self.clone())
+    }
+    /// Starts a new session in `dir` for `cwd` (in memory until materialized).
+    pub fn create(&self, dir: impl AsRef<Path>, cwd: impl Into<String>) -> Result<SessionLog> {
+        SessionLog::create_with(dir.as_ref(), cwd.into(), self.clone())
+    }
+}
