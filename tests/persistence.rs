@@ -909,3 +909,223 @@ fn scan_reports_files_that_are_not_regular_without_opening_them() {
         "{load:?}"
     );
 }
+
+// How a backend without files gives the tree its entries: the same lines, read from a byte
+// source by `LogOptions::read` into a detached log.
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+/// Everything a reader of a log can see, with `label` written as `path` (errors and
+/// findings name their source).
+fn view(log: &SessionLog, store: &session_state::Store, plugins: &[&str]) -> Vec<String> {
+    use session_state::Scope;
+    let mut seen = vec![
+        format!("{:?}", log.header()),
+        format!("{:?} {:?}", log.len(), log.leaf_id()),
+        format!("{:?}", log.branch()),
+        format!("{:?} {:?} {:?}", log.roots(), log.tips(), log.forks()),
+        format!("{} {}", log.consumed_bytes(), log.tail_bytes()),
+        format!("{:?}", log.findings()),
+        format!("{:?}", session_state::branch_key(log)),
+    ];
+    for e in log.entries() {
+        seen.push(format!(
+            "{} {:?} {:?} {:?} {:?} {:?} {} {:?} {:?}",
+            e.id(),
+            e.parent_id(),
+            e.entry_type(),
+            e.custom_type(),
+            e.role(),
+            e.location(),
+            e.line_len(),
+            e.children(),
+            log.branch_key_of(e.id()).expect("branch key"),
+        ));
+        seen.push(log.raw_line(e.id()).expect("raw line"));
+    }
+    for plugin in plugins {
+        for scope in [Scope::Branch, Scope::Session] {
+            let state = store.state::<Value>(plugin, scope).expect("state");
+            seen.push(format!("{plugin} {scope:?} {:?}", state.read(log)));
+            seen.push(format!("{plugin} {scope:?} {:?}", state.history(log)));
+            for e in log.entries() {
+                seen.push(format!(
+                    "{plugin} {scope:?} at {}: {:?}",
+                    e.id(),
+                    state.read_at(log, e.id())
+                ));
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_detached_log_reads_exactly_as_the_file_it_was_read_from() {
+    use session_state::{LogOptions, ReadMode};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = session_state::Store::at(dir.path().join("states.sqlite")).expect("store");
+    let cases: &[(&str, ReadMode, &[&str])] = &[
+        ("pi1-state.jsonl", ReadMode::Strict, &["alpha", "beta"]),
+        ("pi0-state.jsonl", ReadMode::Strict, &["alpha", "beta"]),
+        ("example.jsonl", ReadMode::Strict, &["role", "todo"]),
+        ("pi1-basic.jsonl", ReadMode::Strict, &[]),
+        ("pi1-torn.jsonl", ReadMode::Strict, &[]),
+        ("edge/torn-tail.jsonl", ReadMode::Strict, &[]),
+        ("edge/blank-line.jsonl", ReadMode::Strict, &[]),
+        ("edge/v1.jsonl", ReadMode::Strict, &[]),
+        ("edge/v2.jsonl", ReadMode::Strict, &[]),
+        (
+            "edge/bad-envelope.jsonl",
+            ReadMode::Strict,
+            &["role", "todo"],
+        ),
+        ("edge/multi-root.jsonl", ReadMode::Strict, &["role"]),
+        ("pi0-reflush.jsonl", ReadMode::Salvage, &["role"]),
+        ("edge/corrupt-middle.jsonl", ReadMode::Salvage, &[]),
+        ("edge/dangling-parent.jsonl", ReadMode::Salvage, &[]),
+    ];
+    for &(name, mode, plugins) in cases {
+        let path = fixture(name);
+        let options = LogOptions::new().mode(mode);
+        let file = options.open(&path).expect("open");
+        let label = dir.path().join("no-such-dir").join(name);
+        let bytes = std::fs::read(&path).expect("read");
+        let detached = options.read(&label, &bytes[..]).expect("read");
+        assert!(
+            detached.is_detached() && !detached.is_materialized(),
+            "{name}"
+        );
+        assert!(!file.is_detached(), "{name}");
+        assert_eq!(detached.path(), label, "{name}");
+        assert_eq!(detached.read_mode(), mode, "{name}");
+        let (label_text, path_text) = (label.display().to_string(), path.display().to_string());
+        let seen: Vec<String> = view(&detached, &store, plugins)
+            .into_iter()
+            .map(|s| s.replace(&label_text, &path_text))
+            .collect();
+        let expected = view(&file, &store, plugins);
+        assert!(expected.len() > 7, "{name}: the comparison sees entries");
+        assert_eq!(seen, expected, "{name}");
+        // Navigation is in memory, as on a file.
+        let mut detached = detached;
+        if let Some(first) = file.entries().next().map(|e| e.id().to_owned()) {
+            detached.navigate(&first).expect("navigate");
+            assert_eq!(detached.leaf_id(), Some(first.as_str()), "{name}");
+        }
+    }
+    assert!(
+        !dir.path().join("no-such-dir").exists(),
+        "reading never creates the label"
+    );
+}
+
+#[test]
+fn a_detached_log_refuses_what_the_reader_refuses_naming_its_label() {
+    use session_state::LogOptions;
+    let label = Path::new("store:0195f1d0");
+    for (name, check) in [
+        ("edge/corrupt-middle.jsonl", "line 3 (byte offset 343)"),
+        ("edge/duplicate-id.jsonl", "a0000002"),
+        ("edge/version-4.jsonl", "4"),
+        ("edge/bad-header.jsonl", "not a Pi session file"),
+        ("edge/empty.jsonl", "the file is empty"),
+    ] {
+        let bytes = std::fs::read(fixture(name)).expect("read");
+        let from_file = LogOptions::new().open(fixture(name)).expect_err("refused");
+        let err = LogOptions::new()
+            .read(label, &bytes[..])
+            .expect_err("refused");
+        assert_eq!(
+            std::mem::discriminant(&err),
+            std::mem::discriminant(&from_file),
+            "{name}: {err:?}"
+        );
+        let msg = err.to_string();
+        assert!(msg.starts_with("store:0195f1d0"), "{name}: {msg}");
+        assert!(msg.contains(check), "{name}: {msg}");
+        assert_eq!(
+            msg.replace("store:0195f1d0", &fixture(name).display().to_string()),
+            from_file.to_string(),
+            "{name}"
+        );
+    }
+    // An endless source is refused at the header size limit, not read to its end.
+    match LogOptions::new().read(label, std::io::repeat(b'x')) {
+        Err(Error::InvalidHeader { detail, .. }) => {
+            assert!(
+                detail.starts_with("line 1 is longer than 1 MiB"),
+                "{detail}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn every_write_to_a_detached_log_is_refused_and_creates_no_file() {
+    use session_state::{LogOptions, NewEntry, Scope};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = session_state::Store::at(dir.path().join("states.sqlite")).expect("store");
+    let role = store.state::<Value>("role", Scope::Branch).expect("state");
+    // A v1 file too: a write to it would migrate the file first.
+    for name in ["example.jsonl", "edge/v1.jsonl", "edge/torn-tail.jsonl"] {
+        let label = dir.path().join("sessions").join(name);
+        let bytes = std::fs::read(fixture(name)).expect("read");
+        let mut log = LogOptions::new().read(&label, &bytes[..]).expect("read");
+        let (len, leaf) = (log.len(), log.leaf_id().map(str::to_owned));
+        let refused = |r: session_state::Result<()>, what: &str| match r {
+            Err(Error::Detached { label: l }) => {
+                assert_eq!(l, label, "{name}: {what}");
+            }
+            other => panic!("{name}: {what}: {other:?}"),
+        };
+        refused(
+            log.append(NewEntry::custom("x", Some(json!(1))))
+                .map(|_| ()),
+            "append",
+        );
+        refused(
+            log.append(NewEntry::message(
+                json!({"role": "user", "content": "hi", "timestamp": 0}),
+            ))
+            .map(|_| ()),
+            "append a message",
+        );
+        refused(log.materialize(), "materialize");
+        refused(log.refresh(), "refresh");
+        refused(
+            role.write(&mut log, &json!("writer")).map(|_| ()),
+            "SessionState::write",
+        );
+        refused(store.force_refresh(&mut log).map(|_| ()), "force_refresh");
+        log.reset_leaf();
+        refused(
+            log.append(NewEntry::custom("x", Some(json!(2))))
+                .map(|_| ()),
+            "append a root",
+        );
+        let err = log.materialize().expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("append through the store that holds it"),
+            "{err}"
+        );
+        assert_eq!(log.len(), len, "{name}: nothing was added in memory either");
+        // Reads still work after the refusals.
+        if let Some(leaf) = &leaf {
+            log.navigate(leaf).expect("navigate");
+            assert!(log.raw_line(leaf).is_ok(), "{name}");
+        }
+    }
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("states.sqlite"))
+        .collect();
+    assert!(names.is_empty(), "no file was created: {names:?}");
+}

@@ -18,8 +18,10 @@ use std::path::Path;
 
 impl SessionLog {
     /// Reads another process's appends (SPEC §5). Errors if the file was truncated or
-    /// replaced; then reopen.
+    /// replaced; then reopen. A detached log is refused ([`Error::Detached`]): it has no
+    /// file to follow.
     pub fn refresh(&mut self) -> Result<()> {
+        self.refuse_detached()?;
         if !self.is_materialized() {
             return Ok(());
         }
@@ -32,6 +34,17 @@ impl SessionLog {
 
     /// Checks that the file at the path is still the one this log read (same identity,
     /// not shorter than what was read) and returns its length and the length expected.
+    /// The refusal of every write to a detached log: the session belongs to the store its
+    /// bytes came from.
+    fn refuse_detached(&self) -> Result<()> {
+        match self.storage {
+            Storage::Detached(_) => Err(Error::Detached {
+                label: self.index.path.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     fn check_same_file(&self) -> Result<(u64, u64)> {
         let path = &self.index.path;
         let meta = std::fs::metadata(path).ctx("checking", path)?;
@@ -89,8 +102,10 @@ impl SessionLog {
     /// Once the file exists, the entry is durable when this returns `Ok` (one `write()`
     /// of the whole line, then `fdatasync`). Before the session is materialized, the entry
     /// is kept in memory (see [`Materialize`]). On an I/O failure the log is poisoned:
-    /// reopen it to see what reached the disk.
+    /// reopen it to see what reached the disk. A detached log is refused
+    /// ([`Error::Detached`]) before anything is written.
     pub fn append(&mut self, entry: NewEntry) -> Result<String> {
+        self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
             return Err(Error::Poisoned {
                 path: self.index.path.clone(),
@@ -117,6 +132,11 @@ impl SessionLog {
                 writer.append(line.as_bytes())?;
             }
             Storage::Memory(buf) => buf.extend_from_slice(line.as_bytes()),
+            Storage::Detached(_) => {
+                return Err(Error::Detached {
+                    label: self.index.path.clone(),
+                });
+            }
         }
         self.ingest_own_line(line.as_bytes(), start)?;
         if let Storage::Memory(_) = self.storage
@@ -150,8 +170,10 @@ impl SessionLog {
     /// directory, `fdatasync`, a hard link to the real name (which fails if that name
     /// exists), then fsync the directory. The real name never shows a half-written file,
     /// even after a crash; a failure leaves at most a hidden temporary file. A failed write
-    /// or sync, or a failure after the file became visible, poisons the log.
+    /// or sync, or a failure after the file became visible, poisons the log. A detached
+    /// log is refused ([`Error::Detached`]): no file is created at its label.
     pub fn materialize(&mut self) -> Result<()> {
+        self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
             return Err(Error::Poisoned {
                 path: self.index.path.clone(),

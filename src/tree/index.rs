@@ -92,6 +92,21 @@ pub(super) struct Index {
     pub(super) findings: Vec<Finding>,
 }
 
+impl Index {
+    /// An empty index of the session `session_id`, read from `path` in `mode`.
+    pub(super) fn new(path: PathBuf, session_id: String, mode: ReadMode) -> Index {
+        Index {
+            path,
+            session_id,
+            mode,
+            tree: Tree::default(),
+            custom_types: IndexSet::new(),
+            custom_data: Vec::new(),
+            findings: Vec::new(),
+        }
+    }
+}
+
 impl EntrySink for Index {
     fn entry(&mut self, e: ScannedEntry<'_, '_>, _state: &ScanState) -> Result<()> {
         let id = &*e.id;

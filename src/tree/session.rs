@@ -4,6 +4,10 @@
 //! It holds the entry tree of one session in memory (ids, parents, types and the `data`
 //! of `custom` entries; no message bodies), the active leaf, and, once the file exists, a
 //! durable appender. See `docs/durability.md` for what is durable when.
+//!
+//! A file and any other byte source (a storage backend's rows rendered as JSONL lines,
+//! [`LogOptions::read`]) go through one reading routine, `scan_all`; a log read from a
+//! byte source is *detached*: it reads like any other and refuses every write.
 
 use super::graph::Tree;
 use super::index::{EntryRef, Index};
@@ -14,7 +18,7 @@ use crate::log::header;
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, Finding, ReadMode, ScanState};
 use crate::log::writer::LogWriter;
-use indexmap::IndexSet;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -24,6 +28,32 @@ pub(super) enum Storage {
     File(Option<LogWriter>),
     /// A new session that exists only in memory: the bytes the file will hold.
     Memory(Vec<u8>),
+    /// Read from a byte source, not a file ([`LogOptions::read`]): the bytes read, for
+    /// raw lines. Never written; the session belongs to the store it came from.
+    Detached(Vec<u8>),
+}
+
+/// What the reader made of a whole session.
+struct Scanned {
+    header: Header,
+    index: Index,
+    scan: ScanState,
+    /// Bytes after the last newline.
+    tail: u64,
+}
+
+/// A byte source that keeps what is read from it (a detached log's lines).
+struct Keep<R> {
+    src: R,
+    bytes: Vec<u8>,
+}
+
+impl<R: Read> Read for Keep<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.src.read(buf)?;
+        self.bytes.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// One Pi session: its header, its entry tree, and a durable appender.
@@ -91,56 +121,54 @@ impl SessionLog {
         };
         let file = reader::open_regular(path)?;
         let identity = file.metadata().ok().map(|m| FileIdentity::of(&m));
-        let mut index = Index {
-            path: path.to_path_buf(),
-            session_id: String::new(),
-            mode: options.mode,
-            tree: Tree::default(),
-            custom_types: IndexSet::new(),
-            custom_data: Vec::new(),
-            findings: Vec::new(),
+        let scanned = scan_all(path, options.mode, &file)?;
+        Ok(SessionLog::assemble(
+            scanned,
+            Storage::File(None),
+            identity,
+            options,
+        ))
+    }
+
+    /// A detached log: `src` read by the same reader as a file (see [`LogOptions::read`]).
+    pub(super) fn read_with(
+        label: PathBuf,
+        src: impl Read,
+        options: LogOptions,
+    ) -> Result<SessionLog> {
+        let mut kept = Keep {
+            src,
+            bytes: Vec::new(),
         };
-        let mut header: Option<(Header, ScanState)> = None;
-        let mode = options.mode;
-        let start = Location { line: 1, offset: 0 };
-        let limit = Some(reader::MAX_HEADER_LINE);
-        let tail =
-            reader::for_each_line_limited(
-                &file,
-                path,
-                start,
-                limit,
-                |bytes, at| match &mut header {
-                    Some((_, scan)) => scan.line(path, mode, bytes, at, &mut index),
-                    None => match header::scan_line(path, mode, bytes, at)? {
-                        header::ScannedLine::Header(h) => {
-                            index.session_id = h.id().to_owned();
-                            let mut scan = ScanState::after_header(&h, 0);
-                            scan.next = Location {
-                                line: at.line + 1,
-                                offset: at.offset + bytes.len() as u64 + 1,
-                            };
-                            header = Some((h, scan));
-                            Ok(())
-                        }
-                        header::ScannedLine::Skipped(finding) => {
-                            index.findings.push(finding);
-                            Ok(())
-                        }
-                    },
-                },
-            )?;
-        let Some((header, scan)) = header else {
-            let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            return Err(header::not_found(path, len, tail));
-        };
+        let scanned = scan_all(&label, options.mode, &mut kept)?;
+        Ok(SessionLog::assemble(
+            scanned,
+            Storage::Detached(kept.bytes),
+            None,
+            options,
+        ))
+    }
+
+    /// A log on what the reader found; the leaf is the last entry in file order.
+    fn assemble(
+        scanned: Scanned,
+        storage: Storage,
+        identity: Option<FileIdentity>,
+        options: LogOptions,
+    ) -> SessionLog {
+        let Scanned {
+            header,
+            index,
+            scan,
+            tail,
+        } = scanned;
         let mut log = SessionLog {
             header,
             index,
             scan,
             tail,
             identity,
-            storage: Storage::File(None),
+            storage,
             options,
             leaf_follows: true,
             poisoned: None,
@@ -148,7 +176,7 @@ impl SessionLog {
             instance: Arc::new(()),
         };
         log.index.tree.set_leaf(log.index.tree.last_index());
-        Ok(log)
+        log
     }
 
     pub(super) fn create_with(dir: &Path, cwd: String, options: LogOptions) -> Result<SessionLog> {
@@ -178,28 +206,13 @@ impl SessionLog {
     /// (or, unless `hold` is set, until its first conversation message).
     pub(crate) fn in_memory(path: PathBuf, header: Header, options: LogOptions) -> SessionLog {
         let line = header.to_line();
-        let scan = ScanState::after_header(&header, line.len() as u64);
-        SessionLog {
-            index: Index {
-                path,
-                session_id: header.id().to_owned(),
-                mode: options.mode,
-                tree: Tree::default(),
-                custom_types: IndexSet::new(),
-                custom_data: Vec::new(),
-                findings: Vec::new(),
-            },
+        let scanned = Scanned {
+            index: Index::new(path, header.id().to_owned(), options.mode),
+            scan: ScanState::after_header(&header, line.len() as u64),
             header,
-            scan,
             tail: 0,
-            identity: None,
-            storage: Storage::Memory(line.into_bytes()),
-            options,
-            leaf_follows: true,
-            poisoned: None,
-            hold: false,
-            instance: Arc::new(()),
-        }
+        };
+        SessionLog::assemble(scanned, Storage::Memory(line.into_bytes()), None, options)
     }
 
     /// Keeps appends in memory until [`SessionLog::materialize`] is called (the store's
@@ -210,7 +223,8 @@ impl SessionLog {
     }
 
     /// The session file's path (where it is or will be). A path given through a symlink
-    /// is resolved to the file it names, which migration and appends act on.
+    /// is resolved to the file it names, which migration and appends act on. For a
+    /// detached log, the label it was read under, which names no file.
     pub fn path(&self) -> &Path {
         &self.index.path
     }
@@ -222,9 +236,16 @@ impl SessionLog {
     pub fn session_id(&self) -> &str {
         self.header.id()
     }
-    /// Whether the file exists yet (see [`Materialize`](crate::Materialize)).
+    /// Whether the file exists yet (see [`Materialize`](crate::Materialize)). False for
+    /// a detached log, which has no file.
     pub fn is_materialized(&self) -> bool {
         matches!(self.storage, Storage::File(_))
+    }
+    /// Whether this log was read from a byte source ([`LogOptions::read`]) rather than
+    /// a file: it reads like any log and refuses `append`, `materialize` and `refresh`
+    /// with [`Error::Detached`].
+    pub fn is_detached(&self) -> bool {
+        matches!(self.storage, Storage::Detached(_))
     }
     /// Number of entries.
     pub fn len(&self) -> usize {
@@ -374,12 +395,14 @@ impl SessionLog {
     }
 
     /// Reads the raw line of an entry (without the newline) from the file or, before
-    /// materialization, from memory.
+    /// materialization or for a detached log, from memory.
     pub fn raw_line(&self, id: &str) -> Result<String> {
         let node = self.index.tree.node(self.require(id)?);
         let (off, len) = (node.at.offset as usize, node.len as usize - 1);
         match &self.storage {
-            Storage::Memory(buf) => Ok(String::from_utf8_lossy(&buf[off..off + len]).into_owned()),
+            Storage::Memory(buf) | Storage::Detached(buf) => {
+                Ok(String::from_utf8_lossy(&buf[off..off + len]).into_owned())
+            }
             Storage::File(_) => {
                 use std::io::{Read, Seek, SeekFrom};
                 let path = &self.index.path;
@@ -391,4 +414,48 @@ impl SessionLog {
             }
         }
     }
+}
+
+/// Reads a whole session from `src` (a file, or a byte source for a detached log) with the
+/// log's reader: the header (SPEC §2: line 1, at most [`reader::MAX_HEADER_LINE`] bytes;
+/// salvage looks past lines that do not parse), then every line after it, strict or
+/// salvage. `path` names the source in errors and findings.
+fn scan_all(path: &Path, mode: ReadMode, src: impl Read) -> Result<Scanned> {
+    let mut index = Index::new(path.to_path_buf(), String::new(), mode);
+    let mut header: Option<(Header, ScanState)> = None;
+    // The end of the last complete line: with the tail, every byte read.
+    let mut end = 0;
+    let start = Location { line: 1, offset: 0 };
+    let limit = Some(reader::MAX_HEADER_LINE);
+    let tail = reader::for_each_line_limited(src, path, start, limit, |bytes, at| {
+        end = at.offset + bytes.len() as u64 + 1;
+        match &mut header {
+            Some((_, scan)) => scan.line(path, mode, bytes, at, &mut index),
+            None => match header::scan_line(path, mode, bytes, at)? {
+                header::ScannedLine::Header(h) => {
+                    index.session_id = h.id().to_owned();
+                    let mut scan = ScanState::after_header(&h, 0);
+                    scan.next = Location {
+                        line: at.line + 1,
+                        offset: end,
+                    };
+                    header = Some((h, scan));
+                    Ok(())
+                }
+                header::ScannedLine::Skipped(finding) => {
+                    index.findings.push(finding);
+                    Ok(())
+                }
+            },
+        }
+    })?;
+    let Some((header, scan)) = header else {
+        return Err(header::not_found(path, end + tail, tail));
+    };
+    Ok(Scanned {
+        header,
+        index,
+        scan,
+        tail,
+    })
 }
