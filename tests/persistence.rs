@@ -418,11 +418,12 @@ fn load_after_reopen_returns_the_same_entries() {
 
     let store = PiJsonlStore::new(dir.path().join("sessions"));
     let loaded = store.load(ID).expect("load");
-    assert_eq!(loaded.header, header(ID, "/home/me/project"));
-    assert_eq!(loaded.path, path);
-    assert_eq!(loaded.next_seq, events.len() as u64);
-    assert!(loaded.closed_tool_calls.is_empty());
-    let ids: Vec<_> = loaded.log.entries().map(|e| e.id().to_owned()).collect();
+    assert_eq!(loaded.header(), &header(ID, "/home/me/project"));
+    assert_eq!(store.locate(loaded.header()), Some(path.clone()));
+    assert_eq!(loaded.log().path(), path);
+    assert_eq!(loaded.next_seq(), events.len() as u64);
+    assert!(loaded.closed_tool_calls().is_empty());
+    let ids: Vec<_> = loaded.log().entries().map(|e| e.id().to_owned()).collect();
     assert_eq!(ids, written_ids);
     for (seq, event) in events.iter().enumerate() {
         assert_eq!(
@@ -451,11 +452,11 @@ fn interrupted_turn_is_closed_durably_once() {
     drop(store);
     let store = PiJsonlStore::new(dir.path().join("sessions"));
     let loaded = store.load(ID).expect("load");
-    assert_eq!(loaded.closed_tool_calls, vec!["call_2".to_string()]);
-    assert_eq!(loaded.next_seq, 5);
+    assert_eq!(loaded.closed_tool_calls(), ["call_2".to_string()]);
+    assert_eq!(loaded.next_seq(), 5);
     let leaf_before = loaded
-        .log
-        .path_to(loaded.log.leaf_id().expect("leaf"))
+        .log()
+        .path_to(loaded.log().leaf_id().expect("leaf"))
         .expect("path");
     assert_eq!(leaf_before.len(), 5);
 
@@ -488,8 +489,8 @@ fn interrupted_turn_is_closed_durably_once() {
     let before = std::fs::read(&path).expect("read");
     for s in [&store, &PiJsonlStore::new(dir.path().join("sessions"))] {
         let again = s.load(ID).expect("load");
-        assert!(again.closed_tool_calls.is_empty());
-        assert_eq!(again.next_seq, 5);
+        assert!(again.closed_tool_calls().is_empty());
+        assert_eq!(again.next_seq(), 5);
     }
     assert_eq!(std::fs::read(&path).expect("read"), before);
     // The store keeps numbering after the closing results.
@@ -524,7 +525,7 @@ fn finished_turns_are_not_closed() {
         let (_dir, store, path) = store_with(&events);
         let before = std::fs::read(&path).expect("read");
         let loaded = store.load(ID).expect("load");
-        assert!(loaded.closed_tool_calls.is_empty(), "{why}");
+        assert!(loaded.closed_tool_calls().is_empty(), "{why}");
         assert_eq!(std::fs::read(&path).expect("read"), before, "{why}");
     }
 }
@@ -534,7 +535,7 @@ fn torn_final_record_is_discarded() {
     let events = [user("one"), custom(1)];
     let (_dir, store, path) = store_with(&events);
     let intact = store.load(ID).expect("load");
-    let ids: Vec<_> = intact.log.entries().map(|e| e.id().to_owned()).collect();
+    let ids: Vec<_> = intact.log().entries().map(|e| e.id().to_owned()).collect();
     drop(intact);
 
     let mut f = std::fs::OpenOptions::new()
@@ -546,17 +547,17 @@ fn torn_final_record_is_discarded() {
     drop(f);
 
     let loaded = store.load(ID).expect("a torn tail loads");
-    assert_eq!(loaded.next_seq, 2);
+    assert_eq!(loaded.next_seq(), 2);
     assert_eq!(
         loaded
-            .log
+            .log()
             .entries()
             .map(|e| e.id().to_owned())
             .collect::<Vec<_>>(),
         ids
     );
     assert!(
-        loaded.log.tail_bytes() > 0,
+        loaded.log().tail_bytes() > 0,
         "the torn bytes are seen, and left alone"
     );
     drop(loaded);
@@ -696,8 +697,9 @@ fn pi_lists_and_reads_what_the_store_wrote() {
         )
         .expect("append");
     let loaded = store.load(ID).expect("load");
-    assert_eq!(loaded.closed_tool_calls, vec!["call_1".to_string()]);
-    let closing = loaded.log.leaf_id().expect("leaf").to_owned();
+    assert_eq!(loaded.closed_tool_calls(), ["call_1".to_string()]);
+    let closing = loaded.log().leaf_id().expect("leaf").to_owned();
+    let path = store.locate(loaded.header()).expect("the file");
 
     let script = r#"
         const [major, cwd] = process.argv.slice(1);
@@ -726,10 +728,10 @@ fn pi_lists_and_reads_what_the_store_wrote() {
         let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
         assert_eq!(
             listed,
-            json!([{"id": ID, "path": loaded.path.to_str(), "cwd": cwd}]),
+            json!([{"id": ID, "path": path.to_str(), "cwd": cwd}]),
             "Pi {major}"
         );
-        let dump = common::pi::dump_copy(major, &loaded.path);
+        let dump = common::pi::dump_copy(major, &path);
         assert_eq!(
             dump.leaf_id.as_deref(),
             Some(closing.as_str()),
@@ -1128,4 +1130,53 @@ fn every_write_to_a_detached_log_is_refused_and_creates_no_file() {
         .filter(|n| !n.starts_with("states.sqlite"))
         .collect();
     assert!(names.is_empty(), "no file was created: {names:?}");
+}
+
+#[test]
+fn a_backend_without_files_loads_through_a_detached_log() {
+    use session_state::{Loaded, LogOptions, NewEntry};
+    // The file backend's session, rendered as a row store would render it: the header
+    // line, then each entry's line, in sequence order.
+    let events = [
+        user("hi"),
+        assistant(&[("call_1", "read")], "toolUse"),
+        custom(1),
+    ];
+    let (_dir, store, path) = store_with(&events);
+    let from_file = store.load(ID).expect("load");
+    let rows: Vec<String> = std::iter::once(from_file.header().to_line())
+        .chain((0..from_file.next_seq()).map(|seq| {
+            let id = from_file
+                .log()
+                .entries()
+                .nth(seq as usize)
+                .expect("entry")
+                .id();
+            format!("{}\n", from_file.log().raw_line(id).expect("line"))
+        }))
+        .collect();
+    let log = LogOptions::new()
+        .read(format!("rows:{ID}"), rows.concat().as_bytes())
+        .expect("read");
+    let loaded = Loaded::new(log, Vec::new());
+    assert_eq!(loaded.header(), from_file.header());
+    assert_eq!(loaded.next_seq(), from_file.next_seq());
+    assert_eq!(loaded.log().leaf_id(), from_file.log().leaf_id());
+    for seq in 0..loaded.next_seq() {
+        assert_eq!(
+            loaded.event(seq).expect("event"),
+            from_file.event(seq).expect("event")
+        );
+    }
+    assert!(matches!(
+        loaded.event(loaded.next_seq()),
+        Err(Error::NoSuchEvent { .. })
+    ));
+    let before = std::fs::read(&path).expect("read");
+    let mut log = loaded.into_log();
+    assert!(matches!(
+        log.append(NewEntry::custom("x", Some(json!(1)))),
+        Err(Error::Detached { .. })
+    ));
+    assert_eq!(std::fs::read(&path).expect("read"), before);
 }

@@ -341,13 +341,7 @@ impl SessionStore for PiJsonlStore {
             });
         }
         let closed_tool_calls = close_interrupted_turn(&mut log)?;
-        Ok(Loaded {
-            header: log.header().clone(),
-            path,
-            next_seq: log.len() as u64,
-            closed_tool_calls,
-            log,
-        })
+        Ok(Loaded::new(log, closed_tool_calls))
     }
 
     fn list(&self) -> Result<Vec<Header>> {
