@@ -212,6 +212,18 @@ pub enum Error {
         session_id: String,
     },
 
+    /// A write to a detached log: one read from a store's entries
+    /// ([`crate::LogOptions::read`]), not opened on its file. Nothing was written, and no
+    /// file was created at the label.
+    #[error(
+        "{label}: this session was read from its store, not opened on a file; it cannot be \
+         appended to, materialized or refreshed here: append through the store that holds it"
+    )]
+    Detached {
+        /// The label the log was read under (it names no file).
+        label: PathBuf,
+    },
+
     /// The session file already exists.
     #[error("{path}: a file already exists at this path")]
     AlreadyExists {

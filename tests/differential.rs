@@ -220,9 +220,9 @@ fn a_pi_session_whose_last_tool_result_holds_a_lone_surrogate_loads() {
 
     let store = PiJsonlStore::new(&root);
     let loaded = store.load(id).unwrap();
-    assert_eq!(loaded.closed_tool_calls, vec!["call_2".to_string()]);
+    assert_eq!(loaded.closed_tool_calls(), ["call_2".to_string()]);
     let n = written["ids"].as_array().unwrap().len() as u64;
-    assert_eq!(loaded.next_seq, n + 1);
+    assert_eq!(loaded.next_seq(), n + 1);
     // Pi's lines, byte for byte; the closing result after them.
     let now = std::fs::read(&file).unwrap();
     assert_eq!(&now[..before.len()], &before[..]);

@@ -227,7 +227,7 @@ fn accepted_oddities() {
 fn old_versions_migrate_in_memory_only() {
     let log = strict("edge/v1.jsonl");
     assert_eq!(log.len(), 9);
-    assert_eq!(log.header().version, 1);
+    assert_eq!(log.header().version(), 1);
     assert_eq!(log.roots().len(), 1);
     // A linear chain in file order.
     let all = ids(&log);
@@ -235,7 +235,7 @@ fn old_versions_migrate_in_memory_only() {
     // The ids are deterministic: a second read agrees.
     assert_eq!(ids(&strict("edge/v1.jsonl")), all);
     let log = strict("edge/v2.jsonl");
-    assert_eq!(log.header().version, 2);
+    assert_eq!(log.header().version(), 2);
 }
 
 #[test]
@@ -310,7 +310,7 @@ fn a_symlinked_session_is_migrated_and_appended_through_the_link() {
         Path::new("../real/s.jsonl")
     );
     let real = SessionLog::open(&target).unwrap();
-    assert_eq!(real.header().version, 3, "the target was migrated");
+    assert_eq!(real.header().version(), 3, "the target was migrated");
     assert_eq!(real.len(), before + 1);
     assert_eq!(
         real.leaf_id(),
@@ -339,7 +339,7 @@ fn a_bare_relative_name_is_migrated_and_appended() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let log = SessionLog::open(dir.path().join("v2.jsonl")).unwrap();
-    assert_eq!(log.header().version, 3);
+    assert_eq!(log.header().version(), 3);
     assert_eq!(log.len(), before + 1);
     let leaf = log.leaf_id().unwrap();
     assert_eq!(log.entry(leaf).unwrap().state_plugin(), Some("p"));

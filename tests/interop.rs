@@ -196,7 +196,7 @@ fn old_versions_migrate_to_the_shape_pi_gives() {
             let mut log = log;
             log.append(user("after migration")).unwrap();
             let ours = SessionLog::open(&file).unwrap();
-            assert_eq!(ours.header().version, 3);
+            assert_eq!(ours.header().version(), 3);
             let dump_after = pi::dump_copy(major, &file);
             assert_same_as_pi(
                 &ours,
@@ -258,7 +258,7 @@ fn v1_lines_serde_value_cannot_hold_migrate_without_losing_a_message() {
         ids.push(log.append(user("after migration")).unwrap());
 
         let ours = SessionLog::open(&file).unwrap_or_else(|e| panic!("pi{major}: {e}"));
-        assert_eq!(ours.header().version, 3);
+        assert_eq!(ours.header().version(), 3);
         assert!(ours.findings().is_empty(), "{:?}", ours.findings());
         let got: Vec<&str> = ours.entries().map(|e| e.id()).collect();
         assert_eq!(got, ids, "the ids the reader assigned, in order");

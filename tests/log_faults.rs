@@ -276,7 +276,7 @@ fn faults_while_migrating_leave_the_original_intact() {
         let mut log = SessionLog::open(&path).unwrap();
         log.append(user("y")).unwrap();
         let log = SessionLog::open(&path).unwrap();
-        assert_eq!(log.header().version, 3);
+        assert_eq!(log.header().version(), 3);
         assert_eq!(log.len(), 3);
     }
 }

@@ -16,13 +16,15 @@ const ID: &str = "0195f1d0-7c4e-7000-8000-000000000001";
 const STAMP: &str = "2024-12-03T14:00:00.000Z";
 
 fn header(id: &str, cwd: &str) -> Header {
-    Header {
-        id: id.into(),
-        version: 3,
-        cwd: Some(cwd.into()),
-        timestamp: Some(STAMP.into()),
-        parent_session: None,
-    }
+    Header::new(id, cwd).with_timestamp(STAMP)
+}
+
+/// [`header`] edited into one this crate never makes for a new session (another version,
+/// no `cwd` or `timestamp`), as a host may hold one: through the header's serde form.
+fn header_with(id: &str, cwd: &str, edit: impl FnOnce(&mut Value)) -> Header {
+    let mut value = serde_json::to_value(header(id, cwd)).expect("serialize");
+    edit(&mut value);
+    serde_json::from_value(value).expect("a header")
 }
 
 fn user(text: &str) -> Value {
@@ -130,11 +132,9 @@ fn locate_matches_pi_layout_without_io() {
     }
     assert!(!root.exists(), "locate must not touch the disk");
     // A header that cannot name a file has no location.
-    let mut h = header(ID, "/p");
-    h.timestamp = None;
+    let h = header_with(ID, "/p", |h| h["timestamp"] = Value::Null);
     assert_eq!(store.locate(&h), None);
-    let mut h = header(ID, "/p");
-    h.cwd = None;
+    let h = header_with(ID, "/p", |h| h["cwd"] = Value::Null);
     assert_eq!(store.locate(&h), None);
     assert_eq!(store.locate(&header("../../etc/x", "/p")), None);
 }
@@ -185,8 +185,7 @@ fn created_session_is_absent_until_first_append() {
 fn create_refuses_headers_that_cannot_be_stored() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = PiJsonlStore::new(dir.path());
-    let mut v2 = header(ID, "/p");
-    v2.version = 2;
+    let v2 = header_with(ID, "/p", |h| h["version"] = json!(2));
     let err = store.create(v2).expect_err("refused");
     assert!(
         matches!(&err, Error::UnsupportedNewVersion { session_id, version: 2 } if session_id == ID),
@@ -201,10 +200,8 @@ fn create_refuses_headers_that_cannot_be_stored() {
         );
         assert!(err.to_string().contains("file name"), "{err}");
     }
-    let mut no_cwd = header(ID, "/p");
-    no_cwd.cwd = None;
-    let mut no_stamp = header(ID, "/p");
-    no_stamp.timestamp = None;
+    let no_cwd = header_with(ID, "/p", |h| h["cwd"] = Value::Null);
+    let no_stamp = header_with(ID, "/p", |h| h["timestamp"] = Value::Null);
     for h in [no_cwd, no_stamp] {
         let err = store.create(h).expect_err("refused");
         assert!(
@@ -399,7 +396,7 @@ fn unserializable_or_malformed_event_is_refused_naming_it() {
         .list()
         .expect("list")
         .into_iter()
-        .map(|h| h.id)
+        .map(|h| h.id().to_owned())
         .collect();
     assert_eq!(ids, vec![ID.to_string()]);
     // The serializing helper accepts what serializes.
@@ -421,11 +418,12 @@ fn load_after_reopen_returns_the_same_entries() {
 
     let store = PiJsonlStore::new(dir.path().join("sessions"));
     let loaded = store.load(ID).expect("load");
-    assert_eq!(loaded.header, header(ID, "/home/me/project"));
-    assert_eq!(loaded.path, path);
-    assert_eq!(loaded.next_seq, events.len() as u64);
-    assert!(loaded.closed_tool_calls.is_empty());
-    let ids: Vec<_> = loaded.log.entries().map(|e| e.id().to_owned()).collect();
+    assert_eq!(loaded.header(), &header(ID, "/home/me/project"));
+    assert_eq!(store.locate(loaded.header()), Some(path.clone()));
+    assert_eq!(loaded.log().path(), path);
+    assert_eq!(loaded.next_seq(), events.len() as u64);
+    assert!(loaded.closed_tool_calls().is_empty());
+    let ids: Vec<_> = loaded.log().entries().map(|e| e.id().to_owned()).collect();
     assert_eq!(ids, written_ids);
     for (seq, event) in events.iter().enumerate() {
         assert_eq!(
@@ -454,11 +452,11 @@ fn interrupted_turn_is_closed_durably_once() {
     drop(store);
     let store = PiJsonlStore::new(dir.path().join("sessions"));
     let loaded = store.load(ID).expect("load");
-    assert_eq!(loaded.closed_tool_calls, vec!["call_2".to_string()]);
-    assert_eq!(loaded.next_seq, 5);
+    assert_eq!(loaded.closed_tool_calls(), ["call_2".to_string()]);
+    assert_eq!(loaded.next_seq(), 5);
     let leaf_before = loaded
-        .log
-        .path_to(loaded.log.leaf_id().expect("leaf"))
+        .log()
+        .path_to(loaded.log().leaf_id().expect("leaf"))
         .expect("path");
     assert_eq!(leaf_before.len(), 5);
 
@@ -491,8 +489,8 @@ fn interrupted_turn_is_closed_durably_once() {
     let before = std::fs::read(&path).expect("read");
     for s in [&store, &PiJsonlStore::new(dir.path().join("sessions"))] {
         let again = s.load(ID).expect("load");
-        assert!(again.closed_tool_calls.is_empty());
-        assert_eq!(again.next_seq, 5);
+        assert!(again.closed_tool_calls().is_empty());
+        assert_eq!(again.next_seq(), 5);
     }
     assert_eq!(std::fs::read(&path).expect("read"), before);
     // The store keeps numbering after the closing results.
@@ -527,7 +525,7 @@ fn finished_turns_are_not_closed() {
         let (_dir, store, path) = store_with(&events);
         let before = std::fs::read(&path).expect("read");
         let loaded = store.load(ID).expect("load");
-        assert!(loaded.closed_tool_calls.is_empty(), "{why}");
+        assert!(loaded.closed_tool_calls().is_empty(), "{why}");
         assert_eq!(std::fs::read(&path).expect("read"), before, "{why}");
     }
 }
@@ -537,7 +535,7 @@ fn torn_final_record_is_discarded() {
     let events = [user("one"), custom(1)];
     let (_dir, store, path) = store_with(&events);
     let intact = store.load(ID).expect("load");
-    let ids: Vec<_> = intact.log.entries().map(|e| e.id().to_owned()).collect();
+    let ids: Vec<_> = intact.log().entries().map(|e| e.id().to_owned()).collect();
     drop(intact);
 
     let mut f = std::fs::OpenOptions::new()
@@ -549,17 +547,17 @@ fn torn_final_record_is_discarded() {
     drop(f);
 
     let loaded = store.load(ID).expect("a torn tail loads");
-    assert_eq!(loaded.next_seq, 2);
+    assert_eq!(loaded.next_seq(), 2);
     assert_eq!(
         loaded
-            .log
+            .log()
             .entries()
             .map(|e| e.id().to_owned())
             .collect::<Vec<_>>(),
         ids
     );
     assert!(
-        loaded.log.tail_bytes() > 0,
+        loaded.log().tail_bytes() > 0,
         "the torn bytes are seen, and left alone"
     );
     drop(loaded);
@@ -598,9 +596,8 @@ fn corrupt_middle_line_is_refused_with_its_line_number() {
 fn unknown_version_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = PiJsonlStore::new(dir.path());
-    let mut h = header(ID, "/home/me/project");
+    let h = header_with(ID, "/home/me/project", |h| h["version"] = json!(4));
     let path = store.locate(&h).expect("locate");
-    h.version = 4;
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     let body = user("hi").to_string().replace(r#""type":"message""#,
         r#""type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2024-12-03T14:00:01.000Z""#);
@@ -655,7 +652,7 @@ fn list_reads_only_headers() {
     std::fs::write(dir.path().join("stray.jsonl"), big.to_line()).expect("write");
 
     let mut listed = store.list().expect("list");
-    listed.sort_by(|a, b| a.id.cmp(&b.id));
+    listed.sort_by(|a, b| a.id().cmp(b.id()));
     assert_eq!(listed, vec![header(ID, "/home/me/project"), big]);
     let listing = store.scan().expect("scan");
     let problems: Vec<_> = listing
@@ -700,8 +697,9 @@ fn pi_lists_and_reads_what_the_store_wrote() {
         )
         .expect("append");
     let loaded = store.load(ID).expect("load");
-    assert_eq!(loaded.closed_tool_calls, vec!["call_1".to_string()]);
-    let closing = loaded.log.leaf_id().expect("leaf").to_owned();
+    assert_eq!(loaded.closed_tool_calls(), ["call_1".to_string()]);
+    let closing = loaded.log().leaf_id().expect("leaf").to_owned();
+    let path = store.locate(loaded.header()).expect("the file");
 
     let script = r#"
         const [major, cwd] = process.argv.slice(1);
@@ -730,10 +728,10 @@ fn pi_lists_and_reads_what_the_store_wrote() {
         let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
         assert_eq!(
             listed,
-            json!([{"id": ID, "path": loaded.path.to_str(), "cwd": cwd}]),
+            json!([{"id": ID, "path": path.to_str(), "cwd": cwd}]),
             "Pi {major}"
         );
-        let dump = common::pi::dump_copy(major, &loaded.path);
+        let dump = common::pi::dump_copy(major, &path);
         assert_eq!(
             dump.leaf_id.as_deref(),
             Some(closing.as_str()),
@@ -912,4 +910,273 @@ fn scan_reports_files_that_are_not_regular_without_opening_them() {
         matches!(load, Err(Error::NotARegularFile { .. })),
         "{load:?}"
     );
+}
+
+// How a backend without files gives the tree its entries: the same lines, read from a byte
+// source by `LogOptions::read` into a detached log.
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+/// Everything a reader of a log can see, with `label` written as `path` (errors and
+/// findings name their source).
+fn view(log: &SessionLog, store: &session_state::Store, plugins: &[&str]) -> Vec<String> {
+    use session_state::Scope;
+    let mut seen = vec![
+        format!("{:?}", log.header()),
+        format!("{:?} {:?}", log.len(), log.leaf_id()),
+        format!("{:?}", log.branch()),
+        format!("{:?} {:?} {:?}", log.roots(), log.tips(), log.forks()),
+        format!("{} {}", log.consumed_bytes(), log.tail_bytes()),
+        format!("{:?}", log.findings()),
+        format!("{:?}", session_state::branch_key(log)),
+    ];
+    for e in log.entries() {
+        seen.push(format!(
+            "{} {:?} {:?} {:?} {:?} {:?} {} {:?} {:?}",
+            e.id(),
+            e.parent_id(),
+            e.entry_type(),
+            e.custom_type(),
+            e.role(),
+            e.location(),
+            e.line_len(),
+            e.children(),
+            log.branch_key_of(e.id()).expect("branch key"),
+        ));
+        seen.push(log.raw_line(e.id()).expect("raw line"));
+    }
+    for plugin in plugins {
+        for scope in [Scope::Branch, Scope::Session] {
+            let state = store.state::<Value>(plugin, scope).expect("state");
+            seen.push(format!("{plugin} {scope:?} {:?}", state.read(log)));
+            seen.push(format!("{plugin} {scope:?} {:?}", state.history(log)));
+            for e in log.entries() {
+                seen.push(format!(
+                    "{plugin} {scope:?} at {}: {:?}",
+                    e.id(),
+                    state.read_at(log, e.id())
+                ));
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_detached_log_reads_exactly_as_the_file_it_was_read_from() {
+    use session_state::{LogOptions, ReadMode};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = session_state::Store::at(dir.path().join("states.sqlite")).expect("store");
+    let cases: &[(&str, ReadMode, &[&str])] = &[
+        ("pi1-state.jsonl", ReadMode::Strict, &["alpha", "beta"]),
+        ("pi0-state.jsonl", ReadMode::Strict, &["alpha", "beta"]),
+        ("example.jsonl", ReadMode::Strict, &["role", "todo"]),
+        ("pi1-basic.jsonl", ReadMode::Strict, &[]),
+        ("pi1-torn.jsonl", ReadMode::Strict, &[]),
+        ("edge/torn-tail.jsonl", ReadMode::Strict, &[]),
+        ("edge/blank-line.jsonl", ReadMode::Strict, &[]),
+        ("edge/v1.jsonl", ReadMode::Strict, &[]),
+        ("edge/v2.jsonl", ReadMode::Strict, &[]),
+        (
+            "edge/bad-envelope.jsonl",
+            ReadMode::Strict,
+            &["role", "todo"],
+        ),
+        ("edge/multi-root.jsonl", ReadMode::Strict, &["role"]),
+        ("pi0-reflush.jsonl", ReadMode::Salvage, &["role"]),
+        ("edge/corrupt-middle.jsonl", ReadMode::Salvage, &[]),
+        ("edge/dangling-parent.jsonl", ReadMode::Salvage, &[]),
+    ];
+    for &(name, mode, plugins) in cases {
+        let path = fixture(name);
+        let options = LogOptions::new().mode(mode);
+        let file = options.open(&path).expect("open");
+        let label = dir.path().join("no-such-dir").join(name);
+        let bytes = std::fs::read(&path).expect("read");
+        let detached = options.read(&label, &bytes[..]).expect("read");
+        assert!(
+            detached.is_detached() && !detached.is_materialized(),
+            "{name}"
+        );
+        assert!(!file.is_detached(), "{name}");
+        assert_eq!(detached.path(), label, "{name}");
+        assert_eq!(detached.read_mode(), mode, "{name}");
+        let (label_text, path_text) = (label.display().to_string(), path.display().to_string());
+        let seen: Vec<String> = view(&detached, &store, plugins)
+            .into_iter()
+            .map(|s| s.replace(&label_text, &path_text))
+            .collect();
+        let expected = view(&file, &store, plugins);
+        assert!(expected.len() > 7, "{name}: the comparison sees entries");
+        assert_eq!(seen, expected, "{name}");
+        // Navigation is in memory, as on a file.
+        let mut detached = detached;
+        if let Some(first) = file.entries().next().map(|e| e.id().to_owned()) {
+            detached.navigate(&first).expect("navigate");
+            assert_eq!(detached.leaf_id(), Some(first.as_str()), "{name}");
+        }
+    }
+    assert!(
+        !dir.path().join("no-such-dir").exists(),
+        "reading never creates the label"
+    );
+}
+
+#[test]
+fn a_detached_log_refuses_what_the_reader_refuses_naming_its_label() {
+    use session_state::LogOptions;
+    let label = Path::new("store:0195f1d0");
+    for (name, check) in [
+        ("edge/corrupt-middle.jsonl", "line 3 (byte offset 343)"),
+        ("edge/duplicate-id.jsonl", "a0000002"),
+        ("edge/version-4.jsonl", "4"),
+        ("edge/bad-header.jsonl", "not a Pi session file"),
+        ("edge/empty.jsonl", "the file is empty"),
+    ] {
+        let bytes = std::fs::read(fixture(name)).expect("read");
+        let from_file = LogOptions::new().open(fixture(name)).expect_err("refused");
+        let err = LogOptions::new()
+            .read(label, &bytes[..])
+            .expect_err("refused");
+        assert_eq!(
+            std::mem::discriminant(&err),
+            std::mem::discriminant(&from_file),
+            "{name}: {err:?}"
+        );
+        let msg = err.to_string();
+        assert!(msg.starts_with("store:0195f1d0"), "{name}: {msg}");
+        assert!(msg.contains(check), "{name}: {msg}");
+        assert_eq!(
+            msg.replace("store:0195f1d0", &fixture(name).display().to_string()),
+            from_file.to_string(),
+            "{name}"
+        );
+    }
+    // An endless source is refused at the header size limit, not read to its end.
+    match LogOptions::new().read(label, std::io::repeat(b'x')) {
+        Err(Error::InvalidHeader { detail, .. }) => {
+            assert!(
+                detail.starts_with("line 1 is longer than 1 MiB"),
+                "{detail}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn every_write_to_a_detached_log_is_refused_and_creates_no_file() {
+    use session_state::{LogOptions, NewEntry, Scope};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = session_state::Store::at(dir.path().join("states.sqlite")).expect("store");
+    let role = store.state::<Value>("role", Scope::Branch).expect("state");
+    // A v1 file too: a write to it would migrate the file first.
+    for name in ["example.jsonl", "edge/v1.jsonl", "edge/torn-tail.jsonl"] {
+        let label = dir.path().join("sessions").join(name);
+        let bytes = std::fs::read(fixture(name)).expect("read");
+        let mut log = LogOptions::new().read(&label, &bytes[..]).expect("read");
+        let (len, leaf) = (log.len(), log.leaf_id().map(str::to_owned));
+        let refused = |r: session_state::Result<()>, what: &str| match r {
+            Err(Error::Detached { label: l }) => {
+                assert_eq!(l, label, "{name}: {what}");
+            }
+            other => panic!("{name}: {what}: {other:?}"),
+        };
+        refused(
+            log.append(NewEntry::custom("x", Some(json!(1))))
+                .map(|_| ()),
+            "append",
+        );
+        refused(
+            log.append(NewEntry::message(
+                json!({"role": "user", "content": "hi", "timestamp": 0}),
+            ))
+            .map(|_| ()),
+            "append a message",
+        );
+        refused(log.materialize(), "materialize");
+        refused(log.refresh(), "refresh");
+        refused(
+            role.write(&mut log, &json!("writer")).map(|_| ()),
+            "SessionState::write",
+        );
+        refused(store.force_refresh(&mut log).map(|_| ()), "force_refresh");
+        log.reset_leaf();
+        refused(
+            log.append(NewEntry::custom("x", Some(json!(2))))
+                .map(|_| ()),
+            "append a root",
+        );
+        let err = log.materialize().expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("append through the store that holds it"),
+            "{err}"
+        );
+        assert_eq!(log.len(), len, "{name}: nothing was added in memory either");
+        // Reads still work after the refusals.
+        if let Some(leaf) = &leaf {
+            log.navigate(leaf).expect("navigate");
+            assert!(log.raw_line(leaf).is_ok(), "{name}");
+        }
+    }
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("states.sqlite"))
+        .collect();
+    assert!(names.is_empty(), "no file was created: {names:?}");
+}
+
+#[test]
+fn a_backend_without_files_loads_through_a_detached_log() {
+    use session_state::{Loaded, LogOptions, NewEntry};
+    // The file backend's session, rendered as a row store would render it: the header
+    // line, then each entry's line, in sequence order.
+    let events = [
+        user("hi"),
+        assistant(&[("call_1", "read")], "toolUse"),
+        custom(1),
+    ];
+    let (_dir, store, path) = store_with(&events);
+    let from_file = store.load(ID).expect("load");
+    let rows: Vec<String> = std::iter::once(from_file.header().to_line())
+        .chain((0..from_file.next_seq()).map(|seq| {
+            let id = from_file
+                .log()
+                .entries()
+                .nth(seq as usize)
+                .expect("entry")
+                .id();
+            format!("{}\n", from_file.log().raw_line(id).expect("line"))
+        }))
+        .collect();
+    let log = LogOptions::new()
+        .read(format!("rows:{ID}"), rows.concat().as_bytes())
+        .expect("read");
+    let loaded = Loaded::new(log, Vec::new());
+    assert_eq!(loaded.header(), from_file.header());
+    assert_eq!(loaded.next_seq(), from_file.next_seq());
+    assert_eq!(loaded.log().leaf_id(), from_file.log().leaf_id());
+    for seq in 0..loaded.next_seq() {
+        assert_eq!(
+            loaded.event(seq).expect("event"),
+            from_file.event(seq).expect("event")
+        );
+    }
+    assert!(matches!(
+        loaded.event(loaded.next_seq()),
+        Err(Error::NoSuchEvent { .. })
+    ));
+    let before = std::fs::read(&path).expect("read");
+    let mut log = loaded.into_log();
+    assert!(matches!(
+        log.append(NewEntry::custom("x", Some(json!(1)))),
+        Err(Error::Detached { .. })
+    ));
+    assert_eq!(std::fs::read(&path).expect("read"), before);
 }

@@ -544,7 +544,7 @@ fn check(kind: Kind, fault: Option<Injected>, counts: &mut Counts) {
     }
     match kind {
         Kind::MigrateV1 | Kind::MigrateV2 => {
-            let migrated = SessionLog::open(&r.path).unwrap().header().version == 3;
+            let migrated = SessionLog::open(&r.path).unwrap().header().version() == 3;
             if !migrated {
                 assert_eq!(bytes, s.original, "{what}: the unmigrated original changed");
             }
@@ -602,7 +602,7 @@ fn check(kind: Kind, fault: Option<Injected>, counts: &mut Counts) {
     assert_eq!(after.last(), Some(&id), "{what}");
     assert!(after.starts_with(&ids), "{what}: recovery lost entries");
     assert_eq!(
-        SessionLog::open(&r.path).unwrap().header().version,
+        SessionLog::open(&r.path).unwrap().header().version(),
         3,
         "{what}"
     );

@@ -64,11 +64,11 @@ fn header(path: &Path) -> Result<Row<'_>, String> {
     })?;
     Ok(Row {
         path,
-        id: h.id,
-        cwd: h.cwd,
-        timestamp: h.timestamp,
-        version: h.version,
-        parent_session: h.parent_session,
+        id: h.id().to_owned(),
+        cwd: h.cwd().map(str::to_owned),
+        timestamp: h.timestamp().map(str::to_owned),
+        version: h.version(),
+        parent_session: h.parent_session().map(str::to_owned),
     })
 }
 

@@ -326,23 +326,34 @@ pub(crate) fn raw_str<'a>(raw: &'a RawValue) -> Option<Cow<'a, str>> {
 }
 
 /// The session header (line 1).
+///
+/// Read from a file by the one header reader ([`crate::read_header`], the log's reader),
+/// or made for a new session with [`Header::new`]. Its fields are read through accessors.
+///
+/// ```
+/// use session_state::Header;
+/// let h = Header::new("0195f1d0", "/home/me/project").with_timestamp("2024-12-03T14:00:00.000Z");
+/// assert_eq!((h.id(), h.version(), h.cwd()), ("0195f1d0", 3, Some("/home/me/project")));
+/// assert_eq!(
+///     h.to_line(),
+///     concat!(
+///         r#"{"type":"session","version":3,"id":"0195f1d0","#,
+///         r#""timestamp":"2024-12-03T14:00:00.000Z","cwd":"/home/me/project"}"#,
+///         "\n"
+///     )
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Header {
-    /// The session id.
-    pub id: String,
-    /// Format version as written in the file (1 when absent). Files of version 1 and 2
-    /// are migrated in memory; on disk before the first append.
-    pub version: u32,
-    /// The working directory the session belongs to.
-    pub cwd: Option<String>,
-    /// When the session was created (ISO 8601).
-    pub timestamp: Option<String>,
-    /// The session this one was forked from (`/fork`, `/clone`).
-    pub parent_session: Option<String>,
+    id: String,
+    version: u32,
+    cwd: Option<String>,
+    timestamp: Option<String>,
+    parent_session: Option<String>,
 }
 
 impl Header {
-    /// A fresh version-3 header for a new session.
+    /// A fresh version-3 header for a new session, stamped now.
     pub fn new(id: impl Into<String>, cwd: impl Into<String>) -> Header {
         Header {
             id: id.into(),
@@ -351,6 +362,62 @@ impl Header {
             timestamp: Some(crate::log::now_iso()),
             parent_session: None,
         }
+    }
+
+    /// A header as read from line 1 (the header reader's constructor).
+    pub(crate) fn from_parts(
+        id: String,
+        version: u32,
+        cwd: Option<String>,
+        timestamp: Option<String>,
+        parent_session: Option<String>,
+    ) -> Header {
+        Header {
+            id,
+            version,
+            cwd,
+            timestamp,
+            parent_session,
+        }
+    }
+
+    /// This header with another creation time (ISO 8601), which also names the file
+    /// ([`crate::pi_session_file_name`]).
+    pub fn with_timestamp(mut self, timestamp: impl Into<String>) -> Header {
+        self.timestamp = Some(timestamp.into());
+        self
+    }
+
+    /// This header naming the session it was forked from (`parentSession`).
+    pub fn with_parent_session(mut self, parent: impl Into<String>) -> Header {
+        self.parent_session = Some(parent.into());
+        self
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Format version as written in the file (1 when absent). Files of version 1 and 2
+    /// are migrated in memory; on disk before the first append.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// The working directory the session belongs to.
+    pub fn cwd(&self) -> Option<&str> {
+        self.cwd.as_deref()
+    }
+
+    /// When the session was created (ISO 8601).
+    pub fn timestamp(&self) -> Option<&str> {
+        self.timestamp.as_deref()
+    }
+
+    /// The session this one was forked from (`/fork`, `/clone`).
+    pub fn parent_session(&self) -> Option<&str> {
+        self.parent_session.as_deref()
     }
 
     /// The header as Pi writes it: `{"type":"session","version":3,"id",...}`.

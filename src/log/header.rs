@@ -28,7 +28,7 @@ use std::path::Path;
 /// use session_state::{MAX_HEADER_LINE, read_header};
 /// use std::path::Path;
 /// let header = read_header(Path::new("session.jsonl"), MAX_HEADER_LINE)?;
-/// println!("session {} in {:?}", header.id, header.cwd);
+/// println!("session {} in {:?}", header.id(), header.cwd());
 /// # Ok::<(), session_state::Error>(())
 /// ```
 pub fn read_header(path: &Path, limit: usize) -> Result<Header> {
@@ -205,13 +205,13 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<
         Some(serde_json::Value::String(s)) => Some(s),
         _ => None,
     };
-    Ok(Header {
-        id: id.into_owned(),
+    Ok(Header::from_parts(
+        id.into_owned(),
         version,
-        cwd: s(raw.cwd),
-        timestamp: s(raw.timestamp),
-        parent_session: s(raw.parent_session),
-    })
+        s(raw.cwd),
+        s(raw.timestamp),
+        s(raw.parent_session),
+    ))
 }
 
 #[cfg(test)]
@@ -228,7 +228,7 @@ mod tests {
         let mut file = line.to_vec();
         file.extend_from_slice(b"\nnot read\n");
         let (h, len) = read(&file, line.len()).expect("exactly the limit");
-        assert_eq!((h.id.as_str(), len), ("h", line.len() as u64 + 1));
+        assert_eq!((h.id(), len), ("h", line.len() as u64 + 1));
         match read(&file, line.len() - 1) {
             Err(Error::InvalidHeader { detail, .. }) => {
                 assert!(detail.starts_with("line 1 is longer than"), "{detail}")

@@ -341,7 +341,7 @@ impl ScanState {
                 offset: header_len,
             },
             pending_bad: Vec::new(),
-            version: header.version,
+            version: header.version(),
             ordinal: 0,
         }
     }

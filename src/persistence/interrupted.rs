@@ -20,7 +20,22 @@ struct ToolCall {
     name: String,
 }
 
-/// Closes a complete interrupted final turn; returns the tool call ids it closed.
+/// Closes a complete interrupted final turn, durably; returns the tool call ids it
+/// closed. The file backend's closing: [`missing_tool_results`], each appended to the log.
+pub(super) fn close_interrupted_turn(log: &mut SessionLog) -> Result<Vec<String>> {
+    let mut closed = Vec::new();
+    for (call_id, message) in missing_tool_results(log)? {
+        // Durable when it returns (one write + fdatasync).
+        log.append(NewEntry::message(message))?;
+        closed.push(call_id);
+    }
+    Ok(closed)
+}
+
+/// The error tool results that close a complete interrupted final turn of `log`, each
+/// with its `toolCallId`, in the order of the calls: the `message` of each entry to
+/// append at the leaf. Reads only, so a backend of any kind (a detached log too) finds
+/// what it must append through its own `append`.
 ///
 /// Walks the active branch back from the leaf. Tool results, system messages and
 /// entries that are not messages (custom, label, model change, …) are passed over; the
@@ -32,7 +47,7 @@ struct ToolCall {
 ///   appended. Pi's `transformMessages` already gives the model a result for the calls of
 ///   such a turn, and drops errored and aborted messages; a result appended after them
 ///   would be an orphan the provider rejects.
-pub(super) fn close_interrupted_turn(log: &mut SessionLog) -> Result<Vec<String>> {
+pub(super) fn missing_tool_results(log: &SessionLog) -> Result<Vec<(String, Value)>> {
     let branch: Vec<String> = log.branch().into_iter().map(str::to_owned).collect();
     let mut answered: Vec<String> = Vec::new();
     let mut calls: Vec<ToolCall> = Vec::new();
@@ -86,9 +101,9 @@ pub(super) fn close_interrupted_turn(log: &mut SessionLog) -> Result<Vec<String>
             Some(Role::User) | None => return Ok(Vec::new()),
         }
     }
-    let mut closed = Vec::new();
+    let mut results: Vec<(String, Value)> = Vec::new();
     for call in calls {
-        if answered.contains(&call.id) || closed.contains(&call.id) {
+        if answered.contains(&call.id) || results.iter().any(|(id, _)| *id == call.id) {
             continue;
         }
         let timestamp = std::time::SystemTime::now()
@@ -103,11 +118,9 @@ pub(super) fn close_interrupted_turn(log: &mut SessionLog) -> Result<Vec<String>
             "isError": true,
             "timestamp": timestamp,
         });
-        // Durable when it returns (one write + fdatasync).
-        log.append(NewEntry::message(result))?;
-        closed.push(call.id);
+        results.push((call.id, result));
     }
-    Ok(closed)
+    Ok(results)
 }
 
 fn parse_line(log: &SessionLog, id: &str) -> Result<Value> {
@@ -122,4 +135,67 @@ fn parse_line(log: &SessionLog, id: &str) -> Result<Value> {
         id: Some(id.to_owned()),
         detail: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::LogOptions;
+    use serde_json::json;
+
+    fn session(entries: &[Value]) -> String {
+        let mut lines = String::from(
+            r#"{"type":"session","version":3,"id":"s","timestamp":"2024-12-03T14:00:00.000Z","cwd":"/p"}"#,
+        );
+        lines.push('\n');
+        let mut parent = Value::Null;
+        for (i, e) in entries.iter().enumerate() {
+            let id = format!("a000000{i}");
+            let mut e = e.clone();
+            e["id"] = json!(id);
+            e["parentId"] = parent;
+            e["timestamp"] = json!("2024-12-03T14:00:01.000Z");
+            lines.push_str(&e.to_string());
+            lines.push('\n');
+            parent = json!(id);
+        }
+        lines
+    }
+
+    fn message(m: Value) -> Value {
+        json!({"type": "message", "message": m})
+    }
+
+    #[test]
+    fn the_missing_results_are_found_without_writing_on_a_detached_log() {
+        let calls = message(
+            json!({"role": "assistant", "stopReason": "toolUse", "content": [
+            {"type": "toolCall", "id": "call_1", "name": "read"},
+            {"type": "toolCall", "id": "call_2", "name": "grep"}]}),
+        );
+        let answered = message(json!({"role": "toolResult", "toolCallId": "call_1"}));
+        let user = message(json!({"role": "user", "content": "hi"}));
+        let lines = session(&[user.clone(), calls.clone(), answered]);
+        let log = LogOptions::new()
+            .read("rows:s", lines.as_bytes())
+            .expect("read");
+        let missing = missing_tool_results(&log).expect("read only");
+        assert_eq!(missing.len(), 1);
+        let (id, result) = &missing[0];
+        assert_eq!(id, "call_2");
+        assert_eq!(
+            (&result["role"], &result["toolName"], &result["isError"]),
+            (&json!("toolResult"), &json!("grep"), &json!(true))
+        );
+        assert_eq!(
+            result.pointer("/content/0/text"),
+            Some(&json!(INTERRUPTED_TOOL_RESULT))
+        );
+        // A turn that a user message ended has nothing to close.
+        let lines = session(&[calls, user]);
+        let log = LogOptions::new()
+            .read("rows:s", lines.as_bytes())
+            .expect("read");
+        assert!(missing_tool_results(&log).expect("read only").is_empty());
+    }
 }

@@ -16,10 +16,10 @@
 //! store.create(header.clone())?;                     // in memory: not listed yet
 //! let user = json!({"type": "message",
 //!                   "message": {"role": "user", "content": "hi", "timestamp": 0}});
-//! let next = store.append(&header.id, 0, &[user])?;  // the file exists, durably
+//! let next = store.append(header.id(), 0, &[user])?; // the file exists, durably
 //! assert_eq!(next, 1);
-//! let loaded = store.load(&header.id)?;
-//! assert_eq!(loaded.next_seq, 1);
+//! let loaded = store.load(header.id())?;
+//! assert_eq!(loaded.next_seq(), 1);
 //! # Ok::<(), session_state::Error>(())
 //! ```
 //!
@@ -145,29 +145,64 @@ pub trait SessionStoreExt: SessionStore {
 
 impl<S: SessionStore + ?Sized> SessionStoreExt for S {}
 
-/// A loaded session (what [`SessionStore::load`] returns).
+/// A loaded session (what [`SessionStore::load`] returns): its header and its entries,
+/// as a [`SessionLog`], the tree view every backend can give. The Pi JSONL backend opens
+/// the session's file; a backend without files renders its header and entries as JSONL
+/// lines and reads them with [`LogOptions::read`](crate::LogOptions::read), which gives
+/// a *detached* log (see `docs/persistence.md`, "How a backend gives the tree its
+/// entries"). Where a file backend keeps the session: [`SessionStore::locate`] of the
+/// header, or [`PiJsonlStore::scan`].
 #[derive(Debug)]
 pub struct Loaded {
-    /// The header.
-    pub header: Header,
-    /// The session file.
-    pub path: PathBuf,
-    /// The next sequence number: the number of entries, including the tool results
-    /// appended to close an interrupted turn.
-    pub next_seq: u64,
-    /// The `toolCallId`s that had no result and were closed with an error tool result by
-    /// this load, in the order of the assistant message. Empty almost always.
-    pub closed_tool_calls: Vec<String>,
-    /// The session log, opened on the file: the tree, the leaf, raw lines, and a durable
-    /// appender. Appending through it and through the store is safe in turn (each checks
-    /// the file's length first and reads what the other wrote), but not concurrently.
-    pub log: SessionLog,
+    log: SessionLog,
+    closed_tool_calls: Vec<String>,
 }
 
 impl Loaded {
+    /// What a backend's [`SessionStore::load`] returns: the session's `log`, read after
+    /// the load closed an interrupted turn, and the `toolCallId`s that load closed.
+    pub fn new(log: SessionLog, closed_tool_calls: Vec<String>) -> Loaded {
+        Loaded {
+            log,
+            closed_tool_calls,
+        }
+    }
+
+    /// The header.
+    pub fn header(&self) -> &Header {
+        self.log.header()
+    }
+
+    /// The next sequence number: the number of entries, including the tool results
+    /// appended to close an interrupted turn.
+    pub fn next_seq(&self) -> u64 {
+        self.log.len() as u64
+    }
+
+    /// The `toolCallId`s that had no result and were closed with an error tool result by
+    /// this load, in the order of the assistant message. Empty almost always.
+    pub fn closed_tool_calls(&self) -> &[String] {
+        &self.closed_tool_calls
+    }
+
+    /// The entries as a tree, for reads: entries, the leaf, paths, raw lines, folds
+    /// ([`crate::SessionState::read`]).
+    pub fn log(&self) -> &SessionLog {
+        &self.log
+    }
+
+    /// The log itself. From the Pi JSONL backend, a log on the file with a durable
+    /// appender: appending through it and through the store is safe in turn (each checks
+    /// the file's length first and reads what the other wrote), but not concurrently.
+    /// From a backend without files, a detached log, which refuses writes
+    /// ([`Error::Detached`]): append through the store.
+    pub fn into_log(self) -> SessionLog {
+        self.log
+    }
+
     /// The event with sequence number `seq`: the entry's whole line as JSON, `id`,
-    /// `parentId` and `timestamp` included. Reads the line from the file; message bodies
-    /// are never held in memory otherwise. A `seq` past the end is
+    /// `parentId` and `timestamp` included. Reads the line from the log's storage (the
+    /// file); message bodies are never held in memory otherwise. A `seq` past the end is
     /// [`Error::NoSuchEvent`].
     pub fn event(&self, seq: u64) -> Result<Value> {
         let Some(entry) = usize::try_from(seq)
@@ -175,14 +210,14 @@ impl Loaded {
             .and_then(|i| self.log.entries().nth(i))
         else {
             return Err(Error::NoSuchEvent {
-                session_id: self.header.id.clone(),
+                session_id: self.header().id().to_owned(),
                 seq,
-                next_seq: self.log.len() as u64,
+                next_seq: self.next_seq(),
             });
         };
         let line = self.log.raw_line(entry.id())?;
         crate::json::from_str(&line).map_err(|e| Error::InvalidEntry {
-            path: self.path.clone(),
+            path: self.log.path().to_path_buf(),
             at: entry.location(),
             id: Some(entry.id().to_owned()),
             detail: e.to_string(),

@@ -37,8 +37,8 @@ pub fn pi_session_dir_name(cwd: &str) -> String {
 /// header's with `:` and `.` replaced by `-`. `None` when the header has no timestamp or
 /// the name would contain a path separator.
 pub fn pi_session_file_name(header: &Header) -> Option<String> {
-    let stamp = header.timestamp.as_deref()?.replace([':', '.'], "-");
-    let name = format!("{stamp}_{}.jsonl", header.id);
+    let stamp = header.timestamp()?.replace([':', '.'], "-");
+    let name = format!("{stamp}_{}.jsonl", header.id());
     if name.contains(['/', '\\', '\0']) {
         return None;
     }
@@ -143,9 +143,9 @@ impl PiJsonlStore {
             }
         }
         listing.sessions.sort_by(|a, b| {
-            (&a.header.timestamp, &a.header.id, &a.path).cmp(&(
-                &b.header.timestamp,
-                &b.header.id,
+            (a.header.timestamp(), a.header.id(), &a.path).cmp(&(
+                b.header.timestamp(),
+                b.header.id(),
                 &b.path,
             ))
         });
@@ -178,7 +178,7 @@ impl PiJsonlStore {
                     let path = file.path();
                     if named(&path)
                         && header::read_header(&path, HEADER_SCAN_LIMIT)
-                            .is_ok_and(|h| h.id == session_id)
+                            .is_ok_and(|h| h.id() == session_id)
                     {
                         by_name.push(path);
                     }
@@ -192,7 +192,7 @@ impl PiJsonlStore {
         let found: Vec<&ListedSession> = listing
             .sessions
             .iter()
-            .filter(|s| s.header.id == session_id)
+            .filter(|s| s.header.id() == session_id)
             .collect();
         match found.as_slice() {
             [one] => Ok(one.path.clone()),
@@ -233,38 +233,38 @@ impl PiJsonlStore {
 
     fn require_location(&self, header: &Header) -> Result<PathBuf> {
         self.locate(header).ok_or_else(|| Error::UnlocatableHeader {
-            session_id: header.id.clone(),
+            session_id: header.id().to_owned(),
         })
     }
 }
 
 impl SessionStore for PiJsonlStore {
     fn locate(&self, header: &Header) -> Option<PathBuf> {
-        let cwd = header.cwd.as_deref()?;
+        let cwd = header.cwd()?;
         let name = pi_session_file_name(header)?;
         Some(self.root.join(pi_session_dir_name(cwd)).join(name))
     }
 
     fn create(&self, header: Header) -> Result<()> {
-        if header.version != 3 {
+        if header.version() != 3 {
             return Err(Error::UnsupportedNewVersion {
-                session_id: header.id,
-                version: header.version,
+                session_id: header.id().to_owned(),
+                version: header.version(),
             });
         }
-        if header.id.is_empty() || header.id.contains(['/', '\\', '\n', '\0']) {
+        if header.id().is_empty() || header.id().contains(['/', '\\', '\n', '\0']) {
             return Err(Error::InvalidSessionId {
-                session_id: header.id,
+                session_id: header.id().to_owned(),
             });
         }
         let path = self.require_location(&header)?;
-        let slot = self.slot(&header.id);
+        let slot = self.slot(header.id());
         let mut slot = lock_slot(&slot);
         match &*slot {
             Slot::Unopened => {}
             Slot::Pending(_) => {
                 return Err(Error::AlreadyCreated {
-                    session_id: header.id,
+                    session_id: header.id().to_owned(),
                 });
             }
             Slot::Open(log) => {
@@ -341,13 +341,7 @@ impl SessionStore for PiJsonlStore {
             });
         }
         let closed_tool_calls = close_interrupted_turn(&mut log)?;
-        Ok(Loaded {
-            header: log.header().clone(),
-            path,
-            next_seq: log.len() as u64,
-            closed_tool_calls,
-            log,
-        })
+        Ok(Loaded::new(log, closed_tool_calls))
     }
 
     fn list(&self) -> Result<Vec<Header>> {

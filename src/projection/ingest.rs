@@ -207,7 +207,7 @@ fn ingest(
             let (header, len) =
                 crate::log::header::read_header_from(&mut f, file, reader::MAX_HEADER_LINE)?;
             let scan = ScanState::after_header(&header, len);
-            (header.id.clone(), header.version, scan, 0, None)
+            (header.id().to_owned(), header.version(), scan, 0, None)
         }
     };
     let start = scan.next;

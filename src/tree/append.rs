@@ -1,0 +1,367 @@
+//! Writing a [`SessionLog`] (SPEC §2's writing rules): `append` (one `write()` and one
+//! `fdatasync` per entry), `materialize` (a new session's file, through the one
+//! durable-create routine), `refresh` (another process's appends), and the rules before
+//! a byte is written: check the length, ingest a foreign tail, refuse what would be
+//! refused after writing, migrate an old version, close a torn tail; a failed write or
+//! sync poisons the log.
+
+use super::SessionLog;
+use super::options::Materialize;
+use super::session::Storage;
+use crate::error::{Error, IoContext, Location, Result};
+use crate::log::entry::Role;
+use crate::log::io::FileIdentity;
+use crate::log::reader::{self, ReadMode};
+use crate::log::writer::LogWriter;
+use crate::log::{NewEntry, io, migrate};
+use std::path::Path;
+
+impl SessionLog {
+    /// Reads another process's appends (SPEC §5). Errors if the file was truncated or
+    /// replaced; then reopen. A detached log is refused ([`Error::Detached`]): it has no
+    /// file to follow.
+    pub fn refresh(&mut self) -> Result<()> {
+        self.refuse_detached()?;
+        if !self.is_materialized() {
+            return Ok(());
+        }
+        let (len, expected) = self.check_same_file()?;
+        if len == expected {
+            return Ok(());
+        }
+        self.ingest_from_disk()
+    }
+
+    /// Checks that the file at the path is still the one this log read (same identity,
+    /// not shorter than what was read) and returns its length and the length expected.
+    /// The refusal of every write to a detached log: the session belongs to the store its
+    /// bytes came from.
+    fn refuse_detached(&self) -> Result<()> {
+        match self.storage {
+            Storage::Detached(_) => Err(Error::Detached {
+                label: self.index.path.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn check_same_file(&self) -> Result<(u64, u64)> {
+        let path = &self.index.path;
+        let meta = std::fs::metadata(path).ctx("checking", path)?;
+        let expected = self.scan.next.offset + self.tail;
+        if let Some(id) = self.identity
+            && id != FileIdentity::default()
+            && FileIdentity::of(&meta) != id
+        {
+            return Err(Error::ChangedOnDisk {
+                path: path.clone(),
+                detail: "another file now sits at this path".into(),
+            });
+        }
+        if meta.len() < expected {
+            return Err(Error::ChangedOnDisk {
+                path: path.clone(),
+                detail: format!("it shrank from {expected} to {} bytes", meta.len()),
+            });
+        }
+        Ok((meta.len(), expected))
+    }
+
+    fn ingest_from_disk(&mut self) -> Result<()> {
+        use std::io::{Seek, SeekFrom};
+        let path = self.index.path.clone();
+        let mut f = reader::open_regular(&path)?;
+        f.seek(SeekFrom::Start(self.scan.next.offset))
+            .ctx("reading", &path)?;
+        let was_last = self.leaf_follows;
+        let mode = self.options.mode;
+        let start = self.scan.next;
+        let scan = &mut self.scan;
+        let index = &mut self.index;
+        self.tail = reader::for_each_line(f, &path, start, |bytes, at| {
+            scan.line(&path, mode, bytes, at, index)
+        })?;
+        if was_last {
+            self.index.tree.set_leaf(self.index.tree.last_index());
+        }
+        Ok(())
+    }
+
+    fn fresh_id(&self) -> String {
+        loop {
+            let u = uuid::Uuid::new_v4().simple().to_string();
+            let id = &u[..8];
+            if !self.index.tree.contains(id) && id != self.header.id() {
+                return id.to_owned();
+            }
+        }
+    }
+
+    /// Appends an entry as a child of the active leaf, which then moves to it.
+    ///
+    /// Once the file exists, the entry is durable when this returns `Ok` (one `write()`
+    /// of the whole line, then `fdatasync`). Before the session is materialized, the entry
+    /// is kept in memory (see [`Materialize`]). On an I/O failure the log is poisoned:
+    /// reopen it to see what reached the disk. A detached log is refused
+    /// ([`Error::Detached`]) before anything is written.
+    pub fn append(&mut self, entry: NewEntry) -> Result<String> {
+        self.refuse_detached()?;
+        if let Some(cause) = &self.poisoned {
+            return Err(Error::Poisoned {
+                path: self.index.path.clone(),
+                cause: cause.clone(),
+            });
+        }
+        if self.is_materialized() {
+            self.prepare_file_append()?;
+        }
+        let id = self.fresh_id();
+        let parent = self
+            .index
+            .tree
+            .leaf_index()
+            .map(|p| self.index.tree.id(p).to_owned());
+        let line = entry.to_line(&id, parent.as_deref());
+        let start = self.scan.next;
+        match &mut self.storage {
+            Storage::File(writer) => {
+                let writer = match writer {
+                    Some(w) => w,
+                    None => unreachable_writer(&self.index.path)?,
+                };
+                writer.append(line.as_bytes())?;
+            }
+            Storage::Memory(buf) => buf.extend_from_slice(line.as_bytes()),
+            Storage::Detached(_) => {
+                return Err(Error::Detached {
+                    label: self.index.path.clone(),
+                });
+            }
+        }
+        self.ingest_own_line(line.as_bytes(), start)?;
+        if let Storage::Memory(_) = self.storage
+            && !self.hold
+        {
+            let conversation = self.options.materialize == Materialize::FirstAppend
+                || self
+                    .entries()
+                    .any(|e| matches!(e.role(), Some(Role::User | Role::Assistant)))
+                || matches!(entry.role(), Some(Role::User | Role::Assistant));
+            if conversation {
+                self.materialize()?;
+            }
+        }
+        Ok(id)
+    }
+
+    fn ingest_own_line(&mut self, line: &[u8], at: Location) -> Result<()> {
+        let bytes = &line[..line.len() - 1];
+        let path = self.index.path.clone();
+        self.scan
+            .line(&path, self.options.mode, bytes, at, &mut self.index)?;
+        let last = self.index.tree.last_index();
+        self.index.tree.set_leaf(last);
+        self.leaf_follows = true;
+        Ok(())
+    }
+
+    /// Writes a new session's buffered entries to disk through the one durable-create
+    /// routine (`io::create_durably`): one write to a hidden temporary file in the same
+    /// directory, `fdatasync`, a hard link to the real name (which fails if that name
+    /// exists), then fsync the directory. The real name never shows a half-written file,
+    /// even after a crash; a failure leaves at most a hidden temporary file. A failed write
+    /// or sync, or a failure after the file became visible, poisons the log. A detached
+    /// log is refused ([`Error::Detached`]): no file is created at its label.
+    pub fn materialize(&mut self) -> Result<()> {
+        self.refuse_detached()?;
+        if let Some(cause) = &self.poisoned {
+            return Err(Error::Poisoned {
+                path: self.index.path.clone(),
+                cause: cause.clone(),
+            });
+        }
+        let Storage::Memory(buf) = &self.storage else {
+            return Ok(());
+        };
+        let buf = buf.clone();
+        let path = self.index.path.clone();
+        let dir = reader::parent_dir(&path).to_path_buf();
+        std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
+        if path.exists() {
+            return Err(Error::AlreadyExists { path });
+        }
+        let fs = self.options.fs.clone();
+        let created = io::create_durably(&*fs, &path, "creating", io::Place::Link, |tmp| {
+            tmp.write(&buf)
+        });
+        match created {
+            Ok(()) => {}
+            Err(io::CreateFailed {
+                step: io::Step::Create | io::Step::Place,
+                error,
+            }) => return Err(error),
+            Err(io::CreateFailed {
+                step: io::Step::Fill,
+                error,
+            }) => {
+                // No retry after a failed write or fsync ("Can Applications Recover from
+                // fsync Failures?", ATC'20).
+                let cause = error.to_string();
+                self.poisoned = Some(cause.clone());
+                return Err(Error::Poisoned { path, cause });
+            }
+            Err(io::CreateFailed {
+                step: io::Step::SyncDir,
+                error,
+            }) => {
+                // The file exists but is not known to be durable: append nothing more here.
+                self.poisoned = Some(error.to_string());
+                return Err(error);
+            }
+        }
+        match fs.open_append(&path).ctx("opening for append", &path) {
+            Ok(file) => {
+                let writer = LogWriter::new(&path, file);
+                self.identity = writer.identity();
+                self.storage = Storage::File(Some(writer));
+                Ok(())
+            }
+            Err(e) => {
+                self.poisoned = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Before an append to an existing file: open the writer, check the length, ingest a
+    /// foreign tail, migrate an old version, close a torn tail.
+    fn prepare_file_append(&mut self) -> Result<()> {
+        if let Storage::File(Some(w)) = &self.storage {
+            w.check()?;
+        }
+        // Decide before touching the file (SPEC §2): every refusal happens here, before a
+        // migration or the newline that closes a torn tail writes a byte.
+        self.decide_before_writing()?;
+        if self.header.version() < 3 {
+            self.migrate_on_disk()?;
+        }
+        if let Storage::File(None) = self.storage {
+            let w = self
+                .options
+                .fs
+                .open_append(&self.index.path)
+                .ctx("opening for append", &self.index.path)?;
+            self.storage = Storage::File(Some(LogWriter::new(&self.index.path, w)));
+        }
+        let Storage::File(Some(w)) = &self.storage else {
+            return unreachable_writer::<()>(&self.index.path);
+        };
+        let len = w.len()?;
+        let expected = self.scan.next.offset + self.tail;
+        if let (Some(now), Some(was)) = (w.identity(), self.identity) {
+            let on_path = std::fs::metadata(&self.index.path)
+                .ok()
+                .map(|m| FileIdentity::of(&m));
+            if now != was || on_path != Some(now) {
+                return Err(Error::ChangedOnDisk {
+                    path: self.index.path.clone(),
+                    detail: "another file now sits at this path".into(),
+                });
+            }
+        }
+        if len < expected {
+            return Err(Error::ChangedOnDisk {
+                path: self.index.path.clone(),
+                detail: format!("it shrank from {expected} to {len} bytes"),
+            });
+        }
+        if len > expected {
+            // Someone appended meanwhile: ingest their entries first.
+            self.ingest_from_disk()?;
+        }
+        if self.tail > 0 {
+            // Close the torn tail so two records can never fuse. Its bytes stay in the
+            // file as a torn record that readers skip and report.
+            if let Storage::File(Some(w)) = &mut self.storage {
+                w.append(b"\n")?;
+            }
+            self.ingest_from_disk()?;
+        }
+        if let Some((at, detail)) = self.scan.pending_bad.first() {
+            return Err(Error::TrailingGarbage {
+                path: self.index.path.clone(),
+                at: *at,
+                detail: detail.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads what others appended and refuses, without writing, a file this writer would
+    /// refuse after writing: an unparsable last line, or a tail that the closing newline
+    /// would turn into one.
+    fn decide_before_writing(&mut self) -> Result<()> {
+        let path = self.index.path.clone();
+        let (len, expected) = self.check_same_file()?;
+        if len > expected {
+            self.ingest_from_disk()?;
+        }
+        let refuse = |at: Location, detail: String| Error::TrailingGarbage {
+            path: path.clone(),
+            at,
+            detail,
+        };
+        if let Some((at, detail)) = self.scan.pending_bad.first() {
+            return Err(refuse(*at, detail.clone()));
+        }
+        if self.tail > 0 {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut f = reader::open_regular(&path)?;
+            f.seek(SeekFrom::Start(self.scan.next.offset))
+                .ctx("reading", &path)?;
+            let mut tail = Vec::new();
+            f.take(self.tail)
+                .read_to_end(&mut tail)
+                .ctx("reading", &path)?;
+            match reader::classify(&tail) {
+                reader::LineClass::Bad(detail) => return Err(refuse(self.scan.next, detail)),
+                reader::LineClass::Invalid(detail) if self.options.mode == ReadMode::Strict => {
+                    return Err(Error::InvalidEntry {
+                        path,
+                        at: self.scan.next,
+                        id: None,
+                        detail,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn migrate_on_disk(&mut self) -> Result<()> {
+        let assigned: Vec<(String, Option<String>)> = self
+            .entries()
+            .map(|e| (e.id().to_owned(), e.parent_id().map(str::to_owned)))
+            .collect();
+        let path = self.index.path.clone();
+        migrate::migrate_file(&*self.options.fs, &path, self.header.version(), &assigned)?;
+        let leaf = self.leaf_id().map(str::to_owned);
+        let follows = self.leaf_follows;
+        let mut fresh = SessionLog::open_with(&path, self.options.clone())?;
+        if !follows {
+            match leaf {
+                Some(l) => fresh.navigate(&l)?,
+                None => fresh.reset_leaf(),
+            }
+        }
+        *self = fresh;
+        Ok(())
+    }
+}
+
+fn unreachable_writer<T>(path: &Path) -> Result<T> {
+    Err(Error::Internal {
+        what: format!("{}: the session file has no open writer", path.display()),
+    })
+}
