@@ -4,7 +4,8 @@
 //!    writer of the database (of this session and of the others) for the whole operation;
 //!    in it the session's `write_lock` row is judged (SPEC §6: a live holder within its
 //!    lease refuses, a dead or expired one is deleted). No row is written for the write.
-//! 2. The log is refreshed (others' appends), the event appended and `fdatasync`ed.
+//! 2. The log is refreshed (others' appends, most of them already read before step 1),
+//!    the event appended and `fdatasync`ed.
 //! 3. The projection catches up with the new bytes, in the same transaction.
 //! 4. `COMMIT`.
 //!
@@ -52,6 +53,16 @@ impl Store {
         self.with_db(|db| {
             let db_path = db.path().to_path_buf();
             let file = log.path().to_path_buf();
+            // Others' appends are read before the database is locked, so that the
+            // transaction holds it for this write only (SPEC §4: other sessions wait
+            // briefly); the refresh inside then finds at most what arrived meanwhile.
+            let seen = log.consumed_bytes() + log.tail_bytes();
+            log.refresh()?;
+            if log.consumed_bytes() + log.tail_bytes() != seen {
+                // The projection follows in its own bounded chunks; a failure is the
+                // in-transaction catch-up's to meet again.
+                let _ = db.catch_up(&file);
+            }
             let conn = db.connection();
             lock::begin_write(conn, log.session_id(), action)?;
             let appended =
