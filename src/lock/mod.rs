@@ -11,11 +11,14 @@
 //! );
 //! ```
 //!
-//! [`acquire`] takes the row over when there is none, when the holder is this process,
+//! [`acquire_at`] takes the row over when there is none, when the holder is this process,
 //! when the holder is provably gone ([`Liveness::NotAlive`]), or when the row is at least
 //! [`LEASE`] old (even if its holder is alive); otherwise it refuses with
 //! [`LockError::Held`]. A process that crashes while holding the lock therefore seals
 //! the session for at most one lease, and usually not at all (its pid is gone).
+//!
+//! A write (`src/store/write.rs`) writes no row: [`begin_write`] opens its transaction
+//! under SQLite's write lock and judges the row that stands, if any, by the same rules.
 //!
 //! The module never opens a database: the projection owns the connection (WAL,
 //! `busy_timeout`). [`status`] and [`clear`] never create the table.
@@ -46,8 +49,8 @@ const LEASE_MS: i64 = 60_000;
 /// Creates the `write_lock` table if it does not exist.
 ///
 /// A table created by an older version (the three SPEC columns only) gets the optional
-/// `action` column added. [`acquire`] calls this itself; the projection may call it when
-/// it creates its schema.
+/// `action` column added. [`acquire_at`] calls this itself, and [`begin_write`] when the
+/// table is missing; the projection calls it when it creates its schema.
 pub(crate) fn ensure_schema(conn: &Connection) -> rusqlite::Result<()> {
     // The common case, checked with a cached statement: the table is there, complete.
     if has_action_column(conn)? {
