@@ -14,7 +14,9 @@
 //!   (a SQLite row), the length check, one `write()` + `fdatasync` of the line, the lock's
 //!   release and the projection's catch-up of that one entry.
 //! - `write/log_append`: `SessionLog::append` of the same event alone (no lock, no
-//!   projection), to show where the difference goes.
+//!   projection), to show where the difference goes. It appends to a second copy of the
+//!   session, so that `write/session_state` never catches up (and re-verifies the prefix
+//!   for) entries that the other operation appended behind the projection's back.
 //! - `write/raw_fdatasync`: the floor: one `write()` of the same line bytes on an
 //!   `O_APPEND` file and `fdatasync`.
 //!
@@ -52,7 +54,10 @@ fn benches(c: &mut Criterion) {
     let state = Store::at(dir.path().join("states.sqlite"))
         .and_then(|store| store.state::<Value>("bench", Scope::Branch))
         .expect("state");
+    let plain = dir.path().join("plain.jsonl");
+    std::fs::copy(&file, &plain).expect("copy the session");
     let mut log = SessionLog::open(&file).expect("open");
+    let mut plain = SessionLog::open(&plain).expect("open the copy");
     // The first write builds the projection (a one-off catch-up of the whole file).
     let mut i = 0u64;
     state.write(&mut log, &value(i)).expect("write");
@@ -82,7 +87,8 @@ fn benches(c: &mut Criterion) {
         Op::Append => {
             *i += 1;
             let data = json!({"v": 1, "scope": "branch", "op": "set", "value": value(*i)});
-            log.append(NewEntry::custom("session-state/bench", Some(data)))
+            plain
+                .append(NewEntry::custom("session-state/bench", Some(data)))
                 .expect("append");
         }
     };

@@ -11,11 +11,14 @@
 //! );
 //! ```
 //!
-//! [`acquire`] takes the row over when there is none, when the holder is this process,
+//! [`acquire_at`] takes the row over when there is none, when the holder is this process,
 //! when the holder is provably gone ([`Liveness::NotAlive`]), or when the row is at least
 //! [`LEASE`] old (even if its holder is alive); otherwise it refuses with
 //! [`LockError::Held`]. A process that crashes while holding the lock therefore seals
 //! the session for at most one lease, and usually not at all (its pid is gone).
+//!
+//! A write (`src/store/write.rs`) writes no row: [`begin_write`] opens its transaction
+//! under SQLite's write lock and judges the row that stands, if any, by the same rules.
 //!
 //! The module never opens a database: the projection owns the connection (WAL,
 //! `busy_timeout`). [`status`] and [`clear`] never create the table.
@@ -28,7 +31,6 @@ mod identity;
 pub use identity::{Holder, Liveness};
 
 use identity::assess_raw;
-use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -47,8 +49,8 @@ const LEASE_MS: i64 = 60_000;
 /// Creates the `write_lock` table if it does not exist.
 ///
 /// A table created by an older version (the three SPEC columns only) gets the optional
-/// `action` column added. [`acquire`] calls this itself; the projection may call it when
-/// it creates its schema.
+/// `action` column added. [`acquire_at`] calls this itself, and [`begin_write`] when the
+/// table is missing; the projection calls it when it creates its schema.
 pub(crate) fn ensure_schema(conn: &Connection) -> rusqlite::Result<()> {
     // The common case, checked with a cached statement: the table is there, complete.
     if has_action_column(conn)? {
@@ -255,17 +257,106 @@ fn read_row(
         .optional()
 }
 
-/// Takes the write lock on `session_id` for this process. See [`acquire_at`].
-pub(crate) fn acquire<'c>(
-    conn: &'c mut Connection,
+/// Why a row stands in a writer's way: `Err` refuses (a live or unknown holder within its
+/// lease), `Ok(Some(why))` takes it over (the holder is gone, or its lease is over),
+/// `Ok(None)` the row is this holder's own (or there is none).
+fn judge(
+    row: Option<Row>,
+    holder: &str,
     session_id: &str,
     action: &str,
-) -> Result<LockGuard<'c>, LockError> {
-    acquire_at(conn, session_id, action, now_ms(), &Holder::current())
+    now_ms: i64,
+    conn: &Connection,
+) -> Result<Option<String>, LockError> {
+    let Some(row) = row.filter(|row| row.holder != holder) else {
+        return Ok(None);
+    };
+    let (liveness, why) = assess_raw(&row.holder);
+    let (_, expired, left) = lease(row.acquired_at_ms, now_ms);
+    if liveness != Liveness::NotAlive && !expired {
+        let left = left.as_millis().div_ceil(1000);
+        let what = row
+            .action
+            .as_deref()
+            .map(|a| format!(" (it is doing: {a})"))
+            .unwrap_or_default();
+        return Err(LockError::Held {
+            initiator: row.holder,
+            action: action.to_owned(),
+            object: session_id.to_owned(),
+            reason: format!("{why}{what} and its lease expires in {left} s"),
+            liveness,
+            acquired_at_ms: row.acquired_at_ms,
+            database: conn.path().map(|p| Box::from(Path::new(p))),
+        });
+    }
+    let why = if liveness == Liveness::NotAlive {
+        why
+    } else {
+        format!("its {} s lease expired ({why})", LEASE.as_secs())
+    };
+    tracing::warn!(
+        session_id,
+        previous_holder = %row.holder,
+        reason = %why,
+        "taking over the write lock"
+    );
+    Ok(Some(why))
+}
+
+/// Opens the write transaction of one `write`/`patch`/`drop` of `session_id`
+/// (`src/store/write.rs`): `BEGIN IMMEDIATE`, then the session's row is judged as
+/// [`acquire_at`] judges it. A live or unknown holder within its lease (a [`Store::lock`]
+/// of another process, an older version of this crate in the middle of its write, a Pi
+/// presence row) refuses with [`LockError::Held`], and the transaction is rolled back. A
+/// row of a dead holder or past its lease is deleted in the transaction; this process's
+/// own row is left to its owner.
+///
+/// No row is written for the write itself: SQLite's write lock, held from here to the
+/// caller's `COMMIT` or `ROLLBACK`, excludes every other writer of the database for the
+/// whole operation, including an older version of this crate, which takes its row under
+/// `BEGIN IMMEDIATE` too. A crash inside leaves no row. Waiting for SQLite's write lock
+/// is bounded by the connection's `busy_timeout`; past it the result is
+/// [`LockError::Database`].
+///
+/// The connection must not be inside a transaction.
+///
+/// [`Store::lock`]: crate::Store::lock
+pub(crate) fn begin_write(
+    conn: &Connection,
+    session_id: &str,
+    action: &str,
+) -> Result<(), LockError> {
+    let err = || LockError::database("acquire the lock", session_id);
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
+    let judged = (|| {
+        // The table exists (the projection creates it); only a database changed by hand
+        // since needs the schema check.
+        let row = match read_row(conn, session_id, true) {
+            Ok(row) => row,
+            Err(_) => {
+                ensure_schema(conn).map_err(err())?;
+                read_row(conn, session_id, true).map_err(err())?
+            }
+        };
+        let Some(row) = row else { return Ok(()) };
+        let holder = Holder::current().to_string();
+        if judge(Some(row), &holder, session_id, action, now_ms(), conn)?.is_some() {
+            conn.prepare_cached("DELETE FROM write_lock WHERE session_id = ?1")
+                .and_then(|mut q| q.execute([session_id]))
+                .map_err(err())?;
+        }
+        Ok(())
+    })();
+    if judged.is_err() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    judged
 }
 
 /// Takes the write lock on `session_id` for `holder` at time `now_ms` (ms since the Unix
-/// epoch); [`acquire`] passes the clock and [`Holder::current`]. Tests inject both.
+/// epoch), as a row that stands until released ([`crate::Store::lock`]). Tests inject
+/// the holder and the time.
 ///
 /// In one `BEGIN IMMEDIATE` transaction (so two writers cannot both decide to take over)
 /// it creates the table if needed, reads the row and takes it over when there is no row,
@@ -275,8 +366,8 @@ pub(crate) fn acquire<'c>(
 /// connection's `busy_timeout`; past it the result is [`LockError::Database`].
 ///
 /// The lock is per process, not counted: a second acquisition by the same holder (another
-/// thread, or a nested call through the guard) succeeds, and the first of the two guards
-/// to be released frees the row for everyone. Serialize writers within a process yourself.
+/// thread, or a nested call) succeeds, and the first of the two guards to be released
+/// frees the row for everyone. Serialize writers within a process yourself.
 ///
 /// The connection must not be inside a transaction.
 pub(crate) fn acquire_at<'c>(
@@ -288,45 +379,12 @@ pub(crate) fn acquire_at<'c>(
 ) -> Result<LockGuard<'c>, LockError> {
     let err = || LockError::database("acquire the lock", session_id);
     let holder_str = holder.to_string();
-    let database = conn.path().map(|p| Box::from(Path::new(p)));
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(err())?;
     ensure_schema(&tx).map_err(err())?;
-    if let Some(row) = read_row(&tx, session_id, true).map_err(err())?
-        && row.holder != holder_str
-    {
-        let (liveness, why) = assess_raw(&row.holder);
-        let (_, expired, left) = lease(row.acquired_at_ms, now_ms);
-        if liveness != Liveness::NotAlive && !expired {
-            let left = left.as_millis().div_ceil(1000);
-            let what = row
-                .action
-                .as_deref()
-                .map(|a| format!(" (it is doing: {a})"))
-                .unwrap_or_default();
-            return Err(LockError::Held {
-                initiator: row.holder,
-                action: action.to_owned(),
-                object: session_id.to_owned(),
-                reason: format!("{why}{what} and its lease expires in {left} s"),
-                liveness,
-                acquired_at_ms: row.acquired_at_ms,
-                database,
-            });
-        }
-        let why = if liveness == Liveness::NotAlive {
-            why
-        } else {
-            format!("its {} s lease expired ({why})", LEASE.as_secs())
-        };
-        tracing::warn!(
-            session_id,
-            previous_holder = %row.holder,
-            reason = %why,
-            "taking over the write lock"
-        );
-    }
+    let row = read_row(&tx, session_id, true).map_err(err())?;
+    judge(row, &holder_str, session_id, action, now_ms, &tx)?;
     tx.prepare_cached(
         "INSERT INTO write_lock (session_id, holder, acquired_at, action) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (session_id) DO UPDATE SET
@@ -346,17 +404,13 @@ pub(crate) fn acquire_at<'c>(
     })
 }
 
-/// Proof of holding the write lock on one session; releases it when dropped.
-///
-/// The guard borrows the connection mutably for its lifetime and dereferences to it, so
-/// the protected work runs on the same connection (`guard.transaction()`, `&*guard`), and
-/// the release cannot be forgotten on any path, including `?` and panics.
+/// Proof of holding the write lock on one session; releases it when dropped, unless
+/// [`LockGuard::keep`] hands the row to the store's [`crate::WriteLock`].
 ///
 /// Release deletes the row only if it still names this guard's holder, so a guard whose
 /// lease was taken over does not free the new holder's lock. Dropping ignores release
-/// errors (they are logged with `tracing`); call [`LockGuard::release`] to see them. A row
-/// left behind that way expires with its lease, and this process takes it back at once.
-/// If the caller left a transaction open on the connection, the release becomes part of it.
+/// errors (they are logged with `tracing`). A row left behind that way expires with its
+/// lease, and this process takes it back at once.
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the lock at once"]
 pub(crate) struct LockGuard<'c> {
@@ -378,20 +432,13 @@ impl LockGuard<'_> {
         self.acquired_at_ms
     }
 
-    /// Releases the lock now. Returns `false` when the row was already gone or held by
-    /// someone else (taken over after the lease, or cleared), `true` when it was deleted.
-    pub fn release(mut self) -> Result<bool, LockError> {
-        self.released = true;
-        release_row(self.conn, &self.session_id, &self.holder)
-    }
-
     /// Lets the row stand past the guard (the store's [`crate::WriteLock`] releases it).
     pub(crate) fn keep(mut self) {
         self.released = true;
     }
 }
 
-/// Restarts the lease of `holder`'s row; returns the new time. See [`LockGuard::renew`].
+/// Restarts the lease of `holder`'s row; returns the new time (`WriteLock::renew`).
 pub(crate) fn renew_row(
     conn: &Connection,
     session_id: &str,
@@ -416,7 +463,7 @@ pub(crate) fn renew_row(
     Ok(now)
 }
 
-/// Deletes the row if it still names `holder`. See [`LockGuard::release`].
+/// Deletes the row if it still names `holder`; `true` when it did.
 pub(crate) fn release_row(
     conn: &Connection,
     session_id: &str,
@@ -427,20 +474,6 @@ pub(crate) fn release_row(
         .and_then(|mut q| q.execute(params![session_id, holder]))
         .map_err(LockError::database("release the lock", session_id))?;
     Ok(deleted > 0)
-}
-
-impl Deref for LockGuard<'_> {
-    type Target = Connection;
-
-    fn deref(&self) -> &Connection {
-        self.conn
-    }
-}
-
-impl DerefMut for LockGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Connection {
-        self.conn
-    }
 }
 
 impl Drop for LockGuard<'_> {
@@ -566,5 +599,68 @@ mod tests {
             manual_recovery(Some(Path::new("/a b/s.db")), "o'$x"),
             r#"sqlite3 '/a b/s.db' "DELETE FROM write_lock WHERE session_id = 'o''\$x';""#
         );
+    }
+
+    fn lock_db() -> Connection {
+        let conn = Connection::open_in_memory().expect("open");
+        ensure_schema(&conn).expect("schema");
+        conn
+    }
+
+    fn plant(conn: &Connection, holder: &str, acquired_at_ms: i64) {
+        conn.execute(
+            "INSERT OR REPLACE INTO write_lock VALUES ('s', ?1, ?2, 'write')",
+            params![holder, acquired_at_ms],
+        )
+        .expect("plant");
+    }
+
+    fn holder_of(conn: &Connection) -> Option<String> {
+        read_row(conn, "s", true).expect("row").map(|r| r.holder)
+    }
+
+    /// A write's transaction writes no row of its own, refuses a live holder's row within
+    /// its lease (and leaves it), deletes a dead holder's row, and leaves this process's
+    /// own row (a `Store::lock`) to its owner.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_write_transaction_judges_the_row_and_writes_none() {
+        let conn = lock_db();
+        begin_write(&conn, "s", "write").expect("no row");
+        assert!(!conn.is_autocommit(), "the transaction stays open");
+        assert_eq!(holder_of(&conn), None, "no row is written for the write");
+        conn.execute_batch("COMMIT").expect("commit");
+
+        let parent = Holder::for_pid(std::os::unix::process::parent_id())
+            .expect("the parent runs")
+            .to_string();
+        plant(&conn, &parent, now_ms());
+        let err = begin_write(&conn, "s", "patch").expect_err("a live holder");
+        assert!(
+            matches!(&err, LockError::Held { initiator, action, object, .. }
+                if *initiator == parent && action == "patch" && object == "s"),
+            "{err:?}"
+        );
+        assert!(conn.is_autocommit(), "a refusal rolls back");
+        assert_eq!(holder_of(&conn), Some(parent.clone()), "its row stands");
+
+        plant(&conn, &parent, now_ms() - LEASE_MS - 1);
+        begin_write(&conn, "s", "write").expect("an expired lease");
+        conn.execute_batch("COMMIT").expect("commit");
+        assert_eq!(holder_of(&conn), None, "taken over: deleted");
+
+        // This process with another start time: a reused pid, not alive.
+        let me = Holder::current().to_string();
+        let dead = me.replacen(";start:", ";start:9", 1);
+        assert_ne!(dead, me);
+        plant(&conn, &dead, now_ms());
+        begin_write(&conn, "s", "write").expect("a dead holder");
+        conn.execute_batch("COMMIT").expect("commit");
+        assert_eq!(holder_of(&conn), None, "taken over: deleted");
+
+        plant(&conn, &me, now_ms());
+        begin_write(&conn, "s", "write").expect("our own row");
+        conn.execute_batch("COMMIT").expect("commit");
+        assert_eq!(holder_of(&conn), Some(me), "left to its owner");
     }
 }

@@ -12,8 +12,10 @@ use crate::error::{Error, Location, Result};
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, ReadMode, ScanState};
 use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
 use std::io::{Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 /// A catch-up commits at least every this many entries or bytes (SPEC §4: other sessions
 /// wait at most for one chunk).
@@ -148,24 +150,81 @@ fn catch_up_locked(
     })
 }
 
-/// Catches the projection of `file` up inside a write transaction that the caller has
-/// opened (`BEGIN IMMEDIATE`) on `conn` and will commit or roll back. A writer uses it to
-/// commit the catch-up after its append together with the release of its write lock. At
-/// most one chunk is ingested (the transaction stays short); the next catch-up goes on.
-pub(crate) fn catch_up_in_transaction(
+/// A writer's append and the projection's catch-up of it, inside the write transaction
+/// that the caller opened (`BEGIN IMMEDIATE`) on `conn` and will commit or roll back
+/// (`src/store/write.rs`). `append` refreshes the log and appends; `Ok(None)` from it
+/// (nothing to append) or its error is returned as is, and nothing is caught up. After an
+/// append, the second element is the catch-up's result: the append stands whatever it
+/// says, and a caller that cannot commit it leaves the rest to the next reader.
+///
+/// Before the append, the file is compared with the watermark, as a reader's
+/// "up to date" check does (identity, length and change stamp: `plan`). When they match,
+/// the rows are the fold of the file as it is, so after the append only the new bytes
+/// are read, from the watermark on, and the consumed prefix is not verified again (its
+/// head digest carries over). Otherwise the catch-up plans as any other does, verifying
+/// the prefix first. At most one chunk is ingested (the transaction stays short); the
+/// next catch-up goes on.
+pub(crate) fn catch_up_in_transaction<R>(
     conn: &Connection,
     db: &Path,
     file: &Path,
-) -> Result<CatchUp> {
+    append: impl FnOnce() -> Result<Option<R>>,
+) -> Result<Option<(R, Result<CatchUp>)>> {
+    let before = before_append(conn, file);
+    let Some(value) = append()? else {
+        return Ok(None);
+    };
+    let policy = ChunkPolicy::default();
+    let caught = match before {
+        Some((key, Some(row))) => ingest(conn, db, file, &key, Some(row), Commit::Caller(&policy)),
+        Some((key, None)) => catch_up_locked(conn, db, file, &key, false, Commit::Caller(&policy)),
+        None => file_key(file)
+            .and_then(|key| catch_up_locked(conn, db, file, &key, false, Commit::Caller(&policy))),
+    };
+    Ok(Some((value, caught)))
+}
+
+/// The file's key, and its watermark row when the rows are up to date with the file as
+/// it is now (see `plan`). `None` when the file or the row cannot be read: the catch-up
+/// after the append then finds out for itself.
+fn before_append(conn: &Connection, file: &Path) -> Option<(String, Option<SessionRow>)> {
+    let meta = std::fs::metadata(file).ok()?;
+    let key = cached_key(file, &meta).ok()?;
+    let row = session_row(conn, &key).ok()?.filter(|row| {
+        let id = FileIdentity::of(&meta);
+        id.dev as i64 == row.dev
+            && id.ino as i64 == row.ino
+            && meta.len() as i64 == row.file_len
+            && mtime_ns(&meta) == row.mtime_ns
+    });
+    Some((key, row))
+}
+
+/// [`file_key`], remembered per absolute path and file identity: a writer resolves its
+/// session's path once, not at every write. A key only names rows, which are checked
+/// against the file's identity and prefix before use; a path whose file changed identity
+/// is resolved again.
+fn cached_key(file: &Path, meta: &std::fs::Metadata) -> Result<String> {
+    type Keys = HashMap<PathBuf, (FileIdentity, String)>;
+    static KEYS: Mutex<Option<Keys>> = Mutex::new(None);
+    if !file.is_absolute() {
+        // Relative to a working directory that may change.
+        return file_key(file);
+    }
+    let id = FileIdentity::of(meta);
+    let mut keys = KEYS.lock().unwrap_or_else(PoisonError::into_inner);
+    let keys = keys.get_or_insert_with(HashMap::new);
+    if let Some((known, key)) = keys.get(file)
+        && *known == id
+    {
+        return Ok(key.clone());
+    }
     let key = file_key(file)?;
-    catch_up_locked(
-        conn,
-        db,
-        file,
-        &key,
-        false,
-        Commit::Caller(&ChunkPolicy::default()),
-    )
+    if keys.len() >= 256 {
+        keys.clear();
+    }
+    keys.insert(file.to_path_buf(), (id, key.clone()));
+    Ok(key)
 }
 
 fn ingest(
@@ -179,13 +238,17 @@ fn ingest(
     let mut f = reader::open_regular(file)?;
     let (header_id, version, mut scan, start_idx, last_id) = match &resume {
         Some(row) => {
-            let last_id: Option<String> = tx
-                .prepare_cached("SELECT entry_id FROM nodes WHERE file = ?1 AND idx = ?2")
-                .and_then(|mut q| {
-                    q.query_row(params![key, row.entry_count - 1], |r| r.get(0))
-                        .optional()
-                })
-                .map_err(db_err(db, "reading the projection"))?;
+            // The watermark names the last entry; older rows may not.
+            let last_id: Option<String> = match &row.last_entry_id {
+                Some(id) => Some(id.clone()),
+                None => tx
+                    .prepare_cached("SELECT entry_id FROM nodes WHERE file = ?1 AND idx = ?2")
+                    .and_then(|mut q| {
+                        q.query_row(params![key, row.entry_count - 1], |r| r.get(0))
+                            .optional()
+                    })
+                    .map_err(db_err(db, "reading the projection"))?,
+            };
             let scan = ScanState {
                 next: Location {
                     line: row.next_line as u64,
@@ -217,11 +280,6 @@ fn ingest(
             path: file.to_path_buf(),
             source,
         })?;
-    let ident = FileIdentity::of(&f.metadata().map_err(|source| Error::Io {
-        action: "reading",
-        path: file.to_path_buf(),
-        source,
-    })?);
     let mut sink = SqlSink::new(tx, db, file, key, &header_id, start_idx, last_id);
     let mut last_good = start;
     // The start of the current chunk (entries added, byte offset).
@@ -238,12 +296,8 @@ fn ingest(
         .as_ref()
         .filter(|row| row.consumed as u64 >= DIGEST_SPAN)
         .map(|row| row.head_digest);
-    // Its own handle: the digests seek, and `f` is being read.
-    let mut digest_file = std::fs::File::open(file).map_err(|source| Error::Io {
-        action: "opening",
-        path: file.to_path_buf(),
-        source,
-    })?;
+    // Its own handle, opened at the first chunk boundary: `f` is being read.
+    let mut digest_file: Option<std::fs::File> = None;
     let result = reader::for_each_line(&f, file, start, |bytes, at| {
         // The digest of a state event's line, for the check on resume (item of SPEC §4):
         // computed only for lines that can be one.
@@ -259,7 +313,19 @@ fn ingest(
             return Ok(());
         }
         // A chunk boundary: a consistent prefix ends here.
-        let (head, pre) = digests(&mut digest_file, file, last_good.offset, known_head)?;
+        let io = |action| {
+            move |source| Error::Io {
+                action,
+                path: file.to_path_buf(),
+                source,
+            }
+        };
+        let df = match &mut digest_file {
+            Some(df) => df,
+            None => digest_file.insert(std::fs::File::open(file).map_err(io("opening"))?),
+        };
+        let (head, pre) = digests(df, file, last_good.offset, known_head)?;
+        let ident = FileIdentity::of(&f.metadata().map_err(io("reading"))?);
         if last_good.offset >= DIGEST_SPAN {
             known_head = Some(head);
         }

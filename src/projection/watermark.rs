@@ -6,7 +6,7 @@ use super::db_err;
 use crate::error::{Error, Location, Result};
 use crate::log::io::FileIdentity;
 use rusqlite::{Connection, OptionalExtension, params};
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek};
 use std::path::Path;
 
 pub(super) const DIGEST_SPAN: u64 = 4096;
@@ -61,9 +61,25 @@ pub(super) fn read_span(
         path: path.to_path_buf(),
         source,
     };
-    f.seek(SeekFrom::Start(start)).map_err(io)?;
-    let mut buf = Vec::with_capacity(len as usize);
-    f.by_ref().take(len).read_to_end(&mut buf).map_err(io)?;
+    let mut buf = vec![0; len as usize];
+    let mut got = 0;
+    // Positioned reads: no seek before each span.
+    #[cfg(unix)]
+    while got < buf.len() {
+        use std::os::unix::fs::FileExt;
+        match f.read_at(&mut buf[got..], start + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
+        got = f.by_ref().take(len).read(&mut buf).map_err(io)?;
+    }
+    buf.truncate(got);
     Ok(buf)
 }
 
@@ -98,12 +114,13 @@ pub(super) struct SessionRow {
     pub(super) head_digest: i64,
     pub(super) pre_digest: i64,
     pub(super) entry_count: i64,
+    pub(super) last_entry_id: Option<String>,
 }
 
 pub(super) fn session_row(conn: &Connection, file: &str) -> rusqlite::Result<Option<SessionRow>> {
     conn.prepare_cached(
         "SELECT session_id, version, dev, ino, consumed, next_line, file_len, mtime_ns, \
-         head_digest, pre_digest, entry_count FROM sessions WHERE file = ?1",
+         head_digest, pre_digest, entry_count, last_entry_id FROM sessions WHERE file = ?1",
     )?
     .query_row([file], |r| {
         Ok(SessionRow {
@@ -118,6 +135,7 @@ pub(super) fn session_row(conn: &Connection, file: &str) -> rusqlite::Result<Opt
             head_digest: r.get(8)?,
             pre_digest: r.get(9)?,
             entry_count: r.get(10)?,
+            last_entry_id: r.get(11)?,
         })
     })
     .optional()
@@ -250,28 +268,39 @@ pub(super) fn write_watermark(
     ident: FileIdentity,
     w: &Watermark<'_>,
 ) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO sessions(file, session_id, version, dev, ino, consumed, next_line, \
-         file_len, mtime_ns, head_digest, pre_digest, entry_count, last_entry_id) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-    )
-    .and_then(|mut q| {
-        q.execute(params![
-            key,
-            w.session_id,
-            w.version,
-            ident.dev as i64,
-            ident.ino as i64,
-            w.consumed.offset as i64,
-            w.consumed.line as i64,
-            w.file_len,
-            w.mtime,
-            w.head,
-            w.pre,
-            w.entry_count,
-            w.last_id
-        ])
-    })
-    .map_err(db_err(db, "writing the watermark"))?;
+    let values = params![
+        key,
+        w.session_id,
+        w.version,
+        ident.dev as i64,
+        ident.ino as i64,
+        w.consumed.offset as i64,
+        w.consumed.line as i64,
+        w.file_len,
+        w.mtime,
+        w.head,
+        w.pre,
+        w.entry_count,
+        w.last_id
+    ];
+    // In place when the row exists (a resume): a `REPLACE` would delete it and insert it
+    // again under a new rowid, writing its index too.
+    let updated = tx
+        .prepare_cached(
+            "UPDATE sessions SET session_id = ?2, version = ?3, dev = ?4, ino = ?5, \
+             consumed = ?6, next_line = ?7, file_len = ?8, mtime_ns = ?9, head_digest = ?10, \
+             pre_digest = ?11, entry_count = ?12, last_entry_id = ?13 WHERE file = ?1",
+        )
+        .and_then(|mut q| q.execute(values))
+        .map_err(db_err(db, "writing the watermark"))?;
+    if updated == 0 {
+        tx.prepare_cached(
+            "INSERT INTO sessions(file, session_id, version, dev, ino, consumed, next_line, \
+             file_len, mtime_ns, head_digest, pre_digest, entry_count, last_entry_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        )
+        .and_then(|mut q| q.execute(values))
+        .map_err(db_err(db, "writing the watermark"))?;
+    }
     Ok(())
 }

@@ -1,9 +1,18 @@
-//! The write transaction, in one place: take the session's write lock, re-read what
-//! others appended, append the event durably, bring the projection up to date, release.
+//! The write transaction, in one place: one short SQLite write transaction per write.
 //!
-//! The log is durable first; the projection never gets ahead of it (SPEC §4). The
-//! projection's catch-up and the lock's release commit together, in one SQLite
-//! transaction on the write path instead of two.
+//! 1. `BEGIN IMMEDIATE`: SQLite's write lock, held to the end, excludes every other
+//!    writer of the database (of this session and of the others) for the whole operation;
+//!    in it the session's `write_lock` row is judged (SPEC §6: a live holder within its
+//!    lease refuses, a dead or expired one is deleted). No row is written for the write.
+//! 2. The log is refreshed (others' appends, most of them already read before step 1),
+//!    the event appended and `fdatasync`ed.
+//! 3. The projection catches up with the new bytes, in the same transaction.
+//! 4. `COMMIT`.
+//!
+//! The log is durable before the projection commits; the projection never gets ahead of
+//! it (SPEC §4). If the catch-up or the commit fails, the transaction is rolled back, the
+//! appended event stands, and the projection catches up on its own (or is dropped, and the
+//! next reader rebuilds it).
 
 use super::Store;
 use super::state::SessionState;
@@ -43,38 +52,37 @@ impl Store {
         }
         self.with_db(|db| {
             let db_path = db.path().to_path_buf();
-            let guard = lock::acquire(db.connection(), log.session_id(), action)?;
-            let result = (|| {
-                log.refresh()?;
-                append_if_changed(state, log, op)
-            })();
-            let id = match result {
-                Ok(Some(id)) => id,
+            let file = log.path().to_path_buf();
+            // Others' appends are read before the database is locked, so that the
+            // transaction holds it for this write only (SPEC §4: other sessions wait
+            // briefly); the refresh inside then finds at most what arrived meanwhile.
+            let seen = log.consumed_bytes() + log.tail_bytes();
+            log.refresh()?;
+            if log.consumed_bytes() + log.tail_bytes() != seen {
+                // The projection follows in its own bounded chunks; a failure is the
+                // in-transaction catch-up's to meet again.
+                let _ = db.catch_up(&file);
+            }
+            let conn = db.connection();
+            lock::begin_write(conn, log.session_id(), action)?;
+            let appended =
+                crate::projection::catch_up_in_transaction(conn, &db_path, &file, || {
+                    log.refresh()?;
+                    append_if_changed(state, log, op)
+                });
+            let (id, caught) = match appended {
+                Ok(Some(done)) => done,
                 other => {
-                    guard.release()?;
-                    return other;
-                }
-            };
-            let caught = guard.execute_batch("BEGIN IMMEDIATE").ok().and_then(|()| {
-                match crate::projection::catch_up_in_transaction(&guard, &db_path, log.path()) {
-                    Ok(c) => Some(c),
-                    Err(_) => {
-                        let _ = guard.execute_batch("ROLLBACK");
-                        None
+                    // Nothing appended: what stands is at most a dead holder's row deleted.
+                    if conn.execute_batch("COMMIT").is_err() {
+                        let _ = conn.execute_batch("ROLLBACK");
                     }
+                    return other.map(|_| None);
                 }
-            });
-            let released = guard.release();
-            let Some(caught) = caught else {
-                // The slow path: the release committed alone; `sync` retries the catch-up and
-                // handles a corrupt or failing projection.
-                released?;
-                db.sync(log)?;
-                return Ok(Some(id));
             };
-            let committed = released.map_err(Error::from).and_then(|_| {
-                db.connection()
-                    .execute_batch("COMMIT")
+            let committed = caught.and_then(|caught| {
+                conn.execute_batch("COMMIT")
+                    .map(|()| caught)
                     .map_err(|source| Error::Database {
                         path: db_path.clone(),
                         action: "committing",
@@ -82,14 +90,13 @@ impl Store {
                     })
             });
             match committed {
-                Ok(()) => db.record_catch_up(caught),
+                Ok(caught) => db.record_catch_up(caught),
                 Err(e) => {
-                    // Nothing of the transaction stands, the lock row included: release it on its
-                    // own (this process holds it, so it takes it back at once).
-                    let _ = db.connection().execute_batch("ROLLBACK");
-                    lock::acquire(db.connection(), log.session_id(), action)?.release()?;
-                    if matches!(e, Error::Lock(_)) {
-                        return Err(e);
+                    // The event is durable; the projection follows it on its own, or drops
+                    // the session's rows for the next reader to rebuild (`sync`).
+                    tracing::debug!(error = %e, "the write's catch-up did not commit");
+                    if !conn.is_autocommit() {
+                        let _ = conn.execute_batch("ROLLBACK");
                     }
                     db.sync(log)?;
                 }
