@@ -564,6 +564,29 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// Numbers are read correctly rounded, as JavaScript's `JSON.parse` reads them, and
+    /// print back to the same double: the in-memory fold and the projection (which stores
+    /// text and reads it again) agree. Without serde_json's `float_roundtrip` the first
+    /// literal, found by `bad_input::arbitrary_state_event_data_never_panics_a_read`, was
+    /// read one ulp off and printed as another number.
+    #[test]
+    fn floats_are_read_correctly_rounded_and_print_back_to_the_same_double() {
+        for lit in [
+            "-1.9370190715706603e+113",
+            "2.2250738585072011e-308",
+            "1.7976931348623157e308",
+            "0.1",
+            "5e-324",
+            "123456.789e-30",
+        ] {
+            let v = from_str(lit).unwrap();
+            let want: f64 = lit.parse().unwrap();
+            assert_eq!(v.as_f64(), Some(want), "{lit}");
+            let again = from_str(&to_string_exact(&v)).unwrap();
+            assert_eq!(again.as_f64(), Some(want), "{lit} printed and read again");
+        }
+    }
+
     #[test]
     fn lone_surrogates_round_trip_in_strings_and_keys() {
         for text in [
