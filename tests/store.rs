@@ -98,3 +98,44 @@ fn a_library_read_of_an_unchanged_file_reads_none_of_it() {
     let first = log.entries().next().expect("an entry").id().to_owned();
     assert_eq!(todo.read_file_at(&path, &first).expect("read"), None);
 }
+
+#[test]
+fn force_refresh_clears_the_lock_row_drops_the_caches_and_rereads_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("states.sqlite");
+    let store = common::open_store(&db).expect("store");
+    let todo = store.state::<Value>("todo", Scope::Branch).expect("key");
+    let mut log = session(dir.path(), "5");
+    todo.write(&mut log, &json!("mine")).expect("write");
+    // A row left standing (as a crashed holder's would be), and a write by another
+    // process that this log has not read.
+    std::mem::forget(store.lock(log.session_id(), "write").expect("lock"));
+    let mut other = SessionLog::open(log.path()).expect("open");
+    let theirs = Store::at(dir.path().join("other.sqlite"))
+        .and_then(|s| s.state::<Value>("todo", Scope::Branch))
+        .expect("key");
+    theirs.write(&mut other, &json!("theirs")).expect("write");
+    assert_eq!(
+        todo.read(&log).expect("read"),
+        Some(json!("mine")),
+        "not re-read yet"
+    );
+
+    assert!(
+        store.force_refresh(&mut log).expect("force refresh"),
+        "a row was cleared"
+    );
+    assert_eq!(store.lock_status(log.session_id()).expect("status"), None);
+    assert_eq!(log.len(), other.len(), "the file was re-read");
+    assert_eq!(todo.read(&log).expect("read"), Some(json!("theirs")));
+    // The projection's rows were dropped: the next read rebuilds them from the file.
+    assert_eq!(
+        todo.read_file(log.path()).expect("read"),
+        Some(json!("theirs"))
+    );
+    assert!(store.last_catch_up().expect("caught up").rebuilt);
+    assert!(
+        !store.force_refresh(&mut log).expect("again"),
+        "no row the second time"
+    );
+}
