@@ -24,3 +24,4 @@ mod settings_location;
 mod store;
 mod torn_cuts;
 mod write_lock;
+mod write_path;

@@ -16,6 +16,7 @@
 //! ```
 
 pub(crate) mod state;
+mod tail;
 mod write;
 
 use crate::error::{DatabaseError, Error, Result};
