@@ -18,24 +18,37 @@ and one `write`, then N rounds, each running in turn and timing, as whole proces
 - `read_after_append`: a foreign entry (a `custom` line, as Pi's appendCustomEntry writes
   it, without fsync) appended behind the projection's back, then `session-state read`,
   which must catch up that one entry; the append is not timed.
-Medians in ms; prints one JSON object. Generated files are deleted at the end.
+Medians of wall time in ms (and of each child's CPU time, user + system: the disk is
+shared, so wall times drift with other load while CPU times do not); prints one JSON
+object. Generated files are deleted at the end.
 """
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
 import time
 
 
-def run(cmd, ok=(0,)):
+CPU = {}
+
+
+def run(cmd, ok=(0,), cpu=None):
+    """Wall time in ms and stdout; with `cpu`, the child's CPU time (user + system, ms)
+    is appended to CPU[cpu]."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     dt = (time.perf_counter() - t) * 1e3
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode not in ok:
         sys.stderr.write(p.stderr.decode(errors="replace"))
         raise SystemExit(f"{cmd[0]} exited with {p.returncode}")
+    if cpu:
+        used = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1e3
+        CPU.setdefault(cpu, []).append(used)
     return dt, p.stdout.decode().strip()
 
 
@@ -80,26 +93,28 @@ def main():
             run([before, "write", bfile, "--plugin", "bench", "--value", "0", "--db", bdb])
         t = {"floor": [], "write": [], "before": [], "read": [], "read_after_append": []}
         for i in range(1, runs + 1):
-            t["floor"].append(run([floor, "raw", raw, floor_line])[0])
-            dt, printed = run([bin_, "write", file, "--plugin", "bench", "--value", str(i), "--db", db])
+            t["floor"].append(run([floor, "raw", raw, floor_line], cpu="floor")[0])
+            dt, printed = run([bin_, "write", file, "--plugin", "bench", "--value", str(i), "--db", db], cpu="write")
             assert len(printed) == 8, printed
             t["write"].append(dt)
             if before:
-                t["before"].append(run([before, "write", bfile, "--plugin", "bench", "--value", str(i), "--db", bdb])[0])
-            t["read"].append(run([bin_, "read", file, "--plugin", "bench", "--db", db])[0])
+                t["before"].append(run([before, "write", bfile, "--plugin", "bench", "--value", str(i), "--db", bdb], cpu="before")[0])
+            t["read"].append(run([bin_, "read", file, "--plugin", "bench", "--db", db], cpu="read")[0])
             parent = json.loads(last_line(file))["id"]
             entry = {"type": "custom", "customType": "other-extension", "data": {"i": i},
                      "id": "%08x" % random.getrandbits(32), "parentId": parent,
                      "timestamp": "2026-12-01T00:00:00.000Z"}
             with open(file, "a") as f:
                 f.write(json.dumps(entry, separators=(",", ":")) + "\n")
-            dt, value = run([bin_, "read", file, "--plugin", "bench", "--db", db])
+            dt, value = run([bin_, "read", file, "--plugin", "bench", "--db", db], cpu="read_after_append")
             assert json.loads(value) == i, value
             t["read_after_append"].append(dt)
         med = {k: statistics.median(v) for k, v in t.items() if v}
         mins = {k: min(v) for k, v in t.items() if v}
+        cpu = {k: statistics.median(v) for k, v in CPU.items()}
+        CPU.clear()
         out["sizes"].append({"entries": n, "bytes": size, "line_bytes": len(line) + 1,
-                             "median_ms": med, "min_ms": mins})
+                             "median_ms": med, "min_ms": mins, "cpu_median_ms": cpu})
         for p in [file, db, db + "-wal", db + "-shm", raw] + ([bfile, bdb, bdb + "-wal", bdb + "-shm"] if before else []):
             if p and os.path.exists(p):
                 os.remove(p)

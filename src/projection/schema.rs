@@ -341,6 +341,10 @@ pub(super) fn open_ours(
         tx.commit()?;
     }
     let mut conn = connect(path)?;
+    if found == Found::Stamped && is_current(&conn)? {
+        // The common case, read without a write transaction: nothing to create.
+        return Ok(Ok(conn));
+    }
     // Check and create in one write transaction, so a second opener of a new database
     // sees either nothing or the whole schema, never half of it.
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -376,6 +380,31 @@ pub(super) fn open_ours(
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     }
     Ok(Ok(conn))
+}
+
+/// Whether a stamped database already holds this version's whole schema (its `meta`
+/// and the lock table with its `action` column), so that opening it writes nothing.
+fn is_current(conn: &Connection) -> rusqlite::Result<bool> {
+    let found: Option<(String, i64)> = conn
+        .query_row(
+            "SELECT (SELECT value FROM meta WHERE key = 'schema_version'), \
+             (SELECT count(*) FROM pragma_table_info('write_lock') WHERE name = 'action') \
+             WHERE (SELECT value FROM meta WHERE key = 'app') = ?1",
+            [APP],
+            |r| {
+                Ok((
+                    r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    r.get(1)?,
+                ))
+            },
+        )
+        .optional()
+        .or_else(|e| match e {
+            // No `meta` table (yet): the write transaction below decides.
+            rusqlite::Error::SqliteFailure(..) => Ok(None),
+            e => Err(e),
+        })?;
+    Ok(found.is_some_and(|(v, action)| v == SCHEMA_VERSION.to_string() && action == 1))
 }
 
 /// The columns `value`, `base`, `delta`, `chain` of an event's storage (the policy that
