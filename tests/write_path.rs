@@ -396,3 +396,43 @@ fn cli_writes_around_a_foreign_append_match_a_full_fold() {
     assert_eq!(run(&["drop", "--at", &one]).len(), 9, "an id and a newline");
     assert_eq!(folded(&w.file, "role", Scope::Branch, None), None);
 }
+
+/// The projection's WAL outlives its connections (no checkpoint on close). A WAL left
+/// beside a file that is not ours (our database deleted by hand, another program's put at
+/// its path) is never laid over that file: deciding ownership reads the file alone.
+#[test]
+fn a_wal_of_ours_left_beside_another_programs_database_never_makes_it_ours() {
+    let w = World::warm();
+    w.key("role", Scope::Branch)
+        .write_file(&w.file, None, &json!("x"))
+        .expect("write");
+    let db = w.store.database_path().to_path_buf();
+    drop(w.store);
+    let mut wal = db.clone().into_os_string();
+    wal.push("-wal");
+    let wal = PathBuf::from(wal);
+    assert!(
+        std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0),
+        "the WAL stays beside the database after the last connection closed"
+    );
+    // Another program's database, made elsewhere and moved into place; ours is gone.
+    let elsewhere = db.with_extension("other");
+    let other = rusqlite::Connection::open(&elsewhere).expect("create");
+    other
+        .execute_batch("CREATE TABLE users(id INTEGER PRIMARY KEY); INSERT INTO users VALUES (1);")
+        .expect("foreign schema");
+    drop(other);
+    std::fs::rename(&elsewhere, &db).expect("move into place");
+    let before = std::fs::read(&db).expect("read");
+    match common::open_store(&db) {
+        Err(Error::NotOurDatabase { what, .. }) => {
+            assert!(what.contains("users"), "{what}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        std::fs::read(&db).expect("read"),
+        before,
+        "left byte-identical"
+    );
+}
