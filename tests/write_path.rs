@@ -436,3 +436,22 @@ fn a_wal_of_ours_left_beside_another_programs_database_never_makes_it_ours() {
         "left byte-identical"
     );
 }
+
+#[test]
+fn a_tail_write_to_a_session_without_entries_starts_a_root() {
+    let w = World::cold(&format!("{EDGE}/header-only.jsonl"));
+    let role = w.key("role", Scope::Branch);
+    assert_eq!(role.read_file(&w.file).expect("warm"), None);
+    let id = role
+        .apply_at_tail(&w.file, None, Op::Set(json!("first")))
+        .expect("write")
+        .expect("answered from the rows")
+        .expect("appended");
+    let log = SessionLog::open(&w.file).expect("open");
+    assert_eq!(log.len(), 1);
+    assert_eq!(log.entry(&id).expect("entry").parent_id(), None, "a root");
+    assert_eq!(
+        folded(&w.file, "role", Scope::Branch, None),
+        Some(json!("first"))
+    );
+}
