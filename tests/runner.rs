@@ -19,6 +19,7 @@ mod log_faults;
 mod persistence;
 mod projection;
 mod readme_walkthrough;
+mod replay;
 mod seam_faults;
 mod settings_location;
 mod store;

@@ -127,11 +127,13 @@ fn text(report: &FileReplay) -> String {
     out
 }
 
-fn progress(len: u64, unit: &str) -> ProgressBar {
+/// A progress bar of `len()` steps on stderr when it is a terminal (`len` is not called
+/// otherwise: counting the tips is a pass over the tree).
+fn progress(len: impl FnOnce() -> u64, unit: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    let bar = ProgressBar::with_draw_target(Some(len()), ProgressDrawTarget::stderr());
     let template = format!("{{spinner}} {{wide_msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}");
     if let Ok(style) = ProgressStyle::with_template(&template) {
         bar.set_style(style.progress_chars("=> "));
@@ -185,7 +187,7 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
                 term_safe(&args.path.display().to_string())
             );
         }
-        let bar = progress(files.len() as u64, "files");
+        let bar = progress(|| files.len() as u64, "files");
         let hidden = ProgressBar::hidden();
         for f in &files {
             bar.set_message(term_safe(&f.display().to_string()).into_owned());
@@ -202,7 +204,7 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
     } else {
         require_regular(&args.path)?;
         let log = SessionLog::open(&args.path).map_err(|e| fail(strict_error(&e)))?;
-        let bar = progress(log.tips().len() as u64, "tips");
+        let bar = progress(|| log.tips().len() as u64, "tips");
         let r = replay_log(&log, &args.path, &bar);
         bar.finish_and_clear();
         all_ok = r.complete();
