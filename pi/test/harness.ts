@@ -20,7 +20,7 @@ export const EXTENSION = path.join(PKG, "src", "extension.ts");
 export const TEST_EXTENSION = path.join(here, "state-ext.ts");
 
 export interface Probe {
-  reads: Array<{ where: string; leaf: string | null; branch: unknown; session: unknown; key: string | undefined }>;
+  reads: Array<{ where: string; leaf: string | null; branch: unknown; session: unknown; foldBranch: unknown; foldSession: unknown; key: string | undefined }>;
   errors: string[];
 }
 export const probe: Probe = ((globalThis as any).__stateProbe ??= { reads: [], errors: [] });
@@ -127,38 +127,11 @@ export async function startPi(o: StartOptions): Promise<Pi> {
     confirms,
     command: (text: string) => session.prompt(text),
     dispose: async () => {
-      await session.dispose();
+      // What Pi's runtime does at quit: session_shutdown, then dispose.
+      await session.extensionRunner?.emit({ type: "session_shutdown", reason: "quit" });
+      session.dispose();
     },
   };
 }
 
-/** A TypeScript fold of `session-state/<plugin>` events over Pi's own entries (SPEC §3). */
-export function fold(sm: any, plugin: string, scope: "branch" | "session", at?: string | null): unknown {
-  const ct = `session-state/${plugin}`;
-  const leaf = at === undefined ? sm.getLeafId() : at;
-  const entries: any[] = scope === "branch" ? (leaf ? sm.getBranch(leaf) : []) : sm.getEntries();
-  let value: unknown = undefined;
-  for (const e of entries) {
-    if (e.type !== "custom" || e.customType !== ct || e.data?.scope !== scope) continue;
-    if (e.data.op === "set") value = e.data.value;
-    else if (e.data.op === "drop") value = undefined;
-    else if (e.data.op === "patch") value = mergePatch(value === undefined ? {} : value, e.data.patch);
-  }
-  return value;
-}
-
-function mergePatch(target: unknown, patch: unknown): unknown {
-  if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch;
-  const out: Record<string, unknown> =
-    target !== null && typeof target === "object" && !Array.isArray(target) ? { ...(target as object) } : {};
-  for (const [k, v] of Object.entries(patch as object)) {
-    if (v === null) delete out[k];
-    else out[k] = mergePatch(out[k], v);
-  }
-  return out;
-}
-
-/** The entries of `sm` of one customType. */
-export function customs(sm: any, plugin: string): any[] {
-  return sm.getEntries().filter((e: any) => e.type === "custom" && e.customType === `session-state/${plugin}`);
-}
+export { fold, customs } from "./fold.ts";

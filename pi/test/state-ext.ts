@@ -2,8 +2,9 @@
 // and records what it read so the tests can compare it with a fold over Pi's entries.
 import { Type } from "typebox";
 import { branchKey, openSessionState } from "../src/index.ts";
+import { fold } from "./fold.ts";
 
-type Probe = { reads: Array<{ where: string; leaf: string | null; branch: unknown; session: unknown; key: string | undefined }>; errors: string[] };
+type Probe = { reads: Array<{ where: string; leaf: string | null; branch: unknown; session: unknown; foldBranch: unknown; foldSession: unknown; key: string | undefined }>; errors: string[] };
 const probe: Probe = ((globalThis as any).__stateProbe ??= { reads: [], errors: [] });
 
 export default function (pi: any) {
@@ -19,6 +20,8 @@ export default function (pi: any) {
       leaf: ctx.sessionManager.getLeafId(),
       branch: todo.read(ctx),
       session: counter.read(ctx),
+      foldBranch: fold(ctx.sessionManager, "todo", "branch"),
+      foldSession: fold(ctx.sessionManager, "counter", "session"),
       key: branchKey(ctx),
     });
   };
