@@ -351,12 +351,22 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
   }
   const customType = `session-state/${pluginId}`;
   const memo = new Map<string, string | null>();
+  /** The last read: at the same leaf, entry count and generation, its answer stands. */
+  let hot: { sm: unknown; leaf: string | null; count: number; gen: number; text: string | null } | undefined;
+
   pi.on?.("session_shutdown", (_e, ctx) => {
     syncSession(ctx, true);
     memo.clear();
+    hot = undefined;
   });
 
   const read = (ctx: PiContext): T | undefined => {
+    const sm = ctx.sessionManager;
+    const leaf = sm.getLeafId();
+    const count = entryCount(sm);
+    if (hot && hot.sm === sm && hot.leaf === leaf && hot.count === count && hot.gen === shared.generation) {
+      return parse<T>(hot.text);
+    }
     const entry = storeFor(ctx, databasePath);
     const v = view(entry, ctx);
     let text = memo.get(v.key);
@@ -365,6 +375,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
       if (memo.size > 64) memo.clear();
       memo.set(v.key, text);
     }
+    hot = { sm, leaf, count, gen: shared.generation, text };
     return parse<T>(text);
   };
 

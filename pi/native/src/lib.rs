@@ -20,6 +20,12 @@ use session_state::{
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The session file's log, parsed on a background thread after the first read (which the
+/// projection answers at once); from then on reads fold in memory and follow Pi's appends
+/// by reading only the file's new bytes.
+type Background = Arc<Mutex<Option<(PathBuf, SessionLog)>>>;
 
 fn js_err(e: impl Display) -> napi::Error {
     napi::Error::from_reason(e.to_string())
@@ -98,6 +104,9 @@ pub struct NativeStore {
     /// The session file, opened on first use by `history` and `branchKey` (which need
     /// the tree), following Pi's appends from then on.
     file_log: Option<SessionLog>,
+    /// The log being parsed (or parsed) in the background, and for which file.
+    background: Background,
+    background_for: Option<PathBuf>,
 }
 
 #[napi]
@@ -120,6 +129,8 @@ impl NativeStore {
             store,
             pending: None,
             file_log: None,
+            background: Arc::new(Mutex::new(None)),
+            background_for: None,
         })
     }
 
@@ -154,13 +165,16 @@ impl NativeStore {
     /// as JSON text (the text Pi's `JSON.stringify` prints), or `null` when absent.
     #[napi]
     pub fn read(
-        &self,
+        &mut self,
         file: Option<String>,
         plugin: String,
         scope: String,
         at: Option<String>,
     ) -> napi::Result<Option<String>> {
         let v = self.value(file.as_deref(), &plugin, scope_of(&scope)?, at.as_deref())?;
+        if let Some(f) = &file {
+            self.parse_in_background(f);
+        }
         Ok(v.as_ref().map(json::to_string))
     }
 
@@ -332,6 +346,23 @@ impl NativeStore {
 }
 
 impl NativeStore {
+    /// Starts parsing `file` on a background thread, once per file.
+    fn parse_in_background(&mut self, file: &str) {
+        let path = PathBuf::from(file);
+        if self.background_for.as_ref() == Some(&path) {
+            return;
+        }
+        self.background_for = Some(path.clone());
+        let slot = Arc::clone(&self.background);
+        *slot.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        std::thread::spawn(move || {
+            // A file the strict reader refuses stays with the projection (which reports it).
+            if let Ok(log) = SessionLog::open(&path) {
+                *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some((path, log));
+            }
+        });
+    }
+
     fn value(
         &self,
         file: Option<&str>,
@@ -340,12 +371,26 @@ impl NativeStore {
         at: Option<&str>,
     ) -> napi::Result<Option<Value>> {
         match file {
-            Some(f) => match at {
-                Some(at) => self.store.read_value(Path::new(f), plugin, scope, Some(at)),
-                // No entry yet: nothing can have been written.
-                None => Ok(None),
+            // No entry yet: nothing can have been written.
+            Some(_) if at.is_none() => Ok(None),
+            Some(f) => {
+                let at = at.unwrap_or_default();
+                let mut slot = self
+                    .background
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if let Some((_, log)) = slot.as_mut().filter(|(p, _)| p == Path::new(f)) {
+                    log.refresh().map_err(js_err)?;
+                    if log.entry(at).is_some() {
+                        let st = self.store.state::<Value>(plugin, scope).map_err(js_err)?;
+                        return st.read_at(log, at).map_err(js_err);
+                    }
+                }
+                drop(slot);
+                self.store
+                    .read_value(Path::new(f), plugin, scope, Some(at))
+                    .map_err(js_err)
             }
-            .map_err(js_err),
             None => {
                 let log = self.pending.as_ref().ok_or_else(|| {
                     js_err("no session file and no entries handed over (loadPending)")
