@@ -110,8 +110,13 @@ fn the_pi_package_passes_its_tests_in_the_real_pi() {
         "npm run build made no pi/native/session-state.node"
     );
     let mut test = command(pkg().join("node_modules").join(".bin").join("node"));
-    test.args(["--test", "--test-concurrency=1", "test/pi.test.ts"])
-        .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
+    test.args([
+        "--test",
+        "--test-concurrency=1",
+        "test/pi.test.ts",
+        "test/example.test.ts",
+    ])
+    .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
     let out = run("node --test", test);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let count = |key: &str| -> u32 {
@@ -122,5 +127,5 @@ fn the_pi_package_passes_its_tests_in_the_real_pi() {
             .unwrap_or_else(|| panic!("no '# {key}' line in node's output:\n{stdout}"))
     };
     assert_eq!(count("fail"), 0, "{stdout}");
-    assert!(count("pass") >= 8, "the Node tests ran: {stdout}");
+    assert!(count("pass") >= 9, "the Node tests ran: {stdout}");
 }
