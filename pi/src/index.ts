@@ -354,6 +354,9 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
   /** The last read: at the same leaf, entry count and generation, its answer stands. */
   let hot: { sm: unknown; leaf: string | null; count: number; gen: number; text: string | null } | undefined;
 
+  // Pi creates the file at the first user or assistant message: entries that waited in
+  // memory are synced then (and its directory, once).
+  for (const ev of ["message_end", "turn_end", "agent_end"]) pi.on?.(ev, (_e, ctx) => syncSession(ctx, true));
   pi.on?.("session_shutdown", (_e, ctx) => {
     syncSession(ctx, true);
     memo.clear();
