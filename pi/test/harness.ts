@@ -73,13 +73,17 @@ export async function startPi(o: StartOptions): Promise<Pi> {
     cwd,
     agentDir: agent,
     settingsManager,
-    additionalExtensionPaths: o.extensions ?? [EXTENSION, TEST_EXTENSION],
+    // The package directory, as `pi -e ./pi` or `pi install ./pi` gives it: Pi loads what
+    // package.json lists under pi.extensions (src/extension.ts).
+    additionalExtensionPaths: o.extensions ?? [PKG, TEST_EXTENSION],
     noSkills: true,
     noPromptTemplates: true,
     noThemes: true,
     noContextFiles: true,
   });
   await resourceLoader.reload();
+  const loadErrors = resourceLoader.getExtensions().errors;
+  if (loadErrors.length > 0) throw new Error(`extensions failed to load: ${JSON.stringify(loadErrors)}`);
   const sessionManager = o.open ? SessionManager.open(o.open, sessionDir) : SessionManager.create(cwd, sessionDir);
   const { session } = await createAgentSession({
     cwd,

@@ -174,7 +174,8 @@ pub(crate) fn judge_in_write(
             object: session_id.to_owned(),
             reason: format!(
                 "{}: that Pi has the session open and would not see this append (write \
-                 from inside Pi, or wait until it exits)",
+                 from inside Pi, or wait until it exits; its row is in the table \
+                 pi_presence)",
                 st.liveness_reason
             ),
             liveness: st.liveness,
