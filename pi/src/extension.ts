@@ -141,7 +141,13 @@ export default function sessionStateExtension(pi: ExtensionApiLike): void {
 
   const enter = (ctx: UiContext) => {
     const sm = ctx.sessionManager;
-    storeFor(ctx).store.enterPresence(sm.getSessionId(), sm.getSessionFile() ?? null);
+    const entry = storeFor(ctx);
+    if (!entry.reported) {
+      // Settings problems that fell back to the default location, reported once (SPEC §4).
+      entry.reported = true;
+      for (const d of entry.store.diagnostics()) ctx.ui?.notify?.(`session-state: ${d}`, "warning");
+    }
+    entry.store.enterPresence(sm.getSessionId(), sm.getSessionFile() ?? null);
     held = { sessionId: sm.getSessionId(), ctx };
   };
   const leave = () => {

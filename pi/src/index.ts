@@ -96,7 +96,7 @@ interface NativeStoreHandle {
 }
 
 interface NativeModule {
-  NativeStore: new (databasePath: string | null, cwd: string, trusted: boolean) => NativeStoreHandle;
+  NativeStore: new (databasePath: string | null, cwd: string, trust: "trusted" | "untrusted" | "pi") => NativeStoreHandle;
   validatePlugin(id: string): void;
   validateScope(scope: string): void;
   checkValue(plugin: string, text: string): void;
@@ -136,6 +136,8 @@ function call<R>(f: () => R): R {
 
 interface StoreEntry {
   store: NativeStoreHandle;
+  /** Whether the settings diagnostics were reported (once per store). */
+  reported?: boolean;
   /** What the store's pending log holds: `${sessionId}\0${entryCount}`. */
   pendingKey?: string;
 }
@@ -168,11 +170,19 @@ const { stores, dirSynced, existing, syncFds } = shared;
 
 /** @internal */
 export function storeFor(ctx: PiContext, databasePath?: string): StoreEntry {
-  const trusted = databasePath === undefined && (ctx.isProjectTrusted?.() ?? false);
-  const key = `${databasePath ?? ""}\0${databasePath === undefined ? ctx.cwd : ""}\0${trusted}`;
+  // The project's settings count when Pi trusts the project (SPEC §4).
+  const trust =
+    databasePath !== undefined
+      ? "untrusted"
+      : typeof ctx.isProjectTrusted === "function"
+        ? ctx.isProjectTrusted()
+          ? "trusted"
+          : "untrusted"
+        : "pi";
+  const key = `${databasePath ?? ""}\0${databasePath === undefined ? ctx.cwd : ""}\0${trust}`;
   let entry = stores.get(key);
   if (!entry) {
-    entry = { store: call(() => new native.NativeStore(databasePath ?? null, ctx.cwd, trusted)) };
+    entry = { store: call(() => new native.NativeStore(databasePath ?? null, ctx.cwd, trust)) };
     stores.set(key, entry);
   }
   return entry;
@@ -347,7 +357,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
   const databasePath = options.databasePath;
   if (databasePath !== undefined) {
     // Checked now: the core's rule for an explicit path (non-empty, absolute).
-    call(() => new native.NativeStore(String(databasePath), process.cwd(), false));
+    call(() => new native.NativeStore(String(databasePath), process.cwd(), "untrusted"));
   }
   const customType = `session-state/${pluginId}`;
   const memo = new Map<string, string | null>();

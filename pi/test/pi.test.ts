@@ -308,3 +308,21 @@ test("a killed Pi process does not seal the session", async () => {
   const st = JSON.parse(cli(["status", file, "--db", db, "--json"], dir).stdout);
   assert.equal(st.pi, undefined, "the dead Pi's row was deleted by the writer");
 });
+
+test("the database location comes from Pi's settings (SPEC §4), as the CLI resolves it", async () => {
+  const dir = tmp();
+  const custom = path.join(dir, "elsewhere", "states.sqlite");
+  fs.mkdirSync(path.join(dir, "agent"), { recursive: true });
+  fs.writeFileSync(path.join(dir, "agent", "settings.json"), JSON.stringify({ sessionState: { databasePath: custom } }));
+  const pi = await startPi({ dir, hasUI: true });
+  await chat(pi);
+  await probeCmd(pi, { op: "write", value: ["here"] });
+  await pi.command("/state:status");
+  assert.match(pi.notes.join("\n"), new RegExp(`database  ${custom.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
+  assert.ok(fs.existsSync(custom), "the projection and the presence row are there");
+  // The CLI, with the same agent directory and no --db, resolves the same database: refused.
+  const w = cli(["write", pi.sm.getSessionFile(), "--plugin", "todo", "--value", "1"], dir);
+  assert.equal(w.code, 2, w.stderr);
+  assert.match(w.stderr, /running Pi/);
+  await pi.dispose();
+});

@@ -112,15 +112,19 @@ pub struct NativeStore {
 #[napi]
 impl NativeStore {
     /// Resolves the projection database's location (SPEC §4): `database_path` when given
-    /// (absolute, else the core's error), else the settings of `cwd` (the project's only
-    /// when `trusted`) and of the agent directory, else the default.
+    /// (absolute, else the core's error), else the settings of `cwd` and of the agent
+    /// directory, else the default. `trust` says whether the project's settings count:
+    /// `"trusted"` / `"untrusted"` (what Pi decided, `ctx.isProjectTrusted()`), or `"pi"`
+    /// (read Pi's saved decisions in `{agent_dir}/trust.json`).
     #[napi(constructor)]
-    pub fn new(database_path: Option<String>, cwd: String, trusted: bool) -> napi::Result<Self> {
-        let mut options = StoreOptions::new().cwd(cwd).trust(if trusted {
-            ProjectTrust::Trusted
-        } else {
-            ProjectTrust::FromPiDecisions
-        });
+    pub fn new(database_path: Option<String>, cwd: String, trust: String) -> napi::Result<Self> {
+        let trust = match trust.as_str() {
+            "trusted" => ProjectTrust::Trusted,
+            "untrusted" => ProjectTrust::Untrusted,
+            "pi" => ProjectTrust::FromPiDecisions,
+            other => return Err(js_err(format!("no such trust: {other:?}"))),
+        };
+        let mut options = StoreOptions::new().cwd(cwd).trust(trust);
         if let Some(p) = database_path {
             options = options.database_path(p);
         }
