@@ -1,6 +1,7 @@
 //! The Pi package (`pi/`, SPEC §9) in the real Pi 1.6.0 agent loop, from `cargo test`:
 //! `npm ci`, `npm run build` (the napi-rs addon, in its own `CARGO_TARGET_DIR` under
-//! `target/` so it never waits on this build's lock) and `node --test` with the pinned
+//! `target/` so it never waits on this build's lock), `npm run typecheck` (`tsc --strict`
+//! over the package's TypeScript) and `node --test` with the pinned
 //! Node 22 that `npm ci` installs (`pi/node_modules/.bin/node`). The Node tests drive Pi
 //! through its SDK with the `faux` provider and use this build's CLI.
 //!
@@ -109,6 +110,9 @@ fn the_pi_package_passes_its_tests_in_the_real_pi() {
         pkg().join("native").join("session-state.node").exists(),
         "npm run build made no pi/native/session-state.node"
     );
+    let mut typecheck = command("npm");
+    typecheck.args(["run", "typecheck"]);
+    run("npm run typecheck (tsc --strict)", typecheck);
     let mut test = command(pkg().join("node_modules").join(".bin").join("node"));
     test.args([
         "--test",
