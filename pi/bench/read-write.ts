@@ -84,7 +84,11 @@ function fmt(ns: number): string {
 const first: number[] = [];
 const firstFold: number[] = [];
 for (let i = 0; i < 20; i++) {
+  // As in a new Pi process: no store handle, no file seen yet.
   shared.stores.clear();
+  shared.existing.clear();
+  shared.dirSynced.clear();
+  shared.missing.clear();
   const opened = SessionManager.open(file, sessionDir);
   const st = openSessionState(piOf(opened), { pluginId: PLUGIN, scope: "branch", databasePath: db });
   const t0 = ns();

@@ -154,6 +154,8 @@ interface Shared {
   dirSynced: Set<string>;
   /** Files known to exist (they never go away under a running Pi). */
   existing: Set<string>;
+  /** Files seen missing: Pi created them in this process, after entries waited in memory. */
+  missing: Set<string>;
   /** An open descriptor per session file, for `fdatasync`. */
   syncFds: Map<string, number>;
 }
@@ -164,9 +166,10 @@ const shared: Shared = ((globalThis as Record<symbol, unknown>)[SHARED] as Share
     generation: 0,
     dirSynced: new Set(),
     existing: new Set(),
+    missing: new Set(),
     syncFds: new Map(),
   } satisfies Shared) as Shared;
-const { stores, dirSynced, existing, syncFds } = shared;
+const { stores, dirSynced, existing, missing, syncFds } = shared;
 
 /** @internal */
 export function storeFor(ctx: PiContext, databasePath?: string): StoreEntry {
@@ -208,6 +211,7 @@ function sessionFile(sm: PiContext["sessionManager"]): string | null {
     existing.add(file);
     return file;
   }
+  missing.add(file);
   return null;
 }
 
@@ -251,9 +255,17 @@ function fdFor(file: string): number {
   return fd;
 }
 
-/** The first time a file is seen on disk: its data and its directory entry are synced. */
-function syncIfNew(file: string): void {
-  if (dirSynced.has(file)) return;
+/**
+ * The first time a file is seen on disk after it was seen missing (Pi created it, with the
+ * entries that waited in memory): its data and its directory entry are synced. A file
+ * that was there when first looked at needs neither (our writes sync themselves).
+ */
+function syncIfNew(file: string): boolean {
+  if (dirSynced.has(file)) return false;
+  if (!missing.has(file)) {
+    dirSynced.add(file);
+    return false;
+  }
   fs.fdatasyncSync(fdFor(file));
   const dir = fs.openSync(path.dirname(file), "r");
   try {
@@ -262,6 +274,7 @@ function syncIfNew(file: string): void {
     fs.closeSync(dir);
   }
   dirSynced.add(file);
+  return true;
 }
 
 /**
@@ -272,8 +285,8 @@ function syncIfNew(file: string): void {
 export function syncSession(ctx: PiContext, onlyFirst = false): void {
   const file = sessionFile(ctx.sessionManager);
   if (!file) return;
-  if (!dirSynced.has(file)) syncIfNew(file);
-  else if (!onlyFirst) fs.fdatasyncSync(fdFor(file));
+  const synced = syncIfNew(file);
+  if (!onlyFirst && !synced) fs.fdatasyncSync(fdFor(file));
 }
 
 /** Closes the descriptors kept for `fdatasync` (at `session_shutdown`). */
