@@ -84,7 +84,9 @@ function fmt(ns: number): string {
 const first: number[] = [];
 const firstFold: number[] = [];
 for (let i = 0; i < 20; i++) {
-  // As in a new Pi process: no store handle, no file seen yet.
+  // As in a new Pi process: no store handle, no file seen yet, and no background parse of
+  // the previous iteration's handle still running on the other core.
+  await new Promise((r) => setTimeout(r, 400));
   shared.stores.clear();
   shared.existing.clear();
   shared.dirSynced.clear();
@@ -106,32 +108,39 @@ const ctx = ctxOf(sm);
 const state = openSessionState<unknown>(piOf(sm), { pluginId: PLUGIN, scope: "branch", databasePath: db });
 state.read(ctx);
 
-// --- read at an unchanged leaf: batches of 100 reads (per read), then the fold
+// --- read at an unchanged leaf: batches of 100 reads (per read); then the fold, in its
+// own loop (interleaving them would time each with the other's cache misses and GC)
 const unchanged: number[] = [];
 const unchangedFold: number[] = [];
 for (let i = 0; i < SAMPLES / 100; i++) {
   const t0 = ns();
   for (let j = 0; j < 100; j++) state.read(ctx);
-  const t1 = ns();
-  tsFold(sm);
-  const t2 = ns();
-  unchanged.push(Number(t1 - t0) / 100);
-  unchangedFold.push(Number(t2 - t1));
+  unchanged.push(Number(ns() - t0) / 100);
 }
+for (let i = 0; i < SAMPLES / 100; i++) {
+  const t0 = ns();
+  tsFold(sm);
+  unchangedFold.push(Number(ns() - t0));
+}
+if (JSON.stringify(state.read(ctx)) !== JSON.stringify(tsFold(sm))) throw new Error("read != fold");
 
-// --- read after one appended entry (Pi appends a message; the next read follows it)
+// --- read after one appended entry (Pi appends a message; the next read follows it);
+// the fold in its own loop, the same way
 const appended: number[] = [];
 const appendedFold: number[] = [];
-for (let i = 0; i < Math.min(SAMPLES, 500); i++) {
-  sm.appendMessage({ role: "user", content: [{ type: "text", text: `more ${i}` }], timestamp: Date.now() } as any);
+const message = (i: number) => ({ role: "user", content: [{ type: "text", text: `more ${i}` }], timestamp: Date.now() }) as any;
+for (let i = 0; i < 500; i++) {
+  sm.appendMessage(message(i));
   const t0 = ns();
   const v = state.read(ctx);
-  const t1 = ns();
-  const f = tsFold(sm);
-  const t2 = ns();
-  appended.push(Number(t1 - t0));
-  appendedFold.push(Number(t2 - t1));
-  if (JSON.stringify(v) !== JSON.stringify(f)) throw new Error("read after append != fold");
+  appended.push(Number(ns() - t0));
+  if (i % 50 === 0 && JSON.stringify(v) !== JSON.stringify(tsFold(sm))) throw new Error("read after append != fold");
+}
+for (let i = 0; i < 500; i++) {
+  sm.appendMessage(message(i));
+  const t0 = ns();
+  tsFold(sm);
+  appendedFold.push(Number(ns() - t0));
 }
 
 // --- write(ctx) beside Pi's appendEntry + fdatasync of the file, interleaved
