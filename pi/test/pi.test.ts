@@ -240,6 +240,16 @@ test("the CLI is refused while Pi holds the session and allowed after it shuts d
   const report = JSON.parse(st.stdout);
   assert.equal(report.pi.holder.split(";")[0], `pid:${process.pid}`);
   assert.equal(report.pi.liveness, "alive");
+  // force-refresh asks before clearing a live Pi's row: without a terminal and --yes it
+  // leaves it (exit 1); with --yes it clears it.
+  const fr = cli(["force-refresh", file, "--db", db], dir);
+  assert.equal(fr.code, 1, fr.stderr);
+  assert.match(fr.stderr, /left the presence row .* alone/);
+  assert.ok(JSON.parse(cli(["status", file, "--db", db, "--json"], dir).stdout).pi, "still there");
+  const fy = cli(["force-refresh", file, "--db", db, "--yes"], dir);
+  assert.equal(fy.code, 0, fy.stderr);
+  assert.match(fy.stdout, /cleared the presence row/);
+  assert.equal(JSON.parse(cli(["status", file, "--db", db, "--json"], dir).stdout).pi, undefined, "cleared");
   // /state:status inside Pi says the same.
   const ui = await startPi({ dir: tmp(), hasUI: true });
   await ui.command("/state:status");

@@ -295,12 +295,21 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
                 p.holder, p.liveness, p.liveness_reason
             );
             if !(std::io::stdin().is_terminal() && confirm(&question)?) {
-                let _ = writeln!(
-                    out,
-                    "left the presence row of the running Pi {} alone ({}); run again with \
-                     --yes to clear it",
-                    p.holder, p.liveness_reason
+                let message = format!(
+                    "error: left the presence row of session '{session_id}' alone: the Pi {} \
+                     may be running ({}){}. Nothing was changed; run again with --yes to \
+                     clear it anyway.",
+                    p.holder,
+                    p.liveness_reason,
+                    if std::io::stdin().is_terminal() {
+                        ""
+                    } else {
+                        " and there is no terminal to ask on"
+                    }
                 );
+                emit_text(&out)?;
+                eprintln!("{}", term_safe(&message));
+                return Ok(1);
             } else {
                 store.clear_presence(&session_id).map_err(fail)?;
                 let _ = writeln!(out, "cleared the presence row of the Pi {}", p.holder);
