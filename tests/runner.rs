@@ -17,6 +17,7 @@ mod guard_example;
 mod interop;
 mod log_faults;
 mod persistence;
+mod pi_package;
 mod projection;
 mod readme_walkthrough;
 mod replay;

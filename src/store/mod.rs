@@ -15,6 +15,7 @@
 //! # Ok::<(), session_state::Error>(())
 //! ```
 
+mod presence;
 pub(crate) mod state;
 mod tail;
 mod write;

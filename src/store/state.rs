@@ -224,6 +224,20 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         self.apply(log, Op::Drop)
     }
 
+    /// The JSON value [`SessionState::write`] would store for `value` (or
+    /// [`SessionState::patch`] apply), refused with the same errors and nothing written:
+    /// for hosts that append the event themselves (the Pi package, through
+    /// `pi.appendEntry`).
+    pub fn check_value<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
+        let v = self.to_json(value)?;
+        self.check_depth(&v)?;
+        crate::json::check_numbers(&v).map_err(|e| Error::UnrepresentableValue {
+            plugin: self.plugin.clone(),
+            detail: e.to_string(),
+        })?;
+        Ok(v)
+    }
+
     fn to_json<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
         depth::to_value_limited(value).map_err(|source| Error::Serialize {
             plugin: self.plugin.clone(),
