@@ -6,10 +6,12 @@
 //! reader refuses the file; `force-refresh`: the lock was left alone; `replay`: some
 //! values or files could not be read); 2 an error (bad arguments included).
 
+mod import;
 mod list;
 mod replay;
 mod state;
 mod status;
+mod store;
 mod tree;
 mod verify;
 
@@ -66,6 +68,11 @@ pub(crate) struct Cli {
     /// debugging detail. Without it only warnings (lock takeovers, rebuilds) are shown
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// A session store (SPEC §8): sqlite:///abs/path or postgres://… (postgresql://…).
+    /// With it, <FILE> is a session id. Default: $SESSION_STATE_STORE; without either,
+    /// <FILE> is a Pi JSONL file
+    #[arg(long, global = true, value_name = "URL")]
+    store: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -121,6 +128,12 @@ enum Command {
     /// Sessions in a directory, from their header lines only
     #[command(after_help = list::EXAMPLES)]
     List(list::ListArgs),
+    /// Copy a Pi session file into a store (--store); prints its session id
+    #[command(after_help = import::IMPORT_EXAMPLES)]
+    Import(import::ImportArgs),
+    /// Write a stored session (--store) back out as a Pi JSONL file
+    #[command(after_help = import::EXPORT_EXAMPLES)]
+    Export(import::ExportArgs),
 }
 
 /// `--scope`.
@@ -397,7 +410,29 @@ pub(crate) fn short_json(v: &serde_json::Value, max: usize) -> String {
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     install_diagnostics(cli.verbose);
-    let result = match cli.command {
+    let store = cli.store.clone().or_else(|| {
+        std::env::var(store::STORE_ENV)
+            .ok()
+            .filter(|s| !s.is_empty())
+    });
+    let result = match (store, cli.command) {
+        (store, Command::Import(a)) => import::import(store, a),
+        (store, Command::Export(a)) => import::export(store, a),
+        (Some(url), _) => store::run(&url),
+        (None, command) => run_command(command),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("error: {}", term_safe(&f.message));
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Runs a command on session files (no store).
+fn run_command(command: Command) -> CmdResult {
+    match command {
         Command::Read(a) => state::read(a),
         Command::Write(a) => state::write(a),
         Command::Patch(a) => state::patch(a),
@@ -408,12 +443,7 @@ pub(crate) fn main() -> ExitCode {
         Command::ForceRefresh(a) => status::force_refresh(a),
         Command::Verify(a) => verify::run(a),
         Command::List(a) => list::run(a),
-    };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(f) => {
-            eprintln!("error: {}", term_safe(&f.message));
-            ExitCode::from(f.code)
-        }
+        Command::Import(a) => import::import(None, a),
+        Command::Export(a) => import::export(None, a),
     }
 }

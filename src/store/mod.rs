@@ -15,8 +15,11 @@
 //! # Ok::<(), session_state::Error>(())
 //! ```
 
+mod backend;
 pub(crate) mod state;
 mod write;
+
+pub use backend::StoredSession;
 
 use crate::error::{DatabaseError, Error, Result};
 use crate::lock::{self, Holder, LockStatus};
