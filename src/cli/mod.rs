@@ -50,6 +50,8 @@ Examples:
   session-state tree s.jsonl
   session-state verify s.jsonl --json
   session-state list
+  session-state import s.jsonl --store sqlite:///srv/sessions.sqlite
+  session-state read 0195f1d0 --plugin role --store sqlite:///srv/sessions.sqlite
 
 Exit codes: 0 success; 1 a negative answer (read: absent; verify: refused by the strict
 reader; force-refresh: lock left alone; replay: something could not be read); 2 error.
@@ -57,7 +59,8 @@ reader; force-refresh: lock left alone; replay: something could not be read); 2 
 The projection database is --db, else `sessionState.databasePath` in the project's
 .pi/settings.json (when trusted) or in $PI_CODING_AGENT_DIR/settings.json, else
 $PI_CODING_AGENT_DIR/sessions/states.sqlite ($PI_CODING_AGENT_DIR defaults to ~/.pi/agent).
-See docs/cli.md.";
+With --store URL (or $SESSION_STATE_STORE), sessions are named by id in a store: see
+docs/backends.md. See docs/cli.md.";
 
 /// Durable, branch-aware state stored inside Pi coding agent session logs: read, write,
 /// inspect and verify it.

@@ -41,7 +41,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// How many times a write folds again after another writer stored first.
-const RETRIES: usize = 8;
+const RETRIES: usize = 32;
 
 /// One session of a backend, named for the local cache: the store, a key that names it
 /// among stores (its URL, redacted: the key is part of a file name's hash and of
