@@ -8,6 +8,7 @@ mod architecture;
 mod bad_input;
 mod cli;
 mod concurrency;
+mod conformance;
 mod corruption;
 mod crash_loop;
 mod differential;
