@@ -17,6 +17,8 @@ mod guard_example;
 mod interop;
 mod log_faults;
 mod persistence;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod projection;
 mod readme_walkthrough;
 mod seam_faults;

@@ -34,9 +34,13 @@ use std::path::PathBuf;
 
 mod interrupted;
 mod pi_jsonl;
+#[cfg(feature = "postgres")]
+mod postgres;
 
 pub use interrupted::INTERRUPTED_TOOL_RESULT;
 pub use pi_jsonl::{HEADER_SCAN_LIMIT, PiJsonlStore, pi_session_dir_name, pi_session_file_name};
+#[cfg(feature = "postgres")]
+pub use postgres::{DEFAULT_LOCK_WAIT, Imported, POSTGRES_SCHEMA_VERSION, PostgresStore};
 
 /// Where sessions are kept: the seam between a host and its storage (SPEC §8).
 ///

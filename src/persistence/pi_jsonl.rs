@@ -400,7 +400,12 @@ fn append_to(
 }
 
 /// Checks one event and turns it into an entry; `index` is its place in the batch.
-fn to_new_entry(session_id: &str, seq: u64, index: usize, event: &Value) -> Result<NewEntry> {
+pub(super) fn to_new_entry(
+    session_id: &str,
+    seq: u64,
+    index: usize,
+    event: &Value,
+) -> Result<NewEntry> {
     let refuse = |detail: String| Error::InvalidEvent {
         session_id: session_id.into(),
         index,

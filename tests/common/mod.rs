@@ -2,6 +2,8 @@
 
 pub mod examples;
 pub mod holders;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod pi;
 pub mod reference;
 
