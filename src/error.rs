@@ -500,6 +500,24 @@ pub enum Error {
         what: &'static str,
     },
 
+    /// A session store's database server failed, refused the connection or could not be
+    /// reached (the PostgreSQL backend). `store` is the store's URL with its password
+    /// replaced by `***`: no error of this crate ever shows a password.
+    #[error("session store {store}: {action}: {source}")]
+    Backend {
+        /// The store, as a redacted URL (`postgres://user:***@host:5432/db`).
+        store: String,
+        /// What was being done ("connecting", "appending to session X", ...).
+        action: String,
+        /// The connection was lost (or never made): the next call connects again. When
+        /// this ends an `append`, whether its transaction committed is unknown; load the
+        /// session (a retry at the same `first_seq` is refused if it did commit).
+        connection_lost: bool,
+        /// The driver's or the server's error.
+        #[source]
+        source: BackendError,
+    },
+
     /// The write lock is held by someone else (or could not be taken).
     #[error(transparent)]
     Lock(Box<crate::lock::LockError>),
@@ -512,6 +530,35 @@ pub enum Error {
 impl From<crate::lock::LockError> for Error {
     fn from(e: crate::lock::LockError) -> Self {
         Error::Lock(Box::new(e))
+    }
+}
+
+/// The error of a session store's database driver or server, kept opaque so that no
+/// driver type is part of the public API. `Display` is the driver's message (which never
+/// holds the connection's password); [`std::error::Error::source`] goes on to its cause.
+#[derive(Debug)]
+pub struct BackendError {
+    pub(crate) source: Box<dyn std::error::Error + Send + Sync>,
+    pub(crate) sql_state: Option<String>,
+}
+
+impl BackendError {
+    /// The server's SQLSTATE code (`"57P01"`, `"28P01"`, ...), when the server answered.
+    pub fn sql_state(&self) -> Option<&str> {
+        self.sql_state.as_deref()
+    }
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+// Transparent: the message is the driver's own, the chain goes on with its cause.
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.source()
     }
 }
 

@@ -40,13 +40,15 @@ mod state;
 mod store;
 mod tree;
 
-pub use error::{DatabaseError, Error, Location, Result};
+pub use error::{BackendError, DatabaseError, Error, Location, Result};
 pub use lock::{Holder, LEASE, Liveness, LockError, LockStatus, PresenceStatus};
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
 pub use log::header::read_header;
 pub use log::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 pub use log::reader::{Finding, FindingKind, MAX_HEADER_LINE, ReadMode, Severity};
+#[cfg(feature = "postgres")]
+pub use persistence::{DEFAULT_LOCK_WAIT, Imported, POSTGRES_SCHEMA_VERSION, PostgresStore};
 pub use persistence::{
     HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ImportReport, ListProblem, ListedSession, Listing,
     Loaded, PiJsonlStore, RedactedUrl, SessionStore, SessionStoreExt, SqliteStore, export_session,

@@ -19,6 +19,8 @@ mod interop;
 mod log_faults;
 mod persistence;
 mod pi_package;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod projection;
 mod readme_walkthrough;
 mod replay;

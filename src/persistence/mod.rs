@@ -35,17 +35,18 @@ use std::path::PathBuf;
 mod interrupted;
 mod lines;
 mod pi_jsonl;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite_store;
 mod transfer;
 mod url;
-
-// The PostgreSQL backend (`postgres.rs`, `PostgresStore`) is declared by its own change,
-// `#[cfg(feature = "postgres")] pub mod postgres;`; `url.rs` opens it under that feature.
 
 pub use interrupted::INTERRUPTED_TOOL_RESULT;
 pub(crate) use lines::check_session_id;
 pub(crate) use lines::event_lines;
 pub use pi_jsonl::{HEADER_SCAN_LIMIT, PiJsonlStore, pi_session_dir_name, pi_session_file_name};
+#[cfg(feature = "postgres")]
+pub use postgres::{DEFAULT_LOCK_WAIT, Imported, POSTGRES_SCHEMA_VERSION, PostgresStore};
 pub use sqlite_store::SqliteStore;
 pub use transfer::{ImportReport, export_session, import_file};
 pub use url::{RedactedUrl, open_store_url};

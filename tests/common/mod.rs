@@ -3,6 +3,8 @@
 pub mod backend;
 pub mod examples;
 pub mod holders;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod pi;
 pub mod reference;
 

@@ -1,0 +1,130 @@
+//! A writer process on the PostgreSQL backend, for the fault and concurrency tests (a
+//! stand-in for an agent on another machine): appends `count` custom events to one
+//! session, one per append, and prints a line for every outcome:
+//!
+//! - `ack <seq> <writer> <i>`: the append of event `i` at `seq` committed (printed only
+//!   after `append` returned `Ok`, and flushed at once);
+//! - `mismatch <expected>`: another writer got there first (`SequenceMismatch`); the next
+//!   try is at `expected`;
+//! - `busy <message>`: the §6 refusal (`LockError::Busy`); tried again;
+//! - `lost <message>`: the connection was lost (`Error::Backend`, `connection_lost`); the
+//!   next sequence number is read again from the store before trying again.
+//!
+//! Anything else is printed as `error <message>` and ends the process with status 2.
+//!
+//! ```text
+//! pg_writer <URL> <SESSION> <WRITER> <COUNT> [--create] [--lock-wait-ms N]
+//! ```
+
+use serde_json::json;
+use session_state::{Error, Header, LockError, PostgresStore, SessionStore};
+use std::io::Write;
+use std::time::Duration;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 5 {
+        eprintln!(
+            "usage: pg_writer <URL> <SESSION> <WRITER> <COUNT> [--create] [--lock-wait-ms N]"
+        );
+        std::process::exit(2);
+    }
+    let (url, session, writer) = (&args[1], &args[2], &args[3]);
+    let count: u64 = args[4].parse().unwrap_or(0);
+    let create = args.iter().any(|a| a == "--create");
+    let wait = args
+        .iter()
+        .position(|a| a == "--lock-wait-ms")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .map_or(session_state::DEFAULT_LOCK_WAIT, Duration::from_millis);
+    let out = std::io::stdout();
+    let say = |line: String| {
+        let mut o = out.lock();
+        let _ = writeln!(o, "{line}");
+        let _ = o.flush();
+    };
+    let fail = |e: Error| -> ! {
+        say(format!("error {e}"));
+        std::process::exit(2);
+    };
+    let store = loop {
+        match PostgresStore::connect(url) {
+            Ok(s) => break s.with_lock_wait(wait),
+            Err(
+                e @ Error::Backend {
+                    connection_lost: true,
+                    ..
+                },
+            ) => {
+                say(format!("lost {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => fail(e),
+        }
+    };
+    let mut next = if create {
+        let header = Header::new(session.as_str(), "/work/project")
+            .with_timestamp("2026-12-01T12:00:00.000Z");
+        store.create(header).unwrap_or_else(|e| fail(e));
+        0
+    } else {
+        next_seq(&store, session, &say)
+    };
+    say("ready".into());
+    let mut i = 0;
+    while i < count {
+        let event = json!({"type": "custom", "customType": "pg-writer",
+                           "data": {"writer": writer, "i": i}});
+        match store.append(session, next, &[event]) {
+            Ok(n) => {
+                say(format!("ack {next} {writer} {i}"));
+                next = n;
+                i += 1;
+            }
+            Err(Error::SequenceMismatch { expected, .. }) => {
+                say(format!("mismatch {expected}"));
+                next = expected;
+            }
+            Err(e @ Error::Lock(_)) if matches!(&e, Error::Lock(l) if matches!(**l, LockError::Busy { .. })) =>
+            {
+                say(format!("busy {e}"));
+            }
+            Err(
+                e @ Error::Backend {
+                    connection_lost: true,
+                    ..
+                },
+            ) => {
+                say(format!("lost {e}"));
+                std::thread::sleep(Duration::from_millis(20));
+                next = next_seq(&store, session, &say);
+            }
+            Err(e) => fail(e),
+        }
+    }
+    say("done".into());
+}
+
+/// The session's next sequence number, read again from the store (retrying while the
+/// server is away).
+fn next_seq(store: &PostgresStore, session: &str, say: &dyn Fn(String)) -> u64 {
+    loop {
+        match store.load(session) {
+            Ok(l) => return l.next_seq(),
+            Err(
+                e @ Error::Backend {
+                    connection_lost: true,
+                    ..
+                },
+            ) => {
+                say(format!("lost {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                say(format!("error {e}"));
+                std::process::exit(2);
+            }
+        }
+    }
+}

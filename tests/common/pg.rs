@@ -1,0 +1,375 @@
+//! A real PostgreSQL 15 server for the tests (and the benchmark): started on loopback in a
+//! temporary directory, stopped and removed when done.
+//!
+//! - The binaries come from `pg_config --bindir` (Debian: `/usr/lib/postgresql/15/bin`).
+//! - As root, the cluster belongs to the `postgres` user (`runuser -u postgres --`):
+//!   PostgreSQL refuses to run as root. As any other user, it runs as that user.
+//! - `initdb` in a fresh temporary directory, `pg_ctl start` on a random free loopback
+//!   port with the unix socket in that directory, then `pg_isready` polled (bounded) until
+//!   the server accepts connections.
+//! - Cleanup never depends on destructors of statics (they do not run): every server has a
+//!   watcher process holding the read end of a pipe whose write end this process keeps.
+//!   When the server is dropped, or this process exits or is killed, the pipe closes and
+//!   the watcher runs `pg_ctl stop -m fast` and removes the directory it was given (one
+//!   this module created).
+//!
+//! [`fresh_database`] gives each test its own database on the one shared server of the
+//! test binary; [`Server::start`] a dedicated server for tests that restart or stop it.
+//! It panics with a clear message when a server cannot be started: a test that needs
+//! PostgreSQL never passes without one.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// A running PostgreSQL server of our own.
+pub struct Server {
+    dir: PathBuf,
+    bindir: PathBuf,
+    port: u16,
+    password: Option<String>,
+    run_as_postgres: bool,
+    watcher: Mutex<Option<(Child, ChildStdin)>>,
+}
+
+/// How a server is started.
+#[derive(Default, Clone)]
+pub struct ServerOptions {
+    /// Require this password (scram-sha-256) from every connection, local and TCP.
+    pub password: Option<String>,
+}
+
+fn bindir() -> PathBuf {
+    let out = Command::new("pg_config").arg("--bindir").output();
+    let dir = match out {
+        Ok(o) if o.status.success() => {
+            PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        }
+        _ => PathBuf::from("/usr/lib/postgresql/15/bin"),
+    };
+    assert!(
+        dir.join("initdb").is_file() && dir.join("pg_ctl").is_file(),
+        "PostgreSQL's server binaries are not installed (no initdb/pg_ctl in {}, from \
+         `pg_config --bindir`): install the server package, e.g. \
+         `apt-get install -y postgresql-15`; the PostgreSQL tests need a real server",
+        dir.display()
+    );
+    dir
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    l.local_addr().expect("local address").port()
+}
+
+impl Server {
+    /// Starts a dedicated server; panics with the server's log if it cannot.
+    pub fn start(options: ServerOptions) -> Server {
+        let bindir = bindir();
+        let run_as_postgres = is_root();
+        let dir = tempfile::Builder::new()
+            .prefix("session-state-pg-")
+            .tempdir()
+            .expect("create a temporary directory")
+            .keep();
+        let mut server = Server {
+            dir,
+            bindir,
+            port: 0,
+            password: options.password.clone(),
+            run_as_postgres,
+            watcher: Mutex::new(None),
+        };
+        server.start_watcher();
+        if run_as_postgres {
+            let ok = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&server.dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "chown {} to postgres failed", server.dir.display());
+        }
+        let mut initdb = vec![
+            "-D".to_owned(),
+            server.data().display().to_string(),
+            "-U".into(),
+            "postgres".into(),
+            "-E".into(),
+            "UTF8".into(),
+            "--no-sync".into(),
+            "--locale=C".into(),
+        ];
+        match &options.password {
+            Some(pw) => {
+                let pwfile = server.dir.join("pwfile");
+                std::fs::write(&pwfile, format!("{pw}\n")).expect("write the password file");
+                if run_as_postgres {
+                    let _ = Command::new("chown")
+                        .args(["postgres:postgres"])
+                        .arg(&pwfile)
+                        .status();
+                }
+                initdb.push("--auth=scram-sha-256".into());
+                initdb.push(format!("--pwfile={}", pwfile.display()));
+            }
+            None => initdb.push("--auth=trust".into()),
+        }
+        let out = server
+            .pg_command("initdb")
+            .args(&initdb)
+            .output()
+            .expect("run initdb");
+        assert!(
+            out.status.success(),
+            "initdb failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // A random free port; another process may take it first, so try a few.
+        let mut last = String::new();
+        for _ in 0..5 {
+            server.port = free_port();
+            match server.try_start() {
+                Ok(()) => return server,
+                Err(e) => last = e,
+            }
+        }
+        panic!("could not start PostgreSQL: {last}");
+    }
+
+    /// The cluster's data directory.
+    pub fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// The TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn pg_command(&self, program: &str) -> Command {
+        let path = self.bindir.join(program);
+        if self.run_as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        }
+    }
+
+    /// The watcher: reads its stdin until EOF (this process dropped the server, exited or
+    /// was killed), then stops the server and removes the directory.
+    fn start_watcher(&mut self) {
+        let stop = if self.run_as_postgres {
+            format!(
+                "runuser -u postgres -- {} stop -D \"$1\"/data -m fast -w -t 30",
+                self.bindir.join("pg_ctl").display()
+            )
+        } else {
+            format!(
+                "{} stop -D \"$1\"/data -m fast -w -t 30",
+                self.bindir.join("pg_ctl").display()
+            )
+        };
+        let script = format!(
+            "cat >/dev/null; if [ -f \"$1\"/data/postmaster.pid ]; then {stop} >/dev/null 2>&1; fi; \
+             rm -rf -- \"$1\""
+        );
+        let mut child = Command::new("sh")
+            .args(["-c", &script, "pg-watcher"])
+            .arg(&self.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the server's watcher (sh)");
+        let stdin = child.stdin.take().expect("the watcher's stdin");
+        *self.watcher.lock().unwrap() = Some((child, stdin));
+    }
+
+    fn try_start(&self) -> Result<(), String> {
+        let log = self.dir.join("server.log");
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on \
+             -c max_connections=200 -c shared_buffers=32MB",
+            self.port,
+            self.dir.display()
+        );
+        let out = self
+            .pg_command("pg_ctl")
+            .arg("start")
+            .arg("-D")
+            .arg(self.data())
+            .arg("-l")
+            .arg(&log)
+            .args(["-o", &opts, "-w", "-t", "60"])
+            .output()
+            .map_err(|e| format!("run pg_ctl: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "pg_ctl start failed: {}{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            ));
+        }
+        self.wait_ready(Duration::from_secs(60))
+    }
+
+    /// Polls `pg_isready` until the server accepts connections, for at most `limit`.
+    fn wait_ready(&self, limit: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let ready = Command::new(self.bindir.join("pg_isready"))
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-t", "1"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+                return Err(format!(
+                    "the server on port {} did not become ready within {limit:?}:\n{log}",
+                    self.port
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `pg_ctl stop -m fast`: every connection is closed.
+    pub fn stop(&self) {
+        let out = self
+            .pg_command("pg_ctl")
+            .arg("stop")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-m", "fast", "-w", "-t", "60"])
+            .output()
+            .expect("run pg_ctl stop");
+        assert!(
+            out.status.success(),
+            "pg_ctl stop failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Starts the stopped server again on the same port.
+    pub fn start_again(&self) {
+        self.try_start()
+            .unwrap_or_else(|e| panic!("could not restart PostgreSQL: {e}"));
+    }
+
+    /// Stops the server (fast: every connection is closed) and starts it again.
+    pub fn restart(&self) {
+        self.stop();
+        self.start_again();
+    }
+
+    /// A URL to database `db` over TCP on loopback, as the superuser `postgres`.
+    pub fn url(&self, db: &str) -> String {
+        match &self.password {
+            Some(pw) => format!("postgres://postgres:{pw}@127.0.0.1:{}/{db}", self.port),
+            None => format!("postgres://postgres@127.0.0.1:{}/{db}", self.port),
+        }
+    }
+
+    /// A connection to `db` for the test's own SQL.
+    pub fn admin(&self, db: &str) -> postgres::Client {
+        postgres::Client::connect(&self.url(db), postgres::NoTls)
+            .unwrap_or_else(|e| panic!("connect to the test server's {db}: {e}"))
+    }
+
+    /// Creates a new, empty database; returns its name.
+    pub fn create_database(&self) -> String {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "t{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        self.admin("postgres")
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
+        name
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let watcher = self
+            .watcher
+            .get_mut()
+            .map(Option::take)
+            .unwrap_or_else(|p| p.into_inner().take());
+        if let Some((mut child, stdin)) = watcher {
+            drop(stdin); // EOF: the watcher stops the server and removes the directory
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The test binary's one shared server (trust authentication on loopback).
+pub fn shared() -> &'static Server {
+    static SHARED: OnceLock<Server> = OnceLock::new();
+    SHARED.get_or_init(|| Server::start(ServerOptions::default()))
+}
+
+/// A database of its own on the shared server; dropped (with any connection still on it)
+/// when the guard is.
+pub struct Guard {
+    server: &'static Server,
+    name: String,
+}
+
+impl Guard {
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server it lives on.
+    pub fn server(&self) -> &'static Server {
+        self.server
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.server.url("postgres"), postgres::NoTls)
+        {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+/// A fresh database on the shared server: its URL and the guard that drops it.
+pub fn fresh_database() -> (String, Guard) {
+    let server = shared();
+    let name = server.create_database();
+    (server.url(&name), Guard { server, name })
+}
+
+/// Writes `text` to the file at `path` (a helper for tests that keep a server's log).
+pub fn write_file(path: &Path, text: &str) {
+    let mut f = std::fs::File::create(path).expect("create");
+    f.write_all(text.as_bytes()).expect("write");
+}

@@ -1,0 +1,976 @@
+//! The PostgreSQL backend (SPEC §8) on a real PostgreSQL 15 server started by the tests
+//! (`tests/common/pg.rs`): the seam's rules as `tests/persistence.rs` checks them on
+//! files, then faults (a writer killed mid-run, a server restarted, a connection
+//! terminated), several writer processes on one session, and the password and SQL
+//! hygiene. Each test has its own database; tests that stop the server have their own.
+
+use crate::common::examples::example;
+use crate::common::pg::{self, Server, ServerOptions};
+use serde_json::{Value, json};
+use session_state::{
+    Error, Header, INTERRUPTED_TOOL_RESULT, Imported, LockError, LogOptions, PostgresStore,
+    SessionLog, SessionStore, SessionStoreExt,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const ID: &str = "0195f1d0-7c4e-7000-8000-000000000001";
+const STAMP: &str = "2024-12-03T14:00:00.000Z";
+
+fn header(id: &str) -> Header {
+    Header::new(id, "/home/me/project").with_timestamp(STAMP)
+}
+
+fn user(text: &str) -> Value {
+    json!({"type": "message",
+           "message": {"role": "user", "content": text, "timestamp": 1733234401000u64}})
+}
+
+fn assistant(calls: &[(&str, &str)], stop: &str) -> Value {
+    let mut content = vec![json!({"type": "text", "text": "Let me look."})];
+    for (id, name) in calls {
+        content.push(json!({"type": "toolCall", "id": id, "name": name,
+                            "arguments": {"path": "README.md"}}));
+    }
+    json!({"type": "message",
+           "message": {"role": "assistant", "content": content, "stopReason": stop,
+                       "timestamp": 1733234402000u64}})
+}
+
+fn tool_result(call: &str, name: &str) -> Value {
+    json!({"type": "message",
+           "message": {"role": "toolResult", "toolCallId": call, "toolName": name,
+                       "content": [{"type": "text", "text": "ok"}], "isError": false,
+                       "timestamp": 1733234403000u64}})
+}
+
+fn custom(n: u64) -> Value {
+    json!({"type": "custom", "customType": "host/note", "data": {"n": n}})
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+/// A store on a fresh database holding one session with `events`.
+fn store_with(events: &[Value]) -> (String, pg::Guard, PostgresStore) {
+    let (url, guard) = pg::fresh_database();
+    let store = PostgresStore::connect(&url).expect("connect");
+    store.create(header(ID)).expect("create");
+    assert_eq!(
+        store.append(ID, 0, events).expect("append"),
+        events.len() as u64
+    );
+    (url, guard, store)
+}
+
+/// The stored rows of a session, in sequence order, read with SQL of the test's own.
+fn rows(guard: &pg::Guard, id: &str) -> Vec<(i64, String)> {
+    guard
+        .server()
+        .admin(guard.name())
+        .query(
+            "SELECT seq, line FROM session_state_entries WHERE session_id = $1 ORDER BY seq",
+            &[&id],
+        )
+        .expect("select")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+fn export(store: &PostgresStore, id: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    store.export(id, &mut out).expect("export");
+    out
+}
+
+#[test]
+fn store_is_a_thread_safe_trait_object_that_prints_no_password() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<PostgresStore>();
+    let (url, _guard) = pg::fresh_database();
+    let store: Box<dyn SessionStore> = Box::new(PostgresStore::connect(&url).expect("connect"));
+    assert_eq!(store.locate(&header(ID)), None, "rows, not files");
+    assert!(store.list().expect("list").is_empty());
+}
+
+#[test]
+fn the_schema_is_created_once_and_a_newer_one_is_refused() {
+    let (url, guard) = pg::fresh_database();
+    // Several stores at once, then again: idempotent, one version row.
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| PostgresStore::connect(&url).expect("connect"));
+        }
+    });
+    PostgresStore::connect(&url).expect("connect again");
+    let mut admin = guard.server().admin(guard.name());
+    let versions: Vec<i32> = admin
+        .query("SELECT version FROM session_state_schema", &[])
+        .expect("select")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, [session_state::POSTGRES_SCHEMA_VERSION]);
+    let types: Vec<(String, String)> = admin
+        .query(
+            "SELECT column_name, data_type FROM information_schema.columns \
+             WHERE table_name = 'session_state_entries' ORDER BY ordinal_position",
+            &[],
+        )
+        .expect("columns")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert!(
+        types.contains(&("line".into(), "text".into())),
+        "the entry's JSON is kept as text: {types:?}"
+    );
+    admin
+        .execute(
+            "INSERT INTO session_state_schema (version) VALUES (99)",
+            &[],
+        )
+        .expect("plant a newer version");
+    let err = PostgresStore::connect(&url).expect_err("refused");
+    assert!(
+        matches!(
+            &err,
+            Error::Backend {
+                connection_lost: false,
+                ..
+            }
+        ) && err.to_string().contains("schema version 99"),
+        "{err}"
+    );
+}
+
+#[test]
+fn created_session_is_absent_until_first_append() {
+    let (url, guard) = pg::fresh_database();
+    let store = PostgresStore::connect(&url).expect("connect");
+    store.create(header(ID)).expect("create");
+    assert!(store.list().expect("list").is_empty());
+    assert!(matches!(store.load(ID), Err(Error::NotMaterialized { .. })));
+    let err = store.create(header(ID)).expect_err("twice");
+    assert!(matches!(err, Error::AlreadyCreated { .. }), "{err:?}");
+    // An empty batch stores nothing either.
+    assert_eq!(store.append(ID, 0, &[]).expect("empty"), 0);
+    let count: i64 = guard
+        .server()
+        .admin(guard.name())
+        .query_one("SELECT count(*) FROM session_state_sessions", &[])
+        .expect("count")
+        .get(0);
+    assert_eq!(count, 0, "nothing is stored before the first append");
+    // Another store (another machine) knows nothing of it.
+    let other = PostgresStore::connect(&url).expect("connect");
+    assert!(matches!(other.load(ID), Err(Error::SessionNotFound { .. })));
+
+    assert_eq!(store.append(ID, 0, &[user("hi")]).expect("append"), 1);
+    assert_eq!(other.list().expect("list"), [header(ID)]);
+    let err = other.create(header(ID)).expect_err("exists");
+    assert!(matches!(err, Error::AlreadyExists { .. }), "{err:?}");
+}
+
+#[test]
+fn create_refuses_headers_that_cannot_be_stored() {
+    let (url, _guard) = pg::fresh_database();
+    let store = PostgresStore::connect(&url).expect("connect");
+    for bad in ["", "a/b", "a\\b", "a\nb", "a\0b"] {
+        let err = store.create(header(bad)).expect_err("refused");
+        assert!(
+            matches!(err, Error::InvalidSessionId { .. }),
+            "{bad:?}: {err:?}"
+        );
+    }
+    let no_stamp: Header = serde_json::from_value(json!({
+        "type": "session", "version": 3, "id": "x", "cwd": "/p"}))
+    .expect("header");
+    assert!(matches!(
+        store.create(no_stamp),
+        Err(Error::UnlocatableHeader { .. })
+    ));
+    let v2: Header = serde_json::from_value(json!({
+        "type": "session", "version": 2, "id": "y", "cwd": "/p", "timestamp": STAMP}))
+    .expect("header");
+    assert!(matches!(
+        store.create(v2),
+        Err(Error::UnsupportedNewVersion { version: 2, .. })
+    ));
+}
+
+#[test]
+fn append_assigns_contiguous_sequence_numbers() {
+    let (url, guard, store) = store_with(&[user("one"), custom(1)]);
+    assert_eq!(store.append(ID, 2, &[custom(2)]).expect("append"), 3);
+    for wrong in [0, 2, 5] {
+        let err = store.append(ID, wrong, &[custom(9)]).expect_err("refused");
+        assert!(
+            matches!(&err, Error::SequenceMismatch { session_id, expected: 3, got }
+                if session_id == ID && *got == wrong),
+            "{err:?}"
+        );
+    }
+    let stored = rows(&guard, ID);
+    assert_eq!(
+        stored.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [0, 1, 2],
+        "contiguous, nothing written by the refusals"
+    );
+    // One linear branch: each entry a child of the one before.
+    let loaded = store.load(ID).expect("load");
+    let ids: Vec<_> = loaded.log().entries().map(|e| e.id().to_owned()).collect();
+    assert_eq!(
+        loaded.log().branch(),
+        ids.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    // Another store (another machine) continues the numbering; the first sees its rows.
+    let again = PostgresStore::connect(&url).expect("connect");
+    let err = again.append(ID, 1, &[custom(3)]).expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            Error::SequenceMismatch {
+                expected: 3,
+                got: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        again
+            .append(ID, 3, &[custom(3), custom(4)])
+            .expect("append"),
+        5
+    );
+    let err = store.append(ID, 3, &[custom(5)]).expect_err("stale");
+    assert!(
+        matches!(
+            err,
+            Error::SequenceMismatch {
+                expected: 5,
+                got: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(store.append(ID, 5, &[custom(5)]).expect("append"), 6);
+    let loaded = store.load(ID).expect("load");
+    assert_eq!(loaded.next_seq(), 6);
+    assert_eq!(loaded.event(5).expect("event")["data"], json!({"n": 5}));
+    assert_eq!(
+        loaded.log().entries().nth(3).and_then(|e| e.parent_id()),
+        loaded.log().entries().nth(2).map(|e| e.id()),
+        "another machine's first event is a child of the last stored one"
+    );
+}
+
+struct Unserializable;
+
+impl serde::Serialize for Unserializable {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("this value refuses to serialize"))
+    }
+}
+
+#[test]
+fn unserializable_or_malformed_event_is_refused_naming_it() {
+    let (_url, guard, store) = store_with(&[user("one")]);
+    let err = store
+        .append_serialized(ID, 1, &[Unserializable])
+        .expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            Error::EventNotSerializable {
+                index: 0,
+                seq: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    for (bad, detail) in [
+        (json!([1]), "is not a JSON object"),
+        (json!({"customType": "x"}), "has no string `type`"),
+        (json!({"type": "session"}), "has type `session`"),
+        (
+            json!({"type": "custom", "id": "abcd1234"}),
+            "has a `id` field",
+        ),
+        (
+            json!({"type": "custom", "parentId": null}),
+            "has a `parentId` field",
+        ),
+    ] {
+        let err = store
+            .append(ID, 1, &[custom(1), bad.clone()])
+            .expect_err("refused");
+        assert!(
+            matches!(
+                &err,
+                Error::InvalidEvent {
+                    index: 1,
+                    seq: 2,
+                    ..
+                }
+            ) && err.to_string().contains(detail),
+            "{bad}: {err}"
+        );
+    }
+    assert_eq!(rows(&guard, ID).len(), 1, "nothing written");
+}
+
+#[test]
+fn bytes_are_kept_exactly_and_load_matches_the_rows() {
+    let tricky = json!({"type": "custom", "customType": "host/bytes",
+        "data": {"big": 12345678901234567890u64, "float": 0.1, "neg": -0.0,
+                 "text": "tab\there \"quoted\" back\\slash \u{1F600} é \u{0007}",
+                 "nested": {"z": 1, "a": [1, 2, {"k": null}]}}});
+    let (_url, guard, store) = store_with(&[user("one"), tricky]);
+    let stored = rows(&guard, ID);
+    let loaded = store.load(ID).expect("load");
+    for (i, entry) in loaded.log().entries().enumerate() {
+        assert_eq!(
+            loaded
+                .log()
+                .raw_line(entry.id())
+                .expect("raw")
+                .trim_end_matches('\n'),
+            stored[i].1,
+            "the line read is the row, byte for byte"
+        );
+    }
+    // Keys keep their order and numbers their spelling (text, not jsonb).
+    assert!(
+        stored[1].1.contains(r#""big":12345678901234567890"#),
+        "{}",
+        stored[1].1
+    );
+    assert!(
+        stored[1].1.contains(r#""nested":{"z":1,"a""#),
+        "{}",
+        stored[1].1
+    );
+    // Export is the header row and the rows, each a line.
+    let mut expected = String::new();
+    let header_row: String = guard
+        .server()
+        .admin(guard.name())
+        .query_one(
+            "SELECT header FROM session_state_sessions WHERE session_id = $1",
+            &[&ID],
+        )
+        .expect("header")
+        .get(0);
+    expected.push_str(&header_row);
+    expected.push('\n');
+    for (_, line) in &stored {
+        expected.push_str(line);
+        expected.push('\n');
+    }
+    assert_eq!(
+        String::from_utf8(export(&store, ID)).expect("utf-8"),
+        expected
+    );
+}
+
+#[test]
+fn pi_made_sessions_round_trip_byte_for_byte() {
+    let (url, _guard) = pg::fresh_database();
+    let store = PostgresStore::connect(&url).expect("connect");
+    for name in [
+        "pi1-basic.jsonl",
+        "pi1-state.jsonl",
+        "pi0-basic.jsonl",
+        "pi0-state.jsonl",
+    ] {
+        let path = fixture(name);
+        let bytes = std::fs::read(&path).expect("fixture");
+        let imported = store.import(&path, &bytes[..]).expect("import");
+        let file = SessionLog::open(&path).expect("open");
+        assert!(
+            matches!(&imported, Imported::Stored { entries, .. } if *entries == file.len() as u64),
+            "{name}: {imported:?}"
+        );
+        assert_eq!(export(&store, file.session_id()), bytes, "{name}: export");
+        // A second import changes nothing.
+        let again = store.import(&path, &bytes[..]).expect("import again");
+        assert!(
+            matches!(again, Imported::Unchanged { .. }),
+            "{name}: {again:?}"
+        );
+        let loaded = store.load(file.session_id()).expect("load");
+        assert!(loaded.closed_tool_calls().is_empty(), "{name}");
+        let ours: Vec<_> = loaded.log().entries().map(|e| e.id().to_owned()).collect();
+        let theirs: Vec<_> = file.entries().map(|e| e.id().to_owned()).collect();
+        assert_eq!(ours, theirs, "{name}");
+        assert_eq!(loaded.log().leaf_id(), file.leaf_id(), "{name}");
+        for id in &theirs {
+            assert_eq!(
+                loaded.log().raw_line(id).expect("raw"),
+                file.raw_line(id).expect("raw"),
+                "{name}"
+            );
+        }
+    }
+    // A torn final record is left out of the import, as the reader leaves it out.
+    let path = fixture("pi1-torn.jsonl");
+    let bytes = std::fs::read(&path).expect("fixture");
+    let file = LogOptions::new().open(&path).expect("open");
+    let imported = store.import(&path, &bytes[..]).expect("import");
+    assert!(
+        matches!(&imported, Imported::Stored { entries, .. } if *entries == file.len() as u64),
+        "{imported:?} vs {}",
+        file.len()
+    );
+    let listed: BTreeSet<String> = store
+        .list()
+        .expect("list")
+        .iter()
+        .map(|h| h.id().to_owned())
+        .collect();
+    assert_eq!(listed.len(), 5);
+}
+
+#[test]
+fn interrupted_turn_is_closed_durably_once() {
+    let (url, guard, store) = store_with(&[
+        user("read two files"),
+        assistant(&[("call_1", "read"), ("call_2", "grep")], "toolUse"),
+        tool_result("call_1", "read"),
+        custom(1),
+    ]);
+    let other = PostgresStore::connect(&url).expect("connect");
+    let loaded = other.load(ID).expect("load");
+    assert_eq!(loaded.closed_tool_calls(), ["call_2".to_string()]);
+    assert_eq!(loaded.next_seq(), 5);
+    let stored = rows(&guard, ID);
+    assert_eq!(
+        stored.len(),
+        5,
+        "closed in the database, not only in memory"
+    );
+    let line: Value = serde_json::from_str(&stored[4].1).expect("json");
+    assert_eq!(line["message"]["toolCallId"], "call_2");
+    assert_eq!(line["message"]["isError"], true);
+    assert_eq!(
+        line["message"]["content"],
+        json!([{"type": "text", "text": INTERRUPTED_TOOL_RESULT}])
+    );
+    for s in [&store, &other] {
+        let again = s.load(ID).expect("load");
+        assert!(again.closed_tool_calls().is_empty());
+        assert_eq!(again.next_seq(), 5);
+    }
+    assert_eq!(rows(&guard, ID).len(), 5);
+    assert_eq!(store.append(ID, 5, &[user("go on")]).expect("append"), 6);
+
+    // Finished turns are left alone.
+    let done = "finished";
+    store.create(header(done)).expect("create");
+    store
+        .append(
+            done,
+            0,
+            &[
+                user("hi"),
+                assistant(&[("c1", "read")], "error"),
+                user("again"),
+            ],
+        )
+        .expect("append");
+    assert!(
+        store
+            .load(done)
+            .expect("load")
+            .closed_tool_calls()
+            .is_empty()
+    );
+    assert_eq!(rows(&guard, done).len(), 3);
+}
+
+#[test]
+fn corruption_in_the_rows_is_refused_naming_the_line() {
+    let (_url, guard, store) = store_with(&[user("one"), custom(1), custom(2)]);
+    let mut admin = guard.server().admin(guard.name());
+    // The last row: in a file a torn write, here corruption.
+    admin
+        .execute(
+            "UPDATE session_state_entries SET line = '{\"type\":\"cus' \
+             WHERE session_id = $1 AND seq = 2",
+            &[&ID],
+        )
+        .expect("plant");
+    let err = store.load(ID).expect_err("refused");
+    assert!(
+        matches!(&err, Error::Corrupt { at, .. } if at.line == 4),
+        "{err:?}"
+    );
+    // A middle row.
+    admin
+        .execute(
+            "UPDATE session_state_entries SET line = 'not json' WHERE session_id = $1 AND seq = 1",
+            &[&ID],
+        )
+        .expect("plant");
+    let err = store.load(ID).expect_err("refused");
+    assert!(
+        matches!(&err, Error::Corrupt { at, .. } if at.line == 3),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(ID), "names the session: {err}");
+    // A gap in the sequence.
+    admin
+        .execute(
+            "DELETE FROM session_state_entries WHERE session_id = $1 AND seq = 1",
+            &[&ID],
+        )
+        .expect("plant");
+    let err = store.load(ID).expect_err("refused");
+    assert!(
+        matches!(&err, Error::Corrupt { .. }) && err.to_string().contains("skip"),
+        "{err}"
+    );
+    // An unknown version in the header row.
+    let id2 = "v9";
+    store.create(header(id2)).expect("create");
+    store.append(id2, 0, &[user("x")]).expect("append");
+    admin
+        .execute(
+            "UPDATE session_state_sessions SET header = replace(header, '\"version\":3', \
+             '\"version\":9') WHERE session_id = $1",
+            &[&id2],
+        )
+        .expect("plant");
+    let err = store.load(id2).expect_err("refused");
+    assert!(matches!(err, Error::UnsupportedVersion { .. }), "{err:?}");
+}
+
+#[test]
+fn list_reads_headers_only() {
+    let (url, guard) = pg::fresh_database();
+    let store = PostgresStore::connect(&url).expect("connect");
+    let (a, b) = (
+        header("b-second").with_timestamp("2024-12-04T00:00:00.000Z"),
+        header("a-first"),
+    );
+    for h in [&a, &b] {
+        store.create(h.clone()).expect("create");
+        store.append(h.id(), 0, &[user("hi")]).expect("append");
+    }
+    // A body that no reader accepts does not keep its session out of the list.
+    guard
+        .server()
+        .admin(guard.name())
+        .execute(
+            "UPDATE session_state_entries SET line = 'garbage' WHERE session_id = $1",
+            &[&a.id()],
+        )
+        .expect("plant");
+    assert_eq!(
+        store.list().expect("list"),
+        [b, a.clone()],
+        "by timestamp, then id"
+    );
+    assert!(store.load(a.id()).is_err());
+}
+
+#[test]
+fn a_session_id_full_of_sql_round_trips_and_is_never_spliced() {
+    let (url, guard) = pg::fresh_database();
+    let store = PostgresStore::connect(&url).expect("connect");
+    let evil = "x'); DROP TABLE session_state_entries; --\"; SELECT '1";
+    store.create(header(evil)).expect("create");
+    assert_eq!(
+        store
+            .append(evil, 0, &[user("hi"), custom(1)])
+            .expect("append"),
+        2
+    );
+    let loaded = store.load(evil).expect("load");
+    assert_eq!(loaded.header().id(), evil);
+    assert_eq!(store.list().expect("list")[0].id(), evil);
+    assert_eq!(rows(&guard, evil).len(), 2, "the table is still there");
+    assert!(matches!(
+        store.load("' OR '1'='1"),
+        Err(Error::SessionNotFound { .. })
+    ));
+}
+
+#[test]
+fn a_writer_holding_the_session_gets_the_four_element_refusal() {
+    let (url, guard, store) = store_with(&[user("one")]);
+    let store = store.with_lock_wait(Duration::from_millis(200));
+    // Another machine's writer mid-transaction: it holds the session's row.
+    let mut holder = {
+        let mut c: postgres::Config = url.parse().expect("url");
+        c.application_name("writer-on-machine-b");
+        c.connect(postgres::NoTls).expect("connect")
+    };
+    let mut tx = holder.transaction().expect("begin");
+    tx.query(
+        "SELECT 1 FROM session_state_sessions WHERE session_id = $1 FOR UPDATE",
+        &[&ID],
+    )
+    .expect("lock the row");
+    let err = store.append(ID, 1, &[custom(1)]).expect_err("refused");
+    let Error::Lock(lock) = &err else {
+        panic!("not the §6 refusal: {err:?}")
+    };
+    let LockError::Busy {
+        initiator,
+        action,
+        object,
+        reason,
+    } = &**lock
+    else {
+        panic!("not Busy: {lock:?}")
+    };
+    assert!(initiator.contains("writer-on-machine-b"), "{initiator}");
+    assert_eq!(action, "append");
+    assert_eq!(object, ID);
+    assert!(reason.contains("lock wait"), "{reason}");
+    let shown = err.to_string();
+    for part in [initiator.as_str(), "append", ID, reason.as_str()] {
+        assert!(shown.contains(part), "{shown} lacks {part}");
+    }
+    tx.rollback().expect("rollback");
+    assert_eq!(rows(&guard, ID).len(), 1, "nothing written");
+    // The holder is gone: the next append proceeds.
+    assert_eq!(store.append(ID, 1, &[custom(1)]).expect("append"), 2);
+}
+
+/// A `pg_writer` process and what it printed, line by line.
+struct Writer {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Writer {
+    fn spawn(url: &str, session: &str, name: &str, count: u64, extra: &[&str]) -> Writer {
+        let mut child = Command::new(example("pg_writer"))
+            .args([url, session, name, &count.to_string()])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn pg_writer");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Writer {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (bounded) for a printed line satisfying `pred`.
+    fn wait_for(&mut self, pred: impl Fn(&str) -> bool) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("pg_writer printed no such line; saw {:?}", self.seen));
+            self.seen.push(line.clone());
+            if pred(&line) {
+                return line;
+            }
+        }
+    }
+
+    /// Waits for the process to end; every line it printed.
+    fn finish(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let status = self.child.wait().expect("wait");
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(30)) {
+            self.seen.push(line);
+        }
+        (status, std::mem::take(&mut self.seen))
+    }
+
+    fn kill(mut self) -> Vec<String> {
+        // SIGKILL: no destructor, no rollback from the client; the server sees the socket
+        // close and rolls back whatever was in flight.
+        self.child.kill().expect("kill");
+        self.finish().1
+    }
+}
+
+impl Drop for Writer {
+    /// A failing test leaves no writer behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `(seq, writer, i)` of every `ack` line.
+fn acks(lines: &[String]) -> Vec<(u64, String, u64)> {
+    lines
+        .iter()
+        .filter_map(|l| {
+            let mut p = l.strip_prefix("ack ")?.split(' ');
+            Some((
+                p.next()?.parse().ok()?,
+                p.next()?.to_owned(),
+                p.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Every acknowledged event is in the session at its sequence number, once.
+fn assert_all_acknowledged_stored(
+    store: &PostgresStore,
+    session: &str,
+    acked: &[(u64, String, u64)],
+) {
+    let loaded = store.load(session).expect("load");
+    let mut stored: BTreeMap<(String, u64), Vec<u64>> = BTreeMap::new();
+    for seq in 0..loaded.next_seq() {
+        let e = loaded.event(seq).expect("event");
+        if e["customType"] == "pg-writer" {
+            let w = e["data"]["writer"].as_str().expect("writer").to_owned();
+            let i = e["data"]["i"].as_u64().expect("i");
+            stored.entry((w, i)).or_default().push(seq);
+        }
+    }
+    for (seq, w, i) in acked {
+        assert_eq!(
+            stored.get(&(w.clone(), *i)),
+            Some(&vec![*seq]),
+            "acknowledged event {w}/{i} at seq {seq}: stored exactly once, there"
+        );
+    }
+    for ((w, i), seqs) in &stored {
+        assert_eq!(seqs.len(), 1, "{w}/{i} stored twice: {seqs:?}");
+    }
+}
+
+#[test]
+fn a_writer_killed_mid_run_loses_nothing_acknowledged_and_the_next_proceeds() {
+    let (url, _guard) = pg::fresh_database();
+    let mut w = Writer::spawn(&url, "killed", "a", 1_000_000, &["--create"]);
+    // Kill it at some point after 50 acknowledged appends: likely mid-statement.
+    w.wait_for(|l| l.starts_with("ack 49 "));
+    let lines = w.kill();
+    let acked = acks(&lines);
+    assert!(acked.len() >= 50);
+    let store = PostgresStore::connect(&url).expect("connect");
+    assert_all_acknowledged_stored(&store, "killed", &acked);
+    let next = store.load("killed").expect("load").next_seq();
+    assert!(
+        next >= acked.len() as u64 && next <= acked.len() as u64 + 1,
+        "{next}"
+    );
+    // The next writer proceeds at once (no lock left behind).
+    let w2 = Writer::spawn(&url, "killed", "b", 20, &["--lock-wait-ms", "100"]);
+    let (status, lines) = w2.finish();
+    assert!(status.success(), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("busy")), "{lines:?}");
+    let mut all = acked;
+    all.extend(acks(&lines));
+    assert_all_acknowledged_stored(&store, "killed", &all);
+}
+
+#[test]
+fn a_server_restart_mid_run_loses_nothing_acknowledged() {
+    let server = Server::start(ServerOptions::default());
+    let db = server.create_database();
+    let url = server.url(&db);
+    let mut w = Writer::spawn(&url, "restarted", "a", 400, &["--create"]);
+    w.wait_for(|l| l.starts_with("ack 99 "));
+    server.restart();
+    let (status, lines) = w.finish();
+    assert!(status.success(), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("lost ")),
+        "the writer saw the connection go: {lines:?}"
+    );
+    let acked = acks(&lines);
+    assert_eq!(acked.len(), 400, "every event acknowledged once in the end");
+    let store = PostgresStore::connect(&url).expect("connect");
+    assert_all_acknowledged_stored(&store, "restarted", &acked);
+}
+
+#[test]
+fn a_terminated_connection_is_a_typed_error_and_the_next_call_reconnects() {
+    let (_url, guard, store) = store_with(&[user("one")]);
+    let mut admin = guard.server().admin(guard.name());
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&guard.name()],
+        )
+        .expect("terminate")
+        .get(0);
+    assert_eq!(killed, 1, "the store's one connection");
+    let err = store.append(ID, 1, &[custom(1)]).expect_err("lost");
+    assert!(
+        matches!(
+            &err,
+            Error::Backend {
+                connection_lost: true,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("unknown"), "{err}");
+    // The outcome of that append is known to the database: the retry at the same
+    // first_seq is stored once or refused, never duplicated.
+    let next = store.load(ID).expect("reconnects").next_seq();
+    match store.append(ID, 1, &[custom(1)]) {
+        Ok(n) => assert_eq!((next, n), (1, 2)),
+        Err(Error::SequenceMismatch { expected: 2, .. }) => assert_eq!(next, 2),
+        Err(e) => panic!("{e:?}"),
+    }
+    assert_eq!(rows(&guard, ID).len(), 2);
+}
+
+#[test]
+fn several_writer_processes_on_one_session_never_fork_or_lose_it() {
+    let (url, _guard) = pg::fresh_database();
+    let store = PostgresStore::connect(&url).expect("connect");
+    store.create(header("shared")).expect("create");
+    store.append("shared", 0, &[user("start")]).expect("append");
+    let writers: Vec<Writer> = (0..4)
+        .map(|k| {
+            Writer::spawn(
+                &url,
+                "shared",
+                &format!("w{k}"),
+                50,
+                &["--lock-wait-ms", "50"],
+            )
+        })
+        .collect();
+    let mut all = Vec::new();
+    let mut refusals = 0;
+    for w in writers {
+        let (status, lines) = w.finish();
+        assert!(status.success(), "{lines:?}");
+        for l in &lines {
+            if let Some(m) = l.strip_prefix("busy ") {
+                refusals += 1;
+                assert!(
+                    m.contains("is being written by") && m.contains("append refused"),
+                    "{m}"
+                );
+            }
+            assert!(
+                l.starts_with("ack ")
+                    || l.starts_with("mismatch ")
+                    || l.starts_with("busy ")
+                    || l == "ready"
+                    || l == "done",
+                "only acknowledged appends and the typed refusals: {l}"
+            );
+        }
+        all.extend(acks(&lines));
+    }
+    assert_eq!(all.len(), 200);
+    let seqs: BTreeSet<u64> = all.iter().map(|a| a.0).collect();
+    assert_eq!(seqs.len(), 200, "no sequence number acknowledged twice");
+    assert_all_acknowledged_stored(&store, "shared", &all);
+    let loaded = store.load("shared").expect("load");
+    assert_eq!(loaded.next_seq(), 201);
+    // One linear branch: nobody forked the session.
+    assert_eq!(loaded.log().branch().len(), 201);
+    eprintln!("{refusals} busy refusals");
+}
+
+#[test]
+fn the_password_never_appears_in_errors_or_output() {
+    let password = "pw-9f3b'secret;\"x";
+    let server = Server::start(ServerOptions {
+        password: Some(password.into()),
+    });
+    let db = server.create_database();
+    let enc = "pw-9f3b%27secret%3B%22x";
+    let good = format!("postgres://postgres:{enc}@127.0.0.1:{}/{db}", server.port());
+    let store = PostgresStore::connect(&good).expect("connect with the password");
+    assert!(store.url().contains(":***@"), "{}", store.url());
+    for shown in [store.url().to_owned(), format!("{store:?}")] {
+        assert!(
+            !shown.contains("secret") && !shown.contains("9f3b"),
+            "{shown}"
+        );
+    }
+    store.create(header(ID)).expect("create");
+    store.append(ID, 0, &[user("hi")]).expect("append");
+    let mut errors: Vec<Error> = vec![
+        store.load("missing").expect_err("not found"),
+        store.append(ID, 7, &[custom(1)]).expect_err("mismatch"),
+    ];
+    // A wrong password, an unreachable server, a URL that does not parse.
+    let wrong = format!(
+        "postgres://postgres:wrong-{enc}@127.0.0.1:{}/{db}",
+        server.port()
+    );
+    errors.push(PostgresStore::connect(&wrong).expect_err("refused"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let nowhere = format!("postgres://postgres:{enc}@127.0.0.1:{port}/{db}");
+    errors.push(PostgresStore::connect(&nowhere).expect_err("unreachable"));
+    errors.push(
+        PostgresStore::connect(&format!(
+            "postgres://postgres:{enc}@127.0.0.1:notaport/{db}"
+        ))
+        .expect_err("unparsable"),
+    );
+    errors.push(
+        PostgresStore::connect(&format!("host=127.0.0.1 password='{password}' port=x"))
+            .expect_err("unparsable"),
+    );
+    // The server stops under a live store.
+    server.stop();
+    errors.push(store.append(ID, 1, &[custom(1)]).expect_err("server gone"));
+    for e in &errors {
+        for shown in [e.to_string(), format!("{e:?}")] {
+            assert!(
+                !shown.contains("secret") && !shown.contains("9f3b"),
+                "the password leaked: {shown}"
+            );
+        }
+    }
+    assert!(
+        matches!(
+            errors.last(),
+            Some(Error::Backend {
+                connection_lost: true,
+                ..
+            })
+        ),
+        "{:?}",
+        errors.last()
+    );
+    assert!(
+        matches!(&errors[2], Error::Backend { source, .. } if source.sql_state() == Some("28P01")),
+        "{:?}",
+        errors[2]
+    );
+}
