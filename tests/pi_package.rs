@@ -1,5 +1,5 @@
 //! The Pi package (`pi/`, SPEC §9) in the real Pi 1.6.0 agent loop, from `cargo test`:
-//! `npm ci`, `npm run build` (the napi-rs addon, in its own `CARGO_TARGET_DIR` under
+//! `npm ci`, `npm run build:debug` (the napi-rs addon, in its own `CARGO_TARGET_DIR` under
 //! `target/` so it never waits on this build's lock), `npm run typecheck` (`tsc --strict`
 //! over the package's TypeScript) and `node --test` with the pinned
 //! Node 22 that `npm ci` installs (`pi/node_modules/.bin/node`). The Node tests drive Pi
@@ -103,12 +103,15 @@ fn npm_ci() {
 #[test]
 fn the_pi_package_passes_its_tests_in_the_real_pi() {
     npm_ci();
+    // A debug build: the tests need the addon's behaviour, not its speed, and a release
+    // build from scratch costs CI minutes (`npm run build`, the release build, is what
+    // users and `pi/bench/` run).
     let mut build = command("npm");
-    build.args(["run", "build"]);
-    run("npm run build", build);
+    build.args(["run", "build:debug"]);
+    run("npm run build:debug", build);
     assert!(
         pkg().join("native").join("session-state.node").exists(),
-        "npm run build made no pi/native/session-state.node"
+        "npm run build:debug made no pi/native/session-state.node"
     );
     let mut typecheck = command("npm");
     typecheck.args(["run", "typecheck"]);
