@@ -281,10 +281,13 @@ impl Drop for Projection {
     fn drop(&mut self) {
         let mut wal = self.path.clone().into_os_string();
         wal.push("-wal");
+        // Without waiting: a checkpoint that would wait for other connections' readers or
+        // writer is left to a later close (or to SQLite's own, as the WAL fills).
         if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEEP_BYTES)
-            && let Err(e) = self
-                .conn
-                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            && let Err(e) = self.conn.busy_timeout(Duration::ZERO).and_then(|()| {
+                self.conn
+                    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            })
         {
             tracing::debug!(error = %e, "the projection's WAL was not checkpointed on close");
         }
