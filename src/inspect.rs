@@ -97,19 +97,23 @@ struct Carry<'a> {
     /// Per plugin slot (see [`Walk::plugins`]).
     values: Arc<Vec<Slot>>,
     /// Per other `customType` on the path: how many, and the node of the last one.
-    custom: Arc<BTreeMap<&'a str, (u64, u32)>>,
+    custom: Arc<Customs<'a>>,
     depth: usize,
     /// The node whose id is the branch key.
     key: u32,
 }
 
-/// A tip as the walk reaches it: the carried state, borrowed.
+/// Per other `customType` on a path: how many, and the node of the last one.
+type Customs<'a> = BTreeMap<&'a str, (u64, u32)>;
+
+/// A tip as the walk reaches it: the carried state, borrowed (a tip that keeps it clones
+/// the `Arc`s, which shares the tables).
 struct TipAt<'w, 'a> {
     node: u32,
     depth: usize,
     key: u32,
-    values: &'w [Slot],
-    custom: &'w BTreeMap<&'a str, (u64, u32)>,
+    values: &'w Arc<Vec<Slot>>,
+    custom: &'w Arc<Customs<'a>>,
 }
 
 /// The state events of a log, decoded once each, and the plugins they name.
@@ -315,7 +319,7 @@ pub fn fold_tips<'a>(log: &'a SessionLog, mut each: impl FnMut(TipFold<'a>)) {
             branch_key: tree.id(t.key),
             branch: plugins
                 .iter()
-                .zip(t.values)
+                .zip(t.values.iter())
                 .map(|(p, v)| (*p, slot_value(log, p, v)))
                 .collect(),
             custom: t
@@ -772,14 +776,26 @@ pub struct Replay {
     pub tips: Vec<TipReplay>,
 }
 
+impl ReplayValue {
+    /// Whether the value could be read (present or absent, not [`ReplayValue::Unreadable`]).
+    pub fn is_readable(&self) -> bool {
+        !matches!(self, ReplayValue::Unreadable(_))
+    }
+}
+
+impl TipReplay {
+    /// Whether every value and every custom entry's data at this tip could be read.
+    pub fn is_complete(&self) -> bool {
+        self.branch.values().all(ReplayValue::is_readable)
+            && self.custom.values().all(|c| c.last_data.is_ok())
+    }
+}
+
 impl Replay {
     /// Whether every value and every custom entry's data could be read.
     pub fn is_complete(&self) -> bool {
-        let readable = |v: &ReplayValue| !matches!(v, ReplayValue::Unreadable(_));
-        self.session.values().all(readable)
-            && self.tips.iter().all(|t| {
-                t.branch.values().all(readable) && t.custom.values().all(|c| c.last_data.is_ok())
-            })
+        self.session.values().all(ReplayValue::is_readable)
+            && self.tips.iter().all(TipReplay::is_complete)
     }
 }
 
@@ -788,7 +804,24 @@ impl Replay {
 /// entries, in one [`fold_tips`] walk. `on_tip` is called as each tip is done (for a
 /// progress display). A bad event makes the values it poisons
 /// [`ReplayValue::Unreadable`], never the whole replay.
-pub fn replay(log: &SessionLog, mut on_tip: impl FnMut(&str)) -> Replay {
+///
+/// The report holds every tip's values; [`replay_tips`] gives the same report without
+/// them, and the tips one at a time.
+pub fn replay(log: &SessionLog, on_tip: impl FnMut(&str)) -> Replay {
+    let (mut report, tips) = replay_tips(log, on_tip);
+    report.tips = tips.collect();
+    report
+}
+
+/// [`replay`] without holding every tip's report at once: the [`Replay`] with `tips` left
+/// empty, and the tips in file order, each built when the iterator is asked for it (for a
+/// tool that prints them as they come: a file with many tips then needs memory for what
+/// the walk keeps per tip, its shared carried state, not for every tip's report). The
+/// walk is done before this returns; `on_tip` is called as each tip is reached.
+pub fn replay_tips<'a>(
+    log: &'a SessionLog,
+    mut on_tip: impl FnMut(&str),
+) -> (Replay, TipReplays<'a>) {
     let mut walk = Walk::of(log);
     let events = std::mem::take(&mut walk.counts);
     let plugins = walk.plugins.clone();
@@ -799,22 +832,73 @@ pub fn replay(log: &SessionLog, mut on_tip: impl FnMut(&str)) -> Replay {
         .collect();
     let leaf = log.leaf_id();
     let tree = log.tree();
-    // A custom entry's data is decoded once, however many tips it is the last one of.
-    let mut data_of: HashMap<u32, std::result::Result<Value, String>> = HashMap::new();
-    let mut tips: Vec<(u32, TipReplay)> = Vec::new();
+    let mut kept: Vec<Kept<'a>> = Vec::new();
     walk.tips(log, |t| {
-        let custom = t
+        on_tip(tree.id(t.node));
+        kept.push(Kept {
+            node: t.node,
+            depth: t.depth,
+            key: t.key,
+            values: t.values.clone(),
+            custom: t.custom.clone(),
+        });
+    });
+    kept.sort_by_key(|k| k.node);
+    let report = Replay {
+        session_id: log.session_id().to_owned(),
+        entries: log.len(),
+        leaf: leaf.map(str::to_owned),
+        events,
+        session,
+        tips: Vec::new(),
+    };
+    let tips = TipReplays {
+        log,
+        plugins,
+        kept: kept.into_iter(),
+    };
+    (report, tips)
+}
+
+/// What the walk keeps of a tip until its report is built: the carried state, shared.
+struct Kept<'a> {
+    node: u32,
+    depth: usize,
+    key: u32,
+    values: Arc<Vec<Slot>>,
+    custom: Arc<Customs<'a>>,
+}
+
+/// The tips of a [`replay_tips`] in file order, each [`TipReplay`] built when asked for.
+pub struct TipReplays<'a> {
+    log: &'a SessionLog,
+    plugins: Vec<&'a str>,
+    kept: std::vec::IntoIter<Kept<'a>>,
+}
+
+impl std::fmt::Debug for TipReplays<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TipReplays")
+            .field("remaining", &self.kept.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Iterator for TipReplays<'_> {
+    type Item = TipReplay;
+
+    fn next(&mut self) -> Option<TipReplay> {
+        let k = self.kept.next()?;
+        let (log, tree) = (self.log, self.log.tree());
+        let custom = k
             .custom
             .iter()
             .map(|(&ct, &(entries, last))| {
-                let last_data = data_of
-                    .entry(last)
-                    .or_insert_with(|| match log.entry_at(last).custom_data() {
-                        None => Ok(Value::Null),
-                        Some(raw) => crate::json::from_str(raw.get())
-                            .map_err(|e| format!("entry '{}' does not parse: {e}", tree.id(last))),
-                    })
-                    .clone();
+                let last_data = match log.entry_at(last).custom_data() {
+                    None => Ok(Value::Null),
+                    Some(raw) => crate::json::from_str(raw.get())
+                        .map_err(|e| format!("entry '{}' does not parse: {e}", tree.id(last))),
+                };
                 let c = CustomReplay {
                     entries,
                     last_entry: tree.id(last).to_owned(),
@@ -823,34 +907,28 @@ pub fn replay(log: &SessionLog, mut on_tip: impl FnMut(&str)) -> Replay {
                 (ct.to_owned(), c)
             })
             .collect();
-        let tip = tree.id(t.node);
-        tips.push((
-            t.node,
-            TipReplay {
-                tip: tip.to_owned(),
-                leaf: leaf == Some(tip),
-                branch_key: tree.id(t.key).to_owned(),
-                depth: t.depth,
-                branch: plugins
-                    .iter()
-                    .zip(t.values)
-                    .map(|(p, v)| ((*p).to_owned(), ReplayValue::from(slot_value(log, p, v))))
-                    .collect(),
-                custom,
-            },
-        ));
-        on_tip(tip);
-    });
-    tips.sort_by_key(|t| t.0);
-    Replay {
-        session_id: log.session_id().to_owned(),
-        entries: log.len(),
-        leaf: leaf.map(str::to_owned),
-        events,
-        session,
-        tips: tips.into_iter().map(|t| t.1).collect(),
+        let tip = tree.id(k.node);
+        Some(TipReplay {
+            tip: tip.to_owned(),
+            leaf: log.leaf_id() == Some(tip),
+            branch_key: tree.id(k.key).to_owned(),
+            depth: k.depth,
+            branch: self
+                .plugins
+                .iter()
+                .zip(k.values.iter())
+                .map(|(p, v)| ((*p).to_owned(), ReplayValue::from(slot_value(log, p, v))))
+                .collect(),
+            custom,
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.kept.size_hint()
     }
 }
+
+impl ExactSizeIterator for TipReplays<'_> {}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -1,4 +1,5 @@
-//! `inspect::replay`, the one walk of the tree behind `session-state replay`, against a
+//! `inspect::replay` (and `inspect::replay_tips`, the same report with its tips given one
+//! at a time), the one walk of the tree behind `session-state replay`, against a
 //! naive reference model: for every tip, fold the plugin's events along `path_to(tip)`
 //! from the root (what replay did before the walk, once per tip), count the other
 //! extensions' `custom` entries along the same path, and fold session scope over the
@@ -290,6 +291,15 @@ fn check(dir: &Path, text: &str) -> Value {
     let report = inspect::replay(&log, |_| ticks += 1);
     assert_eq!(ticks, report.tips.len());
     let walked = serde_json::to_value(&report).unwrap();
+    // The streamed form: the same report, its tips one at a time.
+    let (head, tips) = inspect::replay_tips(&log, |_| {});
+    assert_eq!(tips.len(), report.tips.len());
+    assert!(head.tips.is_empty());
+    let streamed: Vec<Value> = tips.map(|t| serde_json::to_value(&t).unwrap()).collect();
+    assert_eq!(streamed, walked["tips"].as_array().unwrap().clone());
+    let mut head = serde_json::to_value(&head).unwrap();
+    head["tips"] = walked["tips"].clone();
+    assert_eq!(head, walked);
     let naive = naive_report(&log);
     assert_eq!(
         walked, naive,
