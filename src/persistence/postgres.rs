@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS session_state_sessions (
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
 CREATE TABLE IF NOT EXISTS session_state_entries (
-    session_id  text NOT NULL REFERENCES session_state_sessions (session_id),
+    session_id  text NOT NULL,
     seq         bigint NOT NULL CHECK (seq >= 0),
     entry_id    text NOT NULL,
     line        text NOT NULL,
@@ -141,6 +141,8 @@ pub struct PostgresStore {
     url: String,
     lock_wait: Duration,
     conn: Mutex<Option<Client>>,
+    /// The append statement prepared on the current connection (cleared with it).
+    append_stmt: Mutex<Option<postgres::Statement>>,
     /// Created sessions not appended to yet (lazy creation: nothing is stored).
     pending: Mutex<HashMap<String, Header>>,
     /// What this store last saw of each session: `(next_seq, last entry id)`. Only a
@@ -212,6 +214,7 @@ impl PostgresStore {
             config,
             lock_wait: DEFAULT_LOCK_WAIT,
             conn: Mutex::new(None),
+            append_stmt: Mutex::new(None),
             pending: Mutex::default(),
             tails: Mutex::default(),
         };
@@ -257,6 +260,7 @@ impl PostgresStore {
         let mut guard = lock(&self.conn);
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = None;
+            *lock(&self.append_stmt) = None;
             *guard = Some(self.open()?);
         }
         let Some(client) = guard.as_mut() else {
@@ -274,6 +278,7 @@ impl PostgresStore {
         );
         if lost || client.is_closed() {
             *guard = None;
+            *lock(&self.append_stmt) = None;
         }
         result
     }
@@ -528,7 +533,11 @@ impl PostgresStore {
                     &seq_to_db(new_next),
                     &new_last,
                 ];
-                let row = match client.query_one(APPEND, &params) {
+                let stmt = match self.append_statement(client) {
+                    Ok(stmt) => stmt,
+                    Err(e) => return Err(self.failed("preparing the append")(e)),
+                };
+                let row = match client.query_one(&stmt, &params) {
                     Ok(row) => row,
                     Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
                         return Err(self.busy(client, session_id));
@@ -568,6 +577,21 @@ impl PostgresStore {
                 }
             }
         })
+    }
+
+    /// The append statement, prepared once per connection (a statement text would be
+    /// parsed and planned on every append: a second round trip).
+    fn append_statement(
+        &self,
+        client: &mut Client,
+    ) -> std::result::Result<postgres::Statement, postgres::Error> {
+        let mut cached = lock(&self.append_stmt);
+        if let Some(stmt) = cached.as_ref() {
+            return Ok(stmt.clone());
+        }
+        let stmt = client.prepare(APPEND)?;
+        *cached = Some(stmt.clone());
+        Ok(stmt)
     }
 
     /// The first append of a created session: the row and the entries, all or nothing.
@@ -1324,8 +1348,11 @@ fn is_connection_lost(e: &postgres::Error) -> bool {
             let c = code.code();
             c.starts_with("08") || c.starts_with("57P")
         }
-        // No answer from the server: an I/O error or a timeout.
-        None => e.as_db_error().is_none(),
+        // No answer from the server: an I/O error (refused, reset) or a timeout.
+        None => {
+            std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+                || e.to_string().starts_with("timeout")
+        }
     }
 }
 
