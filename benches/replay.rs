@@ -1,28 +1,40 @@
-//! Full replay without the projection (SPEC §10): `SessionLog::open` of a big session
-//! (read, parse, build the tree) must run at ≥ 50% of the throughput of a serde_json
-//! skip-parse of the same file that keeps only `type`, `id` and `parentId`, measured in
-//! the same run.
+//! Full replay without the projection (SPEC §10), two targets, each against the same
+//! floor measured in the same run: a serde_json skip-parse of the file that keeps only
+//! `type`, `id` and `parentId`.
+//!
+//! - The library: `SessionLog::open` (read, parse, build the tree) and
+//!   `SessionLog::open` + `inspect::replay` (the state at every tip), in process, ≥ 50%
+//!   of the floor's throughput.
+//! - The command line: `session-state replay FILE` as a whole process (start-up, open,
+//!   the walk, printing the report to a pipe that is read and dropped), ≥ 50% of the
+//!   floor on the 100k session, and linear in the file whatever the tree's shape: also
+//!   run on a deep chain with a side tip after every 10th entry (`side_tips`, 9k tips at
+//!   100k, each as deep as the chain so far), where a replay that walks every tip's path
+//!   is quadratic.
 //!
 //! ```text
 //! cargo bench --bench replay
+//! cargo bench --bench replay -- 'replay/.*/100000'       # one size
 //! ```
 //!
-//! Sessions of 10k (66 MB) and 100k entries (667 MB) are generated at run time in a temp
-//! dir (see `benches/common`) and read from the page cache, so both sides measure CPU,
-//! not the disk. The floor reads the file the way the log reader does (1 MiB buffer,
-//! lines split with memchr) and parses each line into a struct of borrowed `&str`.
+//! Sessions of 1k (6.6 MB), 10k (66 MB) and 100k entries (667 MB) are generated at run
+//! time in a temp dir (see `benches/common`), one at a time, and read from the page
+//! cache, so every side measures CPU, not the disk. The floor reads the file the way the
+//! log reader does (1 MiB buffer, lines split with memchr) and parses each line into a
+//! struct of borrowed `&str` (`examples/skip_parse.rs` is the same floor as a process).
 
 mod common;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde::Deserialize;
-use session_state::SessionLog;
+use session_state::{SessionLog, inspect};
 use std::hint::black_box;
 use std::io::Read;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const SIZES: [usize; 2] = [10_000, 100_000];
+const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 
 /// The floor: only what a tree needs, borrowed from the line.
 #[derive(Deserialize)]
@@ -65,36 +77,75 @@ fn skip_parse(path: &Path) -> (usize, usize) {
     }
 }
 
-fn benches(c: &mut Criterion) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut group = c.benchmark_group("replay");
+/// `session-state replay FILE` as a whole process; its output is read and counted.
+fn command(file: &Path) -> usize {
+    let out = Command::new(env!("CARGO_BIN_EXE_session-state"))
+        .arg("replay")
+        .arg(file)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run session-state replay");
+    assert!(out.status.success(), "session-state replay: {}", out.status);
+    out.stdout.len()
+}
+
+/// The benchmarks of one session file, all in the same group so the ratios are of one run.
+fn bench_file(c: &mut Criterion, dir: &Path, label: &str, n: usize) {
+    let file = dir.join(format!("{label}-{n}.jsonl"));
+    let g = if label == "side_tips" {
+        common::write_side_tip_session(&file, n, n as u64, 10)
+    } else {
+        common::write_session(&file, n, n as u64)
+    };
+    // Every side sees the same file from the page cache; check that each reads it whole.
+    let log = SessionLog::open(&file).expect("open");
+    assert_eq!(log.len(), n);
+    let tips = log.tips().len();
+    assert_eq!(inspect::replay(&log, |_| {}).tips.len(), tips);
+    drop(log);
+    assert_eq!(skip_parse(&file).0, n + 1);
+    assert!(command(&file) > 0);
+    eprintln!(
+        "replay/{label}/{n}: {:.1} MB, {:.2} KB/entry, {tips} tips",
+        g.bytes as f64 / 1e6,
+        g.bytes as f64 / n as f64 / 1e3
+    );
+    let mut group = c.benchmark_group(format!("replay/{label}"));
     group
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(4));
-    for n in SIZES {
-        let file = dir.path().join(format!("session-{n}.jsonl"));
-        let g = common::write_session(&file, n, n as u64);
-        // Both sides see the same file from the page cache; check that both read it whole.
-        let log = SessionLog::open(&file).expect("open");
-        assert_eq!(log.len(), n);
-        assert_eq!(skip_parse(&file).0, n + 1);
-        drop(log);
-        eprintln!(
-            "replay/{n}: {:.1} MB, {:.2} KB/entry",
-            g.bytes as f64 / 1e6,
-            g.bytes as f64 / n as f64 / 1e3
-        );
-        group.throughput(Throughput::Bytes(g.bytes));
-        group.bench_function(format!("session_log_open/{n}"), |b| {
+        .measurement_time(Duration::from_secs(if n >= 100_000 { 8 } else { 3 }))
+        .throughput(Throughput::Bytes(g.bytes));
+    group.bench_function(format!("serde_skip_parse/{n}"), |b| {
+        b.iter(|| black_box(skip_parse(&file)))
+    });
+    if label == "sessions" {
+        group.bench_function(format!("library_open/{n}"), |b| {
             b.iter(|| black_box(SessionLog::open(&file).expect("open").len()))
         });
-        group.bench_function(format!("serde_skip_parse/{n}"), |b| {
-            b.iter(|| black_box(skip_parse(&file)))
-        });
-        let _ = std::fs::remove_file(&file);
     }
+    group.bench_function(format!("library_replay/{n}"), |b| {
+        b.iter(|| {
+            let log = SessionLog::open(&file).expect("open");
+            black_box(inspect::replay(&log, |_| {}).tips.len())
+        })
+    });
+    group.bench_function(format!("command/{n}"), |b| {
+        b.iter(|| black_box(command(&file)))
+    });
     group.finish();
+    let _ = std::fs::remove_file(&file);
+}
+
+fn benches(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for n in SIZES {
+        bench_file(c, dir.path(), "sessions", n);
+    }
+    for n in SIZES {
+        bench_file(c, dir.path(), "side_tips", n);
+    }
 }
 
 criterion_group!(replay, benches);

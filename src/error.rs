@@ -458,6 +458,48 @@ pub enum Error {
         detail: String,
     },
 
+    /// A session store's database failed (the SQLite backend, [`crate::SqliteStore`]).
+    #[error("session store {path}: {action}: {source}")]
+    StoreDatabase {
+        /// The store's database file.
+        path: PathBuf,
+        /// What we were doing.
+        action: &'static str,
+        /// SQLite's error.
+        #[source]
+        source: DatabaseError,
+    },
+
+    /// The file at a SQLite store's path is not provably a session-state store: it was
+    /// neither opened for writing nor modified.
+    #[error("session store {path}: refusing to use this file: it {what}; it was left untouched")]
+    NotOurStore {
+        /// The file.
+        path: PathBuf,
+        /// What is there.
+        what: String,
+    },
+
+    /// A store URL that cannot be opened ([`crate::open_store_url`]). The URL in the
+    /// message is redacted: it never shows a password.
+    #[error("store URL {url}: {detail}")]
+    StoreUrl {
+        /// The URL, its password replaced by `***`.
+        url: String,
+        /// What is wrong and what is accepted.
+        detail: String,
+    },
+
+    /// The backend does not implement this optional operation of
+    /// [`crate::SessionStore`] (see its provided methods).
+    #[error("session store {store}: {what} is not supported by this backend")]
+    Unsupported {
+        /// The store, as its `Debug`/description names it (never with a password).
+        store: String,
+        /// The operation.
+        what: &'static str,
+    },
+
     /// A session store's database server failed, refused the connection or could not be
     /// reached (the PostgreSQL backend). `store` is the store's URL with its password
     /// replaced by `***`: no error of this crate ever shows a password.

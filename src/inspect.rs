@@ -18,13 +18,15 @@
 use crate::error::{Error, Location, Result};
 use crate::lock::{Liveness, LockStatus};
 use crate::log::reader::{Finding, FindingKind, Severity};
-use crate::state::envelope::{Envelope, STATE_PREFIX, Scope};
+use crate::state::envelope::{DecodeError, Envelope, STATE_PREFIX, Scope};
 use crate::state::fold::{self, Folds};
-use crate::state::index::data_of;
+use crate::state::index::{StateIndex, data_of};
+use crate::state::step;
 use crate::tree::SessionLog;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// The value of `plugin` in `scope` as if the active leaf were `entry_id` (session scope
 /// ignores the position). `None` when absent.
@@ -85,132 +87,248 @@ pub struct TipFold<'a> {
 }
 
 /// A plugin's carried branch value, or the bad event (node, detail) that poisons it.
-type Slot = std::result::Result<Option<std::sync::Arc<Value>>, (u32, std::sync::Arc<str>)>;
+type Slot = std::result::Result<Option<Arc<Value>>, (u32, Arc<str>)>;
 
-/// What the walk carries down the tree.
+/// What the walk carries down the tree. The two tables are shared between the branches
+/// of a fork and copied only when a branch changes them (`Arc::make_mut`), so a fork
+/// costs O(1) and a branch that changes nothing copies nothing.
 #[derive(Clone)]
 struct Carry<'a> {
-    values: Vec<Slot>,
-    custom: std::collections::BTreeMap<&'a str, (u64, u32)>,
+    /// Per plugin slot (see [`Walk::plugins`]).
+    values: Arc<Vec<Slot>>,
+    /// Per other `customType` on the path: how many, and the node of the last one.
+    custom: Arc<Customs<'a>>,
+    depth: usize,
+    /// The node whose id is the branch key.
+    key: u32,
+}
+
+/// Per other `customType` on a path: how many, and the node of the last one.
+type Customs<'a> = BTreeMap<&'a str, (u64, u32)>;
+
+/// A tip as the walk reaches it: the carried state, borrowed (a tip that keeps it clones
+/// the `Arc`s, which shares the tables).
+struct TipAt<'w, 'a> {
+    node: u32,
     depth: usize,
     key: u32,
+    values: &'w Arc<Vec<Slot>>,
+    custom: &'w Arc<Customs<'a>>,
+}
+
+/// The state events of a log, decoded once each, and the plugins they name.
+struct Walk<'a> {
+    index: StateIndex,
+    /// Every plugin with state events, in name order; a plugin's slot is its position.
+    plugins: Vec<&'a str>,
+    /// Per event of `index` (file order): its plugin's slot.
+    slot: Vec<usize>,
+    /// Per event of `index`: its envelope, decoded, until a fold takes it.
+    decoded: Vec<Option<std::result::Result<Envelope, DecodeError>>>,
+    /// The per-plugin, per-scope counts of the events (undecodable ones as invalid).
+    counts: EventCounts,
+}
+
+impl<'a> Walk<'a> {
+    fn of(log: &'a SessionLog) -> Walk<'a> {
+        let index = StateIndex::of(log);
+        let named: Vec<&'a str> = index
+            .events()
+            .iter()
+            .map(|e| log.entry_at(e.node).state_plugin().unwrap_or_default())
+            .collect();
+        let plugins: Vec<&'a str> = named
+            .iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let slot_of: HashMap<&str, usize> =
+            plugins.iter().enumerate().map(|(i, p)| (*p, i)).collect();
+        let slot = named.iter().map(|p| slot_of[p]).collect();
+        let decoded: Vec<_> = index
+            .events()
+            .iter()
+            .map(|e| Some(Envelope::decode(data_of(log, e.node))))
+            .collect();
+        let mut counts = EventCounts::default();
+        for (p, d) in named.iter().zip(&decoded) {
+            let c = counts.plugins.entry((*p).to_owned()).or_default();
+            match d {
+                Some(Ok(env)) if env.scope == Scope::Branch => c.branch += 1,
+                Some(Ok(_)) => c.session += 1,
+                Some(Err(_)) | None => c.invalid += 1,
+            }
+        }
+        Walk {
+            index,
+            plugins,
+            slot,
+            decoded,
+            counts,
+        }
+    }
+
+    /// The event at `node`: its position in the index, if it is a state event.
+    fn event_at(&self, node: u32) -> Option<usize> {
+        self.index.event_index(node)
+    }
+
+    /// Every plugin's session-scope value: its session events folded in file order; the
+    /// first event that cannot be decoded (and may be of session scope) poisons it. The
+    /// session events' envelopes are taken.
+    fn session(&mut self) -> Vec<Slot> {
+        let mut values: Vec<Slot> = vec![Ok(None); self.plugins.len()];
+        for (ev, d) in self.decoded.iter_mut().enumerate() {
+            let v = &mut values[self.slot[ev]];
+            let Ok(cur) = v else { continue };
+            match d {
+                Some(Ok(env)) if env.scope == Scope::Session => {
+                    if let Some(Ok(env)) = d.take() {
+                        step::apply_shared(env.op, cur);
+                    }
+                }
+                Some(Err(e)) if e.scope.is_none() || e.scope == Some(Scope::Session) => {
+                    *v = Err((self.index.events()[ev].node, e.detail.as_str().into()));
+                }
+                _ => {}
+            }
+        }
+        values
+    }
+
+    /// The depth-first walk of [`fold_tips`]: `each` gets every tip with the carried
+    /// state. The branch events' envelopes are taken (each node is visited once).
+    fn tips(&mut self, log: &'a SessionLog, mut each: impl FnMut(TipAt<'_, 'a>)) {
+        use crate::log::entry::EntryType;
+        let tree = log.tree();
+        let fresh = Arc::new(vec![Ok(None); self.plugins.len()]);
+        let mut stack: Vec<(u32, Carry<'a>)> = tree
+            .roots()
+            .into_iter()
+            .rev()
+            .map(|r| {
+                let c = Carry {
+                    values: fresh.clone(),
+                    custom: Arc::default(),
+                    depth: 0,
+                    key: r,
+                };
+                (r, c)
+            })
+            .collect();
+        while let Some((node, mut c)) = stack.pop() {
+            c.depth += 1;
+            if let Some(ev) = self.event_at(node) {
+                let p = self.slot[ev];
+                match &self.decoded[ev] {
+                    Some(Ok(env)) if env.scope == Scope::Branch => {
+                        if c.values[p].is_ok()
+                            && let Some(Ok(env)) = self.decoded[ev].take()
+                            && let Ok(cur) = &mut Arc::make_mut(&mut c.values)[p]
+                        {
+                            step::apply_shared(env.op, cur);
+                        }
+                    }
+                    Some(Err(e)) if e.scope.is_none() || e.scope == Some(Scope::Branch) => {
+                        Arc::make_mut(&mut c.values)[p] = Err((node, e.detail.as_str().into()));
+                    }
+                    _ => {}
+                }
+            } else if tree.node(node).ty == EntryType::Custom
+                && let Some(ct) = log
+                    .entry_at(node)
+                    .custom_type()
+                    .filter(|ct| !ct.starts_with(STATE_PREFIX))
+            {
+                let slot = Arc::make_mut(&mut c.custom).entry(ct).or_insert((0, node));
+                slot.0 += 1;
+                slot.1 = node;
+            }
+            let children = tree.children_of(node);
+            let Some((&last, others)) = children.split_last() else {
+                each(TipAt {
+                    node,
+                    depth: c.depth,
+                    key: c.key,
+                    values: &c.values,
+                    custom: &c.custom,
+                });
+                continue;
+            };
+            // A fork shares the carried state with all children but the last, which takes
+            // it; the first child is popped first. A single child continues the branch key.
+            let forks = !others.is_empty();
+            let shared: Vec<(u32, Carry<'a>)> = others
+                .iter()
+                .rev()
+                .map(|&child| {
+                    let mut copy = c.clone();
+                    copy.key = child;
+                    (child, copy)
+                })
+                .collect();
+            if forks {
+                c.key = last;
+            }
+            stack.push((last, c));
+            stack.extend(shared);
+        }
+    }
+}
+
+/// A carried slot as the reports give it: the value (a copy), or the bad event as
+/// [`Error::BadEvent`].
+fn slot_value(log: &SessionLog, plugin: &str, slot: &Slot) -> Result<Option<Value>> {
+    match slot {
+        Ok(v) => Ok(v.as_deref().cloned()),
+        Err((bad, detail)) => {
+            let e = log.entry_at(*bad);
+            Err(Error::BadEvent {
+                path: log.path().to_path_buf(),
+                plugin: plugin.to_owned(),
+                entry_id: e.id().to_owned(),
+                at: e.location(),
+                detail: detail.to_string(),
+            })
+        }
+    }
 }
 
 /// The state at every branch tip in one walk: a depth-first traversal from the roots that
 /// carries each plugin's folded branch value (and the count and last entry of every other
-/// `customType`) down the tree, copying the carried state only at fork points. Each entry
-/// is visited and each event decoded once, so the cost is linear in the file (plus the
-/// carried state copied at each fork), whatever the shape of the tree; asking
-/// [`value_at`] at every tip instead walks every tip's path.
+/// `customType`) down the tree. At a fork the branches share what is carried and copy it
+/// only when one changes it, and a `patch` merges into a value no other branch holds in
+/// place. Each entry is visited and each event decoded and applied once, so the cost is
+/// linear in the file whatever the shape of the tree (plus, per fork, at most one copy of
+/// the carried tables and of each value a branch patches); asking [`value_at`] at every
+/// tip instead walks every tip's path.
 ///
 /// `each` is called once per tip, in depth-first order (children in file order); the
 /// values agree with [`value_at`] in branch scope, the depth with
 /// [`SessionLog::path_to`] and the key with [`SessionLog::branch_key_of`].
 pub fn fold_tips<'a>(log: &'a SessionLog, mut each: impl FnMut(TipFold<'a>)) {
-    use crate::log::entry::EntryType;
-    use std::sync::Arc;
+    let mut walk = Walk::of(log);
+    let plugins = walk.plugins.clone();
     let tree = log.tree();
-    let index = crate::state::index::StateIndex::of(log);
-    let plugins: std::collections::BTreeSet<&'a str> = index
-        .events()
-        .iter()
-        .filter_map(|e| log.entry_at(e.node).state_plugin())
-        .collect();
-    let plugins: Vec<&str> = plugins.into_iter().collect();
-    let slot_of: std::collections::HashMap<&str, usize> =
-        plugins.iter().enumerate().map(|(i, p)| (*p, i)).collect();
-    let fresh = |root: u32| Carry {
-        values: vec![Ok(None); plugins.len()],
-        custom: std::collections::BTreeMap::new(),
-        depth: 0,
-        key: root,
-    };
-    let mut stack: Vec<(u32, Carry<'a>)> = tree
-        .roots()
-        .into_iter()
-        .rev()
-        .map(|r| (r, fresh(r)))
-        .collect();
-    while let Some((node, mut c)) = stack.pop() {
-        c.depth += 1;
-        let data = tree.node(node);
-        if let Some(ev) = index.event_of(node) {
-            if let Some(&p) = slot_of.get(&*ev.plugin) {
-                match Envelope::decode(data_of(log, node)) {
-                    Ok(env) if env.scope == Scope::Branch => {
-                        if let Ok(v) = &c.values[p] {
-                            c.values[p] = Ok(env.op.apply(v.as_deref()).map(Arc::new));
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) if e.scope.is_none() || e.scope == Some(Scope::Branch) => {
-                        c.values[p] = Err((node, e.detail.into()));
-                    }
-                    Err(_) => {}
-                }
-            }
-        } else if data.ty == EntryType::Custom
-            && let Some(ct) = log
-                .entry_at(node)
-                .custom_type()
-                .filter(|ct| !ct.starts_with(STATE_PREFIX))
-        {
-            let slot = c.custom.entry(ct).or_insert((0, node));
-            slot.0 += 1;
-            slot.1 = node;
-        }
-        let children = tree.children_of(node);
-        let Some((&last, others)) = children.split_last() else {
-            let branch = plugins
+    walk.tips(log, |t| {
+        each(TipFold {
+            tip: tree.id(t.node),
+            index: t.node as usize,
+            depth: t.depth,
+            branch_key: tree.id(t.key),
+            branch: plugins
                 .iter()
-                .zip(&c.values)
-                .map(|(p, v)| {
-                    let v = match v {
-                        Ok(v) => Ok(v.as_deref().cloned()),
-                        Err((bad, detail)) => {
-                            let e = log.entry_at(*bad);
-                            Err(crate::Error::BadEvent {
-                                path: log.path().to_path_buf(),
-                                plugin: (*p).to_owned(),
-                                entry_id: e.id().to_owned(),
-                                at: e.location(),
-                                detail: detail.to_string(),
-                            })
-                        }
-                    };
-                    (*p, v)
-                })
-                .collect();
-            each(TipFold {
-                tip: tree.id(node),
-                index: node as usize,
-                depth: c.depth,
-                branch_key: tree.id(c.key),
-                branch,
-                custom: c
-                    .custom
-                    .iter()
-                    .map(|(ct, (n, at))| (*ct, *n, tree.id(*at)))
-                    .collect(),
-            });
-            continue;
-        };
-        // A fork copies the carried state for all children but the last, which takes it;
-        // the first child is popped first. A single child continues the branch key.
-        let copies: Vec<(u32, Carry<'a>)> = others
-            .iter()
-            .map(|&child| {
-                let mut copy = c.clone();
-                copy.key = child;
-                (child, copy)
-            })
-            .collect();
-        if !others.is_empty() {
-            c.key = last;
-        }
-        stack.push((last, c));
-        stack.extend(copies.into_iter().rev());
-    }
+                .zip(t.values.iter())
+                .map(|(p, v)| (*p, slot_value(log, p, v)))
+                .collect(),
+            custom: t
+                .custom
+                .iter()
+                .map(|(ct, (n, at))| (*ct, *n, tree.id(*at)))
+                .collect(),
+        });
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -345,19 +463,7 @@ impl EventCounts {
 /// Counts the state events of every plugin, by scope, over every entry of the file (all
 /// branches). Undecodable events count as [`EventScope::Invalid`].
 pub fn event_counts(log: &SessionLog) -> EventCounts {
-    let mut counts = EventCounts::default();
-    for e in log.entries() {
-        let Some(ev) = state_event(log, e.id()) else {
-            continue;
-        };
-        let c = counts.plugins.entry(ev.plugin.to_owned()).or_default();
-        match &ev.envelope {
-            Ok(env) if env.scope == Scope::Branch => c.branch += 1,
-            Ok(_) => c.session += 1,
-            Err(_) => c.invalid += 1,
-        }
-    }
-    counts
+    Walk::of(log).counts
 }
 
 /// A session's write-lock row as tools show it: a [`LockStatus`] with the facts derived
@@ -670,14 +776,26 @@ pub struct Replay {
     pub tips: Vec<TipReplay>,
 }
 
+impl ReplayValue {
+    /// Whether the value could be read (present or absent, not [`ReplayValue::Unreadable`]).
+    pub fn is_readable(&self) -> bool {
+        !matches!(self, ReplayValue::Unreadable(_))
+    }
+}
+
+impl TipReplay {
+    /// Whether every value and every custom entry's data at this tip could be read.
+    pub fn is_complete(&self) -> bool {
+        self.branch.values().all(ReplayValue::is_readable)
+            && self.custom.values().all(|c| c.last_data.is_ok())
+    }
+}
+
 impl Replay {
     /// Whether every value and every custom entry's data could be read.
     pub fn is_complete(&self) -> bool {
-        let readable = |v: &ReplayValue| !matches!(v, ReplayValue::Unreadable(_));
-        self.session.values().all(readable)
-            && self.tips.iter().all(|t| {
-                t.branch.values().all(readable) && t.custom.values().all(|c| c.last_data.is_ok())
-            })
+        self.session.values().all(ReplayValue::is_readable)
+            && self.tips.iter().all(TipReplay::is_complete)
     }
 }
 
@@ -686,70 +804,131 @@ impl Replay {
 /// entries, in one [`fold_tips`] walk. `on_tip` is called as each tip is done (for a
 /// progress display). A bad event makes the values it poisons
 /// [`ReplayValue::Unreadable`], never the whole replay.
-pub fn replay(log: &SessionLog, mut on_tip: impl FnMut(&str)) -> Replay {
-    let events = event_counts(log);
-    let first = log.entries().next().map(|e| e.id());
-    let session = events
-        .plugins
-        .keys()
-        .filter_map(|p| {
-            let v = value_at(log, p, Scope::Session, first?);
-            Some((p.clone(), ReplayValue::from(v)))
-        })
+///
+/// The report holds every tip's values; [`replay_tips`] gives the same report without
+/// them, and the tips one at a time.
+pub fn replay(log: &SessionLog, on_tip: impl FnMut(&str)) -> Replay {
+    let (mut report, tips) = replay_tips(log, on_tip);
+    report.tips = tips.collect();
+    report
+}
+
+/// [`replay`] without holding every tip's report at once: the [`Replay`] with `tips` left
+/// empty, and the tips in file order, each built when the iterator is asked for it (for a
+/// tool that prints them as they come: a file with many tips then needs memory for what
+/// the walk keeps per tip, its shared carried state, not for every tip's report). The
+/// walk is done before this returns; `on_tip` is called as each tip is reached.
+pub fn replay_tips<'a>(
+    log: &'a SessionLog,
+    mut on_tip: impl FnMut(&str),
+) -> (Replay, TipReplays<'a>) {
+    let mut walk = Walk::of(log);
+    let events = std::mem::take(&mut walk.counts);
+    let plugins = walk.plugins.clone();
+    let session = plugins
+        .iter()
+        .zip(walk.session())
+        .map(|(p, v)| ((*p).to_owned(), ReplayValue::from(slot_value(log, p, &v))))
         .collect();
     let leaf = log.leaf_id();
-    // A custom entry's data is decoded once, however many tips it is the last one of.
-    let mut data_of: std::collections::HashMap<&str, std::result::Result<Value, String>> =
-        std::collections::HashMap::new();
-    let mut tips: Vec<(usize, TipReplay)> = Vec::new();
-    fold_tips(log, |t| {
-        let custom = t
-            .custom
-            .iter()
-            .map(|&(ct, entries, last)| {
-                let last_data = data_of
-                    .entry(last)
-                    .or_insert_with(|| match log.entry(last).and_then(|e| e.custom_data()) {
-                        None => Ok(Value::Null),
-                        Some(raw) => crate::json::from_str(raw.get())
-                            .map_err(|e| format!("entry '{last}' does not parse: {e}")),
-                    })
-                    .clone();
-                let c = CustomReplay {
-                    entries,
-                    last_entry: last.to_owned(),
-                    last_data,
-                };
-                (ct.to_owned(), c)
-            })
-            .collect();
-        tips.push((
-            t.index,
-            TipReplay {
-                tip: t.tip.to_owned(),
-                leaf: leaf == Some(t.tip),
-                branch_key: t.branch_key.to_owned(),
-                depth: t.depth,
-                branch: t
-                    .branch
-                    .into_iter()
-                    .map(|(p, v)| (p.to_owned(), ReplayValue::from(v)))
-                    .collect(),
-                custom,
-            },
-        ));
-        on_tip(t.tip);
+    let tree = log.tree();
+    let mut kept: Vec<Kept<'a>> = Vec::new();
+    walk.tips(log, |t| {
+        on_tip(tree.id(t.node));
+        kept.push(Kept {
+            node: t.node,
+            depth: t.depth,
+            key: t.key,
+            values: t.values.clone(),
+            custom: t.custom.clone(),
+        });
     });
-    tips.sort_by_key(|t| t.0);
-    Replay {
+    kept.sort_by_key(|k| k.node);
+    let report = Replay {
         session_id: log.session_id().to_owned(),
         entries: log.len(),
         leaf: leaf.map(str::to_owned),
         events,
         session,
-        tips: tips.into_iter().map(|t| t.1).collect(),
+        tips: Vec::new(),
+    };
+    let tips = TipReplays {
+        log,
+        plugins,
+        kept: kept.into_iter(),
+    };
+    (report, tips)
+}
+
+/// What the walk keeps of a tip until its report is built: the carried state, shared.
+struct Kept<'a> {
+    node: u32,
+    depth: usize,
+    key: u32,
+    values: Arc<Vec<Slot>>,
+    custom: Arc<Customs<'a>>,
+}
+
+/// The tips of a [`replay_tips`] in file order, each [`TipReplay`] built when asked for.
+pub struct TipReplays<'a> {
+    log: &'a SessionLog,
+    plugins: Vec<&'a str>,
+    kept: std::vec::IntoIter<Kept<'a>>,
+}
+
+impl std::fmt::Debug for TipReplays<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TipReplays")
+            .field("remaining", &self.kept.len())
+            .finish_non_exhaustive()
     }
 }
+
+impl Iterator for TipReplays<'_> {
+    type Item = TipReplay;
+
+    fn next(&mut self) -> Option<TipReplay> {
+        let k = self.kept.next()?;
+        let (log, tree) = (self.log, self.log.tree());
+        let custom = k
+            .custom
+            .iter()
+            .map(|(&ct, &(entries, last))| {
+                let last_data = match log.entry_at(last).custom_data() {
+                    None => Ok(Value::Null),
+                    Some(raw) => crate::json::from_str(raw.get())
+                        .map_err(|e| format!("entry '{}' does not parse: {e}", tree.id(last))),
+                };
+                let c = CustomReplay {
+                    entries,
+                    last_entry: tree.id(last).to_owned(),
+                    last_data,
+                };
+                (ct.to_owned(), c)
+            })
+            .collect();
+        let tip = tree.id(k.node);
+        Some(TipReplay {
+            tip: tip.to_owned(),
+            leaf: log.leaf_id() == Some(tip),
+            branch_key: tree.id(k.key).to_owned(),
+            depth: k.depth,
+            branch: self
+                .plugins
+                .iter()
+                .zip(k.values.iter())
+                .map(|(p, v)| ((*p).to_owned(), ReplayValue::from(slot_value(log, p, v))))
+                .collect(),
+            custom,
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.kept.size_hint()
+    }
+}
+
+impl ExactSizeIterator for TipReplays<'_> {}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -41,7 +41,7 @@ mod store;
 mod tree;
 
 pub use error::{BackendError, DatabaseError, Error, Location, Result};
-pub use lock::{Holder, LEASE, Liveness, LockError, LockStatus};
+pub use lock::{Holder, LEASE, Liveness, LockError, LockStatus, PresenceStatus};
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
 pub use log::header::read_header;
@@ -50,8 +50,9 @@ pub use log::reader::{Finding, FindingKind, MAX_HEADER_LINE, ReadMode, Severity}
 #[cfg(feature = "postgres")]
 pub use persistence::{DEFAULT_LOCK_WAIT, Imported, POSTGRES_SCHEMA_VERSION, PostgresStore};
 pub use persistence::{
-    HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ListProblem, ListedSession, Listing, Loaded,
-    PiJsonlStore, SessionStore, SessionStoreExt, pi_session_dir_name, pi_session_file_name,
+    HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ImportReport, ListProblem, ListedSession, Listing,
+    Loaded, PiJsonlStore, RedactedUrl, SessionStore, SessionStoreExt, SqliteStore, export_session,
+    import_file, open_store_url, pi_session_dir_name, pi_session_file_name,
 };
 pub use projection::CatchUp;
 pub use settings::{
@@ -63,7 +64,7 @@ pub use state::MAX_DEPTH;
 pub use state::envelope::{ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope};
 pub use state::fold::HistoryEntry;
 pub use store::state::{SessionState, validate_plugin_id};
-pub use store::{Store, StoreOptions, WriteLock};
+pub use store::{Store, StoreOptions, StoredSession, WriteLock};
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 
 /// The branch key of the log's active leaf (SPEC §3): a stable id for "this branch".

@@ -15,18 +15,18 @@ use serde_json::{Value, json};
 use session_state::*;
 use std::collections::HashMap;
 
-const PLUGINS: [&str; 2] = ["alpha", "beta"];
-const SCOPES: [Scope; 2] = [Scope::Branch, Scope::Session];
+pub(crate) const PLUGINS: [&str; 2] = ["alpha", "beta"];
+pub(crate) const SCOPES: [Scope; 2] = [Scope::Branch, Scope::Session];
 
 #[derive(Debug, Clone, PartialEq)]
-enum MOp {
+pub(crate) enum MOp {
     Set(Value),
     Patch(Value),
     Drop,
 }
 
 #[derive(Debug, Clone)]
-enum Transition {
+pub(crate) enum Transition {
     Message,
     State {
         plugin: usize,
@@ -39,17 +39,17 @@ enum Transition {
 }
 
 #[derive(Debug, Clone, Default)]
-struct ModelEntry {
-    parent: Option<usize>,
-    event: Option<(usize, Scope, MOp)>,
+pub(crate) struct ModelEntry {
+    pub(crate) parent: Option<usize>,
+    pub(crate) event: Option<(usize, Scope, MOp)>,
 }
 
 #[derive(Debug, Clone, Default)]
-struct Model {
-    entries: Vec<ModelEntry>,
-    leaf: Option<usize>,
+pub(crate) struct Model {
+    pub(crate) entries: Vec<ModelEntry>,
+    pub(crate) leaf: Option<usize>,
     /// Whether the last state transition appended an entry.
-    last_appended: bool,
+    pub(crate) last_appended: bool,
 }
 
 fn apply(op: &MOp, cur: Option<Value>) -> Option<Value> {
@@ -73,7 +73,7 @@ impl Model {
     }
 
     /// The fold from scratch: branch along the path, session over the whole list.
-    fn value(&self, plugin: usize, scope: Scope, at: Option<usize>) -> Option<Value> {
+    pub(crate) fn value(&self, plugin: usize, scope: Scope, at: Option<usize>) -> Option<Value> {
         let nodes: Vec<usize> = match scope {
             Scope::Branch => at.map(|i| self.path(i)).unwrap_or_default(),
             Scope::Session => (0..self.entries.len()).collect(),
@@ -123,7 +123,7 @@ fn op() -> impl Strategy<Value = MOp> {
     ]
 }
 
-struct Reference;
+pub(crate) struct Reference;
 
 impl ReferenceStateMachine for Reference {
     type State = Model;

@@ -371,6 +371,67 @@ pub fn write_session(path: &Path, entries: usize, seed: u64) -> Generated {
     }
 }
 
+/// Writes a session of `entries` entries shaped for the worst case of a replay that walks
+/// every tip's path: the mixture of [`write_session`] as one deep chain (with its own
+/// occasional forks), and after every `every`-th chain entry one side entry as its child
+/// (a branch-scope `session-state/side` event), which is a tip; the chain goes on from
+/// the fork point. So one entry in `every + 1` is a tip, each as deep as the chain so far.
+pub fn write_side_tip_session(path: &Path, entries: usize, seed: u64, every: usize) -> Generated {
+    assert!(entries >= 2 && every >= 1);
+    let mut g = Generator::new(seed);
+    let mut w = BufWriter::with_capacity(1 << 20, File::create(path).expect("create session"));
+    let header = Generator::header(&format!("0199b000-0000-7000-8001-{seed:012x}"));
+    w.write_all(header.as_bytes()).expect("write");
+    let mut bytes = header.len() as u64;
+    let (mut written, mut since_fork, mut tips) = (0, 0, 0u64);
+    let mut buf = Vec::new();
+    while written < entries - 1 {
+        if since_fork >= every && g.leaf.is_some() {
+            let at = g.leaf;
+            let data = format!(
+                "{{\"v\":1,\"scope\":\"branch\",\"op\":\"set\",\"value\":{{\"tip\":{tips}}}}}"
+            );
+            let (line, _) = g.custom("side", &data);
+            w.write_all(line.as_bytes()).expect("write");
+            bytes += line.len() as u64;
+            written += 1;
+            tips += 1;
+            since_fork = 0;
+            g.leaf = at;
+            continue;
+        }
+        buf.clear();
+        g.step(entries - 1 - written, &mut buf);
+        for (line, _) in buf.drain(..) {
+            if written == entries - 1 {
+                break;
+            }
+            w.write_all(line.as_bytes()).expect("write");
+            bytes += line.len() as u64;
+            written += 1;
+            since_fork += 1;
+        }
+    }
+    let step = g.ids.len();
+    let (line, last_id) = g.custom(
+        "bench",
+        &format!(
+            "{{\"v\":1,\"scope\":\"branch\",\"op\":\"set\",\"value\":{{\"step\":{step},\"note\":\"final\"}}}}"
+        ),
+    );
+    w.write_all(line.as_bytes()).expect("write");
+    bytes += line.len() as u64;
+    w.into_inner()
+        .expect("flush")
+        .sync_all()
+        .expect("sync session");
+    Generated {
+        entries,
+        bytes,
+        last_id,
+    }
+}
+
 /// A field of `/proc/self/status` in KiB (`VmHWM`: peak RSS; `VmRSS`: current RSS).
 pub fn proc_status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -6,10 +6,12 @@
 //! reader refuses the file; `force-refresh`: the lock was left alone; `replay`: some
 //! values or files could not be read); 2 an error (bad arguments included).
 
+mod import;
 mod list;
 mod replay;
 mod state;
 mod status;
+mod store;
 mod tree;
 mod verify;
 
@@ -48,6 +50,8 @@ Examples:
   session-state tree s.jsonl
   session-state verify s.jsonl --json
   session-state list
+  session-state import s.jsonl --store sqlite:///srv/sessions.sqlite
+  session-state read 0195f1d0 --plugin role --store sqlite:///srv/sessions.sqlite
 
 Exit codes: 0 success; 1 a negative answer (read: absent; verify: refused by the strict
 reader; force-refresh: lock left alone; replay: something could not be read); 2 error.
@@ -55,7 +59,8 @@ reader; force-refresh: lock left alone; replay: something could not be read); 2 
 The projection database is --db, else `sessionState.databasePath` in the project's
 .pi/settings.json (when trusted) or in $PI_CODING_AGENT_DIR/settings.json, else
 $PI_CODING_AGENT_DIR/sessions/states.sqlite ($PI_CODING_AGENT_DIR defaults to ~/.pi/agent).
-See docs/cli.md.";
+With --store URL (or $SESSION_STATE_STORE), sessions are named by id in a store: see
+docs/backends.md. See docs/cli.md.";
 
 /// Durable, branch-aware state stored inside Pi coding agent session logs: read, write,
 /// inspect and verify it.
@@ -66,6 +71,11 @@ pub(crate) struct Cli {
     /// debugging detail. Without it only warnings (lock takeovers, rebuilds) are shown
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// A session store (SPEC §8): sqlite:///abs/path or postgres://… (postgresql://…).
+    /// With it, <FILE> is a session id. Default: $SESSION_STATE_STORE; without either,
+    /// <FILE> is a Pi JSONL file
+    #[arg(long, global = true, value_name = "URL")]
+    store: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -121,6 +131,12 @@ enum Command {
     /// Sessions in a directory, from their header lines only
     #[command(after_help = list::EXAMPLES)]
     List(list::ListArgs),
+    /// Copy a Pi session file into a store (--store); prints its session id
+    #[command(after_help = import::IMPORT_EXAMPLES)]
+    Import(import::ImportArgs),
+    /// Write a stored session (--store) back out as a Pi JSONL file
+    #[command(after_help = import::EXPORT_EXAMPLES)]
+    Export(import::ExportArgs),
 }
 
 /// `--scope`.
@@ -397,7 +413,29 @@ pub(crate) fn short_json(v: &serde_json::Value, max: usize) -> String {
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     install_diagnostics(cli.verbose);
-    let result = match cli.command {
+    let store = cli.store.clone().or_else(|| {
+        std::env::var(store::STORE_ENV)
+            .ok()
+            .filter(|s| !s.is_empty())
+    });
+    let result = match (store, cli.command) {
+        (store, Command::Import(a)) => import::import(store, a),
+        (store, Command::Export(a)) => import::export(store, a),
+        (Some(url), _) => store::run(&url),
+        (None, command) => run_command(command),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("error: {}", term_safe(&f.message));
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Runs a command on session files (no store).
+fn run_command(command: Command) -> CmdResult {
+    match command {
         Command::Read(a) => state::read(a),
         Command::Write(a) => state::write(a),
         Command::Patch(a) => state::patch(a),
@@ -408,12 +446,7 @@ pub(crate) fn main() -> ExitCode {
         Command::ForceRefresh(a) => status::force_refresh(a),
         Command::Verify(a) => verify::run(a),
         Command::List(a) => list::run(a),
-    };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(f) => {
-            eprintln!("error: {}", term_safe(&f.message));
-            ExitCode::from(f.code)
-        }
+        Command::Import(a) => import::import(None, a),
+        Command::Export(a) => import::export(None, a),
     }
 }

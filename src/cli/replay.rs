@@ -2,12 +2,12 @@
 //! database), plus the last `data` of every other extension's `custom` entries.
 
 use super::{
-    CmdResult, emit_json, emit_text, fail, jsonl_files, require_regular, short_json, strict_error,
-    term_safe, without_path,
+    CmdResult, Failure, emit_json, emit_text, fail, jsonl_files, require_regular, short_json,
+    strict_error, term_safe, without_path,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
-use session_state::inspect::{self, Replay, ReplayValue};
+use session_state::inspect::{self, Replay, ReplayValue, TipReplay, TipReplays};
 use session_state::{Scope, SessionLog};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -66,29 +66,24 @@ fn value_text(v: &ReplayValue) -> String {
     }
 }
 
-fn text(report: &FileReplay) -> String {
+/// A file that could not be read, as the text output shows it.
+fn failed_text(file: &str, error: &str) -> String {
+    format!("{file}: ERROR: {}\n", without_path(error, file))
+}
+
+/// The text output's lines before the tips: the file, its session and counts, and the
+/// session-scope values.
+fn head_text(file: &str, r: &Replay, tips: usize) -> String {
     let mut out = String::new();
-    let file = report.file.display().to_string();
-    let r = match &report.outcome {
-        Outcome::Read(r) => r,
-        Outcome::Failed { error } => {
-            let _ = writeln!(out, "{file}: ERROR: {}", without_path(error, &file));
-            return out;
-        }
-    };
     let _ = writeln!(
         out,
-        "{file}: session {}, {} entries, {} tip(s)",
-        r.session_id,
-        r.entries,
-        r.tips.len()
+        "{file}: session {}, {} entries, {tips} tip(s)",
+        r.session_id, r.entries
     );
-    // A scope a plugin never wrote is left out: its value there is trivially absent.
-    let wrote = |p: &str, scope: Scope| r.events.of(p).may_set(scope);
     let session: Vec<_> = r
         .session
         .iter()
-        .filter(|(p, _)| wrote(p, Scope::Session))
+        .filter(|(p, _)| wrote(r, p, Scope::Session))
         .collect();
     if !session.is_empty() {
         let _ = writeln!(out, "  session scope (the same at every tip):");
@@ -96,42 +91,69 @@ fn text(report: &FileReplay) -> String {
             let _ = writeln!(out, "    {p} = {}", value_text(v));
         }
     }
-    for t in &r.tips {
-        let marks = if t.leaf { " [leaf]" } else { "" };
-        let _ = writeln!(
-            out,
-            "  tip {}{marks} (branch key {}, {} entries on the path)",
-            t.tip, t.branch_key, t.depth
-        );
-        let branch: Vec<_> = t
-            .branch
-            .iter()
-            .filter(|(p, _)| wrote(p, Scope::Branch))
-            .collect();
-        if branch.is_empty() && t.custom.is_empty() {
-            let _ = writeln!(out, "    (no branch state)");
-        }
-        for (p, v) in branch {
-            let _ = writeln!(out, "    {p} = {}", value_text(v));
-        }
-        for (ct, c) in &t.custom {
-            let data = match &c.last_data {
-                Ok(v) => short_json(v, 200),
-                Err(e) => format!("ERROR: {e}"),
-            };
-            let n = c.entries;
-            let noun = if n == 1 { "entry" } else { "entries" };
-            let _ = writeln!(out, "    custom {ct}: {n} {noun}, last data {data}");
-        }
-    }
     out
 }
 
-fn progress(len: u64, unit: &str) -> ProgressBar {
+/// A scope a plugin never wrote is left out: its value there is trivially absent.
+fn wrote(r: &Replay, plugin: &str, scope: Scope) -> bool {
+    r.events.of(plugin).may_set(scope)
+}
+
+/// One tip's lines of the text output, appended to `out`.
+fn tip_text(r: &Replay, t: &TipReplay, out: &mut String) {
+    let marks = if t.leaf { " [leaf]" } else { "" };
+    let _ = writeln!(
+        out,
+        "  tip {}{marks} (branch key {}, {} entries on the path)",
+        t.tip, t.branch_key, t.depth
+    );
+    let branch: Vec<_> = t
+        .branch
+        .iter()
+        .filter(|(p, _)| wrote(r, p, Scope::Branch))
+        .collect();
+    if branch.is_empty() && t.custom.is_empty() {
+        let _ = writeln!(out, "    (no branch state)");
+    }
+    for (p, v) in branch {
+        let _ = writeln!(out, "    {p} = {}", value_text(v));
+    }
+    for (ct, c) in &t.custom {
+        let data = match &c.last_data {
+            Ok(v) => short_json(v, 200),
+            Err(e) => format!("ERROR: {e}"),
+        };
+        let n = c.entries;
+        let noun = if n == 1 { "entry" } else { "entries" };
+        let _ = writeln!(out, "    custom {ct}: {n} {noun}, last data {data}");
+    }
+}
+
+/// Prints a replay as text, each tip's report built, printed (in chunks of about 64 KiB)
+/// and dropped in turn, so the tips are never all held at once. Returns whether
+/// everything was read.
+fn print_text(file: &str, report: &Replay, tips: TipReplays<'_>) -> Result<bool, Failure> {
+    let mut complete = report.is_complete();
+    let mut out = head_text(file, report, tips.len());
+    for t in tips {
+        complete &= t.is_complete();
+        tip_text(report, &t, &mut out);
+        if out.len() >= 1 << 16 {
+            emit_text(&out)?;
+            out.clear();
+        }
+    }
+    emit_text(&out)?;
+    Ok(complete)
+}
+
+/// A progress bar of `len()` steps on stderr when it is a terminal (`len` is not called
+/// otherwise: counting the tips is a pass over the tree).
+fn progress(len: impl FnOnce() -> u64, unit: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    let bar = ProgressBar::with_draw_target(Some(len()), ProgressDrawTarget::stderr());
     let template = format!("{{spinner}} {{wide_msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}");
     if let Ok(style) = ProgressStyle::with_template(&template) {
         bar.set_style(style.progress_chars("=> "));
@@ -149,21 +171,40 @@ fn replay_log(log: &SessionLog, path: &Path, bar: &ProgressBar) -> FileReplay {
     }
 }
 
-fn replay_file(path: &Path, bar: &ProgressBar) -> FileReplay {
+/// Opens a session file for a replay, with the progress message; the error as the
+/// output shows it.
+fn open_file(path: &Path, bar: &ProgressBar) -> Result<SessionLog, String> {
     let shown = term_safe(&path.display().to_string()).into_owned();
     bar.set_message(format!("reading {shown}"));
-    match SessionLog::open(path) {
-        Ok(log) => {
-            bar.set_message(format!("folding {shown}"));
-            replay_log(&log, path, bar)
-        }
-        Err(e) => FileReplay {
+    let log = SessionLog::open(path).map_err(|e| e.to_string())?;
+    bar.set_message(format!("folding {shown}"));
+    Ok(log)
+}
+
+fn replay_file(path: &Path, bar: &ProgressBar) -> FileReplay {
+    match open_file(path, bar) {
+        Ok(log) => replay_log(&log, path, bar),
+        Err(error) => FileReplay {
             file: path.to_path_buf(),
-            outcome: Outcome::Failed {
-                error: e.to_string(),
-            },
+            outcome: Outcome::Failed { error },
         },
     }
+}
+
+/// Replays one file of a directory as text, printed as it comes. Whether it was read
+/// whole.
+fn print_file(path: &Path, bar: &ProgressBar) -> Result<bool, Failure> {
+    let hidden = ProgressBar::hidden();
+    let file = path.display().to_string();
+    let log = match open_file(path, &hidden) {
+        Ok(log) => log,
+        Err(error) => {
+            bar.suspend(|| emit_text(&failed_text(&file, &error)))?;
+            return Ok(false);
+        }
+    };
+    let (report, tips) = inspect::replay_tips(&log, |_| {});
+    bar.suspend(|| print_text(&file, &report, tips))
 }
 
 /// `replay --json`.
@@ -185,31 +226,35 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
                 term_safe(&args.path.display().to_string())
             );
         }
-        let bar = progress(files.len() as u64, "files");
+        let bar = progress(|| files.len() as u64, "files");
         let hidden = ProgressBar::hidden();
         for f in &files {
             bar.set_message(term_safe(&f.display().to_string()).into_owned());
-            let r = replay_file(f, &hidden);
-            bar.inc(1);
-            all_ok &= r.complete();
-            if !args.json {
+            if args.json {
+                let r = replay_file(f, &hidden);
+                all_ok &= r.complete();
+                reports.push(r);
+            } else {
                 // Stream the text as it comes, so a long run shows results early.
-                bar.suspend(|| emit_text(&text(&r)))?;
+                all_ok &= print_file(f, &bar)?;
             }
-            reports.push(r);
+            bar.inc(1);
         }
         bar.finish_and_clear();
     } else {
         require_regular(&args.path)?;
         let log = SessionLog::open(&args.path).map_err(|e| fail(strict_error(&e)))?;
-        let bar = progress(log.tips().len() as u64, "tips");
-        let r = replay_log(&log, &args.path, &bar);
-        bar.finish_and_clear();
-        all_ok = r.complete();
-        if !args.json {
-            emit_text(&text(&r))?;
+        let bar = progress(|| log.tips().len() as u64, "tips");
+        if args.json {
+            let r = replay_log(&log, &args.path, &bar);
+            bar.finish_and_clear();
+            all_ok = r.complete();
+            reports.push(r);
+        } else {
+            let (report, tips) = inspect::replay_tips(&log, |_| bar.inc(1));
+            bar.finish_and_clear();
+            all_ok = print_text(&args.path.display().to_string(), &report, tips)?;
         }
-        reports.push(r);
     }
     if args.json {
         emit_json(&Sessions { sessions: reports })?;

@@ -6,7 +6,7 @@
 
 use super::{CmdResult, DbArgs, Failure, ScopeArg, emit, fail, open_log, require_regular};
 use serde_json::Value;
-use session_state::{Scope, SessionState, Store, validate_plugin_id};
+use session_state::{Op, Scope, SessionState, Store, validate_plugin_id};
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
@@ -147,18 +147,18 @@ pub(crate) fn write(args: WriteArgs) -> CmdResult {
             parse_json(&text, "the value on stdin")?
         }
     };
-    apply(&args.target, |s, log| s.write(log, &value))
+    apply(&args.target, Op::Set(value))
 }
 
 pub(crate) fn patch(args: PatchArgs) -> CmdResult {
     check_plugin(&args.target)?;
     let merge = parse_json(&args.merge, "--merge")?;
-    apply(&args.target, |s, log| s.patch(log, &merge))
+    apply(&args.target, Op::Patch(merge))
 }
 
 pub(crate) fn drop(args: DropArgs) -> CmdResult {
     check_plugin(&args.target)?;
-    apply(&args.target, |s, log| s.drop(log))
+    apply(&args.target, Op::Drop)
 }
 
 /// The plugin's state on the store at `db`.
@@ -168,21 +168,32 @@ fn state_key(t: &Target, db: std::path::PathBuf) -> Result<SessionState<Value>, 
         .map_err(fail)
 }
 
-fn apply(
-    t: &Target,
-    change: impl FnOnce(
-        &SessionState<Value>,
-        &mut session_state::SessionLog,
-    ) -> session_state::Result<Option<String>>,
-) -> CmdResult {
+/// A write: from the projection's rows and the file's tail when they answer (no parse of
+/// the log: the cost does not grow with the session), else through the opened log.
+fn apply(t: &Target, op: Op) -> CmdResult {
     let db = t.db.resolve()?;
-    let mut log = open_log(&t.file)?;
-    if let Some(at) = &t.at {
-        log.navigate(at)
-            .map_err(|e| fail(format_args!("--at: {e}")))?;
-    }
+    require_regular(&t.file)?;
     let state = state_key(t, db)?;
-    if let Some(id) = change(&state, &mut log).map_err(fail)? {
+    let id = match state
+        .apply_at_tail(&t.file, t.at.as_deref(), op.clone())
+        .map_err(fail)?
+    {
+        Some(id) => id,
+        None => {
+            let mut log = open_log(&t.file)?;
+            if let Some(at) = &t.at {
+                log.navigate(at)
+                    .map_err(|e| fail(format_args!("--at: {e}")))?;
+            }
+            let changed = match op {
+                Op::Set(value) => state.write(&mut log, &value),
+                Op::Patch(merge) => state.patch(&mut log, &merge),
+                Op::Drop => state.drop(&mut log),
+            };
+            changed.map_err(fail)?
+        }
+    };
+    if let Some(id) = id {
         emit(&format!("{id}\n"))?;
     }
     Ok(0)

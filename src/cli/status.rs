@@ -10,7 +10,7 @@ use super::{
 };
 use serde::Serialize;
 use session_state::inspect::{self, EventCount, LockReport};
-use session_state::{Liveness, LockStatus, Store};
+use session_state::{Liveness, LockStatus, PresenceStatus, Store};
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -66,7 +66,41 @@ struct StatusReport<'a> {
     readable: bool,
     database: Database<'a>,
     lock: Option<LockReport>,
+    /// The running Pi that holds the session (SPEC §9), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pi: Option<PiReport>,
     events: Vec<EventCount>,
+}
+
+/// `status --json`'s `pi`: the presence row of a running Pi.
+#[derive(Serialize)]
+struct PiReport {
+    holder: String,
+    since_ms: i64,
+    session_file: Option<String>,
+    liveness: String,
+    liveness_reason: String,
+    blocks_writers: bool,
+}
+
+impl From<&PresenceStatus> for PiReport {
+    fn from(p: &PresenceStatus) -> Self {
+        PiReport {
+            holder: p.holder.clone(),
+            since_ms: p.since_ms,
+            session_file: p.session_file.clone(),
+            liveness: p.liveness.to_string(),
+            liveness_reason: p.liveness_reason.clone(),
+            blocks_writers: p.blocks_writers(),
+        }
+    }
+}
+
+fn read_presence(db: &Path, session_id: &str) -> Result<Option<PresenceStatus>, Failure> {
+    Store::at(db)
+        .and_then(|store| store.peek_presence(session_id))
+        .map(Option::flatten)
+        .map_err(fail)
 }
 
 #[derive(Serialize)]
@@ -117,6 +151,7 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
         ));
     }
     let lock = read_lock(&db, log.session_id())?;
+    let pi = read_presence(&db, log.session_id())?;
     let counts = inspect::event_counts(&log);
     if args.json {
         return emit_json(&StatusReport {
@@ -129,6 +164,7 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
                 exists: lock.is_some(),
             },
             lock: lock.flatten().as_ref().map(LockReport::from),
+            pi: pi.as_ref().map(PiReport::from),
             events: counts.rows(),
         })
         .map(|()| 0);
@@ -156,6 +192,20 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
                 .map_or_else(|| "none".to_owned(), |st| lock_text(&st.into()));
             let _ = writeln!(out, "lock      {text}");
         }
+    }
+    if let Some(p) = &pi {
+        let _ = writeln!(
+            out,
+            "pi        held by a running Pi {} ({}: {}){}",
+            p.holder,
+            p.liveness,
+            p.liveness_reason,
+            if p.blocks_writers() {
+                "; write/patch/drop are refused while it runs"
+            } else {
+                "; the next writer deletes the row"
+            }
+        );
     }
     if counts.is_empty() {
         let _ = writeln!(out, "events    none");
@@ -235,6 +285,39 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
         );
     } else {
         let _ = writeln!(out, "no lock on session '{session_id}'");
+    }
+    if let Some(p) = store.peek_presence(&session_id).map_err(fail)?.flatten() {
+        // A running Pi's hold (SPEC §9): asked about as a live lock holder is.
+        if p.blocks_writers() && !args.yes {
+            let question = format!(
+                "session '{session_id}' is open in a running Pi {} ({}: {}). Clearing its \
+                 presence row lets other writers append while that Pi ignores them. Clear it?",
+                p.holder, p.liveness, p.liveness_reason
+            );
+            if !(std::io::stdin().is_terminal() && confirm(&question)?) {
+                let message = format!(
+                    "error: left the presence row of session '{session_id}' alone: the Pi {} \
+                     may be running ({}){}. Nothing was changed; run again with --yes to \
+                     clear it anyway.",
+                    p.holder,
+                    p.liveness_reason,
+                    if std::io::stdin().is_terminal() {
+                        ""
+                    } else {
+                        " and there is no terminal to ask on"
+                    }
+                );
+                emit_text(&out)?;
+                eprintln!("{}", term_safe(&message));
+                return Ok(1);
+            } else {
+                store.clear_presence(&session_id).map_err(fail)?;
+                let _ = writeln!(out, "cleared the presence row of the Pi {}", p.holder);
+            }
+        } else {
+            store.clear_presence(&session_id).map_err(fail)?;
+            let _ = writeln!(out, "cleared the presence row of the Pi {}", p.holder);
+        }
     }
     store.forget(&args.file).map_err(fail)?;
     let c = store.catch_up(&args.file).map_err(fail)?;

@@ -27,8 +27,10 @@
 //! `sqlite3 states.sqlite "DELETE FROM write_lock WHERE session_id = '…';"`.
 
 mod identity;
+pub(crate) mod presence;
 
 pub use identity::{Holder, Liveness};
+pub use presence::PresenceStatus;
 
 use identity::assess_raw;
 use std::path::Path;
@@ -361,6 +363,8 @@ pub(crate) fn begin_write(
                 read_row(conn, session_id, true).map_err(err())?
             }
         };
+        // A running Pi that has the session open refuses every other writer (SPEC §9).
+        presence::judge_in_write(conn, session_id, action)?;
         let Some(row) = row else { return Ok(()) };
         let holder = Holder::current().to_string();
         if judge(Some(row), &holder, session_id, action, now_ms(), conn)?.is_some() {

@@ -17,6 +17,20 @@ pub(crate) fn now_iso() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
+/// A new entry id (SPEC §2: 8 hex characters, as Pi's `randomUUID().slice(0, 8)`) that
+/// `taken` does not refuse: unique against every id in the file and the session id.
+pub(crate) fn fresh_id<E>(
+    mut taken: impl FnMut(&str) -> std::result::Result<bool, E>,
+) -> std::result::Result<String, E> {
+    loop {
+        let u = uuid::Uuid::new_v4().simple().to_string();
+        let id = &u[..8];
+        if !taken(id)? {
+            return Ok(id.to_owned());
+        }
+    }
+}
+
 /// A new entry to append; the log adds `id`, `parentId` and `timestamp`.
 #[derive(Debug, Clone)]
 pub struct NewEntry {

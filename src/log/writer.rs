@@ -2,7 +2,7 @@
 //! poisoning on the first failure (no retry after a failed fsync: "Can Applications
 //! Recover from fsync Failures?", ATC'20).
 
-use super::io::{AppendFile, FileIdentity};
+use super::io::{AppendFile, FileIdentity, FileSystem};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -73,4 +73,32 @@ impl LogWriter {
     pub(crate) fn identity(&self) -> Option<FileIdentity> {
         self.file.identity().ok()
     }
+}
+
+/// Appends `line` (one whole line, `\n` included) to the file at `path` only if the file
+/// opened for appending is `identity` and `len` bytes long (SPEC §2: check the length
+/// first): one `write()`, then `fdatasync`, as [`LogWriter::append`]. `Ok(false)`: the
+/// file is not so (another file at the path, or someone appended); nothing was written.
+/// For a writer that has not read the log but knows its tail (`src/store/tail.rs`).
+pub(crate) fn append_if_unchanged(
+    fs: &dyn FileSystem,
+    path: &Path,
+    identity: FileIdentity,
+    len: u64,
+    line: &[u8],
+) -> Result<bool> {
+    let io = |action: &'static str| {
+        move |source| Error::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
+    let file = fs.open_append(path).map_err(io("opening for append"))?;
+    let mut w = LogWriter::new(path, file);
+    if w.identity() != Some(identity) || w.len()? != len {
+        return Ok(false);
+    }
+    w.append(line)?;
+    Ok(true)
 }

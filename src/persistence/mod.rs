@@ -33,14 +33,23 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 mod interrupted;
+mod lines;
 mod pi_jsonl;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod sqlite_store;
+mod transfer;
+mod url;
 
 pub use interrupted::INTERRUPTED_TOOL_RESULT;
+pub(crate) use lines::check_session_id;
+pub(crate) use lines::event_lines;
 pub use pi_jsonl::{HEADER_SCAN_LIMIT, PiJsonlStore, pi_session_dir_name, pi_session_file_name};
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_LOCK_WAIT, Imported, POSTGRES_SCHEMA_VERSION, PostgresStore};
+pub use sqlite_store::SqliteStore;
+pub use transfer::{ImportReport, export_session, import_file};
+pub use url::{RedactedUrl, open_store_url};
 
 /// Where sessions are kept: the seam between a host and its storage (SPEC §8).
 ///
@@ -108,6 +117,68 @@ pub trait SessionStore: Send + Sync {
     /// Files that are not readable sessions are left out (a backend may report them
     /// elsewhere: see [`PiJsonlStore::scan`]).
     fn list(&self) -> Result<Vec<Header>>;
+
+    // Provided: what import, export, forks and the local cache need beyond the five
+    // operations. A backend gets working defaults (built on `load`, so they read the
+    // whole session) or a clear refusal, and overrides them to be fast or to support them.
+
+    /// The session's header line as stored, without its newline (byte for byte where the
+    /// backend keeps it). Default: the loaded header, as [`Header::to_line`] prints it.
+    fn header_line(&self, session_id: &str) -> Result<String> {
+        let mut line = self.load(session_id)?.header().to_line();
+        line.pop();
+        Ok(line)
+    }
+
+    /// Calls `visit(seq, line)` for every stored entry with a sequence number from
+    /// `from_seq` on, in order (each line without its newline, byte for byte), and returns
+    /// the session's next sequence number as of that read. A `from_seq` at or past the end
+    /// visits nothing, so `read_lines(id, u64::MAX, …)` asks for the next sequence number
+    /// alone. An error of `visit` ends the read and is returned.
+    ///
+    /// Default: through [`SessionStore::load`] (which may close an interrupted turn);
+    /// a backend with rows reads only the rows asked for.
+    fn read_lines(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        visit: &mut dyn FnMut(u64, &str) -> Result<()>,
+    ) -> Result<u64> {
+        let loaded = self.load(session_id)?;
+        let log = loaded.log();
+        for (seq, entry) in log.entries().enumerate() {
+            if (seq as u64) < from_seq {
+                continue;
+            }
+            visit(seq as u64, &log.raw_line(entry.id())?)?;
+        }
+        Ok(loaded.next_seq())
+    }
+
+    /// Appends complete entry lines (with their own `id`, `parentId` and `timestamp`),
+    /// kept byte for byte, the first with sequence number `first_seq`: how `import`
+    /// copies a Pi session in, and how a write with `--at` forks (its parent is any
+    /// entry, not only the last). The rules of [`SessionStore::append`] hold (the sequence
+    /// check, durability, nothing written on a refusal); besides, each line must be one
+    /// JSON object with a string `type` other than `session`, a new `id`, a `parentId`
+    /// that is null or names an entry of the session (or an earlier line of the batch)
+    /// and a `timestamp` ([`Error::InvalidEvent`] names the line). The first append to a
+    /// created session creates it, as `append` does.
+    ///
+    /// Default: [`Error::Unsupported`].
+    fn append_lines(&self, session_id: &str, first_seq: u64, lines: &[String]) -> Result<u64> {
+        let _ = (session_id, first_seq, lines);
+        Err(Error::Unsupported {
+            store: self.describe(),
+            what: "appending complete entry lines (import, a write with --at)",
+        })
+    }
+
+    /// The store, for messages and cache keys: never a password. Default: the type's
+    /// name.
+    fn describe(&self) -> String {
+        std::any::type_name::<Self>().to_owned()
+    }
 }
 
 /// [`SessionStore::append`] for events of any `Serialize` type.

@@ -2,12 +2,13 @@
 //! directory layout, one file per session, read and written through [`SessionLog`].
 
 use super::interrupted::close_interrupted_turn;
+use super::lines::{check_line, check_new_header, to_new_entry};
 use super::{ListProblem, ListedSession, Listing, Loaded, SessionStore};
 use crate::error::{Error, IoContext, Result};
 use crate::log::entry::Header;
 use crate::log::{NewEntry, header, reader};
 use crate::tree::{LogOptions, SessionLog};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -246,17 +247,7 @@ impl SessionStore for PiJsonlStore {
     }
 
     fn create(&self, header: Header) -> Result<()> {
-        if header.version() != 3 {
-            return Err(Error::UnsupportedNewVersion {
-                session_id: header.id().to_owned(),
-                version: header.version(),
-            });
-        }
-        if header.id().is_empty() || header.id().contains(['/', '\\', '\n', '\0']) {
-            return Err(Error::InvalidSessionId {
-                session_id: header.id().to_owned(),
-            });
-        }
+        check_new_header(&header)?;
         let path = self.require_location(&header)?;
         let slot = self.slot(header.id());
         let mut slot = lock_slot(&slot);
@@ -344,6 +335,62 @@ impl SessionStore for PiJsonlStore {
         Ok(Loaded::new(log, closed_tool_calls))
     }
 
+    fn append_lines(&self, session_id: &str, first_seq: u64, lines: &[String]) -> Result<u64> {
+        let facts = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| check_line(session_id, first_seq + i as u64, i, l))
+            .collect::<Result<Vec<_>>>()?;
+        let slot = self.slot(session_id);
+        let mut slot = lock_slot(&slot);
+        if let Slot::Pending(header) = &*slot {
+            check_seq(session_id, 0, first_seq)?;
+            check_ids(session_id, first_seq, &facts, |_| false)?;
+            if lines.is_empty() {
+                return Ok(0);
+            }
+            let path = self.require_location(header)?;
+            let dir = reader::parent_dir(&path).to_path_buf();
+            std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
+            let mut bytes = header.to_line().into_bytes();
+            for l in lines {
+                bytes.extend_from_slice(l.as_bytes());
+                bytes.push(b'\n');
+            }
+            // The one durable-create routine: all or nothing, never over an existing file.
+            crate::log::io::create_durably(
+                &crate::log::io::StdFileSystem,
+                &path,
+                "creating",
+                crate::log::io::Place::Link,
+                |tmp| tmp.write(&bytes),
+            )
+            .map_err(|f| f.error)?;
+            let log = self.options.open(&path)?;
+            let next = log.len() as u64;
+            *slot = Slot::Open(Box::new(log));
+            return Ok(next);
+        }
+        if let Slot::Unopened = &*slot {
+            let path = self.find(session_id)?;
+            *slot = Slot::Open(Box::new(self.options.open(&path)?));
+        }
+        let Slot::Open(log) = &mut *slot else {
+            return Err(Error::NotMaterialized {
+                session_id: session_id.into(),
+            });
+        };
+        let result = append_lines_to(log, session_id, first_seq, lines, &facts);
+        if result.is_err() {
+            *slot = Slot::Unopened;
+        }
+        result
+    }
+
+    fn describe(&self) -> String {
+        format!("pi-jsonl {}", self.root.display())
+    }
+
     fn list(&self) -> Result<Vec<Header>> {
         let listing = self.scan()?;
         for p in &listing.problems {
@@ -399,44 +446,87 @@ fn append_to(
     Ok(log.len() as u64)
 }
 
-/// Checks one event and turns it into an entry; `index` is its place in the batch.
-pub(super) fn to_new_entry(
+/// Refuses a batch whose ids are not new or whose parents are unknown.
+fn check_ids(
     session_id: &str,
-    seq: u64,
-    index: usize,
-    event: &Value,
-) -> Result<NewEntry> {
-    let refuse = |detail: String| Error::InvalidEvent {
-        session_id: session_id.into(),
-        index,
-        seq,
-        detail,
-    };
-    let Value::Object(map) = event else {
-        return Err(refuse("is not a JSON object".into()));
-    };
-    let ty = match map.get("type") {
-        Some(Value::String(t)) if !t.is_empty() => t,
-        _ => return Err(refuse("has no string `type`".into())),
-    };
-    if ty == "session" {
-        return Err(refuse(
-            "has type `session`, which only the header may have".into(),
-        ));
-    }
-    for key in ["id", "parentId", "timestamp"] {
-        if map.contains_key(key) {
+    first_seq: u64,
+    facts: &[super::lines::LineFacts],
+    known: impl Fn(&str) -> bool,
+) -> Result<()> {
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for (i, f) in facts.iter().enumerate() {
+        let refuse = |detail: String| Error::InvalidEvent {
+            session_id: session_id.into(),
+            index: i,
+            seq: first_seq + i as u64,
+            detail,
+        };
+        if f.id == session_id || known(&f.id) || seen.contains(f.id.as_str()) {
             return Err(refuse(format!(
-                "has a `{key}` field; the store assigns id, parentId and timestamp"
+                "has id {:?}, which the session already uses",
+                f.id
             )));
         }
+        if let Some(p) = &f.parent
+            && !known(p)
+            && !seen.contains(p.as_str())
+        {
+            return Err(refuse(format!(
+                "has parentId {p:?}, which is no entry of the session"
+            )));
+        }
+        seen.insert(&f.id);
     }
-    let fields: Map<String, Value> = map
-        .iter()
-        .filter(|(k, _)| k.as_str() != "type")
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    Ok(NewEntry::new(ty.clone(), fields))
+    Ok(())
+}
+
+/// Appends complete lines to an open session file: one `write()` of the whole batch at
+/// the length the log read, one `fdatasync`, then the log reads them back as a foreign
+/// append.
+fn append_lines_to(
+    log: &mut SessionLog,
+    session_id: &str,
+    first_seq: u64,
+    lines: &[String],
+    facts: &[super::lines::LineFacts],
+) -> Result<u64> {
+    use std::io::Write;
+    log.refresh()?;
+    check_seq(session_id, log.len() as u64, first_seq)?;
+    check_ids(session_id, first_seq, facts, |id| log.entry(id).is_some())?;
+    if lines.is_empty() {
+        return Ok(log.len() as u64);
+    }
+    let path = log.path().to_path_buf();
+    if log.tail_bytes() != 0 {
+        return Err(Error::ChangedOnDisk {
+            path,
+            detail: "the file ends in a torn record; append one entry through the log first, \
+                     which closes it"
+                .into(),
+        });
+    }
+    let mut bytes = Vec::new();
+    for l in lines {
+        bytes.extend_from_slice(l.as_bytes());
+        bytes.push(b'\n');
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .ctx("opening", &path)?;
+    let len = f.metadata().ctx("checking", &path)?.len();
+    if len != log.consumed_bytes() {
+        return Err(Error::ChangedOnDisk {
+            path,
+            detail: "it changed while appending".into(),
+        });
+    }
+    f.write_all(&bytes).ctx("appending to", &path)?;
+    // IMPORTANT: acknowledged only once on stable storage.
+    f.sync_data().ctx("syncing", &path)?;
+    log.refresh()?;
+    Ok(log.len() as u64)
 }
 
 fn problem_io(path: &Path, source: std::io::Error) -> ListProblem {

@@ -10,7 +10,7 @@
 //! See `docs/postgres.md`.
 
 use super::interrupted::missing_tool_results;
-use super::pi_jsonl::to_new_entry;
+use super::lines::to_new_entry;
 use super::{Loaded, SessionStore};
 use crate::error::{BackendError, Error, Result};
 use crate::lock::LockError;

@@ -200,6 +200,46 @@ fn before_append(conn: &Connection, file: &Path) -> Option<(String, Option<Sessi
     Some((key, row))
 }
 
+/// The watermark row of `key` when the rows are up to date with `file` as it is now
+/// (identity, length and change stamp, as `plan` checks them). `Err(true)`: the same file,
+/// grown or touched since (a catch-up reads on); `Err(false)`: no row, another file at
+/// the path, a shorter one, or none at all.
+pub(super) fn up_to_date_row(
+    conn: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+) -> Result<std::result::Result<SessionRow, bool>> {
+    let Ok(meta) = std::fs::metadata(file) else {
+        return Ok(Err(false));
+    };
+    let Some(row) = session_row(conn, key).map_err(db_err(db, "reading the watermark"))? else {
+        return Ok(Err(false));
+    };
+    let id = FileIdentity::of(&meta);
+    if !meta.is_file() || id.dev as i64 != row.dev || id.ino as i64 != row.ino {
+        return Ok(Err(false));
+    }
+    let len = meta.len() as i64;
+    if len == row.file_len && mtime_ns(&meta) == row.mtime_ns {
+        return Ok(Ok(row));
+    }
+    Ok(Err(len >= row.file_len && len >= row.consumed))
+}
+
+/// Reads on from the watermark `row`, inside the caller's transaction (at most one
+/// chunk), without verifying the consumed prefix: the caller has just shown it intact.
+pub(super) fn ingest_resumed(
+    conn: &Connection,
+    db: &Path,
+    file: &Path,
+    key: &str,
+    row: SessionRow,
+) -> Result<CatchUp> {
+    let policy = ChunkPolicy::default();
+    ingest(conn, db, file, key, Some(row), Commit::Caller(&policy))
+}
+
 /// [`file_key`], remembered per absolute path and file identity: a writer resolves its
 /// session's path once, not at every write. A key only names rows, which are checked
 /// against the file's identity and prefix before use; a path whose file changed identity

@@ -22,10 +22,12 @@ mod ingest;
 mod read;
 mod schema;
 mod sink;
+mod tail;
 mod watermark;
 
 pub use ingest::ChunkHook;
 pub(crate) use ingest::catch_up_in_transaction;
+pub(crate) use tail::{Tail, tail_in_transaction};
 
 use crate::error::{DatabaseError, Error, Result};
 use crate::state::envelope::Scope;
@@ -243,16 +245,18 @@ impl Projection {
         if !log.is_materialized() {
             return Ok(());
         }
-        match self.catch_up(log.path()) {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                // The log is durable; a projection that cannot follow is dropped and rebuilt
-                // by the next reader, which will then report the problem itself.
-                tracing::warn!(error = %e, "projection could not follow the log; dropping its rows");
-                if let Ok(key) = file_key(log.path()) {
-                    let _ = forget(&self.conn, &key);
-                }
-                Ok(())
+        self.sync_file(log.path());
+        Ok(())
+    }
+
+    /// Catches up with `file` after this process appended to it; a projection that cannot
+    /// follow drops the session's rows. The log is durable either way.
+    pub(crate) fn sync_file(&mut self, file: &Path) {
+        if let Err(e) = self.catch_up(file) {
+            // The next reader rebuilds the rows, and then reports the problem itself.
+            tracing::warn!(error = %e, "projection could not follow the log; dropping its rows");
+            if let Ok(key) = file_key(file) {
+                let _ = forget(&self.conn, &key);
             }
         }
     }
@@ -261,6 +265,32 @@ impl Projection {
     pub fn forget(&mut self, file: &Path) -> Result<()> {
         let key = file_key(file)?;
         forget(&self.conn, &key).map_err(db_err(&self.path, "forgetting a session"))
+    }
+}
+
+/// The largest WAL a process leaves behind (SPEC §4 keeps it a cache; see
+/// docs/durability.md, "The projection's syncs"). The first connection of a process
+/// reads the whole WAL to rebuild its index (SQLite truncates the `-shm` file then), so a
+/// bigger WAL would make every process pay for it; a smaller one would checkpoint more
+/// often. About 50 CLI writes of one event each.
+const WAL_KEEP_BYTES: u64 = 1 << 20;
+
+impl Drop for Projection {
+    /// A WAL grown past [`WAL_KEEP_BYTES`] is checkpointed and truncated on close: the
+    /// connection does not checkpoint on close otherwise (`schema::connect`).
+    fn drop(&mut self) {
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        // Without waiting: a checkpoint that would wait for other connections' readers or
+        // writer is left to a later close (or to SQLite's own, as the WAL fills).
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEEP_BYTES)
+            && let Err(e) = self.conn.busy_timeout(Duration::ZERO).and_then(|()| {
+                self.conn
+                    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            })
+        {
+            tracing::debug!(error = %e, "the projection's WAL was not checkpointed on close");
+        }
     }
 }
 

@@ -100,6 +100,16 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
         }
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // The last connection to close leaves the WAL as it is, neither checkpointed nor
+    // deleted: a process that writes once (the CLI) then costs one `fdatasync`, the log's,
+    // instead of five (creating the WAL syncs it and its directory, the checkpoint on close
+    // syncs the WAL and the database). The WAL is checkpointed as it fills (SQLite's
+    // `wal_autocheckpoint`, 1,000 pages), by whichever writer commits then. Safe because
+    // the projection is a cache: see docs/durability.md, "The projection's syncs".
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )?;
     Ok(conn)
 }
 
@@ -210,13 +220,17 @@ pub(super) fn ownership(path: &Path) -> Result<Found> {
             "is a SQLite database of another program (application_id {app_id:#010x})"
         )));
     }
-    // No stamp in the file's header: look inside, read-only (a stamp still in the WAL,
-    // a database of ours from before the stamp, or somebody else's).
+    // No stamp in the file's header: look inside, read-only (a database of ours from
+    // before the stamp, or somebody else's). The file alone is looked at (`immutable`):
+    // a WAL beside it may be a leftover of ours whose database was deleted, and SQLite
+    // would lay its pages over another program's file (our stamp included).
     let inspect = || -> rusqlite::Result<(i32, Option<String>, Vec<String>)> {
-        let conn = Connection::open_with_flags(
-            path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
+        use rusqlite::OpenFlags;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = match immutable_uri(path) {
+            Some(uri) => Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?,
+            None => Connection::open_with_flags(path, flags)?,
+        };
         conn.busy_timeout(Duration::from_secs(10))?;
         let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
         Ok((id, meta_app(&conn)?, table_names(&conn)?))
@@ -247,6 +261,22 @@ pub(super) fn ownership(path: &Path) -> Result<Found> {
         ))),
         Err(e) => Err(db_err(path, "inspecting")(e)),
     }
+}
+
+/// `file:PATH?immutable=1`: SQLite reads the file alone, without its WAL or `-shm`.
+/// `None` for a path that is not UTF-8.
+fn immutable_uri(path: &Path) -> Option<String> {
+    let mut uri = String::from("file:");
+    for c in path.to_str()?.chars() {
+        match c {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    Some(uri)
 }
 
 const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
@@ -311,10 +341,15 @@ pub(super) fn open_ours(
         tx.commit()?;
     }
     let mut conn = connect(path)?;
+    if found == Found::Stamped && is_current(&conn)? {
+        // The common case, read without a write transaction: nothing to create.
+        return Ok(Ok(conn));
+    }
     // Check and create in one write transaction, so a second opener of a new database
     // sees either nothing or the whole schema, never half of it.
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    let mut stamped = false;
     if id != APPLICATION_ID {
         // Ours without the stamp yet (checked again here, in the transaction): nothing,
         // a database of an older version, or only the lock table. Anything else appeared
@@ -327,6 +362,7 @@ pub(super) fn open_ours(
             return Ok(Err(()));
         }
         tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+        stamped = true;
     }
     if !check_schema(&tx)? {
         return Ok(Err(()));
@@ -338,7 +374,37 @@ pub(super) fn open_ours(
     )?;
     crate::lock::ensure_schema(&tx)?;
     tx.commit()?;
+    if stamped {
+        // Into the file's own header now, where `ownership` looks for it: the connection
+        // does not checkpoint on close.
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    }
     Ok(Ok(conn))
+}
+
+/// Whether a stamped database already holds this version's whole schema (its `meta`
+/// and the lock table with its `action` column), so that opening it writes nothing.
+fn is_current(conn: &Connection) -> rusqlite::Result<bool> {
+    let found: Option<(String, i64)> = conn
+        .query_row(
+            "SELECT (SELECT value FROM meta WHERE key = 'schema_version'), \
+             (SELECT count(*) FROM pragma_table_info('write_lock') WHERE name = 'action') \
+             WHERE (SELECT value FROM meta WHERE key = 'app') = ?1",
+            [APP],
+            |r| {
+                Ok((
+                    r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    r.get(1)?,
+                ))
+            },
+        )
+        .optional()
+        .or_else(|e| match e {
+            // No `meta` table (yet): the write transaction below decides.
+            rusqlite::Error::SqliteFailure(..) => Ok(None),
+            e => Err(e),
+        })?;
+    Ok(found.is_some_and(|(v, action)| v == SCHEMA_VERSION.to_string() && action == 1))
 }
 
 /// The columns `value`, `base`, `delta`, `chain` of an event's storage (the policy that

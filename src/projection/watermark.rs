@@ -6,10 +6,14 @@ use super::db_err;
 use crate::error::{Error, Location, Result};
 use crate::log::io::FileIdentity;
 use rusqlite::{Connection, OptionalExtension, params};
+#[cfg(not(unix))]
 use std::io::{Read, Seek};
 use std::path::Path;
 
 pub(super) const DIGEST_SPAN: u64 = 4096;
+
+/// Folded events at most this far apart are checked with one read.
+const GAP: u64 = 4096;
 
 /// A digest of a span of the file, to tell that a prefix is unchanged (not a defence
 /// against an adversary: the file's identity, length and mtime are checked too). Eight
@@ -222,28 +226,38 @@ fn prefix_intact(
         })
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
         .map_err(q)?;
-    // In file order through one buffer: events close together cost one read.
-    let io = |source| Error::Io {
-        action: "reading",
-        path: file.to_path_buf(),
-        source,
-    };
-    let mut r = std::io::BufReader::with_capacity(64 << 10, f);
-    let mut pos = r.stream_position().map_err(io)?;
+    // In file order, one positioned read per run of events less than a page apart: a
+    // read-ahead buffer would copy 64 KiB per event of a large session instead of its line.
     let mut buf = Vec::new();
-    for (offset, len, digest) in spans {
-        let (offset, len) = (offset as u64, len as u64);
-        if offset.saturating_add(len) > consumed {
+    let mut i = 0;
+    while i < spans.len() {
+        let start = spans[i].0 as u64;
+        let mut end = start;
+        let mut j = i;
+        while j < spans.len() {
+            let (offset, len) = (spans[j].0 as u64, spans[j].1 as u64);
+            if offset.saturating_add(len) > consumed || offset < start {
+                return Ok(None);
+            }
+            if j > i && offset > end + GAP {
+                break;
+            }
+            end = end.max(offset + len);
+            j += 1;
+        }
+        buf.clear();
+        buf.extend_from_slice(&read_span(&mut f, file, start, end - start)?);
+        if (buf.len() as u64) < end - start {
             return Ok(None);
         }
-        r.seek_relative(offset as i64 - pos as i64).map_err(io)?;
-        buf.resize(len as usize, 0);
-        r.read_exact(&mut buf).map_err(io)?;
-        pos = offset + len;
-        verified += len;
-        if fnv(&buf) != digest {
-            return Ok(None);
+        for &(offset, len, digest) in &spans[i..j] {
+            let at = (offset as u64 - start) as usize;
+            verified += len as u64;
+            if fnv(&buf[at..at + len as usize]) != digest {
+                return Ok(None);
+            }
         }
+        i = j;
     }
     Ok(Some(verified))
 }

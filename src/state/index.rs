@@ -94,6 +94,16 @@ impl StateIndex {
             .and_then(|e| self.events.get(e as usize))
     }
 
+    /// The position in [`StateIndex::events`] of the event at `node`, if it is a state
+    /// event.
+    pub(crate) fn event_index(&self, node: u32) -> Option<usize> {
+        self.event_of
+            .get(node as usize)
+            .copied()
+            .flatten()
+            .map(|e| e as usize)
+    }
+
     /// The nearest ancestor-or-self of `node` that is a state event.
     pub(crate) fn state_anc(&self, node: u32) -> Option<u32> {
         self.state_anc.get(node as usize).copied().flatten()

@@ -36,6 +36,23 @@ pub(crate) fn apply(op: &Op, current: Option<&Value>) -> Option<Value> {
     }
 }
 
+/// [`apply`] on a shared value, in place: the same result as
+/// `*current = apply(op, current.as_deref()).map(Arc::new)`, but a `patch` merges into the
+/// value itself when no one else holds it (it is copied only when shared), and a `set`
+/// takes its value by move. For a fold that owns its envelopes and carries values down a
+/// tree (the replay walk): a value grown by patches is then not copied at every step.
+pub(crate) fn apply_shared(op: Op, current: &mut Option<std::sync::Arc<Value>>) {
+    use std::sync::Arc;
+    match op {
+        Op::Set(v) => *current = Some(Arc::new(v)),
+        Op::Drop => *current = None,
+        Op::Patch(p) => {
+            let doc = current.get_or_insert_with(|| Arc::new(Value::Object(Map::new())));
+            crate::json::merge_patch(Arc::make_mut(doc), &p);
+        }
+    }
+}
+
 /// How the value after an event is stored.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) enum Stored {
@@ -203,6 +220,46 @@ mod tests {
                     .expect("the chain decodes")
             })
             .collect()
+    }
+
+    /// The in-place step gives what [`apply`] gives, on a value held elsewhere too (which
+    /// it must leave alone) and on one it holds alone.
+    #[test]
+    fn apply_shared_is_apply_and_leaves_a_shared_value_alone() {
+        use std::sync::Arc;
+        let ops = [
+            patch(json!({"a": 1, "b": {"c": [1, 2]}})),
+            patch(json!({"b": {"c": null, "d": 1.0}, "e": "x"})),
+            Op::Set(json!([1, {"k": null}])),
+            patch(json!({"k": 1})),
+            Op::Drop,
+            patch(json!({"z": null})),
+            Op::Set(json!(null)),
+            patch(json!("not an object")),
+        ];
+        let mut expected: Option<Value> = None;
+        let mut shared: Option<Arc<Value>> = None;
+        for op in ops {
+            let before = shared.clone();
+            let before_text = before.as_deref().map(crate::json::to_string_exact);
+            expected = apply(&op, expected.as_ref());
+            apply_shared(op, &mut shared);
+            assert_eq!(
+                shared.as_deref().map(crate::json::to_string_exact),
+                expected.as_ref().map(crate::json::to_string_exact)
+            );
+            // The copy held by `before` is unchanged.
+            assert_eq!(
+                before.as_deref().map(crate::json::to_string_exact),
+                before_text
+            );
+        }
+        let mut alone = Some(Arc::new(json!({"a": 1})));
+        let at = alone.as_deref().map(std::ptr::from_ref);
+        apply_shared(patch(json!({"b": 2})), &mut alone);
+        // Held alone: merged in place, not copied.
+        assert_eq!(alone.as_deref().map(std::ptr::from_ref), at);
+        assert_eq!(alone.as_deref(), Some(&json!({"a": 1, "b": 2})));
     }
 
     #[test]

@@ -15,8 +15,13 @@
 //! # Ok::<(), session_state::Error>(())
 //! ```
 
+mod backend;
+mod presence;
 pub(crate) mod state;
+mod tail;
 mod write;
+
+pub use backend::StoredSession;
 
 use crate::error::{DatabaseError, Error, Result};
 use crate::lock::{self, Holder, LockStatus};

@@ -224,6 +224,20 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         self.apply(log, Op::Drop)
     }
 
+    /// The JSON value [`SessionState::write`] would store for `value` (or
+    /// [`SessionState::patch`] apply), refused with the same errors and nothing written:
+    /// for hosts that append the event themselves (the Pi package, through
+    /// `pi.appendEntry`).
+    pub fn check_value<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
+        let v = self.to_json(value)?;
+        self.check_depth(&v)?;
+        crate::json::check_numbers(&v).map_err(|e| Error::UnrepresentableValue {
+            plugin: self.plugin.clone(),
+            detail: e.to_string(),
+        })?;
+        Ok(v)
+    }
+
     fn to_json<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
         depth::to_value_limited(value).map_err(|source| Error::Serialize {
             plugin: self.plugin.clone(),
@@ -246,13 +260,81 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     }
 
     fn apply(&self, log: &mut SessionLog, op: Op) -> Result<Option<String>> {
-        if let Op::Set(v) | Op::Patch(v) = &op {
+        self.check_op(&op)?;
+        self.store.commit(self, log, op)
+    }
+
+    /// Refuses, before anything is written, a value or patch that could not be written
+    /// or read back as it is (see [`SessionState::write`]).
+    fn check_op(&self, op: &Op) -> Result<()> {
+        if let Op::Set(v) | Op::Patch(v) = op {
             self.check_depth(v)?;
             crate::json::check_numbers(v).map_err(|e| Error::UnrepresentableValue {
                 plugin: self.plugin.clone(),
                 detail: e.to_string(),
             })?;
         }
-        self.store.commit(self, log, op)
+        Ok(())
+    }
+
+    /// [`SessionState::write`] on the session file `file`, without an open log: as a
+    /// child of `at` (default: the last entry in file order, Pi's leaf when it opens the
+    /// file). Durable when it returns, under the same write lock and refusals.
+    ///
+    /// When the projection is up to date with the file (after reading what others
+    /// appended, as [`SessionState::read_file`] does), the write is decided from its rows
+    /// and the file's tail without parsing the log, so it costs the same for a 1 MB and a
+    /// 1 GB session. Otherwise (a new database, a file replaced, rewritten or ending in a
+    /// torn line, an older version, an `at` the rows do not know) the log is opened and
+    /// the write goes through [`SessionState::write`].
+    pub fn write_file(
+        &self,
+        file: impl AsRef<Path>,
+        at: Option<&str>,
+        value: &T,
+    ) -> Result<Option<String>> {
+        let value = self.to_json(value)?;
+        self.apply_file(file.as_ref(), at, Op::Set(value))
+    }
+
+    /// [`SessionState::patch`] on the session file `file`, as [`SessionState::write_file`].
+    pub fn patch_file<P: Serialize + ?Sized>(
+        &self,
+        file: impl AsRef<Path>,
+        at: Option<&str>,
+        patch: &P,
+    ) -> Result<Option<String>> {
+        let patch = self.to_json(patch)?;
+        self.apply_file(file.as_ref(), at, Op::Patch(patch))
+    }
+
+    /// [`SessionState::drop`] on the session file `file`, as [`SessionState::write_file`].
+    pub fn drop_file(&self, file: impl AsRef<Path>, at: Option<&str>) -> Result<Option<String>> {
+        self.apply_file(file.as_ref(), at, Op::Drop)
+    }
+
+    /// The projection's half of [`SessionState::write_file`]: `Ok(None)` when the rows
+    /// cannot answer for the write (nothing was written; open the log). For the command
+    /// line, which opens the log itself to report its errors its own way.
+    #[doc(hidden)]
+    pub fn apply_at_tail(
+        &self,
+        file: impl AsRef<Path>,
+        at: Option<&str>,
+        op: Op,
+    ) -> Result<Option<Option<String>>> {
+        self.check_op(&op)?;
+        self.store.commit_at_tail(self, file.as_ref(), at, op)
+    }
+
+    fn apply_file(&self, file: &Path, at: Option<&str>, op: Op) -> Result<Option<String>> {
+        if let Some(done) = self.apply_at_tail(file, at, op.clone())? {
+            return Ok(done);
+        }
+        let mut log = SessionLog::open(file)?;
+        if let Some(at) = at {
+            log.navigate(at)?;
+        }
+        self.apply(&mut log, op)
     }
 }

@@ -32,12 +32,7 @@ impl Store {
         log: &mut SessionLog,
         op: Op,
     ) -> Result<Option<String>> {
-        // The action the lock row and a refusal name (SPEC §6).
-        let action = match op {
-            Op::Set(_) => "write",
-            Op::Patch(_) => "patch",
-            Op::Drop => "drop",
-        };
+        let action = action_of(&op);
         if !log.is_materialized() {
             // Only this process can see a session that is not on disk yet. The database is
             // opened first: one that is refused (not ours, SPEC §4) refuses before this
@@ -103,6 +98,15 @@ impl Store {
             }
             Ok(Some(id))
         })
+    }
+}
+
+/// The action the lock row and a refusal name (SPEC §6).
+pub(super) fn action_of(op: &Op) -> &'static str {
+    match op {
+        Op::Set(_) => "write",
+        Op::Patch(_) => "patch",
+        Op::Drop => "drop",
     }
 }
 

@@ -88,12 +88,14 @@ impl SessionLog {
     }
 
     fn fresh_id(&self) -> String {
-        loop {
-            let u = uuid::Uuid::new_v4().simple().to_string();
-            let id = &u[..8];
-            if !self.index.tree.contains(id) && id != self.header.id() {
-                return id.to_owned();
-            }
+        let taken = |id: &str| {
+            Ok::<_, std::convert::Infallible>(
+                self.index.tree.contains(id) || id == self.header.id(),
+            )
+        };
+        match crate::log::fresh_id(taken) {
+            Ok(id) => id,
+            Err(never) => match never {},
         }
     }
 

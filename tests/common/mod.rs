@@ -1,5 +1,6 @@
 #![allow(dead_code)]
 
+pub mod backend;
 pub mod examples;
 pub mod holders;
 #[cfg(feature = "postgres")]

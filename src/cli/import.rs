@@ -1,0 +1,136 @@
+//! `import` and `export` (SPEC §7): a Pi session file into a store, and back out.
+
+use super::store::open_url;
+use super::{CmdResult, Failure, emit, fail, require_regular};
+use std::path::{Path, PathBuf};
+
+pub(crate) const IMPORT_EXAMPLES: &str = "\
+Examples:
+  session-state import ~/.pi/agent/sessions/--home-me-app--/2026-01-05T10-00-00-000Z_0195f1d0.jsonl \\
+      --store sqlite:///srv/sessions.sqlite
+  SESSION_STATE_STORE=postgres://me@db/sessions session-state import s.jsonl
+
+Prints the session id. Importing the same file again changes nothing; after Pi appended
+to the file, only the new entries are added. A file that disagrees with what the store
+holds for that session is refused.
+Exit codes: 0 imported; 2 error.";
+
+pub(crate) const EXPORT_EXAMPLES: &str = "\
+Examples:
+  session-state export 0195f1d0 --store sqlite:///srv/sessions.sqlite --output s.jsonl
+  session-state export 0195f1d0 --store sqlite:///srv/sessions.sqlite > s.jsonl
+
+The header and every entry line exactly as stored: a Pi JSONL file that Pi opens.
+--output never replaces an existing file.
+Exit codes: 0 written; 2 error.";
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ImportArgs {
+    /// The Pi session file (.jsonl)
+    file: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExportArgs {
+    /// The session id
+    session: String,
+    /// Write to this new file (durably; never over an existing file) [default: stdout]
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+fn need_store(store: Option<String>, command: &str) -> Result<String, Failure> {
+    store.ok_or_else(|| {
+        fail(format_args!(
+            "{command} needs a store: --store URL or ${}",
+            super::store::STORE_ENV
+        ))
+    })
+}
+
+pub(crate) fn import(store: Option<String>, args: ImportArgs) -> CmdResult {
+    let url = need_store(store, "import")?;
+    require_regular(&args.file)?;
+    let (backend, _) = open_url(&url)?;
+    let report = session_state::import_file(&*backend, &args.file)
+        .map_err(|e| fail(format_args!("importing {}: {e}", args.file.display())))?;
+    emit(&format!("{}\n", report.session_id))?;
+    Ok(0)
+}
+
+pub(crate) fn export(store: Option<String>, args: ExportArgs) -> CmdResult {
+    let url = need_store(store, "export")?;
+    let (backend, _) = open_url(&url)?;
+    match &args.output {
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            match session_state::export_session(&*backend, &args.session, &mut out) {
+                Ok(_) => Ok(0),
+                Err(session_state::Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::BrokenPipe =>
+                {
+                    Ok(0)
+                }
+                Err(e) => Err(fail(e)),
+            }
+        }
+        Some(path) => {
+            export_to_file(&*backend, &args.session, path)?;
+            Ok(0)
+        }
+    }
+}
+
+/// Writes the export to a hidden temporary file beside `path`, syncs it, and links it to
+/// `path` (which fails if a file is there: nothing is ever replaced), then syncs the
+/// folder.
+fn export_to_file(
+    backend: &dyn session_state::SessionStore,
+    session: &str,
+    path: &Path,
+) -> Result<(), Failure> {
+    use std::io::Write;
+    if path.exists() {
+        return Err(fail(format_args!(
+            "--output {}: a file is already there; it was left untouched",
+            path.display()
+        )));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = dir.join(format!(
+        ".session-state-export-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let written = (|| -> Result<(), Failure> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| fail(format_args!("creating {}: {e}", tmp.display())))?;
+        let mut out = std::io::BufWriter::new(file);
+        session_state::export_session(backend, session, &mut out).map_err(fail)?;
+        out.flush()
+            .map_err(|e| fail(format_args!("writing the export: {e}")))?;
+        out.get_ref()
+            .sync_all()
+            .map_err(|e| fail(format_args!("syncing the export: {e}")))?;
+        // A hard link fails if the name exists: nothing is ever replaced.
+        std::fs::hard_link(&tmp, path).map_err(|e| {
+            fail(format_args!(
+                "--output {}: {e} (nothing was replaced)",
+                path.display()
+            ))
+        })
+    })();
+    // The temporary file is ours (created above with create_new).
+    let _ = std::fs::remove_file(&tmp);
+    written?;
+    if let Ok(d) = std::fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}

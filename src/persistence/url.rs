@@ -1,0 +1,178 @@
+//! Store URLs (SPEC §7 `--store`): `sqlite:///abs/path` and `postgres://…` /
+//! `postgresql://…`, opened as a `Box<dyn SessionStore>`. A URL's password never reaches
+//! an error, a log line or a `Debug` output: everything prints [`RedactedUrl`].
+
+use super::SessionStore;
+use super::sqlite_store::SqliteStore;
+use crate::error::{Error, Result};
+use std::path::PathBuf;
+
+/// A store URL that displays (and debugs) with its password replaced by `***`. The URL
+/// itself is kept for connecting ([`RedactedUrl::expose`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedactedUrl(String);
+
+impl RedactedUrl {
+    /// Wraps a URL.
+    pub fn new(url: impl Into<String>) -> RedactedUrl {
+        RedactedUrl(url.into())
+    }
+
+    /// The URL as given, password included: only for connecting, never for printing.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// The URL with its password (in the userinfo `user:password@`, and in a `password=`
+    /// query parameter) replaced by `***`.
+    pub fn redacted(&self) -> String {
+        redact(&self.0)
+    }
+}
+
+impl std::fmt::Display for RedactedUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl std::fmt::Debug for RedactedUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RedactedUrl")
+            .field(&self.redacted())
+            .finish()
+    }
+}
+
+/// `scheme://user:password@host/…?password=…` → `scheme://user:***@host/…?password=***`.
+fn redact(url: &str) -> String {
+    let mut out = String::with_capacity(url.len());
+    let (head, query) = match url.find('?') {
+        Some(q) => (&url[..q], Some(&url[q + 1..])),
+        None => (url, None),
+    };
+    match head.find("://") {
+        Some(s) => {
+            let (scheme, rest) = head.split_at(s + 3);
+            out.push_str(scheme);
+            let auth_end = rest.find('/').unwrap_or(rest.len());
+            let (auth, path) = rest.split_at(auth_end);
+            match auth.rfind('@') {
+                Some(at) => {
+                    let userinfo = &auth[..at];
+                    match userinfo.find(':') {
+                        Some(c) => {
+                            out.push_str(&userinfo[..c]);
+                            out.push_str(":***");
+                        }
+                        None => out.push_str(userinfo),
+                    }
+                    out.push_str(&auth[at..]);
+                }
+                None => out.push_str(auth),
+            }
+            out.push_str(path);
+        }
+        None => out.push_str(head),
+    }
+    if let Some(q) = query {
+        out.push('?');
+        let parts: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out.push_str(&parts.join("&"));
+    }
+    out
+}
+
+/// Opens the store a URL names:
+/// - `sqlite:///abs/path/to/sessions.sqlite` — a [`SqliteStore`] (created when absent);
+/// - `postgres://…` or `postgresql://…` — the PostgreSQL backend, in a build with the
+///   `postgres` feature (otherwise a clear error).
+///
+/// Errors are [`Error::StoreUrl`] (or the backend's), and name the URL redacted.
+pub fn open_store_url(url: &str) -> Result<Box<dyn SessionStore>> {
+    let named = RedactedUrl::new(url);
+    let bad = |detail: &str| Error::StoreUrl {
+        url: named.redacted(),
+        detail: detail.to_owned(),
+    };
+    if let Some(rest) = url.strip_prefix("sqlite://") {
+        if !rest.starts_with('/') || rest.len() < 2 {
+            return Err(bad(
+                "a SQLite store URL names an absolute path: sqlite:///abs/path/sessions.sqlite",
+            ));
+        }
+        if rest.contains(['?', '#']) {
+            return Err(bad("a SQLite store URL takes no query or fragment"));
+        }
+        return Ok(Box::new(SqliteStore::open(PathBuf::from(rest))?));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return open_postgres(url, &named);
+    }
+    Err(bad(
+        "unknown scheme: use sqlite:///abs/path or postgres://user@host/db (postgresql:// too)",
+    ))
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str, _named: &RedactedUrl) -> Result<Box<dyn SessionStore>> {
+    Ok(Box::new(super::postgres::PostgresStore::connect(url)?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(_url: &str, named: &RedactedUrl) -> Result<Box<dyn SessionStore>> {
+    Err(Error::StoreUrl {
+        url: named.redacted(),
+        detail: "this build of session-state has no PostgreSQL backend: build it with \
+                 `--features postgres`"
+            .into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        for (url, shown) in [
+            (
+                "postgres://me:s3cret@db.example:5432/app",
+                "postgres://me:***@db.example:5432/app",
+            ),
+            (
+                "postgresql://me:p%40ss@host/db?sslmode=require&password=s3cret",
+                "postgresql://me:***@host/db?sslmode=require&password=***",
+            ),
+            ("postgres://me@host/db", "postgres://me@host/db"),
+            ("sqlite:///tmp/s.sqlite", "sqlite:///tmp/s.sqlite"),
+            ("postgres://me:a@b@host/db", "postgres://me:***@host/db"),
+        ] {
+            let r = RedactedUrl::new(url);
+            assert_eq!(r.to_string(), shown);
+            assert!(!format!("{r:?}").contains("s3cret"));
+            assert_eq!(r.expose(), url);
+        }
+        let e = open_store_url("mysql://me:s3cret@host/db")
+            .err()
+            .expect("refused");
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        #[cfg(not(feature = "postgres"))]
+        {
+            let e = open_store_url("postgres://me:s3cret@host/db")
+                .err()
+                .expect("no backend");
+            let text = e.to_string();
+            assert!(
+                text.contains("--features postgres") && !text.contains("s3cret"),
+                "{text}"
+            );
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The write of a process that has not read the log (the CLI's `write`, `patch`, `drop`;
+//! [`SessionState::write_file`]): answered from the projection's rows and the file's
+//! tail, so its cost does not grow with the session (SPEC §10). The same transaction as
+//! `write.rs`, without the log in memory:
+//!
+//! 1. Before the database is locked: the rows catch up with what others appended (their
+//!    bytes only, as a read does). Rows that cannot answer (none yet, another file at the
+//!    path, a catch-up that fails) send the caller to the log: nothing was done.
+//! 2. `BEGIN IMMEDIATE`; the session's `write_lock` row is judged (SPEC §6).
+//! 3. In the transaction: the file is still exactly what the rows were folded from
+//!    (identity, length, change stamp), its last line is complete and valid, its version
+//!    is 3, and `--at` names a known entry; the value at the leaf comes from the rows.
+//!    Otherwise: `ROLLBACK`, and the caller reads the log.
+//! 4. Unchanged: `COMMIT` (at most a dead holder's row was deleted), nothing appended.
+//! 5. The line is appended only if the file opened for appending still has that identity
+//!    and length (one `write()`, `fdatasync`: `append_if_unchanged`); a foreign append
+//!    in between sends the caller to the log, nothing written.
+//! 6. The rows fold the new line (read from the watermark on), `COMMIT`.
+//!
+//! The log is durable before the projection commits (SPEC §4); after the append, a
+//! failure to catch up or commit leaves the projection to catch up on its own.
+
+use super::Store;
+use super::state::SessionState;
+use crate::error::{DatabaseError, Error, Result};
+use crate::lock;
+use crate::log::NewEntry;
+use crate::log::io::StdFileSystem;
+use crate::log::writer::append_if_unchanged;
+use crate::projection::{Tail, tail_in_transaction};
+use crate::state::envelope::{Envelope, Op};
+use rusqlite::Connection;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::path::Path;
+
+/// A write decided from the rows: the tail it extends, the line, the new id.
+type Decided = (Tail, String, String);
+
+impl Store {
+    /// Appends `op` for `state` at the tail of the session file `file` (as a child of
+    /// `at`, default the last entry) unless it changes nothing. `Ok(None)`: the rows
+    /// cannot answer, nothing was written; the caller reads the log.
+    pub(super) fn commit_at_tail<T: Serialize + DeserializeOwned>(
+        &self,
+        state: &SessionState<T>,
+        file: &Path,
+        at: Option<&str>,
+        op: Op,
+    ) -> Result<Option<Option<String>>> {
+        self.with_db(|db| {
+            let session_id = match db.tail_session(file)? {
+                Ok(id) => id,
+                Err(why) => {
+                    tracing::debug!(file = %file.display(), why, "writing through the log");
+                    return Ok(None);
+                }
+            };
+            let db_path = db.path().to_path_buf();
+            let conn = db.connection();
+            lock::begin_write(conn, &session_id, super::write::action_of(&op))?;
+            let (tail, line, id) = match decide(conn, &db_path, file, at, state, op) {
+                Ok(Ok(Some(decided))) => decided,
+                Ok(Ok(None)) => {
+                    // Unchanged: what stands is at most a dead holder's row deleted.
+                    end(conn, "COMMIT");
+                    return Ok(Some(None));
+                }
+                Ok(Err(why)) => {
+                    end(conn, "ROLLBACK");
+                    tracing::debug!(file = %file.display(), why, "writing through the log");
+                    return Ok(None);
+                }
+                Err(e) => {
+                    end(conn, "ROLLBACK");
+                    return Err(e);
+                }
+            };
+            match append_if_unchanged(&StdFileSystem, file, tail.identity, tail.len, line.as_bytes())
+            {
+                Ok(true) => {}
+                Ok(false) => {
+                    end(conn, "ROLLBACK");
+                    tracing::debug!(file = %file.display(), "appended to meanwhile: writing through the log");
+                    return Ok(None);
+                }
+                Err(e) => {
+                    end(conn, "ROLLBACK");
+                    return Err(e);
+                }
+            }
+            let committed = tail.catch_up(conn, &db_path, file).and_then(|caught| {
+                conn.execute_batch("COMMIT")
+                    .map(|()| caught)
+                    .map_err(|source| Error::Database {
+                        path: db_path.clone(),
+                        action: "committing",
+                        source: DatabaseError(source),
+                    })
+            });
+            match committed {
+                Ok(caught) => db.record_catch_up(caught),
+                Err(e) => {
+                    // The event is durable; the projection follows it on its own, or drops
+                    // the session's rows for the next reader to rebuild.
+                    tracing::debug!(error = %e, "the write's catch-up did not commit");
+                    let conn = db.connection();
+                    if !conn.is_autocommit() {
+                        end(conn, "ROLLBACK");
+                    }
+                    db.sync_file(file);
+                }
+            }
+            Ok(Some(Some(id)))
+        })
+    }
+}
+
+/// Ends the write transaction; a `COMMIT` that fails is rolled back.
+fn end(conn: &Connection, how: &str) {
+    if conn.execute_batch(how).is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+}
+
+/// The write, decided from the rows inside the transaction: `Ok(None)` when it changes
+/// nothing, `Err(why)` when the rows cannot answer.
+fn decide<T: Serialize + DeserializeOwned>(
+    conn: &Connection,
+    db: &Path,
+    file: &Path,
+    at: Option<&str>,
+    state: &SessionState<T>,
+    op: Op,
+) -> Result<std::result::Result<Option<Decided>, &'static str>> {
+    let tail = match tail_in_transaction(conn, db, file, at, state.plugin_id(), state.scope())? {
+        Ok(tail) => tail,
+        Err(why) => return Ok(Err(why)),
+    };
+    let next = op.apply(tail.current.as_ref());
+    // Equal as Pi's JavaScript sees it, as `write.rs` decides.
+    if crate::json::js_eq_opt(next.as_ref(), tail.current.as_ref()) {
+        return Ok(Ok(None));
+    }
+    if let Some(next) = &next {
+        state.check_depth(next)?;
+    }
+    let id = crate::log::fresh_id(|id| tail.id_is_free(conn, db, id).map(|free| !free))?;
+    let env = Envelope {
+        scope: state.scope(),
+        op,
+    };
+    let line = NewEntry::custom(state.custom_type().to_owned(), Some(env.to_data()))
+        .to_line(&id, tail.parent.as_deref());
+    Ok(Ok(Some((tail, line, id))))
+}
