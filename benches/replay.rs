@@ -8,7 +8,7 @@
 //! - The command line: `session-state replay FILE` as a whole process (start-up, open,
 //!   the walk, printing the report to a pipe that is read and dropped), ≥ 50% of the
 //!   floor on the 100k session, and linear in the file whatever the tree's shape: also
-//!   run on a deep chain with a side tip after every 10th entry (`side_tips`, 9k tips at
+//!   run on a deep chain with a side tip after every 10th entry (`side_tips`, 10k tips at
 //!   100k, each as deep as the chain so far), where a replay that walks every tip's path
 //!   is quadratic.
 //!

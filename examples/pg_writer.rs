@@ -7,8 +7,10 @@
 //! - `mismatch <expected>`: another writer got there first (`SequenceMismatch`); the next
 //!   try is at `expected`;
 //! - `busy <message>`: the §6 refusal (`LockError::Busy`); tried again;
-//! - `lost <message>`: the connection was lost (`Error::Backend`, `connection_lost`); the
-//!   next sequence number is read again from the store before trying again.
+//! - `lost <message>`: the connection was lost (`Error::Backend`, `connection_lost`): the
+//!   append's outcome is unknown, so the session is loaded again: if the event is at the
+//!   sequence number it was sent for, it committed (`ack <seq> <writer> <i> recovered`);
+//!   otherwise it is sent again at the stored next number.
 //!
 //! Anything else is printed as `error <message>` and ends the process with status 2.
 //!
@@ -96,9 +98,16 @@ fn main() {
                     ..
                 },
             ) => {
+                // The outcome is unknown: the store tells whether the event got in (it is
+                // then at `next`), so it is neither lost nor sent twice.
                 say(format!("lost {e}"));
                 std::thread::sleep(Duration::from_millis(20));
-                next = next_seq(&store, session, &say);
+                let (n, at_next) = reload(&store, session, next, &say);
+                if at_next == Some(json!({"writer": writer, "i": i})) {
+                    say(format!("ack {next} {writer} {i} recovered"));
+                    i += 1;
+                }
+                next = n;
             }
             Err(e) => fail(e),
         }
@@ -112,6 +121,36 @@ fn next_seq(store: &PostgresStore, session: &str, say: &dyn Fn(String)) -> u64 {
     loop {
         match store.load(session) {
             Ok(l) => return l.next_seq(),
+            Err(
+                e @ Error::Backend {
+                    connection_lost: true,
+                    ..
+                },
+            ) => {
+                say(format!("lost {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                say(format!("error {e}"));
+                std::process::exit(2);
+            }
+        }
+    }
+}
+
+/// The session's next sequence number and the `data` of the event at `seq`, if any.
+fn reload(
+    store: &PostgresStore,
+    session: &str,
+    seq: u64,
+    say: &dyn Fn(String),
+) -> (u64, Option<serde_json::Value>) {
+    loop {
+        match store.load(session) {
+            Ok(l) => {
+                let data = l.event(seq).ok().map(|e| e["data"].clone());
+                return (l.next_seq(), data);
+            }
             Err(
                 e @ Error::Backend {
                     connection_lost: true,

@@ -551,14 +551,20 @@ impl BackendError {
 
 impl std::fmt::Display for BackendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.source.fmt(f)
+        // The driver's kind ("db error") says little without its cause (the server's
+        // message), so both are shown.
+        self.source.fmt(f)?;
+        if let Some(cause) = self.source.source() {
+            write!(f, ": {cause}")?;
+        }
+        Ok(())
     }
 }
 
-// Transparent: the message is the driver's own, the chain goes on with its cause.
+// The message already shows the cause; the chain goes on below it.
 impl std::error::Error for BackendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.source()
+        self.source.source().and_then(|c| c.source())
     }
 }
 

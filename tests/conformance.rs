@@ -138,6 +138,8 @@ macro_rules! cli_tests {
 // One line per backend.
 conformance!(file, crate::common::backend::file());
 conformance!(sqlite, crate::common::backend::sqlite(), cli);
+#[cfg(feature = "postgres")]
+conformance!(postgres, crate::common::backend::postgres(), cli);
 
 fn user(text: &str) -> Value {
     json!({"type": "message", "message": {"role": "user", "content": text, "timestamp": 0}})

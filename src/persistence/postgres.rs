@@ -10,7 +10,7 @@
 //! See `docs/postgres.md`.
 
 use super::interrupted::missing_tool_results;
-use super::lines::to_new_entry;
+use super::lines::{LineFacts, check_line, to_new_entry};
 use super::{Loaded, SessionStore};
 use crate::error::{BackendError, Error, Result};
 use crate::lock::LockError;
@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS session_state_sessions (
     updated_at  timestamptz NOT NULL DEFAULT now()
 );
 CREATE TABLE IF NOT EXISTS session_state_entries (
-    session_id  text NOT NULL REFERENCES session_state_sessions (session_id),
+    session_id  text NOT NULL,
     seq         bigint NOT NULL CHECK (seq >= 0),
     entry_id    text NOT NULL,
     line        text NOT NULL,
@@ -141,6 +141,8 @@ pub struct PostgresStore {
     url: String,
     lock_wait: Duration,
     conn: Mutex<Option<Client>>,
+    /// The append statement prepared on the current connection (cleared with it).
+    append_stmt: Mutex<Option<postgres::Statement>>,
     /// Created sessions not appended to yet (lazy creation: nothing is stored).
     pending: Mutex<HashMap<String, Header>>,
     /// What this store last saw of each session: `(next_seq, last entry id)`. Only a
@@ -212,6 +214,7 @@ impl PostgresStore {
             config,
             lock_wait: DEFAULT_LOCK_WAIT,
             conn: Mutex::new(None),
+            append_stmt: Mutex::new(None),
             pending: Mutex::default(),
             tails: Mutex::default(),
         };
@@ -257,6 +260,7 @@ impl PostgresStore {
         let mut guard = lock(&self.conn);
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = None;
+            *lock(&self.append_stmt) = None;
             *guard = Some(self.open()?);
         }
         let Some(client) = guard.as_mut() else {
@@ -274,6 +278,7 @@ impl PostgresStore {
         );
         if lost || client.is_closed() {
             *guard = None;
+            *lock(&self.append_stmt) = None;
         }
         result
     }
@@ -528,7 +533,11 @@ impl PostgresStore {
                     &seq_to_db(new_next),
                     &new_last,
                 ];
-                let row = match client.query_one(APPEND, &params) {
+                let stmt = match self.append_statement(client) {
+                    Ok(stmt) => stmt,
+                    Err(e) => return Err(self.failed("preparing the append")(e)),
+                };
+                let row = match client.query_one(&stmt, &params) {
                     Ok(row) => row,
                     Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
                         return Err(self.busy(client, session_id));
@@ -568,6 +577,21 @@ impl PostgresStore {
                 }
             }
         })
+    }
+
+    /// The append statement, prepared once per connection (a statement text would be
+    /// parsed and planned on every append: a second round trip).
+    fn append_statement(
+        &self,
+        client: &mut Client,
+    ) -> std::result::Result<postgres::Statement, postgres::Error> {
+        let mut cached = lock(&self.append_stmt);
+        if let Some(stmt) = cached.as_ref() {
+            return Ok(stmt.clone());
+        }
+        let stmt = client.prepare(APPEND)?;
+        *cached = Some(stmt.clone());
+        Ok(stmt)
     }
 
     /// The first append of a created session: the row and the entries, all or nothing.
@@ -876,6 +900,137 @@ impl PostgresStore {
     }
 }
 
+/// The session's row was held by another writer past the lock wait.
+struct Busy;
+
+impl PostgresStore {
+    /// One transaction of [`SessionStore::append_lines`]: the session's row locked, the
+    /// sequence and the ids checked against the rows, the lines inserted byte for byte.
+    fn append_lines_once(
+        &self,
+        client: &mut Client,
+        session_id: &str,
+        first_seq: u64,
+        lines: &[String],
+        facts: &[LineFacts],
+        pending: Option<&Header>,
+    ) -> Result<std::result::Result<u64, Busy>> {
+        let fail = || {
+            self.failed(format!(
+                "appending to session {session_id} at seq {first_seq} (if the connection was \
+                 lost, whether the append committed is unknown: load the session; a retry at \
+                 the same first_seq is refused if it did)"
+            ))
+        };
+        let mut tx = client.transaction().map_err(fail())?;
+        let next = if let Some(header) = pending {
+            check_seq(session_id, 0, first_seq)?;
+            if lines.is_empty() {
+                return Ok(Ok(0));
+            }
+            let mut header_line = header.to_line();
+            if header_line.ends_with('\n') {
+                header_line.pop();
+            }
+            let created = tx
+                .execute(
+                    "INSERT INTO session_state_sessions (session_id, header, next_seq, last_id) \
+                     VALUES ($1, $2, 0, NULL) ON CONFLICT (session_id) DO NOTHING",
+                    &[&session_id, &header_line],
+                )
+                .map_err(fail())?;
+            if created == 0 {
+                return Err(Error::AlreadyExists {
+                    path: self.label(session_id),
+                });
+            }
+            0
+        } else {
+            let row = match tx.query_opt(
+                "SELECT next_seq FROM session_state_sessions WHERE session_id = $1 FOR UPDATE",
+                &[&session_id],
+            ) {
+                Ok(row) => row,
+                Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => return Ok(Err(Busy)),
+                Err(e) => return Err(fail()(e)),
+            };
+            let Some(row) = row else {
+                return Err(self.not_found(session_id));
+            };
+            seq_from_db(row.try_get(0).map_err(fail())?)
+        };
+        check_seq(session_id, next, first_seq)?;
+        if lines.is_empty() {
+            return Ok(Ok(next));
+        }
+        // Which of the batch's ids and parents the session already holds.
+        let mut asked: Vec<&str> = Vec::with_capacity(facts.len() * 2);
+        for f in facts {
+            asked.push(&f.id);
+            if let Some(p) = &f.parent {
+                asked.push(p);
+            }
+        }
+        let known: HashSet<String> = tx
+            .query(
+                "SELECT entry_id FROM session_state_entries \
+                 WHERE session_id = $1 AND entry_id = ANY($2)",
+                &[&session_id, &asked],
+            )
+            .map_err(fail())?
+            .iter()
+            .filter_map(|r| r.try_get::<_, String>(0).ok())
+            .collect();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for (i, f) in facts.iter().enumerate() {
+            let refuse = |detail: String| Error::InvalidEvent {
+                session_id: session_id.into(),
+                index: i,
+                seq: first_seq + i as u64,
+                detail,
+            };
+            if f.id == session_id || known.contains(&f.id) || seen.contains(f.id.as_str()) {
+                return Err(refuse(format!(
+                    "has id {:?}, which the session already uses",
+                    f.id
+                )));
+            }
+            if let Some(p) = &f.parent
+                && !known.contains(p)
+                && !seen.contains(p.as_str())
+            {
+                return Err(refuse(format!(
+                    "has parentId {p:?}, which is no entry of the session"
+                )));
+            }
+            seen.insert(&f.id);
+        }
+        let seqs: Vec<i64> = (0..lines.len() as u64)
+            .map(|i| seq_to_db(first_seq + i))
+            .collect();
+        let ids: Vec<&str> = facts.iter().map(|f| f.id.as_str()).collect();
+        let new_next = first_seq + lines.len() as u64;
+        let last = facts.last().map(|f| f.id.clone());
+        tx.execute(
+            "INSERT INTO session_state_entries (session_id, seq, entry_id, line) \
+             SELECT $1, e.seq, e.id, e.line \
+             FROM unnest($2::bigint[], $3::text[], $4::text[]) AS e (seq, id, line)",
+            &[&session_id, &seqs, &ids, &lines],
+        )
+        .map_err(fail())?;
+        tx.execute(
+            "UPDATE session_state_sessions SET next_seq = $2, last_id = $3, updated_at = now() \
+             WHERE session_id = $1",
+            &[&session_id, &seq_to_db(new_next), &last],
+        )
+        .map_err(fail())?;
+        tx.commit().map_err(fail())?;
+        lock(&self.pending).remove(session_id);
+        self.set_tail(session_id, new_next, last);
+        Ok(Ok(new_next))
+    }
+}
+
 impl SessionStore for PostgresStore {
     /// Always `None`: sessions are rows, not files.
     fn locate(&self, _header: &Header) -> Option<PathBuf> {
@@ -951,6 +1106,97 @@ impl SessionStore for PostgresStore {
         }
         let log = self.read(session_id)?;
         Ok(Loaded::new(log, closed))
+    }
+
+    fn header_line(&self, session_id: &str) -> Result<String> {
+        let row = self.run(|client| {
+            client
+                .query_opt(
+                    "SELECT header FROM session_state_sessions WHERE session_id = $1",
+                    &[&session_id],
+                )
+                .map_err(self.failed(format!("reading session {session_id}")))
+        })?;
+        match row {
+            Some(r) => r
+                .try_get(0)
+                .map_err(self.failed(format!("reading session {session_id}"))),
+            None => Err(self.not_found(session_id)),
+        }
+    }
+
+    /// Only the rows asked for, in one consistent snapshot with `next_seq`: how the local
+    /// cache catches up with what other machines appended.
+    fn read_lines(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        visit: &mut dyn FnMut(u64, &str) -> Result<()>,
+    ) -> Result<u64> {
+        self.run(|client| {
+            let fail = || self.failed(format!("reading session {session_id}"));
+            let mut tx = client
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .map_err(fail())?;
+            let Some(row) = tx
+                .query_opt(
+                    "SELECT next_seq FROM session_state_sessions WHERE session_id = $1",
+                    &[&session_id],
+                )
+                .map_err(fail())?
+            else {
+                return Err(self.not_found(session_id));
+            };
+            let next = seq_from_db(row.try_get(0).map_err(fail())?);
+            if from_seq < next {
+                let from = seq_to_db(from_seq);
+                let params: [&(dyn ToSql + Sync); 2] = [&session_id, &from];
+                let mut rows = tx
+                    .query_raw(
+                        "SELECT seq, line FROM session_state_entries \
+                         WHERE session_id = $1 AND seq >= $2 ORDER BY seq",
+                        params,
+                    )
+                    .map_err(fail())?;
+                while let Some(r) = rows.next().map_err(fail())? {
+                    let seq = seq_from_db(r.try_get(0).map_err(fail())?);
+                    let line: &str = r.try_get(1).map_err(fail())?;
+                    visit(seq, line)?;
+                }
+            }
+            tx.commit().map_err(fail())?;
+            Ok(next)
+        })
+    }
+
+    fn append_lines(&self, session_id: &str, first_seq: u64, lines: &[String]) -> Result<u64> {
+        let facts = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| check_line(session_id, first_seq + i as u64, i, l))
+            .collect::<Result<Vec<_>>>()?;
+        let pending = lock(&self.pending).get(session_id).cloned();
+        let outcome = self.run(|client| {
+            self.append_lines_once(
+                client,
+                session_id,
+                first_seq,
+                lines,
+                &facts,
+                pending.as_ref(),
+            )
+        })?;
+        match outcome {
+            Ok(next) => Ok(next),
+            Err(Busy) => Err(self.run(|client| Ok(self.busy(client, session_id)))?),
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.url.clone()
     }
 
     fn list(&self) -> Result<Vec<Header>> {
@@ -1324,8 +1570,11 @@ fn is_connection_lost(e: &postgres::Error) -> bool {
             let c = code.code();
             c.starts_with("08") || c.starts_with("57P")
         }
-        // No answer from the server: an I/O error or a timeout.
-        None => e.as_db_error().is_none(),
+        // No answer from the server: an I/O error (refused, reset) or a timeout.
+        None => {
+            std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+                || e.to_string().starts_with("timeout")
+        }
     }
 }
 

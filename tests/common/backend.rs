@@ -88,3 +88,37 @@ pub fn sqlite() -> TestBackend {
         _guard: Box::new(dir),
     }
 }
+
+/// The PostgreSQL backend on a fresh database of the test binary's own server
+/// (`tests/common/pg.rs`: a real PostgreSQL 15 on loopback, started once).
+#[cfg(feature = "postgres")]
+pub fn postgres() -> TestBackend {
+    use session_state::PostgresStore;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir_all(&scratch).expect("scratch dir");
+    let (url, guard) = super::pg::fresh_database();
+    let store = session_state::open_store_url(&url).expect("open the PostgreSQL store");
+    let key = store.describe();
+    let reopen_url = url.clone();
+    let server = guard.server();
+    let db = guard.name().to_owned();
+    TestBackend {
+        store,
+        url: Some(url.clone()),
+        reopen: Box::new(move || Box::new(PostgresStore::connect(&reopen_url).expect("reconnect"))),
+        corrupt: Box::new(move |session, seq, text| {
+            let mut admin = server.admin(&db);
+            let n = admin
+                .execute(
+                    "UPDATE session_state_entries SET line = $3 WHERE session_id = $1 AND seq = $2",
+                    &[&session, &(seq as i64), &text],
+                )
+                .expect("update");
+            assert_eq!(n, 1, "no row ({session}, {seq})");
+        }),
+        key,
+        scratch,
+        _guard: Box::new((guard, dir)),
+    }
+}
