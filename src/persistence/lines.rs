@@ -169,3 +169,37 @@ pub(crate) fn event_lines(
     }
     Ok(out)
 }
+
+/// Refuses a batch whose ids are not new or whose parents are unknown.
+pub(crate) fn check_ids(
+    session_id: &str,
+    first_seq: u64,
+    facts: &[LineFacts],
+    known: impl Fn(&str) -> bool,
+) -> Result<()> {
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for (i, f) in facts.iter().enumerate() {
+        let refuse = |detail: String| Error::InvalidEvent {
+            session_id: session_id.into(),
+            index: i,
+            seq: first_seq + i as u64,
+            detail,
+        };
+        if f.id == session_id || known(&f.id) || seen.contains(f.id.as_str()) {
+            return Err(refuse(format!(
+                "has id {:?}, which the session already uses",
+                f.id
+            )));
+        }
+        if let Some(p) = &f.parent
+            && !known(p)
+            && !seen.contains(p.as_str())
+        {
+            return Err(refuse(format!(
+                "has parentId {p:?}, which is no entry of the session"
+            )));
+        }
+        seen.insert(&f.id);
+    }
+    Ok(())
+}

@@ -2,7 +2,7 @@
 //! directory layout, one file per session, read and written through [`SessionLog`].
 
 use super::interrupted::close_interrupted_turn;
-use super::lines::{check_line, check_new_header, to_new_entry};
+use super::lines::{check_ids, check_line, check_new_header, to_new_entry};
 use super::{ListProblem, ListedSession, Listing, Loaded, SessionStore};
 use crate::error::{Error, IoContext, Result};
 use crate::log::entry::Header;
@@ -444,40 +444,6 @@ fn append_to(
         log.append(entry)?;
     }
     Ok(log.len() as u64)
-}
-
-/// Refuses a batch whose ids are not new or whose parents are unknown.
-fn check_ids(
-    session_id: &str,
-    first_seq: u64,
-    facts: &[super::lines::LineFacts],
-    known: impl Fn(&str) -> bool,
-) -> Result<()> {
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    for (i, f) in facts.iter().enumerate() {
-        let refuse = |detail: String| Error::InvalidEvent {
-            session_id: session_id.into(),
-            index: i,
-            seq: first_seq + i as u64,
-            detail,
-        };
-        if f.id == session_id || known(&f.id) || seen.contains(f.id.as_str()) {
-            return Err(refuse(format!(
-                "has id {:?}, which the session already uses",
-                f.id
-            )));
-        }
-        if let Some(p) = &f.parent
-            && !known(p)
-            && !seen.contains(p.as_str())
-        {
-            return Err(refuse(format!(
-                "has parentId {p:?}, which is no entry of the session"
-            )));
-        }
-        seen.insert(&f.id);
-    }
-    Ok(())
 }
 
 /// Appends complete lines to an open session file: one `write()` of the whole batch at

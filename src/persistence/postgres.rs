@@ -10,7 +10,7 @@
 //! See `docs/postgres.md`.
 
 use super::interrupted::missing_tool_results;
-use super::lines::{LineFacts, check_line, to_new_entry};
+use super::lines::{LineFacts, check_ids, check_line, to_new_entry};
 use super::{Loaded, SessionStore};
 use crate::error::{BackendError, Error, Result};
 use crate::lock::LockError;
@@ -981,30 +981,7 @@ impl PostgresStore {
             .iter()
             .filter_map(|r| r.try_get::<_, String>(0).ok())
             .collect();
-        let mut seen: HashSet<&str> = HashSet::new();
-        for (i, f) in facts.iter().enumerate() {
-            let refuse = |detail: String| Error::InvalidEvent {
-                session_id: session_id.into(),
-                index: i,
-                seq: first_seq + i as u64,
-                detail,
-            };
-            if f.id == session_id || known.contains(&f.id) || seen.contains(f.id.as_str()) {
-                return Err(refuse(format!(
-                    "has id {:?}, which the session already uses",
-                    f.id
-                )));
-            }
-            if let Some(p) = &f.parent
-                && !known.contains(p)
-                && !seen.contains(p.as_str())
-            {
-                return Err(refuse(format!(
-                    "has parentId {p:?}, which is no entry of the session"
-                )));
-            }
-            seen.insert(&f.id);
-        }
+        check_ids(session_id, first_seq, facts, |id| known.contains(id))?;
         let seqs: Vec<i64> = (0..lines.len() as u64)
             .map(|i| seq_to_db(first_seq + i))
             .collect();
