@@ -652,12 +652,7 @@ impl PostgresStore {
         let label = self.label(session_id);
         self.run(|client| {
             let fail = || self.failed(format!("reading session {session_id}"));
-            let mut tx = client
-                .build_transaction()
-                .isolation_level(postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .map_err(fail())?;
+            let mut tx = snapshot(client).map_err(fail())?;
             let Some(row) = tx
                 .query_opt(
                     "SELECT header, next_seq FROM session_state_sessions WHERE session_id = $1",
@@ -855,12 +850,7 @@ impl PostgresStore {
         let label = self.label(session_id);
         self.run(|client| {
             let fail = || self.failed(format!("exporting session {session_id}"));
-            let mut tx = client
-                .build_transaction()
-                .isolation_level(postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .map_err(fail())?;
+            let mut tx = snapshot(client).map_err(fail())?;
             let Some(row) = tx
                 .query_opt(
                     "SELECT header FROM session_state_sessions WHERE session_id = $1",
@@ -1112,12 +1102,7 @@ impl SessionStore for PostgresStore {
     ) -> Result<u64> {
         self.run(|client| {
             let fail = || self.failed(format!("reading session {session_id}"));
-            let mut tx = client
-                .build_transaction()
-                .isolation_level(postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .map_err(fail())?;
+            let mut tx = snapshot(client).map_err(fail())?;
             let Some(row) = tx
                 .query_opt(
                     "SELECT next_seq FROM session_state_sessions WHERE session_id = $1",
@@ -1560,6 +1545,18 @@ fn is_id_collision(e: &postgres::Error) -> bool {
         d.code() == &SqlState::UNIQUE_VIOLATION
             && d.constraint() == Some("session_state_entries_id_unique")
     })
+}
+
+/// A read-only `REPEATABLE READ` transaction: every query in it sees one snapshot, so a
+/// session's header row, `next_seq` and entries agree.
+fn snapshot(
+    client: &mut Client,
+) -> std::result::Result<postgres::Transaction<'_>, postgres::Error> {
+    client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
 }
 
 fn seq_to_db(seq: u64) -> i64 {
