@@ -1,11 +1,11 @@
 //! The fold: the value of a plugin's state at a position.
 //!
 //! Branch scope: the fold of the plugin's branch events on the path root → position.
-//! The [`StateIndex`] gives every node its nearest state-event ancestor, so a read skips
-//! the messages in between; every folded event value is memoized, so a read after one
-//! appended entry costs a constant number of map lookups, not a walk to the root.
-//! Session scope: the fold of the plugin's session events in file order, kept
-//! incrementally. Each event is applied by [`super::step::apply`], the step the
+//! The [`StateIndex`] finds this plugin's events above a node segment by segment, so a
+//! read looks at neither the messages in between nor any other plugin's events; every
+//! folded event value is memoized, so a read after one appended entry costs a constant
+//! number of lookups, not a walk to the root. Session scope: the fold of the plugin's
+//! session events in file order (its own events only), kept incrementally. Each event is applied by [`super::step::apply`], the step the
 //! projection's catch-up takes too.
 //!
 //! The memo ([`Folds`]) belongs to whoever keeps a log open: the store keeps one per log
@@ -48,9 +48,11 @@ type FoldResult = std::result::Result<Folded, BadEvent>;
 struct PluginCache {
     /// Folded branch value at each of this plugin's branch events.
     at_event: HashMap<u32, FoldResult>,
-    /// For a state-event node: this plugin's nearest branch event at or above it.
+    /// For an event of this plugin: this plugin's nearest branch event at or above it
+    /// (the event itself, or, for a session event, the branch event above it).
     nearest: HashMap<u32, std::result::Result<Option<u32>, BadEvent>>,
-    /// Session scope: events folded so far (index into the index's event list) and value.
+    /// Session scope: this plugin's events folded so far (a count of
+    /// [`StateIndex::plugin_events`]) and the value.
     session_next: usize,
     session: Option<FoldResult>,
 }
@@ -80,6 +82,8 @@ impl FoldCache {
 pub(crate) struct Folds {
     index: StateIndex,
     cache: FoldCache,
+    /// Events and segments looked at to find a plugin's events (unit tests count work).
+    steps: u64,
 }
 
 impl Folds {
@@ -102,17 +106,18 @@ impl Folds {
 /// Does this event belong to `(plugin, scope)`? `Err` if it is this plugin's and cannot
 /// be decoded in a way that could concern this scope.
 fn concerns(
-    f: &mut Folds,
+    index: &StateIndex,
+    cache: &mut FoldCache,
     log: &SessionLog,
     node: u32,
     plugin: &str,
     scope: Scope,
 ) -> std::result::Result<Option<Arc<Envelope>>, BadEvent> {
-    match f.index.event_of(node) {
+    match index.event_of(node) {
         Some(ev) if &*ev.plugin == plugin => {}
         _ => return Ok(None),
     }
-    match f.cache.decode(log, node) {
+    match cache.decode(log, node) {
         Ok(env) if env.scope == scope => Ok(Some(env)),
         Ok(_) => Ok(None),
         Err(e) if e.scope.is_none() || e.scope == Some(scope) => Err(BadEvent {
@@ -123,18 +128,21 @@ fn concerns(
     }
 }
 
-/// This plugin's nearest branch event at or above `node`.
+/// This plugin's nearest branch event at or above `node`: its events above `node`,
+/// nearest first, until one is of branch scope (or cannot be decoded). Only this
+/// plugin's events are looked at; the answer is memoized at each of them.
 fn nearest_branch_event(
     f: &mut Folds,
     log: &SessionLog,
     plugin: &str,
     node: u32,
 ) -> std::result::Result<Option<u32>, BadEvent> {
-    let tree = log.tree();
     let mut visited = Vec::new();
-    let mut cur = f.index.state_anc(node);
+    let mut above = f.index.events_above(plugin, node);
     let result = loop {
-        let Some(e) = cur else { break Ok(None) };
+        let Some(e) = above.next() else {
+            break Ok(None);
+        };
         if let Some(hit) = f
             .cache
             .plugins
@@ -145,12 +153,13 @@ fn nearest_branch_event(
             break hit;
         }
         visited.push(e);
-        match concerns(f, log, e, plugin, Scope::Branch) {
+        match concerns(&f.index, &mut f.cache, log, e, plugin, Scope::Branch) {
             Ok(Some(_)) => break Ok(Some(e)),
             Err(bad) => break Err(bad),
-            Ok(None) => cur = tree.node(e).parent.and_then(|p| f.index.state_anc(p)),
+            Ok(None) => {}
         }
     };
+    f.steps += above.steps;
     let pc = f.cache.plugins.entry(plugin.into()).or_default();
     for v in visited {
         pc.nearest.insert(v, result.clone());
@@ -169,10 +178,13 @@ fn branch_at(f: &mut Folds, log: &SessionLog, plugin: &str, node: u32) -> FoldRe
             base = hit.clone()?;
             break;
         }
-        let env = concerns(f, log, e, plugin, Scope::Branch)?.ok_or_else(|| BadEvent {
-            node: e,
-            detail: "internal: not a branch event".into(),
-        })?;
+        let env =
+            concerns(&f.index, &mut f.cache, log, e, plugin, Scope::Branch)?.ok_or_else(|| {
+                BadEvent {
+                    node: e,
+                    detail: "internal: not a branch event".into(),
+                }
+            })?;
         chain.push((e, env));
         cur = match log.tree().node(e).parent {
             Some(p) => nearest_branch_event(f, log, plugin, p)?,
@@ -191,22 +203,24 @@ fn branch_at(f: &mut Folds, log: &SessionLog, plugin: &str, node: u32) -> FoldRe
     Ok(acc)
 }
 
-/// The session-scope value of `plugin` (the whole file, in append order).
+/// The session-scope value of `plugin` (the whole file, in append order): its own events
+/// since the last call are folded on.
 fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
-    let (mut next, mut acc) = {
+    let (next, mut acc) = {
         let pc = f.cache.plugins.entry(plugin.into()).or_default();
         (
             pc.session_next,
             pc.session.clone().unwrap_or(Ok(Folded::EMPTY)),
         )
     };
-    let total = f.index.events().len();
-    for ev in next..total {
+    let mine = f.index.plugin_events(plugin);
+    for &ev in &mine[next.min(mine.len())..] {
         if acc.is_err() {
             break;
         }
-        let node = f.index.events()[ev].node;
-        match concerns(f, log, node, plugin, Scope::Session) {
+        let node = f.index.events()[ev as usize].node;
+        f.steps += 1;
+        match concerns(&f.index, &mut f.cache, log, node, plugin, Scope::Session) {
             Ok(Some(env)) => {
                 let prev = acc.as_ref().ok().and_then(|f| f.value.clone());
                 acc = Ok(Folded {
@@ -218,9 +232,9 @@ fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
             Err(bad) => acc = Err(bad),
         }
     }
-    next = total;
+    let total = mine.len();
     let pc = f.cache.plugins.entry(plugin.into()).or_default();
-    pc.session_next = next;
+    pc.session_next = total;
     pc.session = Some(acc.clone());
     acc
 }
@@ -280,18 +294,28 @@ pub(crate) fn history(
     scope: Scope,
     node: Option<u32>,
 ) -> Result<Vec<HistoryEntry>> {
+    folds.follow(log);
+    // This plugin's events only, oldest first: on the path to `node`, or in the file.
     let nodes: Vec<u32> = match scope {
         Scope::Branch => match node {
-            Some(n) => log.tree().path_indexes(n),
+            Some(n) => {
+                let mut above: Vec<u32> = folds.index.events_above(plugin, n).collect();
+                above.reverse();
+                above
+            }
             None => Vec::new(),
         },
-        Scope::Session => (0..log.len() as u32).collect(),
+        Scope::Session => folds
+            .index
+            .plugin_events(plugin)
+            .iter()
+            .map(|&ev| folds.index.events()[ev as usize].node)
+            .collect(),
     };
-    folds.follow(log);
     let mut out = Vec::new();
     let mut acc: Option<Value> = None;
     for n in nodes {
-        match concerns(folds, log, n, plugin, scope) {
+        match concerns(&folds.index, &mut folds.cache, log, n, plugin, scope) {
             Ok(Some(env)) => {
                 acc = step::apply(&env.op, acc.as_ref());
                 let e = log.entry_at(n);
@@ -311,4 +335,127 @@ pub(crate) fn history(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fmt::Write as _;
+
+    /// A session file of raw lines: `(plugin, scope)` events with the values `0, 1, …`,
+    /// each a child of `parent(i)` (`None`: the previous line).
+    fn session(
+        dir: &std::path::Path,
+        events: &[(&str, &str)],
+        parent: impl Fn(usize) -> Option<usize>,
+    ) -> SessionLog {
+        let mut text = String::from(
+            "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n",
+        );
+        for (i, (plugin, scope)) in events.iter().enumerate() {
+            let parent = match i.checked_sub(1) {
+                None => "null".to_string(),
+                Some(previous) => format!("\"e{}\"", parent(i).unwrap_or(previous)),
+            };
+            let _ = writeln!(
+                text,
+                "{{\"type\":\"custom\",\"customType\":\"session-state/{plugin}\",\"data\":{{\"v\":1,\"scope\":\"{scope}\",\"op\":\"set\",\"value\":{i}}},\"id\":\"e{i}\",\"parentId\":{parent},\"timestamp\":\"2026-01-01T00:00:00.000Z\"}}"
+            );
+        }
+        let path = dir.join("s.jsonl");
+        std::fs::write(&path, text).expect("write the session");
+        SessionLog::open(&path).expect("open the session")
+    }
+
+    fn read(f: &mut Folds, log: &SessionLog, plugin: &str, scope: Scope) -> Option<Value> {
+        let leaf = log.tree().leaf_index();
+        value_at(f, log, plugin, scope, leaf)
+            .expect("fold")
+            .value
+            .map(|v| (*v).clone())
+    }
+
+    /// The work of one read of each `(plugin, scope)` at the leaf, on a fresh memo.
+    fn steps_of_reads(log: &SessionLog, reads: &[(&str, Scope)]) -> Vec<u64> {
+        reads
+            .iter()
+            .map(|(plugin, scope)| {
+                let mut f = Folds::of(log);
+                read(&mut f, log, plugin, *scope);
+                f.steps
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_quiet_plugins_read_does_not_grow_with_another_plugins_events() {
+        let reads = [
+            ("a", Scope::Branch),
+            ("absent", Scope::Branch),
+            ("a", Scope::Session),
+            ("absent", Scope::Session),
+        ];
+        let mut steps = Vec::new();
+        for k in [100, 2000] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut events = vec![("a", "branch"), ("a", "session")];
+            events.extend(std::iter::repeat_n(("b", "branch"), k / 2));
+            events.extend(std::iter::repeat_n(("b", "session"), k / 2));
+            let log = session(dir.path(), &events, |_| None);
+            let mut f = Folds::of(&log);
+            assert_eq!(read(&mut f, &log, "a", Scope::Branch), Some(0.into()));
+            assert_eq!(read(&mut f, &log, "a", Scope::Session), Some(1.into()));
+            assert_eq!(read(&mut f, &log, "absent", Scope::Branch), None);
+            assert_eq!(
+                read(&mut f, &log, "b", Scope::Branch),
+                Some((k / 2 + 1).into())
+            );
+            steps.push(steps_of_reads(&log, &reads));
+        }
+        assert_eq!(steps[0], steps[1], "100 and 2000 events of `b`");
+        assert!(steps[1].iter().all(|&s| s <= 4), "{steps:?}");
+    }
+
+    #[test]
+    fn reading_every_one_of_n_plugins_is_linear_in_n() {
+        let mut total = Vec::new();
+        for n in [200usize, 800] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let names: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+            let events: Vec<(&str, &str)> = names.iter().map(|p| (p.as_str(), "branch")).collect();
+            let log = session(dir.path(), &events, |_| None);
+            let mut f = Folds::of(&log);
+            for (i, p) in names.iter().enumerate() {
+                assert_eq!(read(&mut f, &log, p, Scope::Branch), Some(i.into()), "{p}");
+            }
+            total.push(f.steps);
+        }
+        assert!(total[1] <= 4 * 800 + 8, "{total:?}");
+    }
+
+    #[test]
+    fn a_read_on_a_fork_finds_the_plugins_event_above_the_fork_point() {
+        // `a` at the root, then `b` down a main line, and a side branch off every fifth
+        // entry: a read of `a` at a side tip crosses two segments, not `b`'s events.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut events = vec![("a", "branch")];
+        events.extend(std::iter::repeat_n(("b", "branch"), 400));
+        let is_tip = |i: usize| i > 0 && i.is_multiple_of(5);
+        // A side tip hangs off the entry two before it; the main line skips the tips.
+        let log = session(dir.path(), &events, move |i| {
+            (is_tip(i) || is_tip(i - 1)).then(|| i - 2)
+        });
+        let side_tips: Vec<usize> = (5..400).filter(|&i| is_tip(i)).collect();
+        let mut f = Folds::of(&log);
+        for &tip in &side_tips {
+            let before = f.steps;
+            let v = value_at(&mut f, &log, "a", Scope::Branch, Some(tip as u32)).expect("fold");
+            assert_eq!(v.value.as_deref(), Some(&Value::from(0)), "at e{tip}");
+            assert!(
+                f.steps - before <= 4,
+                "{} steps at e{tip}",
+                f.steps - before
+            );
+        }
+    }
 }
