@@ -369,6 +369,7 @@ fn ingest(
         if last_good.offset >= DIGEST_SPAN {
             known_head = Some(head);
         }
+        sink.flush()?;
         write_watermark(
             tx,
             db,
@@ -449,6 +450,7 @@ fn ingest(
     } else {
         (file_end as i64, 0)
     };
+    sink.flush()?;
     write_watermark(
         tx,
         db,

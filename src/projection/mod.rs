@@ -2,14 +2,15 @@
 //!
 //! Per session the database keeps a watermark (file identity, bytes consumed, length and
 //! change stamp at that point, digests of the first and last 4 KiB of the consumed prefix)
-//! and, in the same transaction, the parent links of every entry and the folded value
-//! after every state event, with each state event's offset, length and digest. A read
-//! checks the watermark with one `stat` and then follows `state_anc` links through point
-//! lookups: its cost does not grow with the file. When the file grew or its stamp moved,
-//! the prefix digests and every folded state event's bytes are checked, then only the
-//! bytes after the watermark are read, committed in bounded chunks; when the prefix
-//! changed, the session is rebuilt from the log. Only a database that is provably ours
-//! is ever modified or deleted. See `docs/architecture.md`.
+//! and, in the same transaction, every entry's node and segment, the segments, the folded
+//! value after every state event, and its line's offset, length and digest (grouped in
+//! `spans`). A read checks the watermark with one `stat` and then finds the plugin's
+//! nearest event segment by segment, one index lookup each: its cost grows neither with
+//! the file nor with other plugins' events. When the file grew or its stamp moved, the
+//! prefix digests and every folded state event's bytes are checked, then only the bytes
+//! after the watermark are read, committed in bounded chunks; when the prefix changed, the
+//! session is rebuilt from the log. Only a database that is provably ours is ever
+//! modified or deleted. See `docs/architecture.md`.
 //!
 //! The fold itself is the state layer's ([`crate::state::step`]: the value after each
 //! event and whether it is stored whole or as a delta); this module only moves it in and
@@ -52,6 +53,42 @@ pub struct CatchUp {
     /// Bytes of the session file read to check that the consumed prefix is unchanged:
     /// the two digest spans and the folded state events (0 when nothing was checked).
     pub verified_bytes: u64,
+}
+
+/// Work done by the projection on the calling thread since it started, counted instead of
+/// timed (tests and benchmarks: a cost that must stay flat or linear is asserted on these
+/// counts). Per thread, so that tests running in parallel do not see each other's work.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProjectionWork {
+    /// Steps taken to find a plugin's nearest event above a node, by builds and reads:
+    /// each stored event or segment looked at.
+    pub lookups: u64,
+    /// Database rows read to check that the folded state events are unchanged.
+    pub verify_rows: u64,
+    /// Positioned reads of the session file made by that check (the two digest spans
+    /// included).
+    pub verify_reads: u64,
+}
+
+thread_local! {
+    static WORK: std::cell::Cell<ProjectionWork> = const {
+        std::cell::Cell::new(ProjectionWork { lookups: 0, verify_rows: 0, verify_reads: 0 })
+    };
+}
+
+/// Adds to this thread's [`ProjectionWork`].
+pub(crate) fn count(f: impl FnOnce(&mut ProjectionWork)) {
+    WORK.with(|w| {
+        let mut v = w.get();
+        f(&mut v);
+        w.set(v);
+    });
+}
+
+/// This thread's [`ProjectionWork`] so far.
+pub(crate) fn work() -> ProjectionWork {
+    WORK.with(std::cell::Cell::get)
 }
 
 /// The projection database.
@@ -295,7 +332,14 @@ impl Drop for Projection {
 }
 
 fn forget(conn: &Connection, key: &str) -> rusqlite::Result<()> {
-    for table in ["sessions", "nodes", "events", "session_values"] {
+    for table in [
+        "sessions",
+        "nodes",
+        "segments",
+        "events",
+        "spans",
+        "session_values",
+    ] {
         conn.execute(&format!("DELETE FROM {table} WHERE file = ?1"), [key])?;
     }
     Ok(())

@@ -1,5 +1,8 @@
-//! A folded value at a position, read from the rows: follow the `state_anc` links to the
-//! plugin's nearest event and unfold its storage (or read the session value).
+//! A folded value at a position, read from the rows: find the plugin's nearest branch
+//! event above the position segment by segment (in each segment on the path to the root,
+//! the greatest event of the plugin at or above the path's node there: one lookup in the
+//! `events_by_plugin` index) and unfold its storage; or read the session value. No other
+//! plugin's events are looked at.
 
 use super::schema::from_columns;
 use super::{Rows, db_err};
@@ -10,14 +13,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use std::path::Path;
 
-/// An `events` row as read back: plugin, scope, prev_anc, error, error_idx.
-type EventTuple = (
-    String,
-    Option<String>,
-    Option<i64>,
-    Option<String>,
-    Option<i64>,
-);
+/// An `events` row as read back: scope, error, error_idx.
+type EventTuple = (Option<String>, Option<String>, Option<i64>);
 
 /// The error of a fold that met a bad event (stored as the event's index), naming the
 /// event's entry and place from the rows. `Err`: the lookup failed (the database error),
@@ -75,7 +72,7 @@ pub(super) fn read_value(
     match scope {
         Scope::Session => {
             if let Some(at) = at {
-                node_anc(conn, key, at)
+                node_of(conn, key, at)
                     .map_err(q)?
                     .ok_or_else(|| Error::UnknownEntry {
                         path: file.to_path_buf(),
@@ -99,82 +96,127 @@ pub(super) fn read_value(
             }
         }
         Scope::Branch => {
-            let start = match at {
-                Some(at) => {
-                    node_anc(conn, key, at)
-                        .map_err(q)?
-                        .ok_or_else(|| Error::UnknownEntry {
+            let start =
+                match at {
+                    Some(at) => Some(node_of(conn, key, at).map_err(q)?.ok_or_else(|| {
+                        Error::UnknownEntry {
                             path: file.to_path_buf(),
                             id: at.into(),
-                        })?
-                }
-                None => conn
-                    .query_row(
-                        "SELECT n.state_anc FROM sessions s JOIN nodes n ON n.file = s.file \
+                        }
+                    })?),
+                    None => conn
+                        .query_row(
+                            "SELECT n.idx, n.seg FROM sessions s JOIN nodes n ON n.file = s.file \
                          AND n.idx = s.entry_count - 1 WHERE s.file = ?1",
-                        [key],
-                        |r| r.get::<_, Option<i64>>(0),
-                    )
-                    .optional()
-                    .map_err(q)?
-                    .flatten(),
+                            [key],
+                            |r| Ok((r.get(0)?, r.get(1)?)),
+                        )
+                        .optional()
+                        .map_err(q)?,
+                };
+            let Some((bound, seg)) = start else {
+                return Ok(None);
             };
-            let mut anc = start;
+            let Some(e) = nearest_branch_event(conn, rows, key, plugin, seg, bound)? else {
+                return Ok(None);
+            };
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT plugin, scope, prev_anc, error, error_idx, value, base, delta, chain \
+                    "SELECT scope, error, error_idx, value, base, delta, chain \
                      FROM events WHERE file = ?1 AND idx = ?2",
                 )
                 .map_err(q)?;
             let stored = |r: &rusqlite::Row<'_>| -> rusqlite::Result<_> {
-                Ok(from_columns(r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?))
+                Ok(from_columns(r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
             };
             let decoded = |i: i64, s: std::result::Result<Stored, String>| {
                 s.map_err(|d| rows.corrupt(format!("event {i}: {d}")))
             };
-            while let Some(e) = anc {
-                let row: Option<(EventTuple, std::result::Result<Stored, String>)> = stmt
-                    .query_row(params![key, e], |r| {
-                        Ok((
-                            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
-                            stored(r)?,
-                        ))
-                    })
-                    .optional()
-                    .map_err(q)?;
-                let Some(((p, s, prev, error, error_idx), at)) = row else {
-                    return Err(rows.corrupt(format!("event {e}, named by a link, is missing")));
-                };
-                if !matches!(s.as_deref(), None | Some("branch" | "session")) {
-                    return Err(rows.corrupt(format!("event {e}: unknown stored scope {s:?}")));
-                }
-                if p == plugin && s.as_deref() != Some("session") {
-                    if let (Some(err), Some(idx)) = (error, error_idx) {
-                        return Err(bad_event(conn, rows, key, plugin, err, idx)?);
-                    }
-                    let at = decoded(e, at)?;
-                    return rows.unfold(at, |i| {
-                        stmt.query_row(params![key, i], stored)
-                            .optional()
-                            .map_err(q)?
-                            .map(|s| decoded(i, s))
-                            .transpose()
-                    });
-                }
-                anc = prev;
+            let row: Option<(EventTuple, std::result::Result<Stored, String>)> = stmt
+                .query_row(params![key, e], |r| {
+                    Ok(((r.get(0)?, r.get(1)?, r.get(2)?), stored(r)?))
+                })
+                .optional()
+                .map_err(q)?;
+            let Some(((s, error, error_idx), at)) = row else {
+                return Err(
+                    rows.corrupt(format!("event {e}, named by the plugin index, is missing"))
+                );
+            };
+            if !matches!(s.as_deref(), None | Some("branch")) {
+                return Err(rows.corrupt(format!("event {e}: unknown stored scope {s:?}")));
             }
-            Ok(None)
+            if let (Some(err), Some(idx)) = (error, error_idx) {
+                return Err(bad_event(conn, rows, key, plugin, err, idx)?);
+            }
+            let at = decoded(e, at)?;
+            rows.unfold(at, |i| {
+                stmt.query_row(params![key, i], stored)
+                    .optional()
+                    .map_err(q)?
+                    .map(|s| decoded(i, s))
+                    .transpose()
+            })
         }
     }
 }
 
-fn node_anc(conn: &Connection, key: &str, id: &str) -> rusqlite::Result<Option<Option<i64>>> {
-    conn.query_row(
-        "SELECT state_anc FROM nodes WHERE file = ?1 AND entry_id = ?2",
-        params![key, id],
-        |r| r.get(0),
-    )
-    .optional()
+/// `plugin`'s nearest event that a branch fold sees (branch scope, or unknown) at or above
+/// node `bound` of segment `seg`: per segment on the path to the root, one lookup of the
+/// greatest such event at or above the path's node there, then the segment's fork.
+fn nearest_branch_event(
+    conn: &Connection,
+    rows: Rows<'_>,
+    key: &str,
+    plugin: &str,
+    mut seg: i64,
+    mut bound: i64,
+) -> Result<Option<i64>> {
+    let q = |r| db_err(rows.db, "reading the projection")(r);
+    let mut event = conn
+        .prepare_cached(
+            "SELECT idx FROM events WHERE file = ?1 AND plugin = ?2 AND seg = ?3 AND idx <= ?4 \
+             AND scope IS NOT 'session' ORDER BY idx DESC LIMIT 1",
+        )
+        .map_err(q)?;
+    let mut fork = conn
+        .prepare_cached("SELECT fork, fork_seg FROM segments WHERE file = ?1 AND seg = ?2")
+        .map_err(q)?;
+    let mut steps = 0;
+    let found = loop {
+        steps += 1;
+        let hit: Option<i64> = event
+            .query_row(params![key, plugin, seg, bound], |r| r.get(0))
+            .optional()
+            .map_err(q)?;
+        if hit.is_some() {
+            break hit;
+        }
+        let up: Option<(Option<i64>, Option<i64>)> = fork
+            .query_row(params![key, seg], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(q)?;
+        match up {
+            Some((None, None)) => break None,
+            // A fork is an earlier node, in an earlier segment: the walk ends.
+            Some((Some(f), Some(s))) if f < seg && s <= f => (bound, seg) = (f, s),
+            Some(_) => {
+                return Err(rows.corrupt(format!("segment {seg}: a fork that is not above it")));
+            }
+            None => {
+                return Err(rows.corrupt(format!("segment {seg}, named by a node, is missing")));
+            }
+        }
+    };
+    super::count(|w| w.lookups += steps);
+    Ok(found)
+}
+
+/// The index and segment of the entry `id`.
+fn node_of(conn: &Connection, key: &str, id: &str) -> rusqlite::Result<Option<(i64, i64)>> {
+    conn.prepare_cached("SELECT idx, seg FROM nodes WHERE file = ?1 AND entry_id = ?2")?
+        .query_row(params![key, id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
 }
 
 #[cfg(test)]
@@ -199,10 +241,10 @@ mod tests {
         let e = bad_event(&conn, rows, "/s.jsonl", "p", "bad".into(), 3);
         assert!(matches!(e, Err(Error::CorruptProjection { .. })), "{e:?}");
         conn.execute_batch(
-            "INSERT INTO nodes(file, idx, entry_id, parent, state_anc) \
+            "INSERT INTO nodes(file, idx, entry_id, parent, seg) \
              VALUES ('/s.jsonl', 3, 'abc123', NULL, 3);
-             INSERT INTO events(file, idx, plugin, scope, line, offset, len, digest, error, \
-             error_idx) VALUES ('/s.jsonl', 3, 'p', 'branch', 5, 812, 40, 0, 'bad', 3);",
+             INSERT INTO events(file, idx, plugin, scope, seg, line, offset, error, \
+             error_idx) VALUES ('/s.jsonl', 3, 'p', 'branch', 3, 5, 812, 'bad', 3);",
         )
         .expect("rows");
         match bad_event(&conn, rows, "/s.jsonl", "p", "unknown op".into(), 3) {

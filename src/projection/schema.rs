@@ -15,7 +15,10 @@ use std::time::Duration;
 /// is rebuilt from the logs.
 /// 3: every state event's line length and digest (`events.len`, `events.digest`), so a
 /// resumed catch-up can check the folded events' bytes.
-const SCHEMA_VERSION: i64 = 3;
+/// 4: segments (`nodes.seg`, `segments`, `events.seg` and the `events_by_plugin` index), so
+/// that a plugin's nearest event is found without looking at other plugins' events; the
+/// lines' lengths and digests move to `spans`, a row per group of events.
+const SCHEMA_VERSION: i64 = 4;
 
 const APP: &str = "session-state";
 
@@ -41,20 +44,26 @@ CREATE TABLE IF NOT EXISTS nodes(
     idx INTEGER NOT NULL,
     entry_id TEXT NOT NULL,
     parent INTEGER,
-    state_anc INTEGER,
+    seg INTEGER NOT NULL,
     PRIMARY KEY(file, idx)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS nodes_by_id ON nodes(file, entry_id);
+CREATE TABLE IF NOT EXISTS segments(
+    file TEXT NOT NULL,
+    seg INTEGER NOT NULL,
+    fork INTEGER,
+    fork_seg INTEGER,
+    tail INTEGER NOT NULL,
+    PRIMARY KEY(file, seg)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events(
     file TEXT NOT NULL,
     idx INTEGER NOT NULL,
     plugin TEXT NOT NULL,
     scope TEXT,
+    seg INTEGER NOT NULL,
     line INTEGER NOT NULL,
     offset INTEGER NOT NULL,
-    len INTEGER NOT NULL,
-    digest INTEGER NOT NULL,
-    prev_anc INTEGER,
     value TEXT,
     error TEXT,
     error_idx INTEGER,
@@ -62,6 +71,18 @@ CREATE TABLE IF NOT EXISTS events(
     delta TEXT,
     chain INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY(file, idx)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_by_plugin ON events(file, plugin, seg, idx)
+    WHERE scope IS NOT 'session';
+CREATE TABLE IF NOT EXISTS spans(
+    file TEXT NOT NULL,
+    first_idx INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    first_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL,
+    layout BLOB NOT NULL,
+    digest INTEGER NOT NULL,
+    PRIMARY KEY(file, first_idx)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS session_values(
     file TEXT NOT NULL,

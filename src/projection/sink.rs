@@ -1,9 +1,16 @@
-//! The scanner's sink over SQL: each scanned entry becomes a `nodes` row, each state
-//! event an `events` row holding its fold step's storage (and its session value), with
-//! in-memory caches for what this pass added.
+//! The scanner's sink over SQL: each scanned entry becomes a `nodes` row (with its
+//! segment), each state event an `events` row holding its fold step's storage (and its
+//! session value) and a place in a `spans` group (its line's offset, length and digest),
+//! with in-memory caches for what this pass added.
+//!
+//! A new event's fold continues its plugin's nearest branch event above its parent. That
+//! event is found segment by segment (see `docs/architecture.md`, "Segments"): in each
+//! segment on the path, the plugin's greatest event at or above the path's node there,
+//! from this pass's events in memory or the `events_by_plugin` index. No other plugin's
+//! event is looked at, so a build is linear in the events whatever the number of plugins.
 
 use super::schema::{columns, from_columns};
-use super::watermark::{fnv, read_span};
+use super::watermark::{SpanGroup, fnv, read_span};
 use super::{Rows, db_err};
 use crate::error::{Error, Result};
 use crate::log::entry::raw_str;
@@ -21,13 +28,22 @@ type FoldErr = (String, i64);
 /// A session-scope value (JSON text; `None` = absent) and its error, if any.
 type SessionVal = (Option<String>, Option<FoldErr>);
 
+/// An event's row, as a later event's fold needs it.
 #[derive(Clone)]
 struct EventRow {
-    plugin: String,
     scope: Option<Scope>,
-    prev_anc: Option<i64>,
     stored: Stored,
     error: Option<(String, i64)>,
+}
+
+/// A `segments` row: the node the segment forks from and that node's segment (`None`: it
+/// starts at a root), and its last node so far.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    fork: Option<(i64, i64)>,
+    tail: i64,
+    /// Changed since it was last written.
+    dirty: bool,
 }
 
 /// The scanner's sink over SQL, with in-memory caches for what this pass added.
@@ -39,18 +55,37 @@ pub(super) struct SqlSink<'c> {
     session_id: String,
     pub(super) next_idx: i64,
     pub(super) last_id: Option<String>,
-    ids: HashMap<String, (i64, Option<i64>)>,
+    /// The first entry index of this pass: a segment numbered from here on (a segment's
+    /// number is its first node's index) has all its events in `branch_events`.
+    pass_start: i64,
+    /// Entry id → (index, segment), for this pass's entries.
+    ids: HashMap<String, (i64, i64)>,
     events: HashMap<i64, EventRow>,
+    /// The segments this pass looked at or made.
+    segments: HashMap<i64, Segment>,
+    /// Per plugin and segment: this pass's events that a branch fold sees (branch scope,
+    /// or unknown), ascending.
+    branch_events: HashMap<String, HashMap<i64, Vec<i64>>>,
     /// Per plugin: the last branch event ingested and its folded value, so that a linear
     /// run of deltas is folded once, not rebuilt from its snapshot at every step.
     last_folded: HashMap<String, (i64, Option<Value>)>,
     session_values: HashMap<String, SessionVal>,
+    /// The last group of spans, still open for more events (`None` before the first event
+    /// of this pass looked it up).
+    group: Option<SpanGroup>,
+    group_loaded: bool,
     pub(super) added: u64,
     /// An error met where the scanner's interface cannot return one (`assign_id`).
     pub(super) deferred: Option<Error>,
     /// Length and digest of the current line, when it may be a state event.
     pub(super) line_digest: Option<(i64, i64)>,
+    /// Steps of the nearest-event searches (for [`super::ProjectionWork`]).
+    lookups: u64,
 }
+
+/// Events per `spans` row: the check after a foreign append reads one row per this many
+/// folded events.
+const GROUP: i64 = 256;
 
 impl<'c> SqlSink<'c> {
     /// A sink that appends to the rows of session `key` (file `file` in database `db`)
@@ -72,13 +107,19 @@ impl<'c> SqlSink<'c> {
             session_id: session_id.to_owned(),
             next_idx,
             last_id,
+            pass_start: next_idx,
             ids: HashMap::new(),
             events: HashMap::new(),
+            segments: HashMap::new(),
+            branch_events: HashMap::new(),
             last_folded: HashMap::new(),
             session_values: HashMap::new(),
+            group: None,
+            group_loaded: false,
             added: 0,
             deferred: None,
             line_digest: None,
+            lookups: 0,
         }
     }
 
@@ -86,15 +127,14 @@ impl<'c> SqlSink<'c> {
         r.map_err(db_err(&self.db, "updating the projection"))
     }
 
-    fn node_by_id(&self, id: &str) -> Result<Option<(i64, Option<i64>)>> {
+    /// The index and segment of the entry `id`.
+    fn node_by_id(&self, id: &str) -> Result<Option<(i64, i64)>> {
         if let Some(n) = self.ids.get(id) {
             return Ok(Some(*n));
         }
         self.sql(
             self.tx
-                .prepare_cached(
-                    "SELECT idx, state_anc FROM nodes WHERE file = ?1 AND entry_id = ?2",
-                )
+                .prepare_cached("SELECT idx, seg FROM nodes WHERE file = ?1 AND entry_id = ?2")
                 .and_then(|mut q| {
                     q.query_row(params![self.key, id], |r| Ok((r.get(0)?, r.get(1)?)))
                         .optional()
@@ -109,41 +149,199 @@ impl<'c> SqlSink<'c> {
         self.sql(
             self.tx
                 .prepare_cached(
-                    "SELECT plugin, scope, prev_anc, value, error, error_idx, base, delta, chain \
+                    "SELECT scope, value, error, error_idx, base, delta, chain \
                      FROM events WHERE file = ?1 AND idx = ?2",
                 )
                 .and_then(|mut q| {
                     q.query_row(params![self.key, idx], |r| {
-                        let scope: Option<String> = r.get(1)?;
-                        let error: Option<String> = r.get(4)?;
-                        let error_idx: Option<i64> = r.get(5)?;
+                        let scope: Option<String> = r.get(0)?;
+                        let error: Option<String> = r.get(2)?;
+                        let error_idx: Option<i64> = r.get(3)?;
                         Ok((
-                            r.get::<_, String>(0)?,
                             scope,
-                            r.get::<_, Option<i64>>(2)?,
-                            from_columns(r.get(3)?, r.get(6)?, r.get(7)?, r.get(8)?),
+                            from_columns(r.get(1)?, r.get(4)?, r.get(5)?, r.get(6)?),
                             error.zip(error_idx),
                         ))
                     })
                     .optional()
                 }),
         )?
-        .map(|(plugin, scope, prev_anc, stored, error)| {
+        .map(|(scope, stored, error)| {
             let rows = self.rows();
             Ok(EventRow {
-                plugin,
                 scope: match scope {
                     None => None,
                     Some(s) => Some(s.parse().map_err(|_| {
                         rows.corrupt(format!("event {idx}: unknown stored scope {s:?}"))
                     })?),
                 },
-                prev_anc,
                 stored: stored.map_err(|d| rows.corrupt(format!("event {idx}: {d}")))?,
                 error,
             })
         })
         .transpose()
+    }
+
+    /// The segment `seg`, from this pass's or from its row.
+    fn segment(&mut self, seg: i64) -> Result<Segment> {
+        if let Some(s) = self.segments.get(&seg) {
+            return Ok(*s);
+        }
+        let row: Option<(Option<i64>, Option<i64>, i64)> = self.sql(
+            self.tx
+                .prepare_cached(
+                    "SELECT fork, fork_seg, tail FROM segments WHERE file = ?1 AND seg = ?2",
+                )
+                .and_then(|mut q| {
+                    q.query_row(params![self.key, seg], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                    .optional()
+                }),
+        )?;
+        let segment = match row {
+            Some((None, None, tail)) => Segment {
+                fork: None,
+                tail,
+                dirty: false,
+            },
+            Some((Some(fork), Some(fork_seg), tail)) => Segment {
+                fork: Some((fork, fork_seg)),
+                tail,
+                dirty: false,
+            },
+            Some(_) => {
+                return Err(self
+                    .rows()
+                    .corrupt(format!("segment {seg}: a half-stored fork")));
+            }
+            None => {
+                return Err(self
+                    .rows()
+                    .corrupt(format!("segment {seg}, named by a node, is missing")));
+            }
+        };
+        self.segments.insert(seg, segment);
+        Ok(segment)
+    }
+
+    /// The segment of a new node `idx` whose parent is `parent` (index, segment): the
+    /// parent's when the parent is its segment's last node (this is its first child),
+    /// else a new one, numbered `idx`, forking from the parent.
+    fn place(&mut self, idx: i64, parent: Option<(i64, i64)>) -> Result<i64> {
+        if let Some((p, p_seg)) = parent {
+            let mut s = self.segment(p_seg)?;
+            if s.tail == p {
+                s.tail = idx;
+                s.dirty = true;
+                self.segments.insert(p_seg, s);
+                return Ok(p_seg);
+            }
+        }
+        self.segments.insert(
+            idx,
+            Segment {
+                fork: parent,
+                tail: idx,
+                dirty: true,
+            },
+        );
+        Ok(idx)
+    }
+
+    /// `plugin`'s nearest event that a branch fold sees, at or above node `bound` of
+    /// segment `seg`: in each segment up to the root, the greatest such event at or above
+    /// the path's node there.
+    fn nearest_branch_event(
+        &mut self,
+        plugin: &str,
+        mut seg: i64,
+        mut bound: i64,
+    ) -> Result<Option<i64>> {
+        loop {
+            self.lookups += 1;
+            if let Some(nodes) = self.branch_events.get(plugin).and_then(|m| m.get(&seg)) {
+                let k = nodes.partition_point(|&n| n <= bound);
+                if k > 0 {
+                    return Ok(Some(nodes[k - 1]));
+                }
+            }
+            if seg < self.pass_start {
+                // Rows of earlier passes (this pass's are in memory, and greater).
+                let stored: Option<i64> = self.sql(
+                    self.tx
+                        .prepare_cached(
+                            "SELECT idx FROM events WHERE file = ?1 AND plugin = ?2 AND seg = ?3 \
+                             AND idx <= ?4 AND scope IS NOT 'session' ORDER BY idx DESC LIMIT 1",
+                        )
+                        .and_then(|mut q| {
+                            q.query_row(params![self.key, plugin, seg, bound], |r| r.get(0))
+                                .optional()
+                        }),
+                )?;
+                if stored.is_some() {
+                    return Ok(stored);
+                }
+            }
+            match self.segment(seg)?.fork {
+                Some((fork, fork_seg)) => (bound, seg) = (fork, fork_seg),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Writes the segments changed and the open group of spans (before every watermark:
+    /// each commit holds a consistent prefix), and adds up this pass's work.
+    pub(super) fn flush(&mut self) -> Result<()> {
+        let key = self.key.clone();
+        for (seg, s) in self.segments.iter_mut().filter(|(_, s)| s.dirty) {
+            self.tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO segments(file, seg, fork, fork_seg, tail) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut q| {
+                    q.execute(params![
+                        key,
+                        seg,
+                        s.fork.map(|f| f.0),
+                        s.fork.map(|f| f.1),
+                        s.tail
+                    ])
+                })
+                .map_err(db_err(&self.db, "updating the projection"))?;
+            s.dirty = false;
+        }
+        if let Some(g) = self.group.as_mut().filter(|g| g.dirty) {
+            g.store(self.tx, &key)
+                .map_err(db_err(&self.db, "updating the projection"))?;
+            g.dirty = false;
+        }
+        let lookups = std::mem::take(&mut self.lookups);
+        super::count(|w| w.lookups += lookups);
+        Ok(())
+    }
+
+    /// Adds a folded event's line to the open group of spans (starting a new group when
+    /// it is full).
+    fn add_span(&mut self, idx: i64, offset: i64, len: i64, digest: i64) -> Result<()> {
+        if !self.group_loaded {
+            self.group_loaded = true;
+            if self.pass_start > 0 {
+                self.group = self.sql(SpanGroup::last(self.tx, &self.key))?;
+            }
+        }
+        if self.group.as_ref().is_none_or(|g| g.count >= GROUP) {
+            if let Some(full) = self.group.as_ref().filter(|g| g.dirty) {
+                full.store(self.tx, &self.key)
+                    .map_err(db_err(&self.db, "updating the projection"))?;
+            }
+            self.group = Some(SpanGroup::new(idx, offset));
+        }
+        if let Some(g) = self.group.as_mut() {
+            g.push(offset, len, digest);
+        }
+        Ok(())
     }
 
     fn digest_line(&self, offset: u64, len: u64) -> Result<(i64, i64)> {
@@ -165,30 +363,40 @@ impl<'c> SqlSink<'c> {
         }
     }
 
-    /// This plugin's branch fold just above a node whose parent's `state_anc` is `anc`:
-    /// the event it continues (if any) with its delta chain, and the folded value there.
-    fn branch_base(&self, plugin: &str, mut anc: Option<i64>) -> Result<BranchBase> {
-        while let Some(e) = anc {
-            let Some(row) = self.event(e)? else { break };
-            if row.plugin == plugin && row.scope != Some(Scope::Session) {
-                if let Some(err) = row.error {
-                    return Ok(Err(err));
-                }
-                let prior = Prior {
-                    event: e,
-                    chain: row.stored.chain(),
-                };
-                let value = match self.last_folded.get(plugin) {
-                    Some((idx, v)) if *idx == e => v.clone(),
-                    _ => self
-                        .rows()
-                        .unfold(row.stored, |i| Ok(self.event(i)?.map(|r| r.stored)))?,
-                };
-                return Ok(Ok(Some((prior, value))));
-            }
-            anc = row.prev_anc;
+    /// This plugin's branch fold just above a node whose parent is `parent` (index,
+    /// segment): the event it continues (if any) with its delta chain, and the folded
+    /// value there.
+    fn branch_base(&mut self, plugin: &str, parent: Option<(i64, i64)>) -> Result<BranchBase> {
+        let Some((p, p_seg)) = parent else {
+            return Ok(Ok(None));
+        };
+        let Some(e) = self.nearest_branch_event(plugin, p_seg, p)? else {
+            return Ok(Ok(None));
+        };
+        let Some(row) = self.event(e)? else {
+            return Err(self
+                .rows()
+                .corrupt(format!("event {e}, named by the plugin index, is missing")));
+        };
+        if row.scope == Some(Scope::Session) {
+            return Err(self.rows().corrupt(format!(
+                "event {e}, found among the plugin's branch events, is of session scope"
+            )));
         }
-        Ok(Ok(None))
+        if let Some(err) = row.error {
+            return Ok(Err(err));
+        }
+        let prior = Prior {
+            event: e,
+            chain: row.stored.chain(),
+        };
+        let value = match self.last_folded.get(plugin) {
+            Some((idx, v)) if *idx == e => v.clone(),
+            _ => self
+                .rows()
+                .unfold(row.stored, |i| Ok(self.event(i)?.map(|r| r.stored)))?,
+        };
+        Ok(Ok(Some((prior, value))))
     }
 
     fn session_value(&self, plugin: &str) -> Result<SessionVal> {
@@ -253,25 +461,17 @@ impl EntrySink for SqlSink<'_> {
             },
         };
         let idx = self.next_idx;
-        let prev_anc = parent.and_then(|(_, anc)| anc);
+        let seg = self.place(idx, parent)?;
         let plugin = (e.raw.ty.0 == "custom")
             .then(|| e.raw.custom_type.and_then(raw_str))
             .flatten()
             .and_then(|ct| ct.strip_prefix(STATE_PREFIX).map(str::to_owned));
-        let state_anc = if plugin.is_some() {
-            Some(idx)
-        } else {
-            prev_anc
-        };
         self.sql(
             self.tx
                 .prepare_cached(
-                    "INSERT INTO nodes(file, idx, entry_id, parent, state_anc) \
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    "INSERT INTO nodes(file, idx, entry_id, parent, seg) VALUES (?1, ?2, ?3, ?4, ?5)",
                 )
-                .and_then(|mut q| {
-                    q.execute(params![self.key, idx, id, parent.map(|p| p.0), state_anc])
-                }),
+                .and_then(|mut q| q.execute(params![self.key, idx, id, parent.map(|p| p.0), seg])),
         )?;
         if let Some(plugin) = plugin {
             let decoded = Envelope::decode(e.raw.data);
@@ -286,15 +486,13 @@ impl EntrySink for SqlSink<'_> {
                 None => self.digest_line(e.at.offset, e.len - 1)?,
             };
             let mut row = EventRow {
-                plugin: plugin.clone(),
                 scope,
-                prev_anc,
                 stored: Stored::Absent,
                 error: None,
             };
             // Branch fold (also for an event of unknown scope: it poisons both folds).
             if scope != Some(Scope::Session) {
-                match (&decoded, self.branch_base(&plugin, prev_anc)?) {
+                match (&decoded, self.branch_base(&plugin, parent)?) {
                     (_, Err(err)) => row.error = Some(err),
                     (Err(d), _) => row.error = Some(here(&d.detail)),
                     (Ok(env), Ok(base)) => {
@@ -307,6 +505,12 @@ impl EntrySink for SqlSink<'_> {
                         self.last_folded.insert(plugin.clone(), (idx, folded.value));
                     }
                 }
+                self.branch_events
+                    .entry(plugin.clone())
+                    .or_default()
+                    .entry(seg)
+                    .or_default()
+                    .push(idx);
             }
             if scope != Some(Scope::Branch) {
                 let (cur, err) = self.session_value(&plugin)?;
@@ -346,9 +550,9 @@ impl EntrySink for SqlSink<'_> {
             self.sql(
                 self.tx
                     .prepare_cached(
-                        "INSERT INTO events(file, idx, plugin, scope, line, offset, len, digest, \
-                         prev_anc, value, error, error_idx, base, delta, chain) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                        "INSERT INTO events(file, idx, plugin, scope, seg, line, offset, value, \
+                         error, error_idx, base, delta, chain) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                     )
                     .and_then(|mut q| {
                         let (value, base, delta, chain) = columns(&row.stored);
@@ -357,11 +561,9 @@ impl EntrySink for SqlSink<'_> {
                             idx,
                             plugin,
                             scope.map(Scope::as_str),
+                            seg,
                             e.at.line as i64,
                             e.at.offset as i64,
-                            line_len,
-                            line_digest,
-                            prev_anc,
                             value,
                             row.error.as_ref().map(|e| &e.0),
                             row.error.as_ref().map(|e| e.1),
@@ -371,9 +573,10 @@ impl EntrySink for SqlSink<'_> {
                         ])
                     }),
             )?;
+            self.add_span(idx, e.at.offset as i64, line_len, line_digest)?;
             self.events.insert(idx, row);
         }
-        self.ids.insert(id.to_owned(), (idx, state_anc));
+        self.ids.insert(id.to_owned(), (idx, seg));
         self.last_id = Some(id.to_owned());
         self.next_idx += 1;
         self.added += 1;

@@ -12,8 +12,14 @@ use std::path::Path;
 
 pub(super) const DIGEST_SPAN: u64 = 4096;
 
-/// Folded events at most this far apart are checked with one read.
+/// Folded events at most this far apart are checked with one read: a positioned read
+/// costs about as much as copying 4-8 KiB from the page cache (1.5-2 µs on the machine of
+/// `docs/performance.md`), so a smaller gap is cheaper read through than skipped.
 const GAP: u64 = 4096;
+
+/// The largest read of the check: a run of dense events is read in pieces of this size
+/// into one reused buffer, so memory does not grow with the session.
+const MAX_READ: u64 = 256 << 10;
 
 /// A digest of a span of the file, to tell that a prefix is unchanged (not a defence
 /// against an adversary: the file's identity, length and mtime are checked too). Eight
@@ -60,12 +66,26 @@ pub(super) fn read_span(
     start: u64,
     len: u64,
 ) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    read_into(f, path, start, len, &mut buf)?;
+    Ok(buf)
+}
+
+/// Reads `len` bytes at `start` into `buf` (reused: no allocation, and no page faults,
+/// once it is as large), fewer at the end of the file.
+fn read_into(
+    f: &mut std::fs::File,
+    path: &Path,
+    start: u64,
+    len: u64,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
     let io = |source| Error::Io {
         action: "reading",
         path: path.to_path_buf(),
         source,
     };
-    let mut buf = vec![0; len as usize];
+    buf.resize(len as usize, 0);
     let mut got = 0;
     // Positioned reads: no seek before each span.
     #[cfg(unix)]
@@ -81,10 +101,10 @@ pub(super) fn read_span(
     #[cfg(not(unix))]
     {
         f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
-        got = f.by_ref().take(len).read(&mut buf).map_err(io)?;
+        got = f.by_ref().take(len).read(&mut buf[..]).map_err(io)?;
     }
     buf.truncate(got);
-    Ok(buf)
+    Ok(())
 }
 
 /// The digests of the first and the last [`DIGEST_SPAN`] bytes of the consumed prefix.
@@ -190,9 +210,13 @@ pub(super) fn plan(
 
 /// Whether the consumed prefix is what the projection folded: the digests of its first
 /// and last [`DIGEST_SPAN`] bytes, and the bytes of every state event folded (their
-/// offsets, lengths and digests are in `events`). `Some(bytes read)` if intact. Entries
-/// that are not state events are checked only inside the two spans (docs/architecture.md,
-/// "Limits").
+/// offsets, lengths and digests are in `spans`, a row per group of events). `Some(bytes
+/// read)` if intact. Entries that are not state events are checked only inside the two
+/// spans (docs/architecture.md, "Limits").
+///
+/// The events are read in file order, close ones together (at most [`GAP`] apart, in
+/// reads of at most [`MAX_READ`]) into one reused buffer; an event inside one of the two
+/// spans is hashed from the span already read, not read again.
 fn prefix_intact(
     conn: &Connection,
     db: &Path,
@@ -206,60 +230,234 @@ fn prefix_intact(
         source,
     })?;
     let consumed = row.consumed as u64;
-    let (head, pre) = digests(&mut f, file, consumed, None)?;
-    let mut verified =
-        consumed.min(DIGEST_SPAN) + (consumed - consumed.saturating_sub(DIGEST_SPAN));
-    if head != row.head_digest || pre != row.pre_digest {
+    let pre_start = consumed.saturating_sub(DIGEST_SPAN);
+    let head = read_span(&mut f, file, 0, consumed.min(DIGEST_SPAN))?;
+    let pre = read_span(&mut f, file, pre_start, consumed - pre_start)?;
+    let mut reads = 2;
+    let mut verified = (head.len() + pre.len()) as u64;
+    if fnv(&head) != row.head_digest || fnv(&pre) != row.pre_digest {
+        super::count(|w| w.verify_reads += reads);
         return Ok(None);
     }
     let q = db_err(db, "reading the projection");
-    let mut stmt = conn
-        .prepare_cached("SELECT offset, len, digest FROM events WHERE file = ?1 ORDER BY idx")
-        .map_err(db_err(db, "reading the projection"))?;
-    let spans = stmt
-        .query_map([key], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-            ))
+    let groups = conn
+        .prepare_cached(
+            "SELECT first_offset, count, layout, digest FROM spans WHERE file = ?1 \
+             ORDER BY first_idx",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([key], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Vec<u8>>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()
         })
-        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
         .map_err(q)?;
-    // In file order, one positioned read per run of events less than a page apart: a
-    // read-ahead buffer would copy 64 KiB per event of a large session instead of its line.
-    let mut buf = Vec::new();
-    let mut i = 0;
-    while i < spans.len() {
-        let start = spans[i].0 as u64;
-        let mut end = start;
-        let mut j = i;
-        while j < spans.len() {
-            let (offset, len) = (spans[j].0 as u64, spans[j].1 as u64);
-            if offset.saturating_add(len) > consumed || offset < start {
-                return Ok(None);
-            }
-            if j > i && offset > end + GAP {
-                break;
-            }
-            end = end.max(offset + len);
-            j += 1;
-        }
-        buf.clear();
-        buf.extend_from_slice(&read_span(&mut f, file, start, end - start)?);
-        if (buf.len() as u64) < end - start {
+    super::count(|w| w.verify_rows += groups.len() as u64);
+    // Every folded event's span, in file order, and where each group ends.
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    let mut ends: Vec<(usize, i64)> = Vec::with_capacity(groups.len());
+    for (first_offset, count, layout, digest) in &groups {
+        let before = spans.len();
+        let from = spans.last().map_or(0, |&(o, l)| o + l);
+        if *first_offset < 0 || (*first_offset as u64) < from {
             return Ok(None);
         }
-        for &(offset, len, digest) in &spans[i..j] {
-            let at = (offset as u64 - start) as usize;
-            verified += len as u64;
-            if fnv(&buf[at..at + len as usize]) != digest {
+        if !SpanGroup::decode(*first_offset as u64, layout, &mut spans)
+            || spans.len() - before != *count as usize
+        {
+            // Rows that do not decode: rebuilt like a changed prefix.
+            return Ok(None);
+        }
+        ends.push((spans.len(), *digest));
+    }
+    if spans.last().is_some_and(|&(o, l)| o + l > consumed) {
+        return Ok(None);
+    }
+    let mut buf = Vec::new();
+    // The part of the file in `buf`.
+    let mut window = (0u64, 0u64);
+    let mut h = SpanGroup::SEED;
+    let mut group = 0;
+    for (i, &(offset, len)) in spans.iter().enumerate() {
+        let end = offset + len;
+        let bytes: &[u8] = if end <= head.len() as u64 {
+            &head[offset as usize..end as usize]
+        } else if offset >= pre_start {
+            &pre[(offset - pre_start) as usize..(end - pre_start) as usize]
+        } else {
+            if offset < window.0 || end > window.1 {
+                // Read this event and those close after it (not those in the last span).
+                let mut stop = end;
+                for &(o, l) in &spans[i + 1..] {
+                    if o >= pre_start || o > stop + GAP || o + l - offset > MAX_READ {
+                        break;
+                    }
+                    stop = o + l;
+                }
+                read_into(&mut f, file, offset, stop - offset, &mut buf)?;
+                reads += 1;
+                verified += buf.len() as u64;
+                window = (offset, offset + buf.len() as u64);
+                if window.1 < end {
+                    super::count(|w| w.verify_reads += reads);
+                    return Ok(None);
+                }
+            }
+            &buf[(offset - window.0) as usize..(end - window.0) as usize]
+        };
+        h = SpanGroup::combine(h, fnv(bytes));
+        if ends[group].0 == i + 1 {
+            if h != ends[group].1 {
+                super::count(|w| w.verify_reads += reads);
                 return Ok(None);
             }
+            h = SpanGroup::SEED;
+            group += 1;
         }
-        i = j;
     }
+    super::count(|w| w.verify_reads += reads);
     Ok(Some(verified))
+}
+
+/// A row of `spans`: the offsets, lengths and one digest of up to a few hundred folded
+/// state events' lines, consecutive in file order. The check after a foreign append reads
+/// a row per group instead of one per event.
+#[derive(Debug, Clone)]
+pub(super) struct SpanGroup {
+    /// The entry index of its first event (the row's key).
+    first_idx: i64,
+    pub(super) count: i64,
+    first_offset: i64,
+    /// Where the last event's line ends (offset + length).
+    end: i64,
+    /// Per event: the gap since the previous event's end (the first: 0) and the length,
+    /// as LEB128 varints.
+    layout: Vec<u8>,
+    /// The events' line digests combined in order ([`SpanGroup::combine`]).
+    digest: i64,
+    /// Changed since it was last stored.
+    pub(super) dirty: bool,
+}
+
+impl SpanGroup {
+    /// The combined digest of no event.
+    const SEED: i64 = 0x5353_7431;
+
+    /// Folds one event's line digest into a group's.
+    fn combine(h: i64, d: i64) -> i64 {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        ((h ^ d) as u64).wrapping_mul(K).rotate_left(29) as i64
+    }
+
+    /// An empty group starting at event `first_idx`, whose line starts at `offset`.
+    pub(super) fn new(first_idx: i64, offset: i64) -> SpanGroup {
+        SpanGroup {
+            first_idx,
+            count: 0,
+            first_offset: offset,
+            end: offset,
+            layout: Vec::new(),
+            digest: SpanGroup::SEED,
+            dirty: true,
+        }
+    }
+
+    /// Adds the next event's line (after every event already in the group).
+    pub(super) fn push(&mut self, offset: i64, len: i64, digest: i64) {
+        push_varint(&mut self.layout, (offset - self.end).max(0) as u64);
+        push_varint(&mut self.layout, len.max(0) as u64);
+        self.end = offset.max(self.end) + len.max(0);
+        self.count += 1;
+        self.digest = SpanGroup::combine(self.digest, digest);
+        self.dirty = true;
+    }
+
+    /// Writes the group's row (inserted, or replaced as it grew).
+    pub(super) fn store(&self, tx: &Connection, key: &str) -> rusqlite::Result<()> {
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO spans(file, first_idx, count, first_offset, end_offset, \
+             layout, digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            key,
+            self.first_idx,
+            self.count,
+            self.first_offset,
+            self.end,
+            self.layout,
+            self.digest
+        ])
+        .map(|_| ())
+    }
+
+    /// The session's last group, to go on filling.
+    pub(super) fn last(tx: &Connection, key: &str) -> rusqlite::Result<Option<SpanGroup>> {
+        tx.prepare_cached(
+            "SELECT first_idx, count, first_offset, end_offset, layout, digest FROM spans \
+             WHERE file = ?1 ORDER BY first_idx DESC LIMIT 1",
+        )?
+        .query_row([key], |r| {
+            Ok(SpanGroup {
+                first_idx: r.get(0)?,
+                count: r.get(1)?,
+                first_offset: r.get(2)?,
+                end: r.get(3)?,
+                layout: r.get(4)?,
+                digest: r.get(5)?,
+                dirty: false,
+            })
+        })
+        .optional()
+    }
+
+    /// Appends the spans (offset, length) of a stored layout to `out`; `false` if it does
+    /// not decode.
+    fn decode(first_offset: u64, layout: &[u8], out: &mut Vec<(u64, u64)>) -> bool {
+        let mut at = 0;
+        let mut end = first_offset;
+        while at < layout.len() {
+            let (Some(gap), Some(len)) =
+                (read_varint(layout, &mut at), read_varint(layout, &mut at))
+            else {
+                return false;
+            };
+            let Some(offset) = end.checked_add(gap) else {
+                return false;
+            };
+            let Some(e) = offset.checked_add(len) else {
+                return false;
+            };
+            out.push((offset, len));
+            end = e;
+        }
+        true
+    }
+}
+
+fn push_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn read_varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
 }
 
 /// The watermark of a consistent prefix: everything before `consumed` is in the rows.

@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 #[doc(hidden)]
-pub use crate::projection::ChunkHook;
+pub use crate::projection::{ChunkHook, ProjectionWork};
 
 /// Where a [`Store`] keeps its projection database; validated by [`Store::open`].
 #[derive(Debug, Clone, Default)]
@@ -191,6 +191,13 @@ impl Store {
             db.set_chunk_hook(entries, hook);
             Ok(())
         })
+    }
+
+    /// Test hook: the projection's work on this thread so far (see
+    /// [`crate::projection::ProjectionWork`]); tests compare two of them.
+    #[doc(hidden)]
+    pub fn projection_work(&self) -> ProjectionWork {
+        crate::projection::work()
     }
 
     /// Test hook: the value of `PRAGMA name` on the store's own connection, as text.
