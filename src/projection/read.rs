@@ -105,43 +105,23 @@ pub(super) fn read_value(
                         }
                     })?),
                     None => conn
-                        .query_row(
+                        .prepare_cached(
                             "SELECT n.idx, n.seg FROM sessions s JOIN nodes n ON n.file = s.file \
                          AND n.idx = s.entry_count - 1 WHERE s.file = ?1",
-                            [key],
-                            |r| Ok((r.get(0)?, r.get(1)?)),
                         )
-                        .optional()
+                        .and_then(|mut stmt| {
+                            stmt.query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+                                .optional()
+                        })
                         .map_err(q)?,
                 };
             let Some((bound, seg)) = start else {
                 return Ok(None);
             };
-            let Some(e) = nearest_branch_event(conn, rows, key, plugin, seg, bound)? else {
+            let Some((e, (s, error, error_idx), at)) =
+                nearest_branch_event(conn, rows, key, plugin, seg, bound)?
+            else {
                 return Ok(None);
-            };
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT scope, error, error_idx, value, base, delta, chain \
-                     FROM events WHERE file = ?1 AND idx = ?2",
-                )
-                .map_err(q)?;
-            let stored = |r: &rusqlite::Row<'_>| -> rusqlite::Result<_> {
-                Ok(from_columns(r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
-            };
-            let decoded = |i: i64, s: std::result::Result<Stored, String>| {
-                s.map_err(|d| rows.corrupt(format!("event {i}: {d}")))
-            };
-            let row: Option<(EventTuple, std::result::Result<Stored, String>)> = stmt
-                .query_row(params![key, e], |r| {
-                    Ok(((r.get(0)?, r.get(1)?, r.get(2)?), stored(r)?))
-                })
-                .optional()
-                .map_err(q)?;
-            let Some(((s, error, error_idx), at)) = row else {
-                return Err(
-                    rows.corrupt(format!("event {e}, named by the plugin index, is missing"))
-                );
             };
             if !matches!(s.as_deref(), None | Some("branch")) {
                 return Err(rows.corrupt(format!("event {e}: unknown stored scope {s:?}")));
@@ -149,21 +129,39 @@ pub(super) fn read_value(
             if let (Some(err), Some(idx)) = (error, error_idx) {
                 return Err(bad_event(conn, rows, key, plugin, err, idx)?);
             }
+            let decoded = |i: i64, s: std::result::Result<Stored, String>| {
+                s.map_err(|d| rows.corrupt(format!("event {i}: {d}")))
+            };
             let at = decoded(e, at)?;
+            // The base events of a delta, by index (prepared only when there is one).
+            let mut by_idx = None;
             rows.unfold(at, |i| {
-                stmt.query_row(params![key, i], stored)
-                    .optional()
-                    .map_err(q)?
-                    .map(|s| decoded(i, s))
-                    .transpose()
+                let stmt = match &mut by_idx {
+                    Some(stmt) => stmt,
+                    None => by_idx.insert(
+                        conn.prepare_cached(
+                            "SELECT value, base, delta, chain FROM events \
+                             WHERE file = ?1 AND idx = ?2",
+                        )
+                        .map_err(q)?,
+                    ),
+                };
+                stmt.query_row(params![key, i], |r| {
+                    Ok(from_columns(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .optional()
+                .map_err(q)?
+                .map(|s| decoded(i, s))
+                .transpose()
             })
         }
     }
 }
 
-/// `plugin`'s nearest event that a branch fold sees (branch scope, or unknown) at or above
-/// node `bound` of segment `seg`: per segment on the path to the root, one lookup of the
-/// greatest such event at or above the path's node there, then the segment's fork.
+/// The event `plugin`'s branch fold ends at, read at or above node `bound` of segment
+/// `seg`: its index, scope, error and storage. Per segment on the path to the root, one
+/// lookup of the plugin's greatest event at or above the path's node there among those a
+/// branch fold sees (branch scope, or unknown), then the segment's fork.
 fn nearest_branch_event(
     conn: &Connection,
     rows: Rows<'_>,
@@ -171,28 +169,43 @@ fn nearest_branch_event(
     plugin: &str,
     mut seg: i64,
     mut bound: i64,
-) -> Result<Option<i64>> {
+) -> Result<Option<(i64, EventTuple, std::result::Result<Stored, String>)>> {
     let q = |r| db_err(rows.db, "reading the projection")(r);
     let mut event = conn
         .prepare_cached(
-            "SELECT idx FROM events WHERE file = ?1 AND plugin = ?2 AND seg = ?3 AND idx <= ?4 \
+            "SELECT idx, scope, error, error_idx, value, base, delta, chain FROM events \
+             WHERE file = ?1 AND plugin = ?2 AND seg = ?3 AND idx <= ?4 \
              AND scope IS NOT 'session' ORDER BY idx DESC LIMIT 1",
         )
         .map_err(q)?;
-    let mut fork = conn
-        .prepare_cached("SELECT fork, fork_seg FROM segments WHERE file = ?1 AND seg = ?2")
-        .map_err(q)?;
+    // Prepared at the first segment without the event.
+    let mut fork = None;
     let mut steps = 0;
     let found = loop {
         steps += 1;
-        let hit: Option<i64> = event
-            .query_row(params![key, plugin, seg, bound], |r| r.get(0))
+        let hit = event
+            .query_row(params![key, plugin, seg, bound], |r| {
+                Ok((
+                    r.get(0)?,
+                    (r.get(1)?, r.get(2)?, r.get(3)?),
+                    from_columns(r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?),
+                ))
+            })
             .optional()
             .map_err(q)?;
         if hit.is_some() {
             break hit;
         }
-        let up: Option<(Option<i64>, Option<i64>)> = fork
+        let stmt = match &mut fork {
+            Some(stmt) => stmt,
+            None => fork.insert(
+                conn.prepare_cached(
+                    "SELECT fork, fork_seg FROM segments WHERE file = ?1 AND seg = ?2",
+                )
+                .map_err(q)?,
+            ),
+        };
+        let up: Option<(Option<i64>, Option<i64>)> = stmt
             .query_row(params![key, seg], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()
             .map_err(q)?;
