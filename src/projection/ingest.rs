@@ -321,6 +321,9 @@ fn ingest(
             source,
         })?;
     let mut sink = SqlSink::new(tx, db, file, key, &header_id, start_idx, last_id);
+    if let Some(row) = &resume {
+        sink.set_open_events(row.open_events);
+    }
     let mut last_good = start;
     // The start of the current chunk (entries added, byte offset).
     let mut chunk_start = (0u64, start.offset);
@@ -386,6 +389,7 @@ fn ingest(
                 pre,
                 entry_count: sink.next_idx,
                 last_id: sink.last_id.as_deref(),
+                open_events: sink.open_events(),
             },
         )?;
         let Commit::Chunks(policy) = &mut commit else {
@@ -466,6 +470,7 @@ fn ingest(
             pre,
             entry_count: sink.next_idx,
             last_id: sink.last_id.as_deref(),
+            open_events: sink.open_events(),
         },
     )?;
     Ok(CatchUp {

@@ -16,6 +16,10 @@ use std::path::Path;
 /// An `events` row as read back: scope, error, error_idx.
 type EventTuple = (Option<String>, Option<String>, Option<i64>);
 
+/// An event row found by a lookup: its index, scope and error, and its storage (`Err`: a
+/// row that does not decode).
+type FoundEvent = (i64, EventTuple, std::result::Result<Stored, String>);
+
 /// The error of a fold that met a bad event (stored as the event's index), naming the
 /// event's entry and place from the rows. `Err`: the lookup failed (the database error),
 /// or the rows do not hold the event the fold error names
@@ -169,7 +173,7 @@ fn nearest_branch_event(
     plugin: &str,
     mut seg: i64,
     mut bound: i64,
-) -> Result<Option<(i64, EventTuple, std::result::Result<Stored, String>)>> {
+) -> Result<Option<FoundEvent>> {
     let q = |r| db_err(rows.db, "reading the projection")(r);
     let mut event = conn
         .prepare_cached(

@@ -16,8 +16,9 @@ use std::time::Duration;
 /// 3: every state event's line length and digest (`events.len`, `events.digest`), so a
 /// resumed catch-up can check the folded events' bytes.
 /// 4: segments (`nodes.seg`, `segments`, `events.seg` and the `events_by_plugin` index), so
-/// that a plugin's nearest event is found without looking at other plugins' events; the
-/// lines' lengths and digests move to `spans`, a row per group of events.
+/// that a plugin's nearest event is found without looking at other plugins' events; and
+/// `spans`, the lines' offsets, lengths and digests of each 256 folded events in one row
+/// (`sessions.open_events` counts those after the last group).
 const SCHEMA_VERSION: i64 = 4;
 
 const APP: &str = "session-state";
@@ -37,7 +38,8 @@ CREATE TABLE IF NOT EXISTS sessions(
     head_digest INTEGER NOT NULL,
     pre_digest INTEGER NOT NULL,
     entry_count INTEGER NOT NULL,
-    last_entry_id TEXT
+    last_entry_id TEXT,
+    open_events INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS nodes(
     file TEXT NOT NULL,
@@ -64,6 +66,8 @@ CREATE TABLE IF NOT EXISTS events(
     seg INTEGER NOT NULL,
     line INTEGER NOT NULL,
     offset INTEGER NOT NULL,
+    len INTEGER NOT NULL,
+    digest INTEGER NOT NULL,
     value TEXT,
     error TEXT,
     error_idx INTEGER,
@@ -77,9 +81,9 @@ CREATE INDEX IF NOT EXISTS events_by_plugin ON events(file, plugin, seg, idx)
 CREATE TABLE IF NOT EXISTS spans(
     file TEXT NOT NULL,
     first_idx INTEGER NOT NULL,
+    last_idx INTEGER NOT NULL,
     count INTEGER NOT NULL,
     first_offset INTEGER NOT NULL,
-    end_offset INTEGER NOT NULL,
     layout BLOB NOT NULL,
     digest INTEGER NOT NULL,
     PRIMARY KEY(file, first_idx)

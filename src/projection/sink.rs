@@ -36,15 +36,12 @@ struct EventRow {
     error: Option<(String, i64)>,
 }
 
-/// A `segments` row: the node the segment forks from and that node's segment (`None`: it
-/// starts at a root), and its last node so far.
-#[derive(Debug, Clone, Copy)]
-struct Segment {
-    fork: Option<(i64, i64)>,
-    tail: i64,
-    /// Changed since it was last written.
-    dirty: bool,
-}
+/// A segment's fork: the node its first node is a child of, and that node's segment
+/// (`None`: it starts at a root).
+type Fork = Option<(i64, i64)>;
+
+/// A folded event's line: its entry index, offset, length and digest.
+type Span = (i64, i64, i64, i64);
 
 /// The scanner's sink over SQL, with in-memory caches for what this pass added.
 pub(super) struct SqlSink<'c> {
@@ -61,8 +58,23 @@ pub(super) struct SqlSink<'c> {
     /// Entry id → (index, segment), for this pass's entries.
     ids: HashMap<String, (i64, i64)>,
     events: HashMap<i64, EventRow>,
-    /// The segments this pass looked at or made.
-    segments: HashMap<i64, Segment>,
+    /// The forks of the segments this pass looked at or made.
+    forks: HashMap<i64, Fork>,
+    /// The exact last node of segments this pass extended, made, or learnt it of. A stored
+    /// `tail` is exact except in the segment of the watermark's last entry, whose last
+    /// node is that entry (it has no child yet) and whose row is not rewritten at every
+    /// append; see [`SqlSink::flush`].
+    tails: HashMap<i64, i64>,
+    /// Segments made by this pass and not yet written.
+    created: Vec<i64>,
+    /// Segments whose stored `tail` may be behind: written at the next flush unless they
+    /// hold the last entry then.
+    stale: std::collections::HashSet<i64>,
+    /// The segment of the entry before this pass (`None`: not known yet; `Some(None)`:
+    /// there is none).
+    prev_last: Option<Option<i64>>,
+    /// The segment of the last entry of this pass.
+    current: Option<i64>,
     /// Per plugin and segment: this pass's events that a branch fold sees (branch scope,
     /// or unknown), ascending.
     branch_events: HashMap<String, HashMap<i64, Vec<i64>>>,
@@ -70,10 +82,11 @@ pub(super) struct SqlSink<'c> {
     /// run of deltas is folded once, not rebuilt from its snapshot at every step.
     last_folded: HashMap<String, (i64, Option<Value>)>,
     session_values: HashMap<String, SessionVal>,
-    /// The last group of spans, still open for more events (`None` before the first event
-    /// of this pass looked it up).
-    group: Option<SpanGroup>,
-    group_loaded: bool,
+    /// Folded events after the last `spans` group, from earlier passes (their lines'
+    /// spans are in their `events` rows).
+    open_before: i64,
+    /// This pass's folded events after the last `spans` group.
+    open: Vec<Span>,
     pub(super) added: u64,
     /// An error met where the scanner's interface cannot return one (`assign_id`).
     pub(super) deferred: Option<Error>,
@@ -110,12 +123,17 @@ impl<'c> SqlSink<'c> {
             pass_start: next_idx,
             ids: HashMap::new(),
             events: HashMap::new(),
-            segments: HashMap::new(),
+            forks: HashMap::new(),
+            tails: HashMap::new(),
+            created: Vec::new(),
+            stale: std::collections::HashSet::new(),
+            prev_last: (next_idx == 0).then_some(None),
+            current: None,
             branch_events: HashMap::new(),
             last_folded: HashMap::new(),
             session_values: HashMap::new(),
-            group: None,
-            group_loaded: false,
+            open_before: 0,
+            open: Vec::new(),
             added: 0,
             deferred: None,
             line_digest: None,
@@ -182,11 +200,18 @@ impl<'c> SqlSink<'c> {
         .transpose()
     }
 
-    /// The segment `seg`, from this pass's or from its row.
-    fn segment(&mut self, seg: i64) -> Result<Segment> {
-        if let Some(s) = self.segments.get(&seg) {
-            return Ok(*s);
-        }
+    /// The number of folded events after the last `spans` group (the watermark keeps it).
+    pub(super) fn open_events(&self) -> i64 {
+        self.open_before + self.open.len() as i64
+    }
+
+    /// Resuming: `n` folded events before this pass follow the last `spans` group.
+    pub(super) fn set_open_events(&mut self, n: i64) {
+        self.open_before = n.max(0);
+    }
+
+    /// The fork and the stored tail of segment `seg` (its row); the fork is remembered.
+    fn load_segment(&mut self, seg: i64) -> Result<(Fork, i64)> {
         let row: Option<(Option<i64>, Option<i64>, i64)> = self.sql(
             self.tx
                 .prepare_cached(
@@ -199,21 +224,15 @@ impl<'c> SqlSink<'c> {
                     .optional()
                 }),
         )?;
-        let segment = match row {
-            Some((None, None, tail)) => Segment {
-                fork: None,
-                tail,
-                dirty: false,
-            },
-            Some((Some(fork), Some(fork_seg), tail)) => Segment {
-                fork: Some((fork, fork_seg)),
-                tail,
-                dirty: false,
-            },
+        let (fork, tail) = match row {
+            Some((None, None, tail)) => (None, tail),
+            Some((Some(fork), Some(fork_seg), tail)) if fork < seg && fork_seg <= fork => {
+                (Some((fork, fork_seg)), tail)
+            }
             Some(_) => {
                 return Err(self
                     .rows()
-                    .corrupt(format!("segment {seg}: a half-stored fork")));
+                    .corrupt(format!("segment {seg}: a fork that is not above it")));
             }
             None => {
                 return Err(self
@@ -221,32 +240,74 @@ impl<'c> SqlSink<'c> {
                     .corrupt(format!("segment {seg}, named by a node, is missing")));
             }
         };
-        self.segments.insert(seg, segment);
-        Ok(segment)
+        self.forks.insert(seg, fork);
+        Ok((fork, tail))
+    }
+
+    fn fork_of(&mut self, seg: i64) -> Result<Fork> {
+        match self.forks.get(&seg) {
+            Some(f) => Ok(*f),
+            None => Ok(self.load_segment(seg)?.0),
+        }
+    }
+
+    /// The segment of the entry before this pass.
+    fn prev_last(&mut self) -> Result<Option<i64>> {
+        if let Some(known) = self.prev_last {
+            return Ok(known);
+        }
+        let seg: Option<i64> = self.sql(
+            self.tx
+                .prepare_cached("SELECT seg FROM nodes WHERE file = ?1 AND idx = ?2")
+                .and_then(|mut q| {
+                    q.query_row(params![self.key, self.pass_start - 1], |r| r.get(0))
+                        .optional()
+                }),
+        )?;
+        self.prev_last = Some(seg);
+        Ok(seg)
+    }
+
+    /// The last node of segment `seg` so far.
+    fn tail_of(&mut self, seg: i64) -> Result<i64> {
+        if let Some(t) = self.tails.get(&seg) {
+            return Ok(*t);
+        }
+        if self.prev_last()? == Some(seg) {
+            // The watermark's last entry has no child: it ends its segment.
+            return Ok(self.pass_start - 1);
+        }
+        Ok(self.load_segment(seg)?.1)
     }
 
     /// The segment of a new node `idx` whose parent is `parent` (index, segment): the
     /// parent's when the parent is its segment's last node (this is its first child),
-    /// else a new one, numbered `idx`, forking from the parent.
-    fn place(&mut self, idx: i64, parent: Option<(i64, i64)>) -> Result<i64> {
-        if let Some((p, p_seg)) = parent {
-            let mut s = self.segment(p_seg)?;
-            if s.tail == p {
-                s.tail = idx;
-                s.dirty = true;
-                self.segments.insert(p_seg, s);
-                return Ok(p_seg);
+    /// else a new one, numbered `idx`, forking from the parent. Appending to the last
+    /// entry, what a writer does, reads and writes no segment row.
+    fn place(&mut self, idx: i64, parent: Fork) -> Result<i64> {
+        let seg = match parent {
+            Some((p, p_seg)) => {
+                if p == self.pass_start - 1 && self.prev_last.is_none() {
+                    self.prev_last = Some(Some(p_seg));
+                }
+                if self.tail_of(p_seg)? == p {
+                    self.stale.insert(p_seg);
+                    p_seg
+                } else {
+                    self.forks.insert(idx, parent);
+                    self.created.push(idx);
+                    idx
+                }
             }
-        }
-        self.segments.insert(
-            idx,
-            Segment {
-                fork: parent,
-                tail: idx,
-                dirty: true,
-            },
-        );
-        Ok(idx)
+            None => {
+                self.forks.insert(idx, None);
+                self.created.push(idx);
+                idx
+            }
+        };
+        self.tails.insert(seg, idx);
+        self.current = Some(seg);
+        Ok(seg)
     }
 
     /// `plugin`'s nearest event that a branch fold sees, at or above node `bound` of
@@ -283,65 +344,94 @@ impl<'c> SqlSink<'c> {
                     return Ok(stored);
                 }
             }
-            match self.segment(seg)?.fork {
+            match self.fork_of(seg)? {
                 Some((fork, fork_seg)) => (bound, seg) = (fork, fork_seg),
                 None => return Ok(None),
             }
         }
     }
 
-    /// Writes the segments changed and the open group of spans (before every watermark:
-    /// each commit holds a consistent prefix), and adds up this pass's work.
+    /// Writes the segments this pass made or extended (before every watermark: each
+    /// commit holds a consistent prefix), and adds up this pass's work. The segment of the
+    /// last entry is not rewritten when only its tail moved: its tail is that entry.
     pub(super) fn flush(&mut self) -> Result<()> {
-        let key = self.key.clone();
-        for (seg, s) in self.segments.iter_mut().filter(|(_, s)| s.dirty) {
+        let Some(current) = self.current else {
+            return Ok(());
+        };
+        if self.pass_start > 0
+            && let Some(before) = self.prev_last()?
+            && before != current
+        {
+            // The segment that held the last entry no longer does: its tail is written.
+            let tail = self.tail_of(before)?;
+            self.tails.insert(before, tail);
+            self.stale.insert(before);
+        }
+        for seg in std::mem::take(&mut self.created) {
+            let fork = self.forks.get(&seg).copied().flatten();
             self.tx
                 .prepare_cached(
-                    "INSERT OR REPLACE INTO segments(file, seg, fork, fork_seg, tail) \
+                    "INSERT INTO segments(file, seg, fork, fork_seg, tail) \
                      VALUES (?1, ?2, ?3, ?4, ?5)",
                 )
                 .and_then(|mut q| {
                     q.execute(params![
-                        key,
+                        self.key,
                         seg,
-                        s.fork.map(|f| f.0),
-                        s.fork.map(|f| f.1),
-                        s.tail
+                        fork.map(|f| f.0),
+                        fork.map(|f| f.1),
+                        self.tails.get(&seg).copied().unwrap_or(seg)
                     ])
                 })
                 .map_err(db_err(&self.db, "updating the projection"))?;
-            s.dirty = false;
+            self.stale.remove(&seg);
         }
-        if let Some(g) = self.group.as_mut().filter(|g| g.dirty) {
-            g.store(self.tx, &key)
+        let written: Vec<i64> = self
+            .stale
+            .iter()
+            .copied()
+            .filter(|&s| s != current)
+            .collect();
+        for seg in written {
+            self.tx
+                .prepare_cached("UPDATE segments SET tail = ?3 WHERE file = ?1 AND seg = ?2")
+                .and_then(|mut q| q.execute(params![self.key, seg, self.tails.get(&seg)]))
                 .map_err(db_err(&self.db, "updating the projection"))?;
-            g.dirty = false;
+            self.stale.remove(&seg);
         }
         let lookups = std::mem::take(&mut self.lookups);
         super::count(|w| w.lookups += lookups);
         Ok(())
     }
 
-    /// Adds a folded event's line to the open group of spans (starting a new group when
-    /// it is full).
-    fn add_span(&mut self, idx: i64, offset: i64, len: i64, digest: i64) -> Result<()> {
-        if !self.group_loaded {
-            self.group_loaded = true;
-            if self.pass_start > 0 {
-                self.group = self.sql(SpanGroup::last(self.tx, &self.key))?;
-            }
+    /// Adds a folded event's line to the events after the last `spans` group; when they
+    /// make a whole group, the group's row is written (the earlier passes' spans read back
+    /// from their rows).
+    fn add_span(&mut self, span: Span) -> Result<()> {
+        self.open.push(span);
+        if self.open_events() < GROUP {
+            return Ok(());
         }
-        if self.group.as_ref().is_none_or(|g| g.count >= GROUP) {
-            if let Some(full) = self.group.as_ref().filter(|g| g.dirty) {
-                full.store(self.tx, &self.key)
-                    .map_err(db_err(&self.db, "updating the projection"))?;
-            }
-            self.group = Some(SpanGroup::new(idx, offset));
+        let mut spans: Vec<Span> = Vec::with_capacity(GROUP as usize);
+        if self.open_before > 0 {
+            let before = self.sql(
+                self.tx
+                    .prepare_cached(
+                        "SELECT idx, offset, len, digest FROM events WHERE file = ?1 \
+                         AND idx < ?2 ORDER BY idx DESC LIMIT ?3",
+                    )
+                    .and_then(|mut q| {
+                        q.query_map(params![self.key, self.pass_start, self.open_before], |r| {
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                        })?
+                        .collect::<rusqlite::Result<Vec<Span>>>()
+                    }),
+            )?;
+            spans.extend(before.into_iter().rev());
         }
-        if let Some(g) = self.group.as_mut() {
-            g.push(offset, len, digest);
-        }
-        Ok(())
+        spans.append(&mut self.open);
+        self.open_before = 0;
+        self.sql(SpanGroup::of(&spans).store(self.tx, &self.key))
     }
 
     fn digest_line(&self, offset: u64, len: u64) -> Result<(i64, i64)> {
@@ -366,7 +456,7 @@ impl<'c> SqlSink<'c> {
     /// This plugin's branch fold just above a node whose parent is `parent` (index,
     /// segment): the event it continues (if any) with its delta chain, and the folded
     /// value there.
-    fn branch_base(&mut self, plugin: &str, parent: Option<(i64, i64)>) -> Result<BranchBase> {
+    fn branch_base(&mut self, plugin: &str, parent: Fork) -> Result<BranchBase> {
         let Some((p, p_seg)) = parent else {
             return Ok(Ok(None));
         };
@@ -550,9 +640,9 @@ impl EntrySink for SqlSink<'_> {
             self.sql(
                 self.tx
                     .prepare_cached(
-                        "INSERT INTO events(file, idx, plugin, scope, seg, line, offset, value, \
-                         error, error_idx, base, delta, chain) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                        "INSERT INTO events(file, idx, plugin, scope, seg, line, offset, len, \
+                         digest, value, error, error_idx, base, delta, chain) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                     )
                     .and_then(|mut q| {
                         let (value, base, delta, chain) = columns(&row.stored);
@@ -564,6 +654,8 @@ impl EntrySink for SqlSink<'_> {
                             seg,
                             e.at.line as i64,
                             e.at.offset as i64,
+                            line_len,
+                            line_digest,
                             value,
                             row.error.as_ref().map(|e| &e.0),
                             row.error.as_ref().map(|e| e.1),
@@ -573,7 +665,7 @@ impl EntrySink for SqlSink<'_> {
                         ])
                     }),
             )?;
-            self.add_span(idx, e.at.offset as i64, line_len, line_digest)?;
+            self.add_span((idx, e.at.offset as i64, line_len, line_digest))?;
             self.events.insert(idx, row);
         }
         self.ids.insert(id.to_owned(), (idx, seg));

@@ -139,12 +139,15 @@ pub(super) struct SessionRow {
     pub(super) pre_digest: i64,
     pub(super) entry_count: i64,
     pub(super) last_entry_id: Option<String>,
+    /// Folded events after the last `spans` group.
+    pub(super) open_events: i64,
 }
 
 pub(super) fn session_row(conn: &Connection, file: &str) -> rusqlite::Result<Option<SessionRow>> {
     conn.prepare_cached(
         "SELECT session_id, version, dev, ino, consumed, next_line, file_len, mtime_ns, \
-         head_digest, pre_digest, entry_count, last_entry_id FROM sessions WHERE file = ?1",
+         head_digest, pre_digest, entry_count, last_entry_id, open_events FROM sessions \
+         WHERE file = ?1",
     )?
     .query_row([file], |r| {
         Ok(SessionRow {
@@ -160,6 +163,7 @@ pub(super) fn session_row(conn: &Connection, file: &str) -> rusqlite::Result<Opt
             pre_digest: r.get(9)?,
             entry_count: r.get(10)?,
             last_entry_id: r.get(11)?,
+            open_events: r.get(12)?,
         })
     })
     .optional()
@@ -239,10 +243,10 @@ fn prefix_intact(
         super::count(|w| w.verify_reads += reads);
         return Ok(None);
     }
-    let q = db_err(db, "reading the projection");
+    let q = |e| db_err(db, "reading the projection")(e);
     let groups = conn
         .prepare_cached(
-            "SELECT first_offset, count, layout, digest FROM spans WHERE file = ?1 \
+            "SELECT first_offset, count, layout, digest, last_idx FROM spans WHERE file = ?1 \
              ORDER BY first_idx",
         )
         .and_then(|mut stmt| {
@@ -252,16 +256,34 @@ fn prefix_intact(
                     r.get::<_, i64>(1)?,
                     r.get::<_, Vec<u8>>(2)?,
                     r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()
         })
         .map_err(q)?;
-    super::count(|w| w.verify_rows += groups.len() as u64);
-    // Every folded event's span, in file order, and where each group ends.
+    // The events after the last group (fewer than a group), each with its own digest.
+    let after = groups.last().map_or(-1, |g| g.4);
+    let open = conn
+        .prepare_cached(
+            "SELECT offset, len, digest FROM events WHERE file = ?1 AND idx > ?2 ORDER BY idx",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map(params![key, after], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(q)?;
+    super::count(|w| w.verify_rows += (groups.len() + open.len()) as u64);
+    // Every folded event's span, in file order, and where each group ends with its digest.
     let mut spans: Vec<(u64, u64)> = Vec::new();
-    let mut ends: Vec<(usize, i64)> = Vec::with_capacity(groups.len());
-    for (first_offset, count, layout, digest) in &groups {
+    let mut ends: Vec<(usize, i64)> = Vec::with_capacity(groups.len() + open.len());
+    for (first_offset, count, layout, digest, _) in &groups {
         let before = spans.len();
         let from = spans.last().map_or(0, |&(o, l)| o + l);
         if *first_offset < 0 || (*first_offset as u64) < from {
@@ -274,6 +296,14 @@ fn prefix_intact(
             return Ok(None);
         }
         ends.push((spans.len(), *digest));
+    }
+    for &(offset, len, digest) in &open {
+        let from = spans.last().map_or(0, |&(o, l)| o + l);
+        if offset < 0 || len < 0 || (offset as u64) < from {
+            return Ok(None);
+        }
+        spans.push((offset as u64, len as u64));
+        ends.push((spans.len(), SpanGroup::combine(SpanGroup::SEED, digest)));
     }
     if spans.last().is_some_and(|&(o, l)| o + l > consumed) {
         return Ok(None);
@@ -324,24 +354,21 @@ fn prefix_intact(
     Ok(Some(verified))
 }
 
-/// A row of `spans`: the offsets, lengths and one digest of up to a few hundred folded
-/// state events' lines, consecutive in file order. The check after a foreign append reads
-/// a row per group instead of one per event.
+/// A row of `spans`: the offsets, lengths and one digest of a few hundred folded state
+/// events' lines, consecutive in file order. The check after a foreign append reads a row
+/// per group instead of one per event.
 #[derive(Debug, Clone)]
 pub(super) struct SpanGroup {
-    /// The entry index of its first event (the row's key).
+    /// The entry indexes of its first and last events.
     first_idx: i64,
-    pub(super) count: i64,
+    last_idx: i64,
+    count: i64,
     first_offset: i64,
-    /// Where the last event's line ends (offset + length).
-    end: i64,
     /// Per event: the gap since the previous event's end (the first: 0) and the length,
     /// as LEB128 varints.
     layout: Vec<u8>,
     /// The events' line digests combined in order ([`SpanGroup::combine`]).
     digest: i64,
-    /// Changed since it was last stored.
-    pub(super) dirty: bool,
 }
 
 impl SpanGroup {
@@ -354,65 +381,43 @@ impl SpanGroup {
         ((h ^ d) as u64).wrapping_mul(K).rotate_left(29) as i64
     }
 
-    /// An empty group starting at event `first_idx`, whose line starts at `offset`.
-    pub(super) fn new(first_idx: i64, offset: i64) -> SpanGroup {
-        SpanGroup {
-            first_idx,
-            count: 0,
-            first_offset: offset,
-            end: offset,
-            layout: Vec::new(),
+    /// The group of `spans` (entry index, offset, length, digest), in file order.
+    pub(super) fn of(spans: &[(i64, i64, i64, i64)]) -> SpanGroup {
+        let first_offset = spans.first().map_or(0, |s| s.1);
+        let mut g = SpanGroup {
+            first_idx: spans.first().map_or(0, |s| s.0),
+            last_idx: spans.last().map_or(0, |s| s.0),
+            count: spans.len() as i64,
+            first_offset,
+            layout: Vec::with_capacity(spans.len() * 3),
             digest: SpanGroup::SEED,
-            dirty: true,
+        };
+        let mut end = first_offset;
+        for &(_, offset, len, digest) in spans {
+            push_varint(&mut g.layout, (offset - end).max(0) as u64);
+            push_varint(&mut g.layout, len.max(0) as u64);
+            end = offset.max(end) + len.max(0);
+            g.digest = SpanGroup::combine(g.digest, digest);
         }
+        g
     }
 
-    /// Adds the next event's line (after every event already in the group).
-    pub(super) fn push(&mut self, offset: i64, len: i64, digest: i64) {
-        push_varint(&mut self.layout, (offset - self.end).max(0) as u64);
-        push_varint(&mut self.layout, len.max(0) as u64);
-        self.end = offset.max(self.end) + len.max(0);
-        self.count += 1;
-        self.digest = SpanGroup::combine(self.digest, digest);
-        self.dirty = true;
-    }
-
-    /// Writes the group's row (inserted, or replaced as it grew).
+    /// Writes the group's row.
     pub(super) fn store(&self, tx: &Connection, key: &str) -> rusqlite::Result<()> {
         tx.prepare_cached(
-            "INSERT OR REPLACE INTO spans(file, first_idx, count, first_offset, end_offset, \
+            "INSERT OR REPLACE INTO spans(file, first_idx, last_idx, count, first_offset, \
              layout, digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?
         .execute(params![
             key,
             self.first_idx,
+            self.last_idx,
             self.count,
             self.first_offset,
-            self.end,
             self.layout,
             self.digest
         ])
         .map(|_| ())
-    }
-
-    /// The session's last group, to go on filling.
-    pub(super) fn last(tx: &Connection, key: &str) -> rusqlite::Result<Option<SpanGroup>> {
-        tx.prepare_cached(
-            "SELECT first_idx, count, first_offset, end_offset, layout, digest FROM spans \
-             WHERE file = ?1 ORDER BY first_idx DESC LIMIT 1",
-        )?
-        .query_row([key], |r| {
-            Ok(SpanGroup {
-                first_idx: r.get(0)?,
-                count: r.get(1)?,
-                first_offset: r.get(2)?,
-                end: r.get(3)?,
-                layout: r.get(4)?,
-                digest: r.get(5)?,
-                dirty: false,
-            })
-        })
-        .optional()
     }
 
     /// Appends the spans (offset, length) of a stored layout to `out`; `false` if it does
@@ -471,6 +476,8 @@ pub(super) struct Watermark<'a> {
     pub(super) pre: i64,
     pub(super) entry_count: i64,
     pub(super) last_id: Option<&'a str>,
+    /// Folded events after the last `spans` group.
+    pub(super) open_events: i64,
 }
 
 pub(super) fn write_watermark(
@@ -493,7 +500,8 @@ pub(super) fn write_watermark(
         w.head,
         w.pre,
         w.entry_count,
-        w.last_id
+        w.last_id,
+        w.open_events
     ];
     // In place when the row exists (a resume): a `REPLACE` would delete it and insert it
     // again under a new rowid, writing its index too.
@@ -501,15 +509,16 @@ pub(super) fn write_watermark(
         .prepare_cached(
             "UPDATE sessions SET session_id = ?2, version = ?3, dev = ?4, ino = ?5, \
              consumed = ?6, next_line = ?7, file_len = ?8, mtime_ns = ?9, head_digest = ?10, \
-             pre_digest = ?11, entry_count = ?12, last_entry_id = ?13 WHERE file = ?1",
+             pre_digest = ?11, entry_count = ?12, last_entry_id = ?13, open_events = ?14 \
+             WHERE file = ?1",
         )
         .and_then(|mut q| q.execute(values))
         .map_err(db_err(db, "writing the watermark"))?;
     if updated == 0 {
         tx.prepare_cached(
             "INSERT INTO sessions(file, session_id, version, dev, ino, consumed, next_line, \
-             file_len, mtime_ns, head_digest, pre_digest, entry_count, last_entry_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+             file_len, mtime_ns, head_digest, pre_digest, entry_count, last_entry_id, \
+             open_events) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )
         .and_then(|mut q| q.execute(values))
         .map_err(db_err(db, "writing the watermark"))?;
