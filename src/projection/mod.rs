@@ -64,6 +64,9 @@ pub struct ProjectionWork {
     /// Steps taken to find a plugin's nearest event above a node, by builds and reads:
     /// each stored event or segment looked at.
     pub lookups: u64,
+    /// SQLite virtual-machine steps of the stored lookups: a few per lookup when the
+    /// `events_by_plugin` index answers, one loop per row when a query steps over rows.
+    pub lookup_vm_steps: u64,
     /// Database rows read to check that the folded state events are unchanged.
     pub verify_rows: u64,
     /// Positioned reads of the session file made by that check (the two digest spans
@@ -73,7 +76,12 @@ pub struct ProjectionWork {
 
 thread_local! {
     static WORK: std::cell::Cell<ProjectionWork> = const {
-        std::cell::Cell::new(ProjectionWork { lookups: 0, verify_rows: 0, verify_reads: 0 })
+        std::cell::Cell::new(ProjectionWork {
+            lookups: 0,
+            lookup_vm_steps: 0,
+            verify_rows: 0,
+            verify_reads: 0,
+        })
     };
 }
 

@@ -178,7 +178,7 @@ fn nearest_branch_event(
     let mut event = conn
         .prepare_cached(
             "SELECT idx, scope, error, error_idx, value, base, delta, chain FROM events \
-             WHERE file = ?1 AND plugin = ?2 AND seg = ?3 AND idx <= ?4 \
+             INDEXED BY events_by_plugin WHERE file = ?1 AND plugin = ?2 AND seg = ?3 AND idx <= ?4 \
              AND scope IS NOT 'session' ORDER BY idx DESC LIMIT 1",
         )
         .map_err(q)?;
@@ -225,7 +225,11 @@ fn nearest_branch_event(
             }
         }
     };
-    super::count(|w| w.lookups += steps);
+    let rows_stepped = event.reset_status(rusqlite::StatementStatus::VmStep);
+    super::count(|w| {
+        w.lookups += steps;
+        w.lookup_vm_steps += rows_stepped.max(0) as u64;
+    });
     Ok(found)
 }
 

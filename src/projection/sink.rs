@@ -94,6 +94,8 @@ pub(super) struct SqlSink<'c> {
     pub(super) line_digest: Option<(i64, i64)>,
     /// Steps of the nearest-event searches (for [`super::ProjectionWork`]).
     lookups: u64,
+    /// SQLite VM steps of the stored lookups (grows with the rows a lookup steps over).
+    vm_steps: u64,
 }
 
 /// Events per `spans` row: the check after a foreign append reads one row per this many
@@ -138,6 +140,7 @@ impl<'c> SqlSink<'c> {
             deferred: None,
             line_digest: None,
             lookups: 0,
+            vm_steps: 0,
         }
     }
 
@@ -329,17 +332,23 @@ impl<'c> SqlSink<'c> {
             }
             if seg < self.pass_start {
                 // Rows of earlier passes (this pass's are in memory, and greater).
-                let stored: Option<i64> = self.sql(
-                    self.tx
-                        .prepare_cached(
-                            "SELECT idx FROM events WHERE file = ?1 AND plugin = ?2 AND seg = ?3 \
-                             AND idx <= ?4 AND scope IS NOT 'session' ORDER BY idx DESC LIMIT 1",
-                        )
-                        .and_then(|mut q| {
-                            q.query_row(params![self.key, plugin, seg, bound], |r| r.get(0))
-                                .optional()
-                        }),
-                )?;
+                let mut steps = 0;
+                let res = self
+                    .tx
+                    .prepare_cached(
+                        "SELECT idx FROM events INDEXED BY events_by_plugin \
+                         WHERE file = ?1 AND plugin = ?2 AND seg = ?3 \
+                         AND idx <= ?4 AND scope IS NOT 'session' ORDER BY idx DESC LIMIT 1",
+                    )
+                    .and_then(|mut q| {
+                        let r = q
+                            .query_row(params![self.key, plugin, seg, bound], |r| r.get(0))
+                            .optional();
+                        steps = q.reset_status(rusqlite::StatementStatus::VmStep);
+                        r
+                    });
+                self.vm_steps += steps.max(0) as u64;
+                let stored: Option<i64> = self.sql(res)?;
                 if stored.is_some() {
                     return Ok(stored);
                 }
@@ -400,7 +409,11 @@ impl<'c> SqlSink<'c> {
             self.stale.remove(&seg);
         }
         let lookups = std::mem::take(&mut self.lookups);
-        super::count(|w| w.lookups += lookups);
+        let vm_steps = std::mem::take(&mut self.vm_steps);
+        super::count(|w| {
+            w.lookups += lookups;
+            w.lookup_vm_steps += vm_steps;
+        });
         Ok(())
     }
 
