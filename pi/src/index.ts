@@ -16,10 +16,9 @@
  * - Reads are always at Pi's in-memory leaf (`ctx.sessionManager.getLeafId()`).
  * - Bad input throws an `Error` with the Rust core's message; nothing is appended.
  */
-import { createRequire } from "node:module";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
+import { loadAddon } from "./addon.ts";
 
 /** The part of Pi's extension handle this package uses (`ExtensionAPI`). */
 export interface PiHandle {
@@ -104,21 +103,8 @@ interface NativeModule {
   nonFiniteError(plugin: string, n: number): string;
 }
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const addonPath = path.join(here, "..", "native", "session-state.node");
-
-function loadNative(): NativeModule {
-  try {
-    return createRequire(import.meta.url)(addonPath) as NativeModule;
-  } catch (e) {
-    throw new Error(
-      `session-state: cannot load the native addon ${addonPath} (build it with \`npm ci && npm run build\` in the package): ${(e as Error).message}`,
-    );
-  }
-}
-
-/** @internal */
-export const native: NativeModule = loadNative();
+/** @internal The addon (`addon.ts` finds it: `SESSION_STATE_PI_ADDON`, `native/`, the platform package). */
+export const native: NativeModule = loadAddon<NativeModule>();
 
 /** Calls the addon; its errors already carry the core's message. */
 function call<R>(f: () => R): R {
