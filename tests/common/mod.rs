@@ -6,7 +6,9 @@ pub mod holders;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod pi;
+pub mod pi_addon;
 pub mod reference;
+pub mod registry;
 
 use session_state::Store;
 use std::path::Path;
