@@ -18,6 +18,7 @@ mod guard_example;
 mod interop;
 mod log_faults;
 mod persistence;
+mod pi_install;
 mod pi_package;
 #[cfg(feature = "postgres")]
 mod postgres;
