@@ -63,3 +63,94 @@ fn listing(dir: &Path) -> Vec<(OsString, u64, Option<SystemTime>)> {
     files.sort();
     files
 }
+
+/// The loader's error when no addon matches, in the shapes a user meets: a checkout with
+/// no build, a published package whose platform package npm skipped, a platform with no
+/// prebuilt addon, a platform package of another version, a relative
+/// `SESSION_STATE_PI_ADDON`. Each names the platform (or the variable) and the fix.
+#[test]
+fn the_loader_names_the_platform_and_the_fix_when_no_addon_loads() {
+    pi_addon::npm_ci();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pkg = dir.path().join("pkg");
+    fs::create_dir_all(pkg.join("src")).expect("mkdir");
+    fs::copy(
+        pi_addon::pkg().join("src").join("addon.ts"),
+        pkg.join("src").join("addon.ts"),
+    )
+    .expect("copy addon.ts");
+    let load = |manifest: serde_json::Value, env: Option<&str>| -> String {
+        fs::write(pkg.join("package.json"), manifest.to_string()).expect("package.json");
+        let mut c = pi_addon::command(pi_addon::node());
+        c.current_dir(&pkg).args([
+            "--input-type=module",
+            "-e",
+            "import { loadAddon, platformId } from './src/addon.ts'; \
+             try { loadAddon(); console.log('loaded'); } \
+             catch (e) { console.log(platformId() + '\\n' + e.message); }",
+        ]);
+        if let Some(v) = env {
+            c.env(ADDON_ENV, v);
+        }
+        String::from_utf8(pi_addon::run("loadAddon()", c).stdout).expect("UTF-8")
+    };
+    let base = serde_json::json!({
+        "name": "@session-state/pi", "version": "0.1.0", "type": "module",
+        "napi": { "binaryName": "session-state" },
+    });
+
+    let out = load(base.clone(), None);
+    let (id, msg) = out.split_once('\n').expect("two lines");
+    assert!(
+        msg.contains(&format!("no native addon for this platform, {id}"))
+            && msg.contains("npm ci && npm run build")
+            && msg.contains(ADDON_ENV),
+        "a checkout with no build: {msg}"
+    );
+
+    let mut published = base.clone();
+    published["optionalDependencies"] = serde_json::json!({ format!("@session-state/pi-{id}"): "0.1.0", "@session-state/pi-sunos-x64": "0.1.0" });
+    let msg = load(published, None);
+    assert!(
+        msg.contains(&format!(
+            "npm skipped the optional dependency @session-state/pi-{id}"
+        )) && msg.contains("pi install npm:@session-state/pi@0.1.0"),
+        "a published package whose platform package is missing: {msg}"
+    );
+
+    let mut elsewhere = base.clone();
+    elsewhere["optionalDependencies"] =
+        serde_json::json!({ "@session-state/pi-sunos-x64": "0.1.0" });
+    let msg = load(elsewhere, None);
+    assert!(
+        msg.contains(&format!(
+            "there is no prebuilt addon for {id} (prebuilt: sunos-x64)"
+        )) && msg.contains("npm ci && npm run build"),
+        "a platform with no prebuilt addon: {msg}"
+    );
+
+    let other = dir
+        .path()
+        .join("node_modules")
+        .join("@session-state")
+        .join(format!("pi-{id}"));
+    fs::create_dir_all(&other).expect("mkdir");
+    fs::write(
+        other.join("package.json"),
+        r#"{"name":"x","version":"0.0.9"}"#,
+    )
+    .expect("write");
+    let msg = load(base.clone(), None);
+    assert!(
+        msg.contains(&format!(
+            "@session-state/pi-{id} is version 0.0.9, but @session-state/pi is 0.1.0"
+        )),
+        "a platform package of another version: {msg}"
+    );
+
+    let msg = load(base, Some("relative/session-state.node"));
+    assert!(
+        msg.contains("SESSION_STATE_PI_ADDON must be the absolute path"),
+        "a relative {ADDON_ENV}: {msg}"
+    );
+}
