@@ -22,6 +22,7 @@ mod pi_package;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod projection;
+mod prune;
 mod readme_walkthrough;
 mod replay;
 mod seam_faults;

@@ -19,6 +19,7 @@
 //! position from the rows).
 
 mod ingest;
+pub(crate) mod prune;
 mod read;
 mod schema;
 mod sink;
