@@ -19,6 +19,7 @@ mod interop;
 mod log_faults;
 mod persistence;
 mod pi_package;
+mod pi_tui;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod projection;

@@ -6,6 +6,7 @@ pub mod holders;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod pi;
+pub mod pi_pkg;
 pub mod reference;
 
 use session_state::Store;
