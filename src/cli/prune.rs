@@ -6,7 +6,7 @@ use super::{CmdResult, DbArgs, emit_json, emit_text, fail, term_safe};
 use serde::Serialize;
 use session_state::{PruneReport, Store};
 use std::fmt::Write as _;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 
 pub(crate) const EXAMPLES: &str = "\
 Examples:
@@ -191,18 +191,9 @@ fn sessions(n: usize) -> String {
 
 /// Shows the plan on stderr and asks; `false` unless the answer is yes.
 fn confirm(plan: &PruneReport) -> Result<bool, super::Failure> {
-    let mut err = std::io::stderr().lock();
-    let _ = write!(
-        err,
-        "{}Remove the rows of {}? [y/N] ",
-        term_safe(&text(plan)),
+    super::status::confirm(&format!(
+        "{}Remove the rows of {}?",
+        text(plan),
         sessions(plan.removed.len())
-    );
-    let _ = err.flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| fail(format_args!("reading the answer: {e}")))?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
+    ))
 }

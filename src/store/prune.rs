@@ -18,10 +18,10 @@
 //! leaves the session, and is reported.
 
 use super::Store;
-use crate::error::{DatabaseError, Error, Result};
+use crate::error::Result;
 use crate::lock::{self, Liveness, presence};
-use crate::projection::Projection;
 use crate::projection::prune::{self, Hold};
+use crate::projection::{Projection, db_err};
 use rusqlite::Connection;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -113,15 +113,6 @@ fn file_state(file: &Path) -> FileState {
     }
 }
 
-fn db_error(db: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + use<> {
-    let path = db.to_path_buf();
-    move |source| Error::Database {
-        path,
-        action,
-        source: DatabaseError(source),
-    }
-}
-
 /// The lock and presence rows of `session_id` that may go with it, and the ones that stay.
 fn judge_holds(
     conn: &Connection,
@@ -129,7 +120,7 @@ fn judge_holds(
     session_id: &str,
 ) -> Result<(Option<Hold>, Option<Hold>, Vec<String>)> {
     let mut left = Vec::new();
-    let lock = lock::status(conn, session_id).map_err(db_error(db, "reading the write lock"))?;
+    let lock = lock::status(conn, session_id).map_err(db_err(db, "reading the write lock"))?;
     let lock = match lock {
         Some(l) if l.blocks_writers() => {
             left.push(format!(
@@ -145,7 +136,7 @@ fn judge_holds(
         None => None,
     };
     let pi =
-        presence::status(conn, session_id).map_err(db_error(db, "reading the Pi presence row"))?;
+        presence::status(conn, session_id).map_err(db_err(db, "reading the Pi presence row"))?;
     let pi = match pi {
         Some(p) if p.liveness != Liveness::NotAlive => {
             left.push(format!(
