@@ -64,7 +64,9 @@ pub use state::MAX_DEPTH;
 pub use state::envelope::{ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope};
 pub use state::fold::HistoryEntry;
 pub use store::state::{SessionState, validate_plugin_id};
-pub use store::{Store, StoreOptions, StoredSession, WriteLock};
+pub use store::{
+    KeptSession, PruneReport, PrunedSession, Store, StoreOptions, StoredSession, WriteLock,
+};
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 
 /// The branch key of the log's active leaf (SPEC §3): a stable id for "this branch".

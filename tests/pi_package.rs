@@ -2,7 +2,8 @@
 //! the napi-rs addon built under `target/pi-native/` (`tests/common/pi_addon.rs`; never in
 //! `pi/native/`, where a user's own build lives), `npm run typecheck` (`tsc --strict` over
 //! the package's TypeScript) and the package's `npm test` with the pinned Node 22 that
-//! `npm ci` installs. The Node tests drive Pi through its SDK with the `faux` provider,
+//! `npm ci` installs. The Node tests drive Pi through the package's testing kit (its SDK,
+//! with the `faux` provider) and through the `pi` command,
 //! load the addon named by `SESSION_STATE_PI_ADDON` and use this build's CLI.
 //!
 //! There is no silent skip: a missing `npm`, a failed install or build, or a failing Node
@@ -41,7 +42,7 @@ fn the_pi_package_passes_its_tests_in_the_real_pi() {
         .env(ADDON_ENV, addon)
         .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
     let out = pi_addon::run("npm test (the Pi package's tests)", test);
-    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 10);
+    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 18);
     assert_eq!(
         before,
         listing(&native),

@@ -20,9 +20,11 @@ mod log_faults;
 mod persistence;
 mod pi_install;
 mod pi_package;
+mod pi_tui;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod projection;
+mod prune;
 mod readme_walkthrough;
 mod replay;
 mod seam_faults;

@@ -19,11 +19,16 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { loadAddon } from "./addon.ts";
+import { stateEntryRenderer, type CustomEntryLike } from "./render.ts";
 
 /** The part of Pi's extension handle this package uses (`ExtensionAPI`). */
 export interface PiHandle {
   appendEntry(customType: string, data?: unknown): void;
   on?(event: string, handler: (event: unknown, ctx: PiContext) => unknown): unknown;
+  /** Pi's TUI transcript: how entries of a customType are drawn. */
+  registerEntryRenderer?(customType: string, renderer: (entry: any, options: any, theme: any) => unknown): void;
+  /** The effective settings (for `sessionState.transcript`). */
+  getSettings?(): unknown;
 }
 
 /** The part of Pi's extension context this package reads (`ExtensionContext`). */
@@ -35,6 +40,7 @@ export interface PiContext {
     getLeafId(): string | null;
     getHeader(): unknown;
     getEntries(): unknown[];
+    getEntry?(id: string): unknown;
   };
   isProjectTrusted?(): boolean;
 }
@@ -144,6 +150,10 @@ interface Shared {
   missing: Set<string>;
   /** An open descriptor per session file, for `fdatasync`. */
   syncFds: Map<string, number>;
+  /** The context of the latest call or event: what the transcript renderers read with. */
+  lastCtx?: PiContext;
+  /** Where commands' print-mode output goes instead of fd 1 / fd 2 (the testing kit's capture). */
+  printSink?: (stream: "stdout" | "stderr", text: string) => void;
 }
 const SHARED = Symbol.for("session-state/pi");
 const shared: Shared = ((globalThis as Record<symbol, unknown>)[SHARED] as Shared | undefined) ??
@@ -155,6 +165,8 @@ const shared: Shared = ((globalThis as Record<symbol, unknown>)[SHARED] as Share
     missing: new Set(),
     syncFds: new Map(),
   } satisfies Shared) as Shared;
+/** @internal */
+export { shared };
 const { stores, dirSynced, existing, missing, syncFds } = shared;
 
 /** @internal */
@@ -215,6 +227,7 @@ interface View {
 
 /** Where a read stands: the file (or the pending entries handed over) and Pi's leaf. */
 function view(entry: StoreEntry, ctx: PiContext): View {
+  shared.lastCtx = ctx;
   const sm = ctx.sessionManager;
   const file = sessionFile(sm);
   const leaf = sm.getLeafId();
@@ -359,6 +372,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
     call(() => new native.NativeStore(String(databasePath), process.cwd(), "untrusted"));
   }
   const customType = `session-state/${pluginId}`;
+  registerRenderer(pi, customType);
   const memo = new Map<string, string | null>();
   /** The last read: at the same leaf, entry count and generation, its answer stands. */
   let hot: { sm: unknown; leaf: string | null; count: number; gen: number; text: string | null } | undefined;
@@ -433,4 +447,117 @@ export function branchKey(ctx: PiContext): string | undefined {
   const entry = storeFor(ctx);
   const v = view(entry, ctx);
   return call(() => entry.store.branchKey(v.file, v.leaf)) ?? undefined;
+}
+
+// ---------------------------------------------------------------------------------------
+// For the package's extension, the transcript and the testing kit
+// ---------------------------------------------------------------------------------------
+
+/** The customType prefix of state events. */
+export const STATE_PREFIX = "session-state/";
+
+/**
+ * @internal The value of any plugin as if Pi's leaf were `entryId` (`undefined` when
+ * absent). Throws the core's message for an invalid plugin id, scope or entry.
+ */
+export function valueAt(ctx: PiContext, pluginId: string, scope: Scope, entryId: string): unknown {
+  const entry = storeFor(ctx);
+  const v = view(entry, ctx);
+  return parse(call(() => entry.store.read(v.file, pluginId, scope, entryId)));
+}
+
+/** @internal The events that made any plugin's value at Pi's leaf, oldest first (`/state:history`). */
+export function historyOf(ctx: PiContext, pluginId: string, scope: Scope): HistoryEntry<unknown>[] {
+  call(() => native.validatePlugin(pluginId));
+  call(() => native.validateScope(scope));
+  const entry = storeFor(ctx);
+  const v = view(entry, ctx);
+  if (v.leaf === null) return [];
+  return JSON.parse(call(() => entry.store.history(v.file, pluginId, scope, v.leaf))) as HistoryEntry<unknown>[];
+}
+
+/** Whether state events are drawn in the transcript: the `sessionState.transcript` setting (default `true`). */
+export function transcriptEnabled(pi: PiHandle): boolean {
+  try {
+    const s = pi.getSettings?.() as { sessionState?: { transcript?: unknown } } | undefined;
+    return s?.sessionState?.transcript !== false;
+  } catch {
+    return true;
+  }
+}
+
+/** The value after a state event, from the latest context that holds the entry. */
+function valueAfter(entry: CustomEntryLike): { value: unknown } | undefined {
+  const ctx = shared.lastCtx;
+  const scope = (entry.data as { scope?: unknown } | undefined)?.scope;
+  if (!ctx || (scope !== "branch" && scope !== "session")) return undefined;
+  try {
+    const sm = ctx.sessionManager;
+    if (typeof sm.getEntry === "function" && !sm.getEntry(entry.id)) return undefined;
+    return { value: valueAt(ctx, entry.customType.slice(STATE_PREFIX.length), scope, entry.id) };
+  } catch {
+    // A stale context (the session was replaced) or an event the core refuses: the
+    // expanded view shows the patch alone.
+    return undefined;
+  }
+}
+
+/**
+ * @internal Registers the transcript renderer of state events of `customType` on `pi`
+ * (when Pi has `registerEntryRenderer`): `openSessionState` for its own state, the
+ * package's extension for every state event already in a session it opens.
+ */
+export function registerRenderer(pi: PiHandle, customType: string): void {
+  if (typeof pi.registerEntryRenderer !== "function") return;
+  pi.registerEntryRenderer(customType, stateEntryRenderer({ enabled: () => transcriptEnabled(pi), valueAfter }));
+}
+
+/**
+ * @internal Writes a command's answer where print and JSON modes show it: `fd` 1 or 2
+ * directly (Pi redirects `process.stdout` to stderr in those modes), or the testing kit's
+ * capture.
+ */
+export function writeOut(stream: "stdout" | "stderr", text: string): void {
+  const line = text.endsWith("\n") ? text : `${text}\n`;
+  if (shared.printSink) return shared.printSink(stream, line);
+  const buf = Buffer.from(line);
+  let off = 0;
+  while (off < buf.length) {
+    try {
+      off += fs.writeSync(stream === "stdout" ? 1 : 2, buf, off);
+    } catch (e) {
+      // A non-blocking pipe that is full: wait for the reader.
+      if ((e as NodeJS.ErrnoException).code !== "EAGAIN") throw e;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+    }
+  }
+}
+
+/** @internal Forgets the stores whose database lies under `dir` (the testing kit removes it). */
+export function forgetStoresUnder(dir: string): void {
+  const prefix = dir.endsWith(path.sep) ? dir : dir + path.sep;
+  for (const [key, e] of stores) {
+    let db: string;
+    try {
+      db = e.store.databasePath;
+    } catch {
+      continue;
+    }
+    if (db.startsWith(prefix)) stores.delete(key);
+  }
+  for (const [file, fd] of syncFds) {
+    if (!file.startsWith(prefix)) continue;
+    syncFds.delete(file);
+    try {
+      fs.closeSync(fd);
+    } catch {
+      /* already closed */
+    }
+  }
+  for (const set of [dirSynced, existing, missing]) for (const f of set) if (f.startsWith(prefix)) set.delete(f);
+  try {
+    if (shared.lastCtx?.cwd?.startsWith(prefix)) shared.lastCtx = undefined;
+  } catch {
+    shared.lastCtx = undefined; // a stale context (its session was replaced)
+  }
 }

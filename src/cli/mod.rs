@@ -8,6 +8,7 @@
 
 mod import;
 mod list;
+mod prune;
 mod replay;
 mod state;
 mod status;
@@ -137,6 +138,9 @@ enum Command {
     /// Write a stored session (--store) back out as a Pi JSONL file
     #[command(after_help = import::EXPORT_EXAMPLES)]
     Export(import::ExportArgs),
+    /// Remove the projection's rows of sessions whose file no longer exists
+    #[command(after_help = prune::EXAMPLES)]
+    Prune(prune::PruneArgs),
 }
 
 /// `--scope`.
@@ -421,6 +425,8 @@ pub(crate) fn main() -> ExitCode {
     let result = match (store, cli.command) {
         (store, Command::Import(a)) => import::import(store, a),
         (store, Command::Export(a)) => import::export(store, a),
+        // The projection database, whatever the sessions are kept in.
+        (_, Command::Prune(a)) => prune::run(a),
         (Some(url), _) => store::run(&url),
         (None, command) => run_command(command),
     };
@@ -448,5 +454,6 @@ fn run_command(command: Command) -> CmdResult {
         Command::List(a) => list::run(a),
         Command::Import(a) => import::import(None, a),
         Command::Export(a) => import::export(None, a),
+        Command::Prune(a) => prune::run(a),
     }
 }

@@ -220,7 +220,7 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
 }
 
 /// Asks on the terminal; `false` unless the answer is yes.
-fn confirm(question: &str) -> Result<bool, Failure> {
+pub(crate) fn confirm(question: &str) -> Result<bool, Failure> {
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "{} [y/N] ", term_safe(question));
     let _ = err.flush();

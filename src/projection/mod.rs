@@ -19,6 +19,7 @@
 //! position from the rows).
 
 mod ingest;
+pub(crate) mod prune;
 mod read;
 mod schema;
 mod sink;
@@ -64,7 +65,10 @@ pub(crate) struct Projection {
     chunks: ChunkPolicy,
 }
 
-fn db_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + use<> {
+pub(crate) fn db_err(
+    path: &Path,
+    action: &'static str,
+) -> impl FnOnce(rusqlite::Error) -> Error + use<> {
     let path = path.to_path_buf();
     move |source| Error::Database {
         path,

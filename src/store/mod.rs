@@ -17,11 +17,13 @@
 
 mod backend;
 mod presence;
+mod prune;
 pub(crate) mod state;
 mod tail;
 mod write;
 
 pub use backend::StoredSession;
+pub use prune::{KeptSession, PruneReport, PrunedSession};
 
 use crate::error::{DatabaseError, Error, Result};
 use crate::lock::{self, Holder, LockStatus};

@@ -169,3 +169,14 @@ fn prepared() {
         fs::write(&stamp, want).unwrap_or_else(|e| panic!("write {}: {e}", stamp.display()));
     });
 }
+
+/// Pi's `pi` command (its package.json `bin`), run with [`node`].
+pub fn pi_cli() -> PathBuf {
+    pkg()
+        .join("node_modules")
+        .join("@earendil-works")
+        .join("pi-coding-agent")
+        .join("dist")
+        .join("bundle")
+        .join("cli.js")
+}
