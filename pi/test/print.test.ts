@@ -21,7 +21,13 @@ function pi(dir: string, args: string[]) {
   const r = spawnSync(process.execPath, [PI_BIN, "--offline", "-e", PKG, ...args], {
     cwd: path.join(dir, "project"),
     encoding: "utf8",
-    env: { PATH: process.env.PATH ?? "", HOME: dir, PI_CODING_AGENT_DIR: path.join(dir, "agent") },
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: dir,
+      PI_CODING_AGENT_DIR: path.join(dir, "agent"),
+      // The addon the tests were given (cargo test builds it outside pi/native/).
+      ...(process.env.SESSION_STATE_PI_ADDON ? { SESSION_STATE_PI_ADDON: process.env.SESSION_STATE_PI_ADDON } : {}),
+    },
     timeout: 120_000,
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
