@@ -7,6 +7,7 @@ pub mod holders;
 pub mod pg;
 pub mod pi;
 pub mod reference;
+pub mod seams;
 
 use session_state::Store;
 use std::path::Path;
