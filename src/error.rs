@@ -533,6 +533,12 @@ impl From<crate::lock::LockError> for Error {
     }
 }
 
+impl From<Box<crate::lock::LockError>> for Error {
+    fn from(e: Box<crate::lock::LockError>) -> Self {
+        Error::Lock(e)
+    }
+}
+
 /// The error of a session store's database driver or server, kept opaque so that no
 /// driver type is part of the public API. `Display` is the driver's message (which never
 /// holds the connection's password); [`std::error::Error::source`] goes on to its cause.

@@ -41,7 +41,7 @@ mod store;
 mod tree;
 
 pub use error::{BackendError, DatabaseError, Error, Location, Result};
-pub use lock::{Holder, LEASE, Liveness, LockError, LockStatus, PresenceStatus};
+pub use lock::{Holder, LEASE, Liveness, LockError, LockRow, LockStatus, PresenceStatus};
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
 pub use log::header::read_header;

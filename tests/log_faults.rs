@@ -75,6 +75,12 @@ impl AppendFile for FaultyFile {
     fn identity(&self) -> io::Result<FileIdentity> {
         self.inner.identity()
     }
+    fn lock(&mut self, wait: std::time::Duration) -> io::Result<bool> {
+        self.inner.lock(wait)
+    }
+    fn unlock(&mut self) -> io::Result<()> {
+        self.inner.unlock()
+    }
 }
 
 impl FileSystem for FaultyFs {

@@ -27,6 +27,7 @@ pub use prune::{KeptSession, PruneReport, PrunedSession};
 
 use crate::error::{DatabaseError, Error, Result};
 use crate::lock::{self, Holder, LockStatus};
+use crate::log::io::{FileSystem, StdFileSystem};
 use crate::projection::{CatchUp, Projection};
 use crate::settings::{LocationInputs, ProjectTrust, ResolvedLocation, SettingsDiagnostic};
 use crate::state::envelope::Scope;
@@ -47,6 +48,17 @@ pub struct StoreOptions {
     database_path: Option<PathBuf>,
     cwd: Option<PathBuf>,
     trust: ProjectTrust,
+    fs: Option<SharedFs>,
+}
+
+/// The file-system seam of a store's writes to session files.
+#[derive(Clone)]
+struct SharedFs(Arc<dyn FileSystem>);
+
+impl std::fmt::Debug for SharedFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FileSystem")
+    }
 }
 
 impl StoreOptions {
@@ -71,6 +83,13 @@ impl StoreOptions {
         self.trust = trust;
         self
     }
+    /// The file-system seam that the store's writes to session files without an open log
+    /// go through ([`SessionState::write_file`]; tests inject faults and pauses through
+    /// it). Default: [`crate::StdFileSystem`].
+    pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.fs = Some(SharedFs(fs));
+        self
+    }
 }
 
 /// The one handle on a projection database. Cheap to clone (clones share the connection
@@ -86,6 +105,7 @@ pub struct Store {
 
 struct Inner {
     location: ResolvedLocation,
+    fs: Arc<dyn FileSystem>,
     db: Mutex<Option<Projection>>,
     /// The fold memo of each log read through this store, keyed by the log's identity;
     /// the `Weak` tells a live log from a dropped one whose address was reused.
@@ -124,7 +144,10 @@ impl Store {
                 LocationInputs::from_env(cwd, options.trust)?.resolve()?
             }
         };
-        Ok(Store::with_location(location))
+        let fs = options
+            .fs
+            .map_or_else(|| Arc::new(StdFileSystem) as _, |fs| fs.0);
+        Ok(Store::with(location, fs))
     }
 
     /// A store on the database at `path` (a non-empty absolute path).
@@ -134,9 +157,14 @@ impl Store {
 
     /// A store on an already resolved location.
     pub fn with_location(location: ResolvedLocation) -> Store {
+        Store::with(location, Arc::new(StdFileSystem))
+    }
+
+    fn with(location: ResolvedLocation, fs: Arc<dyn FileSystem>) -> Store {
         Store {
             inner: Arc::new(Inner {
                 location,
+                fs,
                 db: Mutex::new(None),
                 folds: Mutex::new(HashMap::new()),
             }),
@@ -146,6 +174,11 @@ impl Store {
     /// Where the projection database is, and why.
     pub fn location(&self) -> &ResolvedLocation {
         &self.inner.location
+    }
+
+    /// The file-system seam of the store's writes to session files.
+    pub(crate) fn file_system(&self) -> &Arc<dyn FileSystem> {
+        &self.inner.fs
     }
 
     /// The projection database's path.

@@ -331,7 +331,9 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         if let Some(done) = self.apply_at_tail(file, at, op.clone())? {
             return Ok(done);
         }
-        let mut log = SessionLog::open(file)?;
+        let mut log = crate::tree::LogOptions::new()
+            .file_system(self.store.file_system().clone())
+            .open(file)?;
         if let Some(at) = at {
             log.navigate(at)?;
         }

@@ -9,6 +9,7 @@ pub mod pi;
 pub mod pi_addon;
 pub mod reference;
 pub mod registry;
+pub mod seams;
 
 use session_state::Store;
 use std::path::Path;
