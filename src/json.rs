@@ -44,8 +44,8 @@
 //! printing, [`merge_patch`], [`clone_value`], [`deserialize`], [`js_eq`] and the
 //! number checks never overflow the stack at any depth: they grow it on the heap
 //! (the `stacker` crate) or do not recurse. (Dropping a [`Value`] recurses in
-//! serde_json itself, about 100 bytes of stack per level: at the read limit, well
-//! under a thread's default 2 MiB.)
+//! serde_json itself, about 70 bytes of stack a level, measured at opt-level 1: some
+//! 350 KiB at the read limit, well under a thread's default 2 MiB.)
 //!
 //! ```
 //! use session_state::json;
