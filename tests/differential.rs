@@ -234,3 +234,225 @@ fn a_pi_session_whose_last_tool_result_holds_a_lone_surrogate_loads() {
     let closing = pi["lastToolResult"].as_str().unwrap();
     assert!(closing.contains(r#""toolCallId":"call_2""#), "{closing}");
 }
+
+/// A tiny seeded generator (xorshift64*), for the lines below.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[self.below(xs.len())]
+    }
+}
+
+/// Number literals that JavaScript reads as another number than written (beyond 2^53,
+/// beyond the double range, below it, more digits than a double holds) and some it reads
+/// as written: Pi's JSON.stringify never writes the first kind, but a file may hold them
+/// (another writer, a hand edit) and Pi reads them all.
+const LITERALS: &[&str] = &[
+    "123456789012345678",
+    "9007199254740993",
+    "-9007199254740993",
+    "18446744073709551615",
+    "-18446744073709551617",
+    "12345678901234567",
+    "123456789012345678901234567890",
+    "1e400",
+    "-1e400",
+    "1E+999",
+    "0.1e310",
+    "1e-400",
+    "4.9e-325",
+    "1.0",
+    "2.50",
+    "1e3",
+    "-0",
+];
+
+/// A JSON value as text, holding [`LITERALS`] and, now and then, nesting 150 to 600 deep.
+fn literal_value(r: &mut Rng, depth: usize) -> String {
+    match r.below(if depth >= 2 { 4 } else { 7 }) {
+        0 | 1 => r.pick(LITERALS).to_owned(),
+        2 => "null".to_owned(),
+        3 => format!("\"s{}\"", r.below(10)),
+        4 => format!(
+            "[{}]",
+            (0..r.below(4))
+                .map(|_| literal_value(r, depth + 1))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        5 => {
+            let n = 150 + r.below(450);
+            format!(
+                "{{\"k\":{}{}{}}}",
+                "[".repeat(n),
+                literal_value(r, 2),
+                "]".repeat(n)
+            )
+        }
+        _ => format!(
+            "{{{}}}",
+            (0..r.below(4))
+                .map(|i| format!(
+                    "\"{}\":{}",
+                    ["a", "b", "c", "n"][i],
+                    literal_value(r, depth + 1)
+                ))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    }
+}
+
+/// Appends `n` state events whose data are written as text, not by JavaScript (so
+/// they hold [`LITERALS`]), of plugins Pi's generator uses and a few new ones, each a
+/// child of the last entry or, now and then, of an earlier one (a fork). Returns their ids.
+fn append_literal_events(file: &std::path::Path, seed: u64, n: usize) -> Vec<String> {
+    use std::io::Write;
+    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let log = SessionLog::open(file).unwrap();
+    let mut known: Vec<String> = log.entries().map(|e| e.id().to_owned()).collect();
+    let mut ids = Vec::new();
+    let mut out = std::fs::OpenOptions::new().append(true).open(file).unwrap();
+    let plugins = ["p0", "p3", "p7", "p11", "p19", "p23", "q0", "q1", "q2"];
+    for i in 0..n {
+        let id = format!("{:08x}", 0xf000_0000u64 + seed * 0x1000 + i as u64);
+        let parent = if r.below(6) == 0 {
+            known[r.below(known.len())].clone()
+        } else {
+            known.last().unwrap().clone()
+        };
+        let scope = if r.below(4) == 0 { "session" } else { "branch" };
+        let data = match r.below(10) {
+            0 => format!(r#"{{"v":1,"scope":"{scope}","op":"drop"}}"#),
+            1..=4 => {
+                let keys = ["a", "b", "c", "n"];
+                let members: Vec<String> = (0..1 + r.below(3))
+                    .map(|_| {
+                        let v = if r.below(4) == 0 {
+                            "null".to_owned()
+                        } else {
+                            literal_value(&mut r, 1)
+                        };
+                        format!("\"{}\":{v}", r.pick(&keys))
+                    })
+                    .collect();
+                format!(
+                    r#"{{"v":1,"scope":"{scope}","op":"patch","patch":{{{}}}}}"#,
+                    members.join(",")
+                )
+            }
+            _ => format!(
+                r#"{{"v":1,"scope":"{scope}","op":"set","value":{}}}"#,
+                literal_value(&mut r, 0)
+            ),
+        };
+        let plugin = r.pick(&plugins);
+        writeln!(
+            out,
+            r#"{{"type":"custom","customType":"session-state/{plugin}","data":{data},"id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z"}}"#
+        )
+        .unwrap();
+        known.push(id.clone());
+        ids.push(id);
+    }
+    ids
+}
+
+/// Pi's own fold of every plugin at every entry (`values.mjs fold`, on a private copy).
+fn pi_folds(major: u8, file: &std::path::Path) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.jsonl");
+    std::fs::copy(file, &copy).unwrap();
+    pi::run(
+        "values.mjs",
+        &["fold", &major.to_string(), copy.to_str().unwrap()],
+    )
+}
+
+/// The class of input the value defects came from, against the real Pi's fold, both
+/// majors: sessions Pi writes with 24 plugins, forks, both scopes, numbers beyond 2^53
+/// and near the ends of the double range, values 100 to 400 deep; then lines written as
+/// text (integers a double cannot hold, `1e400`, `1e-400`, nesting up to 600 deep,
+/// patches holding them); then Pi appends on top. At every entry, for every plugin and
+/// both scopes, our fold in memory and the projection's print exactly what Pi's
+/// JavaScript fold prints (`JSON.stringify`, Infinity as `null`).
+#[test]
+fn folds_of_big_numbers_deep_values_and_many_plugins_equal_pis_own() {
+    let mut compared = 0u64;
+    for major in pi::MAJORS {
+        for seed in [1u64, 2] {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("values.jsonl");
+            let m = major.to_string();
+            let s = seed.to_string();
+            pi::run("values.mjs", &["gen", &m, file.to_str().unwrap(), &s]);
+            append_literal_events(&file, seed, 40);
+            pi::run("values.mjs", &["more", &m, file.to_str().unwrap(), &s]);
+            let folds = pi_folds(major, &file);
+            let log = SessionLog::open(&file).unwrap();
+            let db = dir.path().join("states.sqlite");
+            let projection = common::open_store(&db).unwrap();
+            let plugins: Vec<&str> = folds["plugins"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_str().unwrap())
+                .collect();
+            assert!(plugins.len() >= 24, "pi{major} seed {seed}: {plugins:?}");
+            let text = |v: Option<Value>| v.as_ref().map(json::to_string);
+            for plugin in &plugins {
+                let branch = Store::at(&db)
+                    .and_then(|store| store.state::<Value>(plugin, Scope::Branch))
+                    .unwrap();
+                let session = Store::at(&db)
+                    .and_then(|store| store.state::<Value>(plugin, Scope::Session))
+                    .unwrap();
+                let expect = folds["session"][plugin].as_str().map(str::to_owned);
+                let leaf = log.leaf_id().unwrap();
+                assert_eq!(
+                    text(session.read_at(&log, leaf).unwrap()),
+                    expect,
+                    "pi{major} seed {seed} {plugin} session"
+                );
+                assert_eq!(
+                    text(
+                        projection
+                            .read_value(&file, plugin, Scope::Session, None)
+                            .unwrap()
+                    ),
+                    expect,
+                    "pi{major} seed {seed} {plugin} session, projection"
+                );
+                for (id, at) in folds["branch"].as_object().unwrap() {
+                    let expect = at[plugin].as_str().map(str::to_owned);
+                    assert_eq!(
+                        text(branch.read_at(&log, id).unwrap()),
+                        expect,
+                        "pi{major} seed {seed} {plugin} at {id}"
+                    );
+                    assert_eq!(
+                        text(
+                            projection
+                                .read_value(&file, plugin, Scope::Branch, Some(id))
+                                .unwrap()
+                        ),
+                        expect,
+                        "pi{major} seed {seed} {plugin} at {id}, projection"
+                    );
+                    compared += 1;
+                }
+            }
+        }
+    }
+    println!("values compared with Pi's own folds: {compared}");
+}

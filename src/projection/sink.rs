@@ -179,7 +179,7 @@ impl<'c> SqlSink<'c> {
                     chain: row.stored.chain(),
                 };
                 let value = match self.last_folded.get(plugin) {
-                    Some((idx, v)) if *idx == e => v.clone(),
+                    Some((idx, v)) if *idx == e => v.as_ref().map(crate::json::clone_value),
                     _ => self
                         .rows()
                         .unfold(row.stored, |i| Ok(self.event(i)?.map(|r| r.stored)))?,

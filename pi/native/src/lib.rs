@@ -221,7 +221,7 @@ impl NativeStore {
             return Ok(None);
         }
         if let Some(next) = &next {
-            st.check_value(next).map_err(js_err)?;
+            st.check_result(next).map_err(js_err)?;
         }
         Ok(Some(json::to_string(&Envelope { scope, op }.to_data())))
     }
