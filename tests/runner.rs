@@ -21,6 +21,8 @@ mod persistence;
 mod pi_package;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_tls;
 mod projection;
 mod readme_walkthrough;
 mod replay;

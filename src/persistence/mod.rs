@@ -38,6 +38,8 @@ mod pi_jsonl;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod sqlite_store;
+#[cfg(feature = "postgres")]
+mod tls;
 mod transfer;
 mod url;
 
