@@ -54,6 +54,7 @@ pub use persistence::{
     Loaded, PiJsonlStore, RedactedUrl, SessionStore, SessionStoreExt, SqliteStore, export_session,
     import_file, open_store_url, pi_session_dir_name, pi_session_file_name,
 };
+pub use persistence::{ResolveError, resolve_session};
 pub use projection::CatchUp;
 pub use settings::{
     AGENT_DIR_ENV, Fallback, LocationInputs, LocationSource, ProjectTrust, ResolvedLocation,

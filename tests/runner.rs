@@ -23,6 +23,8 @@ mod pi_package;
 mod pi_tui;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_tls;
 mod projection;
 mod prune;
 mod readme_walkthrough;

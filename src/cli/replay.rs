@@ -24,12 +24,14 @@ every tip and is shown once per file), and for every other customType of `custom
 (state Pi extensions write with pi.appendEntry) the number of such entries on the branch
 and the `data` of the last one. A DIR is searched recursively for *.jsonl files.
 Exit codes: 0 everything was read; 1 some file or value could not be read (reported);
-2 could not run (FILE or DIR missing or unreadable).";
+2 could not run (SESSION or DIR missing or unreadable).";
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReplayArgs {
-    /// A session file, or a directory searched recursively for *.jsonl
-    path: PathBuf,
+    /// The session: a Pi JSONL file or a directory searched recursively for *.jsonl; with
+    /// a store, a session id or a unique prefix of one
+    #[arg(value_name = "SESSION|DIR")]
+    pub(crate) path: PathBuf,
     /// Print JSON instead of text
     #[arg(long)]
     json: bool,
@@ -215,7 +217,7 @@ struct Sessions {
 
 pub(crate) fn run(args: ReplayArgs) -> CmdResult {
     let meta = std::fs::metadata(&args.path)
-        .map_err(|e| fail(format_args!("{}: {e}", args.path.display())))?;
+        .map_err(|e| fail(format_args!("opening {}: {e}", args.path.display())))?;
     let mut reports = Vec::new();
     let mut all_ok = true;
     if meta.is_dir() {

@@ -37,7 +37,10 @@ mod lines;
 mod pi_jsonl;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod prefix;
 mod sqlite_store;
+#[cfg(feature = "postgres")]
+mod tls;
 mod transfer;
 mod url;
 
@@ -47,6 +50,7 @@ pub(crate) use lines::event_lines;
 pub use pi_jsonl::{HEADER_SCAN_LIMIT, PiJsonlStore, pi_session_dir_name, pi_session_file_name};
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_LOCK_WAIT, Imported, POSTGRES_SCHEMA_VERSION, PostgresStore};
+pub use prefix::{ResolveError, resolve_session};
 pub use sqlite_store::SqliteStore;
 pub use transfer::{ImportReport, export_session, import_file};
 pub use url::{RedactedUrl, open_store_url};

@@ -23,7 +23,7 @@ use postgres::config::Host;
 use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
@@ -138,6 +138,8 @@ WHERE s.session_id = $1
 /// `Debug` give the URL with `***` in its place.
 pub struct PostgresStore {
     config: Config,
+    /// How connections are made: without TLS or through rustls (`sslmode`).
+    tls: super::tls::Tls,
     url: String,
     lock_wait: Duration,
     conn: Mutex<Option<Client>>,
@@ -189,20 +191,16 @@ impl Imported {
 
 impl PostgresStore {
     /// Connects to the server at `url` (`postgres://user:password@host:port/db?…` or the
-    /// `key=value` form of libpq) and creates the tables if they are missing. TLS is not
-    /// built in: use a local socket, loopback or a tunnel.
+    /// `key=value` form of libpq) and creates the tables if they are missing. TLS follows
+    /// libpq's `sslmode` (`disable`, `prefer` (the default), `require`, `verify-ca`,
+    /// `verify-full`) and `sslrootcert` (a PEM file of CA certificates, or `system`):
+    /// see `docs/postgres.md`, "TLS".
     ///
     /// Errors: an unparsable URL or an unreachable or refusing server is
     /// [`Error::Backend`] naming the URL without its password; tables of a newer
     /// session-state are refused the same way.
     pub fn connect(url: &str) -> Result<PostgresStore> {
-        let mut config: Config = url.parse().map_err(|e: postgres::Error| Error::Backend {
-            store: "(a PostgreSQL URL that does not parse; not shown, it may hold a password)"
-                .into(),
-            action: "parsing the URL".into(),
-            connection_lost: false,
-            source: backend_error(e),
-        })?;
+        let (mut config, tls) = super::tls::parse(url, redact)?;
         if config.get_application_name().is_none() {
             config.application_name(&application_name());
         }
@@ -212,6 +210,7 @@ impl PostgresStore {
         let store = PostgresStore {
             url: redact(&config),
             config,
+            tls,
             lock_wait: DEFAULT_LOCK_WAIT,
             conn: Mutex::new(None),
             append_stmt: Mutex::new(None),
@@ -285,8 +284,8 @@ impl PostgresStore {
 
     fn open(&self) -> Result<Client> {
         let mut client = self
-            .config
-            .connect(NoTls)
+            .tls
+            .connect(&self.config)
             .map_err(self.failed("connecting"))?;
         set_lock_timeout(&mut client, self.lock_wait).map_err(self.failed("configuring"))?;
         // Durable when it returns: never run with commits that return before the WAL is
