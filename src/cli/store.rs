@@ -2,10 +2,11 @@
 //! session is named by its id and kept by a §8 backend.
 //!
 //! `read`, `write`, `patch` and `drop` go through [`SessionState`]'s backend calls
-//! (`read_stored`, `write_stored`, …). `list` lists the store's headers. `tree`,
-//! `replay`, `status`, `force-refresh` and `verify` run as on a file, on the local mirror
-//! of the stored session (the cache the projection reads, next to the projection
-//! database: exactly the lines the store holds).
+//! (`read_stored`, `write_stored`, …), which read the store's lines through the
+//! projection. `list` lists the store's headers. `tree`, `replay`, `status`,
+//! `force-refresh` and `verify` run as on a file, on a temporary export of the stored
+//! session that is removed when the command ends (the library reads a stored session as
+//! a log without it: `StoredSession::read_log`).
 
 use super::{
     Cli, CmdResult, DbArgs, Failure, ScopeArg, emit, emit_json, emit_text, fail, run_command,
@@ -219,7 +220,7 @@ struct Row {
 }
 
 fn list(backend: &dyn SessionStore, a: &ListArgs) -> CmdResult {
-    let headers = backend.list().map_err(fail)?;
+    let headers = session_state::list_sessions(backend).map_err(fail)?;
     let rows: Vec<Row> = headers
         .iter()
         .map(|h| Row {
@@ -295,19 +296,51 @@ fn pass(command: &str, backend: &dyn SessionStore, key: &str, p: Pass) -> CmdRes
         .map_err(|e| fail(e.to_string()))?
         .db
         .resolve()?;
-    let store = Store::at(db).map_err(fail)?;
+    let _ = (db, key);
     let id = args[at].clone();
-    let mirror = store
-        .sync_mirror(&StoredSession::new(backend, key, &id))
-        .map_err(fail)?;
+    let export = TempExport::new(backend, &id)?;
     let mut argv: Vec<OsString> = vec!["session-state".into(), command.into()];
     for (j, a) in args.iter().enumerate() {
         if j == at {
-            argv.push(mirror.clone().into_os_string());
+            argv.push(export.file.clone().into_os_string());
         } else {
             argv.push(a.into());
         }
     }
     let cli = Cli::try_parse_from(argv).map_err(|e| fail(e.to_string()))?;
     run_command(cli.command)
+}
+
+/// The stored session exported to a file in a new private temporary directory, both
+/// removed when dropped (they are ours: created here under a fresh random name).
+struct TempExport {
+    dir: std::path::PathBuf,
+    file: std::path::PathBuf,
+}
+
+impl TempExport {
+    fn new(backend: &dyn SessionStore, id: &str) -> Result<TempExport, Failure> {
+        let dir =
+            std::env::temp_dir().join(format!("session-state-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir(&dir)
+            .map_err(|e| fail(format_args!("creating {}: {e}", dir.display())))?;
+        let export = TempExport {
+            file: dir.join("session.jsonl"),
+            dir,
+        };
+        let file = std::fs::File::create_new(&export.file)
+            .map_err(|e| fail(format_args!("creating {}: {e}", export.file.display())))?;
+        let mut out = std::io::BufWriter::new(file);
+        session_state::export_session(backend, id, &mut out).map_err(fail)?;
+        std::io::Write::flush(&mut out)
+            .map_err(|e| fail(format_args!("writing {}: {e}", export.file.display())))?;
+        Ok(export)
+    }
+}
+
+impl Drop for TempExport {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.file);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }
