@@ -784,25 +784,6 @@ fn pi_lists_and_reads_what_the_store_wrote() {
     }
 }
 
-#[test]
-fn concurrent_appends_at_one_seq_admit_exactly_one() {
-    let (_dir, store, path) = store_with(&[user("one")]);
-    let outcomes: Vec<bool> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..8)
-            .map(|n| {
-                let store = &store;
-                s.spawn(move || store.append(ID, 1, &[custom(n)]).is_ok())
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("thread"))
-            .collect()
-    });
-    assert_eq!(outcomes.iter().filter(|ok| **ok).count(), 1);
-    assert_eq!(SessionLog::open(&path).expect("open").len(), 2);
-}
-
 /// A file-system seam that records what it is asked to do and, when armed, creates the
 /// session's final name first, as another process would in between.
 struct Racing {

@@ -14,8 +14,7 @@ use crate::error::{BackendError, Error, Result, StoreError};
 use crate::log::entry::Header;
 use postgres::config::Host;
 use postgres::error::SqlState;
-use postgres::fallible_iterator::FallibleIterator;
-use postgres::types::ToSql;
+use postgres::types::{ToSql, Type};
 use postgres::{Client, Config, NoTls};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -35,6 +34,20 @@ const SCHEMA_LOCK_KEY: i64 = 0x5365_7373_5374_6174;
 
 /// `read_lines` fetches rows this many at a time.
 const READ_PAGE: i32 = 512;
+
+/// One page of `read_lines`: the session's `next_seq` with the rows from `$2`, below
+/// `$3`, at most `$4` (no row: no such session; a row without `seq`: no entries there).
+const READ_PAGE_SQL: &str = "
+SELECT s.next_seq, e.seq, e.line
+FROM session_state_sessions s
+LEFT JOIN LATERAL (
+    SELECT seq, line FROM session_state_entries
+    WHERE session_id = s.session_id AND seq >= $2 AND seq < least($3, s.next_seq)
+    ORDER BY seq LIMIT $4
+) e ON true
+WHERE s.session_id = $1
+ORDER BY e.seq
+";
 
 /// A batch of at least this many lines goes in with `COPY`, not one statement.
 const COPY_LINES: usize = 64;
@@ -136,8 +149,6 @@ pub struct PostgresStore {
     url: String,
     lock_wait: Duration,
     conn: Mutex<Option<Client>>,
-    /// The append statement prepared on the current connection (cleared with it).
-    append_stmt: Mutex<Option<postgres::Statement>>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -181,7 +192,6 @@ impl PostgresStore {
             config,
             lock_wait: DEFAULT_LOCK_WAIT,
             conn: Mutex::new(None),
-            append_stmt: Mutex::new(None),
         };
         store.run(|_| Ok(()))?;
         Ok(store)
@@ -222,7 +232,6 @@ impl PostgresStore {
         let mut guard = lock(&self.conn);
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = None;
-            *lock(&self.append_stmt) = None;
             *guard = Some(self.open()?);
         }
         let Some(client) = guard.as_mut() else {
@@ -237,7 +246,6 @@ impl PostgresStore {
         );
         if lost || client.is_closed() {
             *guard = None;
-            *lock(&self.append_stmt) = None;
         }
         result
     }
@@ -245,19 +253,48 @@ impl PostgresStore {
     fn open(&self) -> Result<Client, StoreError> {
         let fail = |a: &'static str| self.failed(a, Phase::Before);
         let mut client = self.config.connect(NoTls).map_err(fail("connecting"))?;
-        set_lock_timeout(&mut client, self.lock_wait).map_err(fail("configuring"))?;
+        // One round trip when the tables are there: the lock wait, the commit setting and
+        // the schema's version.
+        let ms = self.lock_wait.as_millis().max(1);
+        let fast = client.simple_query(&format!(
+            "SET lock_timeout = '{ms}ms'; SELECT current_setting('synchronous_commit'), \
+             (SELECT max(version) FROM session_state_schema)::text"
+        ));
+        let (sync, version) = match fast {
+            Ok(messages) => {
+                let row = messages.iter().find_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(r) => Some(r),
+                    _ => None,
+                });
+                match row {
+                    Some(r) => (
+                        r.get(0).unwrap_or("on").to_owned(),
+                        r.get(1).and_then(|v| v.parse::<i32>().ok()),
+                    ),
+                    None => ("on".to_owned(), None),
+                }
+            }
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
+                // A new database: the statements ran as one transaction, rolled back.
+                set_lock_timeout(&mut client, self.lock_wait).map_err(fail("configuring"))?;
+                let sync: String = client
+                    .query_one("SELECT current_setting('synchronous_commit')", &[])
+                    .and_then(|r| r.try_get(0))
+                    .map_err(fail("configuring"))?;
+                (sync, None)
+            }
+            Err(e) => return Err(fail("configuring")(e)),
+        };
         // Durable when it returns: never run with commits that return before the WAL is
         // flushed. A stronger server setting (remote_write, remote_apply) is kept.
-        let sync: String = client
-            .query_one("SELECT current_setting('synchronous_commit')", &[])
-            .and_then(|r| r.try_get(0))
-            .map_err(fail("configuring"))?;
         if sync == "off" {
             client
-                .execute("SELECT set_config('synchronous_commit', 'on', false)", &[])
+                .batch_execute("SET synchronous_commit = on")
                 .map_err(fail("configuring"))?;
         }
-        self.ensure_schema(&mut client)?;
+        if version != Some(POSTGRES_SCHEMA_VERSION) {
+            self.ensure_schema(&mut client)?;
+        }
         Ok(client)
     }
 
@@ -364,21 +401,6 @@ impl PostgresStore {
             session_id: session_id.into(),
             reason,
         }
-    }
-
-    /// The append statement, prepared once per connection (a statement text would be
-    /// parsed and planned on every append: a second round trip).
-    fn append_statement(
-        &self,
-        client: &mut Client,
-    ) -> std::result::Result<postgres::Statement, postgres::Error> {
-        let mut cached = lock(&self.append_stmt);
-        if let Some(stmt) = cached.as_ref() {
-            return Ok(stmt.clone());
-        }
-        let stmt = client.prepare(APPEND)?;
-        *cached = Some(stmt.clone());
-        Ok(stmt)
     }
 
     /// The ids of `lines`, which the crate checked (each has one).
@@ -596,9 +618,9 @@ impl SessionStore for PostgresStore {
         let action = format!("reading session {session_id}");
         let row = self.run(|client| {
             client
-                .query_opt(
+                .query_typed_opt(
                     "SELECT header FROM session_state_sessions WHERE session_id = $1",
-                    &[&session_id],
+                    &[(&session_id, Type::TEXT)],
                 )
                 .map_err(self.failed(action.clone(), Phase::Before))
         })?;
@@ -608,7 +630,9 @@ impl SessionStore for PostgresStore {
         }
     }
 
-    /// Only the rows asked for, in one consistent snapshot with `next_seq`.
+    /// Only the rows asked for, a page at a time: each page is one statement (its own
+    /// snapshot) that returns the session's `next_seq` with the rows; the first page's
+    /// `next_seq` bounds the later ones, whose rows an append-only session never changes.
     fn read_lines(
         &self,
         session_id: &str,
@@ -618,46 +642,39 @@ impl SessionStore for PostgresStore {
         let action = format!("reading session {session_id}");
         self.run(|client| {
             let fail = || self.failed(action.clone(), Phase::Before);
-            let mut tx = snapshot(client).map_err(fail())?;
-            let Some(row) = tx
-                .query_opt(
-                    "SELECT next_seq FROM session_state_sessions WHERE session_id = $1",
-                    &[&session_id],
-                )
-                .map_err(fail())?
-            else {
-                return Err(self.not_found(session_id));
-            };
-            let next = seq_from_db(row.try_get(0).map_err(fail())?);
-            if from_seq < next {
-                // A portal, fetched a page at a time: a visitor that stops early leaves
-                // the rest of the session on the server.
-                let from = seq_to_db(from_seq);
-                let portal = tx
-                    .bind(
-                        "SELECT seq, line FROM session_state_entries \
-                         WHERE session_id = $1 AND seq >= $2 ORDER BY seq",
-                        &[&session_id, &from],
-                    )
-                    .map_err(fail())?;
-                'pages: loop {
-                    let mut rows = tx.query_portal_raw(&portal, READ_PAGE).map_err(fail())?;
-                    let mut got = 0;
-                    while let Some(r) = rows.next().map_err(fail())? {
-                        got += 1;
-                        let seq = seq_from_db(r.try_get(0).map_err(fail())?);
-                        let line: &str = r.try_get(1).map_err(fail())?;
-                        if visit(seq, line).is_break() {
-                            break 'pages;
-                        }
-                    }
-                    if got < READ_PAGE {
+            let mut from = seq_to_db(from_seq);
+            let mut end = i64::MAX;
+            let mut next: Option<u64> = None;
+            loop {
+                let params: [(&(dyn ToSql + Sync), Type); 4] = [
+                    (&session_id, Type::TEXT),
+                    (&from, Type::INT8),
+                    (&end, Type::INT8),
+                    (&READ_PAGE, Type::INT4),
+                ];
+                let rows = client.query_typed(READ_PAGE_SQL, &params).map_err(fail())?;
+                let Some(first) = rows.first() else {
+                    return Err(self.not_found(session_id));
+                };
+                let stored = seq_from_db(first.try_get(0).map_err(fail())?);
+                let n = *next.get_or_insert(stored);
+                end = seq_to_db(n);
+                let mut got = 0;
+                for r in &rows {
+                    let Some(seq) = r.try_get::<_, Option<i64>>(1).map_err(fail())? else {
                         break;
+                    };
+                    got += 1;
+                    let line: &str = r.try_get(2).map_err(fail())?;
+                    if visit(seq_from_db(seq), line).is_break() {
+                        return Ok(n);
                     }
+                    from = seq + 1;
+                }
+                if got < READ_PAGE {
+                    return Ok(n);
                 }
             }
-            tx.commit().map_err(fail())?;
-            Ok(next)
         })
     }
 
@@ -678,19 +695,18 @@ impl SessionStore for PostgresStore {
                 .collect();
             let new_next = first_seq + lines.len() as u64;
             let new_last = ids.last().cloned();
-            let params: [&(dyn ToSql + Sync); 7] = [
-                &session_id,
-                &seq_to_db(first_seq),
-                &seqs,
-                &ids,
-                &lines,
-                &seq_to_db(new_next),
-                &new_last,
+            let (first, new_next_db) = (seq_to_db(first_seq), seq_to_db(new_next));
+            let params: [(&(dyn ToSql + Sync), Type); 7] = [
+                (&session_id, Type::TEXT),
+                (&first, Type::INT8),
+                (&seqs, Type::INT8_ARRAY),
+                (&ids, Type::TEXT_ARRAY),
+                (&lines, Type::TEXT_ARRAY),
+                (&new_next_db, Type::INT8),
+                (&new_last, Type::TEXT),
             ];
-            let stmt = self
-                .append_statement(client)
-                .map_err(self.failed(action.clone(), Phase::Before))?;
-            let row = match client.query_one(&stmt, &params) {
+            // One round trip: parsed, bound and run together (typed parameters).
+            let row = match client.query_typed_one(APPEND, &params) {
                 Ok(row) => row,
                 Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
                     return Err(self.busy(client, session_id));
@@ -731,11 +747,16 @@ impl SessionStore for PostgresStore {
 
 /// A driver error as the store's error: a server that went away or refuses for now is
 /// [`StoreError::Unavailable`]; a connection that broke while a write was in flight
-/// ([`Phase::Writing`], no answer from the server) is [`StoreError::Indeterminate`].
+/// ([`Phase::Writing`]: no answer, or the server ending the connection) is
+/// [`StoreError::Indeterminate`].
 fn classify(url: &str, action: String, phase: Phase, e: postgres::Error) -> StoreError {
     let no_answer = e.code().is_none() && is_connection_lost(&e);
     let source = backend_error(e);
-    if no_answer && phase == Phase::Writing {
+    let connection = no_answer || source.sql_state.as_deref().is_some_and(is_connection_state);
+    // A write in flight when the connection went (no answer, or the server ending the
+    // session: a fast shutdown can commit it and then send 57P01 in place of the
+    // result) may have committed.
+    if connection && phase == Phase::Writing {
         return StoreError::Indeterminate {
             store: url.to_owned(),
             session_id: String::new(),
@@ -789,11 +810,17 @@ fn name_append(e: StoreError, session_id: &str, first_seq: u64) -> StoreError {
     }
 }
 
-/// SQLSTATEs after which the same call may succeed later, nothing having been done: a
-/// connection exception (class 08), the server shutting down, crashed or starting up
-/// (57P01, 57P02, 57P03), too many connections (53300).
+/// SQLSTATEs after which the same call may succeed later: a connection exception (class
+/// 08), the server shutting down, crashed or starting up (57P01, 57P02, 57P03), too many
+/// connections (53300). Nothing was done, unless a write was in flight
+/// ([`is_connection_state`]).
 fn is_transient_state(code: &str) -> bool {
-    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300")
+    is_connection_state(code) || code == "53300"
+}
+
+/// SQLSTATEs that end the connection: a write in flight may or may not have committed.
+fn is_connection_state(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
 }
 
 /// COPY's text format: a backslash, tab, newline or carriage return is escaped.
@@ -892,18 +919,6 @@ fn is_connection_lost(e: &postgres::Error) -> bool {
     }
 }
 
-/// A read-only `REPEATABLE READ` transaction: every query in it sees one snapshot, so a
-/// session's header row, `next_seq` and entries agree.
-fn snapshot(
-    client: &mut Client,
-) -> std::result::Result<postgres::Transaction<'_>, postgres::Error> {
-    client
-        .build_transaction()
-        .isolation_level(postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-}
-
 fn seq_to_db(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
 }
@@ -935,6 +950,23 @@ mod tests {
         }
         let config: Config = "postgres://a@h:1/d".parse().expect("parses");
         assert_eq!(redact(&config), "postgres://a@h:1/d");
+    }
+
+    /// A server that ends the connection may have committed the write in flight (a fast
+    /// shutdown commits, then sends 57P01 in place of the result); "too many clients"
+    /// refuses before anything runs; a wrong password is no transient trouble.
+    #[test]
+    fn connection_ending_states_leave_a_write_in_flight_undecided() {
+        for code in ["08006", "08003", "57P01", "57P02", "57P03"] {
+            assert!(
+                is_connection_state(code) && is_transient_state(code),
+                "{code}"
+            );
+        }
+        assert!(is_transient_state("53300") && !is_connection_state("53300"));
+        for code in ["28P01", "23505", "55P03", "42P01"] {
+            assert!(!is_transient_state(code), "{code}");
+        }
     }
 
     #[test]

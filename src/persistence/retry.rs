@@ -101,6 +101,19 @@ impl<'s> Retry<'s> {
     }
 }
 
+/// An append of unknown outcome that the store shows did not get in: the transient
+/// failure it is (the call may try again).
+pub(crate) fn not_written(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Indeterminate { store, source, .. } => StoreError::Unavailable {
+            store,
+            action: "appending (the append did not commit)".into(),
+            source,
+        },
+        e => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

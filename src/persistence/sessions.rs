@@ -3,7 +3,7 @@
 use super::interrupted::missing_tool_results;
 use super::lines::{self, LineFacts, check_ids, check_line, check_new_header, to_new_entry};
 use super::read::{read_stored_log, stored_label};
-use super::retry::Retry;
+use super::retry::{Retry, not_written};
 use super::{ImportReport, Loaded, SessionStore};
 use crate::error::{Error, Result, StoreError};
 use crate::log::NewEntry;
@@ -263,7 +263,7 @@ impl Sessions {
                     Err(e @ StoreError::Indeterminate { .. }) => {
                         match self.stored_at(session_id, 0, &facts[0].id, &mut retry)? {
                             true => break lines.len() as u64,
-                            false => retry.failed(unavailable(e))?,
+                            false => retry.failed(not_written(e))?,
                         }
                     }
                     Err(e) => retry.failed(e)?,
@@ -284,20 +284,32 @@ impl Sessions {
         if lines.is_empty() {
             return Ok(first_seq);
         }
+        let mut retried = false;
         let next = loop {
             match self.backend.append_lines(session_id, first_seq, &texts) {
                 Ok(n) => break n,
                 Err(e @ StoreError::Indeterminate { .. }) => {
                     match self.stored_at(session_id, first_seq, &facts[0].id, &mut retry)? {
                         true => break first_seq + lines.len() as u64,
-                        false => retry.failed(unavailable(e))?,
+                        false => retry.failed(not_written(e))?,
                     }
+                    retried = true;
+                }
+                // After a failure, a refusal may be the earlier attempt's own success.
+                Err(StoreError::SequenceMismatch { .. })
+                    if retried
+                        && self.stored_at(session_id, first_seq, &facts[0].id, &mut retry)? =>
+                {
+                    break first_seq + lines.len() as u64;
                 }
                 Err(e @ (StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. })) => {
                     known.remove(session_id);
                     return Err(e.into());
                 }
-                Err(e) => retry.failed(e)?,
+                Err(e) => {
+                    retry.failed(e)?;
+                    retried = true;
+                }
             }
         };
         if let Some(k) = known.get_mut(session_id) {
@@ -547,16 +559,4 @@ fn mismatch(session_id: &str, expected: u64, got: u64) -> Error {
         got,
     }
     .into()
-}
-
-/// An append that did not get in after all: its failure, as the transient one it is.
-fn unavailable(e: StoreError) -> StoreError {
-    match e {
-        StoreError::Indeterminate { store, source, .. } => StoreError::Unavailable {
-            store,
-            action: "appending (the append did not commit)".into(),
-            source,
-        },
-        e => e,
-    }
 }

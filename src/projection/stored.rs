@@ -500,6 +500,21 @@ impl Projection {
             .map_err(db_err(&self.path, "reading the projection"))
     }
 
+    /// The last of `ids` that is an entry of the stored session (rows caught up), if any.
+    pub(crate) fn stored_entries_among(
+        &self,
+        src: &dyn StoredLines,
+        ids: &[String],
+    ) -> Result<Option<String>> {
+        let key = src.key();
+        for id in ids.iter().rev() {
+            if self.stored_node(&key, id)?.is_some() {
+                return Ok(Some(id.clone()));
+            }
+        }
+        Ok(None)
+    }
+
     /// Whether `id` can name a new entry of the stored session: no entry of it, and not
     /// its id (the rows hold every entry id up to the tail).
     pub(crate) fn stored_id_is_free(

@@ -36,7 +36,7 @@ use super::state::SessionState;
 use crate::error::{Error, Result, StoreError};
 use crate::log::NewEntry;
 use crate::log::reader::ReadMode;
-use crate::persistence::retry::Retry;
+use crate::persistence::retry::{Retry, not_written};
 use crate::persistence::{SessionStore, read_stored_log, stored_label};
 use crate::projection::{CatchUp, StoredLines, StoredTail};
 use crate::state::depth;
@@ -131,10 +131,11 @@ impl StoredLines for StoredSession<'_> {
 /// How one attempt at a write ended.
 enum Attempt {
     Done(Option<String>),
-    /// Another writer took the sequence number first: decide again.
-    LostRace,
+    /// Another writer took the sequence number first (the id this attempt drew): decide
+    /// again.
+    LostRace(String),
     /// Not written after all (an append of unknown outcome that did not get in).
-    NotWritten(StoreError),
+    NotWritten(String, StoreError),
 }
 
 impl<T: Serialize + DeserializeOwned> SessionState<T> {
@@ -220,11 +221,25 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         op: Op,
     ) -> Result<Option<String>> {
         let mut retry = Retry::new(session.store);
+        // The ids earlier attempts drew: one that got in after all (a store that reported
+        // a failure for a write it committed) is this write's, and is reported as such.
+        let mut drawn: Vec<String> = Vec::new();
         loop {
             match self.commit_once(session, at, &op) {
+                Ok(Attempt::Done(None)) if !drawn.is_empty() => {
+                    return self
+                        .store()
+                        .with_db(|db| db.stored_entries_among(session, &drawn));
+                }
                 Ok(Attempt::Done(id)) => return Ok(id),
-                Ok(Attempt::LostRace) => retry.lost_race(session.session_id)?,
-                Ok(Attempt::NotWritten(e)) => retry.failed(e)?,
+                Ok(Attempt::LostRace(id)) => {
+                    drawn.push(id);
+                    retry.lost_race(session.session_id)?;
+                }
+                Ok(Attempt::NotWritten(id, e)) => {
+                    drawn.push(id);
+                    retry.failed(e)?;
+                }
                 Err(Error::Store(e)) if e.is_transient() => retry.failed(e)?,
                 Err(e) => return Err(e),
             }
@@ -266,7 +281,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             match appended {
                 Ok(_) => {}
                 Err(StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. }) => {
-                    return Ok(Attempt::LostRace);
+                    return Ok(Attempt::LostRace(id));
                 }
                 Err(e @ StoreError::Indeterminate { .. }) => {
                     // The store tells: the line at `seq` is ours, another writer's, or none.
@@ -276,8 +291,8 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
                     })?;
                     match found {
                         Some(f) if f == id => {}
-                        Some(_) => return Ok(Attempt::LostRace),
-                        None => return Ok(Attempt::NotWritten(not_written(e))),
+                        Some(_) => return Ok(Attempt::LostRace(id)),
+                        None => return Ok(Attempt::NotWritten(id, not_written(e))),
                     }
                 }
                 Err(e) => return Err(e.into()),
@@ -298,18 +313,6 @@ fn follow(
 ) {
     if let Err(e) = db.follow_own_stored(session, tail, line) {
         tracing::debug!(error = %e, "the projection did not follow the write; the next read does");
-    }
-}
-
-/// An append that did not get in after all, as the transient failure it is.
-fn not_written(e: StoreError) -> StoreError {
-    match e {
-        StoreError::Indeterminate { store, source, .. } => StoreError::Unavailable {
-            store,
-            action: "appending (the append did not commit)".into(),
-            source,
-        },
-        e => e,
     }
 }
 
