@@ -149,6 +149,19 @@ pub struct PostgresStore {
     url: String,
     lock_wait: Duration,
     conn: Mutex<Option<Client>>,
+    /// The append statement prepared on the current connection, once it has appended
+    /// before (a process that appends once does not pay the prepare's round trip).
+    append_stmt: Mutex<Prepared>,
+}
+
+/// The append statement on the current connection.
+#[derive(Default)]
+enum Prepared {
+    #[default]
+    Unused,
+    /// Used once, unprepared.
+    Once,
+    Ready(postgres::Statement),
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -192,6 +205,7 @@ impl PostgresStore {
             config,
             lock_wait: DEFAULT_LOCK_WAIT,
             conn: Mutex::new(None),
+            append_stmt: Mutex::default(),
         };
         store.run(|_| Ok(()))?;
         Ok(store)
@@ -232,6 +246,7 @@ impl PostgresStore {
         let mut guard = lock(&self.conn);
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = None;
+            *lock(&self.append_stmt) = Prepared::Unused;
             *guard = Some(self.open()?);
         }
         let Some(client) = guard.as_mut() else {
@@ -246,6 +261,7 @@ impl PostgresStore {
         );
         if lost || client.is_closed() {
             *guard = None;
+            *lock(&self.append_stmt) = Prepared::Unused;
         }
         result
     }
@@ -705,8 +721,42 @@ impl SessionStore for PostgresStore {
                 (&new_next_db, Type::INT8),
                 (&new_last, Type::TEXT),
             ];
-            // One round trip: parsed, bound and run together (typed parameters).
-            let row = match client.query_typed_one(APPEND, &params) {
+            // One round trip: the first append of a connection is parsed, bound and run
+            // together (typed parameters); from the second on the statement is prepared.
+            let stmt = {
+                let mut p = lock(&self.append_stmt);
+                match &*p {
+                    Prepared::Ready(stmt) => Some(stmt.clone()),
+                    Prepared::Unused => {
+                        *p = Prepared::Once;
+                        None
+                    }
+                    Prepared::Once => {
+                        let types = [
+                            Type::TEXT,
+                            Type::INT8,
+                            Type::INT8_ARRAY,
+                            Type::TEXT_ARRAY,
+                            Type::TEXT_ARRAY,
+                            Type::INT8,
+                            Type::TEXT,
+                        ];
+                        let stmt = client
+                            .prepare_typed(APPEND, &types)
+                            .map_err(self.failed(action.clone(), Phase::Before))?;
+                        *p = Prepared::Ready(stmt.clone());
+                        Some(stmt)
+                    }
+                }
+            };
+            let sent = match &stmt {
+                Some(stmt) => {
+                    let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
+                    client.query_one(stmt, &values)
+                }
+                None => client.query_typed_one(APPEND, &params),
+            };
+            let row = match sent {
                 Ok(row) => row,
                 Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
                     return Err(self.busy(client, session_id));

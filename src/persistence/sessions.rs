@@ -205,7 +205,7 @@ impl Sessions {
         for _ in 0..8 {
             let (next, parent) = {
                 let mut known = lock(&self.known);
-                let k = self.follow(&mut known, session_id)?;
+                let k = self.known_at(&mut known, session_id, first_seq)?;
                 (k.next, k.last_id.clone())
             };
             if next != first_seq {
@@ -274,7 +274,7 @@ impl Sessions {
             return Ok(next);
         }
         let mut known = lock(&self.known);
-        let k = self.follow(&mut known, session_id)?;
+        let k = self.known_at(&mut known, session_id, first_seq)?;
         if k.next != first_seq {
             return Err(mismatch(session_id, k.next, first_seq));
         }
@@ -332,6 +332,22 @@ impl Sessions {
         retry.transient(|| {
             stored_id_at(&*self.backend, session_id, seq).map(|f| f.as_deref() == Some(id))
         })
+    }
+
+    /// What this handle knows of the session for an append at `first_seq`: as known
+    /// when that is the next sequence number it knows (the append is conditional on it,
+    /// so if it succeeds nobody appended meanwhile, and if another writer did, the store
+    /// refuses it and the handle follows next time), else brought up to date first.
+    fn known_at<'k>(
+        &self,
+        known: &'k mut HashMap<String, Known>,
+        session_id: &str,
+        first_seq: u64,
+    ) -> Result<&'k mut Known> {
+        if known.get(session_id).is_some_and(|k| k.next == first_seq) {
+            return Ok(known.get_mut(session_id).expect("checked just above"));
+        }
+        self.follow(known, session_id)
     }
 
     /// What this handle knows of the session, brought up to date with what others
