@@ -40,19 +40,20 @@ mod state;
 mod store;
 mod tree;
 
-pub use error::{BackendError, DatabaseError, Error, Location, Result};
+pub use error::{BackendError, DatabaseError, Error, Location, Result, StoreError};
 pub use lock::{Holder, LEASE, Liveness, LockError, LockRow, LockStatus, PresenceStatus};
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
-pub use log::header::read_header;
+pub use log::header::{MAX_SESSION_ID_BYTES, read_header};
 pub use log::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 pub use log::reader::{Finding, FindingKind, MAX_HEADER_LINE, ReadMode, Severity};
 #[cfg(feature = "postgres")]
-pub use persistence::{DEFAULT_LOCK_WAIT, Imported, POSTGRES_SCHEMA_VERSION, PostgresStore};
+pub use persistence::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore};
 pub use persistence::{
-    HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ImportReport, ListProblem, ListedSession, Listing,
-    Loaded, PiJsonlStore, RedactedUrl, SessionStore, SessionStoreExt, SqliteStore, export_session,
-    import_file, open_store_url, pi_session_dir_name, pi_session_file_name,
+    DEFAULT_RETRY_WINDOW, HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ImportReport, LineVisitor,
+    ListProblem, ListedSession, Listing, Loaded, PiJsonlStore, RedactedUrl, SessionStore, Sessions,
+    SqliteStore, export_session, import_file, list_sessions, open_store_url, pi_session_dir_name,
+    pi_session_file_name, read_stored_log,
 };
 pub use persistence::{ResolveError, resolve_session};
 pub use projection::CatchUp;

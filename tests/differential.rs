@@ -194,7 +194,7 @@ fn lone_surrogates_written_by_pi_read_back_as_pis_own_fold() {
 }
 
 /// A Pi 1.6 session whose last entry is a tool result holding a lone surrogate, in an
-/// interrupted turn (a second tool call never answered): `PiJsonlStore::load` reads it,
+/// interrupted turn (a second tool call never answered): `Sessions::load` reads it,
 /// closes the turn, keeps every byte of Pi's lines, returns the tool result's text
 /// losslessly, and Pi reads the closed file.
 #[test]
@@ -218,7 +218,7 @@ fn a_pi_session_whose_last_tool_result_holds_a_lone_surrogate_loads() {
         "{last_result}"
     );
 
-    let store = PiJsonlStore::new(&root);
+    let store = session_state::Sessions::new(PiJsonlStore::new(&root));
     let loaded = store.load(id).unwrap();
     assert_eq!(loaded.closed_tool_calls(), ["call_2".to_string()]);
     let n = written["ids"].as_array().unwrap().len() as u64;

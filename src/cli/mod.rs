@@ -458,23 +458,40 @@ fn run(command: Command, sessions: &store::Sessions) -> CmdResult {
         Command::Patch(a) => state::patch(a, sessions),
         Command::Drop(a) => state::drop(a, sessions),
         Command::Replay(mut a) => {
-            a.path = sessions.local_file(&a.path, &DbArgs::default())?;
+            let local = sessions.local_file(&a.path)?;
+            a.path = local.path.clone();
             replay::run(a)
         }
         Command::Tree(mut a) => {
-            a.file = sessions.local_file(&a.file, &DbArgs::default())?;
+            let local = sessions.local_file(&a.file)?;
+            a.file = local.path.clone();
             tree::run(a)
         }
         Command::Status(mut a) => {
-            a.file = sessions.local_file(&a.file, &a.db)?;
+            let local = sessions.local_file(&a.file)?;
+            a.file = local.path.clone();
             status::status(a)
         }
         Command::ForceRefresh(mut a) => {
-            a.file = sessions.local_file(&a.file, &a.db)?;
-            status::force_refresh(a)
+            let local = sessions.local_file(&a.file)?;
+            a.file = local.path.clone();
+            let db = a.db.clone();
+            let code = status::force_refresh(a)?;
+            if let Some(stored) = &local.stored {
+                // The rows of a stored session are keyed by store and session, not by
+                // the export's path: drop those too.
+                let db = db.resolve()?;
+                if db.exists() {
+                    session_state::Store::at(&db)
+                        .and_then(|s| s.forget_stored(&stored.session()))
+                        .map_err(fail)?;
+                }
+            }
+            Ok(code)
         }
         Command::Verify(mut a) => {
-            a.file = sessions.local_file(&a.file, &DbArgs::default())?;
+            let local = sessions.local_file(&a.file)?;
+            a.file = local.path.clone();
             verify::run(a)
         }
         Command::List(a) => list::run(a, sessions),

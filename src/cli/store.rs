@@ -6,15 +6,16 @@
 //! [`session_state::resolve_session`]) it is. A message caused by the store says which
 //! of `--store` and the variable chose it.
 //!
-//! `read`, `write`, `patch` and `drop` act on a stored session through [`SessionState`]'s
-//! backend calls (`state.rs`); `list` lists a store's headers (here). `tree`, `replay`,
-//! `status`, `force-refresh` and `verify` run as on a file, on the local mirror of the
-//! stored session ([`Sessions::local_file`]: the cache the projection reads, next to the
-//! projection database, holding exactly the lines the store holds).
+//! `read`, `write`, `patch` and `drop` go through [`SessionState`]'s backend calls
+//! (`read_stored`, `write_stored`, …), which read the store's lines through the
+//! projection: no local copy of the session is kept. `list` lists the store's headers.
+//! `tree`, `replay`, `status`, `force-refresh` and `verify` run as on a file, on a
+//! temporary export of the stored session that is removed when the command ends
+//! ([`Sessions::local_file`]).
 
-use super::{CmdResult, DbArgs, Failure, emit_json, emit_text, fail};
+use super::{CmdResult, Failure, emit_json, emit_text, fail};
 use serde::Serialize;
-use session_state::{RedactedUrl, SessionStore, Store, StoredSession};
+use session_state::{RedactedUrl, SessionStore, StoredSession};
 use std::path::{Path, PathBuf};
 
 /// The environment variable that names the store when `--store` is not given.
@@ -138,17 +139,35 @@ impl Sessions {
         }
     }
 
-    /// A file the file commands can read for `arg`: the file itself, or the local mirror
-    /// of the stored session (beside the projection database `db` names).
-    pub(crate) fn local_file(&self, arg: &Path, db: &DbArgs) -> Result<PathBuf, Failure> {
+    /// A file the file commands can read for `arg`: the file itself, or a temporary
+    /// export of the stored session, removed when the returned [`LocalFile`] is dropped.
+    pub(crate) fn local_file(&self, arg: &Path) -> Result<LocalFile, Failure> {
         match self.target(arg)? {
-            Target::File(file) => Ok(file),
+            Target::File(file) => Ok(LocalFile {
+                path: file,
+                _export: None,
+                stored: None,
+            }),
             Target::Stored(stored) => {
-                let store = Store::at(db.resolve()?).map_err(fail)?;
-                store.sync_mirror(&stored.session()).map_err(fail)
+                let export = TempExport::new(stored.store.backend(), &stored.id)?;
+                Ok(LocalFile {
+                    path: export.file.clone(),
+                    _export: Some(export),
+                    stored: Some(stored),
+                })
             }
         }
     }
+}
+
+/// A session as a file: the user's own, or a temporary export of a stored one.
+pub(crate) struct LocalFile {
+    /// The file to read.
+    pub(crate) path: PathBuf,
+    /// The export behind `path`, removed on drop.
+    _export: Option<TempExport>,
+    /// The stored session exported, if it is one.
+    pub(crate) stored: Option<Stored>,
 }
 
 impl Opened {
@@ -201,7 +220,7 @@ struct Row {
 
 /// `list` with a store: its sessions, from their headers only.
 pub(crate) fn list(store: &Opened, json: bool) -> CmdResult {
-    let headers = store.backend.list().map_err(fail)?;
+    let headers = session_state::list_sessions(store.backend()).map_err(fail)?;
     let rows: Vec<Row> = headers
         .iter()
         .map(|h| Row {
@@ -231,4 +250,38 @@ pub(crate) fn list(store: &Opened, json: bool) -> CmdResult {
     }
     emit_text(&text)?;
     Ok(0)
+}
+
+/// The stored session exported to a file in a new private temporary directory, both
+/// removed when dropped (they are ours: created here under a fresh random name).
+struct TempExport {
+    dir: std::path::PathBuf,
+    file: std::path::PathBuf,
+}
+
+impl TempExport {
+    fn new(backend: &dyn SessionStore, id: &str) -> Result<TempExport, Failure> {
+        let dir =
+            std::env::temp_dir().join(format!("session-state-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir(&dir)
+            .map_err(|e| fail(format_args!("creating {}: {e}", dir.display())))?;
+        let export = TempExport {
+            file: dir.join("session.jsonl"),
+            dir,
+        };
+        let file = std::fs::File::create_new(&export.file)
+            .map_err(|e| fail(format_args!("creating {}: {e}", export.file.display())))?;
+        let mut out = std::io::BufWriter::new(file);
+        session_state::export_session(backend, id, &mut out).map_err(fail)?;
+        std::io::Write::flush(&mut out)
+            .map_err(|e| fail(format_args!("writing {}: {e}", export.file.display())))?;
+        Ok(export)
+    }
+}
+
+impl Drop for TempExport {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.file);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }

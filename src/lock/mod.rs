@@ -184,28 +184,6 @@ pub enum LockError {
         pid: Option<u32>,
     },
 
-    /// A shared session store (PostgreSQL) holds the session for another writer: its
-    /// transaction on the session is still open after the store's lock wait. The
-    /// database's own row lock, not the `write_lock` table: it is released when that
-    /// transaction ends (a killed writer's connection is closed by the server, and its
-    /// transaction rolled back). Nothing was written.
-    #[error(
-        "session '{object}' is being written by {initiator}: {action} refused because \
-         {reason}; nothing was written. Load the session and retry"
-    )]
-    Busy {
-        /// The other writer, as the database knows it (its `application_name`, backend
-        /// pid and client address), or "another writer" when it cannot tell.
-        initiator: String,
-        /// What was refused ("append").
-        action: String,
-        /// The session id.
-        object: String,
-        /// Why: "its transaction on the session has been open since …, longer than the
-        /// lock wait of 5 s".
-        reason: String,
-    },
-
     /// The lock was taken over (lease expiry) or cleared while this guard held it.
     #[error(
         "write lock on session '{session_id}' was lost: {}; the lease is {} s, so an \

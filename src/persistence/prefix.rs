@@ -85,8 +85,8 @@ pub fn resolve_session(
         });
     }
     let mut candidates = Vec::new();
-    for header in store.list()? {
-        let id = header.id();
+    for (id, _) in store.list().map_err(Error::from)? {
+        let id = id.as_str();
         if id == id_or_prefix {
             return Ok(id.to_owned());
         }
@@ -120,10 +120,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = SqliteStore::open(dir.path().join("s.sqlite")).expect("open");
         for id in ids {
-            store.create(Header::new(*id, "/p")).expect("create");
-            let user = serde_json::json!({"type": "message",
+            let header = Header::new(*id, "/p");
+            let line = serde_json::to_string(&header).expect("header line");
+            let user = serde_json::json!({"type": "message", "id": "u1", "parentId": null,
+                "timestamp": "2026-01-01T00:00:00.000Z",
                 "message": {"role": "user", "content": "hi", "timestamp": 0}});
-            store.append(id, 0, &[user]).expect("append");
+            store
+                .create(&header, &line, &[user.to_string()])
+                .expect("create");
         }
         (dir, store)
     }

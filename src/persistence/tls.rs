@@ -20,7 +20,7 @@
 //!
 //! See `docs/postgres.md`, "URLs" and "TLS".
 
-use crate::error::{BackendError, Error, Result};
+use crate::error::{BackendError, Error, Result, StoreError};
 use postgres::tls::NoTls;
 use postgres::{Client, Config};
 use rustls::client::WebPkiServerVerifier;
@@ -116,11 +116,12 @@ enum TlsError {
 /// `key=value` form) into the driver's [`Config`] and the [`Tls`] to connect with.
 /// `redact` names the parsed URL in errors (never with its password).
 pub(crate) fn parse(url: &str, redact: fn(&Config) -> String) -> Result<(Config, Tls)> {
-    let unparsed = |source: BackendError| Error::Backend {
-        store: UNPARSED.into(),
-        action: "parsing the URL".into(),
-        connection_lost: false,
-        source,
+    let unparsed = |source: BackendError| {
+        Error::from(StoreError::Database {
+            store: UNPARSED.into(),
+            action: "parsing the URL".into(),
+            source,
+        })
     };
     let (driver_url, options) = split(url).map_err(|e| unparsed(backend(e)))?;
     let config: Config = driver_url.parse().map_err(|e: postgres::Error| {
@@ -129,11 +130,12 @@ pub(crate) fn parse(url: &str, redact: fn(&Config) -> String) -> Result<(Config,
             source: Box::new(e),
         })
     })?;
-    let tls = connector(&options).map_err(|e| Error::Backend {
-        store: redact(&config),
-        action: "setting up TLS".into(),
-        connection_lost: false,
-        source: backend(e),
+    let tls = connector(&options).map_err(|e| {
+        Error::from(StoreError::Database {
+            store: redact(&config),
+            action: "setting up TLS".into(),
+            source: backend(e),
+        })
     })?;
     Ok((config, tls))
 }

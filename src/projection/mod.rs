@@ -16,18 +16,23 @@
 //! out of rows. Its parts: [`schema`] (the tables, ownership, opening), [`watermark`]
 //! (the consumed prefix and whether it is intact), [`ingest`] (catch-up in bounded
 //! chunks), [`sink`] (the scanner's sink that writes the rows), [`read`] (a value at a
-//! position from the rows).
+//! position from the rows), [`stored`] (the rows of a session kept by a store, fed from
+//! its lines by sequence number instead of a file's bytes).
 
 mod ingest;
 pub(crate) mod prune;
 mod read;
 mod schema;
 mod sink;
+// Where a session's lines come from: a file (`ingest`, by byte offset) or a store
+// (`stored`, by sequence number).
+mod stored;
 mod tail;
 mod watermark;
 
 pub use ingest::ChunkHook;
 pub(crate) use ingest::catch_up_in_transaction;
+pub(crate) use stored::{StoredLines, StoredTail};
 pub(crate) use tail::{Tail, tail_in_transaction};
 
 use crate::error::{DatabaseError, Error, Result};

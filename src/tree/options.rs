@@ -71,6 +71,11 @@ impl LogOptions {
         self.fs = fs;
         self
     }
+    /// The file-system seam (for the file backend of the persistence seam, whose writes
+    /// go through it as the log's do).
+    pub(crate) fn file_system_ref(&self) -> &Arc<dyn FileSystem> {
+        &self.fs
+    }
     /// The id of a new session (default: a UUIDv7, as Pi 1.x).
     pub fn session_id(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(id.into());

@@ -184,12 +184,8 @@ impl SessionLog {
             .session_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        if id.is_empty() || id.contains(['/', '\\', '\n']) {
-            return Err(Error::InvalidOption {
-                option: "session_id",
-                detail: format!("{id:?} cannot name a session file"),
-            });
-        }
+        // The one session-id rule of every backend (`docs/persistence.md`).
+        header::check_session_id(&id)?;
         let mut header = Header::new(id.clone(), cwd);
         if let Some(parent) = &options.parent_session {
             header = header.with_parent_session(parent.clone());
@@ -213,13 +209,6 @@ impl SessionLog {
             tail: 0,
         };
         SessionLog::assemble(scanned, Storage::Memory(line.into_bytes()), None, options)
-    }
-
-    /// Keeps appends in memory until [`SessionLog::materialize`] is called (the store's
-    /// all-or-nothing first append).
-    pub(crate) fn hold_in_memory(mut self) -> SessionLog {
-        self.hold = true;
-        self
     }
 
     /// The session file's path (where it is or will be). A path given through a symlink

@@ -343,6 +343,13 @@ impl Server {
             .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
         name
     }
+
+    /// Drops a database [`Server::create_database`] made (closing its connections).
+    pub fn drop_database(&self, name: &str) {
+        self.admin("postgres")
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .unwrap_or_else(|e| panic!("DROP DATABASE {name}: {e}"));
+    }
 }
 
 impl Drop for Server {
