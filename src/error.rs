@@ -409,7 +409,7 @@ pub enum Error {
     },
 
     /// The file at the projection database's path is not provably session-state's own
-    /// database (SPEC §4): it was neither opened for writing nor modified.
+    /// database (docs/spec.md §4): it was neither opened for writing nor modified.
     #[error(
         "projection database {path}: refusing to use this file: it {what}; it was left \
          untouched (choose another database path)"

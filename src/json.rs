@@ -1,4 +1,4 @@
-//! A lossless JSON codec for state values (SPEC §2, §3).
+//! A lossless JSON codec for state values (docs/spec.md §2, §3).
 //!
 //! JSON text may hold what a Rust `String` cannot: a **lone surrogate escape** such as
 //! `"\ud83d"`, which Pi's `JSON.stringify` writes for an emoji cut in half. serde_json
@@ -390,7 +390,7 @@ pub fn merge_patch(doc: &mut Value, patch: &Value) {
     }
 }
 
-/// JSON value equality as Pi's JavaScript sees it (SPEC §3): numbers compare as doubles
+/// JSON value equality as Pi's JavaScript sees it (docs/spec.md §3): numbers compare as doubles
 /// (`1` equals `1.0`), object key order does not matter, strings compare exactly (the
 /// encoding is canonical). Iterative, so any depth is fine.
 pub fn js_eq(a: &Value, b: &Value) -> bool {

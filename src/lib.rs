@@ -17,7 +17,7 @@
 //! # Ok::<(), session_state::Error>(())
 //! ```
 //!
-//! Layers point one way (see `docs/architecture.md`): `log` (SPEC §2: bytes ↔ entries,
+//! Layers point one way (see `docs/architecture.md`): `log` (docs/spec.md §2: bytes ↔ entries,
 //! durable append) → `tree` (petgraph) → `state` (§3: envelope, index, fold) →
 //! `projection` (§4, SQLite) and `lock` (§6) → `store` (the handle, the write
 //! transaction, [`SessionState`]) → the CLI. Every module is private; this crate root is
@@ -71,7 +71,7 @@ pub use store::{
 };
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 
-/// The branch key of the log's active leaf (SPEC §3): a stable id for "this branch".
+/// The branch key of the log's active leaf (docs/spec.md §3): a stable id for "this branch".
 /// From the leaf, climb while the parent has exactly one child; the node reached (or the
 /// root) is the key. `None` when the log has no leaf. See also
 /// [`SessionLog::branch_key_of`].

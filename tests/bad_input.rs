@@ -1,4 +1,4 @@
-//! Bad input (SPEC §2, §3, §4): a corpus of hostile options, values and session files.
+//! Bad input (docs/spec.md §2, §3, §4): a corpus of hostile options, values and session files.
 //! Each one gets a clear error that names what to fix (file, line, entry, plugin), or a
 //! documented acceptance, and never a panic or a stack overflow. `tests/fixtures.rs`
 //! checks the checked-in edge fixtures; this corpus builds its files on the fly around
@@ -215,7 +215,7 @@ fn a_value_that_does_not_serialize_is_refused_and_nothing_is_appended() {
     assert!(!mem.is_materialized());
 }
 
-/// SPEC §3: NaN and ±Infinity are refused before writing (serde_json would turn them into
+/// docs/spec.md §3: NaN and ±Infinity are refused before writing (serde_json would turn them into
 /// `null`, which then failed to read back as an `f64`), in `write` and in `patch`, with an
 /// error naming the plugin; nothing is appended and reads still work.
 #[test]
@@ -277,7 +277,7 @@ fn non_finite_numbers_are_refused_before_writing() {
     );
 }
 
-/// SPEC §3: a number that Pi's JavaScript would read as another number (an integer
+/// docs/spec.md §3: a number that Pi's JavaScript would read as another number (an integer
 /// beyond 2^53 that a double cannot hold) is refused before writing, naming the plugin;
 /// integers a double holds exactly are kept.
 #[test]
@@ -314,7 +314,7 @@ fn integers_pi_would_not_read_back_are_refused_before_writing() {
     );
 }
 
-/// SPEC §2: lone surrogate escapes are valid JSON wherever they stand: in an unknown
+/// docs/spec.md §2: lone surrogate escapes are valid JSON wherever they stand: in an unknown
 /// top-level key, in a message's keys, in an entry's type (then an unknown type) and in
 /// a state value. The strict reader loads the file, `verify` says it is readable, and
 /// the value reads back with its escapes. Written through the CLI, such a value lands in
@@ -397,7 +397,7 @@ fn lone_surrogates_in_keys_types_and_values_are_read_and_written_losslessly() {
     );
 }
 
-/// SPEC §2: nesting deeper than serde_json's 128 levels is valid JSON: a state value 255
+/// docs/spec.md §2: nesting deeper than serde_json's 128 levels is valid JSON: a state value 255
 /// levels deep (as Pi could write it) reads back with its text, in memory and through
 /// the projection; beyond the documented limit ([`json::MAX_READ_DEPTH`]) a read is a
 /// typed error naming the entry, never a stack overflow.
@@ -447,7 +447,7 @@ fn a_state_value_deeper_than_serde_json_reads_is_read_and_kept() {
     assert!(db.read_value(&path, "too", Scope::Branch, None).is_err());
 }
 
-/// SPEC §3 and §7: a number on the command line that JavaScript would read as another
+/// docs/spec.md §3 and §7: a number on the command line that JavaScript would read as another
 /// number is refused (exit 2, with the advice to write it as a string) and nothing is
 /// appended; `1` after `1.0`, or the same object with its keys in another order, is the
 /// same value: nothing is appended.
@@ -1188,7 +1188,7 @@ fn invalid_utf8_and_nul_bytes_are_corruption_in_the_middle_and_torn_at_the_end()
 /// What some file systems leave after a power loss: a tail of zero bytes. It is an
 /// invisible torn tail; the writer closes it with a newline (as for any torn tail), the
 /// zeros stay as a torn record that readers skip and report, and the append follows: a
-/// crash never seals a session (SPEC §2).
+/// crash never seals a session (docs/spec.md §2).
 #[test]
 fn a_tail_of_nul_bytes_is_invisible_and_the_writer_continues_after_it() {
     let dir = tempfile::tempdir().unwrap();

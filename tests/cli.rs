@@ -1137,7 +1137,7 @@ fn status_of_a_corrupt_file_uses_a_salvage_read() {
 }
 
 // ---------------------------------------------------------------------------------------
-// issue 10: values with a leading '-', hostile names, linear output, odd files, friction
+// Values with a leading '-', hostile names, linear output, odd files, friction
 // ---------------------------------------------------------------------------------------
 
 /// Appends one raw line to `file` as a child of its last entry; returns the new id.

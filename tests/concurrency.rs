@@ -1,4 +1,4 @@
-//! Many processes at once (SPEC §2 writing rules, §4, §6): real processes writing real
+//! Many processes at once (docs/spec.md §2 writing rules, §4, §6): real processes writing real
 //! session files through one real projection database.
 //!
 //! - Writers of one session at once (six, or two released at the same moment): every

@@ -1,4 +1,4 @@
-//! Interop with the real Pi, both majors (SPEC §2). Needs npm; fails loudly without it.
+//! Interop with the real Pi, both majors (docs/spec.md §2). Needs npm; fails loudly without it.
 //!
 //! - Pi → us: sessions Pi generates load with the same ids, parents, leaf and root→entry
 //!   paths as Pi's own `getEntries()` / `getBranch()`.
@@ -233,7 +233,7 @@ fn old_versions_migrate_to_the_shape_pi_gives() {
     }
 }
 
-/// Issue 10 item 2: a v1 file whose messages serde_json's `Value` cannot hold (a lone
+/// a v1 file whose messages serde_json's `Value` cannot hold (a lone
 /// surrogate escape, nesting 200 deep) migrates with the ids the reader assigned, every
 /// line keeps its content, and Pi's `getBranch()` still has every message.
 #[test]
@@ -277,7 +277,7 @@ fn v1_lines_serde_value_cannot_hold_migrate_without_losing_a_message() {
     }
 }
 
-/// Issue 10 item 4: after any torn tail (truncated JSON, NUL bytes, a JSON prefix and
+/// after any torn tail (truncated JSON, NUL bytes, a JSON prefix and
 /// NULs; with or without a newline after it) our writer and the real Pi can go on, and
 /// both readers agree afterwards. Pi 0.73 does not close a torn tail before appending:
 /// its first entry fuses with the torn bytes (lost for both readers); strict refuses

@@ -827,7 +827,7 @@ impl session_state::FileSystem for Fs {
     }
 }
 
-/// Issue 10 item 10: the store creates a session through the log's one durable-create
+/// the store creates a session through the log's one durable-create
 /// routine on the file-system seam (temporary file with a random name, write, sync, hard
 /// link, directory sync), and a session file that appears in between is never
 /// overwritten.
@@ -884,7 +884,7 @@ fn first_append_creates_through_the_seam_and_never_overwrites() {
     }
 }
 
-/// Issue 10 item 14: a FIFO or a link to `/dev/zero` named `*.jsonl` in a sessions folder
+/// a FIFO or a link to `/dev/zero` named `*.jsonl` in a sessions folder
 /// is reported by `scan`, never opened (which would block or never end); `list` and
 /// `load` return instead of hanging.
 #[test]

@@ -1,4 +1,4 @@
-//! The per-session write lock (SPEC §6) through [`Store`], against a real SQLite file in
+//! The per-session write lock (docs/spec.md §6) through [`Store`], against a real SQLite file in
 //! WAL mode, with real processes standing in for other holders. Rows that other programs
 //! (another process, an older version) would leave are written with raw SQL on a
 //! connection of the test's own.
@@ -449,7 +449,7 @@ fn peeking_at_the_lock_creates_nothing() {
 #[test]
 fn status_reads_a_table_with_only_the_spec_columns() {
     let (_dir, path) = db();
-    // A database that an older writer left: nothing but the lock table of SPEC §6.
+    // A database that an older writer left: nothing but the lock table of docs/spec.md §6.
     let conn = open(&path);
     conn.execute_batch(
         "CREATE TABLE write_lock (session_id TEXT PRIMARY KEY, holder TEXT NOT NULL,

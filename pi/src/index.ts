@@ -1,5 +1,5 @@
 /**
- * session-state for Pi extensions (SPEC §9): the API of pi-session-state, answered by the
+ * session-state for Pi extensions (docs/spec.md §9): the API of pi-session-state, answered by the
  * Rust core through a native addon, with the state kept in Pi's own session log.
  *
  * ```ts
@@ -52,7 +52,7 @@ export interface SessionStateOptions {
   pluginId: string;
   /** `"session"` (the default, as in pi-session-state) or `"branch"`. */
   scope?: Scope;
-  /** The projection database (an absolute path); default: from settings (SPEC §4). */
+  /** The projection database (an absolute path); default: from settings (docs/spec.md §4). */
   databasePath?: string;
 }
 
@@ -171,7 +171,7 @@ const { stores, dirSynced, existing, missing, syncFds } = shared;
 
 /** @internal */
 export function storeFor(ctx: PiContext, databasePath?: string): StoreEntry {
-  // The project's settings count when Pi trusts the project (SPEC §4).
+  // The project's settings count when Pi trusts the project (docs/spec.md §4).
   const trust =
     databasePath !== undefined
       ? "untrusted"
@@ -442,7 +442,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
   };
 }
 
-/** SPEC §3's branch key at Pi's leaf: from the leaf, climb while the parent has exactly one child. */
+/** docs/spec.md §3's branch key at Pi's leaf: from the leaf, climb while the parent has exactly one child. */
 export function branchKey(ctx: PiContext): string | undefined {
   const entry = storeFor(ctx);
   const v = view(entry, ctx);

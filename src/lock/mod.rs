@@ -1,4 +1,4 @@
-//! The per-session write lock (SPEC §6): one writer per session at a time.
+//! The per-session write lock (docs/spec.md §6): one writer per session at a time.
 //!
 //! The lock is a row in the `write_lock` table of the projection database:
 //!
@@ -54,7 +54,7 @@ const LEASE_MS: i64 = 60_000;
 
 /// Creates the `write_lock` table if it does not exist.
 ///
-/// A table created by an older version (the three SPEC columns only) gets the optional
+/// A table created by an older version (the three columns of docs/spec.md §6 only) gets the optional
 /// `action` column added. [`acquire_at`] calls this itself, and [`begin_write`] when the
 /// table is missing; the projection calls it when it creates its schema.
 pub(crate) fn ensure_schema(conn: &Connection) -> rusqlite::Result<()> {
@@ -461,7 +461,7 @@ pub(crate) fn begin_write(
                 read_row(conn, session_id, true).map_err(err())?
             }
         };
-        // A running Pi that has the session open refuses every other writer (SPEC §9).
+        // A running Pi that has the session open refuses every other writer (docs/spec.md §9).
         presence::judge_in_write(conn, session_id, action, session_file)?;
         let Some(row) = row else { return Ok(()) };
         let holder = Holder::current().to_string();

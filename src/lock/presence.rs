@@ -1,4 +1,4 @@
-//! Which running Pi holds a session (SPEC §9): the presence row.
+//! Which running Pi holds a session (docs/spec.md §9): the presence row.
 //!
 //! Inside a running Pi, writes go through `pi.appendEntry`; a running Pi ignores what
 //! others append. So while a Pi process has a session open, the CLI's `write`/`patch`/

@@ -1,4 +1,4 @@
-//! Line 1 of a session file, the header (SPEC §2): the one place that finds, bounds and
+//! Line 1 of a session file, the header (docs/spec.md §2): the one place that finds, bounds and
 //! parses it.
 //!
 //! Two ways in, one set of rules:

@@ -239,7 +239,7 @@ impl TempFile {
     }
 }
 
-/// Creates the file `path` durably, all or nothing (SPEC §2): `fill` writes a temporary
+/// Creates the file `path` durably, all or nothing (docs/spec.md §2): `fill` writes a temporary
 /// file in the same directory, `.<name>.<purpose>-<random>` (hidden, and a crashed
 /// attempt's leftover never blocks a later one); it is `fdatasync`ed, then given its name
 /// by `place`, then the directory is fsynced. The name never shows a partial file, even

@@ -1,4 +1,4 @@
-//! The SQLite projection (SPEC §4): a cache of folds, never the source of truth.
+//! The SQLite projection (docs/spec.md §4): a cache of folds, never the source of truth.
 //!
 //! Per session the database keeps a watermark (file identity, bytes consumed, length and
 //! change stamp at that point, digests of the first and last 4 KiB of the consumed prefix)
@@ -98,7 +98,7 @@ pub(crate) fn file_key(path: &Path) -> Result<String> {
 
 impl Projection {
     /// Opens (or creates) the projection database. Only a file that is provably ours
-    /// (SPEC §4: our `application_id` in its header, or `meta.app` of an older version)
+    /// (docs/spec.md §4: our `application_id` in its header, or `meta.app` of an older version)
     /// is used; a corrupt one or one of an older schema is deleted and rebuilt. Anything
     /// else at the path is refused with [`Error::NotOurDatabase`] and left untouched; a
     /// database that cannot be opened at all is an error.
@@ -277,7 +277,7 @@ impl Projection {
     }
 }
 
-/// The largest WAL a process leaves behind (SPEC §4 keeps it a cache; see
+/// The largest WAL a process leaves behind (docs/spec.md §4 keeps it a cache; see
 /// docs/durability.md, "The projection's syncs"). The first connection of a process
 /// reads the whole WAL to rebuild its index (SQLite truncates the `-shm` file then), so a
 /// bigger WAL would make every process pay for it; a smaller one would checkpoint more

@@ -1,4 +1,4 @@
-//! The event envelope of SPEC §3:
+//! The event envelope of docs/spec.md §3:
 //! `{"type":"custom","customType":"session-state/<plugin>","data":{"v":1,"scope":…,"op":…}}`.
 
 use serde_json::value::RawValue;

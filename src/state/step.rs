@@ -1,4 +1,4 @@
-//! The fold step (SPEC §3): what one event does to the current value, and how the
+//! The fold step (docs/spec.md §3): what one event does to the current value, and how the
 //! projection stores the value after it.
 //!
 //! Every fold in the crate goes through [`apply`]: the memoized in-memory folds

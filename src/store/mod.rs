@@ -5,7 +5,7 @@
 //! ```no_run
 //! use session_state::{Scope, SessionLog, Store, StoreOptions};
 //!
-//! let store = Store::open(StoreOptions::new())?;          // location from settings (SPEC §4)
+//! let store = Store::open(StoreOptions::new())?;          // location from settings (docs/spec.md §4)
 //! let todo = store.state::<Vec<String>>("todo", Scope::Branch)?;
 //! let mut log = SessionLog::open("session.jsonl")?;
 //! todo.write(&mut log, &vec!["review".to_string()])?;      // durable when it returns
@@ -62,7 +62,7 @@ impl std::fmt::Debug for SharedFs {
 }
 
 impl StoreOptions {
-    /// The default location, resolved from settings files as SPEC §4 describes.
+    /// The default location, resolved from settings files as docs/spec.md §4 describes.
     pub fn new() -> StoreOptions {
         StoreOptions::default()
     }
@@ -97,7 +97,7 @@ impl StoreOptions {
 ///
 /// The database is opened on first use ([`Store::connect`] opens it now), so resolving a
 /// location never creates a file. Only a database that is provably ours is used
-/// (SPEC §4); anything else at the path is refused with [`Error::NotOurDatabase`].
+/// (docs/spec.md §4); anything else at the path is refused with [`Error::NotOurDatabase`].
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
@@ -255,7 +255,7 @@ impl Store {
         self.with_db(|db| db.forget(file.as_ref()))
     }
 
-    /// The lock row of `session_id`, or `None` when there is none (SPEC §6).
+    /// The lock row of `session_id`, or `None` when there is none (docs/spec.md §6).
     pub fn lock_status(&self, session_id: &str) -> Result<Option<LockStatus>> {
         self.lock_status_at(session_id, lock::now_ms())
     }
@@ -335,7 +335,7 @@ impl Store {
         })
     }
 
-    /// SPEC §5 `force_refresh`: clears the session's lock row, drops this store's caches
+    /// docs/spec.md §5 `force_refresh`: clears the session's lock row, drops this store's caches
     /// of `log` (its folds and its projection rows) and re-reads the file. Returns whether
     /// there was a lock row.
     pub fn force_refresh(&self, log: &mut SessionLog) -> Result<bool> {

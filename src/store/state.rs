@@ -1,4 +1,4 @@
-//! A plugin's state: a cheap typed key on a [`Store`] (SPEC §3).
+//! A plugin's state: a cheap typed key on a [`Store`] (docs/spec.md §3).
 //!
 //! ```no_run
 //! use session_state::{Scope, SessionLog, Store};
@@ -133,7 +133,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// The value at the last entry of the session file `file` (Pi's leaf when it opens
     /// the file), answered by the projection without parsing the log: in a new process
     /// it costs the same for a 1 MB and a 1 GB session once the projection is warm
-    /// (SPEC §4). The projection catches up first, reading only what was appended.
+    /// (docs/spec.md §4). The projection catches up first, reading only what was appended.
     pub fn read_file(&self, file: impl AsRef<Path>) -> Result<Option<T>> {
         self.read_file_inner(file.as_ref(), None)
     }

@@ -1,6 +1,6 @@
 //! The write of a process that has not read the log (the CLI's `write`, `patch`, `drop`;
 //! [`SessionState::write_file`]): answered from the projection's rows and the file's
-//! tail, so its cost does not grow with the session (SPEC §10). The same transaction as
+//! tail, so its cost does not grow with the session (docs/spec.md §10). The same transaction as
 //! `write.rs`, without the log in memory:
 //!
 //! 1. Before the database is locked: the rows catch up with what others appended (their
@@ -20,7 +20,7 @@
 //!    the caller to the log, nothing written.
 //! 6. The rows fold the new line (read from the watermark on), `COMMIT`.
 //!
-//! The log is durable before the projection commits (SPEC §4); after the append, a
+//! The log is durable before the projection commits (docs/spec.md §4); after the append, a
 //! failure to catch up or commit leaves the projection to catch up on its own.
 
 use super::Store;

@@ -38,8 +38,8 @@ impl Store {
         let action = action_of(&op);
         if !log.is_materialized() {
             // Only this process can see a session that is not on disk yet. The database is
-            // opened first: one that is refused (not ours, SPEC §4) refuses before this
-            // append can create the session file (SPEC §2, decide before touching).
+            // opened first: one that is refused (not ours, docs/spec.md §4) refuses before this
+            // append can create the session file (docs/spec.md §2, decide before touching).
             return self.with_db(|db| {
                 let id = append_if_changed(state, log, op)?;
                 if id.is_some() && log.is_materialized() {
@@ -52,7 +52,7 @@ impl Store {
             let db_path = db.path().to_path_buf();
             let file = log.path().to_path_buf();
             // Others' appends are read before the database is locked, so that the
-            // transaction holds it for this write only (SPEC §4: other sessions wait
+            // transaction holds it for this write only (docs/spec.md §4: other sessions wait
             // briefly); the refresh inside then finds at most what arrived meanwhile.
             let seen = log.consumed_bytes() + log.tail_bytes();
             log.refresh()?;

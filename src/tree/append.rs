@@ -18,7 +18,7 @@ use crate::log::{NewEntry, io, migrate};
 use std::path::Path;
 
 impl SessionLog {
-    /// Reads another process's appends (SPEC §5). Errors if the file was truncated or
+    /// Reads another process's appends (docs/spec.md §5). Errors if the file was truncated or
     /// replaced; then reopen. A detached log is refused ([`Error::Detached`]): it has no
     /// file to follow.
     pub fn refresh(&mut self) -> Result<()> {

@@ -8,7 +8,7 @@ use crate::log::reader::ReadMode;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// When a new session's file is first written (SPEC §2, lazy materialization).
+/// When a new session's file is first written (docs/spec.md §2, lazy materialization).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Materialize {
     /// Pi 1.x's rule: the file is created once the session holds a user or assistant
