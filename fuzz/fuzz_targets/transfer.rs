@@ -14,7 +14,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use session_state::{
-    LogOptions, PiJsonlStore, SessionLog, SessionStore, SqliteStore, export_session, import_file,
+    LogOptions, PiJsonlStore, ReadMode, SessionLog, SessionStore, SqliteStore, export_session,
+    import_file, read_stored_log,
 };
 use session_state_fuzz::{Input, Session, scratch_dir};
 use std::io::Write;
@@ -53,7 +54,13 @@ fn entries(log: &SessionLog) -> Vec<(String, Option<String>, String)> {
 }
 
 fn stored_count(store: &dyn SessionStore, id: &str) -> Option<u64> {
-    store.read_lines(id, u64::MAX, &mut |_, _| Ok(())).ok()
+    store
+        .read_lines(
+            id,
+            u64::MAX,
+            &mut |_, _| std::ops::ControlFlow::Continue(()),
+        )
+        .ok()
 }
 
 fn export(store: &dyn SessionStore, id: &str) -> Vec<u8> {
@@ -163,9 +170,9 @@ fn exercise(
         }
     }
     let now = SessionLog::open(file).expect("reads strictly");
-    let loaded = store.load(&id).expect("load the stored session");
+    let loaded = read_stored_log(store, &id, ReadMode::Strict).expect("read the stored session");
     assert_eq!(
-        entries(loaded.log()),
+        entries(&loaded),
         entries(&now),
         "{what}: load gives other entries"
     );
