@@ -107,8 +107,16 @@ fn exercise(
     };
     let id = log.session_id().to_owned();
     if log.is_empty() {
-        // Nothing is stored before the first entry.
-        assert_eq!(stored_count(store, &id), None, "{what}");
+        // A header-only session is stored, with no entries, and listed.
+        assert_eq!(stored_count(store, &id), Some(0), "{what}");
+        assert!(
+            store
+                .list()
+                .expect("list the store")
+                .iter()
+                .any(|(listed, _)| *listed == id),
+            "{what}: a header-only session is not listed"
+        );
         return None;
     }
     assert_eq!(stored_count(store, &id), Some(log.len() as u64), "{what}");
