@@ -1,4 +1,4 @@
-//! Cold read with a warm projection (SPEC §10): the cost of a read in a new process on an
+//! Cold read with a warm projection (docs/spec.md §10): the cost of a read in a new process on an
 //! unchanged session file must not grow with the session (100k entries ≤ 1.5× 1k).
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Hot reads (SPEC §10): `SessionState::read` on an open log, at the same leaf in the
+//! Hot reads (docs/spec.md §10): `SessionState::read` on an open log, at the same leaf in the
 //! same process, must take ≤ 1 µs; a read after one appended entry must cost constant
 //! work, whatever the session's size.
 //!

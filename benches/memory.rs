@@ -1,4 +1,4 @@
-//! Peak memory while replaying the largest session (SPEC §10): `SessionLog::open` of a
+//! Peak memory while replaying the largest session (docs/spec.md §10): `SessionLog::open` of a
 //! 100k-entry, 667 MB session must peak at ≤ 100 MiB of resident memory.
 //!
 //! ```text

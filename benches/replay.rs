@@ -1,4 +1,4 @@
-//! Full replay without the projection (SPEC §10), two targets, each against the same
+//! Full replay without the projection (docs/spec.md §10), two targets, each against the same
 //! floor measured in the same run: a serde_json skip-parse of the file that keeps only
 //! `type`, `id` and `parentId`.
 //!

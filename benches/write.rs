@@ -1,4 +1,4 @@
-//! Durable writes (SPEC §10): `SessionState::write` on an open, materialized log with a
+//! Durable writes (docs/spec.md §10): `SessionState::write` on an open, materialized log with a
 //! projection database must take ≤ 1.25× a raw `write` + `fdatasync` of the same line
 //! bytes on an `O_APPEND` file in the same directory, measured in the same run.
 //!

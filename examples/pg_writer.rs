@@ -1,16 +1,20 @@
 //! A writer process on the PostgreSQL backend, for the fault and concurrency tests (a
 //! stand-in for an agent on another machine): appends `count` custom events to one
-//! session, one per append, and prints a line for every outcome:
+//! session through [`Sessions`] (the crate's rules), one per append, and prints a line
+//! for every outcome:
 //!
 //! - `ack <seq> <writer> <i>`: the append of event `i` at `seq` committed (printed only
-//!   after `append` returned `Ok`, and flushed at once);
+//!   after `append` returned `Ok`, and flushed at once). The library waits out a server
+//!   that restarts and resolves an append whose connection broke by reading the store
+//!   back, so this is the usual line even across a restart;
 //! - `mismatch <expected>`: another writer got there first (`SequenceMismatch`); the next
 //!   try is at `expected`;
-//! - `busy <message>`: the §6 refusal (`LockError::Busy`); tried again;
-//! - `lost <message>`: the connection was lost (`Error::Backend`, `connection_lost`): the
-//!   append's outcome is unknown, so the session is loaded again: if the event is at the
-//!   sequence number it was sent for, it committed (`ack <seq> <writer> <i> recovered`);
-//!   otherwise it is sent again at the stored next number.
+//! - `busy <message>`: another writer held the session past the lock wait and the
+//!   library gave up retrying (`StoreUnavailable` over `StoreError::Busy`); tried again;
+//! - `lost <message>`: the store stayed unavailable past the library's retries
+//!   (`StoreUnavailable`): the append's outcome is checked by loading the session: if the
+//!   event is at the sequence number it was sent for, it committed (`ack <seq> <writer>
+//!   <i> recovered`); otherwise it is sent again at the stored next number.
 //!
 //! Anything else is printed as `error <message>` and ends the process with status 2.
 //!
@@ -19,7 +23,7 @@
 //! ```
 
 use serde_json::json;
-use session_state::{Error, Header, LockError, PostgresStore, SessionStore};
+use session_state::{Error, Header, PostgresStore, Sessions, StoreError};
 use std::io::Write;
 use std::time::Duration;
 
@@ -52,13 +56,8 @@ fn main() {
     };
     let store = loop {
         match PostgresStore::connect(url) {
-            Ok(s) => break s.with_lock_wait(wait),
-            Err(
-                e @ Error::Backend {
-                    connection_lost: true,
-                    ..
-                },
-            ) => {
+            Ok(s) => break Sessions::new(s.with_lock_wait(wait)),
+            Err(e @ Error::Store(StoreError::Unavailable { .. })) => {
                 say(format!("lost {e}"));
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -84,24 +83,20 @@ fn main() {
                 next = n;
                 i += 1;
             }
-            Err(Error::SequenceMismatch { expected, .. }) => {
+            Err(Error::Store(StoreError::SequenceMismatch { expected, .. })) => {
                 say(format!("mismatch {expected}"));
                 next = expected;
             }
-            Err(e @ Error::Lock(_)) if matches!(&e, Error::Lock(l) if matches!(**l, LockError::Busy { .. })) =>
+            Err(e @ Error::StoreUnavailable { .. })
+                if matches!(&e, Error::StoreUnavailable { source, .. }
+                    if matches!(**source, StoreError::Busy { .. })) =>
             {
                 say(format!("busy {e}"));
             }
-            Err(
-                e @ Error::Backend {
-                    connection_lost: true,
-                    ..
-                },
-            ) => {
-                // The outcome is unknown: the store tells whether the event got in (it is
-                // then at `next`), so it is neither lost nor sent twice.
+            Err(e @ Error::StoreUnavailable { .. }) => {
+                // The outcome may be unknown: the store tells whether the event got in (it
+                // is then at `next`), so it is neither lost nor sent twice.
                 say(format!("lost {e}"));
-                std::thread::sleep(Duration::from_millis(20));
                 let (n, at_next) = reload(&store, session, next, &say);
                 if at_next == Some(json!({"writer": writer, "i": i})) {
                     say(format!("ack {next} {writer} {i} recovered"));
@@ -117,30 +112,13 @@ fn main() {
 
 /// The session's next sequence number, read again from the store (retrying while the
 /// server is away).
-fn next_seq(store: &PostgresStore, session: &str, say: &dyn Fn(String)) -> u64 {
-    loop {
-        match store.load(session) {
-            Ok(l) => return l.next_seq(),
-            Err(
-                e @ Error::Backend {
-                    connection_lost: true,
-                    ..
-                },
-            ) => {
-                say(format!("lost {e}"));
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => {
-                say(format!("error {e}"));
-                std::process::exit(2);
-            }
-        }
-    }
+fn next_seq(store: &Sessions, session: &str, say: &dyn Fn(String)) -> u64 {
+    reload(store, session, u64::MAX, say).0
 }
 
 /// The session's next sequence number and the `data` of the event at `seq`, if any.
 fn reload(
-    store: &PostgresStore,
+    store: &Sessions,
     session: &str,
     seq: u64,
     say: &dyn Fn(String),
@@ -151,12 +129,7 @@ fn reload(
                 let data = l.event(seq).ok().map(|e| e["data"].clone());
                 return (l.next_seq(), data);
             }
-            Err(
-                e @ Error::Backend {
-                    connection_lost: true,
-                    ..
-                },
-            ) => {
+            Err(e @ Error::StoreUnavailable { .. }) => {
                 say(format!("lost {e}"));
                 std::thread::sleep(Duration::from_millis(50));
             }

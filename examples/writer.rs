@@ -1,8 +1,8 @@
-//! A writer process for `tests/concurrency.rs`: writes `n` values to one session with
-//! [`SessionState`], as a second agent host would.
+//! A writer process for `tests/concurrency.rs` and `tests/write_lock.rs`: writes `n`
+//! values to one session with [`SessionState`], as a second agent host would.
 //!
 //! ```text
-//! cargo run --example writer -- <file> <db> <plugin> <n> [--go | --hold]
+//! cargo run --example writer -- <file> <db> <plugin> <n> [--go | --hold | --hold-file] [--patch] [--file]
 //! ```
 //!
 //! Attempt `i` (from 0) writes `{"writer": <pid>, "i": i}` in branch scope and prints one
@@ -14,6 +14,13 @@
 //!   stdin before writing: a start barrier for tests.
 //! - `--hold`: take the session's write lock, print `HOLDING`, wait for a line (or EOF) on
 //!   stdin, release the lock, then write. A test can kill the process while it holds.
+//! - `--hold-file`: take the advisory lock on the session file itself, as a writer of
+//!   this crate holds it in the middle of an append (`docs/lock.md`, "The file lock"),
+//!   print `HOLDING`, wait for a line (or EOF) on stdin, release it, then write.
+//! - `--patch`: attempt `i` merges `{"<pid>-<i>": i}` into the value instead (a patch,
+//!   which a lost update would visibly drop).
+//! - `--file`: write with [`SessionState::write_file`] / [`SessionState::patch_file`],
+//!   without a log in memory, as the command line does.
 //!
 //! Exits 0 once every attempt was made; 2 on any other error, with the message on stderr.
 
@@ -31,10 +38,14 @@ struct Args {
     n: u64,
     go: bool,
     hold: bool,
+    hold_file: bool,
+    patch: bool,
+    without_log: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let usage = "usage: writer <file> <db> <plugin> <n> [--go | --hold]";
+    let usage = "usage: writer <file> <db> <plugin> <n> [--go | --hold | --hold-file] [--patch] \
+                 [--file]";
     let mut args = std::env::args_os().skip(1);
     let mut next = |what: &str| {
         args.next()
@@ -49,22 +60,35 @@ fn parse_args() -> Result<Args, String> {
         .to_str()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("<n> must be a non-negative integer\n{usage}"))?;
-    let flag = args.next();
-    let flag = flag.as_deref().and_then(|f| f.to_str());
-    let (go, hold) = match flag {
-        None => (false, false),
-        Some("--go") => (true, false),
-        Some("--hold") => (false, true),
-        Some(other) => return Err(format!("unknown flag {other}\n{usage}")),
-    };
-    Ok(Args {
+    let mut parsed = Args {
         file,
         db,
         plugin,
         n,
-        go,
-        hold,
-    })
+        go: false,
+        hold: false,
+        hold_file: false,
+        patch: false,
+        without_log: false,
+    };
+    for flag in args {
+        let flag = flag.to_string_lossy();
+        let set = match &*flag {
+            "--go" => &mut parsed.go,
+            "--hold" => &mut parsed.hold,
+            "--hold-file" => &mut parsed.hold_file,
+            "--patch" => &mut parsed.patch,
+            "--file" => &mut parsed.without_log,
+            other => return Err(format!("unknown flag {other}\n{usage}")),
+        };
+        *set = true;
+    }
+    if usize::from(parsed.go) + usize::from(parsed.hold) + usize::from(parsed.hold_file) > 1 {
+        return Err(format!(
+            "--go, --hold and --hold-file exclude each other\n{usage}"
+        ));
+    }
+    Ok(parsed)
 }
 
 fn say(line: &str) -> Result<(), String> {
@@ -97,16 +121,38 @@ fn run(args: Args) -> Result<(), String> {
         wait_for_stdin()?;
         guard.release().map_err(|e| e.to_string())?;
     }
+    if args.hold_file {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&args.file)
+            .map_err(|e| format!("opening {}: {e}", args.file.display()))?;
+        file.lock().map_err(|e| format!("locking: {e}"))?;
+        say("HOLDING")?;
+        wait_for_stdin()?;
+        file.unlock().map_err(|e| format!("unlocking: {e}"))?;
+    }
     if args.go {
         say("READY")?;
         wait_for_stdin()?;
     }
     let pid = std::process::id();
     for i in 0..args.n {
-        match state.write(&mut log, &json!({"writer": pid, "i": i})) {
+        let value = match args.patch {
+            true => json!({format!("{pid}-{i}"): i}),
+            false => json!({"writer": pid, "i": i}),
+        };
+        let written = match (args.patch, args.without_log) {
+            (false, false) => state.write(&mut log, &value),
+            (true, false) => state.patch(&mut log, &value),
+            (false, true) => state.write_file(&args.file, None, &value),
+            (true, true) => state.patch_file(&args.file, None, &value),
+        };
+        match written {
             Ok(Some(id)) => say(&id)?,
             Ok(None) => return Err(format!("value {i} changed nothing, so nothing was written")),
-            Err(Error::Lock(e)) if matches!(*e, LockError::Held { .. }) => {
+            Err(Error::Lock(e))
+                if matches!(*e, LockError::Held { .. } | LockError::FileHeld { .. }) =>
+            {
                 say(&format!("REFUSED {e}"))?;
             }
             Err(e) => return Err(format!("write {i}: {e}")),

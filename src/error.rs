@@ -22,6 +22,14 @@ impl std::fmt::Display for Location {
     }
 }
 
+/// The longest session id a new session may have, in bytes: the one session-id rule of
+/// every backend (`docs/persistence.md`, "Session ids"). Pi names a session's file
+/// `<timestamp>_<id>.jsonl` (31 bytes besides the id with Pi's timestamps) and it is
+/// created under a temporary name 43 bytes longer; a file name holds 255 bytes, so 181
+/// would fit exactly. 128 leaves room for longer timestamps; Pi's own ids are 36-byte
+/// UUIDs.
+pub const MAX_SESSION_ID_BYTES: usize = 128;
+
 /// Everything that can go wrong in this crate.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -292,45 +300,7 @@ pub enum Error {
         detail: String,
     },
 
-    /// [`crate::SessionStore::append`]: `first_seq` is not the session's stored next
-    /// sequence number (another writer appended, or a retry repeats events that were
-    /// stored). Nothing was written; [`crate::SessionStore::load`] tells the next number.
-    #[error(
-        "session {session_id}: append expected first_seq {expected} (the next sequence \
-         number), got {got}; nothing was written"
-    )]
-    SequenceMismatch {
-        /// The session id.
-        session_id: String,
-        /// The stored next sequence number.
-        expected: u64,
-        /// The `first_seq` given.
-        got: u64,
-    },
-
-    /// No session with this id is stored under the store's root.
-    #[error("{root}: no session with id {session_id} is stored here")]
-    SessionNotFound {
-        /// The session id.
-        session_id: String,
-        /// Where the store looked (its sessions directory).
-        root: PathBuf,
-    },
-
-    /// More than one file holds a session with this id; the store will not pick one.
-    #[error(
-        "session {session_id} is stored in {} files ({}); keep one",
-        paths.len(),
-        fmt_paths(paths)
-    )]
-    AmbiguousSession {
-        /// The session id.
-        session_id: String,
-        /// The files whose header names it.
-        paths: Vec<PathBuf>,
-    },
-
-    /// [`crate::SessionStore::create`]: the header is not in format version 3, the only
+    /// A new session's header (created or imported) is not in format version 3, the only
     /// one new sessions are written in.
     #[error(
         "session {session_id}: new sessions are written in format version 3, the header \
@@ -343,15 +313,20 @@ pub enum Error {
         version: u32,
     },
 
-    /// [`crate::SessionStore::create`]: the session id cannot be part of a file name
-    /// (empty, or with a path separator, a newline or a NUL).
-    #[error("session id {session_id:?} cannot be part of a file name")]
+    /// A new session's id (created or imported) breaks the one session-id rule of every
+    /// backend ([`crate::MAX_SESSION_ID_BYTES`]; see `docs/persistence.md`).
+    #[error(
+        "session id {session_id:?} cannot be part of a Pi session file name: an id is 1 to \
+         {max} bytes, without `/`, `\\`, a newline or a NUL, and not `.` or `..`",
+        max = MAX_SESSION_ID_BYTES
+    )]
     InvalidSessionId {
         /// The session id.
         session_id: String,
     },
 
-    /// [`crate::SessionStore::create`]: the header cannot name a session file.
+    /// A new session's header cannot name a Pi session file (every backend keeps this
+    /// rule, so that any stored session can be exported as one).
     #[error(
         "session {session_id}: the header cannot name a session file (it needs a cwd, and \
          a timestamp and an id without path separators)"
@@ -361,7 +336,7 @@ pub enum Error {
         session_id: String,
     },
 
-    /// [`crate::SessionStore::create`] twice for a session that is still only in memory.
+    /// [`crate::Sessions::create`] twice for a session that is still only in memory.
     #[error(
         "session {session_id} was already created in this store (it is written on its \
          first append)"
@@ -371,7 +346,8 @@ pub enum Error {
         session_id: String,
     },
 
-    /// [`crate::SessionStore::append`]: an event is not acceptable. Nothing was written.
+    /// [`crate::Sessions::append`] or [`crate::Sessions::append_lines`]: an event or a
+    /// line is not acceptable. Nothing was written.
     #[error("session {session_id}: event {index} (seq {seq}) {detail}; nothing was written")]
     InvalidEvent {
         /// The session id.
@@ -384,8 +360,8 @@ pub enum Error {
         detail: String,
     },
 
-    /// [`crate::SessionStoreExt::append_serialized`]: an event cannot be serialized to
-    /// JSON. Nothing was written.
+    /// [`crate::Sessions::append_serialized`]: an event cannot be serialized to JSON.
+    /// Nothing was written.
     #[error(
         "session {session_id}: event {index} (seq {seq}) cannot be serialized to JSON: \
          {source}; nothing was written"
@@ -433,7 +409,7 @@ pub enum Error {
     },
 
     /// The file at the projection database's path is not provably session-state's own
-    /// database (SPEC §4): it was neither opened for writing nor modified.
+    /// database (docs/spec.md §4): it was neither opened for writing nor modified.
     #[error(
         "projection database {path}: refusing to use this file: it {what}; it was left \
          untouched (choose another database path)"
@@ -458,16 +434,239 @@ pub enum Error {
         detail: String,
     },
 
-    /// A session store's database failed (the SQLite backend, [`crate::SqliteStore`]).
-    #[error("session store {path}: {action}: {source}")]
-    StoreDatabase {
-        /// The store's database file.
-        path: PathBuf,
-        /// What we were doing.
-        action: &'static str,
-        /// SQLite's error.
+    /// A store URL that cannot be opened ([`crate::open_store_url`]). The URL in the
+    /// message is redacted: it never shows a password.
+    #[error("store URL {url}: {detail}")]
+    StoreUrl {
+        /// The URL, its password replaced by `***`.
+        url: String,
+        /// What is wrong and what is accepted.
+        detail: String,
+    },
+
+    /// A session store's primitive failed or refused (see [`StoreError`]).
+    #[error(transparent)]
+    Store(StoreError),
+
+    /// `import`: the store already holds this session with other content. Nothing was
+    /// imported.
+    #[error(
+        "{file}: store {store} already holds session {session_id} with other content \
+         ({detail}); nothing was imported"
+    )]
+    ImportConflict {
+        /// The file being imported.
+        file: PathBuf,
+        /// The store, as it describes itself (never with a password).
+        store: String,
+        /// The session id.
+        session_id: String,
+        /// What differs: the header line, or the entry at some sequence number.
+        detail: String,
+    },
+
+    /// A write through a store lost the race for the session's next sequence number to
+    /// other writers every time it tried. Nothing was written by this call.
+    #[error(
+        "session {session_id}: gave up after {attempts} attempts, each lost to another \
+         writer that appended to the session first (retried with random backoff); nothing \
+         was written by this call, so running it again is safe"
+    )]
+    Contended {
+        /// The session id.
+        session_id: String,
+        /// How many times the write was decided and tried.
+        attempts: u32,
+    },
+
+    /// A store stayed unavailable or busy (a server restarting or shutting down, too
+    /// many clients, another writer holding the session) while a call retried it with
+    /// backoff for the store's retry window. Trying again is safe: a write checks what is
+    /// stored first.
+    #[error(
+        "session store {store}: gave up after {waited_ms} ms and {attempts} attempts with \
+         backoff: {source}; trying again is safe (a write that got through is refused or \
+         changes nothing the second time)"
+    )]
+    StoreUnavailable {
+        /// The store, redacted.
+        store: String,
+        /// How long the call kept retrying.
+        waited_ms: u64,
+        /// How many attempts were made.
+        attempts: u32,
+        /// The last failure.
         #[source]
-        source: DatabaseError,
+        source: Box<StoreError>,
+    },
+
+    /// The write lock is held by someone else (or could not be taken).
+    #[error(transparent)]
+    Lock(Box<crate::lock::LockError>),
+
+    /// The database location could not be resolved.
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
+}
+
+impl From<StoreError> for Error {
+    /// A store error as the crate's error; the file backend's errors (its session file's
+    /// reader and I/O) come out as the log names them.
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::File(e) => *e,
+            e => Error::Store(e),
+        }
+    }
+}
+
+impl From<crate::lock::LockError> for Error {
+    fn from(e: crate::lock::LockError) -> Self {
+        Error::Lock(Box::new(e))
+    }
+}
+
+/// What a session store's primitive ([`crate::SessionStore`]) returns when it fails or
+/// refuses: the seam's own error, converted into [`Error`] (as [`Error::Store`], or the
+/// file backend's errors as the log reader names them).
+///
+/// Every `store` field is the store as it describes itself, never with a password.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// No session with this id is stored.
+    #[error("session store {store}: no session with id {session_id} is stored here")]
+    NotFound {
+        /// The store.
+        store: String,
+        /// The session id.
+        session_id: String,
+    },
+
+    /// `create`: a session with this id is already stored. Nothing was written.
+    #[error("session store {store}: session {session_id} is already stored")]
+    AlreadyExists {
+        /// The store.
+        store: String,
+        /// The session id.
+        session_id: String,
+    },
+
+    /// `append_lines`: `first_seq` is not the stored next sequence number (another writer
+    /// appended first, or a retry repeats lines that were stored). Nothing was written.
+    #[error(
+        "session {session_id}: append expected first_seq {expected} (the next sequence \
+         number), got {got}; nothing was written"
+    )]
+    SequenceMismatch {
+        /// The session id.
+        session_id: String,
+        /// The stored next sequence number.
+        expected: u64,
+        /// The `first_seq` given.
+        got: u64,
+    },
+
+    /// `append_lines`: a line's entry id is already an entry of the session (a store
+    /// keeps ids unique per session). Nothing was written.
+    #[error("session {session_id}: entry id {id:?} is already stored; nothing was written")]
+    IdTaken {
+        /// The session id.
+        session_id: String,
+        /// The id.
+        id: String,
+    },
+
+    /// A shared store (PostgreSQL) holds the session for another writer: its
+    /// transaction on the session is still open after the store's lock wait. The
+    /// database's own row lock: released when that transaction ends (a killed writer's
+    /// connection is closed by the server and its transaction rolled back). Nothing was
+    /// written.
+    #[error(
+        "session '{session_id}' is being written by {initiator}: {action} refused because \
+         {reason}; nothing was written, and trying again is safe"
+    )]
+    Busy {
+        /// The other writer, as the database knows it (its `application_name`, backend
+        /// pid and client address), or "another writer" when it cannot tell.
+        initiator: String,
+        /// What was refused ("append").
+        action: String,
+        /// The session id.
+        session_id: String,
+        /// Why: "its transaction on the session is still open after the lock wait of 5s".
+        reason: String,
+    },
+
+    /// The store cannot be reached or refuses connections for now (a server starting,
+    /// restarting or shutting down, too many clients, a broken connection before a
+    /// write was sent). Nothing was done; trying again later is safe.
+    #[error("session store {store}: {action}: {source} (the store is unavailable)")]
+    Unavailable {
+        /// The store.
+        store: String,
+        /// What was being done.
+        action: String,
+        /// The driver's or the server's error.
+        #[source]
+        source: BackendError,
+    },
+
+    /// The connection broke while an append was in flight: whether it committed is
+    /// unknown. The state calls of this crate resolve it by reading the store back; a
+    /// host appending through [`crate::Sessions`] gets the same resolution.
+    #[error(
+        "session store {store}: the connection broke during an append to session \
+         {session_id} at seq {first_seq}, so whether it committed is unknown: {source}"
+    )]
+    Indeterminate {
+        /// The store.
+        store: String,
+        /// The session id.
+        session_id: String,
+        /// The sequence number of the append's first line.
+        first_seq: u64,
+        /// The driver's error.
+        #[source]
+        source: BackendError,
+    },
+
+    /// The store's database failed (a SQL error, a full disk, a refused permission).
+    #[error("session store {store}: {action}: {source}")]
+    Database {
+        /// The store.
+        store: String,
+        /// What was being done.
+        action: String,
+        /// The driver's or the server's error.
+        #[source]
+        source: BackendError,
+    },
+
+    /// What the store holds breaks its own invariants (a gap in the sequence numbers, a
+    /// row count that disagrees with the session's row). Nothing was changed.
+    #[error("session store {store}: session {session_id}: {detail}")]
+    Corrupt {
+        /// The store.
+        store: String,
+        /// The session id.
+        session_id: String,
+        /// What is wrong.
+        detail: String,
+    },
+
+    /// More than one file holds a session with this id (the file backend); it will not
+    /// pick one.
+    #[error(
+        "session {session_id} is stored in {} files ({}); keep one",
+        paths.len(),
+        fmt_paths(paths)
+    )]
+    Ambiguous {
+        /// The session id.
+        session_id: String,
+        /// The files whose header names it.
+        paths: Vec<PathBuf>,
     },
 
     /// The file at a SQLite store's path is not provably a session-state store: it was
@@ -480,56 +679,36 @@ pub enum Error {
         what: String,
     },
 
-    /// A store URL that cannot be opened ([`crate::open_store_url`]). The URL in the
-    /// message is redacted: it never shows a password.
-    #[error("store URL {url}: {detail}")]
-    StoreUrl {
-        /// The URL, its password replaced by `***`.
-        url: String,
-        /// What is wrong and what is accepted.
-        detail: String,
-    },
-
-    /// The backend does not implement this optional operation of
-    /// [`crate::SessionStore`] (see its provided methods).
-    #[error("session store {store}: {what} is not supported by this backend")]
-    Unsupported {
-        /// The store, as its `Debug`/description names it (never with a password).
-        store: String,
-        /// The operation.
-        what: &'static str,
-    },
-
-    /// A session store's database server failed, refused the connection or could not be
-    /// reached (the PostgreSQL backend). `store` is the store's URL with its password
-    /// replaced by `***`: no error of this crate ever shows a password.
-    #[error("session store {store}: {action}: {source}")]
-    Backend {
-        /// The store, as a redacted URL (`postgres://user:***@host:5432/db`).
-        store: String,
-        /// What was being done ("connecting", "appending to session X", ...).
-        action: String,
-        /// The connection was lost (or never made): the next call connects again. When
-        /// this ends an `append`, whether its transaction committed is unknown; load the
-        /// session (a retry at the same `first_seq` is refused if it did commit).
-        connection_lost: bool,
-        /// The driver's or the server's error.
-        #[source]
-        source: BackendError,
-    },
-
-    /// The write lock is held by someone else (or could not be taken).
+    /// The file backend: its session file's error, as the log names it (the strict
+    /// reader's refusal with file, line and byte offset; an I/O error with its path).
     #[error(transparent)]
-    Lock(Box<crate::lock::LockError>),
-
-    /// The database location could not be resolved.
-    #[error(transparent)]
-    Settings(#[from] crate::settings::SettingsError),
+    File(Box<Error>),
 }
 
-impl From<crate::lock::LockError> for Error {
-    fn from(e: crate::lock::LockError) -> Self {
-        Error::Lock(Box::new(e))
+impl StoreError {
+    /// Whether trying the same call again later may succeed without anything changing
+    /// first: [`StoreError::Unavailable`] and [`StoreError::Busy`].
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unavailable { .. } | StoreError::Busy { .. }
+        )
+    }
+}
+
+impl From<Error> for StoreError {
+    /// The file backend's errors (its file's reader, its I/O).
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Store(e) => e,
+            e => StoreError::File(Box::new(e)),
+        }
+    }
+}
+
+impl From<Box<crate::lock::LockError>> for Error {
+    fn from(e: Box<crate::lock::LockError>) -> Self {
+        Error::Lock(e)
     }
 }
 
@@ -543,6 +722,21 @@ pub struct BackendError {
 }
 
 impl BackendError {
+    /// A driver's or server's error, for a backend of a host's own (`Display` must not
+    /// hold a password).
+    pub fn new(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> BackendError {
+        BackendError {
+            source: source.into(),
+            sql_state: None,
+        }
+    }
+
+    /// The same error with the server's SQLSTATE code.
+    pub fn with_sql_state(mut self, code: impl Into<String>) -> BackendError {
+        self.sql_state = Some(code.into());
+        self
+    }
+
     /// The server's SQLSTATE code (`"57P01"`, `"28P01"`, ...), when the server answered.
     pub fn sql_state(&self) -> Option<&str> {
         self.sql_state.as_deref()

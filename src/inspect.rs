@@ -44,7 +44,7 @@ pub fn value_at(
     let mut folds = Folds::of(log);
     Ok(fold::value_at(&mut folds, log, plugin, scope, Some(node))?
         .value
-        .map(|v| (*v).clone()))
+        .map(|v| crate::json::clone_value(&v)))
 }
 
 /// A state event as found in the file.
@@ -281,7 +281,7 @@ impl<'a> Walk<'a> {
 /// [`Error::BadEvent`].
 fn slot_value(log: &SessionLog, plugin: &str, slot: &Slot) -> Result<Option<Value>> {
     match slot {
-        Ok(v) => Ok(v.as_deref().cloned()),
+        Ok(v) => Ok(v.as_deref().map(crate::json::clone_value)),
         Err((bad, detail)) => {
             let e = log.entry_at(*bad);
             Err(Error::BadEvent {

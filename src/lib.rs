@@ -17,7 +17,7 @@
 //! # Ok::<(), session_state::Error>(())
 //! ```
 //!
-//! Layers point one way (see `docs/architecture.md`): `log` (SPEC §2: bytes ↔ entries,
+//! Layers point one way (see `docs/architecture.md`): `log` (docs/spec.md §2: bytes ↔ entries,
 //! durable append) → `tree` (petgraph) → `state` (§3: envelope, index, fold) →
 //! `projection` (§4, SQLite) and `lock` (§6) → `store` (the handle, the write
 //! transaction, [`SessionState`]) → the CLI. Every module is private; this crate root is
@@ -40,20 +40,22 @@ mod state;
 mod store;
 mod tree;
 
-pub use error::{BackendError, DatabaseError, Error, Location, Result};
-pub use lock::{Holder, LEASE, Liveness, LockError, LockStatus, PresenceStatus};
+pub use error::{BackendError, DatabaseError, Error, Location, Result, StoreError};
+pub use lock::{Holder, LEASE, Liveness, LockError, LockRow, LockStatus, PresenceStatus};
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
-pub use log::header::read_header;
+pub use log::header::{MAX_SESSION_ID_BYTES, read_header};
 pub use log::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 pub use log::reader::{Finding, FindingKind, MAX_HEADER_LINE, ReadMode, Severity};
 #[cfg(feature = "postgres")]
-pub use persistence::{DEFAULT_LOCK_WAIT, Imported, POSTGRES_SCHEMA_VERSION, PostgresStore};
+pub use persistence::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore};
 pub use persistence::{
-    HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ImportReport, ListProblem, ListedSession, Listing,
-    Loaded, PiJsonlStore, RedactedUrl, SessionStore, SessionStoreExt, SqliteStore, export_session,
-    import_file, open_store_url, pi_session_dir_name, pi_session_file_name,
+    DEFAULT_RETRY_WINDOW, HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ImportReport, LineVisitor,
+    ListProblem, ListedSession, Listing, Loaded, PiJsonlStore, RedactedUrl, SessionStore, Sessions,
+    SqliteStore, export_session, import_file, list_sessions, open_store_url, pi_session_dir_name,
+    pi_session_file_name, read_stored_log,
 };
+pub use persistence::{ResolveError, resolve_session};
 pub use projection::CatchUp;
 pub use settings::{
     AGENT_DIR_ENV, Fallback, LocationInputs, LocationSource, ProjectTrust, ResolvedLocation,
@@ -64,10 +66,12 @@ pub use state::MAX_DEPTH;
 pub use state::envelope::{ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope};
 pub use state::fold::HistoryEntry;
 pub use store::state::{SessionState, validate_plugin_id};
-pub use store::{Store, StoreOptions, StoredSession, WriteLock};
+pub use store::{
+    KeptSession, PruneReport, PrunedSession, Store, StoreOptions, StoredSession, WriteLock,
+};
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 
-/// The branch key of the log's active leaf (SPEC §3): a stable id for "this branch".
+/// The branch key of the log's active leaf (docs/spec.md §3): a stable id for "this branch".
 /// From the leaf, climb while the parent has exactly one child; the node reached (or the
 /// root) is the key. `None` when the log has no leaf. See also
 /// [`SessionLog::branch_key_of`].

@@ -1,4 +1,4 @@
-//! `session-state`: the command line of SPEC §7, a thin layer over the library.
+//! `session-state`: the command line, a thin layer over the library.
 //! See `docs/cli.md` for every command, its flags, outputs and exit codes.
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]

@@ -1,4 +1,4 @@
-//! Where the SQLite projection lives (SPEC §4, "Location, first hit wins").
+//! Where the SQLite projection lives (docs/spec.md §4, "Location, first hit wins").
 //!
 //! Resolution is a pure function of [`LocationInputs`]: it reads the settings files it
 //! names (and Pi's `trust.json`) but never the process environment or the real home
@@ -517,7 +517,7 @@ fn tilde_hint(path: &Path) -> &'static str {
     }
 }
 
-/// Resolves the projection database location (SPEC §4): the option, then trusted project
+/// Resolves the projection database location (docs/spec.md §4): the option, then trusted project
 /// settings, then user settings, then the default; first hit wins.
 ///
 /// Reads `{cwd}/.pi/settings.json` (only when trusted), `{agent_dir}/settings.json` and,

@@ -1,4 +1,4 @@
-//! Bad input (SPEC §2, §3, §4): a corpus of hostile options, values and session files.
+//! Bad input (docs/spec.md §2, §3, §4): a corpus of hostile options, values and session files.
 //! Each one gets a clear error that names what to fix (file, line, entry, plugin), or a
 //! documented acceptance, and never a panic or a stack overflow. `tests/fixtures.rs`
 //! checks the checked-in edge fixtures; this corpus builds its files on the fly around
@@ -215,7 +215,7 @@ fn a_value_that_does_not_serialize_is_refused_and_nothing_is_appended() {
     assert!(!mem.is_materialized());
 }
 
-/// SPEC §3: NaN and ±Infinity are refused before writing (serde_json would turn them into
+/// docs/spec.md §3: NaN and ±Infinity are refused before writing (serde_json would turn them into
 /// `null`, which then failed to read back as an `f64`), in `write` and in `patch`, with an
 /// error naming the plugin; nothing is appended and reads still work.
 #[test]
@@ -277,7 +277,7 @@ fn non_finite_numbers_are_refused_before_writing() {
     );
 }
 
-/// SPEC §3: a number that Pi's JavaScript would read as another number (an integer
+/// docs/spec.md §3: a number that Pi's JavaScript would read as another number (an integer
 /// beyond 2^53 that a double cannot hold) is refused before writing, naming the plugin;
 /// integers a double holds exactly are kept.
 #[test]
@@ -314,7 +314,7 @@ fn integers_pi_would_not_read_back_are_refused_before_writing() {
     );
 }
 
-/// SPEC §2: lone surrogate escapes are valid JSON wherever they stand: in an unknown
+/// docs/spec.md §2: lone surrogate escapes are valid JSON wherever they stand: in an unknown
 /// top-level key, in a message's keys, in an entry's type (then an unknown type) and in
 /// a state value. The strict reader loads the file, `verify` says it is readable, and
 /// the value reads back with its escapes. Written through the CLI, such a value lands in
@@ -397,7 +397,7 @@ fn lone_surrogates_in_keys_types_and_values_are_read_and_written_losslessly() {
     );
 }
 
-/// SPEC §2: nesting deeper than serde_json's 128 levels is valid JSON: a state value 255
+/// docs/spec.md §2: nesting deeper than serde_json's 128 levels is valid JSON: a state value 255
 /// levels deep (as Pi could write it) reads back with its text, in memory and through
 /// the projection; beyond the documented limit ([`json::MAX_READ_DEPTH`]) a read is a
 /// typed error naming the entry, never a stack overflow.
@@ -447,7 +447,7 @@ fn a_state_value_deeper_than_serde_json_reads_is_read_and_kept() {
     assert!(db.read_value(&path, "too", Scope::Branch, None).is_err());
 }
 
-/// SPEC §3 and §7: a number on the command line that JavaScript would read as another
+/// docs/spec.md §3 and §7: a number on the command line that JavaScript would read as another
 /// number is refused (exit 2, with the advice to write it as a string) and nothing is
 /// appended; `1` after `1.0`, or the same object with its keys in another order, is the
 /// same value: nothing is appended.
@@ -515,6 +515,350 @@ fn the_cli_refuses_inexact_numbers_and_appends_nothing_for_equal_values() {
         String::from_utf8(out.stdout).unwrap(),
         "{\"a\":1,\"b\":[2.5,{\"c\":3}]}\n"
     );
+}
+
+/// Runs the CLI on `path` (`read`, `write`, `patch` and `drop` with `--db`), stdin
+/// closed; (exit code, stdout, stderr).
+fn cli_on(path: &Path, db: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let cmd = args[0];
+    let mut c = common::cli();
+    c.arg(cmd).arg(path).args(&args[1..]);
+    if !matches!(cmd, "replay" | "tree") {
+        c.arg("--db").arg(db);
+    }
+    let out = c.stdin(std::process::Stdio::null()).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The CLI's `read` of `plugin`: its line, or `None` when absent (exit 1). Any other exit
+/// fails the test.
+fn cli_value(path: &Path, db: &Path, plugin: &str) -> Option<String> {
+    let (code, out, err) = cli_on(path, db, &["read", "--plugin", plugin]);
+    match code {
+        Some(0) => Some(out.trim_end_matches('\n').to_owned()),
+        Some(1) => None,
+        _ => panic!("read --plugin {plugin}: exit {code:?}: {err}"),
+    }
+}
+
+/// Issue: what is in the file is read as JavaScript's `JSON.parse` reads it. An integer
+/// beyond 2^53 that a state value holds is the nearest double, printed as JavaScript
+/// prints it, in the in-memory fold, the projection, a typed read and the CLI's `read`
+/// and `replay`; writing it back as read appends nothing.
+#[test]
+fn integers_beyond_2_53_in_the_file_read_as_javascript_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = entry("a0000001", None, "a");
+    let big = event(
+        "b0000001",
+        Some("a0000001"),
+        "big",
+        r#"{"v":1,"scope":"branch","op":"set","value":{"n":123456789012345678,"m":9007199254740993,"l":[18446744073709551615,-123456789012345678]}}"#,
+    );
+    let id = event(
+        "c0000001",
+        Some("b0000001"),
+        "id",
+        r#"{"v":1,"scope":"branch","op":"set","value":123456789012345678}"#,
+    );
+    let path = file_of(
+        dir.path(),
+        "big.jsonl",
+        &[a.as_bytes(), big.as_bytes(), id.as_bytes()],
+    );
+    let js = r#"{"n":123456789012345680,"m":9007199254740992,"l":[18446744073709552000,-123456789012345680]}"#;
+    let log = open(&path, ReadMode::Strict).unwrap();
+    let v = state(dir.path(), "big").read_value(&log).unwrap().unwrap();
+    assert_eq!(json::to_string(&v), js, "in memory");
+    let db = common::open_store(&dir.path().join("p.sqlite")).unwrap();
+    let projected = db.read_value(&path, "big", Scope::Branch, None).unwrap();
+    assert_eq!(json::to_string(&projected.unwrap()), js, "projection");
+    let typed = Store::at(dir.path().join("states.sqlite"))
+        .and_then(|store| store.state::<u64>("id", Scope::Branch))
+        .unwrap();
+    assert_eq!(typed.read(&log).unwrap(), Some(123_456_789_012_345_680));
+    assert_eq!(
+        typed.read_file(&path).unwrap(),
+        Some(123_456_789_012_345_680)
+    );
+
+    let cli_db = dir.path().join("cli.sqlite");
+    assert_eq!(cli_value(&path, &cli_db, "big").as_deref(), Some(js));
+    assert_eq!(
+        cli_value(&path, &cli_db, "id").as_deref(),
+        Some("123456789012345680")
+    );
+    let (code, out, err) = cli_on(&path, &cli_db, &["replay"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("123456789012345680"), "{out}");
+    assert!(!out.contains("123456789012345678"), "{out}");
+    // The value as read is the value in the file: writing it appends nothing.
+    let before = std::fs::read(&path).unwrap();
+    let (code, out, err) = cli_on(&path, &cli_db, &["write", "--plugin", "big", "--value", js]);
+    assert_eq!((code, out.as_str()), (Some(0), ""), "{err}");
+    let mut log = log;
+    assert_eq!(
+        typed.write(&mut log, &123_456_789_012_345_680).unwrap(),
+        None
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing appended");
+}
+
+/// Issue: a number beyond the double range (`1e400`) in a state value is Infinity, as
+/// Pi's fold reads it: carried through the fold (a patch `{"c":1e999}` sets `c`), printed
+/// `null`, and it seals nothing: `read`, `write`, `patch` and `drop` of the plugin work.
+/// Infinity is not `null`: writing `null` over it appends. Writing a value that holds it
+/// is refused, as JSON cannot carry it.
+#[test]
+fn a_number_beyond_the_double_range_is_infinity_and_seals_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = entry("a0000001", None, "a");
+    let set = event(
+        "b0000001",
+        Some("a0000001"),
+        "inf",
+        r#"{"v":1,"scope":"branch","op":"set","value":{"a":1e400,"b":[-1e400,1]}}"#,
+    );
+    let patch = event(
+        "c0000001",
+        Some("b0000001"),
+        "inf",
+        r#"{"v":1,"scope":"branch","op":"patch","patch":{"c":1E999}}"#,
+    );
+    let top = event(
+        "d0000001",
+        Some("c0000001"),
+        "top",
+        r#"{"v":1,"scope":"branch","op":"set","value":-1e400}"#,
+    );
+    let path = file_of(
+        dir.path(),
+        "inf.jsonl",
+        &[
+            a.as_bytes(),
+            set.as_bytes(),
+            patch.as_bytes(),
+            top.as_bytes(),
+        ],
+    );
+    let js = r#"{"a":null,"b":[null,1],"c":null}"#;
+    let mut log = open(&path, ReadMode::Strict).unwrap();
+    let st = state(dir.path(), "inf");
+    let v = st.read_value(&log).unwrap().unwrap();
+    assert_eq!(json::to_string(&v), js);
+    assert_eq!(json::infinity(&v["c"]), Some(false), "the patch set c");
+    assert_eq!(json::infinity(&v["b"][0]), Some(true));
+    let db = common::open_store(&dir.path().join("p.sqlite")).unwrap();
+    let projected = db.read_value(&path, "inf", Scope::Branch, None).unwrap();
+    assert!(json::js_eq(&projected.unwrap(), &v), "projection");
+    // A value holding it is not a value to write.
+    let before = std::fs::read(&path).unwrap();
+    let err = st.write(&mut log, &v).unwrap_err();
+    assert!(matches!(err, Error::UnrepresentableValue { .. }), "{err:?}");
+    assert!(err.to_string().contains("Infinity"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing appended");
+
+    let cli_db = dir.path().join("cli.sqlite");
+    assert_eq!(cli_value(&path, &cli_db, "inf").as_deref(), Some(js));
+    assert_eq!(cli_value(&path, &cli_db, "top").as_deref(), Some("null"));
+    let (code, _, err) = cli_on(&path, &cli_db, &["replay"]);
+    assert_eq!(code, Some(0), "replay: {err}");
+    let (code, _, err) = cli_on(&path, &cli_db, &["tree"]);
+    assert_eq!(code, Some(0), "tree: {err}");
+    let (code, id, err) = cli_on(
+        &path,
+        &cli_db,
+        &["patch", "--plugin", "inf", "--merge", r#"{"d":1}"#],
+    );
+    assert_eq!((code, id.trim().len()), (Some(0), 8), "patch: {err}");
+    assert_eq!(
+        cli_value(&path, &cli_db, "inf").as_deref(),
+        Some(r#"{"a":null,"b":[null,1],"c":null,"d":1}"#)
+    );
+    // Infinity is not null: a write of null over it appends, and then it is null.
+    let (code, id, err) = cli_on(
+        &path,
+        &cli_db,
+        &["write", "--plugin", "top", "--value", "null"],
+    );
+    assert_eq!(
+        (code, id.trim().len()),
+        (Some(0), 8),
+        "write null over -Infinity: {err}"
+    );
+    let (code, id, err) = cli_on(
+        &path,
+        &cli_db,
+        &["write", "--plugin", "top", "--value", "null"],
+    );
+    assert_eq!((code, id.as_str()), (Some(0), ""), "null over null: {err}");
+    let (code, id, err) = cli_on(
+        &path,
+        &cli_db,
+        &["write", "--plugin", "inf", "--value", r#"{"a":1}"#],
+    );
+    assert_eq!((code, id.trim().len()), (Some(0), 8), "write: {err}");
+    let (code, id, err) = cli_on(&path, &cli_db, &["drop", "--plugin", "inf"]);
+    assert_eq!((code, id.trim().len()), (Some(0), 8), "drop: {err}");
+    assert_eq!(cli_value(&path, &cli_db, "inf"), None);
+    // Given as a new value, it is refused.
+    let (code, out, err) = cli_on(
+        &path,
+        &cli_db,
+        &["write", "--plugin", "inf", "--value", "1e400"],
+    );
+    assert_eq!((code, out.as_str()), (Some(2), ""), "{err}");
+    assert!(err.contains("Infinity"), "{err}");
+}
+
+/// Issue: a value nested as deep as Pi writes (its `JSON.stringify` stops at about
+/// 4,170 levels; `interop::values_pi_writes_as_deep_as_it_can_read_and_fold_as_pis`
+/// measures it) is read in memory, by the projection, by `read`, `replay` and `tree`, and
+/// written over: `patch` (whose own patch is shallow), `write` and `drop` work. The
+/// test runs on a test thread's 2 MiB stack.
+#[test]
+fn a_value_nested_as_deep_as_pi_writes_is_read_and_written_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = entry("a0000001", None, "a");
+    let mut lines = vec![a];
+    let mut parent = "a0000001".to_owned();
+    for (i, depth) in [300, 4_300].into_iter().enumerate() {
+        let id = format!("e000000{i}");
+        lines.push(event(
+            &id,
+            Some(&parent),
+            &format!("d{depth}"),
+            &format!(
+                r#"{{"v":1,"scope":"branch","op":"set","value":{{"k":{}}}}}"#,
+                nested_text(depth - 1)
+            ),
+        ));
+        parent = id;
+    }
+    let refs: Vec<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+    let path = file_of(dir.path(), "deep.jsonl", &refs);
+    let cli_db = dir.path().join("cli.sqlite");
+    for depth in [300, 4_300] {
+        let plugin = format!("d{depth}");
+        let text = format!(r#"{{"k":{}}}"#, nested_text(depth - 1));
+        let mut log = open(&path, ReadMode::Strict).unwrap();
+        let st = state(dir.path(), &plugin);
+        let v = st.read_value(&log).unwrap().unwrap();
+        assert_eq!(json::to_string(&v), text, "{plugin} in memory");
+        let db = common::open_store(&dir.path().join("p.sqlite")).unwrap();
+        let projected = db.read_value(&path, &plugin, Scope::Branch, None).unwrap();
+        assert_eq!(
+            json::to_string(&projected.unwrap()),
+            text,
+            "{plugin} projection"
+        );
+        assert_eq!(st.history(&log).unwrap().len(), 1);
+        assert_eq!(
+            cli_value(&path, &cli_db, &plugin).as_deref(),
+            Some(text.as_str())
+        );
+        // A library patch on top: the value stays as deep, and reads back.
+        st.patch(&mut log, &json!({"n": 1})).unwrap().unwrap();
+        let fresh = open(&path, ReadMode::Strict).unwrap();
+        let after = st.read_value(&fresh).unwrap().unwrap();
+        assert_eq!(
+            json::to_string(&after),
+            format!(r#"{}{}"#, &text[..text.len() - 1], r#","n":1}"#)
+        );
+        let (code, id, err) = cli_on(
+            &path,
+            &cli_db,
+            &["patch", "--plugin", &plugin, "--merge", r#"{"x":1}"#],
+        );
+        assert_eq!(
+            (code, id.trim().len()),
+            (Some(0), 8),
+            "{plugin} patch: {err}"
+        );
+        let want = format!(r#"{}{}"#, &text[..text.len() - 1], r#","n":1,"x":1}"#);
+        assert_eq!(
+            cli_value(&path, &cli_db, &plugin).as_deref(),
+            Some(want.as_str())
+        );
+    }
+    for cmd in ["replay", "tree"] {
+        let (code, _, err) = cli_on(&path, &cli_db, &[cmd]);
+        assert_eq!(code, Some(0), "{cmd}: {err}");
+    }
+    for plugin in ["d300", "d4300"] {
+        let (code, id, err) = cli_on(
+            &path,
+            &cli_db,
+            &["write", "--plugin", plugin, "--value", "1"],
+        );
+        assert_eq!(
+            (code, id.trim().len()),
+            (Some(0), 8),
+            "{plugin} write: {err}"
+        );
+        let (code, id, err) = cli_on(&path, &cli_db, &["drop", "--plugin", plugin]);
+        assert_eq!(
+            (code, id.trim().len()),
+            (Some(0), 8),
+            "{plugin} drop: {err}"
+        );
+    }
+}
+
+/// Issue: a number typed with an exponent at the end of an `i64`'s range
+/// (`1.5e-9223372036854775808`, which JavaScript reads as 0) panicked the CLI with
+/// "attempt to subtract with overflow" (a build with overflow checks, as this one). Given
+/// as `--value`, on stdin, or in `patch --merge`, it is refused as inexact: exit 2, the
+/// nearest value named, nothing appended.
+#[test]
+fn a_typed_number_with_an_extreme_exponent_is_refused_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_session(dir.path());
+    let path = log.path().to_path_buf();
+    let db = dir.path().join("cli.sqlite");
+    let before = std::fs::read(&path).unwrap();
+    let run = |args: &[&str], stdin: Option<&str>| {
+        let mut child = common::cli()
+            .args(args)
+            .arg(&path)
+            .args(["--plugin", "n", "--db"])
+            .arg(&db)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            let mut input = child.stdin.take().unwrap();
+            input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        (out.status.code(), String::from_utf8(out.stderr).unwrap())
+    };
+    for literal in ["1.5e-9223372036854775808", "-15e-9223372036854775808"] {
+        let value = format!(r#"{{"a":{literal}}}"#);
+        for (args, stdin) in [
+            (vec!["write", "--value", literal], None),
+            (vec!["write"], Some(literal)),
+            (vec!["patch", "--merge", value.as_str()], None),
+        ] {
+            let (code, err) = run(&args, stdin);
+            assert_eq!(code, Some(2), "{args:?} {stdin:?}: {err}");
+            assert!(!err.contains("panicked"), "{err}");
+            assert!(err.contains("reads it as 0"), "{args:?}: {err}");
+        }
+    }
+    for literal in ["1.5e9223372036854775807", "1e400"] {
+        let (code, err) = run(&["write", "--value", literal], None);
+        assert_eq!(code, Some(2), "{literal}: {err}");
+        assert!(err.contains("Infinity"), "{literal}: {err}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing appended");
 }
 
 /// `[[[…]]]`, `depth` arrays deep, as text.
@@ -844,7 +1188,7 @@ fn invalid_utf8_and_nul_bytes_are_corruption_in_the_middle_and_torn_at_the_end()
 /// What some file systems leave after a power loss: a tail of zero bytes. It is an
 /// invisible torn tail; the writer closes it with a newline (as for any torn tail), the
 /// zeros stay as a torn record that readers skip and report, and the append follows: a
-/// crash never seals a session (SPEC §2).
+/// crash never seals a session (docs/spec.md §2).
 #[test]
 fn a_tail_of_nul_bytes_is_invisible_and_the_writer_continues_after_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -1383,4 +1727,192 @@ fn arbitrary_state_event_data_never_panics_a_read() {
         "state event data tried: {cases} sessions ({} reads refused as bad events)",
         errors.get()
     );
+}
+
+/// Number literals of the class the value defects came from: beyond 2^53, beyond and
+/// below the double range, longer than a double holds, and ordinary ones.
+fn number_literal() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (-1000i64..1000).prop_map(|n| n.to_string()),
+        prop::sample::select(vec![
+            "123456789012345678",
+            "9007199254740993",
+            "-9007199254740993",
+            "9007199254740992",
+            "18446744073709551615",
+            "-18446744073709551617",
+            "1152921504606846976",
+            "123456789012345678901234567890",
+            "1e400",
+            "-1e400",
+            "1E+999",
+            "0.1e310",
+            "1e-400",
+            "4.9e-325",
+            "1.7976931348623157e308",
+            "1.0",
+            "-0",
+            "2.50",
+        ])
+        .prop_map(str::to_owned),
+        (1u64..u64::MAX, -400i32..400).prop_map(|(m, e)| format!("{m}e{e}")),
+    ]
+}
+
+/// Values holding those numbers, now and then nested 100 to 600 deep.
+fn literal_value() -> impl Strategy<Value = common::reference::Lit> {
+    use common::reference::Lit;
+    let leaf = prop_oneof![
+        Just(Lit::Null),
+        any::<bool>().prop_map(Lit::Bool),
+        number_literal().prop_map(Lit::Num),
+        "[a-z]{0,3}".prop_map(Lit::Str),
+    ];
+    leaf.prop_recursive(3, 12, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Lit::Arr),
+            prop::collection::btree_map("[a-d]", inner.clone(), 0..4)
+                .prop_map(|m| Lit::Obj(m.into_iter().collect())),
+            (100usize..600, inner).prop_map(|(n, v)| Lit::Deep(n, Box::new(v))),
+        ]
+    })
+}
+
+/// One generated state event: (parent choice, plugin, scope, op, value or patch).
+type GenEvent = (prop::sample::Index, usize, bool, u8, common::reference::Lit);
+
+/// The property test for values as Pi reads them: a tree of state events of up to 12
+/// plugins, both scopes, `set`/`patch`/`drop`, whose values and patches hold numbers
+/// beyond 2^53 and beyond the double range and nesting up to 600 deep, written as text.
+/// At every entry, every plugin's fold in memory and from the projection holds what a
+/// naive JavaScript model of the same events holds (`tests/common/reference.rs`: numbers
+/// as doubles, Infinity carried, RFC 7396 as JavaScript runs it).
+#[test]
+fn state_values_fold_as_javascript_reads_them() {
+    use common::reference::{Js, Lit, js_merge, same_as_js};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.sqlite");
+    let projection = std::cell::RefCell::new(common::open_store(&db).unwrap());
+    let n = std::cell::Cell::new(0u32);
+    let events = prop::collection::vec(
+        (
+            any::<prop::sample::Index>(),
+            0usize..12,
+            any::<bool>(),
+            0u8..10,
+            literal_value(),
+        ),
+        1..24,
+    );
+    runner(96)
+        .run(&events, |events: Vec<GenEvent>| {
+            n.set(n.get() + 1);
+            let mut lines = vec![entry("a0000001", None, "a")];
+            let mut ids = vec!["a0000001".to_owned()];
+            let mut parents: Vec<usize> = vec![usize::MAX];
+            for (i, (parent, plugin, session, op, v)) in events.iter().enumerate() {
+                let p = if parent.index(4) == 0 {
+                    parent.index(ids.len())
+                } else {
+                    ids.len() - 1
+                };
+                let scope = if *session { "session" } else { "branch" };
+                let data = match op {
+                    0 => format!(r#"{{"v":1,"scope":"{scope}","op":"drop"}}"#),
+                    1..=4 => {
+                        let patch = match v {
+                            Lit::Obj(_) => v.clone(),
+                            other => Lit::Obj(vec![("k".into(), other.clone())]),
+                        };
+                        format!(
+                            r#"{{"v":1,"scope":"{scope}","op":"patch","patch":{}}}"#,
+                            patch.text()
+                        )
+                    }
+                    _ => format!(
+                        r#"{{"v":1,"scope":"{scope}","op":"set","value":{}}}"#,
+                        v.text()
+                    ),
+                };
+                let id = format!("e{i:07}");
+                lines.push(event(&id, Some(&ids[p]), &format!("p{plugin}"), &data));
+                ids.push(id);
+                parents.push(p);
+            }
+            let refs: Vec<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+            let path = file_of(dir.path(), &format!("values{}.jsonl", n.get()), &refs);
+            let log = SessionLog::open(&path).unwrap();
+            // The model: each event's effect, folded along parents (branch) or in file
+            // order (session).
+            let step = |cur: Option<Js>, (_, _, _, op, v): &GenEvent| -> Option<Js> {
+                match op {
+                    0 => None,
+                    1..=4 => {
+                        let patch = match v {
+                            Lit::Obj(_) => v.js(),
+                            other => Js::Obj(vec![("k".into(), other.js())]),
+                        };
+                        Some(js_merge(cur.as_ref(), &patch))
+                    }
+                    _ => Some(v.js()),
+                }
+            };
+            for plugin in 0..12 {
+                let name = format!("p{plugin}");
+                let ours = |scope| {
+                    Store::at(&db)
+                        .and_then(|store| store.state::<Value>(&name, scope))
+                        .unwrap()
+                };
+                let (branch, session) = (ours(Scope::Branch), ours(Scope::Session));
+                let mut session_model = None;
+                for e in events.iter().filter(|e| e.1 == plugin && e.2) {
+                    session_model = step(session_model, e);
+                }
+                for (at, id) in ids.iter().enumerate() {
+                    let mut path = Vec::new();
+                    let mut k = at;
+                    while k != usize::MAX {
+                        path.push(k);
+                        k = parents[k];
+                    }
+                    let mut model = None;
+                    for &k in path.iter().rev().filter(|&&k| k > 0) {
+                        let e = &events[k - 1];
+                        if e.1 == plugin && !e.2 {
+                            model = step(model, e);
+                        }
+                    }
+                    for (what, scope, st, model) in [
+                        ("branch", Scope::Branch, &branch, &model),
+                        ("session", Scope::Session, &session, &session_model),
+                    ] {
+                        let mem = st.read_at(&log, id).unwrap();
+                        let proj = projection
+                            .borrow()
+                            .read_value(&path_of(&log), &name, scope, Some(id))
+                            .unwrap();
+                        for (how, got) in [("in memory", &mem), ("projection", &proj)] {
+                            let same = match (got, model) {
+                                (None, None) => true,
+                                (Some(g), Some(m)) => same_as_js(g, m),
+                                _ => false,
+                            };
+                            prop_assert!(
+                                same,
+                                "{name} {what} at {id} {how}: ours {:?}, JavaScript {:?}",
+                                got.as_ref().map(json::to_string),
+                                model
+                            );
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+fn path_of(log: &SessionLog) -> PathBuf {
+    log.path().to_path_buf()
 }

@@ -1,4 +1,4 @@
-//! Many processes at once (SPEC §2 writing rules, §4, §6): real processes writing real
+//! Many processes at once (docs/spec.md §2 writing rules, §4, §6): real processes writing real
 //! session files through one real projection database.
 //!
 //! - Writers of one session at once (six, or two released at the same moment): every
@@ -24,18 +24,19 @@
 use crate::common;
 use crate::common::holders::{Proc, dead_holder};
 use crate::common::now_ms;
+use crate::common::seams::Hooked;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use session_state::{
-    Error, Holder, LEASE, Liveness, LockError, LockStatus, LogOptions, Materialize, NewEntry,
-    Scope, SessionLog, SessionState, Store,
+    Error, FileSystem, Holder, LEASE, Liveness, LockError, LockStatus, LogOptions, Materialize,
+    NewEntry, Scope, SessionLog, SessionState, Store, StoreOptions,
 };
 use tempfile::TempDir;
 
@@ -102,6 +103,9 @@ enum Program {
     /// `examples/writer.rs`: attempt i writes `{"writer": <pid>, "i": i}` and prints the
     /// new entry's id.
     Values,
+    /// `examples/writer.rs --patch`: attempt i patches `{"<pid>-<i>": i}` in, with the
+    /// log in memory or without it (`--file`).
+    Patches(Via),
 }
 
 /// What a writer does once started.
@@ -168,6 +172,15 @@ impl Writer {
             Program::Values => {
                 let mut cmd = Command::new(common::examples::example("writer"));
                 cmd.arg(file).arg(db).arg(PLUGIN).arg(count.to_string());
+                (cmd, None)
+            }
+            Program::Patches(via) => {
+                let mut cmd = Command::new(common::examples::example("writer"));
+                cmd.arg(file).arg(db).arg(PLUGIN).arg(count.to_string());
+                cmd.arg("--patch");
+                if via == Via::File {
+                    cmd.arg("--file");
+                }
                 (cmd, None)
             }
         };
@@ -248,6 +261,7 @@ impl Writer {
             .map(|(i, line)| {
                 let action = match self.program {
                     Program::Crash if i % 2 == 1 => "patch",
+                    Program::Patches(_) => "patch",
                     _ => "write",
                 };
                 if let Some(message) = line.strip_prefix("REFUSED ") {
@@ -270,6 +284,10 @@ impl Writer {
                     Program::Values => Attempt::Acked {
                         id: line,
                         value: json!({"writer": pid, "i": i}),
+                    },
+                    Program::Patches(_) => Attempt::Acked {
+                        id: line,
+                        value: json!({format!("{pid}-{i}"): i}),
                     },
                 }
             })
@@ -803,4 +821,272 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
         .expect("open")
         .append(entry())
         .expect("append");
+}
+
+// ---------------------------------------------------------------------------------------
+// Writers through different databases: the advisory lock on the session file
+// ---------------------------------------------------------------------------------------
+
+/// How a writer reaches the file: with the log in memory (`SessionState::patch`,
+/// `src/store/write.rs`) or without it (`SessionState::patch_file`, as the command line
+/// writes, `src/store/tail.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Log,
+    File,
+}
+
+/// Patches `patch` into the plugin's value in `file`, through the database `db` and the
+/// file-system seam `fs`.
+fn patch_via(
+    via: Via,
+    file: &Path,
+    db: &Path,
+    fs: Arc<dyn FileSystem>,
+    patch: &Value,
+) -> session_state::Result<Option<String>> {
+    let store = Store::open(
+        StoreOptions::new()
+            .database_path(db)
+            .file_system(fs.clone()),
+    )?;
+    let state: SessionState<Value> = store.state(PLUGIN, Scope::Branch)?;
+    match via {
+        Via::Log => {
+            let mut log = LogOptions::new().file_system(fs).open(file)?;
+            state.patch(&mut log, patch)
+        }
+        Via::File => state.patch_file(file, None, patch),
+    }
+}
+
+/// The plugin's branch value at the last entry in file order (where Pi's leaf is when it
+/// opens the file), folded by the reference fold along the path from the root.
+fn reference_value_at_last_entry(file: &Path) -> Option<Value> {
+    let text = std::fs::read_to_string(file).expect("read");
+    let entries: Vec<Value> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    let by_id: std::collections::HashMap<&str, &Value> = entries
+        .iter()
+        .map(|e| (e["id"].as_str().expect("an id"), e))
+        .collect();
+    let mut path = Vec::new();
+    let mut at = entries.last();
+    while let Some(e) = at {
+        path.push(e);
+        at = e["parentId"].as_str().map(|p| by_id[p]);
+    }
+    path.reverse();
+    common::reference::fold(path, PLUGIN, "branch")
+}
+
+/// One writer is paused between its check of the file's end and its append (through
+/// the seam, holding the file lock). A writer through another database cannot append
+/// beside it: told not to wait, it is refused with the four-element error naming the
+/// file and the holder (this process), having written nothing; told to wait, it waits,
+/// and appends after the paused writer's entry once that is done. Both patches are in the
+/// fold at the leaf. Every pairing of the two write paths.
+#[test]
+fn a_writer_paused_before_its_append_keeps_writers_of_other_databases_out() {
+    for a_via in [Via::Log, Via::File] {
+        for b_via in [Via::Log, Via::File] {
+            paused_writer_keeps_the_other_out(a_via, b_via);
+        }
+    }
+}
+
+fn paused_writer_keeps_the_other_out(a_via: Via, b_via: Via) {
+    let what = format!("A writes through its {a_via:?}, B through its {b_via:?}");
+    let s = session();
+    let file = std::fs::canonicalize(&s.file).expect("canonical");
+    let (db_a, db_b) = (s.dir.path().join("a.sqlite"), s.dir.path().join("b.sqlite"));
+    for db in [&db_a, &db_b] {
+        // Each database knows the session, so a write without the log is decided from its
+        // rows.
+        store(db).catch_up(&file).expect("catch up");
+    }
+    let patch_in_thread = |via: Via, db: &Path, fs: Arc<dyn FileSystem>, patch: Value| {
+        let (file, db) = (file.clone(), db.to_path_buf());
+        std::thread::spawn(move || patch_via(via, &file, &db, fs, &patch))
+    };
+    let (a_fs, a_reached, a_go) = Hooked::pausing();
+    let a = patch_in_thread(a_via, &db_a, a_fs, json!({"a": 1}));
+    a_reached
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what}: A never reached its append"));
+    let before = std::fs::read(&file).expect("read");
+
+    // B will not wait: refused, naming the file and A's process, nothing written.
+    let (b_fs, b_blocked) = Hooked::watching(false);
+    let err = patch_via(b_via, &file, &db_b, b_fs, &json!({"b": 0})).expect_err(&what);
+    b_blocked
+        .try_recv()
+        .unwrap_or_else(|_| panic!("{what}: B did not find the file locked: {err}"));
+    let shown = err.to_string();
+    let Error::Lock(e) = err else {
+        panic!("{what}: not a lock error: {shown}")
+    };
+    let LockError::FileHeld {
+        initiator,
+        action,
+        object,
+        reason,
+        pid,
+    } = *e
+    else {
+        panic!("{what}: {e:?}")
+    };
+    assert_eq!(initiator, Holder::current().to_string(), "{what}");
+    assert_eq!(action, "patch", "{what}");
+    assert_eq!(object, file, "{what}");
+    assert!(reason.contains("advisory lock"), "{what}: {reason}");
+    assert_eq!(pid, Some(std::process::id()), "{what}");
+    for part in [
+        initiator.as_str(),
+        "patch refused",
+        &file.display().to_string(),
+        &reason,
+        &format!("kill {}", std::process::id()),
+    ] {
+        assert!(
+            shown.contains(part),
+            "{what}: {part:?} missing from: {shown}"
+        );
+    }
+    assert_eq!(std::fs::read(&file).expect("read"), before, "{what}");
+
+    // B waits: it finds the file locked, and appends nothing until A is done.
+    let (b_fs, b_blocked) = Hooked::watching(true);
+    let b = patch_in_thread(b_via, &db_b, b_fs, json!({"b": 1}));
+    b_blocked
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what}: B was not held back by the file lock"));
+    assert_eq!(std::fs::read(&file).expect("read"), before, "{what}");
+    a_go.send(()).expect("A waits for the word");
+    let id_a = a
+        .join()
+        .expect("A's thread")
+        .expect(&what)
+        .expect("A appended");
+    let id_b = b
+        .join()
+        .expect("B's thread")
+        .expect(&what)
+        .expect("B appended");
+
+    let log = SessionLog::open(&file).expect("strict read");
+    assert_eq!(
+        log.entry(&id_b).expect("B's entry").parent_id(),
+        Some(id_a.as_str()),
+        "{what}: B appended after A's entry, not beside it"
+    );
+    assert!(log.forks().is_empty(), "{what}: {:?}", log.forks());
+    let both = json!({"a": 1, "b": 1});
+    assert_eq!(
+        reference_value_at_last_entry(&file),
+        Some(both.clone()),
+        "{what}"
+    );
+    for db in [&db_a, &db_b] {
+        assert_eq!(
+            store(db)
+                .read_value(&file, PLUGIN, Scope::Branch, None)
+                .expect("read"),
+            Some(both.clone()),
+            "{what}: {}",
+            db.display()
+        );
+    }
+}
+
+/// Four processes patch one session, 40 patches each, each through its own projection
+/// database (as with `--db`, or a project's own setting): two with the log in memory,
+/// two without (as the command line writes). Before the file lock, two of them now and
+/// then appended beside each other under the same parent, and the fold at the leaf lost
+/// one patch. Every acknowledged patch is in the file, nothing unacknowledged is, no
+/// entry forks, and the value at the leaf (the reference fold, ours, each database's
+/// projection) holds all 160 patches.
+#[test]
+fn four_writers_each_with_its_own_database_lose_no_patch() {
+    const WRITERS: usize = 4;
+    const PATCHES: usize = 40;
+    let s = session();
+    let dbs: Vec<PathBuf> = (0..WRITERS)
+        .map(|k| s.dir.path().join(format!("db{k}")).join("states.sqlite"))
+        .collect();
+    let mut writers: Vec<(Writer, u32)> = dbs
+        .iter()
+        .enumerate()
+        .map(|(k, db)| {
+            let via = if k % 2 == 0 { Via::Log } else { Via::File };
+            let w = Writer::spawn(Program::Patches(via), &s.file, db, PATCHES, Start::Go);
+            let pid = w.pid();
+            (w, pid)
+        })
+        .collect();
+    for (w, _) in &mut writers {
+        w.expect_line("READY");
+    }
+    for (w, _) in &mut writers {
+        w.go();
+    }
+    let mut expected = serde_json::Map::new();
+    let mut acked = Vec::new();
+    for (w, pid) in writers {
+        let attempts = w.finish();
+        assert_eq!(attempts.len(), PATCHES, "one line per attempt");
+        for (i, a) in attempts.into_iter().enumerate() {
+            match a {
+                Attempt::Acked { id, .. } => acked.push(id),
+                Attempt::Refused { message, .. } => panic!("writer {pid}: refused: {message}"),
+            }
+            expected.insert(format!("{pid}-{i}"), json!(i));
+        }
+    }
+    let log = SessionLog::open(&s.file).expect("strict read");
+    assert!(log.findings().is_empty(), "{:?}", log.findings());
+    for id in &acked {
+        assert!(log.entry(id).is_some(), "acknowledged {id} is missing");
+    }
+    let events = log
+        .entries()
+        .filter(|e| e.state_plugin() == Some(PLUGIN))
+        .count();
+    assert_eq!(
+        events,
+        acked.len(),
+        "every event in the file was acknowledged"
+    );
+    let expected = Value::Object(expected);
+    let at_leaf = reference_value_at_last_entry(&s.file).expect("a value");
+    let lost: Vec<&String> = expected
+        .as_object()
+        .expect("object")
+        .keys()
+        .filter(|k| at_leaf.get(k.as_str()).is_none())
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "patches lost at the leaf: {lost:?}; forks at {:?}",
+        log.forks()
+    );
+    assert_eq!(at_leaf, expected);
+    assert!(log.forks().is_empty(), "forks at {:?}", log.forks());
+    assert_eq!(
+        shared(&dbs[0]).read(&log).expect("fold"),
+        Some(expected.clone())
+    );
+    for db in &dbs {
+        assert_eq!(
+            store(db)
+                .read_value(&s.file, PLUGIN, Scope::Branch, None)
+                .expect("read"),
+            Some(expected.clone()),
+            "{}",
+            db.display()
+        );
+    }
 }

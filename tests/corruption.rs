@@ -1,4 +1,4 @@
-//! Corruption (SPEC §2 reading rules): sessions generated with the library are damaged by
+//! Corruption (docs/spec.md §2 reading rules): sessions generated with the library are damaged by
 //! flipping, deleting or inserting one byte at a random position of a committed line
 //! (seeded xorshift; `CORRUPTIONS` files, default 600). Every damaged file is
 //!

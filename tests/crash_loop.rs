@@ -1,4 +1,4 @@
-//! Crash loop (SPEC §2 writing rules, §4 projection, §6 lock): a writer process appends
+//! Crash loop (docs/spec.md §2 writing rules, §4 projection, §6 lock): a writer process appends
 //! state events through `SessionState` and is killed with SIGKILL at random moments,
 //! `CRASH_KILLS` times (default 200). After every kill:
 //!
@@ -128,7 +128,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
 
         // 1. The file loads strictly; nothing but crash artifacts may be reported: a torn
         //    tail (a SIGKILL can cut a `write()` at a page boundary), or such a tail that a
-        //    later writer closed with `\n` (a torn record, SPEC §2), never corruption.
+        //    later writer closed with `\n` (a torn record, docs/spec.md §2), never corruption.
         let log = SessionLog::open(&file).unwrap_or_else(|e| panic!("round {round}: {e}"));
         for f in log.findings() {
             assert!(

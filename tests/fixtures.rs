@@ -277,7 +277,7 @@ fn bad_envelopes_fail_only_their_plugin() {
     );
 }
 
-/// Issue 10 item 5: a session named through a symlink is the file it resolves to. The
+/// a session named through a symlink is the file it resolves to. The
 /// first append migrates the target in place and appends to it; the link stays a link.
 #[test]
 fn a_symlinked_session_is_migrated_and_appended_through_the_link() {
@@ -321,7 +321,7 @@ fn a_symlinked_session_is_migrated_and_appended_through_the_link() {
     assert_eq!(names.len(), 1, "nothing else in the link's folder");
 }
 
-/// Issue 10 item 6: `cd dir; session-state write v2.jsonl …` migrates and appends (the
+/// `cd dir; session-state write v2.jsonl …` migrates and appends (the
 /// parent of a bare name is the current directory, not "").
 #[test]
 fn a_bare_relative_name_is_migrated_and_appended() {
@@ -345,7 +345,7 @@ fn a_bare_relative_name_is_migrated_and_appended() {
     assert_eq!(log.entry(leaf).unwrap().state_plugin(), Some("p"));
 }
 
-/// Issue 10 item 14: only regular files are read. A FIFO is refused without blocking, a
+/// only regular files are read. A FIFO is refused without blocking, a
 /// link to `/dev/zero` without reading it, and a first line longer than the header limit
 /// without buffering more of it.
 #[test]

@@ -1,4 +1,4 @@
-//! Property tests of the fold (SPEC §3) against a naive reference model: a plain list of
+//! Property tests of the fold (docs/spec.md §3) against a naive reference model: a plain list of
 //! entries with a parent map, folded from scratch on every query.
 //!
 //! A reference state machine generates appended messages, write/patch/drop for two
@@ -335,7 +335,7 @@ prop_state_machine! {
     fn fold_matches_the_naive_model(sequential 1..40 => Sut);
 }
 
-/// SPEC §3: "unchanged → append nothing" uses JSON value equality as Pi's JavaScript sees
+/// docs/spec.md §3: "unchanged → append nothing" uses JSON value equality as Pi's JavaScript sees
 /// it: `1` and `1.0` are one value and key order does not matter, for write, patch and
 /// drop, in both scopes; on a fork the comparison is with the fork's own (inherited)
 /// value.

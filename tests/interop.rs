@@ -1,4 +1,4 @@
-//! Interop with the real Pi, both majors (SPEC §2). Needs npm; fails loudly without it.
+//! Interop with the real Pi, both majors (docs/spec.md §2). Needs npm; fails loudly without it.
 //!
 //! - Pi → us: sessions Pi generates load with the same ids, parents, leaf and root→entry
 //!   paths as Pi's own `getEntries()` / `getBranch()`.
@@ -233,7 +233,7 @@ fn old_versions_migrate_to_the_shape_pi_gives() {
     }
 }
 
-/// Issue 10 item 2: a v1 file whose messages serde_json's `Value` cannot hold (a lone
+/// a v1 file whose messages serde_json's `Value` cannot hold (a lone
 /// surrogate escape, nesting 200 deep) migrates with the ids the reader assigned, every
 /// line keeps its content, and Pi's `getBranch()` still has every message.
 #[test]
@@ -277,7 +277,7 @@ fn v1_lines_serde_value_cannot_hold_migrate_without_losing_a_message() {
     }
 }
 
-/// Issue 10 item 4: after any torn tail (truncated JSON, NUL bytes, a JSON prefix and
+/// after any torn tail (truncated JSON, NUL bytes, a JSON prefix and
 /// NULs; with or without a newline after it) our writer and the real Pi can go on, and
 /// both readers agree afterwards. Pi 0.73 does not close a torn tail before appending:
 /// its first entry fuses with the torn bytes (lost for both readers); strict refuses
@@ -373,4 +373,229 @@ fn after_any_torn_tail_our_writer_and_pi_continue_and_agree() {
         }
     }
     assert_eq!(checked, 18);
+}
+
+/// Pi's own fold at the leaf (`values.mjs fold`, on a private copy): plugin → text.
+fn pi_fold_at_leaf(major: u8, file: &Path) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.jsonl");
+    std::fs::copy(file, &copy).unwrap();
+    let folds = pi::run(
+        "values.mjs",
+        &["fold", &major.to_string(), copy.to_str().unwrap(), "--leaf"],
+    );
+    let leaf = folds["leafId"].as_str().unwrap().to_owned();
+    folds["branch"][leaf].clone()
+}
+
+/// The CLI's `read` of `plugin` at the last entry: its line, or `None` when absent.
+fn cli_read(file: &Path, db: &Path, plugin: &str) -> Option<String> {
+    let out = common::cli()
+        .arg("read")
+        .arg(file)
+        .args(["--plugin", plugin, "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    match out.status.code() {
+        Some(0) => Some(String::from_utf8(out.stdout).unwrap().trim_end().to_owned()),
+        Some(1) => None,
+        code => panic!(
+            "read --plugin {plugin}: exit {code:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// A CLI write command (`write`, `patch`, `drop`) on `file`; panics unless it exits 0.
+fn cli_write(file: &Path, db: &Path, args: &[&str]) {
+    let out = common::cli()
+        .arg(args[0])
+        .arg(file)
+        .args(&args[1..])
+        .arg("--db")
+        .arg(db)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Our reads of every plugin at the leaf (in memory, projection, CLI) equal Pi's fold.
+fn assert_reads_as_pi_folds(major: u8, file: &Path, plugins: &[&str], what: &str) {
+    let pi = pi_fold_at_leaf(major, file);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("states.sqlite");
+    let log = SessionLog::open(file).unwrap();
+    let projection = common::open_store(&db).unwrap();
+    for plugin in plugins {
+        let expect = pi[plugin].as_str().map(str::to_owned);
+        let st = Store::at(&db)
+            .and_then(|store| store.state::<Value>(plugin, Scope::Branch))
+            .unwrap();
+        let ours = st.read_value(&log).unwrap();
+        assert_eq!(
+            ours.as_ref().map(json::to_string),
+            expect,
+            "pi{major} {what}: {plugin} in memory"
+        );
+        let projected = projection
+            .read_value(file, plugin, Scope::Branch, None)
+            .unwrap();
+        assert_eq!(
+            projected.as_ref().map(json::to_string),
+            expect,
+            "pi{major} {what}: {plugin} projection"
+        );
+        assert_eq!(
+            cli_read(file, &dir.path().join("cli.sqlite"), plugin),
+            expect,
+            "pi{major} {what}: {plugin} CLI read"
+        );
+    }
+}
+
+/// Appends a state event line written as text (so its numbers are as written).
+fn append_event_text(file: &Path, id: &str, plugin: &str, data: &str) {
+    use std::io::Write;
+    let parent = SessionLog::open(file)
+        .unwrap()
+        .leaf_id()
+        .unwrap()
+        .to_owned();
+    let mut out = std::fs::OpenOptions::new().append(true).open(file).unwrap();
+    writeln!(
+        out,
+        r#"{{"type":"custom","customType":"session-state/{plugin}","data":{data},"id":"{id}","parentId":"{parent}","timestamp":"2026-01-01T00:00:00.000Z"}}"#
+    )
+    .unwrap();
+}
+
+/// Values nested as deep as the real Pi writes them: `values.mjs deep` finds the deepest
+/// value Pi's `appendCustomEntry` writes (about 4,170 levels: JSON.stringify runs out of
+/// stack beyond it) and writes it, a 300-deep one, and a patch. We read both as Pi's fold
+/// prints them (in memory, projection, CLI), our CLI patches, writes and drops on top, and
+/// Pi folds what we wrote to what we read. Both majors. The read limit is above Pi's.
+#[test]
+fn values_pi_writes_as_deep_as_it_can_read_and_fold_as_pis() {
+    for major in pi::MAJORS {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("deep.jsonl");
+        let written = pi::run(
+            "values.mjs",
+            &["deep", &major.to_string(), file.to_str().unwrap()],
+        );
+        let max = written["maxDepth"].as_u64().unwrap() as usize;
+        println!("pi{major}: appendCustomEntry writes values up to {max} levels deep");
+        assert!(max > 1_000, "pi{major}: {max}");
+        // The event's data object is one level more.
+        assert!(max < json::MAX_READ_DEPTH, "pi{major} writes {max} levels");
+        let plugins = ["deep", "d300"];
+        assert_reads_as_pi_folds(major, &file, &plugins, "as Pi wrote it");
+        let db = dir.path().join("cli.sqlite");
+        cli_write(
+            &file,
+            &db,
+            &["patch", "--plugin", "deep", "--merge", r#"{"x":[1]}"#],
+        );
+        cli_write(
+            &file,
+            &db,
+            &["patch", "--plugin", "d300", "--merge", r#"{"k":null}"#],
+        );
+        assert_reads_as_pi_folds(major, &file, &plugins, "after our patches");
+        assert_eq!(
+            pi_fold_at_leaf(major, &file)["d300"].as_str(),
+            Some("{}"),
+            "pi{major}"
+        );
+        cli_write(&file, &db, &["write", "--plugin", "d300", "--value", "1"]);
+        cli_write(&file, &db, &["drop", "--plugin", "deep"]);
+        assert_reads_as_pi_folds(major, &file, &plugins, "after our write and drop");
+        assert!(pi_fold_at_leaf(major, &file)["deep"].is_null(), "pi{major}");
+    }
+}
+
+/// Numbers as the real Pi reads them, both majors: state events written as text with
+/// integers a double cannot hold (`123456789012345678`, `9007199254740993`) and numbers
+/// beyond the double range (`1e400`, a patch `{"c":1E999}`). Our reads (in memory,
+/// projection, CLI) print what Pi's fold prints; our CLI's patch, write and drop of those
+/// plugins work, and Pi folds the result to what we read, also after Pi's own appends
+/// on top (`values.mjs more`).
+#[test]
+fn numbers_beyond_doubles_in_the_file_fold_as_pi_folds_them() {
+    for major in pi::MAJORS {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("numbers.jsonl");
+        let m = major.to_string();
+        pi::run("values.mjs", &["gen", &m, file.to_str().unwrap(), "5"]);
+        let set = |v: &str| format!(r#"{{"v":1,"scope":"branch","op":"set","value":{v}}}"#);
+        append_event_text(
+            &file,
+            "f0000001",
+            "big",
+            &set(r#"{"n":123456789012345678,"m":[9007199254740993,-18446744073709551617]}"#),
+        );
+        append_event_text(
+            &file,
+            "f0000002",
+            "inf",
+            &set(r#"{"a":1e400,"b":[-1e400,1]}"#),
+        );
+        append_event_text(
+            &file,
+            "f0000003",
+            "inf",
+            r#"{"v":1,"scope":"branch","op":"patch","patch":{"c":1E999}}"#,
+        );
+        append_event_text(&file, "f0000004", "top", &set("1e400"));
+        let plugins = ["big", "inf", "top", "p0", "p5", "p11", "p23"];
+        assert_reads_as_pi_folds(major, &file, &plugins, "as written");
+        let pi = pi_fold_at_leaf(major, &file);
+        assert_eq!(
+            pi["big"].as_str(),
+            Some(r#"{"n":123456789012345680,"m":[9007199254740992,-18446744073709552000]}"#)
+        );
+        assert_eq!(
+            pi["inf"].as_str(),
+            Some(r#"{"a":null,"b":[null,1],"c":null}"#)
+        );
+        let db = dir.path().join("cli.sqlite");
+        cli_write(
+            &file,
+            &db,
+            &["patch", "--plugin", "inf", "--merge", r#"{"d":1,"a":null}"#],
+        );
+        cli_write(
+            &file,
+            &db,
+            &["patch", "--plugin", "big", "--merge", r#"{"x":1}"#],
+        );
+        cli_write(&file, &db, &["write", "--plugin", "top", "--value", "null"]);
+        assert_reads_as_pi_folds(major, &file, &plugins, "after our writes");
+        let pi = pi_fold_at_leaf(major, &file);
+        assert_eq!(pi["inf"].as_str(), Some(r#"{"b":[null,1],"c":null,"d":1}"#));
+        assert_eq!(pi["top"].as_str(), Some("null"));
+        // Pi appends on top (forks included: its leaf may leave our events' branch).
+        pi::run("values.mjs", &["more", &m, file.to_str().unwrap(), "5"]);
+        assert_reads_as_pi_folds(major, &file, &plugins, "after Pi appended");
+        cli_write(&file, &db, &["drop", "--plugin", "inf"]);
+        assert_reads_as_pi_folds(major, &file, &plugins, "after our drop");
+        // Pi goes on appending after our lines and reads every one of them.
+        let appended = pi::append(major, &file, 2, None);
+        let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+        assert_eq!(
+            pi::dump_links_copy(major, &file).entries.len(),
+            lines - 1,
+            "pi{major}"
+        );
+        assert_eq!(
+            SessionLog::open(&file).unwrap().leaf_id(),
+            appended.leaf_id.as_deref()
+        );
+    }
 }

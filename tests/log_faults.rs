@@ -75,6 +75,12 @@ impl AppendFile for FaultyFile {
     fn identity(&self) -> io::Result<FileIdentity> {
         self.inner.identity()
     }
+    fn lock(&mut self, wait: std::time::Duration) -> io::Result<bool> {
+        self.inner.lock(wait)
+    }
+    fn unlock(&mut self) -> io::Result<()> {
+        self.inner.unlock()
+    }
 }
 
 impl FileSystem for FaultyFs {
@@ -281,7 +287,7 @@ fn faults_while_migrating_leave_the_original_intact() {
     }
 }
 
-/// Issue 10 item 2: a line whose content must change in the migration (a v1 compaction's
+/// a line whose content must change in the migration (a v1 compaction's
 /// `firstKeptEntryIndex`, a `hookMessage` role) but that serde_json's `Value` cannot hold
 /// is refused before the file is touched, with the file and line named.
 #[test]
@@ -338,7 +344,7 @@ fn a_migration_that_cannot_transform_a_line_refuses_before_touching_the_file() {
     }
 }
 
-/// Issue 10 item 2: a line that migration must rewrite (a v1 compaction's
+/// a line that migration must rewrite (a v1 compaction's
 /// `firstKeptEntryIndex`, a v2 `hookMessage`) keeps its lone surrogates and its deep nesting
 /// byte for byte, through the lossless codec.
 #[test]
@@ -383,7 +389,7 @@ fn a_line_that_must_change_keeps_its_lone_surrogates_through_migration() {
     );
 }
 
-/// Issue 10 item 4 (SPEC §2 "decide before touching the file"): a writer that will refuse
+/// a writer that will refuse
 /// a file refuses before it writes a byte, whether the bad line is the last complete
 /// line or a tail the closing newline would turn into one, and before a migration.
 #[test]
@@ -449,7 +455,7 @@ impl FileSystem for ShrinkingFs {
     }
 }
 
-/// Issue 10 item 10: a file that shrinks while it is migrated is an error (never a panic,
+/// a file that shrinks while it is migrated is an error (never a panic,
 /// never a migrated copy of the wrong bytes), and the shrunk file is not replaced.
 #[test]
 fn a_file_that_shrinks_during_migration_is_refused() {

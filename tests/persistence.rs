@@ -1,4 +1,4 @@
-//! The persistence seam (SPEC §8) with its Pi JSONL backend: Pi's layout, lazy creation,
+//! The persistence seam with its Pi JSONL backend: Pi's layout, lazy creation,
 //! contiguous sequence numbers, refusals that write nothing, durable closing of an
 //! interrupted turn, and header-only listing. Each test runs on its own temporary
 //! sessions directory; the last one has the real Pi (both majors) list and read what the
@@ -7,8 +7,8 @@
 use crate::common;
 
 use serde_json::{Value, json};
-use session_state::{Error, Header, SessionLog};
-use session_state::{INTERRUPTED_TOOL_RESULT, PiJsonlStore, SessionStore, SessionStoreExt};
+use session_state::{Error, Header, SessionLog, StoreError};
+use session_state::{INTERRUPTED_TOOL_RESULT, PiJsonlStore, SessionStore, Sessions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -60,12 +60,22 @@ fn custom(n: u64) -> Value {
     json!({"type": "custom", "customType": "host/note", "data": {"n": n}})
 }
 
+/// The sessions of a file backend on `root`.
+fn on(root: impl Into<PathBuf>) -> Sessions {
+    Sessions::new(PiJsonlStore::new(root))
+}
+
+/// Where the file backend keeps a session (no I/O).
+fn locate(root: &Path, h: &Header) -> Option<PathBuf> {
+    PiJsonlStore::new(root).locate(h)
+}
+
 /// A store on a fresh sessions directory holding one session with `events`.
-fn store_with(events: &[Value]) -> (tempfile::TempDir, PiJsonlStore, PathBuf) {
+fn store_with(events: &[Value]) -> (tempfile::TempDir, Sessions, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PiJsonlStore::new(dir.path().join("sessions"));
+    let store = on(dir.path().join("sessions"));
     let h = header(ID, "/home/me/project");
-    let path = store.locate(&h).expect("locate");
+    let path = locate(&dir.path().join("sessions"), &h).expect("locate");
     store.create(h).expect("create");
     let next = store.append(ID, 0, events).expect("append");
     assert_eq!(next, events.len() as u64);
@@ -94,21 +104,28 @@ fn strip(mut v: Value) -> Value {
 fn store_is_a_thread_safe_trait_object() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<PiJsonlStore>();
+    assert_send_sync::<Sessions>();
     let dir = tempfile::tempdir().expect("tempdir");
-    let store: Box<dyn SessionStore> = Box::new(PiJsonlStore::new(dir.path()));
+    let backend: Box<dyn SessionStore> = Box::new(PiJsonlStore::new(dir.path()));
+    assert!(backend.list().expect("list").is_empty());
+    let store = Sessions::from_box(backend);
     assert!(store.list().expect("list").is_empty());
     // The serializing helper works through the trait object too.
     let err = store
         .append_serialized(ID, 0, &[user("hi")])
         .expect_err("unknown session");
+    let root = format!("pi-jsonl {}", dir.path().display());
     assert!(
-        matches!(&err, Error::SessionNotFound { session_id, root }
-            if session_id == ID && root == dir.path()),
+        matches!(&err, Error::Store(StoreError::NotFound { session_id, store })
+            if session_id == ID && *store == root),
         "{err:?}"
     );
     assert!(err.to_string().contains(ID), "{err}");
     let err = store.load(ID).expect_err("unknown session");
-    assert!(matches!(&err, Error::SessionNotFound { .. }), "{err:?}");
+    assert!(
+        matches!(&err, Error::Store(StoreError::NotFound { .. })),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -143,9 +160,9 @@ fn locate_matches_pi_layout_without_io() {
 fn created_session_is_absent_until_first_append() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("sessions");
-    let store = PiJsonlStore::new(&root);
+    let store = on(&root);
     let h = header(ID, "/home/me/project");
-    let path = store.locate(&h).expect("locate");
+    let path = locate(&root, &h).expect("locate");
     store.create(h.clone()).expect("create");
 
     assert!(store.list().expect("list").is_empty());
@@ -175,16 +192,19 @@ fn created_session_is_absent_until_first_append() {
     // Creating it again is refused, in this store and in a fresh one.
     assert!(matches!(
         store.create(h.clone()),
-        Err(Error::AlreadyExists { .. })
+        Err(Error::Store(StoreError::AlreadyExists { .. }))
     ));
-    let other = PiJsonlStore::new(&root);
-    assert!(matches!(other.create(h), Err(Error::AlreadyExists { .. })));
+    let other = on(&root);
+    assert!(matches!(
+        other.create(h),
+        Err(Error::Store(StoreError::AlreadyExists { .. }))
+    ));
 }
 
 #[test]
 fn create_refuses_headers_that_cannot_be_stored() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PiJsonlStore::new(dir.path());
+    let store = on(dir.path());
     let v2 = header_with(ID, "/p", |h| h["version"] = json!(2));
     let err = store.create(v2).expect_err("refused");
     assert!(
@@ -222,16 +242,17 @@ fn create_refuses_headers_that_cannot_be_stored() {
 #[test]
 fn a_session_in_two_files_is_refused_naming_both() {
     let (_dir, store, path) = store_with(&[user("one")]);
-    let twin = store
-        .root()
+    let root = dir_of(&path);
+    let twin = root
         .join("--elsewhere--")
         .join(path.file_name().expect("name"));
     std::fs::create_dir_all(twin.parent().expect("folder")).expect("mkdir");
     std::fs::copy(&path, &twin).expect("copy");
-    let fresh = PiJsonlStore::new(store.root());
+    drop(store);
+    let fresh = on(&root);
     let err = fresh.load(ID).expect_err("ambiguous");
     match &err {
-        Error::AmbiguousSession { session_id, paths } => {
+        Error::Store(StoreError::Ambiguous { session_id, paths }) => {
             assert_eq!(session_id, ID);
             let mut paths = paths.clone();
             paths.sort();
@@ -247,7 +268,10 @@ fn a_session_in_two_files_is_refused_naming_both() {
         "{shown}"
     );
     let err = fresh.append(ID, 1, &[custom(1)]).expect_err("ambiguous");
-    assert!(matches!(err, Error::AmbiguousSession { .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::Store(StoreError::Ambiguous { .. })),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -258,7 +282,7 @@ fn append_assigns_contiguous_sequence_numbers() {
     for wrong in [0, 2, 5] {
         let err = store.append(ID, wrong, &[custom(9)]).expect_err("refused");
         assert!(
-            matches!(&err, Error::SequenceMismatch { session_id, expected: 3, got }
+            matches!(&err, Error::Store(StoreError::SequenceMismatch { session_id, expected: 3, got })
                 if session_id == ID && *got == wrong),
             "{err:?}"
         );
@@ -279,16 +303,16 @@ fn append_assigns_contiguous_sequence_numbers() {
     );
 
     // A store that starts afresh (another process, a restart) continues the numbering.
-    let again = PiJsonlStore::new(dir.path().join("sessions"));
+    let again = on(dir.path().join("sessions"));
     let err = again.append(ID, 1, &[custom(3)]).expect_err("refused");
     assert!(
         matches!(
             err,
-            Error::SequenceMismatch {
+            Error::Store(StoreError::SequenceMismatch {
                 expected: 3,
                 got: 1,
                 ..
-            }
+            })
         ),
         "{err:?}"
     );
@@ -416,11 +440,24 @@ fn load_after_reopen_returns_the_same_entries() {
     let written_ids: Vec<_> = written.entries().map(|e| e.id().to_owned()).collect();
     drop(store);
 
-    let store = PiJsonlStore::new(dir.path().join("sessions"));
+    let store = on(dir.path().join("sessions"));
     let loaded = store.load(ID).expect("load");
     assert_eq!(loaded.header(), &header(ID, "/home/me/project"));
-    assert_eq!(store.locate(loaded.header()), Some(path.clone()));
-    assert_eq!(loaded.log().path(), path);
+    assert_eq!(
+        locate(&dir.path().join("sessions"), loaded.header()),
+        Some(path.clone())
+    );
+    // Read from the store's lines: a detached log named by the store and the session.
+    assert!(loaded.log().is_detached());
+    assert!(
+        loaded
+            .log()
+            .path()
+            .to_string_lossy()
+            .ends_with(&format!("#{ID}")),
+        "{:?}",
+        loaded.log().path()
+    );
     assert_eq!(loaded.next_seq(), events.len() as u64);
     assert!(loaded.closed_tool_calls().is_empty());
     let ids: Vec<_> = loaded.log().entries().map(|e| e.id().to_owned()).collect();
@@ -450,7 +487,7 @@ fn interrupted_turn_is_closed_durably_once() {
         custom(1),
     ]);
     drop(store);
-    let store = PiJsonlStore::new(dir.path().join("sessions"));
+    let store = on(dir.path().join("sessions"));
     let loaded = store.load(ID).expect("load");
     assert_eq!(loaded.closed_tool_calls(), ["call_2".to_string()]);
     assert_eq!(loaded.next_seq(), 5);
@@ -487,7 +524,7 @@ fn interrupted_turn_is_closed_durably_once() {
 
     // Closed once: a second load (in this store or another) appends nothing.
     let before = std::fs::read(&path).expect("read");
-    for s in [&store, &PiJsonlStore::new(dir.path().join("sessions"))] {
+    for s in [&store, &on(dir.path().join("sessions"))] {
         let again = s.load(ID).expect("load");
         assert!(again.closed_tool_calls().is_empty());
         assert_eq!(again.next_seq(), 5);
@@ -557,7 +594,7 @@ fn torn_final_record_is_discarded() {
         ids
     );
     assert!(
-        loaded.log().tail_bytes() > 0,
+        SessionLog::open(&path).expect("open").tail_bytes() > 0,
         "the torn bytes are seen, and left alone"
     );
     drop(loaded);
@@ -575,12 +612,12 @@ fn torn_final_record_is_discarded() {
 
 #[test]
 fn corrupt_middle_line_is_refused_with_its_line_number() {
-    let (_dir, store, path) = store_with(&[user("one"), custom(1), custom(2)]);
+    let (_dir, _store, path) = store_with(&[user("one"), custom(1), custom(2)]);
     let mut l = lines(&path);
     l[2] = r#"{"type":"custom", oops "id":"deadbeef"}"#.into();
     std::fs::write(&path, l.join("\n") + "\n").expect("write");
 
-    let fresh = PiJsonlStore::new(store.root());
+    let fresh = on(dir_of(&path));
     match fresh.load(ID) {
         Err(Error::Corrupt { path: p, at, .. }) => {
             assert_eq!(p, path);
@@ -595,9 +632,10 @@ fn corrupt_middle_line_is_refused_with_its_line_number() {
 #[test]
 fn unknown_version_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PiJsonlStore::new(dir.path());
+    let files = PiJsonlStore::new(dir.path());
+    let store = on(dir.path());
     let h = header_with(ID, "/home/me/project", |h| h["version"] = json!(4));
-    let path = store.locate(&h).expect("locate");
+    let path = files.locate(&h).expect("locate");
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     let body = user("hi").to_string().replace(r#""type":"message""#,
         r#""type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2024-12-03T14:00:01.000Z""#);
@@ -608,7 +646,7 @@ fn unknown_version_is_refused() {
         other => panic!("expected UnsupportedVersion, got {other:?}"),
     }
     assert!(store.list().expect("list").is_empty());
-    let listing = store.scan().expect("scan");
+    let listing = files.scan().expect("scan");
     assert_eq!(listing.problems.len(), 1);
     assert_eq!(listing.problems[0].path, path);
     assert!(matches!(
@@ -624,9 +662,10 @@ fn unknown_version_is_refused() {
 #[test]
 fn list_reads_only_headers() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PiJsonlStore::new(dir.path());
+    let files = PiJsonlStore::new(dir.path());
+    let store = on(dir.path());
     let big = header("big", "/work/big");
-    let path = store.locate(&big).expect("locate");
+    let path = files.locate(&big).expect("locate");
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     // 5 MB of lines that are no JSON at all, then a valid entry: a full strict parse
     // refuses this file, a header scan does not look past line 1.
@@ -654,7 +693,7 @@ fn list_reads_only_headers() {
     let mut listed = store.list().expect("list");
     listed.sort_by(|a, b| a.id().cmp(b.id()));
     assert_eq!(listed, vec![header(ID, "/home/me/project"), big]);
-    let listing = store.scan().expect("scan");
+    let listing = files.scan().expect("scan");
     let problems: Vec<_> = listing
         .problems
         .iter()
@@ -683,7 +722,7 @@ fn list_reads_only_headers() {
 fn pi_lists_and_reads_what_the_store_wrote() {
     let dir = tempfile::tempdir().expect("tempdir");
     let agent = dir.path().join("agent");
-    let store = PiJsonlStore::new(agent.join("sessions"));
+    let store = on(agent.join("sessions"));
     let cwd = dir.path().join("work:tree").join("proj");
     std::fs::create_dir_all(&cwd).expect("mkdir cwd");
     let cwd = cwd.to_str().expect("utf-8 path").to_owned();
@@ -699,7 +738,7 @@ fn pi_lists_and_reads_what_the_store_wrote() {
     let loaded = store.load(ID).expect("load");
     assert_eq!(loaded.closed_tool_calls(), ["call_1".to_string()]);
     let closing = loaded.log().leaf_id().expect("leaf").to_owned();
-    let path = store.locate(loaded.header()).expect("the file");
+    let path = locate(&agent.join("sessions"), loaded.header()).expect("the file");
 
     let script = r#"
         const [major, cwd] = process.argv.slice(1);
@@ -745,25 +784,6 @@ fn pi_lists_and_reads_what_the_store_wrote() {
     }
 }
 
-#[test]
-fn concurrent_appends_at_one_seq_admit_exactly_one() {
-    let (_dir, store, path) = store_with(&[user("one")]);
-    let outcomes: Vec<bool> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..8)
-            .map(|n| {
-                let store = &store;
-                s.spawn(move || store.append(ID, 1, &[custom(n)]).is_ok())
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("thread"))
-            .collect()
-    });
-    assert_eq!(outcomes.iter().filter(|ok| **ok).count(), 1);
-    assert_eq!(SessionLog::open(&path).expect("open").len(), 2);
-}
-
 /// A file-system seam that records what it is asked to do and, when armed, creates the
 /// session's final name first, as another process would in between.
 struct Racing {
@@ -807,7 +827,7 @@ impl session_state::FileSystem for Fs {
     }
 }
 
-/// Issue 10 item 10: the store creates a session through the log's one durable-create
+/// the store creates a session through the log's one durable-create
 /// routine on the file-system seam (temporary file with a random name, write, sync, hard
 /// link, directory sync), and a session file that appears in between is never
 /// overwritten.
@@ -817,14 +837,14 @@ fn first_append_creates_through_the_seam_and_never_overwrites() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().join("sessions");
         let h = header(ID, "/home/me/project");
-        let path = PiJsonlStore::new(&root).locate(&h).expect("locate");
+        let path = locate(&root, &h).expect("locate");
         let racing = std::sync::Arc::new(Racing {
             calls: std::sync::Mutex::default(),
             squat: squat.then(|| path.clone()),
         });
         let options =
             session_state::LogOptions::new().file_system(std::sync::Arc::new(Fs(racing.clone())));
-        let store = PiJsonlStore::with_options(&root, options);
+        let store = Sessions::new(PiJsonlStore::with_options(&root, options));
         store.create(h.clone()).expect("create");
         let result = store.append(ID, 0, &[user("hello"), custom(1)]);
         let calls = racing.calls.lock().expect("lock").clone();
@@ -845,7 +865,9 @@ fn first_append_creates_through_the_seam_and_never_overwrites() {
         );
         if squat {
             match result {
-                Err(Error::AlreadyExists { path: p }) => assert_eq!(p, path),
+                Err(Error::Store(StoreError::AlreadyExists { session_id, .. })) => {
+                    assert_eq!(session_id, ID)
+                }
                 other => panic!("a session that appeared meanwhile: {other:?}"),
             }
             assert_eq!(
@@ -862,7 +884,7 @@ fn first_append_creates_through_the_seam_and_never_overwrites() {
     }
 }
 
-/// Issue 10 item 14: a FIFO or a link to `/dev/zero` named `*.jsonl` in a sessions folder
+/// a FIFO or a link to `/dev/zero` named `*.jsonl` in a sessions folder
 /// is reported by `scan`, never opened (which would block or never end); `list` and
 /// `load` return instead of hanging.
 #[test]
@@ -881,8 +903,9 @@ fn scan_reports_files_that_are_not_regular_without_opening_them() {
     let (tx, rx) = std::sync::mpsc::channel();
     let r = root.clone();
     std::thread::spawn(move || {
-        let store = PiJsonlStore::new(&r);
-        let scan = store.scan().map(|l| {
+        let files = PiJsonlStore::new(&r);
+        let store = Sessions::new(PiJsonlStore::new(&r));
+        let scan = files.scan().map(|l| {
             l.problems
                 .into_iter()
                 .map(|p| (p.path, p.error))
@@ -914,6 +937,14 @@ fn scan_reports_files_that_are_not_regular_without_opening_them() {
 
 // How a backend without files gives the tree its entries: the same lines, read from a byte
 // source by `LogOptions::read` into a detached log.
+
+/// The sessions directory of a session file (two folders up).
+fn dir_of(path: &Path) -> PathBuf {
+    path.parent()
+        .and_then(Path::parent)
+        .expect("root")
+        .to_path_buf()
+}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

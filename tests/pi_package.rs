@@ -1,131 +1,23 @@
-//! The Pi package (`pi/`, SPEC §9) in the real Pi 1.6.0 agent loop, from `cargo test`:
-//! `npm ci`, `npm run build:debug` (the napi-rs addon, in its own `CARGO_TARGET_DIR` under
-//! `target/` so it never waits on this build's lock), `npm run typecheck` (`tsc --strict`
-//! over the package's TypeScript) and `node --test` with the pinned
-//! Node 22 that `npm ci` installs (`pi/node_modules/.bin/node`). The Node tests drive Pi
-//! through its SDK with the `faux` provider and use this build's CLI.
+//! The Pi package (`pi/`) in the real Pi 1.6.0 agent loop, from `cargo test`: `npm ci`,
+//! the napi-rs addon built under `target/pi-native/` (`tests/common/pi_addon.rs`; never in
+//! `pi/native/`, where a user's own build lives), `npm run typecheck` (`tsc --strict` over
+//! the package's TypeScript) and the package's `npm test` with the pinned Node 22 that
+//! `npm ci` installs. The Node tests drive Pi through the package's testing kit (its SDK,
+//! with the `faux` provider) and through the `pi` command,
+//! load the addon named by `SESSION_STATE_PI_ADDON` and use this build's CLI.
 //!
 //! There is no silent skip: a missing `npm`, a failed install or build, or a failing Node
 //! test fails this test with the output.
 
-use std::collections::hash_map::DefaultHasher;
+use crate::common::pi_addon::{self, ADDON_ENV};
 use std::ffi::OsString;
 use std::fs;
-use std::hash::{Hash, Hasher};
-use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::time::SystemTime;
 
-fn pkg() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("pi")
-}
-
-fn target_dir() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) if !dir.is_empty() => manifest.join(dir),
-        _ => manifest.join("target"),
-    }
-}
-
-/// `PATH` with the pinned Node 22 first (napi-rs's CLI needs Node >= 22).
-fn path_with_node() -> OsString {
-    let bin = pkg().join("node_modules").join(".bin");
-    let mut dirs = vec![bin];
-    if let Some(p) = std::env::var_os("PATH") {
-        dirs.extend(std::env::split_paths(&p));
-    }
-    std::env::join_paths(dirs).expect("PATH")
-}
-
-/// A command in `pi/` with cargo's own variables removed (the nested cargo of `napi
-/// build` must not take this test's package for its own).
-fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut c = Command::new(program);
-    c.current_dir(pkg());
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy().into_owned();
-        if (k.starts_with("CARGO_") && k != "CARGO_HOME") || k.starts_with("RUSTC_WORKSPACE") {
-            c.env_remove(&k);
-        }
-    }
-    c.env("PATH", path_with_node());
-    c.env("CARGO_TARGET_DIR", target_dir().join("pi-native"));
-    c
-}
-
-fn run(what: &str, mut c: Command) -> Output {
-    let out = c.output().unwrap_or_else(|e| {
-        if e.kind() == ErrorKind::NotFound {
-            panic!(
-                "{what}: not found on PATH. The Pi package's tests need Node.js with npm (the \
-                 machine's npm installs the pinned Node 22 from pi/package-lock.json)"
-            );
-        }
-        panic!("{what}: cannot run: {e}");
-    });
-    if !out.status.success() {
-        panic!(
-            "{what} failed in {} ({})\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            pkg().display(),
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    out
-}
-
-/// `npm ci`, unless `node_modules` was installed from this very lockfile.
-fn npm_ci() {
-    let lock = fs::read(pkg().join("package-lock.json")).expect("pi/package-lock.json");
-    let mut h = DefaultHasher::new();
-    lock.hash(&mut h);
-    let want = format!("{:016x}\n", h.finish());
-    let stamp = target_dir().join("pi-native").join("npm-ci.stamp");
-    let node = pkg().join("node_modules").join(".bin").join("node");
-    if fs::read_to_string(&stamp).ok().as_deref() == Some(want.as_str()) && node.exists() {
-        return;
-    }
-    let mut c = command("npm");
-    c.args(["ci", "--no-audit", "--no-fund"]);
-    run("npm ci", c);
-    assert!(
-        node.exists(),
-        "npm ci did not install the pinned Node 22 at {} (allowScripts in pi/package.json \
-         must let the `node` package's install script run)",
-        node.display()
-    );
-    fs::create_dir_all(stamp.parent().expect("parent")).expect("mkdir");
-    fs::write(&stamp, want).expect("stamp");
-}
-
-#[test]
-fn the_pi_package_passes_its_tests_in_the_real_pi() {
-    npm_ci();
-    // A debug build: the tests need the addon's behaviour, not its speed, and a release
-    // build from scratch costs CI minutes (`npm run build`, the release build, is what
-    // users and `pi/bench/` run).
-    let mut build = command("npm");
-    build.args(["run", "build:debug"]);
-    run("npm run build:debug", build);
-    assert!(
-        pkg().join("native").join("session-state.node").exists(),
-        "npm run build:debug made no pi/native/session-state.node"
-    );
-    let mut typecheck = command("npm");
-    typecheck.args(["run", "typecheck"]);
-    run("npm run typecheck (tsc --strict)", typecheck);
-    let mut test = command(pkg().join("node_modules").join(".bin").join("node"));
-    test.args([
-        "--test",
-        "--test-concurrency=1",
-        "test/pi.test.ts",
-        "test/example.test.ts",
-    ])
-    .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
-    let out = run("node --test", test);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+/// The counts of node's test reporter (`# pass N`, `# fail N`), asserted: none failed and
+/// at least `min` passed.
+pub fn assert_node_tests_passed(stdout: &str, min: u32) {
     let count = |key: &str| -> u32 {
         stdout
             .lines()
@@ -134,5 +26,132 @@ fn the_pi_package_passes_its_tests_in_the_real_pi() {
             .unwrap_or_else(|| panic!("no '# {key}' line in node's output:\n{stdout}"))
     };
     assert_eq!(count("fail"), 0, "{stdout}");
-    assert!(count("pass") >= 10, "the Node tests ran: {stdout}");
+    assert!(count("pass") >= min, "the Node tests ran: {stdout}");
+}
+
+#[test]
+fn the_pi_package_passes_its_tests_in_the_real_pi() {
+    let addon = pi_addon::addon();
+    let native = pi_addon::pkg().join("native");
+    let before = listing(&native);
+    let mut typecheck = pi_addon::command("npm");
+    typecheck.args(["run", "typecheck"]);
+    pi_addon::run("npm run typecheck (tsc --strict)", typecheck);
+    let mut test = pi_addon::command("npm");
+    test.args(["test", "--silent"])
+        .env(ADDON_ENV, addon)
+        .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
+    let out = pi_addon::run("npm test (the Pi package's tests)", test);
+    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 18);
+    assert_eq!(
+        before,
+        listing(&native),
+        "the tests wrote into {} (a user's own addon lives there)",
+        native.display()
+    );
+}
+
+/// Each file's name, length and modification time, sorted by name.
+fn listing(dir: &Path) -> Vec<(OsString, u64, Option<SystemTime>)> {
+    let mut files: Vec<_> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| {
+            let e = e.expect("a directory entry");
+            let meta = e.metadata().expect("metadata");
+            (e.file_name(), meta.len(), meta.modified().ok())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The loader's error when no addon matches, in the shapes a user meets: a checkout with
+/// no build, a published package whose platform package npm skipped, a platform with no
+/// prebuilt addon, a platform package of another version, a relative
+/// `SESSION_STATE_PI_ADDON`. Each names the platform (or the variable) and the fix.
+#[test]
+fn the_loader_names_the_platform_and_the_fix_when_no_addon_loads() {
+    pi_addon::npm_ci();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pkg = dir.path().join("pkg");
+    fs::create_dir_all(pkg.join("src")).expect("mkdir");
+    fs::copy(
+        pi_addon::pkg().join("src").join("addon.ts"),
+        pkg.join("src").join("addon.ts"),
+    )
+    .expect("copy addon.ts");
+    let load = |manifest: serde_json::Value, env: Option<&str>| -> String {
+        fs::write(pkg.join("package.json"), manifest.to_string()).expect("package.json");
+        let mut c = pi_addon::command(pi_addon::node());
+        c.current_dir(&pkg).args([
+            "--input-type=module",
+            "-e",
+            "import { loadAddon, platformId } from './src/addon.ts'; \
+             try { loadAddon(); console.log('loaded'); } \
+             catch (e) { console.log(platformId() + '\\n' + e.message); }",
+        ]);
+        if let Some(v) = env {
+            c.env(ADDON_ENV, v);
+        }
+        String::from_utf8(pi_addon::run("loadAddon()", c).stdout).expect("UTF-8")
+    };
+    let base = serde_json::json!({
+        "name": "@session-state/pi", "version": "0.1.0", "type": "module",
+        "napi": { "binaryName": "session-state" },
+    });
+
+    let out = load(base.clone(), None);
+    let (id, msg) = out.split_once('\n').expect("two lines");
+    assert!(
+        msg.contains(&format!("no native addon for this platform, {id}"))
+            && msg.contains("npm ci && npm run build")
+            && msg.contains(ADDON_ENV),
+        "a checkout with no build: {msg}"
+    );
+
+    let mut published = base.clone();
+    published["optionalDependencies"] = serde_json::json!({ format!("@session-state/pi-{id}"): "0.1.0", "@session-state/pi-sunos-x64": "0.1.0" });
+    let msg = load(published, None);
+    assert!(
+        msg.contains(&format!(
+            "npm skipped the optional dependency @session-state/pi-{id}"
+        )) && msg.contains("pi install npm:@session-state/pi@0.1.0"),
+        "a published package whose platform package is missing: {msg}"
+    );
+
+    let mut elsewhere = base.clone();
+    elsewhere["optionalDependencies"] =
+        serde_json::json!({ "@session-state/pi-sunos-x64": "0.1.0" });
+    let msg = load(elsewhere, None);
+    assert!(
+        msg.contains(&format!(
+            "there is no prebuilt addon for {id} (prebuilt: sunos-x64)"
+        )) && msg.contains("npm ci && npm run build"),
+        "a platform with no prebuilt addon: {msg}"
+    );
+
+    let other = dir
+        .path()
+        .join("node_modules")
+        .join("@session-state")
+        .join(format!("pi-{id}"));
+    fs::create_dir_all(&other).expect("mkdir");
+    fs::write(
+        other.join("package.json"),
+        r#"{"name":"x","version":"0.0.9"}"#,
+    )
+    .expect("write");
+    let msg = load(base.clone(), None);
+    assert!(
+        msg.contains(&format!(
+            "@session-state/pi-{id} is version 0.0.9, but @session-state/pi is 0.1.0"
+        )),
+        "a platform package of another version: {msg}"
+    );
+
+    let msg = load(base, Some("relative/session-state.node"));
+    assert!(
+        msg.contains("SESSION_STATE_PI_ADDON must be the absolute path"),
+        "a relative {ADDON_ENV}: {msg}"
+    );
 }

@@ -1,4 +1,4 @@
-//! The SQLite projection (SPEC §4) against real session files and a real database in a
+//! The SQLite projection (docs/spec.md §4) against real session files and a real database in a
 //! tempdir: reads equal the in-memory fold, catch-up reads only new bytes, a file changed
 //! behind the projection's back is rebuilt, a corrupt database of ours is rebuilt, a file
 //! that is not provably ours is refused and left byte-identical, and a database that cannot
@@ -1339,7 +1339,7 @@ fn a_build_interrupted_between_chunks_is_finished_by_the_next_reader() {
     assert_matches_fold(&next, &file, &s.db);
 }
 
-/// SPEC §2 "decide before touching the file": the first write of a new session, which
+/// docs/spec.md §2 "decide before touching the file": the first write of a new session, which
 /// creates its file, refuses a database path that is not ours before the file exists.
 #[test]
 fn a_first_write_refuses_a_database_that_is_not_ours_before_creating_the_session() {

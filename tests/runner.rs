@@ -18,11 +18,16 @@ mod guard_example;
 mod interop;
 mod log_faults;
 mod persistence;
+mod pi_install;
 mod pi_package;
+mod pi_tui;
 mod plugins;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_tls;
 mod projection;
+mod prune;
 mod readme_walkthrough;
 mod replay;
 mod seam_faults;

@@ -15,6 +15,9 @@
 //! - no temporary file of a migration is left behind (except by a crash);
 //! - the next open succeeds and the next append works.
 //!
+//! In a clean run, every write to an existing session file happens under its advisory
+//! lock, taken before its length is checked (`docs/lock.md`, "The file lock").
+//!
 //! `tests/log_faults.rs` holds the hand-picked cases; this file enumerates.
 #![allow(clippy::unwrap_used)]
 
@@ -40,6 +43,8 @@ enum Call {
     Write,
     SyncData,
     Identity,
+    Lock,
+    Unlock,
 }
 
 /// What happens to the call that is failed.
@@ -173,6 +178,18 @@ impl AppendFile for SeamFile {
     fn identity(&self) -> io::Result<FileIdentity> {
         match self.seam.enter(Call::Identity, Some(&self.path)) {
             Verdict::Pass => self.inner.identity(),
+            Verdict::Fail(_) => Err(eio()),
+        }
+    }
+    fn lock(&mut self, wait: std::time::Duration) -> io::Result<bool> {
+        match self.seam.enter(Call::Lock, Some(&self.path)) {
+            Verdict::Pass => self.inner.lock(wait),
+            Verdict::Fail(_) => Err(eio()),
+        }
+    }
+    fn unlock(&mut self) -> io::Result<()> {
+        match self.seam.enter(Call::Unlock, Some(&self.path)) {
+            Verdict::Pass => self.inner.unlock(),
             Verdict::Fail(_) => Err(eio()),
         }
     }
@@ -707,5 +724,46 @@ fn every_scenario_goes_through_the_seam() {
         if matches!(kind, Kind::MigrateV1 | Kind::MigrateV2) {
             assert!(trace.contains(&Call::Rename), "{kind:?}: {trace:?}");
         }
+    }
+}
+
+#[test]
+fn every_append_to_an_existing_file_checks_and_writes_under_the_file_lock() {
+    for kind in KINDS {
+        let trace = clean_trace(kind);
+        // A create writes its new file under a temporary name nobody else knows; the
+        // appends begin with the first open of the file at its real name.
+        let start = match kind {
+            Kind::Create => trace
+                .iter()
+                .position(|&(c, _)| c == Call::OpenAppend)
+                .unwrap(),
+            _ => 0,
+        };
+        let mut locked = false;
+        let mut writes = 0;
+        for (i, &(call, temp)) in trace.iter().enumerate().skip(start) {
+            match call {
+                Call::Lock => locked = true,
+                // A new handle holds no lock; closing the old one released its lock.
+                Call::Unlock | Call::OpenAppend => locked = false,
+                Call::Len | Call::Write if !temp => {
+                    assert!(
+                        locked,
+                        "{kind:?}: call {i} ({call:?}) without the lock: {trace:?}"
+                    );
+                    writes += usize::from(call == Call::Write);
+                }
+                _ => {}
+            }
+        }
+        assert!(
+            !locked,
+            "{kind:?}: the lock is held after the run: {trace:?}"
+        );
+        assert!(
+            writes >= STEPS - usize::from(kind == Kind::Create),
+            "{kind:?}: {trace:?}"
+        );
     }
 }

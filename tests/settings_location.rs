@@ -1,4 +1,4 @@
-//! SPEC §4 "Location, first hit wins": every source, trust mode, value form and broken
+//! docs/spec.md §4 "Location, first hit wins": every source, trust mode, value form and broken
 //! file, each on a throwaway home / agent dir / project under one `tempfile::tempdir()`.
 #![allow(clippy::unwrap_used)]
 

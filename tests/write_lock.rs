@@ -1,4 +1,4 @@
-//! The per-session write lock (SPEC §6) through [`Store`], against a real SQLite file in
+//! The per-session write lock (docs/spec.md §6) through [`Store`], against a real SQLite file in
 //! WAL mode, with real processes standing in for other holders. Rows that other programs
 //! (another process, an older version) would leave are written with raw SQL on a
 //! connection of the test's own.
@@ -8,10 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Barrier};
 
+use crate::common;
 use crate::common::holders::Proc;
 use crate::common::now_ms;
+use crate::common::seams::Hooked;
 use rusqlite::{Connection, params};
-use session_state::{Holder, LEASE, Liveness, LockError, SessionLog, Store};
+use session_state::{
+    Holder, LEASE, Liveness, LockError, LogOptions, Materialize, NewEntry, Scope, SessionLog,
+    SessionState, Store, StoreOptions,
+};
 use tempfile::TempDir;
 
 const SESSION: &str = "0195f1d0-7c4e-7000-8000-000000000001";
@@ -444,7 +449,7 @@ fn peeking_at_the_lock_creates_nothing() {
 #[test]
 fn status_reads_a_table_with_only_the_spec_columns() {
     let (_dir, path) = db();
-    // A database that an older writer left: nothing but the lock table of SPEC §6.
+    // A database that an older writer left: nothing but the lock table of docs/spec.md §6.
     let conn = open(&path);
     conn.execute_batch(
         "CREATE TABLE write_lock (session_id TEXT PRIMARY KEY, holder TEXT NOT NULL,
@@ -541,4 +546,239 @@ fn racing_writers_on_two_stores_exactly_one_wins() {
     }
     a.end();
     b.end();
+}
+
+// ---------------------------------------------------------------------------------------
+// Every refusal's hint names what blocks and a command that clears it
+// ---------------------------------------------------------------------------------------
+
+/// A session file with one user message in `dir`, and its id.
+fn session_file(dir: &Path) -> (PathBuf, String) {
+    let mut log = LogOptions::new()
+        .materialize(Materialize::FirstAppend)
+        .create(dir, "/proj")
+        .expect("create session");
+    log.append(NewEntry::message(
+        serde_json::json!({"role": "user", "content": "hints"}),
+    ))
+    .expect("append");
+    (log.path().to_path_buf(), log.session_id().to_owned())
+}
+
+/// `session-state write <file> --plugin hint --value <value> --db <db>`: whether it
+/// succeeded, and its stderr.
+fn cli_write(file: &Path, db: &Path, value: u32) -> (bool, String) {
+    let out = common::cli()
+        .arg("write")
+        .arg(file)
+        .args(["--plugin", "hint", "--value", &value.to_string(), "--db"])
+        .arg(db)
+        .output()
+        .expect("run session-state write");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The two commands a row's refusal offers, after "delete its row in the table <table>: ".
+fn row_hint_commands(message: &str, table: &str) -> [String; 2] {
+    let marker = format!("delete its row in the table {table}: ");
+    let (_, commands) = message
+        .split_once(&marker)
+        .unwrap_or_else(|| panic!("the hint does not name the table {table}: {message}"));
+    let (force_refresh, sqlite) = commands
+        .split_once("  or  ")
+        .unwrap_or_else(|| panic!("two commands: {message}"));
+    [force_refresh.trim().to_owned(), sqlite.trim().to_owned()]
+}
+
+/// Runs `command` as a user pasting it would: in `sh`, with the binary under test on
+/// `PATH` as `session-state`, and nothing else of the environment.
+fn run_hint(command: &str) {
+    let bin = Path::new(common::BIN)
+        .parent()
+        .expect("the binary's directory");
+    let path = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .expect("PATH");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env_clear()
+        .env("PATH", path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run sh -c {command:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// For each of the two commands of a row's refusal: `plant` leaves the row of a live
+/// process (a `sleep`) in `table`; the command line's write is refused, naming the table
+/// (and `check` looks at the message); the command, run as printed, deletes the row; the
+/// write then goes through.
+fn each_hint_command_clears(
+    table: &str,
+    plant: impl Fn(&Path, &str, &Path, &Holder),
+    check: impl Fn(&str),
+) {
+    assert_sqlite3_cli();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, id) = session_file(dir.path());
+    let db = dir.path().join("states.sqlite");
+    assert!(
+        cli_write(&file, &db, 0).0,
+        "a first write creates the database"
+    );
+    let rows = |conn: &Connection| -> i64 {
+        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .expect("count")
+    };
+    for (which, value) in [(0, 1), (1, 2)] {
+        let holder = Proc::sleep();
+        plant(&db, &id, &file, &holder.holder());
+        let (ok, refusal) = cli_write(&file, &db, value);
+        assert!(!ok && refusal.contains("write refused"), "{refusal}");
+        assert!(refusal.contains(&holder.holder().to_string()), "{refusal}");
+        check(&refusal);
+        let commands = row_hint_commands(&refusal, table);
+        assert!(
+            commands[0].starts_with("session-state force-refresh --yes --db "),
+            "{commands:?}"
+        );
+        assert!(
+            commands[1].starts_with("sqlite3 ")
+                && commands[1].contains(&format!("DELETE FROM {table} WHERE session_id")),
+            "{commands:?}"
+        );
+        run_hint(&commands[which]);
+        assert_eq!(rows(&open(&db)), 0, "{commands:?}");
+        let (ok, err) = cli_write(&file, &db, value);
+        assert!(ok, "after {:?}: {err}", commands[which]);
+        holder.end();
+    }
+}
+
+/// A live holder's `write_lock` row refuses the command line's write; the hint names the
+/// table, and each of its two commands (`force-refresh --yes`, `sqlite3`), run as
+/// printed, deletes the row, after which the write goes through.
+#[cfg(target_os = "linux")]
+#[test]
+fn each_command_in_a_lock_rows_hint_clears_it() {
+    let plant = |db: &Path, id: &str, _: &Path, holder: &Holder| {
+        let other = store(db);
+        let guard = other
+            .lock_as(id, "patch", now_ms(), holder)
+            .expect("the other holder's row");
+        std::mem::forget(guard);
+    };
+    each_hint_command_clears("write_lock", plant, |refusal| {
+        assert!(refusal.contains("(it is doing: patch)"), "{refusal}");
+    });
+}
+
+/// A running Pi's presence row refuses the command line's write. The hint used to offer
+/// `DELETE FROM write_lock …`, which deleted nothing; it names `pi_presence` now, and
+/// each of its two commands, run as printed, deletes that row, after which the write
+/// goes through.
+#[cfg(target_os = "linux")]
+#[test]
+fn each_command_in_a_pi_presence_refusals_hint_clears_it() {
+    let plant = |db: &Path, id: &str, file: &Path, pi: &Holder| {
+        let conn = open(db);
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS pi_presence (session_id TEXT PRIMARY KEY, holder TEXT \
+             NOT NULL, since INTEGER NOT NULL, session_file TEXT)",
+        )
+        .expect("the Pi package's table");
+        conn.execute(
+            "INSERT OR REPLACE INTO pi_presence VALUES (?1, ?2, ?3, ?4)",
+            params![id, pi.to_string(), now_ms(), file.to_string_lossy()],
+        )
+        .expect("a running Pi's row");
+    };
+    each_hint_command_clears("pi_presence", plant, |refusal| {
+        assert!(refusal.contains("a running Pi"), "{refusal}");
+        assert!(!refusal.contains("write_lock"), "{refusal}");
+    });
+}
+
+/// Another process holds the session file's advisory lock (a writer stuck between its
+/// check and its append, played by `examples/writer.rs --hold-file`): a write that will
+/// not wait is refused, naming the file and that process; the hint's command, run as
+/// printed, ends it, and the write then goes through.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_command_in_a_file_lock_refusals_hint_clears_it() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, _) = session_file(dir.path());
+    let file = std::fs::canonicalize(file).expect("canonical");
+    let db = dir.path().join("states.sqlite");
+    let mut holder = Command::new(common::examples::example("writer"))
+        .arg(&file)
+        .arg(dir.path().join("holder.sqlite"))
+        .args(["hint", "0", "--hold-file"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the holder");
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the holder");
+    assert_eq!(line.trim_end(), "HOLDING");
+    let (fs, _) = Hooked::watching(false);
+    let state: SessionState<serde_json::Value> =
+        Store::open(StoreOptions::new().database_path(&db).file_system(fs))
+            .and_then(|store| store.state("hint", Scope::Branch))
+            .expect("state");
+    let before = std::fs::read(&file).expect("read");
+    let refused = state
+        .write_file(&file, None, &serde_json::json!(1))
+        .expect_err("the file is locked");
+    let message = refused.to_string();
+    let session_state::Error::Lock(e) = refused else {
+        panic!("{message}")
+    };
+    let LockError::FileHeld { object, pid, .. } = *e else {
+        panic!("{message}")
+    };
+    assert_eq!(object, file);
+    assert_eq!(pid, Some(holder.id()), "{message}");
+    assert!(message.contains(&file.display().to_string()), "{message}");
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        before,
+        "nothing written"
+    );
+    let (_, command) = message
+        .split_once("when it exits): ")
+        .unwrap_or_else(|| panic!("a command: {message}"));
+    assert_eq!(command, format!("kill {}", holder.id()));
+    run_hint(command);
+    holder.wait().expect("the holder ended");
+    state
+        .write_file(&file, None, &serde_json::json!(1))
+        .expect("the lock is gone")
+        .expect("appended");
+}
+
+/// The hint tests run the `sqlite3` program as printed: it must be installed.
+fn assert_sqlite3_cli() {
+    let found = Command::new("sqlite3")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "these tests run the sqlite3 command line program: install it"
+    );
 }

@@ -1,7 +1,7 @@
 //! The write of a process that has not read the log (`SessionState::write_file`,
 //! `apply_at_tail`, the CLI's `write`/`patch`/`drop`): decided from the projection's rows
 //! and the file's tail. Each result is checked against a full parse and fold of the file;
-//! each case the rows cannot answer falls back to the log, and the guarantees of SPEC §6
+//! each case the rows cannot answer falls back to the log, and the guarantees of docs/spec.md §6
 //! hold on this path too.
 
 use crate::common::{self, holders::Proc};

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Whole-process `session-state write` against its floor, and a read after a foreign
-append against a warm read (SPEC §10; issue 12), in one run on the same files.
+append against a warm read (docs/spec.md §10), in one run on the same files.
 
     cli_write.py WORK BIN FLOOR [--sizes "1000 10000 100000"] [--runs N] [--before BIN]
 

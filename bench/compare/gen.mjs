@@ -6,7 +6,7 @@
 // tests/interop/lib.mjs): user prompts, assistant replies with thinking, tool calls with
 // their results, a state event (`session-state/{alpha,beta,bench}`) about every twelfth
 // entry and a fork about every fiftieth step. Message bodies are SCALE times longer than
-// in `big`, so that entries average 6.6 KB as in the sessions SPEC §10's baselines were
+// in `big`, so that entries average 6.6 KB as in the sessions docs/spec.md §10's baselines were
 // measured on (1k entries = 6.6 MB, 100k = 667 MB). Every byte is written by Pi
 // (`appendFileSync`), so ids, field order and escaping are Pi's own.
 //

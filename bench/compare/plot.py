@@ -1,4 +1,5 @@
-"""Plots read cost against session size for Pi and session-state (docs/read-cost.png).
+"""Plots read cost against session size for Pi and session-state (read-cost.png; docs/read-cost.png
+   is a copy made by `bench/compare/run --update-docs`).
 
     plot.py results.json out.png
 """

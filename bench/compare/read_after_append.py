@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A `read` after one foreign append against a warm `read`, whole process (issue 12).
+"""A `read` after one foreign append against a warm `read`, whole process.
 
     read_after_append.py BIN FILE DB RUNS
 

@@ -1,8 +1,8 @@
-//! Shared by the benches of SPEC §10 (`hot_read`, `replay`, `write`, `memory`) and
+//! Shared by the benches of docs/spec.md §10 (`hot_read`, `replay`, `write`, `memory`) and
 //! `examples/replay_mem.rs`: a fast generator of Pi-format sessions, and peak-RSS probes.
 //!
 //! The generator writes what `bench/compare/gen.mjs` makes Pi 1.6.0 write, with the same
-//! mixture and line sizes (6.6 KB per entry on average, as in the sessions SPEC §10's
+//! mixture and line sizes (6.6 KB per entry on average, as in the sessions docs/spec.md §10's
 //! baselines were measured on): user prompts (0.3-1.5 KB), assistant replies with
 //! thinking (7-23 KB), tool calls (0.9 KB) and their results (3-9 KB), a state event about
 //! every twelfth entry (`session-state/{alpha,beta,bench}`, 80% `set`, mostly branch

@@ -1,4 +1,4 @@
-//! The envelope decoder (SPEC §3): arbitrary text as the `data` of `session-state/p`
+//! The envelope decoder (docs/spec.md §3): arbitrary text as the `data` of `session-state/p`
 //! events (the input is split at 0xFF bytes into up to four events on one branch), read
 //! in both scopes at the leaf and at every event, with history. Reading a plugin must
 //! never panic: a bad envelope is an error naming the plugin, entry and line.

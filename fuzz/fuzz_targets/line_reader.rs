@@ -1,4 +1,4 @@
-//! The line reader (SPEC §2): any bytes as a session file, opened strictly and in salvage
+//! The line reader (docs/spec.md §2): any bytes as a session file, opened strictly and in salvage
 //! mode. It must never panic, never change the file, and a file the strict reader
 //! accepts must read the same in salvage mode.
 //! Proptest equivalent: `tests/bad_input.rs::arbitrary_bytes_never_panic_a_reader`.

@@ -1,18 +1,49 @@
-// The Pi package's benchmark (SPEC §10, issue 13), all in one run on a 10k-entry session
-// that Pi's own SessionManager writes:
+// The Pi package's benchmark, all in one run on a session that Pi's own SessionManager
+// writes, with entries of Pi's real size (about 6.6 KB on average: the mixture of
+// bench/compare/gen.mjs, user prompts, assistant replies with thinking, tool calls with
+// their results, a state event about every tenth entry, a fork about every fiftieth):
 //   - read(ctx) at an unchanged leaf            (target <= 5 us)
-//   - read(ctx) after one appended entry         (target <= 50 us)
-//   - first read after Pi opens the session, warm projection (target <= 5 ms)
-//   each beside a TypeScript fold over getBranch() at the same leaf;
-//   - write(ctx) beside Pi's appendEntry + fdatasync of the file (target <= 1.5x).
+//   - read(ctx) after one appended entry, a message of real size or a state event
+//                                                (target <= 50 us)
+//   - first read after Pi opens the session, warm projection (target <= 5 ms), and the
+//     background parse it starts: its thread's CPU time and wall time, and the process's
+//     memory while it runs (peak) and after it (kept)
+//   each read beside a TypeScript fold over getBranch() at the same leaf;
+//   - write(ctx) beside Pi's appendEntry + fdatasync of the same envelope (target <= 1.15x):
+//     in pairs, the order alternating from pair to pair, one entry of real size appended by
+//     Pi before each pair; the figure is the median of the per-pair ratios.
 //
 // Run (after `npm ci && npm run build` in pi/):
-//   node bench/read-write.ts [entries=10000] [samples=2000]
+//   node_modules/.bin/node bench/read-write.ts [entries=10000] [samples=2000]
+// Linux only (the background parse is observed through /proc/self).
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { execFileSync } from "node:child_process";
 import { SessionManager } from "@earendil-works/pi-coding-agent";
 import { openSessionState } from "../src/index.ts";
+// @ts-ignore: plain JavaScript, the interop tests' message helpers.
+import { assistant, merge, patchEv, prose, rng, setEv, toolResult, user } from "../../tests/interop/lib.mjs";
+
+// The background parse in a new process: `--first-read FILE SESSION_DIR DB CWD` opens the
+// session as Pi does, reads once, waits for the parse, prints what it cost as JSON.
+if (process.argv[2] === "--first-read") {
+  const [file, sessionDir, db, cwd] = process.argv.slice(3);
+  const opened = SessionManager.open(file, sessionDir);
+  const st = openSessionState(piOf(opened), { pluginId: "bench", scope: "branch", databasePath: db });
+  fs.writeFileSync("/proc/self/clear_refs", "5"); // VmHWM := VmRSS
+  const rss0 = vmStat("VmRSS");
+  const before = threads();
+  const t0 = ns();
+  st.read({ cwd, sessionManager: opened, isProjectTrusted: () => false });
+  const t1 = ns();
+  const parse = [...threads()].filter((t) => !before.has(t));
+  if (parse.length === 0) throw new Error("the first read started no background parse");
+  const p = await waitForThreads(parse, t1);
+  const out = { read: Number(t1 - t0), cpu: p.cpu, wall: p.wall, peak: vmStat("VmHWM") - rss0, kept: vmStat("VmRSS") - rss0 };
+  process.stdout.write(JSON.stringify(out) + "\n");
+  process.exit(0);
+}
 
 const N = Number(process.argv[2] ?? 10000);
 const SAMPLES = Number(process.argv[3] ?? 2000);
@@ -24,29 +55,40 @@ const db = path.join(dir, "states.sqlite");
 const PLUGIN = "bench";
 const CT = `session-state/${PLUGIN}`;
 
-// --- the session: user / assistant messages of a few KB, a state event every 50 entries
-const filler = "lorem ipsum dolor sit amet ".repeat(80);
-let sm = SessionManager.create(cwd, sessionDir);
-for (let i = 0; i < N; i++) {
-  if (i % 50 === 25) {
-    sm.appendCustomEntry(CT, { v: 1, scope: "branch", op: "set", value: { step: i, items: [i, i + 1] } });
-  } else if (i % 2 === 0) {
-    sm.appendMessage({ role: "user", content: [{ type: "text", text: `q${i} ${filler}` }], timestamp: Date.now() } as any);
-  } else {
-    sm.appendMessage({
-      role: "assistant",
-      content: [{ type: "text", text: `a${i} ${filler}` }],
-      api: "faux",
-      provider: "faux",
-      model: "faux",
-      usage: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, totalTokens: 2, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
-      stopReason: "stop",
-      timestamp: Date.now(),
-    } as any);
-  }
+// --- the session: Pi's entries at their real size (bench/compare/gen.mjs's mixture)
+const SCALE = 3.08;
+const r = rng(1);
+const text = (bytes: number) => prose(r, Math.round(bytes * SCALE));
+let call = 0;
+let step = 0;
+/** One state event: of the plugin read (half of them) or of another plugin. Its ids. */
+function appendEvent(s: any): string[] {
+  const ct = r.chance(0.5) ? CT : `session-state/${r.pick(["alpha", "beta"])}`;
+  return [s.appendCustomEntry(ct, r.chance(0.8) ? setEv("branch", { step, note: prose(r, 60) }) : patchEv("branch", { step }))];
 }
+/** One message of Pi's real size (two for a tool call and its result). Its ids. */
+function appendMessage(s: any): string[] {
+  const x = r.next();
+  if (x < 0.26) return [s.appendMessage(user(text(80 + r.int(400))))];
+  if (x < 0.66) return [s.appendMessage(assistant(text(2000 + r.int(4000)), undefined, text(300 + r.int(1200))))];
+  const id = `toolu_${++call}`;
+  return [
+    s.appendMessage(assistant(text(300), { id, name: "read", arguments: { path: `src/mod${call}.rs` } })),
+    s.appendMessage(toolResult(id, "read", text(1000 + r.int(2000)))),
+  ];
+}
+let sm = SessionManager.create(cwd, sessionDir);
+const ids: string[] = [sm.appendMessage(user("Benchmark session: refactor the storage layer."))];
+while (ids.length < N - 1) {
+  step++;
+  const x = r.next();
+  if (x < 0.02 && ids.length > 10) sm.branch(ids[ids.length - 1 - r.int(Math.min(ids.length, 500))]);
+  else ids.push(...(x < 0.12 ? appendEvent(sm) : appendMessage(sm)));
+}
+ids.push(sm.appendCustomEntry(CT, setEv("branch", { step, note: "final" })));
 const file = sm.getSessionFile()!;
 const size = fs.statSync(file).size;
+const entryCount = ids.length;
 
 const shared = (globalThis as any)[Symbol.for("session-state/pi")];
 function ctxOf(s: any) {
@@ -60,18 +102,69 @@ function tsFold(s: any): unknown {
   let v: unknown;
   for (const e of s.getBranch()) {
     if (e.type === "custom" && e.customType === CT && e.data?.scope === "branch") {
-      v = e.data.op === "set" ? e.data.value : e.data.op === "drop" ? undefined : v;
+      const d = e.data;
+      v = d.op === "set" ? d.value : d.op === "drop" ? undefined : d.op === "patch" ? merge(v, d.patch) : v;
     }
   }
   return v;
 }
-const ns = () => process.hrtime.bigint();
+function ns(): bigint {
+  return process.hrtime.bigint();
+}
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];
 }
+function range(xs: number[]): string {
+  const s = [...xs].sort((a, b) => a - b);
+  return `${fmt(s[0])}–${fmt(s[s.length - 1])}`;
+}
 function fmt(ns: number): string {
   return ns >= 1e6 ? `${(ns / 1e6).toFixed(2)} ms` : `${(ns / 1e3).toFixed(2)} µs`;
+}
+const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
+function same(a: unknown, b: unknown, what: string): void {
+  if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error(`${what}: ${JSON.stringify(a)} != fold ${JSON.stringify(b)}`);
+}
+
+// --- /proc/self: the process's threads, a thread's CPU time, the memory counters
+function threads(): Set<string> {
+  return new Set(fs.readdirSync("/proc/self/task"));
+}
+/** A thread's CPU time in ns (schedstat's first field), or undefined once it has exited. */
+function threadCpu(tid: string): number | undefined {
+  try {
+    return Number(fs.readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+  } catch {
+    return undefined;
+  }
+}
+/** VmRSS or VmHWM, in bytes. */
+function vmStat(key: "VmRSS" | "VmHWM"): number {
+  const m = fs.readFileSync("/proc/self/status", "utf8").match(new RegExp(`^${key}:\\s+(\\d+) kB`, "m"));
+  return Number(m![1]) * 1024;
+}
+/**
+ * Waits (polling every millisecond, at most 30 s) until the threads `tids` have exited;
+ * returns their CPU time as last seen (it misses at most the last millisecond's) and
+ * how long they ran after `since`.
+ */
+async function waitForThreads(tids: string[], since: bigint): Promise<{ cpu: number; wall: number }> {
+  const cpu = new Map<string, number>();
+  for (;;) {
+    let alive = 0;
+    for (const t of tids) {
+      const c = threadCpu(t);
+      if (c !== undefined) {
+        cpu.set(t, c);
+        alive++;
+      }
+    }
+    const wall = Number(ns() - since);
+    if (alive === 0) return { cpu: [...cpu.values()].reduce((a, b) => a + b, 0), wall };
+    if (wall > 30e9) throw new Error(`threads ${tids.join(", ")} still run after 30 s`);
+    await new Promise((res) => setTimeout(res, 1));
+  }
 }
 
 // --- warm the projection (a previous Pi process read this session)
@@ -80,29 +173,46 @@ function fmt(ns: number): string {
   st.read(ctxOf(sm));
 }
 
-// --- first read after Pi opens the session (new SessionManager, new store handle)
+// --- first read after Pi opens the session (new SessionManager, new store handle), and
+// the background parse it starts; the next iteration begins once that thread has exited
 const first: number[] = [];
 const firstFold: number[] = [];
+const parseCpu: number[] = [];
+const parseWall: number[] = [];
 for (let i = 0; i < 20; i++) {
-  // As in a new Pi process: no store handle, no file seen yet, and no background parse of
-  // the previous iteration's handle still running on the other core.
-  await new Promise((r) => setTimeout(r, 400));
+  // As in a new Pi process: no store handle, no file seen yet.
   shared.stores.clear();
   shared.existing.clear();
   shared.dirSynced.clear();
   shared.missing.clear();
   const opened = SessionManager.open(file, sessionDir);
   const st = openSessionState(piOf(opened), { pluginId: PLUGIN, scope: "branch", databasePath: db });
+  const before = threads();
   const t0 = ns();
   const v = st.read(ctxOf(opened));
   const t1 = ns();
-  const f = tsFold(opened);
+  const parse = [...threads()].filter((t) => !before.has(t));
+  if (parse.length === 0) throw new Error("the first read started no background parse");
+  const p = await waitForThreads(parse, t1);
+  parseCpu.push(p.cpu);
+  parseWall.push(p.wall);
   const t2 = ns();
+  const f = tsFold(opened);
+  const t3 = ns();
   first.push(Number(t1 - t0));
-  firstFold.push(Number(t2 - t1));
-  if (JSON.stringify(v) !== JSON.stringify(f)) throw new Error(`first read ${JSON.stringify(v)} != fold ${JSON.stringify(f)}`);
+  firstFold.push(Number(t3 - t2));
+  same(v, f, "first read");
   sm = opened;
 }
+
+// The same in five new processes: the parse's memory, which a long-lived process would
+// hide (it reuses what earlier parses freed).
+const fresh: { read: number; cpu: number; wall: number; peak: number; kept: number }[] = [];
+for (let i = 0; i < 5; i++) {
+  const out = execFileSync(process.execPath, [process.argv[1], "--first-read", file, sessionDir, db, cwd], { encoding: "utf8" });
+  fresh.push(JSON.parse(out));
+}
+const col = (k: "read" | "cpu" | "wall" | "peak" | "kept") => fresh.map((f) => f[k]);
 
 const ctx = ctxOf(sm);
 const state = openSessionState<unknown>(piOf(sm), { pluginId: PLUGIN, scope: "branch", databasePath: db });
@@ -122,53 +232,91 @@ for (let i = 0; i < SAMPLES / 100; i++) {
   tsFold(sm);
   unchangedFold.push(Number(ns() - t0));
 }
-if (JSON.stringify(state.read(ctx)) !== JSON.stringify(tsFold(sm))) throw new Error("read != fold");
+same(state.read(ctx), tsFold(sm), "read");
 
-// --- read after one appended entry (Pi appends a message; the next read follows it);
-// the fold in its own loop, the same way
-const appended: number[] = [];
+// --- read after one appended entry: Pi appends a message of real size, or (one in four)
+// a state event, of the plugin read or of another; the next read follows it. The fold in
+// its own loop, after the same kind of appends.
+const afterMessage: number[] = [];
+const afterEvent: number[] = [];
 const appendedFold: number[] = [];
-const message = (i: number) => ({ role: "user", content: [{ type: "text", text: `more ${i}` }], timestamp: Date.now() }) as any;
 for (let i = 0; i < 500; i++) {
-  sm.appendMessage(message(i));
+  step++;
+  const event = i % 4 === 3;
+  if (event) appendEvent(sm);
+  else appendMessage(sm);
   const t0 = ns();
   const v = state.read(ctx);
-  appended.push(Number(ns() - t0));
-  if (i % 50 === 0 && JSON.stringify(v) !== JSON.stringify(tsFold(sm))) throw new Error("read after append != fold");
+  (event ? afterEvent : afterMessage).push(Number(ns() - t0));
+  if (i % 25 === 0 || event) same(v, tsFold(sm), "read after an append");
 }
 for (let i = 0; i < 500; i++) {
-  sm.appendMessage(message(i));
+  step++;
+  if (i % 4 === 3) appendEvent(sm);
+  else appendMessage(sm);
   const t0 = ns();
   tsFold(sm);
   appendedFold.push(Number(ns() - t0));
 }
 
-// --- write(ctx) beside Pi's appendEntry + fdatasync of the file, interleaved
+// --- write(ctx) beside Pi's appendEntry + fdatasync of the same envelope, in pairs whose
+// order alternates; before each pair Pi appends one entry of real size (so the write's
+// `prepare` reads what Pi wrote since, as in a session)
 const writes: number[] = [];
-const raw: number[] = [];
+const raws: number[] = [];
+const ratios: number[] = [];
 const fd = fs.openSync(file, "r");
-for (let i = 0; i < 200; i++) {
+const ours = (i: number) => {
   const t0 = ns();
-  state.write(ctx, { step: `w${i}` });
-  const t1 = ns();
-  sm.appendCustomEntry("bench-raw", { v: 1, scope: "branch", op: "set", value: { step: `r${i}` } });
+  state.write(ctx, { step: `w${i}`, note: `pair ${i}` });
+  return Number(ns() - t0);
+};
+const raw = (i: number) => {
+  const t0 = ns();
+  sm.appendCustomEntry("bench-raw", { v: 1, scope: "branch", op: "set", value: { step: `w${i}`, note: `pair ${i}` } });
   fs.fdatasyncSync(fd);
-  const t2 = ns();
-  writes.push(Number(t1 - t0));
-  raw.push(Number(t2 - t1));
+  return Number(ns() - t0);
+};
+for (let i = 0; i < 200; i++) {
+  step++;
+  appendMessage(sm);
+  let w: number;
+  let x: number;
+  if (i % 2 === 0) {
+    w = ours(i);
+    x = raw(i);
+  } else {
+    x = raw(i);
+    w = ours(i);
+  }
+  writes.push(w);
+  raws.push(x);
+  ratios.push(w / x);
 }
 fs.closeSync(fd);
+same(state.read(ctx), tsFold(sm), "read after the writes");
 
 const rows = [
   ["read(ctx), unchanged leaf", median(unchanged), median(unchangedFold), "≤ 5 µs"],
-  ["read(ctx), after one appended entry", median(appended), median(appendedFold), "≤ 50 µs"],
+  ["read(ctx), after one appended message", median(afterMessage), median(appendedFold), "≤ 50 µs"],
+  ["read(ctx), after one appended state event", median(afterEvent), median(appendedFold), "≤ 50 µs"],
   ["first read after Pi opens the session (warm projection)", median(first), median(firstFold), "≤ 5 ms"],
 ] as const;
-console.log(`session: ${N} entries, ${(size / 1e6).toFixed(1)} MB (${file})`);
+console.log(`session: ${entryCount} entries, ${(size / 1e6).toFixed(1)} MB, ${((size / entryCount) / 1e3).toFixed(2)} KB per entry (${file})`);
 console.log("| operation | session-state (median) | TS fold over getBranch() (median) | target |");
 console.log("|---|---|---|---|");
 for (const [name, a, b, t] of rows) console.log(`| ${name} | ${fmt(a)} | ${fmt(b)} | ${t} |`);
-const w = median(writes);
-const r = median(raw);
-console.log(`| write(ctx) | ${fmt(w)} | Pi's appendEntry + fdatasync: ${fmt(r)} (ratio ${(w / r).toFixed(2)}) | ≤ 1.5× |`);
+console.log(
+  `| the first read's background parse (this process, 20 runs) | thread CPU ${fmt(median(parseCpu))} (${range(parseCpu)}), ` +
+    `wall ${fmt(median(parseWall))} | — | — |`,
+);
+console.log(
+  `| the same in a new process (5 runs) | first read ${fmt(median(col("read")))}; parse: thread CPU ${fmt(median(col("cpu")))}, ` +
+    `wall ${fmt(median(col("wall")))}; process memory while it runs +${mib(median(col("peak")))} (peak), ` +
+    `after it +${mib(median(col("kept")))} (kept) | — | — |`,
+);
+console.log(
+  `| write(ctx) | ${fmt(median(writes))} | Pi's appendEntry + fdatasync: ${fmt(median(raws))}; ` +
+    `median of per-pair ratios ${median(ratios).toFixed(2)} (quartiles ${[...ratios].sort((a, b) => a - b)[50].toFixed(2)}–${[...ratios].sort((a, b) => a - b)[150].toFixed(2)}) | ≤ 1.15× |`,
+);
 fs.rmSync(dir, { recursive: true, force: true });

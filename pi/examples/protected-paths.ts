@@ -9,7 +9,7 @@
  *
  *   pi -e ./pi/examples/protected-paths.ts
  */
-import { openSessionState } from "../src/index.ts";
+import { openSessionState } from "@session-state/pi";
 
 const DEFAULT = [".env", ".git/", "node_modules/"];
 

@@ -7,27 +7,71 @@
  * - `/state:force-refresh`: clears the session's lock row and this process's caches and
  *   re-reads the file; asks through `ctx.ui.confirm` when the holder may be alive, and
  *   with no UI leaves the lock alone and says so.
- * - The presence row (SPEC §9): from `session_start` to `session_shutdown`, this Pi
- *   process is recorded as holding the session, so the CLI's `write`/`patch`/`drop`
- *   refuse it (four-element error, file untouched) and `session-state status` shows it.
- *   A killed Pi's row is judged dead by the §6 liveness test and never seals the session.
+ * - `/state:history <plugin> [branch|session]`: the events that made the plugin's value
+ *   at Pi's leaf, oldest first, with their entry ids.
+ * - The commands answer in every mode: through `ctx.ui.notify` in the TUI and in RPC
+ *   mode, on stdout in print mode (`pi -p "/state:status"`), on stderr in JSON mode
+ *   (whose stdout is Pi's event stream).
+ * - The transcript: at `session_start` it registers the renderer of every state
+ *   customType already in the session, so a resumed session shows its old events even
+ *   when the extension that wrote them is not loaded (`openSessionState` registers its
+ *   own). The `sessionState.transcript` setting (`false`) hides them.
+ * - The presence row (`docs/pi-extension.md`): from `session_start` to
+ *   `session_shutdown`, this Pi process is recorded as holding the session, so the CLI's
+ *   `write`/`patch`/`drop` refuse it (four-element error, file untouched) and
+ *   `session-state status` shows it. A killed Pi's row is judged dead by the lock's
+ *   liveness test and never seals the session.
  */
-import { closeSession, invalidateAll, storeFor, syncSession, type PiContext } from "./index.ts";
+import {
+  closeSession,
+  historyOf,
+  invalidateAll,
+  registerRenderer,
+  shared,
+  STATE_PREFIX,
+  storeFor,
+  syncSession,
+  writeOut,
+  type PiContext,
+  type PiHandle,
+  type Scope,
+} from "./index.ts";
+import { shortJson, termSafe } from "./render.ts";
 
 interface UiContext extends PiContext {
   hasUI: boolean;
+  /** `"tui"`, `"rpc"`, `"json"` or `"print"` (Pi 1.6). */
+  mode?: string;
   ui: {
     notify(message: string, type?: "info" | "warning" | "error"): void;
     confirm(title: string, message: string): Promise<boolean>;
   };
 }
 
-interface ExtensionApiLike {
+interface ExtensionApiLike extends PiHandle {
   on(event: string, handler: (event: unknown, ctx: UiContext) => unknown): unknown;
   registerCommand(
     name: string,
-    options: { description?: string; handler: (args: string, ctx: UiContext) => Promise<void> | void },
+    options: {
+      description?: string;
+      getArgumentCompletions?: (prefix: string) => Array<{ value: string; label: string }> | null;
+      handler: (args: string, ctx: UiContext) => Promise<void> | void;
+    },
   ): void;
+}
+
+type Level = "info" | "warning" | "error";
+
+/**
+ * A command's answer, in every mode: the UI's notification where there is a UI (TUI,
+ * RPC); stdout in print mode (errors on stderr); stderr in JSON mode, whose stdout
+ * carries Pi's event stream.
+ */
+export function say(ctx: UiContext, text: string, level: Level = "info"): void {
+  const mode = ctx.mode ?? (ctx.hasUI ? "tui" : "print");
+  if (mode === "print") writeOut(level === "error" ? "stderr" : "stdout", text);
+  else if (mode === "json") writeOut("stderr", text);
+  else ctx.ui.notify(text, level);
 }
 
 interface LockJson {
@@ -61,7 +105,7 @@ export function eventCounts(ctx: PiContext): Map<string, Map<string, number>> {
   const counts = new Map<string, Map<string, number>>();
   for (const e of ctx.sessionManager.getEntries() as Array<{ type?: string; customType?: string; data?: { scope?: unknown } }>) {
     if (e.type !== "custom" || typeof e.customType !== "string" || !e.customType.startsWith("session-state/")) continue;
-    const plugin = e.customType.slice("session-state/".length);
+    const plugin = e.customType.slice(STATE_PREFIX.length);
     const scope = typeof e.data?.scope === "string" ? e.data.scope : "invalid";
     const per = counts.get(plugin) ?? new Map<string, number>();
     per.set(scope, (per.get(scope) ?? 0) + 1);
@@ -96,7 +140,7 @@ export function statusText(ctx: PiContext): string {
   let first = true;
   for (const [plugin, per] of counts) {
     const parts = [...per].map(([s, n]) => `${n} ${s}`);
-    lines.push(`${first ? "events   " : "         "} ${plugin}: ${parts.join(", ")}`);
+    lines.push(`${first ? "events   " : "         "} ${termSafe(plugin)}: ${parts.map(termSafe).join(", ")}`);
     first = false;
   }
   return lines.join("\n");
@@ -115,40 +159,86 @@ export async function forceRefresh(ctx: UiContext): Promise<"refreshed" | "left"
   if (lock && lock.liveness !== "not alive") {
     const question = `Session '${sid}' is locked by ${lock.holder} (${lock.liveness}: ${lock.livenessReason}). Clearing the lock lets another writer in while it may still be writing. Clear it?`;
     if (!ctx.hasUI) {
-      ctx.ui.notify?.(
+      say(
+        ctx,
         `Left the lock on session '${sid}' alone: its holder ${lock.holder} may be alive (${lock.livenessReason}) and there is no UI to confirm. Nothing was changed.`,
         "warning",
       );
       return "left";
     }
     if (!(await ctx.ui.confirm("Clear the write lock?", question))) {
-      ctx.ui.notify(`Left the lock on session '${sid}' alone. Nothing was changed.`, "info");
+      say(ctx, `Left the lock on session '${sid}' alone. Nothing was changed.`);
       return "left";
     }
   }
   const file = sm.getSessionFile() ?? null;
   const cleared = store.forceRefresh(sid, file);
   invalidateAll();
-  ctx.ui.notify(
-    `${cleared && lock ? `Cleared the lock held by ${lock.holder}. ` : "No lock to clear. "}Dropped the caches and re-read the session.`,
-    "info",
-  );
+  say(ctx, `${cleared && lock ? `Cleared the lock held by ${lock.holder}. ` : "No lock to clear. "}Dropped the caches and re-read the session.`);
   return "refreshed";
+}
+
+const HISTORY_USAGE = "usage: /state:history <plugin> [branch|session]";
+
+/**
+ * The text `/state:history` shows: the events that made the value of `plugin` at Pi's
+ * leaf, oldest first, in each scope asked for (by default each scope the plugin has
+ * events in). Throws the core's message for an invalid plugin id.
+ */
+export function historyText(ctx: PiContext, args: string): string {
+  const words = args.trim().split(/\s+/).filter((w) => w.length > 0);
+  const counts = eventCounts(ctx);
+  if (words.length === 0 || words.length > 2) {
+    const present = [...counts.keys()].map(termSafe).join(", ");
+    throw new Error(`${HISTORY_USAGE}${present ? ` (plugins with events here: ${present})` : ""}`);
+  }
+  const [plugin, scopeArg] = words as [string, string | undefined];
+  if (scopeArg !== undefined && scopeArg !== "branch" && scopeArg !== "session") {
+    throw new Error(`${HISTORY_USAGE}: ${JSON.stringify(termSafe(scopeArg))} is not a scope`);
+  }
+  const inFile = [...(counts.get(plugin)?.keys() ?? [])].filter((s): s is Scope => s === "branch" || s === "session");
+  const scopes: Scope[] = scopeArg ? [scopeArg] : inFile.length > 0 ? inFile.sort() : ["session"];
+  const leaf = ctx.sessionManager.getLeafId();
+  const out: string[] = [];
+  for (const scope of scopes) {
+    const h = historyOf(ctx, plugin, scope);
+    const where = scope === "branch" ? `at ${leaf ?? "the root"}` : "in this session";
+    out.push(`${termSafe(plugin)} (${scope} scope) ${where}: ${h.length === 0 ? "no events" : `${h.length} event${h.length === 1 ? "" : "s"}, oldest first`}`);
+    const opWidth = 5;
+    for (const e of h) {
+      const arg = e.op === "drop" ? "" : `  ${shortJson(e.argument, 80)}`;
+      const after = e.op === "patch" ? `  -> ${e.value === undefined ? "(absent)" : shortJson(e.value, 80)}` : "";
+      out.push(`  ${termSafe(e.entryId)}  ${e.op.padEnd(opWidth)}${arg}${after}`);
+    }
+    const value = h.length === 0 ? undefined : h[h.length - 1]!.value;
+    out.push(`  value: ${value === undefined ? "absent" : shortJson(value, 100_000)}`);
+  }
+  return out.join("\n");
 }
 
 export default function sessionStateExtension(pi: ExtensionApiLike): void {
   let held: { sessionId: string; ctx: UiContext } | undefined;
+  const rendered = new Set<string>();
 
   const enter = (ctx: UiContext) => {
+    shared.lastCtx = ctx;
     const sm = ctx.sessionManager;
     const entry = storeFor(ctx);
     if (!entry.reported) {
-      // Settings problems that fell back to the default location, reported once (SPEC §4).
+      // Settings problems that fell back to the default location, reported once.
       entry.reported = true;
       for (const d of entry.store.diagnostics()) ctx.ui?.notify?.(`session-state: ${d}`, "warning");
     }
     entry.store.enterPresence(sm.getSessionId(), sm.getSessionFile() ?? null);
     held = { sessionId: sm.getSessionId(), ctx };
+    // The renderer of every state customType in the session: its old events are drawn
+    // whether or not the extension that wrote them is loaded.
+    for (const e of sm.getEntries() as Array<{ type?: string; customType?: unknown }>) {
+      if (e.type !== "custom" || typeof e.customType !== "string" || !e.customType.startsWith(STATE_PREFIX)) continue;
+      if (rendered.has(e.customType)) continue;
+      rendered.add(e.customType);
+      registerRenderer(pi, e.customType);
+    }
   };
   const leave = () => {
     if (!held) return;
@@ -165,15 +255,20 @@ export default function sessionStateExtension(pi: ExtensionApiLike): void {
     leave();
     enter(ctx);
   });
+  pi.on("session_tree", (_e, ctx) => {
+    shared.lastCtx = ctx;
+  });
   pi.on("session_shutdown", (_e, ctx) => {
     syncSession(ctx, true);
     closeSession(ctx);
     leave();
+    if (shared.lastCtx === ctx) shared.lastCtx = undefined;
   });
   // Pi creates the file at the first user or assistant message: entries written before
   // are synced then.
   for (const ev of ["message_end", "turn_end", "agent_end"]) {
     pi.on(ev, (_e, ctx) => {
+      shared.lastCtx = ctx;
       syncSession(ctx, true);
     });
   }
@@ -181,13 +276,38 @@ export default function sessionStateExtension(pi: ExtensionApiLike): void {
   pi.registerCommand("state:status", {
     description: "session-state: lock holder, the Pi holding this session, events per plugin",
     handler: async (_args, ctx) => {
-      ctx.ui.notify(statusText(ctx), "info");
+      say(ctx, statusText(ctx));
     },
   });
   pi.registerCommand("state:force-refresh", {
     description: "session-state: clear this session's write lock and caches, re-read the file",
     handler: async (_args, ctx) => {
       await forceRefresh(ctx);
+    },
+  });
+  pi.registerCommand("state:history", {
+    description: "session-state: the events that made a plugin's value here: /state:history <plugin> [branch|session]",
+    getArgumentCompletions: (prefix) => {
+      const ctx = shared.lastCtx;
+      if (!ctx || prefix.includes(" ")) return null;
+      try {
+        const items = [...eventCounts(ctx).keys()]
+          .filter((p) => p.startsWith(prefix) && termSafe(p) === p)
+          .map((p) => ({ value: p, label: p }));
+        return items.length > 0 ? items : null;
+      } catch {
+        return null;
+      }
+    },
+    handler: async (args, ctx) => {
+      let text: string;
+      try {
+        text = historyText(ctx, args);
+      } catch (e) {
+        say(ctx, (e as Error).message, "error");
+        return;
+      }
+      say(ctx, text);
     },
   });
 }

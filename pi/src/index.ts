@@ -1,5 +1,5 @@
 /**
- * session-state for Pi extensions (SPEC §9): the API of pi-session-state, answered by the
+ * session-state for Pi extensions (docs/spec.md §9): the API of pi-session-state, answered by the
  * Rust core through a native addon, with the state kept in Pi's own session log.
  *
  * ```ts
@@ -16,15 +16,19 @@
  * - Reads are always at Pi's in-memory leaf (`ctx.sessionManager.getLeafId()`).
  * - Bad input throws an `Error` with the Rust core's message; nothing is appended.
  */
-import { createRequire } from "node:module";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
+import { loadAddon } from "./addon.ts";
+import { stateEntryRenderer, type CustomEntryLike } from "./render.ts";
 
 /** The part of Pi's extension handle this package uses (`ExtensionAPI`). */
 export interface PiHandle {
   appendEntry(customType: string, data?: unknown): void;
   on?(event: string, handler: (event: unknown, ctx: PiContext) => unknown): unknown;
+  /** Pi's TUI transcript: how entries of a customType are drawn. */
+  registerEntryRenderer?(customType: string, renderer: (entry: any, options: any, theme: any) => unknown): void;
+  /** The effective settings (for `sessionState.transcript`). */
+  getSettings?(): unknown;
 }
 
 /** The part of Pi's extension context this package reads (`ExtensionContext`). */
@@ -36,6 +40,7 @@ export interface PiContext {
     getLeafId(): string | null;
     getHeader(): unknown;
     getEntries(): unknown[];
+    getEntry?(id: string): unknown;
   };
   isProjectTrusted?(): boolean;
 }
@@ -47,7 +52,7 @@ export interface SessionStateOptions {
   pluginId: string;
   /** `"session"` (the default, as in pi-session-state) or `"branch"`. */
   scope?: Scope;
-  /** The projection database (an absolute path); default: from settings (SPEC §4). */
+  /** The projection database (an absolute path); default: from settings (docs/spec.md §4). */
   databasePath?: string;
 }
 
@@ -104,21 +109,8 @@ interface NativeModule {
   nonFiniteError(plugin: string, n: number): string;
 }
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const addonPath = path.join(here, "..", "native", "session-state.node");
-
-function loadNative(): NativeModule {
-  try {
-    return createRequire(import.meta.url)(addonPath) as NativeModule;
-  } catch (e) {
-    throw new Error(
-      `session-state: cannot load the native addon ${addonPath} (build it with \`npm ci && npm run build\` in the package): ${(e as Error).message}`,
-    );
-  }
-}
-
-/** @internal */
-export const native: NativeModule = loadNative();
+/** @internal The addon (`addon.ts` finds it: `SESSION_STATE_PI_ADDON`, `native/`, the platform package). */
+export const native: NativeModule = loadAddon<NativeModule>();
 
 /** Calls the addon; its errors already carry the core's message. */
 function call<R>(f: () => R): R {
@@ -158,6 +150,10 @@ interface Shared {
   missing: Set<string>;
   /** An open descriptor per session file, for `fdatasync`. */
   syncFds: Map<string, number>;
+  /** The context of the latest call or event: what the transcript renderers read with. */
+  lastCtx?: PiContext;
+  /** Where commands' print-mode output goes instead of fd 1 / fd 2 (the testing kit's capture). */
+  printSink?: (stream: "stdout" | "stderr", text: string) => void;
 }
 const SHARED = Symbol.for("session-state/pi");
 const shared: Shared = ((globalThis as Record<symbol, unknown>)[SHARED] as Shared | undefined) ??
@@ -169,11 +165,13 @@ const shared: Shared = ((globalThis as Record<symbol, unknown>)[SHARED] as Share
     missing: new Set(),
     syncFds: new Map(),
   } satisfies Shared) as Shared;
+/** @internal */
+export { shared };
 const { stores, dirSynced, existing, missing, syncFds } = shared;
 
 /** @internal */
 export function storeFor(ctx: PiContext, databasePath?: string): StoreEntry {
-  // The project's settings count when Pi trusts the project (SPEC §4).
+  // The project's settings count when Pi trusts the project (docs/spec.md §4).
   const trust =
     databasePath !== undefined
       ? "untrusted"
@@ -229,6 +227,7 @@ interface View {
 
 /** Where a read stands: the file (or the pending entries handed over) and Pi's leaf. */
 function view(entry: StoreEntry, ctx: PiContext): View {
+  shared.lastCtx = ctx;
   const sm = ctx.sessionManager;
   const file = sessionFile(sm);
   const leaf = sm.getLeafId();
@@ -373,6 +372,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
     call(() => new native.NativeStore(String(databasePath), process.cwd(), "untrusted"));
   }
   const customType = `session-state/${pluginId}`;
+  registerRenderer(pi, customType);
   const memo = new Map<string, string | null>();
   /** The last read: at the same leaf, entry count and generation, its answer stands. */
   let hot: { sm: unknown; leaf: string | null; count: number; gen: number; text: string | null } | undefined;
@@ -442,9 +442,122 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
   };
 }
 
-/** SPEC §3's branch key at Pi's leaf: from the leaf, climb while the parent has exactly one child. */
+/** docs/spec.md §3's branch key at Pi's leaf: from the leaf, climb while the parent has exactly one child. */
 export function branchKey(ctx: PiContext): string | undefined {
   const entry = storeFor(ctx);
   const v = view(entry, ctx);
   return call(() => entry.store.branchKey(v.file, v.leaf)) ?? undefined;
+}
+
+// ---------------------------------------------------------------------------------------
+// For the package's extension, the transcript and the testing kit
+// ---------------------------------------------------------------------------------------
+
+/** The customType prefix of state events. */
+export const STATE_PREFIX = "session-state/";
+
+/**
+ * @internal The value of any plugin as if Pi's leaf were `entryId` (`undefined` when
+ * absent). Throws the core's message for an invalid plugin id, scope or entry.
+ */
+export function valueAt(ctx: PiContext, pluginId: string, scope: Scope, entryId: string): unknown {
+  const entry = storeFor(ctx);
+  const v = view(entry, ctx);
+  return parse(call(() => entry.store.read(v.file, pluginId, scope, entryId)));
+}
+
+/** @internal The events that made any plugin's value at Pi's leaf, oldest first (`/state:history`). */
+export function historyOf(ctx: PiContext, pluginId: string, scope: Scope): HistoryEntry<unknown>[] {
+  call(() => native.validatePlugin(pluginId));
+  call(() => native.validateScope(scope));
+  const entry = storeFor(ctx);
+  const v = view(entry, ctx);
+  if (v.leaf === null) return [];
+  return JSON.parse(call(() => entry.store.history(v.file, pluginId, scope, v.leaf))) as HistoryEntry<unknown>[];
+}
+
+/** Whether state events are drawn in the transcript: the `sessionState.transcript` setting (default `true`). */
+export function transcriptEnabled(pi: PiHandle): boolean {
+  try {
+    const s = pi.getSettings?.() as { sessionState?: { transcript?: unknown } } | undefined;
+    return s?.sessionState?.transcript !== false;
+  } catch {
+    return true;
+  }
+}
+
+/** The value after a state event, from the latest context that holds the entry. */
+function valueAfter(entry: CustomEntryLike): { value: unknown } | undefined {
+  const ctx = shared.lastCtx;
+  const scope = (entry.data as { scope?: unknown } | undefined)?.scope;
+  if (!ctx || (scope !== "branch" && scope !== "session")) return undefined;
+  try {
+    const sm = ctx.sessionManager;
+    if (typeof sm.getEntry === "function" && !sm.getEntry(entry.id)) return undefined;
+    return { value: valueAt(ctx, entry.customType.slice(STATE_PREFIX.length), scope, entry.id) };
+  } catch {
+    // A stale context (the session was replaced) or an event the core refuses: the
+    // expanded view shows the patch alone.
+    return undefined;
+  }
+}
+
+/**
+ * @internal Registers the transcript renderer of state events of `customType` on `pi`
+ * (when Pi has `registerEntryRenderer`): `openSessionState` for its own state, the
+ * package's extension for every state event already in a session it opens.
+ */
+export function registerRenderer(pi: PiHandle, customType: string): void {
+  if (typeof pi.registerEntryRenderer !== "function") return;
+  pi.registerEntryRenderer(customType, stateEntryRenderer({ enabled: () => transcriptEnabled(pi), valueAfter }));
+}
+
+/**
+ * @internal Writes a command's answer where print and JSON modes show it: `fd` 1 or 2
+ * directly (Pi redirects `process.stdout` to stderr in those modes), or the testing kit's
+ * capture.
+ */
+export function writeOut(stream: "stdout" | "stderr", text: string): void {
+  const line = text.endsWith("\n") ? text : `${text}\n`;
+  if (shared.printSink) return shared.printSink(stream, line);
+  const buf = Buffer.from(line);
+  let off = 0;
+  while (off < buf.length) {
+    try {
+      off += fs.writeSync(stream === "stdout" ? 1 : 2, buf, off);
+    } catch (e) {
+      // A non-blocking pipe that is full: wait for the reader.
+      if ((e as NodeJS.ErrnoException).code !== "EAGAIN") throw e;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+    }
+  }
+}
+
+/** @internal Forgets the stores whose database lies under `dir` (the testing kit removes it). */
+export function forgetStoresUnder(dir: string): void {
+  const prefix = dir.endsWith(path.sep) ? dir : dir + path.sep;
+  for (const [key, e] of stores) {
+    let db: string;
+    try {
+      db = e.store.databasePath;
+    } catch {
+      continue;
+    }
+    if (db.startsWith(prefix)) stores.delete(key);
+  }
+  for (const [file, fd] of syncFds) {
+    if (!file.startsWith(prefix)) continue;
+    syncFds.delete(file);
+    try {
+      fs.closeSync(fd);
+    } catch {
+      /* already closed */
+    }
+  }
+  for (const set of [dirSynced, existing, missing]) for (const f of set) if (f.startsWith(prefix)) set.delete(f);
+  try {
+    if (shared.lastCtx?.cwd?.startsWith(prefix)) shared.lastCtx = undefined;
+  } catch {
+    shared.lastCtx = undefined; // a stale context (its session was replaced)
+  }
 }

@@ -1,5 +1,5 @@
 // The reference: a TypeScript fold of state events over Pi's own getBranch() / getEntries().
-/** A TypeScript fold of `session-state/<plugin>` events over Pi's own entries (SPEC §3). */
+/** A TypeScript fold of `session-state/<plugin>` events over Pi's own entries (docs/spec.md §3). */
 export function fold(sm: any, plugin: string, scope: "branch" | "session", at?: string | null): unknown {
   const ct = `session-state/${plugin}`;
   const leaf = at === undefined ? sm.getLeafId() : at;

@@ -1,75 +1,29 @@
-// The package in the real Pi 1.6.0 agent loop (SDK, faux provider, no network).
+// The package in the real Pi 1.6.0 agent loop, through the package's own testing kit
+// (`@session-state/pi/testing`: Pi's SDK, the faux model, no network).
 // Every read the test extension makes is compared with a TypeScript fold over Pi's own
 // getBranch() / getEntries(); the CLI (target/debug/session-state) reads the same file.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { customs, databasePath, fauxAssistantMessage, fauxToolCall, fold, PKG, probe, startPi, type Pi } from "./harness.ts";
-import { openSessionState } from "../src/index.ts";
+import { openSessionState } from "@session-state/pi";
+import { startPi } from "@session-state/pi/testing";
+import { checkReads, cli, customs, fold, last, probe, probeCmd, TEST_EXTENSION, tmpDir, toolTurn } from "./helpers.ts";
 
-const CLI = process.env.SESSION_STATE_BIN ?? path.resolve(PKG, "..", "target", "debug", "session-state");
-assert.ok(fs.existsSync(CLI), `the CLI is missing: ${CLI} (build it with cargo build, or set SESSION_STATE_BIN)`);
-
-function tmp(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), "pi-state-"));
-}
-
-function cli(args: string[], dir: string) {
-  const r = spawnSync(CLI, args, {
-    encoding: "utf8",
-    env: { PATH: process.env.PATH ?? "", PI_CODING_AGENT_DIR: path.join(dir, "agent"), HOME: dir },
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-/** Every read recorded since `from` equals the fold over Pi's entries at that moment. */
-function checkReads(from = 0) {
-  const reads = probe.reads.slice(from);
-  assert.ok(reads.length > 0, "the extension read something");
-  for (const r of reads) {
-    assert.deepEqual(r.branch, r.foldBranch, `branch read at ${r.where} (leaf ${r.leaf})`);
-    assert.deepEqual(r.session, r.foldSession, `session read at ${r.where} (leaf ${r.leaf})`);
-  }
-}
-
-function last() {
-  return probe.reads[probe.reads.length - 1];
-}
-
-async function probeCmd(pi: Pi, action: object) {
-  await pi.command(`/probe ${JSON.stringify(action)}`);
-}
-
-/** Pi answers a prompt with one text message (this creates the file at the first one). */
-async function chat(pi: Pi, text = "hi") {
-  pi.faux.setResponses([fauxAssistantMessage(`re: ${text}`)]);
-  await pi.session.prompt(text);
-}
-
-/** The model calls the `remember` tool, then answers. */
-async function toolTurn(pi: Pi, items: string[]) {
-  pi.faux.setResponses([
-    fauxAssistantMessage(fauxToolCall("remember", { items }), { stopReason: "toolUse" }),
-    fauxAssistantMessage("done"),
-  ]);
-  await pi.session.prompt(`remember ${items.join(",")}`);
-}
+const extensions = [TEST_EXTENSION];
 
 test("writes before the file exists stay in memory, are read back, and reach the file when Pi creates it", async () => {
-  const dir = tmp();
-  const pi = await startPi({ dir });
+  const pi = await startPi({ extensions });
   const from = probe.reads.length;
   await probeCmd(pi, { op: "write", value: ["early"] });
   await probeCmd(pi, { op: "write", scope: "session", value: 7 });
-  const file = pi.sm.getSessionFile();
+  const file = pi.file!;
   assert.equal(fs.existsSync(file), false, "no file before the first message");
   assert.deepEqual(last().branch, ["early"]);
   assert.equal(last().session, 7);
-  await chat(pi);
+  await pi.prompt("hi");
   assert.ok(fs.existsSync(file), "Pi created the file");
   const text = fs.readFileSync(file, "utf8");
   assert.match(text, /"customType":"session-state\/todo"/);
@@ -77,16 +31,15 @@ test("writes before the file exists stay in memory, are read back, and reach the
   await probeCmd(pi, { op: "read" });
   assert.deepEqual(last().branch, ["early"]);
   checkReads(from);
-  await pi.dispose();
+  await pi.shutdown();
 });
 
 test("a tool call's write, session and branch scope, navigateTree then a write forks", async () => {
-  const dir = tmp();
-  const pi = await startPi({ dir });
+  const pi = await startPi({ extensions });
   const from = probe.reads.length;
-  await chat(pi, "start");
+  await pi.prompt("start");
   await toolTurn(pi, ["a"]);
-  const afterA = pi.sm.getLeafId();
+  const afterA = pi.leaf!;
   await toolTurn(pi, ["a", "b"]);
   await probeCmd(pi, { op: "read" });
   assert.deepEqual(last().branch, ["a", "b"]);
@@ -96,67 +49,104 @@ test("a tool call's write, session and branch scope, navigateTree then a write f
 
   // Step back to the first tool turn: the branch value as of that point, the session value unchanged.
   await probeCmd(pi, { op: "navigate", target: afterA });
-  assert.equal(pi.sm.getLeafId(), afterA, "navigateTree moved Pi's leaf");
+  assert.equal(pi.leaf, afterA, "navigateTree moved Pi's leaf");
   assert.deepEqual(last().branch, ["a"], "stepping back reads the value as of that point");
   assert.equal(last().session, 2, "session scope does not depend on the position");
 
   // A write there is a fork: a second child of the entry.
-  const before = customs(pi.sm, "todo").length;
+  const before = customs(pi.sessionManager, "todo").length;
   await probeCmd(pi, { op: "write", value: ["fork"] });
-  const mine = customs(pi.sm, "todo");
+  const mine = customs(pi.sessionManager, "todo");
   assert.equal(mine.length, before + 1);
   const forked = mine[mine.length - 1];
   assert.equal(forked.parentId, afterA, "the event is a child of the navigated-to entry");
-  assert.ok(pi.sm.getChildren(afterA).length >= 2, "the entry now has two children");
+  assert.ok(pi.sessionManager.getChildren(afterA).length >= 2, "the entry now has two children");
   assert.deepEqual(last().branch, ["fork"]);
   assert.notEqual(last().key, probe.reads.find((r) => r.where === "cmd:read" && r.leaf !== afterA)?.key, "a new branch key");
   checkReads(from);
 
   // The CLI reads the same values at Pi's leaf, through the same projection.
-  const file = pi.sm.getSessionFile();
-  const db = databasePath(dir);
-  const leaf = pi.sm.getLeafId();
-  const r = cli(["read", file, "--plugin", "todo", "--at", leaf, "--db", db], dir);
+  const db = pi.databasePath;
+  const r = cli(["read", pi.file!, "--plugin", "todo", "--at", pi.leaf!, "--db", db], pi.dir);
   assert.equal(r.code, 0, r.stderr);
-  assert.deepEqual(JSON.parse(r.stdout), fold(pi.sm, "todo", "branch"));
-  const s = cli(["read", file, "--plugin", "counter", "--scope", "session", "--at", leaf, "--db", db], dir);
+  assert.deepEqual(JSON.parse(r.stdout), fold(pi.sessionManager, "todo", "branch"));
+  const s = cli(["read", pi.file!, "--plugin", "counter", "--scope", "session", "--at", pi.leaf!, "--db", db], pi.dir);
   assert.equal(s.code, 0, s.stderr);
-  assert.deepEqual(JSON.parse(s.stdout), fold(pi.sm, "counter", "session"));
-  await pi.dispose();
+  assert.deepEqual(JSON.parse(s.stdout), fold(pi.sessionManager, "counter", "session"));
+
+  // /state:history: the events that made the value at the leaf, oldest first, with ids.
+  await pi.command("/state:history todo branch");
+  const history = pi.notes[pi.notes.length - 1]!.message.split("\n");
+  const path_ = pi.sessionManager.getBranch().filter((e: any) => e.customType === "session-state/todo").map((e: any) => e.id);
+  assert.deepEqual(path_.length, 2, "two events on this branch: ['a'], then ['fork']");
+  assert.match(history[0]!, new RegExp(`^todo \\(branch scope\\) at ${pi.leaf}: 2 events, oldest first$`));
+  assert.match(history[1]!, new RegExp(`^  ${path_[0]}  set    \\["a"\\]$`));
+  assert.match(history[2]!, new RegExp(`^  ${path_[1]}  set    \\["fork"\\]$`));
+  assert.equal(history[3], `  value: ["fork"]`);
+  assert.deepEqual(pi.history("todo", "branch").map((h) => h.entryId), path_, "the kit reads the same provenance");
+  await pi.command("/state:history counter");
+  assert.match(pi.notes[pi.notes.length - 1]!.message, /^counter \(session scope\) in this session: 2 events, oldest first\n.*set    1\n.*set    2\n  value: 2$/);
+  await pi.command("/state:history Bad");
+  assert.match(pi.notes[pi.notes.length - 1]!.message, /is not a valid plugin id/);
+  assert.equal(pi.notes[pi.notes.length - 1]!.type, "error");
+  await pi.command("/state:history");
+  assert.match(pi.notes[pi.notes.length - 1]!.message, /^usage: \/state:history <plugin> \[branch\|session\] \(plugins with events here: (todo, counter|counter, todo)\)$/);
+  await pi.shutdown();
 });
 
 test("drop and null, an unchanged write appends nothing", async () => {
-  const dir = tmp();
-  const pi = await startPi({ dir });
+  const pi = await startPi({ extensions });
   const from = probe.reads.length;
-  await chat(pi);
+  await pi.prompt("hi");
   await probeCmd(pi, { op: "write", value: null });
   assert.equal(last().branch, null, "a written null reads null");
   await probeCmd(pi, { op: "drop" });
   assert.equal(last().branch, undefined, "a drop makes it absent");
-  const n0 = pi.sm.getEntries().length;
+  const n0 = pi.sessionManager.getEntries().length;
   await probeCmd(pi, { op: "drop" });
-  assert.equal(pi.sm.getEntries().length, n0, "dropping an absent value appends nothing");
+  assert.equal(pi.sessionManager.getEntries().length, n0, "dropping an absent value appends nothing");
   await probeCmd(pi, { op: "write", value: { b: 1, a: [1, 2] } });
-  const n1 = pi.sm.getEntries().length;
+  const n1 = pi.sessionManager.getEntries().length;
   await probeCmd(pi, { op: "write", value: { a: [1.0, 2], b: 1 } });
-  assert.equal(pi.sm.getEntries().length, n1, "an equal value (key order, 1 = 1.0) appends nothing");
+  assert.equal(pi.sessionManager.getEntries().length, n1, "an equal value (key order, 1 = 1.0) appends nothing");
   await probeCmd(pi, { op: "patch", value: { b: null, c: "x" } });
   assert.deepEqual(last().branch, { a: [1, 2], c: "x" });
   checkReads(from);
-  await pi.dispose();
+
+  // The transcript: one quiet line per event; expanded, the whole value (after a patch too).
+  const [set, drop, obj, patch] = pi.events("todo").slice(-4).map((e) => e.id);
+  assert.deepEqual(pi.render(set!), [" state todo · set · branch · null"]);
+  assert.deepEqual(pi.render(drop!), [" state todo · drop · branch"]);
+  assert.deepEqual(pi.render(obj!), [' state todo · set · branch · {"b":1,"a":[1,2]}']);
+  assert.deepEqual(pi.render(patch!), [' state todo · patch · branch · {"b":null,"c":"x"}']);
+  assert.deepEqual(pi.render(patch!, { expanded: true }), [
+    ` state todo · patch · branch · entry ${patch}`,
+    " patch:",
+    " {",
+    '   "b": null,',
+    '   "c": "x"',
+    " }",
+    " value after it:",
+    " {",
+    '   "a": [',
+    "     1,",
+    "     2",
+    "   ],",
+    '   "c": "x"',
+    " }",
+  ]);
+  const narrow = pi.render(obj!, { width: 30 })!;
+  assert.ok(narrow[0]!.length <= 30 && narrow[0]!.endsWith("..."), `cut to the terminal's width: ${JSON.stringify(narrow)}`);
+  assert.ok(narrow[0]!.startsWith(" state todo · set · branch"), narrow[0]);
+  await pi.shutdown();
 });
 
 test("bad input throws the core's message and appends nothing", async () => {
-  const dir = tmp();
-  const pi = await startPi({ dir });
-  await chat(pi);
+  const pi = await startPi({ extensions });
+  await pi.prompt("hi");
   const fakePi = { appendEntry: () => assert.fail("nothing may be appended") };
-  const ctx = () => (pi.session.extensionRunner as any).createContext();
   const todo = (globalThis as any).__stateCell.todo;
-  const n = pi.sm.getEntries().length;
-  const file = pi.sm.getSessionFile();
-  const db = databasePath(dir);
+  const n = pi.sessionManager.getEntries().length;
 
   // Invalid plugin id: session_state::Error::InvalidOption, word for word.
   let msg = "";
@@ -169,70 +159,77 @@ test("bad input throws the core's message and appends nothing", async () => {
   assert.throws(() => openSessionState(fakePi, { pluginId: "ok", databasePath: "relative/states.sqlite" }), /absolute/);
   assert.throws(() => openSessionState(fakePi, { pluginId: "ok", scope: "tree" as any }), /not a scope/);
 
-  assert.throws(() => todo.write(ctx(), undefined), (e: Error) => e instanceof Error && /^plugin 'todo': the value cannot be serialized to JSON: undefined/.test(e.message));
+  const ctx = pi.context();
+  assert.throws(() => todo.write(ctx, undefined), (e: Error) => e instanceof Error && /^plugin 'todo': the value cannot be serialized to JSON: undefined/.test(e.message));
   const cyclic: any = { a: 1 };
   cyclic.self = cyclic;
-  assert.throws(() => todo.write(ctx(), cyclic), /plugin 'todo': the value cannot be serialized to JSON: the value refers to itself \(a cycle\)/);
-  assert.throws(() => todo.write(ctx(), { x: NaN }), /plugin 'todo': the value cannot be serialized to JSON: the value holds the number NaN, which JSON cannot carry/);
-  assert.throws(() => todo.write(ctx(), [Infinity]), /holds the number inf/i);
+  assert.throws(() => todo.write(ctx, cyclic), /plugin 'todo': the value cannot be serialized to JSON: the value refers to itself \(a cycle\)/);
+  assert.throws(() => todo.write(ctx, { x: NaN }), /plugin 'todo': the value cannot be serialized to JSON: the value holds the number NaN, which JSON cannot carry/);
+  assert.throws(() => todo.write(ctx, [Infinity]), /holds the number inf/i);
 
   // Too deep: the message the CLI prints for the same value.
   let deep: unknown = 1;
   for (let i = 0; i < 101; i++) deep = [deep];
-  assert.throws(() => todo.write(ctx(), deep), (e: Error) => ((msg = e.message), /nested deeper than 100 levels/.test(e.message)));
-  const d = cli(["write", file, "--plugin", "todo", "--value", JSON.stringify(deep), "--db", db], dir);
+  assert.throws(() => todo.write(ctx, deep), (e: Error) => ((msg = e.message), /nested deeper than 100 levels/.test(e.message)));
+  const d = cli(["write", pi.file!, "--plugin", "todo", "--value", JSON.stringify(deep), "--db", pi.databasePath], pi.dir);
   assert.equal(d.code, 2);
   assert.ok(d.stderr.includes(msg), `core's message ${JSON.stringify(msg)} in CLI's ${JSON.stringify(d.stderr)}`);
 
-  assert.equal(pi.sm.getEntries().length, n, "nothing appended");
-  await pi.dispose();
+  assert.equal(pi.sessionManager.getEntries().length, n, "nothing appended");
+  await pi.shutdown();
 });
 
-test("reopening the file in a new session reads at its last entry; a fork into a new file carries the state", async () => {
-  const dir = tmp();
-  let pi = await startPi({ dir });
-  await chat(pi);
+test("a reopened session reads at its last entry and draws its old events without the extension; a fork carries the state", async (t) => {
+  const dir = tmpDir(t);
+  let pi = await startPi({ dir, extensions });
+  await pi.prompt("hi");
   await toolTurn(pi, ["kept"]);
-  const file = pi.sm.getSessionFile();
-  await pi.dispose();
-
-  pi = await startPi({ dir, open: file });
+  const file = pi.file!;
+  const event = pi.events("todo")[0]!.id;
   const from = probe.reads.length;
+  await pi.reopen();
   await probeCmd(pi, { op: "read" });
-  const entries = pi.sm.getEntries();
+  const entries = pi.sessionManager.getEntries();
   assert.equal(last().leaf, entries[entries.length - 1].id, "Pi's leaf on open is the file's last entry");
   assert.deepEqual(last().branch, ["kept"]);
   assert.equal(last().session, 1);
   checkReads(from);
-  const leaf = pi.sm.getLeafId();
-  await pi.dispose();
 
-  // Pi's /fork: a new session file holding the path to the entry.
-  const { SessionManager } = await import("@earendil-works/pi-coding-agent");
-  const sm = SessionManager.open(file, path.join(dir, "sessions"));
-  const forkFile = sm.createBranchedSession(leaf);
-  assert.ok(forkFile && forkFile !== file);
-  pi = await startPi({ dir, open: forkFile });
-  assert.notEqual(pi.sm.getSessionId(), JSON.parse(fs.readFileSync(file, "utf8").split("\n")[0]).id);
+  // /fork: a new session file holding the path to the entry; the state follows.
+  const leaf = pi.leaf!;
+  await pi.fork(leaf);
+  assert.notEqual(pi.file, file, "a new file");
+  assert.notEqual(pi.sessionManager.getSessionId(), JSON.parse(fs.readFileSync(file, "utf8").split("\n")[0]!).id);
   await probeCmd(pi, { op: "read" });
   assert.deepEqual(last().branch, ["kept"], "the state followed the fork");
   checkReads(from);
-  await pi.dispose();
+  await pi.shutdown();
+
+  // The same file in a Pi that has only the package: the old events are drawn, and the
+  // state reads the same.
+  pi = await startPi({ dir, session: file });
+  assert.deepEqual(pi.render(event), [' state todo · set · branch · ["kept"]']);
+  assert.deepEqual(pi.state("todo", "branch"), ["kept"]);
+  await pi.shutdown();
+  // ... unless the setting hides them.
+  pi = await startPi({ dir, session: file, settings: { sessionState: { transcript: false } } });
+  assert.equal(pi.render(event), undefined, "sessionState.transcript: false hides state events");
+  await pi.shutdown();
 });
 
-test("the CLI is refused while Pi holds the session and allowed after it shuts down; status shows that Pi", async () => {
-  const dir = tmp();
-  const pi = await startPi({ dir });
-  await chat(pi);
+test("the CLI is refused while Pi holds the session and allowed after it shuts down; status shows that Pi", async (t) => {
+  const pi = await startPi({ dir: tmpDir(t), extensions });
+  await pi.prompt("hi");
   await probeCmd(pi, { op: "write", value: ["pi"] });
-  const file = pi.sm.getSessionFile();
-  const db = databasePath(dir);
+  const file = pi.file!;
+  const db = pi.databasePath;
+  const dir = pi.dir;
   const bytes = fs.readFileSync(file);
   const w = cli(["write", file, "--plugin", "todo", "--value", '["cli"]', "--db", db], dir);
   assert.equal(w.code, 2, w.stderr);
   assert.match(w.stderr, /locked by a running Pi \(pid:\d+/, "initiator");
   assert.match(w.stderr, /write refused/, "action");
-  assert.ok(w.stderr.includes(pi.sm.getSessionId()), "object");
+  assert.ok(w.stderr.includes(pi.sessionManager.getSessionId()), "object");
   assert.match(w.stderr, /that Pi has the session open/, "reason");
   assert.deepEqual(fs.readFileSync(file), bytes, "the file is untouched");
   const st = cli(["status", file, "--db", db, "--json"], dir);
@@ -251,88 +248,86 @@ test("the CLI is refused while Pi holds the session and allowed after it shuts d
   assert.match(fy.stdout, /cleared the presence row/);
   assert.equal(JSON.parse(cli(["status", file, "--db", db, "--json"], dir).stdout).pi, undefined, "cleared");
   // /state:status inside Pi says the same.
-  const ui = await startPi({ dir: tmp(), hasUI: true });
+  const ui = await startPi({ dir: tmpDir(t) });
   await ui.command("/state:status");
-  assert.match(ui.notes.join("\n"), /pi        this Pi: pid:\d+/);
-  await ui.dispose();
+  assert.match(ui.notes.map((n) => n.message).join("\n"), /pi        this Pi: pid:\d+/);
+  await ui.shutdown();
 
-  await pi.dispose();
+  await pi.shutdown(); // session_shutdown, as Pi's quit does (the folder is the test's)
   const ok = cli(["write", file, "--plugin", "todo", "--value", '["cli"]', "--db", db], dir);
   assert.equal(ok.code, 0, ok.stderr);
   const st2 = JSON.parse(cli(["status", file, "--db", db, "--json"], dir).stdout);
   assert.equal(st2.pi, undefined, "the row is gone after session_shutdown");
 });
 
-test("/state:force-refresh confirms through the UI when the holder may be alive, and without UI leaves the lock", async () => {
-  const dir = tmp();
-  const noUi = await startPi({ dir });
-  await chat(noUi);
-  const sid = noUi.sm.getSessionId();
-  const db = databasePath(dir);
+test("/state:force-refresh confirms through the UI when the holder may be alive, and without UI leaves the lock", async (t) => {
+  const dir = tmpDir(t);
+  const noUi = await startPi({ dir, ui: false });
+  await noUi.prompt("hi");
+  const sid = noUi.sessionManager.getSessionId();
+  const file = noUi.file!;
+  const db = noUi.databasePath;
   // A live holder's lock row (this test's own parent process stands in for a writer).
-  const { DatabaseSync } = await import("node:sqlite").catch(() => ({ DatabaseSync: undefined as any }));
-  assert.ok(DatabaseSync, "node:sqlite is needed to plant a lock row");
+  const { DatabaseSync } = await import("node:sqlite");
   const conn = new DatabaseSync(db);
+  t.after(() => conn.close());
   const holder = `pid:${process.ppid}`;
   conn.prepare("INSERT OR REPLACE INTO write_lock (session_id, holder, acquired_at, action) VALUES (?, ?, ?, 'write')").run(sid, holder, Date.now());
   const rows = () => conn.prepare("SELECT holder FROM write_lock WHERE session_id = ?").all(sid);
   await noUi.command("/state:force-refresh");
   assert.equal(rows().length, 1, "no UI: the lock is left alone");
-  await noUi.dispose();
+  assert.match(noUi.printed.join(""), /^Left the lock on session '.*' alone: its holder pid:\d+ may be alive .* no UI to confirm\. Nothing was changed\.\n$/, "print mode says so on stdout");
+  await noUi.shutdown();
 
-  const ui = await startPi({ dir, open: noUi.sm.getSessionFile(), hasUI: true, confirm: false });
+  const ui = await startPi({ dir, session: file, answers: { confirm: false } });
   await ui.command("/state:force-refresh");
   assert.equal(ui.confirms.length, 1, "asked");
   assert.equal(rows().length, 1, "declined: left alone");
-  await ui.dispose();
-  const yes = await startPi({ dir, open: noUi.sm.getSessionFile(), hasUI: true, confirm: true });
+  await ui.shutdown();
+  const yes = await startPi({ dir, session: file, answers: { confirm: true } });
   await yes.command("/state:force-refresh");
   assert.equal(rows().length, 0, "confirmed: cleared");
-  assert.match(yes.notes.join("\n"), /Cleared the lock held by/);
-  await yes.dispose();
-  conn.close();
+  assert.match(yes.notes.map((n) => n.message).join("\n"), /Cleared the lock held by/);
+  await yes.shutdown();
 });
 
-test("a killed Pi process does not seal the session", async () => {
-  const dir = tmp();
+test("a killed Pi process does not seal the session", async (t) => {
+  const dir = tmpDir(t);
   const script = fileURLToPath(new URL("./hold.ts", import.meta.url));
   const child = spawn(process.execPath, [script, dir], { stdio: ["ignore", "pipe", "inherit"] });
-  const file: string = await new Promise((resolve, reject) => {
+  const ready: { file: string; db: string } = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (b) => {
       out += b;
       const line = out.split("\n").find((l) => l.startsWith("READY "));
-      if (line) resolve(line.slice(6).trim());
+      if (line) resolve(JSON.parse(line.slice(6)));
     });
     child.on("exit", (code) => reject(new Error(`the Pi child exited early (${code}): ${out}`)));
   });
-  const db = databasePath(dir);
-  const held = cli(["write", file, "--plugin", "todo", "--value", "1", "--db", db], dir);
+  const held = cli(["write", ready.file, "--plugin", "todo", "--value", "1", "--db", ready.db], dir);
   assert.equal(held.code, 2, "refused while that Pi runs");
   assert.match(held.stderr, /running Pi/);
   const exited = new Promise((r) => child.on("exit", r));
   child.kill("SIGKILL");
   await exited;
-  const after = cli(["write", file, "--plugin", "todo", "--value", "1", "--db", db], dir);
+  const after = cli(["write", ready.file, "--plugin", "todo", "--value", "1", "--db", ready.db], dir);
   assert.equal(after.code, 0, `a killed Pi's row is judged dead: ${after.stderr}`);
-  const st = JSON.parse(cli(["status", file, "--db", db, "--json"], dir).stdout);
+  const st = JSON.parse(cli(["status", ready.file, "--db", ready.db, "--json"], dir).stdout);
   assert.equal(st.pi, undefined, "the dead Pi's row was deleted by the writer");
 });
 
-test("the database location comes from Pi's settings (SPEC §4), as the CLI resolves it", async () => {
-  const dir = tmp();
-  const custom = path.join(dir, "elsewhere", "states.sqlite");
-  fs.mkdirSync(path.join(dir, "agent"), { recursive: true });
-  fs.writeFileSync(path.join(dir, "agent", "settings.json"), JSON.stringify({ sessionState: { databasePath: custom } }));
-  const pi = await startPi({ dir, hasUI: true });
-  await chat(pi);
+test("the database location comes from Pi's settings, as the CLI resolves it", async (t) => {
+  const custom = path.join(tmpDir(t), "elsewhere", "states.sqlite");
+  const pi = await startPi({ extensions, settings: { sessionState: { databasePath: custom } } });
+  await pi.prompt("hi");
   await probeCmd(pi, { op: "write", value: ["here"] });
   await pi.command("/state:status");
-  assert.match(pi.notes.join("\n"), new RegExp(`database  ${custom.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
+  assert.ok(pi.notes.some((n) => n.message.includes(`database  ${custom}`)), JSON.stringify(pi.notes));
+  assert.equal(pi.databasePath, custom);
   assert.ok(fs.existsSync(custom), "the projection and the presence row are there");
   // The CLI, with the same agent directory and no --db, resolves the same database: refused.
-  const w = cli(["write", pi.sm.getSessionFile(), "--plugin", "todo", "--value", "1"], dir);
+  const w = cli(["write", pi.file!, "--plugin", "todo", "--value", "1"], pi.dir);
   assert.equal(w.code, 2, w.stderr);
   assert.match(w.stderr, /running Pi/);
-  await pi.dispose();
+  await pi.shutdown();
 });

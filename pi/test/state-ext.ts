@@ -1,7 +1,7 @@
 // The test extension: uses the package's API from a tool's execute and from commands,
 // and records what it read so the tests can compare it with a fold over Pi's entries.
 import { Type } from "typebox";
-import { branchKey, openSessionState } from "../src/index.ts";
+import { branchKey, openSessionState } from "@session-state/pi";
 import { fold } from "./fold.ts";
 
 type Probe = { reads: Array<{ where: string; leaf: string | null; branch: unknown; session: unknown; foldBranch: unknown; foldSession: unknown; key: string | undefined }>; errors: string[] };

@@ -1,18 +1,18 @@
-//! `import` and `export` (SPEC §7): a Pi session file into a store, and back out.
+//! `import` and `export` (`docs/cli.md`): a Pi session file into a store, and back out.
 
-use super::store::open_url;
-use super::{CmdResult, Failure, emit, fail, require_regular};
+use super::store::Sessions;
+use super::{CmdResult, Failure, emit_text, fail, require_regular};
 use std::path::{Path, PathBuf};
 
 pub(crate) const IMPORT_EXAMPLES: &str = "\
 Examples:
-  session-state import ~/.pi/agent/sessions/--home-me-app--/2026-01-05T10-00-00-000Z_0195f1d0.jsonl \\
-      --store sqlite:///srv/sessions.sqlite
+  session-state import s.jsonl --store sqlite:///srv/sessions.sqlite
   SESSION_STATE_STORE=postgres://me@db/sessions session-state import s.jsonl
 
-Prints the session id. Importing the same file again changes nothing; after Pi appended
-to the file, only the new entries are added. A file that disagrees with what the store
-holds for that session is refused.
+Prints the session's id (its whole id; later commands may name it by a unique prefix).
+Importing the same file again changes nothing; after Pi appended to the file, only the new
+entries are added. A file that disagrees with what the store holds for that session is
+refused.
 Exit codes: 0 imported; 2 error.";
 
 pub(crate) const EXPORT_EXAMPLES: &str = "\
@@ -21,51 +21,50 @@ Examples:
   session-state export 0195f1d0 --store sqlite:///srv/sessions.sqlite > s.jsonl
 
 The header and every entry line exactly as stored: a Pi JSONL file that Pi opens.
---output never replaces an existing file.
+<SESSION> is the session's id or a unique prefix of one. --output never replaces an
+existing file.
 Exit codes: 0 written; 2 error.";
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ImportArgs {
-    /// The Pi session file (.jsonl)
+    /// The Pi session file to copy into the store (.jsonl)
     file: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExportArgs {
-    /// The session id
-    session: String,
+    /// The stored session: its id, or a unique prefix of one
+    #[arg(value_name = "SESSION")]
+    session: PathBuf,
     /// Write to this new file (durably; never over an existing file) [default: stdout]
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
 }
 
-fn need_store(store: Option<String>, command: &str) -> Result<String, Failure> {
-    store.ok_or_else(|| {
-        fail(format_args!(
-            "{command} needs a store: --store URL or ${}",
-            super::store::STORE_ENV
-        ))
-    })
-}
-
-pub(crate) fn import(store: Option<String>, args: ImportArgs) -> CmdResult {
-    let url = need_store(store, "import")?;
+pub(crate) fn import(args: ImportArgs, sessions: &Sessions) -> CmdResult {
+    let store = sessions.require("import")?;
     require_regular(&args.file)?;
-    let (backend, _) = open_url(&url)?;
-    let report = session_state::import_file(&*backend, &args.file)
-        .map_err(|e| fail(format_args!("importing {}: {e}", args.file.display())))?;
-    emit(&format!("{}\n", report.session_id))?;
+    let report = session_state::import_file(store.backend(), &args.file).map_err(|e| {
+        fail(format_args!(
+            "importing {} into {}: {e}",
+            args.file.display(),
+            store.name()
+        ))
+    })?;
+    // The id comes from the file: escaped, as every name from a file is.
+    emit_text(&format!("{}\n", report.session_id))?;
     Ok(0)
 }
 
-pub(crate) fn export(store: Option<String>, args: ExportArgs) -> CmdResult {
-    let url = need_store(store, "export")?;
-    let (backend, _) = open_url(&url)?;
+pub(crate) fn export(args: ExportArgs, sessions: &Sessions) -> CmdResult {
+    let store = sessions.require("export")?;
+    let id = store.resolve(&args.session)?;
+    let backend = store.backend();
     match &args.output {
         None => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            match session_state::export_session(&*backend, &args.session, &mut out) {
+            match session_state::export_session(backend, &id, &mut out) {
                 Ok(_) => Ok(0),
                 Err(session_state::Error::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::BrokenPipe =>
@@ -76,7 +75,7 @@ pub(crate) fn export(store: Option<String>, args: ExportArgs) -> CmdResult {
             }
         }
         Some(path) => {
-            export_to_file(&*backend, &args.session, path)?;
+            export_to_file(backend, &id, path)?;
             Ok(0)
         }
     }

@@ -1,6 +1,7 @@
 //! `list`: sessions from their header lines only. Only the first line of each file is
 //! read (at most 64 KiB of it), so thousands of large sessions list in moments.
 
+use super::store::{Origin, Sessions};
 use super::{
     CmdResult, Failure, emit_json, emit_text, fail, jsonl_files, term_safe, warn, without_path,
 };
@@ -15,9 +16,11 @@ pub(crate) const EXAMPLES: &str = "\
 Examples:
   session-state list
   session-state list ~/.pi/agent/sessions --json
+  session-state list --store sqlite:///srv/sessions.sqlite
 
 DIR defaults to $PI_CODING_AGENT_DIR/sessions (~/.pi/agent/sessions). Files whose first
-line is not a session header are skipped with a warning on stderr.
+line is not a session header are skipped with a warning on stderr. With a store, its
+sessions are listed (from their headers), and there is no DIR.
 Exit codes: 0 listed (an absent default directory lists nothing); 2 DIR cannot be read.";
 
 /// Headers longer than this are not headers.
@@ -80,7 +83,24 @@ fn default_dir() -> Result<PathBuf, Failure> {
     Ok(inputs.agent_dir.join("sessions"))
 }
 
-pub(crate) fn run(args: ListArgs) -> CmdResult {
+pub(crate) fn run(args: ListArgs, sessions: &Sessions) -> CmdResult {
+    if let Sessions::Store { origin, .. } = sessions {
+        if let Some(dir) = &args.dir {
+            return Err(fail(format_args!(
+                "list {}: a directory of session files, but {} names a store, whose \
+                 sessions have no directory; run `session-state list --store none {}` for \
+                 the files, or leave DIR out for the store's sessions",
+                dir.display(),
+                match origin {
+                    Origin::Flag => "--store".to_owned(),
+                    Origin::Env => format!("${}", super::store::STORE_ENV),
+                },
+                dir.display()
+            )));
+        }
+        let store = sessions.require("list")?;
+        return super::store::list(&store, args.json);
+    }
     let dir = match &args.dir {
         Some(d) => d.clone(),
         None => {

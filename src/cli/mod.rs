@@ -1,6 +1,10 @@
-//! The `session-state` command line (SPEC §7). Each subcommand lives in its own file and
-//! is a thin layer over public library calls; this file holds the argument grammar, the
-//! options shared by several commands, and the exit-code convention.
+//! The `session-state` command line (`docs/cli.md`). Each subcommand lives in its own file
+//! and is a thin layer over public library calls; this file holds the argument grammar,
+//! the options shared by several commands, and the exit-code convention.
+//!
+//! One grammar, parsed once (as jj's global `-R`): `--store` is a global option (or
+//! `$SESSION_STATE_STORE`), and every command's one positional is resolved after parsing
+//! into a [`store::Target`]: a session file, or a session of a store (`store.rs`).
 //!
 //! Exit codes: 0 success; 1 a negative answer (`read`: absent; `verify`: the strict
 //! reader refuses the file; `force-refresh`: the lock was left alone; `replay`: some
@@ -8,6 +12,7 @@
 
 mod import;
 mod list;
+mod prune;
 mod replay;
 mod state;
 mod status;
@@ -15,7 +20,8 @@ mod store;
 mod tree;
 mod verify;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use session_state::{Error, LogOptions, ProjectTrust, ReadMode, Scope, SessionLog};
 use session_state::{LocationInputs, ResolvedLocation};
 use std::fmt::Display;
@@ -56,11 +62,17 @@ Examples:
 Exit codes: 0 success; 1 a negative answer (read: absent; verify: refused by the strict
 reader; force-refresh: lock left alone; replay: something could not be read); 2 error.
 
+<SESSION> is a Pi JSONL session file. With a store (--store URL, or $SESSION_STATE_STORE
+when --store is not given) it is a session id in that store, or a unique prefix of one;
+--store none means files even when $SESSION_STATE_STORE is set. Store URLs:
+sqlite:///abs/path/sessions.sqlite, postgres://user@host:port/db (or postgresql://…; TLS
+with ?sslmode=require or ?sslmode=verify-full&sslrootcert=/path/ca.pem). See
+docs/backends.md and docs/postgres.md.
+
 The projection database is --db, else `sessionState.databasePath` in the project's
 .pi/settings.json (when trusted) or in $PI_CODING_AGENT_DIR/settings.json, else
 $PI_CODING_AGENT_DIR/sessions/states.sqlite ($PI_CODING_AGENT_DIR defaults to ~/.pi/agent).
-With --store URL (or $SESSION_STATE_STORE), sessions are named by id in a store: see
-docs/backends.md. See docs/cli.md.";
+See docs/cli.md.";
 
 /// Durable, branch-aware state stored inside Pi coding agent session logs: read, write,
 /// inspect and verify it.
@@ -71,10 +83,16 @@ pub(crate) struct Cli {
     /// debugging detail. Without it only warnings (lock takeovers, rebuilds) are shown
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
-    /// A session store (SPEC §8): sqlite:///abs/path or postgres://… (postgresql://…).
-    /// With it, <FILE> is a session id. Default: $SESSION_STATE_STORE; without either,
-    /// <FILE> is a Pi JSONL file
-    #[arg(long, global = true, value_name = "URL")]
+    /// Where the sessions are: a store URL (sqlite:///abs/path, postgres://…,
+    /// postgresql://…), or `none` for Pi JSONL files (the default). With a store,
+    /// <SESSION> is a session id or a unique prefix of one
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = store::STORE_ENV,
+        hide_env_values = true
+    )]
     store: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -137,6 +155,9 @@ enum Command {
     /// Write a stored session (--store) back out as a Pi JSONL file
     #[command(after_help = import::EXPORT_EXAMPLES)]
     Export(import::ExportArgs),
+    /// Remove the projection's rows of sessions whose file no longer exists
+    #[command(after_help = prune::EXAMPLES)]
+    Prune(prune::PruneArgs),
 }
 
 /// `--scope`.
@@ -157,8 +178,8 @@ impl From<ScopeArg> for Scope {
     }
 }
 
-/// Where the projection database is (SPEC §4).
-#[derive(Debug, Clone, Args)]
+/// Where the projection database is (`docs/settings.md`).
+#[derive(Debug, Clone, Default, Args)]
 pub(crate) struct DbArgs {
     /// The projection database file (an absolute path). Default: from the settings files,
     /// else $PI_CODING_AGENT_DIR/sessions/states.sqlite
@@ -409,21 +430,17 @@ pub(crate) fn short_json(v: &serde_json::Value, max: usize) -> String {
     format!("{cut}…")
 }
 
-/// Parses the arguments, runs the command, maps the outcome to the exit code.
+/// Parses the arguments (once), runs the command, maps the outcome to the exit code.
 pub(crate) fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     install_diagnostics(cli.verbose);
-    let store = cli.store.clone().or_else(|| {
-        std::env::var(store::STORE_ENV)
-            .ok()
-            .filter(|s| !s.is_empty())
-    });
-    let result = match (store, cli.command) {
-        (store, Command::Import(a)) => import::import(store, a),
-        (store, Command::Export(a)) => import::export(store, a),
-        (Some(url), _) => store::run(&url),
-        (None, command) => run_command(command),
+    let origin = match matches.value_source("store") {
+        Some(ValueSource::EnvVariable) => store::Origin::Env,
+        _ => store::Origin::Flag,
     };
+    let result =
+        store::Sessions::choose(cli.store, origin).and_then(|sessions| run(cli.command, &sessions));
     match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
@@ -433,20 +450,54 @@ pub(crate) fn main() -> ExitCode {
     }
 }
 
-/// Runs a command on session files (no store).
-fn run_command(command: Command) -> CmdResult {
+/// Runs a command on the sessions `--store` chose.
+fn run(command: Command, sessions: &store::Sessions) -> CmdResult {
     match command {
-        Command::Read(a) => state::read(a),
-        Command::Write(a) => state::write(a),
-        Command::Patch(a) => state::patch(a),
-        Command::Drop(a) => state::drop(a),
-        Command::Replay(a) => replay::run(a),
-        Command::Tree(a) => tree::run(a),
-        Command::Status(a) => status::status(a),
-        Command::ForceRefresh(a) => status::force_refresh(a),
-        Command::Verify(a) => verify::run(a),
-        Command::List(a) => list::run(a),
-        Command::Import(a) => import::import(None, a),
-        Command::Export(a) => import::export(None, a),
+        Command::Read(a) => state::read(a, sessions),
+        Command::Write(a) => state::write(a, sessions),
+        Command::Patch(a) => state::patch(a, sessions),
+        Command::Drop(a) => state::drop(a, sessions),
+        Command::Replay(mut a) => {
+            let local = sessions.local_file(&a.path)?;
+            a.path = local.path.clone();
+            replay::run(a)
+        }
+        Command::Tree(mut a) => {
+            let local = sessions.local_file(&a.file)?;
+            a.file = local.path.clone();
+            tree::run(a)
+        }
+        Command::Status(mut a) => {
+            let local = sessions.local_file(&a.file)?;
+            a.file = local.path.clone();
+            status::status(a)
+        }
+        Command::ForceRefresh(mut a) => {
+            let local = sessions.local_file(&a.file)?;
+            a.file = local.path.clone();
+            let db = a.db.clone();
+            let code = status::force_refresh(a)?;
+            if let Some(stored) = &local.stored {
+                // The rows of a stored session are keyed by store and session, not by
+                // the export's path: drop those too.
+                let db = db.resolve()?;
+                if db.exists() {
+                    session_state::Store::at(&db)
+                        .and_then(|s| s.forget_stored(&stored.session()))
+                        .map_err(fail)?;
+                }
+            }
+            Ok(code)
+        }
+        Command::Verify(mut a) => {
+            let local = sessions.local_file(&a.file)?;
+            a.file = local.path.clone();
+            verify::run(a)
+        }
+        Command::List(a) => list::run(a, sessions),
+        Command::Import(a) => import::import(a, sessions),
+        Command::Export(a) => import::export(a, sessions),
+        // The projection database, whatever the sessions are kept in.
+        Command::Prune(a) => prune::run(a),
     }
 }

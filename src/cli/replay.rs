@@ -2,13 +2,14 @@
 //! database), plus the last `data` of every other extension's `custom` entries.
 
 use super::{
-    CmdResult, Failure, emit_json, emit_text, fail, jsonl_files, require_regular, short_json,
+    CmdResult, Failure, emit, emit_text, fail, jsonl_files, require_regular, short_json,
     strict_error, term_safe, without_path,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
+use serde_json::Value;
 use session_state::inspect::{self, Replay, ReplayValue, TipReplay, TipReplays};
-use session_state::{Scope, SessionLog};
+use session_state::{Scope, SessionLog, json};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -24,38 +25,17 @@ every tip and is shown once per file), and for every other customType of `custom
 (state Pi extensions write with pi.appendEntry) the number of such entries on the branch
 and the `data` of the last one. A DIR is searched recursively for *.jsonl files.
 Exit codes: 0 everything was read; 1 some file or value could not be read (reported);
-2 could not run (FILE or DIR missing or unreadable).";
+2 could not run (SESSION or DIR missing or unreadable).";
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReplayArgs {
-    /// A session file, or a directory searched recursively for *.jsonl
-    path: PathBuf,
+    /// The session: a Pi JSONL file or a directory searched recursively for *.jsonl; with
+    /// a store, a session id or a unique prefix of one
+    #[arg(value_name = "SESSION|DIR")]
+    pub(crate) path: PathBuf,
     /// Print JSON instead of text
     #[arg(long)]
     json: bool,
-}
-
-/// One file in `replay --json`: the file as named, then its replay or why it could not
-/// be read.
-#[derive(Serialize)]
-struct FileReplay {
-    file: PathBuf,
-    #[serde(flatten)]
-    outcome: Outcome,
-}
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Outcome {
-    Read(Replay),
-    Failed { error: String },
-}
-
-impl FileReplay {
-    /// Whether everything in the file was read.
-    fn complete(&self) -> bool {
-        matches!(&self.outcome, Outcome::Read(r) if r.is_complete())
-    }
 }
 
 fn value_text(v: &ReplayValue) -> String {
@@ -162,15 +142,6 @@ fn progress(len: impl FnOnce() -> u64, unit: &str) -> ProgressBar {
     bar
 }
 
-/// `path` is the file as the user or the directory scan named it (a symlink is not
-/// resolved).
-fn replay_log(log: &SessionLog, path: &Path, bar: &ProgressBar) -> FileReplay {
-    FileReplay {
-        file: path.to_path_buf(),
-        outcome: Outcome::Read(inspect::replay(log, |_| bar.inc(1))),
-    }
-}
-
 /// Opens a session file for a replay, with the progress message; the error as the
 /// output shows it.
 fn open_file(path: &Path, bar: &ProgressBar) -> Result<SessionLog, String> {
@@ -181,42 +152,216 @@ fn open_file(path: &Path, bar: &ProgressBar) -> Result<SessionLog, String> {
     Ok(log)
 }
 
-fn replay_file(path: &Path, bar: &ProgressBar) -> FileReplay {
-    match open_file(path, bar) {
-        Ok(log) => replay_log(&log, path, bar),
-        Err(error) => FileReplay {
-            file: path.to_path_buf(),
-            outcome: Outcome::Failed { error },
-        },
+/// Where the output goes: text, or the JSON document being written.
+enum Output<S> {
+    Text,
+    Json(JsonDoc<S>),
+}
+
+impl<S: FnMut(&str) -> Result<(), Failure>> Output<S> {
+    /// `json`: starts the document, `{"sessions": [`, written to `sink`.
+    fn new(json: bool, sink: S) -> Output<S> {
+        if !json {
+            return Output::Text;
+        }
+        let mut doc = JsonDoc::new(sink);
+        doc.open('{');
+        doc.key("sessions");
+        doc.open('[');
+        Output::Json(doc)
+    }
+
+    /// Prints one file's replay, each tip built, printed and dropped in turn. `path` is
+    /// the file as the user or the directory scan named it (a symlink is not resolved).
+    /// Whether everything in it was read.
+    fn replay(
+        &mut self,
+        path: &Path,
+        report: &Replay,
+        tips: TipReplays<'_>,
+    ) -> Result<bool, Failure> {
+        match self {
+            Output::Text => print_text(&path.display().to_string(), report, tips),
+            Output::Json(doc) => doc.file(path, Head::Read(report), Some(tips)),
+        }
+    }
+
+    /// Prints a file that could not be read.
+    fn failed(&mut self, path: &Path, error: &str) -> Result<(), Failure> {
+        match self {
+            Output::Text => emit_text(&failed_text(&path.display().to_string(), error)),
+            Output::Json(doc) => doc.file(path, Head::Failed { error }, None).map(drop),
+        }
+    }
+
+    /// Ends the document (JSON) and writes what is left.
+    fn finish(self) -> Result<(), Failure> {
+        match self {
+            Output::Text => Ok(()),
+            Output::Json(mut doc) => {
+                doc.close(']');
+                doc.close('}');
+                doc.out.push('\n');
+                doc.flush()
+            }
+        }
     }
 }
 
-/// Replays one file of a directory as text, printed as it comes. Whether it was read
-/// whole.
-fn print_file(path: &Path, bar: &ProgressBar) -> Result<bool, Failure> {
-    let hidden = ProgressBar::hidden();
-    let file = path.display().to_string();
-    let log = match open_file(path, &hidden) {
-        Ok(log) => log,
-        Err(error) => {
-            bar.suspend(|| emit_text(&failed_text(&file, &error)))?;
-            return Ok(false);
-        }
-    };
-    let (report, tips) = inspect::replay_tips(&log, |_| {});
-    bar.suspend(|| print_text(&file, &report, tips))
+/// One file's object in `replay --json` without its tips: the file as named, then its
+/// replay's fields, or why it could not be read.
+#[derive(Serialize)]
+struct FileHead<'a> {
+    file: &'a Path,
+    #[serde(flatten)]
+    head: Head<'a>,
 }
 
-/// `replay --json`.
 #[derive(Serialize)]
-struct Sessions {
-    sessions: Vec<FileReplay>,
+#[serde(untagged)]
+enum Head<'a> {
+    Read(&'a Replay),
+    Failed { error: &'a str },
+}
+
+/// `replay --json`'s document, written as it goes: byte for byte what
+/// `json::to_string_pretty` prints for the whole document (two-space indentation, every
+/// object in JavaScript's key order), but each tip is turned into a `Value`, printed and
+/// dropped in turn, and the text goes to the sink in chunks of about 64 KiB. So the
+/// memory is that of one tip's report, not of every tip's report and of the document's
+/// `Value` and text.
+struct JsonDoc<S> {
+    /// Printed, not yet given to the sink.
+    out: String,
+    /// Open arrays and objects.
+    depth: usize,
+    /// Whether the innermost open array or object has no member yet.
+    empty: bool,
+    sink: S,
+}
+
+fn to_value(v: &impl Serialize) -> Result<Value, Failure> {
+    serde_json::to_value(v).map_err(|e| fail(format_args!("printing the report as JSON: {e}")))
+}
+
+impl<S: FnMut(&str) -> Result<(), Failure>> JsonDoc<S> {
+    fn new(sink: S) -> JsonDoc<S> {
+        JsonDoc {
+            out: String::new(),
+            depth: 0,
+            empty: true,
+            sink,
+        }
+    }
+
+    fn newline(&mut self) {
+        self.out.push('\n');
+        for _ in 0..self.depth {
+            self.out.push_str("  ");
+        }
+    }
+
+    fn open(&mut self, bracket: char) {
+        self.out.push(bracket);
+        self.depth += 1;
+        self.empty = true;
+    }
+
+    /// Closes the innermost array or object (an empty one prints as `[]` / `{}`).
+    fn close(&mut self, bracket: char) {
+        self.depth -= 1;
+        if !self.empty {
+            self.newline();
+        }
+        self.out.push(bracket);
+        self.empty = false;
+    }
+
+    /// Starts the next member of the innermost array or object.
+    fn member(&mut self) {
+        if !self.empty {
+            self.out.push(',');
+        }
+        self.empty = false;
+        self.newline();
+    }
+
+    /// Starts the next member of the innermost object: its key.
+    fn key(&mut self, key: &str) {
+        self.member();
+        self.out
+            .push_str(&json::to_string(&Value::String(key.to_owned())));
+        self.out.push_str(": ");
+    }
+
+    /// A whole value, printed as `to_string_pretty` prints it at this depth (its lines
+    /// indented by the depth: JSON text has no newline inside a string).
+    fn value(&mut self, v: &Value) {
+        let text = json::to_string_pretty(v);
+        let mut lines = text.split('\n');
+        if let Some(first) = lines.next() {
+            self.out.push_str(first);
+        }
+        for line in lines {
+            self.newline();
+            self.out.push_str(line);
+        }
+    }
+
+    /// Gives what was printed to the sink.
+    fn flush(&mut self) -> Result<(), Failure> {
+        (self.sink)(&self.out)?;
+        self.out.clear();
+        Ok(())
+    }
+
+    /// One file's object, its tips (when read) printed one at a time in place of the
+    /// head's empty `tips`. Whether everything in it was read.
+    fn file(
+        &mut self,
+        path: &Path,
+        head: Head<'_>,
+        tips: Option<TipReplays<'_>>,
+    ) -> Result<bool, Failure> {
+        let mut complete = match head {
+            Head::Read(r) => r.is_complete(),
+            Head::Failed { .. } => false,
+        };
+        let Value::Object(fields) = to_value(&FileHead { file: path, head })? else {
+            return Err(fail(
+                "printing the report as JSON: a file's report is not an object",
+            ));
+        };
+        let mut tips = tips;
+        self.member();
+        self.open('{');
+        for (k, v) in &fields {
+            self.key(k);
+            match tips.take_if(|_| k == "tips") {
+                Some(tips) => {
+                    self.open('[');
+                    for t in tips {
+                        complete &= t.is_complete();
+                        self.member();
+                        self.value(&to_value(&t)?);
+                        if self.out.len() >= 1 << 16 {
+                            self.flush()?;
+                        }
+                    }
+                    self.close(']');
+                }
+                None => self.value(v),
+            }
+        }
+        self.close('}');
+        Ok(complete)
+    }
 }
 
 pub(crate) fn run(args: ReplayArgs) -> CmdResult {
     let meta = std::fs::metadata(&args.path)
-        .map_err(|e| fail(format_args!("{}: {e}", args.path.display())))?;
-    let mut reports = Vec::new();
+        .map_err(|e| fail(format_args!("opening {}: {e}", args.path.display())))?;
+    let mut out = Output::new(args.json, emit);
     let mut all_ok = true;
     if meta.is_dir() {
         let files = jsonl_files(&args.path)?;
@@ -230,13 +375,16 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
         let hidden = ProgressBar::hidden();
         for f in &files {
             bar.set_message(term_safe(&f.display().to_string()).into_owned());
-            if args.json {
-                let r = replay_file(f, &hidden);
-                all_ok &= r.complete();
-                reports.push(r);
-            } else {
-                // Stream the text as it comes, so a long run shows results early.
-                all_ok &= print_file(f, &bar)?;
+            // Print each file as it comes, so a long run shows results early.
+            match open_file(f, &hidden) {
+                Ok(log) => {
+                    let (report, tips) = inspect::replay_tips(&log, |_| {});
+                    all_ok &= bar.suspend(|| out.replay(f, &report, tips))?;
+                }
+                Err(error) => {
+                    bar.suspend(|| out.failed(f, &error))?;
+                    all_ok = false;
+                }
             }
             bar.inc(1);
         }
@@ -245,19 +393,182 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
         require_regular(&args.path)?;
         let log = SessionLog::open(&args.path).map_err(|e| fail(strict_error(&e)))?;
         let bar = progress(|| log.tips().len() as u64, "tips");
-        if args.json {
-            let r = replay_log(&log, &args.path, &bar);
-            bar.finish_and_clear();
-            all_ok = r.complete();
-            reports.push(r);
-        } else {
-            let (report, tips) = inspect::replay_tips(&log, |_| bar.inc(1));
-            bar.finish_and_clear();
-            all_ok = print_text(&args.path.display().to_string(), &report, tips)?;
-        }
+        let (report, tips) = inspect::replay_tips(&log, |_| bar.inc(1));
+        bar.finish_and_clear();
+        all_ok = out.replay(&args.path, &report, tips)?;
     }
-    if args.json {
-        emit_json(&Sessions { sessions: reports })?;
-    }
+    out.finish()?;
     Ok(if all_ok { 0 } else { 1 })
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The document as `replay --json` printed it before it streamed: every file's whole
+    /// report, one `Value` of the whole document, printed at once.
+    fn whole(files: &[PathBuf]) -> String {
+        let sessions: Vec<Value> = files
+            .iter()
+            .map(|f| match SessionLog::open(f) {
+                Ok(log) => {
+                    let r = inspect::replay(&log, |_| {});
+                    to_value(&FileHead {
+                        file: f,
+                        head: Head::Read(&r),
+                    })
+                    .unwrap()
+                }
+                Err(e) => to_value(&FileHead {
+                    file: f,
+                    head: Head::Failed {
+                        error: &e.to_string(),
+                    },
+                })
+                .unwrap(),
+            })
+            .collect();
+        let doc = serde_json::json!({ "sessions": sessions });
+        json::to_string_pretty(&doc) + "\n"
+    }
+
+    /// The streamed document, and how many pieces the sink was given.
+    fn streamed(files: &[PathBuf]) -> (String, usize, bool) {
+        let mut text = String::new();
+        let mut pieces = 0;
+        let mut all_ok = true;
+        let mut out = Output::new(true, |s: &str| {
+            text.push_str(s);
+            pieces += 1;
+            Ok(())
+        });
+        for f in files {
+            match SessionLog::open(f) {
+                Ok(log) => {
+                    let (report, tips) = inspect::replay_tips(&log, |_| {});
+                    all_ok &= out.replay(f, &report, tips).unwrap();
+                }
+                Err(e) => {
+                    out.failed(f, &e.to_string()).unwrap();
+                    all_ok = false;
+                }
+            }
+        }
+        out.finish().unwrap();
+        (text, pieces, all_ok)
+    }
+
+    const HEADER: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}"#;
+
+    fn custom(id: &str, parent: Option<&str>, custom_type: &str, data: &str) -> String {
+        let parent = parent.map_or("null".to_owned(), |p| format!("\"{p}\""));
+        format!(
+            r#"{{"type":"custom","customType":"{custom_type}","data":{data},"id":"{id}","parentId":{parent},"timestamp":"2026-01-01T00:00:00.000Z"}}"#
+        )
+    }
+
+    /// Keys that JavaScript orders first (array indexes) as plugin ids, customTypes and in
+    /// values, lone surrogates, empty arrays and objects, numbers JavaScript prints
+    /// differently, a bad event, and a session with no entries.
+    fn tricky(dir: &Path) -> Vec<PathBuf> {
+        let t = dir.join("t.jsonl");
+        let lines = [
+            HEADER.to_owned(),
+            custom(
+                "e0",
+                None,
+                "session-state/10",
+                r#"{"v":1,"scope":"branch","op":"set","value":{"10":1,"9":2,"x":"cut \ud83d","e":[],"o":{},"n":1.0,"big":1e21}}"#,
+            ),
+            custom(
+                "e1",
+                Some("e0"),
+                "session-state/9",
+                r#"{"v":1,"scope":"session","op":"set","value":[1,{"2":[],"1":{}}]}"#,
+            ),
+            custom("e2", Some("e1"), "7", r#"{"n":"\udc00"}"#),
+            custom("e3", Some("e1"), "session-state/bad", r#"{"v":9}"#),
+            custom("e4", Some("e0"), "12", "null"),
+        ];
+        std::fs::write(&t, lines.join("\n") + "\n").unwrap();
+        let empty = dir.join("empty.jsonl");
+        std::fs::write(&empty, format!("{HEADER}\n")).unwrap();
+        vec![t, empty]
+    }
+
+    fn fixtures(sub: &str) -> Vec<PathBuf> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(sub);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn the_streamed_document_is_the_whole_document_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = fixtures("");
+        files.extend(fixtures("edge"));
+        files.extend(tricky(dir.path()));
+        let failed = files
+            .iter()
+            .filter(|f| SessionLog::open(f).is_err())
+            .count();
+        assert!(files.len() >= 14 && failed >= 3, "{files:?}");
+        for f in &files {
+            assert_eq!(
+                streamed(std::slice::from_ref(f)).0,
+                whole(std::slice::from_ref(f)),
+                "{}",
+                f.display()
+            );
+        }
+        let (text, _, all_ok) = streamed(&files);
+        assert_eq!(text, whole(&files));
+        assert!(!all_ok, "bad files and events make the replay incomplete");
+        assert!(text.contains(r#""x": "cut \ud83d""#) && text.contains(r#""big": 1e+21"#));
+        assert_eq!(streamed(&[]).0, "{\n  \"sessions\": []\n}\n");
+    }
+
+    #[test]
+    fn a_file_of_many_tips_is_printed_in_pieces() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fan.jsonl");
+        let mut text = format!("{HEADER}\n");
+        let _ = writeln!(
+            text,
+            "{}",
+            custom(
+                "r",
+                None,
+                "session-state/a",
+                r#"{"v":1,"scope":"branch","op":"set","value":{}}"#
+            )
+        );
+        for i in 0..2_000 {
+            let data = format!(r#"{{"v":1,"scope":"branch","op":"patch","patch":{{"k":{i}}}}}"#);
+            let _ = writeln!(
+                text,
+                "{}",
+                custom(&format!("t{i}"), Some("r"), "session-state/a", &data)
+            );
+        }
+        std::fs::write(&path, text).unwrap();
+        let files = [path];
+        let (doc, pieces, all_ok) = streamed(&files);
+        assert!(all_ok);
+        assert_eq!(doc, whole(&files));
+        // About 64 KiB a piece: the document is never held whole.
+        assert!(
+            doc.len() > 400_000 && pieces >= doc.len() >> 16,
+            "{} bytes in {pieces} pieces",
+            doc.len()
+        );
+    }
 }

@@ -1,14 +1,19 @@
-//! `read`, `write`, `patch`, `drop`: one plugin's state in one session file.
+//! `read`, `write`, `patch`, `drop`: one plugin's state in one session, a file or a
+//! stored session.
 //!
-//! `read` goes through the projection, so a cold read of an unchanged file does not scan
-//! it. The writes open the log, move the leaf for `--at`, and go through
-//! [`SessionState`], which takes the session's write lock.
+//! On a file, `read` goes through the projection, so a cold read of an unchanged file does
+//! not scan it. The writes decide from the projection's rows when they can, else open the
+//! log and move the leaf for `--at`; either way through [`SessionState`], which takes the
+//! session's write lock. On a stored session, the `*_stored` calls of [`SessionState`].
 
-use super::{CmdResult, DbArgs, Failure, ScopeArg, emit, fail, open_log, require_regular};
+use super::store::{Sessions, Stored, Target};
+use super::{
+    CmdResult, DbArgs, Failure, ScopeArg, emit, emit_text, fail, open_log, require_regular,
+};
 use serde_json::Value;
 use session_state::{Op, Scope, SessionState, Store, validate_plugin_id};
 use std::io::{IsTerminal, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub(crate) const READ_EXAMPLES: &str = "\
 Examples:
@@ -47,9 +52,10 @@ Exit codes: 0 done; 2 error.";
 
 /// Which state, where.
 #[derive(Debug, clap::Args)]
-pub(crate) struct Target {
-    /// The session file (.jsonl)
-    file: PathBuf,
+pub(crate) struct StateArgs {
+    /// The session: a Pi JSONL file, or with a store a session id or a unique prefix of one
+    #[arg(value_name = "SESSION")]
+    session: PathBuf,
     /// The plugin id: lowercase letters, digits, '-' and '.'
     #[arg(long, value_name = "ID")]
     plugin: String,
@@ -67,13 +73,13 @@ pub(crate) struct Target {
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReadArgs {
     #[command(flatten)]
-    target: Target,
+    target: StateArgs,
 }
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct WriteArgs {
     #[command(flatten)]
-    target: Target,
+    target: StateArgs,
     /// The new value as JSON, any JSON text (`--value -1` works) [default: read from stdin]
     #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     value: Option<String>,
@@ -82,7 +88,7 @@ pub(crate) struct WriteArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct PatchArgs {
     #[command(flatten)]
-    target: Target,
+    target: StateArgs,
     /// An RFC 7396 JSON Merge Patch, any JSON text (`--merge -5` works; an absent value
     /// patches {})
     #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
@@ -92,10 +98,10 @@ pub(crate) struct PatchArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct DropArgs {
     #[command(flatten)]
-    target: Target,
+    target: StateArgs,
 }
 
-fn check_plugin(t: &Target) -> Result<(), Failure> {
+fn check_plugin(t: &StateArgs) -> Result<(), Failure> {
     validate_plugin_id(&t.plugin).map_err(|_| {
         fail(format_args!(
             "--plugin {:?}: not a valid plugin id; use a non-empty name of lowercase letters, \
@@ -115,14 +121,22 @@ fn parse_json(text: &str, source: &str) -> Result<Value, Failure> {
     })
 }
 
-pub(crate) fn read(args: ReadArgs) -> CmdResult {
+pub(crate) fn read(args: ReadArgs, sessions: &Sessions) -> CmdResult {
     let t = args.target;
     check_plugin(&t)?;
     let db = t.db.resolve()?;
-    require_regular(&t.file)?;
-    let value = state_key(&t, db)?
-        .read_file_value(&t.file, t.at.as_deref())
-        .map_err(fail)?;
+    let at = t.at.as_deref();
+    let value = match sessions.target(&t.session)? {
+        Target::File(file) => {
+            require_regular(&file)?;
+            state_key(&t, db)?
+                .read_file_value(&file, at)
+                .map_err(fail)?
+        }
+        Target::Stored(stored) => state_key(&t, db)?
+            .read_stored_value(&stored.session(), at)
+            .map_err(fail)?,
+    };
     match value {
         Some(v) => {
             emit(&format!("{}\n", session_state::json::to_string(&v)))?;
@@ -132,7 +146,7 @@ pub(crate) fn read(args: ReadArgs) -> CmdResult {
     }
 }
 
-pub(crate) fn write(args: WriteArgs) -> CmdResult {
+pub(crate) fn write(args: WriteArgs, sessions: &Sessions) -> CmdResult {
     check_plugin(&args.target)?;
     let value = match &args.value {
         Some(v) => parse_json(v, "--value")?,
@@ -147,54 +161,81 @@ pub(crate) fn write(args: WriteArgs) -> CmdResult {
             parse_json(&text, "the value on stdin")?
         }
     };
-    apply(&args.target, Op::Set(value))
+    apply(&args.target, Op::Set(value), sessions)
 }
 
-pub(crate) fn patch(args: PatchArgs) -> CmdResult {
+pub(crate) fn patch(args: PatchArgs, sessions: &Sessions) -> CmdResult {
     check_plugin(&args.target)?;
     let merge = parse_json(&args.merge, "--merge")?;
-    apply(&args.target, Op::Patch(merge))
+    apply(&args.target, Op::Patch(merge), sessions)
 }
 
-pub(crate) fn drop(args: DropArgs) -> CmdResult {
+pub(crate) fn drop(args: DropArgs, sessions: &Sessions) -> CmdResult {
     check_plugin(&args.target)?;
-    apply(&args.target, Op::Drop)
+    apply(&args.target, Op::Drop, sessions)
 }
 
-/// The plugin's state on the store at `db`.
-fn state_key(t: &Target, db: std::path::PathBuf) -> Result<SessionState<Value>, Failure> {
+/// The plugin's state on the projection at `db`.
+fn state_key(t: &StateArgs, db: PathBuf) -> Result<SessionState<Value>, Failure> {
     Store::at(db)
         .and_then(|store| store.state(&t.plugin, Scope::from(t.scope)))
         .map_err(fail)
 }
 
-/// A write: from the projection's rows and the file's tail when they answer (no parse of
-/// the log: the cost does not grow with the session), else through the opened log.
-fn apply(t: &Target, op: Op) -> CmdResult {
+/// A write, on a file or a stored session; prints the new entry's id.
+fn apply(t: &StateArgs, op: Op, sessions: &Sessions) -> CmdResult {
     let db = t.db.resolve()?;
-    require_regular(&t.file)?;
-    let state = state_key(t, db)?;
-    let id = match state
-        .apply_at_tail(&t.file, t.at.as_deref(), op.clone())
-        .map_err(fail)?
-    {
-        Some(id) => id,
-        None => {
-            let mut log = open_log(&t.file)?;
-            if let Some(at) = &t.at {
-                log.navigate(at)
-                    .map_err(|e| fail(format_args!("--at: {e}")))?;
-            }
-            let changed = match op {
-                Op::Set(value) => state.write(&mut log, &value),
-                Op::Patch(merge) => state.patch(&mut log, &merge),
-                Op::Drop => state.drop(&mut log),
-            };
-            changed.map_err(fail)?
-        }
+    let id = match sessions.target(&t.session)? {
+        Target::File(file) => apply_file(t, &file, db, op)?,
+        Target::Stored(stored) => apply_stored(t, &stored, db, op)?,
     };
     if let Some(id) = id {
-        emit(&format!("{id}\n"))?;
+        emit_text(&format!("{id}\n"))?;
     }
     Ok(0)
+}
+
+/// On a file: from the projection's rows and the file's tail when they answer (no parse
+/// of the log: the cost does not grow with the session), else through the opened log.
+fn apply_file(t: &StateArgs, file: &Path, db: PathBuf, op: Op) -> Result<Option<String>, Failure> {
+    require_regular(file)?;
+    let state = state_key(t, db)?;
+    if let Some(id) = state
+        .apply_at_tail(file, t.at.as_deref(), op.clone())
+        .map_err(fail)?
+    {
+        return Ok(id);
+    }
+    let mut log = open_log(file)?;
+    if let Some(at) = &t.at {
+        log.navigate(at)
+            .map_err(|e| fail(format_args!("--at: {e}")))?;
+    }
+    let changed = match op {
+        Op::Set(value) => state.write(&mut log, &value),
+        Op::Patch(merge) => state.patch(&mut log, &merge),
+        Op::Drop => state.drop(&mut log),
+    };
+    changed.map_err(fail)
+}
+
+/// On a stored session: through the store, at its last entry or at `--at`.
+fn apply_stored(
+    t: &StateArgs,
+    stored: &Stored,
+    db: PathBuf,
+    op: Op,
+) -> Result<Option<String>, Failure> {
+    let state = state_key(t, db)?;
+    let session = stored.session();
+    let at = t.at.as_deref();
+    let changed = match op {
+        Op::Set(value) => state.write_stored(&session, at, &value),
+        Op::Patch(merge) => state.patch_stored(&session, at, &merge),
+        Op::Drop => state.drop_stored(&session, at),
+    };
+    changed.map_err(|e| match (&e, at) {
+        (session_state::Error::UnknownEntry { .. }, Some(_)) => fail(format_args!("--at: {e}")),
+        _ => fail(e),
+    })
 }

@@ -1,5 +1,5 @@
-//! `status` and `force-refresh` (SPEC §5–§7): the projection database, the session's
-//! write lock, and the events per plugin.
+//! `status` and `force-refresh` (`docs/cli.md`, `docs/lock.md`): the projection
+//! database, the session's write lock, and the events per plugin.
 //!
 //! `status` opens the database read-only and never creates it. `force-refresh` breaks a
 //! lock whose holder may be alive only after a confirmation (a terminal prompt, or
@@ -37,24 +37,26 @@ Exit codes: 0 refreshed; 1 the lock was left alone (not confirmed); 2 error.";
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct StatusArgs {
-    /// The session file (.jsonl)
-    file: PathBuf,
+    /// The session: a Pi JSONL file, or with a store a session id or a unique prefix of one
+    #[arg(value_name = "SESSION")]
+    pub(crate) file: PathBuf,
     /// Print JSON instead of text
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    db: DbArgs,
+    pub(crate) db: DbArgs,
 }
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ForceRefreshArgs {
-    /// The session file (.jsonl)
-    file: PathBuf,
+    /// The session: a Pi JSONL file, or with a store a session id or a unique prefix of one
+    #[arg(value_name = "SESSION")]
+    pub(crate) file: PathBuf,
     /// Clear the lock without asking, even when its holder may be alive
     #[arg(long)]
     yes: bool,
     #[command(flatten)]
-    db: DbArgs,
+    pub(crate) db: DbArgs,
 }
 
 /// `status --json`.
@@ -66,7 +68,7 @@ struct StatusReport<'a> {
     readable: bool,
     database: Database<'a>,
     lock: Option<LockReport>,
-    /// The running Pi that holds the session (SPEC §9), when there is one.
+    /// The running Pi that holds the session (`docs/pi-extension.md`), when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pi: Option<PiReport>,
     events: Vec<EventCount>,
@@ -220,7 +222,7 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
 }
 
 /// Asks on the terminal; `false` unless the answer is yes.
-fn confirm(question: &str) -> Result<bool, Failure> {
+pub(crate) fn confirm(question: &str) -> Result<bool, Failure> {
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "{} [y/N] ", term_safe(question));
     let _ = err.flush();
@@ -287,7 +289,7 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
         let _ = writeln!(out, "no lock on session '{session_id}'");
     }
     if let Some(p) = store.peek_presence(&session_id).map_err(fail)?.flatten() {
-        // A running Pi's hold (SPEC §9): asked about as a live lock holder is.
+        // A running Pi's hold (`docs/pi-extension.md`): asked about as a live lock holder is.
         if p.blocks_writers() && !args.yes {
             let question = format!(
                 "session '{session_id}' is open in a running Pi {} ({}: {}). Clearing its \

@@ -1,214 +1,214 @@
-//! Every command with a store (`--store URL` or `$SESSION_STATE_STORE`, SPEC §7): the
-//! session is named by its id and kept by a §8 backend.
+//! Where the sessions a command names are: Pi JSONL files, or a store (`--store URL`, or
+//! `$SESSION_STATE_STORE` when `--store` is not given; `--store none` means files).
+//!
+//! The grammar has one positional per command; after parsing, [`Sessions::target`]
+//! turns it into a [`Target`]: a file, or a stored session whose id (or unique prefix,
+//! [`session_state::resolve_session`]) it is. A message caused by the store says which
+//! of `--store` and the variable chose it.
 //!
 //! `read`, `write`, `patch` and `drop` go through [`SessionState`]'s backend calls
-//! (`read_stored`, `write_stored`, …). `list` lists the store's headers. `tree`,
-//! `replay`, `status`, `force-refresh` and `verify` run as on a file, on the local mirror
-//! of the stored session (the cache the projection reads, next to the projection
-//! database: exactly the lines the store holds).
+//! (`read_stored`, `write_stored`, …), which read the store's lines through the
+//! projection: no local copy of the session is kept. `list` lists the store's headers.
+//! `tree`, `replay`, `status`, `force-refresh` and `verify` run as on a file, on a
+//! temporary export of the stored session that is removed when the command ends
+//! ([`Sessions::local_file`]).
 
-use super::{
-    Cli, CmdResult, DbArgs, Failure, ScopeArg, emit, emit_json, emit_text, fail, run_command,
-};
-use clap::Parser;
+use super::{CmdResult, Failure, emit_json, emit_text, fail};
 use serde::Serialize;
-use serde_json::Value;
-use session_state::{RedactedUrl, Scope, SessionState, SessionStore, Store, StoredSession};
-use std::ffi::OsString;
-use std::io::{IsTerminal, Read};
+use session_state::{RedactedUrl, SessionStore, StoredSession};
+use std::path::{Path, PathBuf};
 
 /// The environment variable that names the store when `--store` is not given.
 pub(crate) const STORE_ENV: &str = "SESSION_STATE_STORE";
 
-/// Opens the store a URL names; the second value is the URL redacted (for messages and
-/// the cache key). An error never shows the password.
-pub(crate) fn open_url(url: &str) -> Result<(Box<dyn SessionStore>, String), Failure> {
-    let redacted = RedactedUrl::new(url).redacted();
-    let store =
-        session_state::open_store_url(url).map_err(|e| fail(format_args!("--store: {e}")))?;
-    Ok((store, redacted))
+/// The `--store` value that means session files.
+const NONE: &str = "none";
+
+/// Who chose the store: the option or the environment variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    Flag,
+    Env,
 }
 
-/// The grammar of the commands with a store: as without one, with a session id in place
-/// of the file.
-#[derive(Debug, Parser)]
-#[command(name = "session-state")]
-struct StoreCli {
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
-    verbose: u8,
-    #[arg(long, global = true, value_name = "URL")]
-    store: Option<String>,
-    #[command(subcommand)]
-    command: StoreCommand,
+/// Where the sessions are, as the command line chose.
+pub(crate) enum Sessions {
+    /// Pi JSONL files: no `--store` and no variable, an empty variable, or `none`.
+    Files,
+    /// A store URL, and who gave it.
+    Store { url: String, origin: Origin },
 }
 
-#[derive(Debug, clap::Subcommand)]
-enum StoreCommand {
-    Read(Target),
-    Write(WriteArgs),
-    Patch(PatchArgs),
-    Drop(Target),
-    List(ListArgs),
-    Tree(Pass),
-    Replay(Pass),
-    Status(Pass),
-    ForceRefresh(Pass),
-    Verify(Pass),
+/// A store, opened.
+pub(crate) struct Opened {
+    backend: Box<dyn SessionStore>,
+    /// The URL with its password replaced: for messages and the local cache's key.
+    key: String,
+    origin: Origin,
 }
 
-#[derive(Debug, clap::Args)]
-struct Target {
-    /// The session id
-    session: String,
-    #[arg(long, value_name = "ID")]
-    plugin: String,
-    #[arg(long, value_enum, default_value_t = ScopeArg::Branch)]
-    scope: ScopeArg,
-    #[arg(long, value_name = "ENTRY")]
-    at: Option<String>,
-    #[command(flatten)]
-    db: DbArgs,
+/// What a command's positional names.
+pub(crate) enum Target {
+    File(PathBuf),
+    Stored(Stored),
 }
 
-#[derive(Debug, clap::Args)]
-struct WriteArgs {
-    #[command(flatten)]
-    target: Target,
-    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
-    value: Option<String>,
+/// A session of a store: the store and the session's whole id.
+pub(crate) struct Stored {
+    store: Opened,
+    id: String,
 }
 
-#[derive(Debug, clap::Args)]
-struct PatchArgs {
-    #[command(flatten)]
-    target: Target,
-    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
-    merge: String,
+impl Stored {
+    /// The session, for the library's `*_stored` calls.
+    pub(crate) fn session(&self) -> StoredSession<'_> {
+        StoredSession::new(&*self.store.backend, &self.store.key, &self.id)
+    }
 }
 
-#[derive(Debug, clap::Args)]
-struct ListArgs {
-    #[arg(long)]
-    json: bool,
+impl Origin {
+    /// How a message names the store.
+    fn name(self, key: &str) -> String {
+        match self {
+            Origin::Flag => key.to_owned(),
+            Origin::Env => format!("{key} (from ${STORE_ENV})"),
+        }
+    }
 }
 
-/// A command run on the local mirror: its arguments as given.
-#[derive(Debug, clap::Args)]
-struct Pass {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-    args: Vec<String>,
-}
+impl Sessions {
+    /// The choice of `--store` / `$SESSION_STATE_STORE`. An empty variable is unset; an
+    /// empty `--store` is an error.
+    pub(crate) fn choose(store: Option<String>, origin: Origin) -> Result<Sessions, Failure> {
+        match store {
+            None => Ok(Sessions::Files),
+            Some(url) if url == NONE => Ok(Sessions::Files),
+            Some(url) if url.is_empty() => match origin {
+                Origin::Env => Ok(Sessions::Files),
+                Origin::Flag => Err(fail(format_args!(
+                    "--store is empty: give a store URL (sqlite:///abs/path, \
+                     postgres://user@host/db), or `none` for session files"
+                ))),
+            },
+            Some(url) => Ok(Sessions::Store { url, origin }),
+        }
+    }
 
-/// Only the database options, picked out of a passed-through command's arguments.
-#[derive(Debug, Parser)]
-struct DbOnly {
-    #[command(flatten)]
-    db: DbArgs,
-}
-
-/// Runs the command line with the store at `url`.
-pub(crate) fn run(url: &str) -> CmdResult {
-    let cli = StoreCli::try_parse_from(std::env::args_os()).map_err(|e| fail(e.to_string()))?;
-    let (backend, key) = open_url(url)?;
-    let backend = &*backend;
-    match cli.command {
-        StoreCommand::Read(t) => read(backend, &key, &t),
-        StoreCommand::Write(a) => {
-            let value = match &a.value {
-                Some(v) => parse_json(v, "--value")?,
-                None => {
-                    if std::io::stdin().is_terminal() {
-                        eprintln!("reading the value from stdin… (Ctrl-D to end)");
-                    }
-                    let mut text = String::new();
-                    std::io::stdin()
-                        .read_to_string(&mut text)
-                        .map_err(|e| fail(format_args!("reading the value from stdin: {e}")))?;
-                    parse_json(&text, "the value on stdin")?
-                }
-            };
-            change(backend, &key, &a.target, &|s, session, at| {
-                s.write_stored(session, at, &value)
+    /// Opens the store, if one was chosen. An error names who chose it and never shows a
+    /// password.
+    fn open(&self) -> Result<Option<Opened>, Failure> {
+        let Sessions::Store { url, origin } = self else {
+            return Ok(None);
+        };
+        let key = RedactedUrl::new(url.as_str()).redacted();
+        let backend = session_state::open_store_url(url).map_err(|e| {
+            fail(match origin {
+                Origin::Flag => format!("--store: {e}"),
+                Origin::Env => format!(
+                    "${STORE_ENV}: {e}\n(the store comes from ${STORE_ENV}; --store none uses \
+                     session files)"
+                ),
             })
+        })?;
+        Ok(Some(Opened {
+            backend,
+            key,
+            origin: *origin,
+        }))
+    }
+
+    /// The store a command that needs one (`import`, `export`) works on.
+    pub(crate) fn require(&self, command: &str) -> Result<Opened, Failure> {
+        self.open()?.ok_or_else(|| {
+            fail(format_args!(
+                "{command} needs a store: --store URL or ${STORE_ENV} (`--store none` means \
+                 session files)"
+            ))
+        })
+    }
+
+    /// What the positional `arg` names: the file, or the stored session whose id or
+    /// unique id prefix it is.
+    pub(crate) fn target(&self, arg: &Path) -> Result<Target, Failure> {
+        match self.open()? {
+            None => Ok(Target::File(arg.to_path_buf())),
+            Some(store) => {
+                let id = store.resolve(arg)?;
+                Ok(Target::Stored(Stored { store, id }))
+            }
         }
-        StoreCommand::Patch(a) => {
-            let merge = parse_json(&a.merge, "--merge")?;
-            change(backend, &key, &a.target, &|s, session, at| {
-                s.patch_stored(session, at, &merge)
-            })
+    }
+
+    /// A file the file commands can read for `arg`: the file itself, or a temporary
+    /// export of the stored session, removed when the returned [`LocalFile`] is dropped.
+    pub(crate) fn local_file(&self, arg: &Path) -> Result<LocalFile, Failure> {
+        match self.target(arg)? {
+            Target::File(file) => Ok(LocalFile {
+                path: file,
+                _export: None,
+                stored: None,
+            }),
+            Target::Stored(stored) => {
+                let export = TempExport::new(stored.store.backend(), &stored.id)?;
+                Ok(LocalFile {
+                    path: export.file.clone(),
+                    _export: Some(export),
+                    stored: Some(stored),
+                })
+            }
         }
-        StoreCommand::Drop(t) => change(backend, &key, &t, &|s, session, at| {
-            s.drop_stored(session, at)
-        }),
-        StoreCommand::List(a) => list(backend, &a),
-        StoreCommand::Tree(p) => pass("tree", backend, &key, p),
-        StoreCommand::Replay(p) => pass("replay", backend, &key, p),
-        StoreCommand::Status(p) => pass("status", backend, &key, p),
-        StoreCommand::ForceRefresh(p) => pass("force-refresh", backend, &key, p),
-        StoreCommand::Verify(p) => pass("verify", backend, &key, p),
     }
 }
 
-fn parse_json(text: &str, source: &str) -> Result<Value, Failure> {
-    use session_state::json::{JsonError, from_str_exact};
-    from_str_exact(text).map_err(|e| match e {
-        JsonError::InexactNumber { .. } => fail(format_args!("{source}: {e}")),
-        _ => fail(format_args!(
-            "{source} is not valid JSON: {e} (strings need quotes: '\"text\"')"
-        )),
-    })
+/// A session as a file: the user's own, or a temporary export of a stored one.
+pub(crate) struct LocalFile {
+    /// The file to read.
+    pub(crate) path: PathBuf,
+    /// The export behind `path`, removed on drop.
+    _export: Option<TempExport>,
+    /// The stored session exported, if it is one.
+    pub(crate) stored: Option<Stored>,
 }
 
-fn state_of(t: &Target) -> Result<SessionState<Value>, Failure> {
-    session_state::validate_plugin_id(&t.plugin).map_err(|_| {
-        fail(format_args!(
-            "--plugin {:?}: not a valid plugin id; use a non-empty name of lowercase letters, \
-             digits, '-' and '.' (for example \"role\" or \"my-ext.todo\")",
-            t.plugin
-        ))
-    })?;
-    let db = t.db.resolve()?;
-    Store::at(db)
-        .and_then(|store| store.state(&t.plugin, Scope::from(t.scope)))
-        .map_err(fail)
-}
+impl Opened {
+    /// The whole id of the session `arg` names (an id, or a unique prefix of one).
+    pub(crate) fn resolve(&self, arg: &Path) -> Result<String, Failure> {
+        let Some(given) = arg.to_str() else {
+            return Err(fail(format_args!(
+                "{}: {} is not a session id (ids are UTF-8 text)",
+                self.origin.name(&self.key),
+                arg.display()
+            )));
+        };
+        session_state::resolve_session(&*self.backend, given).map_err(|e| {
+            let mut message = e.to_string();
+            let not_found = matches!(e, session_state::ResolveError::NotFound { .. });
+            let looks_like_a_file = given.contains('/') || given.ends_with(".jsonl");
+            match self.origin {
+                Origin::Env => message.push_str(&format!(
+                    "\n(the store comes from ${STORE_ENV}; --store none uses session files)"
+                )),
+                Origin::Flag if not_found && looks_like_a_file => message.push_str(
+                    "\n(with --store, a session is named by its id; without it, by its file)",
+                ),
+                Origin::Flag => {}
+            }
+            fail(message)
+        })
+    }
 
-fn read(backend: &dyn SessionStore, key: &str, t: &Target) -> CmdResult {
-    let state = state_of(t)?;
-    let session = StoredSession::new(backend, key, &t.session);
-    match state
-        .read_stored_value(&session, t.at.as_deref())
-        .map_err(fail)?
-    {
-        Some(v) => {
-            emit(&format!("{}\n", session_state::json::to_string(&v)))?;
-            Ok(0)
-        }
-        None => Ok(1),
+    /// The backend.
+    pub(crate) fn backend(&self) -> &dyn SessionStore {
+        &*self.backend
+    }
+
+    /// How messages name this store, and who chose it.
+    pub(crate) fn name(&self) -> String {
+        self.origin.name(&self.key)
     }
 }
 
-type Change<'a> = dyn Fn(
-        &SessionState<Value>,
-        &StoredSession<'_>,
-        Option<&str>,
-    ) -> session_state::Result<Option<String>>
-    + 'a;
-
-fn change(backend: &dyn SessionStore, key: &str, t: &Target, f: &Change<'_>) -> CmdResult {
-    let state = state_of(t)?;
-    let session = StoredSession::new(backend, key, &t.session);
-    let at = t.at.as_deref();
-    let id = f(&state, &session, at).map_err(|e| match (&e, at) {
-        (session_state::Error::UnknownEntry { .. }, Some(_)) => fail(format_args!("--at: {e}")),
-        _ => fail(e),
-    })?;
-    if let Some(id) = id {
-        emit(&format!("{id}\n"))?;
-    }
-    Ok(0)
-}
-
+/// `list --json` with a store: one session.
 #[derive(Serialize)]
 struct Row {
     id: String,
@@ -218,8 +218,9 @@ struct Row {
     parent_session: Option<String>,
 }
 
-fn list(backend: &dyn SessionStore, a: &ListArgs) -> CmdResult {
-    let headers = backend.list().map_err(fail)?;
+/// `list` with a store: its sessions, from their headers only.
+pub(crate) fn list(store: &Opened, json: bool) -> CmdResult {
+    let headers = session_state::list_sessions(store.backend()).map_err(fail)?;
     let rows: Vec<Row> = headers
         .iter()
         .map(|h| Row {
@@ -230,7 +231,7 @@ fn list(backend: &dyn SessionStore, a: &ListArgs) -> CmdResult {
             parent_session: h.parent_session().map(str::to_owned),
         })
         .collect();
-    if a.json {
+    if json {
         emit_json(&serde_json::json!({ "sessions": rows }))?;
         return Ok(0);
     }
@@ -251,63 +252,36 @@ fn list(backend: &dyn SessionStore, a: &ListArgs) -> CmdResult {
     Ok(0)
 }
 
-/// Options of the passed-through commands that take a value.
-const VALUED: [&str; 2] = ["--db", "--cwd"];
+/// The stored session exported to a file in a new private temporary directory, both
+/// removed when dropped (they are ours: created here under a fresh random name).
+struct TempExport {
+    dir: std::path::PathBuf,
+    file: std::path::PathBuf,
+}
 
-/// Runs a file command on the local mirror of the session its arguments name.
-fn pass(command: &str, backend: &dyn SessionStore, key: &str, p: Pass) -> CmdResult {
-    // The arguments without the store and verbosity (already handled).
-    let mut args: Vec<String> = Vec::new();
-    let mut it = p.args.into_iter();
-    while let Some(a) = it.next() {
-        if a == "--store" {
-            it.next();
-        } else if !(a.starts_with("--store=")
-            || a == "--verbose"
-            || (a.starts_with('-') && !a.starts_with("--") && a[1..].chars().all(|c| c == 'v')))
-        {
-            args.push(a);
-        }
+impl TempExport {
+    fn new(backend: &dyn SessionStore, id: &str) -> Result<TempExport, Failure> {
+        let dir =
+            std::env::temp_dir().join(format!("session-state-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir(&dir)
+            .map_err(|e| fail(format_args!("creating {}: {e}", dir.display())))?;
+        let export = TempExport {
+            file: dir.join("session.jsonl"),
+            dir,
+        };
+        let file = std::fs::File::create_new(&export.file)
+            .map_err(|e| fail(format_args!("creating {}: {e}", export.file.display())))?;
+        let mut out = std::io::BufWriter::new(file);
+        session_state::export_session(backend, id, &mut out).map_err(fail)?;
+        std::io::Write::flush(&mut out)
+            .map_err(|e| fail(format_args!("writing {}: {e}", export.file.display())))?;
+        Ok(export)
     }
-    let mut db_args: Vec<String> = vec!["db".into()];
-    let mut session: Option<usize> = None;
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        if VALUED.contains(&a.as_str()) {
-            db_args.extend(args[i..(i + 2).min(args.len())].iter().cloned());
-            i += 2;
-            continue;
-        }
-        if VALUED.iter().any(|v| a.starts_with(&format!("{v}="))) || a == "--trust-project" {
-            db_args.push(a.clone());
-        } else if !a.starts_with('-') && session.is_none() {
-            session = Some(i);
-        }
-        i += 1;
+}
+
+impl Drop for TempExport {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.file);
+        let _ = std::fs::remove_dir(&self.dir);
     }
-    let Some(at) = session else {
-        return Err(fail(format_args!(
-            "{command}: name the session (its id in the store)"
-        )));
-    };
-    let db = DbOnly::try_parse_from(&db_args)
-        .map_err(|e| fail(e.to_string()))?
-        .db
-        .resolve()?;
-    let store = Store::at(db).map_err(fail)?;
-    let id = args[at].clone();
-    let mirror = store
-        .sync_mirror(&StoredSession::new(backend, key, &id))
-        .map_err(fail)?;
-    let mut argv: Vec<OsString> = vec!["session-state".into(), command.into()];
-    for (j, a) in args.iter().enumerate() {
-        if j == at {
-            argv.push(mirror.clone().into_os_string());
-        } else {
-            argv.push(a.into());
-        }
-    }
-    let cli = Cli::try_parse_from(argv).map_err(|e| fail(e.to_string()))?;
-    run_command(cli.command)
 }

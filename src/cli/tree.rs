@@ -22,7 +22,7 @@ N children, [leaf] the active leaf (the last entry in file order). State events 
 plugin, the op, the scope and the value. Stretches of 4 or more other entries are folded.
 Forks nested more than 12 deep are not indented further: such lines start with [+N], the
 number of levels of indentation left out.
-Exit codes: 0 drawn; 2 the file could not be read.";
+Exit codes: 0 drawn; 2 the session could not be read.";
 
 /// Folded stretches are at least this long; shorter ones are drawn in full.
 const FOLD_MIN: usize = 4;
@@ -34,8 +34,9 @@ const MAX_INDENT: usize = 12;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct TreeArgs {
-    /// The session file (.jsonl)
-    file: PathBuf,
+    /// The session: a Pi JSONL file, or with a store a session id or a unique prefix of one
+    #[arg(value_name = "SESSION")]
+    pub(crate) file: PathBuf,
 }
 
 pub(crate) fn run(args: TreeArgs) -> CmdResult {

@@ -1,4 +1,4 @@
-//! `verify`: the integrity report of SPEC §2's reading rules.
+//! `verify`: the integrity report of the log's reading rules (`docs/durability.md`).
 //!
 //! Exit 0: the strict reader accepts the file (its warnings, such as torn records, are
 //! listed). Exit 1: the strict reader refuses it; the salvage reader then says what it
@@ -24,8 +24,9 @@ the file (the salvage reader says what it would keep); 2 could not run (missing 
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct VerifyArgs {
-    /// The session file (.jsonl)
-    file: PathBuf,
+    /// The session: a Pi JSONL file, or with a store a session id or a unique prefix of one
+    #[arg(value_name = "SESSION")]
+    pub(crate) file: PathBuf,
     /// Also run the salvage reader (Pi's lenient rules) when the strict read succeeds, and
     /// report what it keeps
     #[arg(long)]

@@ -1,4 +1,4 @@
-//! The per-session write lock (SPEC §6): one writer per session at a time.
+//! The per-session write lock (docs/spec.md §6): one writer per session at a time.
 //!
 //! The lock is a row in the `write_lock` table of the projection database:
 //!
@@ -19,13 +19,17 @@
 //!
 //! A write (`src/store/write.rs`) writes no row: [`begin_write`] opens its transaction
 //! under SQLite's write lock and judges the row that stands, if any, by the same rules.
+//! Because two writers of one file may use two databases, each append also holds the
+//! advisory lock on the session file itself ([`file`], taken in `src/log/writer.rs`).
 //!
 //! The module never opens a database: the projection owns the connection (WAL,
 //! `busy_timeout`). [`status`] and [`clear`] never create the table.
 //!
-//! Recovery by hand stays possible:
+//! Every refusal names what blocks (a `write_lock` row, a running Pi's `pi_presence`
+//! row, or the file lock) and a command that clears it, e.g.
 //! `sqlite3 states.sqlite "DELETE FROM write_lock WHERE session_id = '…';"`.
 
+pub(crate) mod file;
 mod identity;
 pub(crate) mod presence;
 
@@ -33,7 +37,7 @@ pub use identity::{Holder, Liveness};
 pub use presence::PresenceStatus;
 
 use identity::assess_raw;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::types::Value;
@@ -50,7 +54,7 @@ const LEASE_MS: i64 = 60_000;
 
 /// Creates the `write_lock` table if it does not exist.
 ///
-/// A table created by an older version (the three SPEC columns only) gets the optional
+/// A table created by an older version (the three columns of docs/spec.md §6 only) gets the optional
 /// `action` column added. [`acquire_at`] calls this itself, and [`begin_write`] when the
 /// table is missing; the projection calls it when it creates its schema.
 pub(crate) fn ensure_schema(conn: &Connection) -> rusqlite::Result<()> {
@@ -98,16 +102,39 @@ pub(crate) fn now_ms() -> i64 {
 // Errors
 // ---------------------------------------------------------------------------------------
 
+/// The row that refuses a writer in [`LockError::Held`]: what its hint clears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockRow {
+    /// A row of the `write_lock` table: a [`crate::Store::lock`] of another process, or an
+    /// older version of this crate in the middle of its write.
+    WriteLock,
+    /// A row of the `pi_presence` table: a running Pi has the session open
+    /// (`docs/pi-extension.md`).
+    PiPresence,
+}
+
+impl LockRow {
+    /// The table the row is in.
+    pub fn table(self) -> &'static str {
+        match self {
+            LockRow::WriteLock => "write_lock",
+            LockRow::PiPresence => "pi_presence",
+        }
+    }
+}
+
 /// Why the write lock could not be taken or kept.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
-    /// Another holder has the lock: alive, or of unknown liveness, within its lease.
+    /// Another holder has the lock: alive, or of unknown liveness, within its lease (a
+    /// `write_lock` row), or a running Pi has the session open (a `pi_presence` row).
+    /// The message ends with two commands that clear that row.
     #[error(
         "session '{object}' is locked by {initiator} ({liveness}): {action} refused because \
-         {reason}. If that process is gone or stuck, run: session-state force-refresh \
-         <session file>  or  {}",
-        manual_recovery(.database.as_deref(), .object)
+         {reason}. {}",
+        row_recovery(*.row, .database.as_deref(), .session_file.as_deref(), .object)
     )]
     Held {
         /// The holder of the lock, as stored (see [`Holder`]).
@@ -125,28 +152,36 @@ pub enum LockError {
         acquired_at_ms: i64,
         /// The projection database file, when the connection has one.
         database: Option<Box<Path>>,
+        /// The row that refuses: in `write_lock` or in `pi_presence`.
+        row: LockRow,
+        /// The session file that was to be written, when the writer knows it.
+        session_file: Option<Box<Path>>,
     },
 
-    /// A shared session store (PostgreSQL) holds the session for another writer: its
-    /// transaction on the session is still open after the store's lock wait. The
-    /// database's own row lock, not the `write_lock` table: it is released when that
-    /// transaction ends (a killed writer's connection is closed by the server, and its
-    /// transaction rolled back). Nothing was written.
+    /// Another writer holds the advisory lock on the session file itself
+    /// (`docs/lock.md`, "The file lock") and did not release it within the wait
+    /// (10 s): a writer of this crate between its check of the file's end and its append,
+    /// perhaps through another projection database, or a process that is stuck there.
+    /// Nothing was written. The message ends with the command that ends the holder, or
+    /// how to find it.
     #[error(
-        "session '{object}' is being written by {initiator}: {action} refused because \
-         {reason}; nothing was written. Load the session and retry"
+        "session file '{}' is locked by {initiator}: {action} refused because {reason}. {}",
+        .object.display(),
+        file::recovery(*.pid, .object)
     )]
-    Busy {
-        /// The other writer, as the database knows it (its `application_name`, backend
-        /// pid and client address), or "another writer" when it cannot tell.
+    FileHeld {
+        /// The process holding the lock, as a [`Holder`] string, or "another process"
+        /// when it cannot be told (no `/proc/locks`).
         initiator: String,
-        /// What was refused ("append").
+        /// What was refused ("append", "write", "patch", "drop").
         action: String,
-        /// The session id.
-        object: String,
-        /// Why: "its transaction on the session has been open since …, longer than the
-        /// lock wait of 5 s".
+        /// The session file.
+        object: PathBuf,
+        /// Why, e.g. "holder pid 1234 is alive; it holds the advisory lock on the session
+        /// file (…) and did not release it within 10 s".
         reason: String,
+        /// The holder's pid, when `/proc/locks` names it.
+        pid: Option<u32>,
     },
 
     /// The lock was taken over (lease expiry) or cleared while this guard held it.
@@ -177,14 +212,43 @@ pub enum LockError {
 }
 
 impl LockError {
-    fn database(operation: &'static str, session_id: &str) -> impl FnOnce(rusqlite::Error) -> Self {
-        move |source| LockError::Database {
-            operation,
-            session_id: session_id.to_owned(),
-            source: crate::sqlite::DatabaseError(source),
+    /// The same refusal, naming `action` as what was refused: a file-lock refusal of a
+    /// log's append names the state write it was part of.
+    pub(crate) fn for_action(self, action: &str) -> LockError {
+        match self {
+            LockError::FileHeld {
+                initiator,
+                object,
+                reason,
+                pid,
+                ..
+            } => LockError::FileHeld {
+                initiator,
+                action: action.to_owned(),
+                object,
+                reason,
+                pid,
+            },
+            other => other,
+        }
+    }
+
+    fn database(
+        operation: &'static str,
+        session_id: &str,
+    ) -> impl FnOnce(rusqlite::Error) -> Refused {
+        move |source| {
+            Box::new(LockError::Database {
+                operation,
+                session_id: session_id.to_owned(),
+                source: crate::sqlite::DatabaseError(source),
+            })
         }
     }
 }
+
+/// A [`LockError`] as the lock's functions return it: boxed, as [`crate::Error`] holds it.
+pub(crate) type Refused = Box<LockError>;
 
 fn lost_to(now_held_by: Option<&str>) -> String {
     match now_held_by {
@@ -193,14 +257,43 @@ fn lost_to(now_held_by: Option<&str>) -> String {
     }
 }
 
+/// The hint of [`LockError::Held`]: the row that refuses, and two commands that delete
+/// it (`force-refresh --yes` and `sqlite3`), quoted for a POSIX shell.
+fn row_recovery(
+    row: LockRow,
+    database: Option<&Path>,
+    session_file: Option<&Path>,
+    session_id: &str,
+) -> String {
+    let who = match row {
+        LockRow::WriteLock => "If that process is gone or stuck",
+        LockRow::PiPresence => "If that Pi has exited or is stuck",
+    };
+    let database = database.filter(|p| !p.as_os_str().is_empty());
+    let db_arg = database
+        .map(|p| format!(" --db {}", shell_word(&p.to_string_lossy())))
+        .unwrap_or_default();
+    let file = session_file.map_or_else(
+        || "<session file>".to_owned(),
+        |f| shell_word(&f.to_string_lossy()),
+    );
+    format!(
+        "{who}, delete its row in the table {}: session-state force-refresh --yes{db_arg} \
+         {file}  or  {}",
+        row.table(),
+        manual_recovery(row, database, session_id)
+    )
+}
+
 /// The `sqlite3` command that deletes the row, quoted for a POSIX shell.
-fn manual_recovery(database: Option<&Path>, session_id: &str) -> String {
+fn manual_recovery(row: LockRow, database: Option<&Path>, session_id: &str) -> String {
     let db = match database {
         Some(path) if !path.as_os_str().is_empty() => shell_word(&path.to_string_lossy()),
         _ => "states.sqlite".to_owned(),
     };
     let sql = format!(
-        "DELETE FROM write_lock WHERE session_id = '{}';",
+        "DELETE FROM {} WHERE session_id = '{}';",
+        row.table(),
         session_id.replace('\'', "''")
     );
     let mut quoted = String::with_capacity(sql.len() + 2);
@@ -291,7 +384,8 @@ fn judge(
     action: &str,
     now_ms: i64,
     conn: &Connection,
-) -> Result<Option<String>, LockError> {
+    session_file: Option<&Path>,
+) -> Result<Option<String>, Refused> {
     let Some(row) = row.filter(|row| row.holder != holder) else {
         return Ok(None);
     };
@@ -304,7 +398,7 @@ fn judge(
             .as_deref()
             .map(|a| format!(" (it is doing: {a})"))
             .unwrap_or_default();
-        return Err(LockError::Held {
+        return Err(Box::new(LockError::Held {
             initiator: row.holder,
             action: action.to_owned(),
             object: session_id.to_owned(),
@@ -312,7 +406,9 @@ fn judge(
             liveness,
             acquired_at_ms: row.acquired_at_ms,
             database: conn.path().map(|p| Box::from(Path::new(p))),
-        });
+            row: LockRow::WriteLock,
+            session_file: session_file.map(Box::from),
+        }));
     }
     let why = if liveness == Liveness::NotAlive {
         why
@@ -328,8 +424,9 @@ fn judge(
     Ok(Some(why))
 }
 
-/// Opens the write transaction of one `write`/`patch`/`drop` of `session_id`
-/// (`src/store/write.rs`): `BEGIN IMMEDIATE`, then the session's row is judged as
+/// Opens the write transaction of one `write`/`patch`/`drop` of `session_id` in the file
+/// `session_file` (`src/store/write.rs`, named in a refusal's hint): `BEGIN IMMEDIATE`,
+/// then the session's row is judged as
 /// [`acquire_at`] judges it. A live or unknown holder within its lease (a [`Store::lock`]
 /// of another process, an older version of this crate in the middle of its write, a Pi
 /// presence row) refuses with [`LockError::Held`], and the transaction is rolled back. A
@@ -350,7 +447,8 @@ pub(crate) fn begin_write(
     conn: &Connection,
     session_id: &str,
     action: &str,
-) -> Result<(), LockError> {
+    session_file: &Path,
+) -> Result<(), Refused> {
     let err = || LockError::database("acquire the lock", session_id);
     conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
     let judged = (|| {
@@ -363,11 +461,12 @@ pub(crate) fn begin_write(
                 read_row(conn, session_id, true).map_err(err())?
             }
         };
-        // A running Pi that has the session open refuses every other writer (SPEC §9).
-        presence::judge_in_write(conn, session_id, action)?;
+        // A running Pi that has the session open refuses every other writer (docs/spec.md §9).
+        presence::judge_in_write(conn, session_id, action, session_file)?;
         let Some(row) = row else { return Ok(()) };
         let holder = Holder::current().to_string();
-        if judge(Some(row), &holder, session_id, action, now_ms(), conn)?.is_some() {
+        let file = Some(session_file);
+        if judge(Some(row), &holder, session_id, action, now_ms(), conn, file)?.is_some() {
             conn.prepare_cached("DELETE FROM write_lock WHERE session_id = ?1")
                 .and_then(|mut q| q.execute([session_id]))
                 .map_err(err())?;
@@ -402,7 +501,7 @@ pub(crate) fn acquire_at<'c>(
     action: &str,
     now_ms: i64,
     holder: &Holder,
-) -> Result<LockGuard<'c>, LockError> {
+) -> Result<LockGuard<'c>, Refused> {
     let err = || LockError::database("acquire the lock", session_id);
     let holder_str = holder.to_string();
     let tx = conn
@@ -410,7 +509,7 @@ pub(crate) fn acquire_at<'c>(
         .map_err(err())?;
     ensure_schema(&tx).map_err(err())?;
     let row = read_row(&tx, session_id, true).map_err(err())?;
-    judge(row, &holder_str, session_id, action, now_ms, &tx)?;
+    judge(row, &holder_str, session_id, action, now_ms, &tx, None)?;
     tx.prepare_cached(
         "INSERT INTO write_lock (session_id, holder, acquired_at, action) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (session_id) DO UPDATE SET
@@ -465,11 +564,7 @@ impl LockGuard<'_> {
 }
 
 /// Restarts the lease of `holder`'s row; returns the new time (`WriteLock::renew`).
-pub(crate) fn renew_row(
-    conn: &Connection,
-    session_id: &str,
-    holder: &str,
-) -> Result<i64, LockError> {
+pub(crate) fn renew_row(conn: &Connection, session_id: &str, holder: &str) -> Result<i64, Refused> {
     let now = now_ms();
     let changed = conn
         .execute(
@@ -481,10 +576,10 @@ pub(crate) fn renew_row(
         let now_held_by = read_row(conn, session_id, false)
             .map_err(LockError::database("renew the lock", session_id))?
             .map(|row| row.holder);
-        return Err(LockError::Lost {
+        return Err(Box::new(LockError::Lost {
             session_id: session_id.to_owned(),
             now_held_by,
-        });
+        }));
     }
     Ok(now)
 }
@@ -494,7 +589,7 @@ pub(crate) fn release_row(
     conn: &Connection,
     session_id: &str,
     holder: &str,
-) -> Result<bool, LockError> {
+) -> Result<bool, Refused> {
     let deleted = conn
         .prepare_cached("DELETE FROM write_lock WHERE session_id = ?1 AND holder = ?2")
         .and_then(|mut q| q.execute(params![session_id, holder]))
@@ -618,12 +713,25 @@ mod tests {
     #[test]
     fn recovery_command_is_quoted() {
         assert_eq!(
-            manual_recovery(None, "abc"),
+            manual_recovery(LockRow::WriteLock, None, "abc"),
             r#"sqlite3 states.sqlite "DELETE FROM write_lock WHERE session_id = 'abc';""#
         );
         assert_eq!(
-            manual_recovery(Some(Path::new("/a b/s.db")), "o'$x"),
-            r#"sqlite3 '/a b/s.db' "DELETE FROM write_lock WHERE session_id = 'o''\$x';""#
+            manual_recovery(LockRow::PiPresence, Some(Path::new("/a b/s.db")), "o'$x"),
+            r#"sqlite3 '/a b/s.db' "DELETE FROM pi_presence WHERE session_id = 'o''\$x';""#
+        );
+        assert_eq!(
+            row_recovery(
+                LockRow::PiPresence,
+                Some(Path::new("/d/s.db")),
+                Some(Path::new("/s/it's.jsonl")),
+                "x"
+            ),
+            r#"If that Pi has exited or is stuck, delete its row in the table pi_presence: session-state force-refresh --yes --db /d/s.db '/s/it'\''s.jsonl'  or  sqlite3 /d/s.db "DELETE FROM pi_presence WHERE session_id = 'x';""#
+        );
+        assert!(
+            row_recovery(LockRow::WriteLock, None, None, "x")
+                .contains("force-refresh --yes <session file>  or  sqlite3 states.sqlite")
         );
     }
 
@@ -652,7 +760,8 @@ mod tests {
     #[test]
     fn a_write_transaction_judges_the_row_and_writes_none() {
         let conn = lock_db();
-        begin_write(&conn, "s", "write").expect("no row");
+        let file = Path::new("/s.jsonl");
+        begin_write(&conn, "s", "write", file).expect("no row");
         assert!(!conn.is_autocommit(), "the transaction stays open");
         assert_eq!(holder_of(&conn), None, "no row is written for the write");
         conn.execute_batch("COMMIT").expect("commit");
@@ -661,9 +770,9 @@ mod tests {
             .expect("the parent runs")
             .to_string();
         plant(&conn, &parent, now_ms());
-        let err = begin_write(&conn, "s", "patch").expect_err("a live holder");
+        let err = begin_write(&conn, "s", "patch", file).expect_err("a live holder");
         assert!(
-            matches!(&err, LockError::Held { initiator, action, object, .. }
+            matches!(&*err, LockError::Held { initiator, action, object, .. }
                 if *initiator == parent && action == "patch" && object == "s"),
             "{err:?}"
         );
@@ -671,7 +780,7 @@ mod tests {
         assert_eq!(holder_of(&conn), Some(parent.clone()), "its row stands");
 
         plant(&conn, &parent, now_ms() - LEASE_MS - 1);
-        begin_write(&conn, "s", "write").expect("an expired lease");
+        begin_write(&conn, "s", "write", file).expect("an expired lease");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), None, "taken over: deleted");
 
@@ -680,12 +789,12 @@ mod tests {
         let dead = me.replacen(";start:", ";start:9", 1);
         assert_ne!(dead, me);
         plant(&conn, &dead, now_ms());
-        begin_write(&conn, "s", "write").expect("a dead holder");
+        begin_write(&conn, "s", "write", file).expect("a dead holder");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), None, "taken over: deleted");
 
         plant(&conn, &me, now_ms());
-        begin_write(&conn, "s", "write").expect("our own row");
+        begin_write(&conn, "s", "write", file).expect("our own row");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), Some(me), "left to its owner");
     }

@@ -1,4 +1,4 @@
-//! Which running Pi holds a session (SPEC §9): the presence row.
+//! Which running Pi holds a session (docs/spec.md §9): the presence row.
 //!
 //! Inside a running Pi, writes go through `pi.appendEntry`; a running Pi ignores what
 //! others append. So while a Pi process has a session open, the CLI's `write`/`patch`/
@@ -21,7 +21,7 @@
 //! clears the row.
 
 use super::identity::assess_raw;
-use super::{Holder, Liveness, LockError};
+use super::{Holder, Liveness, LockError, LockRow, Refused};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 
@@ -159,7 +159,8 @@ pub(crate) fn judge_in_write(
     conn: &Connection,
     session_id: &str,
     action: &str,
-) -> Result<(), LockError> {
+    session_file: &Path,
+) -> Result<(), Refused> {
     let err = LockError::database("check the Pi presence row", session_id);
     let Some(st) = status(conn, session_id).map_err(err)? else {
         return Ok(());
@@ -168,20 +169,21 @@ pub(crate) fn judge_in_write(
         return Ok(());
     }
     if st.blocks_writers() {
-        return Err(LockError::Held {
+        return Err(Box::new(LockError::Held {
             initiator: format!("a running Pi ({})", st.holder),
             action: action.to_owned(),
             object: session_id.to_owned(),
             reason: format!(
                 "{}: that Pi has the session open and would not see this append (write \
-                 from inside Pi, or wait until it exits; its row is in the table \
-                 pi_presence)",
+                 from inside Pi, or wait until it exits)",
                 st.liveness_reason
             ),
             liveness: st.liveness,
             acquired_at_ms: st.since_ms,
             database: conn.path().map(|p| Box::from(Path::new(p))),
-        });
+            row: LockRow::PiPresence,
+            session_file: Some(Box::from(session_file)),
+        }));
     }
     tracing::warn!(session_id, holder = %st.holder, reason = %st.liveness_reason,
         "deleting the presence row of a Pi that is gone");
@@ -201,18 +203,19 @@ mod tests {
     #[test]
     fn a_live_pi_refuses_writers_and_a_dead_one_is_deleted() {
         let conn = Connection::open_in_memory().expect("open");
+        let file = Path::new("/x.jsonl");
         assert_eq!(
             status(&conn, "s").expect("status"),
             None,
             "no table, no row"
         );
-        judge_in_write(&conn, "s", "write").expect("no table: nothing to refuse");
+        judge_in_write(&conn, "s", "write", file).expect("no table: nothing to refuse");
 
         let parent = Holder::for_pid(std::os::unix::process::parent_id()).expect("the parent runs");
         enter(&conn, "s", &parent, Some("/x.jsonl"), 5).expect("enter");
-        let err = judge_in_write(&conn, "s", "patch").expect_err("a live Pi");
+        let err = judge_in_write(&conn, "s", "patch", file).expect_err("a live Pi");
         assert!(
-            matches!(&err, LockError::Held { initiator, action, object, .. }
+            matches!(&*err, LockError::Held { initiator, action, object, .. }
                 if initiator.contains(&parent.to_string()) && action == "patch" && object == "s"),
             "{err:?}"
         );
@@ -223,13 +226,13 @@ mod tests {
 
         // This process's own row does not refuse it.
         enter(&conn, "s", &Holder::current(), None, 6).expect("enter");
-        judge_in_write(&conn, "s", "write").expect("our own Pi");
+        judge_in_write(&conn, "s", "write", file).expect("our own Pi");
 
         // A reused pid (another start time): not alive, deleted.
         let me = Holder::current().to_string();
         let dead = Holder::parse(&me.replacen(";start:", ";start:9", 1)).expect("parse");
         enter(&conn, "s", &dead, None, 7).expect("enter");
-        judge_in_write(&conn, "s", "write").expect("a dead Pi");
+        judge_in_write(&conn, "s", "write", file).expect("a dead Pi");
         assert_eq!(status(&conn, "s").expect("status"), None, "deleted");
 
         enter(&conn, "s", &parent, None, 8).expect("enter");

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
 
-/// The entry types Pi 1.x and 0.x write (SPEC §2). Anything else is [`EntryType::Other`].
+/// The entry types Pi 1.x and 0.x write (docs/spec.md §2). Anything else is [`EntryType::Other`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EntryType {
     /// `message`

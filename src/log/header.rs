@@ -1,4 +1,4 @@
-//! Line 1 of a session file, the header (SPEC §2): the one place that finds, bounds and
+//! Line 1 of a session file, the header (docs/spec.md §2): the one place that finds, bounds and
 //! parses it.
 //!
 //! Two ways in, one set of rules:
@@ -34,6 +34,35 @@ use std::path::Path;
 pub fn read_header(path: &Path, limit: usize) -> Result<Header> {
     let mut file = reader::open_regular(path)?;
     read_header_from(&mut file, path, limit).map(|(header, _)| header)
+}
+
+/// Line 1 of the session file at `path`, without its newline, byte for byte (at most
+/// `limit` bytes), after the same checks as [`read_header`]: how the file backend of the
+/// persistence seam gives a session's header line, which the crate then parses.
+pub(crate) fn read_header_line(path: &Path, limit: usize) -> Result<Vec<u8>> {
+    let mut file = reader::open_regular(path)?;
+    first_line(&mut file, path, limit)
+}
+
+pub use crate::error::MAX_SESSION_ID_BYTES;
+
+/// The one session-id rule, for every backend and for a new [`crate::SessionLog`]: an id
+/// that can be part of Pi's file name for the session on every system. 1 to
+/// [`MAX_SESSION_ID_BYTES`] bytes, no `/`, `\`, newline or NUL, not `.` or `..`. Checked
+/// when a session is created or imported; sessions already stored are read whatever
+/// their id.
+pub(crate) fn check_session_id(id: &str) -> Result<()> {
+    if id.is_empty()
+        || id.len() > MAX_SESSION_ID_BYTES
+        || id.contains(['/', '\\', '\n', '\0'])
+        || id == "."
+        || id == ".."
+    {
+        return Err(Error::InvalidSessionId {
+            session_id: id.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// [`read_header`] on a file the caller opened (with [`reader::open_regular`]), read from
@@ -249,6 +278,29 @@ mod tests {
             Err(Error::MissingHeader { detail, .. }) => assert_eq!(detail, "the file is empty"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_session_id_rule_takes_what_a_file_name_can_hold() {
+        let longest = "a".repeat(MAX_SESSION_ID_BYTES);
+        for ok in [
+            "0195f1d0-7c4e-7000-8000-000000000001",
+            "x",
+            longest.as_str(),
+            "a b:c",
+        ] {
+            assert!(check_session_id(ok).is_ok(), "{ok}");
+        }
+        let long = "a".repeat(MAX_SESSION_ID_BYTES + 1);
+        for bad in ["", ".", "..", "a/b", "a\\b", "a\nb", "a\0b", long.as_str()] {
+            match check_session_id(bad) {
+                Err(Error::InvalidSessionId { session_id }) => assert_eq!(session_id, bad),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        // Pi's name and the durable create's temporary name fit in a file name.
+        let name = format!("2026-01-05T10-00-00-000Z_{longest}.jsonl");
+        assert!(name.len() + 43 <= 255, "{}", name.len());
     }
 
     #[test]

@@ -7,12 +7,18 @@
 //!
 //! A whole file is created in one way only, `create_durably`: a new session's first
 //! write and a migration's rewrite both go through it.
+//!
+//! Every append of this crate holds the file's advisory lock ([`AppendFile::lock`]) from
+//! its check of the file's length to the end of its `fdatasync` (`docs/lock.md`, "The
+//! file lock"), so two writers of this crate never append beside each other, whatever
+//! projection database each one uses.
 
 use crate::error::{Error, IoContext, Result};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// A file opened for appending (`O_APPEND`).
 #[allow(clippy::len_without_is_empty)]
@@ -25,6 +31,14 @@ pub trait AppendFile: Send {
     fn sync_data(&mut self) -> io::Result<()>;
     /// The identity of the open file (device, inode) to detect a replaced path.
     fn identity(&self) -> io::Result<FileIdentity>;
+    /// Takes the exclusive advisory lock on the open file (`flock(LOCK_EX)` on Unix),
+    /// waiting at most `wait` while another open file holds it: `Ok(true)` when this file
+    /// holds it, `Ok(false)` when another still does after `wait`. Pi ignores the lock;
+    /// the kernel drops it when the file is closed or its process ends. An error of kind
+    /// [`io::ErrorKind::Unsupported`] means the file system has no such locks.
+    fn lock(&mut self, wait: Duration) -> io::Result<bool>;
+    /// Releases the lock taken by [`AppendFile::lock`]. Closing the file releases it too.
+    fn unlock(&mut self) -> io::Result<()>;
 }
 
 /// Device and inode of a file: what tells "the same file" from "another file at the
@@ -92,6 +106,29 @@ impl AppendFile for StdAppendFile {
     }
     fn identity(&self) -> io::Result<FileIdentity> {
         Ok(FileIdentity::of(&self.0.metadata()?))
+    }
+    fn lock(&mut self, wait: Duration) -> io::Result<bool> {
+        // std's lock has no timeout: poll the non-blocking one, as SQLite's busy handler
+        // does. A holder keeps the lock for one append and one `fdatasync`, so the first
+        // retries come soon.
+        let deadline = Instant::now() + wait;
+        let mut pause = Duration::from_micros(250);
+        loop {
+            match self.0.try_lock() {
+                Ok(()) => return Ok(true),
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+    fn unlock(&mut self) -> io::Result<()> {
+        self.0.unlock()
     }
 }
 
@@ -202,7 +239,7 @@ impl TempFile {
     }
 }
 
-/// Creates the file `path` durably, all or nothing (SPEC §2): `fill` writes a temporary
+/// Creates the file `path` durably, all or nothing (docs/spec.md §2): `fill` writes a temporary
 /// file in the same directory, `.<name>.<purpose>-<random>` (hidden, and a crashed
 /// attempt's leftover never blocks a later one); it is `fdatasync`ed, then given its name
 /// by `place`, then the directory is fsynced. The name never shows a partial file, even

@@ -1,4 +1,4 @@
-//! The session log's file format (SPEC §2): Pi's JSONL lines, read strictly
+//! The session log's file format (docs/spec.md §2): Pi's JSONL lines, read strictly
 //! ([`reader`], [`header`]), written durably ([`writer`], [`io`]), migrated from older
 //! versions ([`migrate`]). Bytes ↔ entries; it knows nothing of trees or state.
 
@@ -17,7 +17,7 @@ pub(crate) fn now_iso() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
-/// A new entry id (SPEC §2: 8 hex characters, as Pi's `randomUUID().slice(0, 8)`) that
+/// A new entry id (docs/spec.md §2: 8 hex characters, as Pi's `randomUUID().slice(0, 8)`) that
 /// `taken` does not refuse: unique against every id in the file and the session id.
 pub(crate) fn fresh_id<E>(
     mut taken: impl FnMut(&str) -> std::result::Result<bool, E>,

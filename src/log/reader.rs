@@ -1,4 +1,4 @@
-//! Line splitting and the strict/salvage reading rules of SPEC §2.
+//! Line splitting and the strict/salvage reading rules of docs/spec.md §2.
 //!
 //! The reader streams the file through a fixed buffer: memory does not grow with the
 //! file, only with the longest line. Each complete line (terminated by `\n`) is
@@ -18,7 +18,7 @@ const FIRST_READ_BUF: usize = 16 << 10;
 /// How strictly to read a session file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReadMode {
-    /// SPEC §2's strict rules: corruption, bad structure, duplicate ids and dangling
+    /// docs/spec.md §2's strict rules: corruption, bad structure, duplicate ids and dangling
     /// parents are errors. Torn records and a torn tail are warnings.
     #[default]
     Strict,
@@ -120,7 +120,7 @@ pub(crate) fn classify(line: &[u8]) -> LineClass<'_> {
         && line[first..].iter().all(|&b| b == 0)
     {
         // A run of zeros to the end of the line: the block a power loss leaves behind,
-        // after nothing or after the start of a record (SPEC §2). Never valid JSON.
+        // after nothing or after the start of a record (docs/spec.md §2). Never valid JSON.
         return LineClass::Torn(format!(
             "{} NUL bytes from byte {first} (a zero-filled block left by a crash)",
             line.len() - first

@@ -1,15 +1,24 @@
 //! The durable appender: one `write()` per line, `sync_data()` before acknowledging, and
 //! poisoning on the first failure (no retry after a failed fsync: "Can Applications
-//! Recover from fsync Failures?", ATC'20).
+//! Recover from fsync Failures?", ATC'20); and the advisory lock on the session file that
+//! every append holds from its check of the file's end to its `fdatasync`
+//! (`docs/lock.md`, "The file lock").
 
 use super::io::{AppendFile, FileIdentity, FileSystem};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long a writer waits for another writer's lock on the session file before it
+/// refuses with [`crate::LockError::FileHeld`]. A writer holds it for one append and one
+/// `fdatasync`; the wait is SQLite's `busy_timeout` for the database's write lock.
+pub(crate) const FILE_LOCK_WAIT: Duration = Duration::from_secs(10);
 
 pub(crate) struct LogWriter {
     path: PathBuf,
     file: Box<dyn AppendFile>,
     poisoned: Option<String>,
+    locked: bool,
 }
 
 impl LogWriter {
@@ -18,7 +27,51 @@ impl LogWriter {
             path: path.to_path_buf(),
             file,
             poisoned: None,
+            locked: false,
         }
+    }
+
+    /// Takes the session file's advisory lock for one append of `action` (a no-op while
+    /// held): waits at most [`FILE_LOCK_WAIT`] for another holder, then refuses with
+    /// [`crate::LockError::FileHeld`], naming the file and the holder. A file system
+    /// without such locks is written without one, with a warning.
+    pub(crate) fn lock(&mut self, action: &str) -> Result<()> {
+        if self.locked {
+            return Ok(());
+        }
+        match self.file.lock(FILE_LOCK_WAIT) {
+            Ok(true) => {
+                self.locked = true;
+                Ok(())
+            }
+            Ok(false) => {
+                let id = self.identity().map(|id| (id.dev, id.ino));
+                Err(crate::lock::file::held(&self.path, id, action, FILE_LOCK_WAIT).into())
+            }
+            Err(e) if no_locks_here(&e) => {
+                tracing::warn!(file = %self.path.display(), error = %e,
+                    "the file system has no advisory locks: appending without the file lock");
+                Ok(())
+            }
+            Err(source) => Err(Error::Io {
+                action: "locking",
+                path: self.path.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// Releases the lock taken by [`LogWriter::lock`]. On `Err` the lock may still be
+    /// held: drop the writer, which closes the file and so releases it.
+    pub(crate) fn unlock(&mut self) -> Result<()> {
+        if !std::mem::take(&mut self.locked) {
+            return Ok(());
+        }
+        self.file.unlock().map_err(|source| Error::Io {
+            action: "unlocking",
+            path: self.path.clone(),
+            source,
+        })
     }
 
     pub(crate) fn check(&self) -> Result<()> {
@@ -75,17 +128,29 @@ impl LogWriter {
     }
 }
 
+/// Whether a lock error says that the file system has no advisory locks (rather than
+/// that locking failed).
+fn no_locks_here(e: &std::io::Error) -> bool {
+    // ENOLCK: e.g. NFS without a lock manager.
+    const ENOLCK: i32 = 37;
+    e.kind() == std::io::ErrorKind::Unsupported
+        || (cfg!(target_os = "linux") && e.raw_os_error() == Some(ENOLCK))
+}
+
 /// Appends `line` (one whole line, `\n` included) to the file at `path` only if the file
-/// opened for appending is `identity` and `len` bytes long (SPEC §2: check the length
-/// first): one `write()`, then `fdatasync`, as [`LogWriter::append`]. `Ok(false)`: the
-/// file is not so (another file at the path, or someone appended); nothing was written.
-/// For a writer that has not read the log but knows its tail (`src/store/tail.rs`).
+/// opened for appending is `identity` and `len` bytes long (check the length first,
+/// `docs/durability.md`): under the file's advisory lock ([`LogWriter::lock`], refusing
+/// `action` when another writer keeps it), one `write()`, then `fdatasync`, as
+/// [`LogWriter::append`]; closing the file releases the lock. `Ok(false)`: the file is not
+/// so (another file at the path, or someone appended); nothing was written. For a writer
+/// that has not read the log but knows its tail (`src/store/tail.rs`).
 pub(crate) fn append_if_unchanged(
     fs: &dyn FileSystem,
     path: &Path,
     identity: FileIdentity,
     len: u64,
     line: &[u8],
+    action: &str,
 ) -> Result<bool> {
     let io = |action: &'static str| {
         move |source| Error::Io {
@@ -96,6 +161,8 @@ pub(crate) fn append_if_unchanged(
     };
     let file = fs.open_append(path).map_err(io("opening for append"))?;
     let mut w = LogWriter::new(path, file);
+    // IMPORTANT: from the check of the length to the end of the append, under the lock.
+    w.lock(action)?;
     if w.identity() != Some(identity) || w.len()? != len {
         return Ok(false);
     }

@@ -1,15 +1,14 @@
-//! Closing an interrupted final turn on load (SPEC §8): a complete assistant message
+//! Closing an interrupted final turn on load: a complete assistant message
 //! whose tool calls never returned gets one error tool result per missing result, so the
 //! provider accepts the resumed conversation.
 
 use crate::error::{Error, Result};
-use crate::log::NewEntry;
 use crate::log::entry::{EntryType, Role};
 use crate::tree::SessionLog;
 use serde_json::Value;
 
 /// The text of the error tool result that
-/// [`SessionStore::load`](super::SessionStore::load) appends for a tool call that never
+/// [`Sessions::load`](super::Sessions::load) appends for a tool call that never
 /// returned.
 pub const INTERRUPTED_TOOL_RESULT: &str =
     "interrupted: the session ended before this tool call returned";
@@ -20,22 +19,10 @@ struct ToolCall {
     name: String,
 }
 
-/// Closes a complete interrupted final turn, durably; returns the tool call ids it
-/// closed. The file backend's closing: [`missing_tool_results`], each appended to the log.
-pub(super) fn close_interrupted_turn(log: &mut SessionLog) -> Result<Vec<String>> {
-    let mut closed = Vec::new();
-    for (call_id, message) in missing_tool_results(log)? {
-        // Durable when it returns (one write + fdatasync).
-        log.append(NewEntry::message(message))?;
-        closed.push(call_id);
-    }
-    Ok(closed)
-}
-
 /// The error tool results that close a complete interrupted final turn of `log`, each
 /// with its `toolCallId`, in the order of the calls: the `message` of each entry to
-/// append at the leaf. Reads only, so a backend of any kind (a detached log too) finds
-/// what it must append through its own `append`.
+/// append at the leaf. Reads only: [`super::Sessions::load`] appends them through the
+/// store.
 ///
 /// Walks the active branch back from the leaf. Tool results, system messages and
 /// entries that are not messages (custom, label, model change, …) are passed over; the

@@ -1,16 +1,21 @@
-//! What every backend checks before it stores anything: a new session's header, the
-//! events of an `append` (turned into entries), and the complete entry lines of an
-//! `append_lines` (import, forks).
+//! The crate's rules for what goes into a store, once for every backend: a new session's
+//! header, the events of an append (turned into entry lines with fresh ids), the
+//! complete entry lines a host appends, and a batch's ids and parents.
 
+use super::pi_jsonl::pi_session_file_name;
 use crate::error::{Error, Result};
 use crate::log::NewEntry;
 use crate::log::entry::Header;
+use crate::log::header::check_session_id;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
+use std::collections::HashSet;
 
-/// Refuses a header no backend writes: a version other than 3, an id that is empty or
-/// holds a path separator, a newline or a NUL.
+/// Refuses a header no backend stores for a new session (created or imported): a version
+/// other than 3, an id that breaks the session-id rule, and a header that cannot name a
+/// Pi session file (no `cwd` or `timestamp`, or a name a file system cannot hold), so
+/// that every stored session can be exported as one.
 pub(crate) fn check_new_header(header: &Header) -> Result<()> {
     if header.version() != 3 {
         return Err(Error::UnsupportedNewVersion {
@@ -18,14 +23,10 @@ pub(crate) fn check_new_header(header: &Header) -> Result<()> {
             version: header.version(),
         });
     }
-    check_session_id(header.id())
-}
-
-/// A session id usable in every backend (and in a cache file's name).
-pub(crate) fn check_session_id(id: &str) -> Result<()> {
-    if id.is_empty() || id.contains(['/', '\\', '\n', '\0']) || id == "." || id == ".." {
-        return Err(Error::InvalidSessionId {
-            session_id: id.to_owned(),
+    check_session_id(header.id())?;
+    if header.cwd().is_none() || pi_session_file_name(header).is_none() {
+        return Err(Error::UnlocatableHeader {
+            session_id: header.id().to_owned(),
         });
     }
     Ok(())
@@ -91,10 +92,35 @@ struct Head<'a> {
     timestamp: Option<&'a serde_json::value::RawValue>,
 }
 
-/// Checks a complete entry line of `append_lines`: one line of JSON (no newline), an
+#[derive(Deserialize)]
+struct IdOnly<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "parentId", borrow, default)]
+    parent: Option<Cow<'a, str>>,
+}
+
+/// The `id` and `parentId` of a checked entry line (for a store's columns).
+pub(crate) fn line_ids(line: &str) -> (Option<String>, Option<String>) {
+    match serde_json::from_str::<IdOnly<'_>>(line) {
+        Ok(h) => (h.id.map(Cow::into_owned), h.parent.map(Cow::into_owned)),
+        Err(_) => (None, None),
+    }
+}
+
+/// The `id` of a stored entry line (`None`: the line has no string id, as in a version 1
+/// file).
+pub(crate) fn line_id(line: &str) -> Option<String> {
+    serde_json::from_str::<IdOnly<'_>>(line)
+        .ok()
+        .and_then(|h| h.id)
+        .map(Cow::into_owned)
+}
+
+/// Checks a complete entry line a host appends: one line of JSON (no line break), an
 /// object with a string `type` other than `session`, a non-empty string `id`, a string or
-/// null `parentId` and a `timestamp`. Whether the id is new and the parent exists is the
-/// backend's check (it knows the stored ids).
+/// null `parentId` and a `timestamp`. Whether the id is new and the parent exists is
+/// [`check_ids`]'s.
 pub(crate) fn check_line(
     session_id: &str,
     seq: u64,
@@ -132,29 +158,25 @@ pub(crate) fn check_line(
     })
 }
 
-/// The entry lines of an `append`'s events: each a child of the one before, the first a
-/// child of `parent` (the session's last entry), with fresh ids that `taken` does not
-/// know.
-pub(crate) fn event_lines(
+/// The entry lines of checked entries: each a child of the one before, the first a
+/// child of `parent` (which ends as the last one), with fresh ids that `taken` does not
+/// know (and that are not the session id or another id of the batch).
+pub(crate) fn entry_lines(
     session_id: &str,
-    first_seq: u64,
-    mut parent: Option<String>,
-    events: &[Value],
-    mut taken: impl FnMut(&str) -> bool,
-) -> Result<Vec<(String, LineFacts)>> {
-    let entries = events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| to_new_entry(session_id, first_seq + i as u64, i, e))
-        .collect::<Result<Vec<_>>>()?;
+    parent: &mut Option<String>,
+    entries: &[NewEntry],
+    taken: impl Fn(&str) -> bool,
+) -> Vec<(String, LineFacts)> {
     let mut out: Vec<(String, LineFacts)> = Vec::with_capacity(entries.len());
     for entry in entries {
-        let id = loop {
-            let u = uuid::Uuid::new_v4().simple().to_string();
-            let id = u[..8].to_owned();
-            if !taken(&id) && out.iter().all(|(_, f)| f.id != id) {
-                break id;
-            }
+        let fresh = crate::log::fresh_id(|id| {
+            Ok::<_, std::convert::Infallible>(
+                id == session_id || taken(id) || out.iter().any(|(_, f)| f.id == id),
+            )
+        });
+        let id = match fresh {
+            Ok(id) => id,
+            Err(never) => match never {},
         };
         let mut line = entry.to_line(&id, parent.as_deref());
         line.pop();
@@ -165,19 +187,20 @@ pub(crate) fn event_lines(
                 parent: parent.clone(),
             },
         ));
-        parent = Some(id);
+        *parent = Some(id);
     }
-    Ok(out)
+    out
 }
 
-/// Refuses a batch whose ids are not new or whose parents are unknown.
+/// Refuses a batch whose ids are not new or whose parents are unknown: `known` tells the
+/// session's stored ids.
 pub(crate) fn check_ids(
     session_id: &str,
     first_seq: u64,
     facts: &[LineFacts],
     known: impl Fn(&str) -> bool,
 ) -> Result<()> {
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     for (i, f) in facts.iter().enumerate() {
         let refuse = |detail: String| Error::InvalidEvent {
             session_id: session_id.into(),

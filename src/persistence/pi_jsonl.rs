@@ -1,21 +1,28 @@
 //! [`PiJsonlStore`], the Pi JSONL backend of [`SessionStore`]: Pi 1.x's session
-//! directory layout, one file per session, read and written through [`SessionLog`].
+//! directory layout, one file per session, read through [`SessionLog`] and written by
+//! the log's durable routines.
 
-use super::interrupted::close_interrupted_turn;
-use super::lines::{check_ids, check_line, check_new_header, to_new_entry};
-use super::{ListProblem, ListedSession, Listing, Loaded, SessionStore};
-use crate::error::{Error, IoContext, Result};
+use super::lines::line_id;
+use super::{LineVisitor, ListProblem, ListedSession, Listing, SessionStore};
+use crate::error::{Error, IoContext, Location, Result, StoreError};
 use crate::log::entry::Header;
-use crate::log::{NewEntry, header, reader};
+use crate::log::header::{parse_header, read_header_line};
+use crate::log::io::{FileIdentity, Place, create_durably};
+use crate::log::reader::{self, FindingKind, ReadMode};
+use crate::log::writer::append_if_unchanged;
 use crate::tree::{LogOptions, SessionLog};
-use serde_json::Value;
 use std::collections::HashMap;
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// How many bytes [`PiJsonlStore::list`] reads at most to find a file's first line
+/// How many bytes [`PiJsonlStore::scan`] reads at most to find a file's first line
 /// (Pi 1.x's `MAX_SESSION_HEADER_SCAN_BYTES`).
 pub const HEADER_SCAN_LIMIT: usize = reader::MAX_HEADER_LINE;
+
+/// The longest file name a session gets: 255 bytes, less the 43 the durable create's
+/// temporary name adds to it.
+const MAX_FILE_NAME: usize = 212;
 
 /// Pi's session directory name for `cwd`, exactly as Pi 1.x's
 /// `getDefaultSessionDirPath` builds it: strip one leading `/` or `\`, replace every
@@ -35,45 +42,41 @@ pub fn pi_session_dir_name(cwd: &str) -> String {
 }
 
 /// Pi's file name for a session: `<timestamp>_<id>.jsonl`, where the timestamp is the
-/// header's with `:` and `.` replaced by `-`. `None` when the header has no timestamp or
-/// the name would contain a path separator.
+/// header's with `:` and `.` replaced by `-`. `None` when the header has no timestamp,
+/// the name would contain a path separator or a NUL, or it is longer than a file system
+/// can create it under (212 bytes: with the temporary name it is created under, 255).
 pub fn pi_session_file_name(header: &Header) -> Option<String> {
     let stamp = header.timestamp()?.replace([':', '.'], "-");
     let name = format!("{stamp}_{}.jsonl", header.id());
-    if name.contains(['/', '\\', '\0']) {
+    if name.contains(['/', '\\', '\0']) || name.len() > MAX_FILE_NAME {
         return None;
     }
     Some(name)
 }
 
-/// The state of one session in a store.
-#[derive(Debug)]
-enum Slot {
-    /// Not touched yet by this store (or evicted after an error): open from disk.
-    Unopened,
-    /// Created, never appended: only in memory.
-    Pending(Header),
-    /// The file exists; its log is open.
-    Open(Box<SessionLog>),
-}
-
 /// The Pi JSONL backend of [`SessionStore`]: one file per session under Pi's sessions
 /// directory, `<root>/--<cwd>--/<timestamp>_<id>.jsonl` (see [`pi_session_dir_name`]).
 ///
-/// Files are read and written through [`SessionLog`], so every rule of SPEC §2 holds:
-/// one `write()` and one `fdatasync` per entry, a directory fsync when a file is created,
-/// strict reading, torn tails closed before appending.
+/// - `create` writes the whole file through the log's one durable-create routine
+///   (temporary file, one write, `fdatasync`, a hard link that never replaces a file,
+///   the folder fsynced).
+/// - `read_lines` reads a session's entries through the log's strict reader
+///   ([`SessionLog`]), so sequence numbers are entries in file order (blank lines and
+///   torn records are not entries); the store keeps each session it touched open and
+///   reads only what was appended since.
+/// - `append_lines` checks the file's length first and reads a foreign tail, refuses a
+///   file whose last complete line does not parse, closes a torn tail with `\n`, then
+///   writes the lines with one `write()` and one `fdatasync`.
 ///
-/// The store keeps the sessions it has touched open (one [`SessionLog`] each, behind its
-/// own mutex), so appends to different sessions proceed in parallel and appends to one
-/// session are serialized. It does not take the write lock of SPEC §6: a host that owns
-/// its sessions through the store is their only writer, and each append still checks the
-/// file's length and reads a foreign tail first.
+/// It does not take the write lock of the state layer: a host that owns its sessions
+/// through the store is their only writer, and each append still checks the file's
+/// length and reads a foreign tail first. A file of format version 1 or 2 is read, not
+/// appended to (open it once with [`SessionLog`], whose first append migrates it).
 #[derive(Debug)]
 pub struct PiJsonlStore {
     root: PathBuf,
     options: LogOptions,
-    sessions: Mutex<HashMap<String, Arc<Mutex<Slot>>>>,
+    sessions: Mutex<HashMap<String, Arc<Mutex<Option<SessionLog>>>>>,
 }
 
 impl PiJsonlStore {
@@ -83,13 +86,12 @@ impl PiJsonlStore {
         PiJsonlStore::with_options(root, LogOptions::new())
     }
 
-    /// A store that opens session files with `options` (read mode, file-system seam).
-    /// Their materialization setting does not matter: a new session is always written on
-    /// its first append.
+    /// A store that reads session files with `options` (its file-system seam is the
+    /// one every write goes through). Reads are always strict.
     pub fn with_options(root: impl Into<PathBuf>, options: LogOptions) -> PiJsonlStore {
         PiJsonlStore {
             root: root.into(),
-            options,
+            options: options.mode(ReadMode::Strict),
             sessions: Mutex::default(),
         }
     }
@@ -97,6 +99,24 @@ impl PiJsonlStore {
     /// The sessions directory.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Where the session of `header` lives, computed from the header alone (no I/O).
+    /// `None` for a header that cannot name a file (no `cwd` or `timestamp`, or a path
+    /// separator in the id).
+    pub fn locate(&self, header: &Header) -> Option<PathBuf> {
+        let cwd = header.cwd()?;
+        let name = pi_session_file_name(header)?;
+        Some(self.root.join(pi_session_dir_name(cwd)).join(name))
+    }
+
+    /// The file of a stored session: among the files Pi's naming points at
+    /// (`…_<id>.jsonl`) first, then by reading every header.
+    pub fn file_of(&self, session_id: &str) -> Result<PathBuf> {
+        if let Some(log) = lock_slot(&self.slot(session_id)).as_ref() {
+            return Ok(log.path().to_path_buf());
+        }
+        self.find(session_id)
     }
 
     /// Every session under the root, with the files that could not be listed.
@@ -137,8 +157,12 @@ impl PiJsonlStore {
                 }
                 // A FIFO, a device or a folder named `*.jsonl` is reported, never opened
                 // (reading a FIFO would block, a link to /dev/zero would never end).
-                match header::read_header(&path, HEADER_SCAN_LIMIT) {
-                    Ok(header) => listing.sessions.push(ListedSession { header, path }),
+                match header_of(&path) {
+                    Ok((header, header_line)) => listing.sessions.push(ListedSession {
+                        header,
+                        header_line,
+                        path,
+                    }),
                     Err(error) => listing.problems.push(ListProblem { path, error }),
                 }
             }
@@ -154,11 +178,18 @@ impl PiJsonlStore {
         Ok(listing)
     }
 
-    fn slot(&self, session_id: &str) -> Arc<Mutex<Slot>> {
+    fn slot(&self, session_id: &str) -> Arc<Mutex<Option<SessionLog>>> {
         lock(&self.sessions)
             .entry(session_id.to_owned())
-            .or_insert_with(|| Arc::new(Mutex::new(Slot::Unopened)))
+            .or_default()
             .clone()
+    }
+
+    fn not_found(&self, session_id: &str) -> StoreError {
+        StoreError::NotFound {
+            store: self.describe(),
+            session_id: session_id.into(),
+        }
     }
 
     /// The file of a session that is not open: among the files Pi's naming points at
@@ -177,10 +208,7 @@ impl PiJsonlStore {
                 };
                 for file in files.flatten() {
                     let path = file.path();
-                    if named(&path)
-                        && header::read_header(&path, HEADER_SCAN_LIMIT)
-                            .is_ok_and(|h| h.id() == session_id)
-                    {
+                    if named(&path) && header_of(&path).is_ok_and(|(h, _)| h.id() == session_id) {
                         by_name.push(path);
                     }
                 }
@@ -202,202 +230,278 @@ impl PiJsonlStore {
                 if let Some(p) = listing.problems.into_iter().find(|p| named(&p.path)) {
                     return Err(p.error);
                 }
-                Err(Error::SessionNotFound {
-                    session_id: session_id.into(),
-                    root: self.root.clone(),
-                })
+                Err(self.not_found(session_id).into())
             }
-            many => Err(Error::AmbiguousSession {
+            many => Err(StoreError::Ambiguous {
                 session_id: session_id.into(),
                 paths: many.iter().map(|s| s.path.clone()).collect(),
-            }),
+            }
+            .into()),
         }
     }
 
-    /// Writes a new session's file with its first events, all or nothing, through the
-    /// log's one durable-create routine ([`SessionLog::materialize`], on the file-system
-    /// seam): the header and the events go to a hidden temporary file with a random name in
-    /// the session's folder (one write, one sync), which is hard-linked to its final name
-    /// (failing if that exists: a session that appeared meanwhile is never overwritten),
-    /// removed, and the folder fsynced. Readers and Pi never see a session without its
-    /// events.
-    fn materialize(&self, header: &Header, entries: Vec<NewEntry>) -> Result<SessionLog> {
-        let path = self.require_location(header)?;
-        let mut log =
-            SessionLog::in_memory(path, header.clone(), self.options.clone()).hold_in_memory();
-        for entry in entries {
-            log.append(entry)?;
+    /// Runs `f` on the session's open log, opened (or followed: what others appended is
+    /// read) first. A log that fails is dropped: the next call reopens the file, so the
+    /// reader shows what reached the disk.
+    fn with_log<T>(
+        &self,
+        session_id: &str,
+        f: impl FnOnce(&mut SessionLog) -> Result<T>,
+    ) -> Result<T, StoreError> {
+        let slot = self.slot(session_id);
+        let mut slot = lock_slot(&slot);
+        let fresh = match slot.take() {
+            Some(mut log) => match log.refresh() {
+                Ok(()) => log,
+                // Replaced or shrunk: read it again.
+                Err(_) => self.options.open(log.path())?,
+            },
+            None => {
+                let path = self.find(session_id)?;
+                let log = self.options.open(&path)?;
+                if log.session_id() != session_id {
+                    return Err(StoreError::File(Box::new(Error::ChangedOnDisk {
+                        path,
+                        detail: format!(
+                            "the header names session {}, not {session_id}",
+                            log.session_id()
+                        ),
+                    })));
+                }
+                log
+            }
+        };
+        let log = slot.insert(fresh);
+        match f(log) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                *slot = None;
+                Err(e.into())
+            }
         }
-        log.materialize()?;
-        Ok(log)
-    }
-
-    fn require_location(&self, header: &Header) -> Result<PathBuf> {
-        self.locate(header).ok_or_else(|| Error::UnlocatableHeader {
-            session_id: header.id().to_owned(),
-        })
     }
 }
 
-impl SessionStore for PiJsonlStore {
-    fn locate(&self, header: &Header) -> Option<PathBuf> {
-        let cwd = header.cwd()?;
-        let name = pi_session_file_name(header)?;
-        Some(self.root.join(pi_session_dir_name(cwd)).join(name))
-    }
+/// Line 1 of a file, parsed by the strict header parser, with its text.
+fn header_of(path: &Path) -> Result<(Header, String)> {
+    let line = read_header_line(path, HEADER_SCAN_LIMIT)?;
+    let header = parse_header(path, &line, ReadMode::Strict)?;
+    // The parser read it as UTF-8.
+    Ok((header, String::from_utf8_lossy(&line).into_owned()))
+}
 
-    fn create(&self, header: Header) -> Result<()> {
-        check_new_header(&header)?;
-        let path = self.require_location(&header)?;
+impl SessionStore for PiJsonlStore {
+    fn create(
+        &self,
+        header: &Header,
+        header_line: &str,
+        lines: &[String],
+    ) -> Result<u64, StoreError> {
+        let Some(path) = self.locate(header) else {
+            return Err(StoreError::File(Box::new(Error::UnlocatableHeader {
+                session_id: header.id().to_owned(),
+            })));
+        };
         let slot = self.slot(header.id());
         let mut slot = lock_slot(&slot);
-        match &*slot {
-            Slot::Unopened => {}
-            Slot::Pending(_) => {
-                return Err(Error::AlreadyCreated {
+        let dir = reader::parent_dir(&path).to_path_buf();
+        std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
+        let mut bytes = Vec::with_capacity(header_line.len() + 1);
+        bytes.extend_from_slice(header_line.as_bytes());
+        bytes.push(b'\n');
+        for l in lines {
+            bytes.extend_from_slice(l.as_bytes());
+            bytes.push(b'\n');
+        }
+        // IMPORTANT: the one durable-create routine: all or nothing, never over a file.
+        let fs = self.options.file_system_ref();
+        match create_durably(&**fs, &path, "creating", Place::Link, |tmp| {
+            tmp.write(&bytes)
+        }) {
+            Ok(()) => {}
+            Err(f) if matches!(f.error, Error::AlreadyExists { .. }) => {
+                return Err(StoreError::AlreadyExists {
+                    store: self.describe(),
                     session_id: header.id().to_owned(),
                 });
             }
-            Slot::Open(log) => {
-                return Err(Error::AlreadyExists {
-                    path: log.path().to_path_buf(),
-                });
-            }
+            Err(f) => return Err(f.error.into()),
         }
-        if path.exists() {
-            return Err(Error::AlreadyExists { path });
-        }
-        *slot = Slot::Pending(header);
-        Ok(())
+        let log = self.options.open(&path)?;
+        let next = log.len() as u64;
+        *slot = Some(log);
+        Ok(next)
     }
 
-    fn append(&self, session_id: &str, first_seq: u64, events: &[Value]) -> Result<u64> {
-        let entries = events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| to_new_entry(session_id, first_seq + i as u64, i, e))
-            .collect::<Result<Vec<_>>>()?;
-        let slot = self.slot(session_id);
-        let mut slot = lock_slot(&slot);
-        if let Slot::Pending(header) = &*slot {
-            check_seq(session_id, 0, first_seq)?;
-            if entries.is_empty() {
-                return Ok(0);
-            }
-            let log = self.materialize(header, entries)?;
+    fn list(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let listing = self.scan()?;
+        for p in &listing.problems {
+            tracing::warn!(path = %p.path.display(), "not listed: {}", p.error);
+        }
+        Ok(listing
+            .sessions
+            .into_iter()
+            .map(|s| (s.header.id().to_owned(), s.header_line))
+            .collect())
+    }
+
+    fn header_line(&self, session_id: &str) -> Result<String, StoreError> {
+        let path = self.file_of(session_id)?;
+        Ok(header_of(&path)?.1)
+    }
+
+    fn read_lines(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        visit: &mut LineVisitor<'_>,
+    ) -> Result<u64, StoreError> {
+        self.with_log(session_id, |log| {
             let next = log.len() as u64;
-            *slot = Slot::Open(Box::new(log));
-            return Ok(next);
-        }
-        if let Slot::Unopened = &*slot {
-            let path = self.find(session_id)?;
-            *slot = Slot::Open(Box::new(self.options.open(&path)?));
-        }
-        let Slot::Open(log) = &mut *slot else {
-            return Err(Error::NotMaterialized {
-                session_id: session_id.into(),
-            });
-        };
-        let result = append_to(log, session_id, first_seq, entries);
-        if matches!(
-            result,
-            Err(Error::Io { .. } | Error::Poisoned { .. } | Error::ChangedOnDisk { .. })
-        ) {
-            // Reopen from disk next time: the reader shows what reached the disk.
-            *slot = Slot::Unopened;
-        }
-        result
+            if from_seq >= next {
+                return Ok(next);
+            }
+            let path = log.path().to_path_buf();
+            let mut src = BufReader::with_capacity(1 << 20, reader::open_regular(&path)?);
+            let mut pos = 0u64;
+            let mut buf = Vec::new();
+            for (seq, entry) in log.entries().enumerate().skip(from_seq as usize) {
+                let (offset, len) = (entry.location().offset, entry.line_len() - 1);
+                if pos != offset {
+                    src.seek(SeekFrom::Start(offset)).ctx("reading", &path)?;
+                }
+                buf.resize(len as usize, 0);
+                src.read_exact(&mut buf).ctx("reading", &path)?;
+                pos = offset + len;
+                let line = String::from_utf8_lossy(&buf);
+                if visit(seq as u64, &line).is_break() {
+                    break;
+                }
+            }
+            Ok(next)
+        })
     }
 
-    fn load(&self, session_id: &str) -> Result<Loaded> {
-        let slot = self.slot(session_id);
-        let slot = lock_slot(&slot);
-        let path = match &*slot {
-            Slot::Pending(_) => {
-                return Err(Error::NotMaterialized {
+    fn append_lines(
+        &self,
+        session_id: &str,
+        first_seq: u64,
+        lines: &[String],
+    ) -> Result<u64, StoreError> {
+        let mut refused: Option<StoreError> = None;
+        let r = self.with_log(session_id, |log| {
+            let next = log.len() as u64;
+            if first_seq != next {
+                refused = Some(StoreError::SequenceMismatch {
                     session_id: session_id.into(),
+                    expected: next,
+                    got: first_seq,
                 });
+                return Ok(next);
             }
-            Slot::Open(log) => log.path().to_path_buf(),
-            Slot::Unopened => self.find(session_id)?,
-        };
-        let mut log = self.options.open(&path)?;
-        if log.session_id() != session_id {
-            return Err(Error::ChangedOnDisk {
-                path,
-                detail: format!(
-                    "the header names session {}, not {session_id}",
-                    log.session_id()
-                ),
-            });
-        }
-        let closed_tool_calls = close_interrupted_turn(&mut log)?;
-        Ok(Loaded::new(log, closed_tool_calls))
-    }
-
-    fn append_lines(&self, session_id: &str, first_seq: u64, lines: &[String]) -> Result<u64> {
-        let facts = lines
-            .iter()
-            .enumerate()
-            .map(|(i, l)| check_line(session_id, first_seq + i as u64, i, l))
-            .collect::<Result<Vec<_>>>()?;
-        let slot = self.slot(session_id);
-        let mut slot = lock_slot(&slot);
-        if let Slot::Pending(header) = &*slot {
-            check_seq(session_id, 0, first_seq)?;
-            check_ids(session_id, first_seq, &facts, |_| false)?;
+            if let Some(id) = lines
+                .iter()
+                .filter_map(|l| line_id(l))
+                .find(|id| log.entry(id).is_some() || id == session_id)
+            {
+                refused = Some(StoreError::IdTaken {
+                    session_id: session_id.into(),
+                    id,
+                });
+                return Ok(next);
+            }
             if lines.is_empty() {
-                return Ok(0);
+                return Ok(next);
             }
-            let path = self.require_location(header)?;
-            let dir = reader::parent_dir(&path).to_path_buf();
-            std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
-            let mut bytes = header.to_line().into_bytes();
-            for l in lines {
-                bytes.extend_from_slice(l.as_bytes());
-                bytes.push(b'\n');
-            }
-            // The one durable-create routine: all or nothing, never over an existing file.
-            crate::log::io::create_durably(
-                &crate::log::io::StdFileSystem,
-                &path,
-                "creating",
-                crate::log::io::Place::Link,
-                |tmp| tmp.write(&bytes),
-            )
-            .map_err(|f| f.error)?;
-            let log = self.options.open(&path)?;
-            let next = log.len() as u64;
-            *slot = Slot::Open(Box::new(log));
-            return Ok(next);
+            append_to_file(log, &self.options, lines)
+        })?;
+        match refused {
+            Some(e) => Err(e),
+            None => Ok(r),
         }
-        if let Slot::Unopened = &*slot {
-            let path = self.find(session_id)?;
-            *slot = Slot::Open(Box::new(self.options.open(&path)?));
-        }
-        let Slot::Open(log) = &mut *slot else {
-            return Err(Error::NotMaterialized {
-                session_id: session_id.into(),
-            });
-        };
-        let result = append_lines_to(log, session_id, first_seq, lines, &facts);
-        if result.is_err() {
-            *slot = Slot::Unopened;
-        }
-        result
     }
 
     fn describe(&self) -> String {
         format!("pi-jsonl {}", self.root.display())
     }
+}
 
-    fn list(&self) -> Result<Vec<Header>> {
-        let listing = self.scan()?;
-        for p in &listing.problems {
-            tracing::warn!(path = %p.path.display(), "not listed: {}", p.error);
-        }
-        Ok(listing.sessions.into_iter().map(|s| s.header).collect())
+/// Appends complete lines to an open session file: the rules of the log's writer (check
+/// the length, refuse a last line that does not parse, close a torn tail), then one
+/// `write()` of the batch at the length the log read and one `fdatasync`, then the log
+/// reads them back.
+fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) -> Result<u64> {
+    let path = log.path().to_path_buf();
+    if log.header().version() != 3 {
+        return Err(Error::UnsupportedNewVersion {
+            session_id: log.session_id().to_owned(),
+            version: log.header().version(),
+        });
     }
+    // Decide before touching the file: a last complete line that does not parse would
+    // turn into corruption in the middle of the file.
+    if let Some(f) = log
+        .findings()
+        .into_iter()
+        .find(|f| f.kind == FindingKind::UnparsableFinalLine)
+    {
+        return Err(Error::TrailingGarbage {
+            path,
+            at: f.at,
+            detail: f.message,
+        });
+    }
+    if log.tail_bytes() != 0 {
+        let mut f = reader::open_regular(&path)?;
+        f.seek(SeekFrom::Start(log.consumed_bytes()))
+            .ctx("reading", &path)?;
+        let mut tail = Vec::new();
+        f.take(log.tail_bytes())
+            .read_to_end(&mut tail)
+            .ctx("reading", &path)?;
+        // Bytes a newline would turn into a corrupt line (not a torn record) are refused.
+        if let reader::LineClass::Bad(detail) | reader::LineClass::Invalid(detail) =
+            reader::classify(&tail)
+        {
+            return Err(Error::TrailingGarbage {
+                path,
+                at: Location {
+                    line: 0,
+                    offset: log.consumed_bytes(),
+                },
+                detail,
+            });
+        }
+    }
+    let mut bytes = Vec::new();
+    if log.tail_bytes() != 0 {
+        // Close the torn tail so two records can never fuse; its bytes stay a torn
+        // record that readers skip and report.
+        bytes.push(b'\n');
+    }
+    for l in lines {
+        bytes.extend_from_slice(l.as_bytes());
+        bytes.push(b'\n');
+    }
+    let meta = std::fs::metadata(&path).ctx("checking", &path)?;
+    let len = log.consumed_bytes() + log.tail_bytes();
+    let fs = options.file_system_ref();
+    // IMPORTANT: one write() and one fdatasync before the append is acknowledged.
+    if !append_if_unchanged(
+        &**fs,
+        &path,
+        FileIdentity::of(&meta),
+        len,
+        &bytes,
+        "appending stored lines to",
+    )? {
+        return Err(Error::ChangedOnDisk {
+            path,
+            detail: "it changed while appending".into(),
+        });
+    }
+    log.refresh()?;
+    Ok(log.len() as u64)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -405,94 +509,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Locks a session's slot. A panic during an earlier operation leaves the in-memory log
-/// in an unknown state, so the session is reopened from disk (a pending header is kept).
-fn lock_slot(m: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+/// in an unknown state, so the session is reopened from disk.
+fn lock_slot(m: &Mutex<Option<SessionLog>>) -> MutexGuard<'_, Option<SessionLog>> {
     match m.lock() {
         Ok(g) => g,
         Err(poisoned) => {
             let mut g = poisoned.into_inner();
-            if let Slot::Open(_) = &*g {
-                *g = Slot::Unopened;
-            }
+            *g = None;
             m.clear_poison();
             g
         }
     }
-}
-
-fn check_seq(session_id: &str, next: u64, first_seq: u64) -> Result<()> {
-    if first_seq == next {
-        return Ok(());
-    }
-    Err(Error::SequenceMismatch {
-        session_id: session_id.into(),
-        expected: next,
-        got: first_seq,
-    })
-}
-
-fn append_to(
-    log: &mut SessionLog,
-    session_id: &str,
-    first_seq: u64,
-    entries: Vec<NewEntry>,
-) -> Result<u64> {
-    // Another writer may have appended since this store last looked.
-    log.refresh()?;
-    check_seq(session_id, log.len() as u64, first_seq)?;
-    for entry in entries {
-        log.append(entry)?;
-    }
-    Ok(log.len() as u64)
-}
-
-/// Appends complete lines to an open session file: one `write()` of the whole batch at
-/// the length the log read, one `fdatasync`, then the log reads them back as a foreign
-/// append.
-fn append_lines_to(
-    log: &mut SessionLog,
-    session_id: &str,
-    first_seq: u64,
-    lines: &[String],
-    facts: &[super::lines::LineFacts],
-) -> Result<u64> {
-    use std::io::Write;
-    log.refresh()?;
-    check_seq(session_id, log.len() as u64, first_seq)?;
-    check_ids(session_id, first_seq, facts, |id| log.entry(id).is_some())?;
-    if lines.is_empty() {
-        return Ok(log.len() as u64);
-    }
-    let path = log.path().to_path_buf();
-    if log.tail_bytes() != 0 {
-        return Err(Error::ChangedOnDisk {
-            path,
-            detail: "the file ends in a torn record; append one entry through the log first, \
-                     which closes it"
-                .into(),
-        });
-    }
-    let mut bytes = Vec::new();
-    for l in lines {
-        bytes.extend_from_slice(l.as_bytes());
-        bytes.push(b'\n');
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .ctx("opening", &path)?;
-    let len = f.metadata().ctx("checking", &path)?.len();
-    if len != log.consumed_bytes() {
-        return Err(Error::ChangedOnDisk {
-            path,
-            detail: "it changed while appending".into(),
-        });
-    }
-    f.write_all(&bytes).ctx("appending to", &path)?;
-    // IMPORTANT: acknowledged only once on stable storage.
-    f.sync_data().ctx("syncing", &path)?;
-    log.refresh()?;
-    Ok(log.len() as u64)
 }
 
 fn problem_io(path: &Path, source: std::io::Error) -> ListProblem {

@@ -2,16 +2,11 @@
 //! file. Headers live in `sessions`, entries in `entries`, one row per entry keyed by
 //! (session, sequence number), its JSON line kept byte for byte. See `docs/backends.md`.
 
-use super::interrupted::missing_tool_results;
-use super::lines::{LineFacts, check_line, check_new_header, event_lines};
-use super::{Loaded, SessionStore};
-use crate::error::{Error, Result};
+use super::lines::line_ids;
+use super::{LineVisitor, SessionStore};
+use crate::error::{BackendError, Error, Result, StoreError};
 use crate::log::entry::Header;
-use crate::sqlite::DatabaseError;
-use crate::tree::LogOptions;
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -48,23 +43,22 @@ CREATE UNIQUE INDEX IF NOT EXISTS entries_by_id ON entries(session_id, entry_id)
 
 /// The SQLite backend of [`SessionStore`]: every session in one database file.
 ///
-/// - `append` is one `BEGIN IMMEDIATE` transaction that reads the session's `next_seq`,
-///   refuses unless it equals `first_seq`, inserts the rows and moves `next_seq`: SQLite's
-///   write lock makes it the only writer of the database meanwhile, and the primary key
-///   (session, seq) makes a sequence number impossible to use twice. Another writer, in
-///   this process or another, gets [`Error::SequenceMismatch`] and nothing is written.
-/// - WAL with `synchronous=FULL`: a commit is on stable storage when `append` returns.
-/// - `list` reads the `sessions` table only; `load` reads the rows into a detached
-///   [`crate::SessionLog`] with the strict reader and closes an interrupted final turn
-///   through `append` (so durably, and conditionally).
+/// - `create` and `append_lines` are each one `BEGIN IMMEDIATE` transaction: SQLite's
+///   write lock makes it the only writer of the database meanwhile. An append reads the
+///   session's `next_seq`, refuses unless it equals `first_seq`, inserts the rows and
+///   moves `next_seq`; the primary key (session, seq) makes a sequence number impossible
+///   to use twice, the unique index (session, entry id) an entry id. Another writer, in
+///   this process or another, gets [`StoreError::SequenceMismatch`] and nothing is
+///   written.
+/// - WAL with `synchronous=FULL`: a commit is on stable storage when it returns.
+/// - `list` reads the `sessions` table only; `read_lines` only the rows asked for.
 ///
 /// Only a database that is provably a session store (its `application_id`) is opened; an
-/// empty or absent file is created. Anything else is [`Error::NotOurStore`], untouched.
+/// empty or absent file is created. Anything else is [`StoreError::NotOurStore`],
+/// untouched.
 pub struct SqliteStore {
     path: PathBuf,
     conn: Mutex<Connection>,
-    /// Sessions created and not yet appended to (lazy create, SPEC §8).
-    pending: Mutex<HashMap<String, Header>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -101,7 +95,6 @@ impl SqliteStore {
         Ok(SqliteStore {
             path,
             conn: Mutex::new(conn),
-            pending: Mutex::default(),
         })
     }
 
@@ -110,281 +103,133 @@ impl SqliteStore {
         &self.path
     }
 
-    fn label(&self, session_id: &str) -> PathBuf {
-        PathBuf::from(format!("sqlite://{}#{session_id}", self.path.display()))
-    }
-
-    fn not_found(&self, session_id: &str) -> Error {
-        Error::SessionNotFound {
+    fn not_found(&self, session_id: &str) -> StoreError {
+        StoreError::NotFound {
+            store: self.describe(),
             session_id: session_id.into(),
-            root: self.path.clone(),
         }
     }
 
-    /// Inserts `lines` (checked) as the entries `first_seq..` of the session, in one
-    /// transaction that also creates the session when `new` is given.
+    /// Inserts `lines` as the entries `first_seq..` of the session, in the caller's
+    /// transaction; returns the new next sequence number and last entry id.
     fn insert(
         &self,
+        tx: &Connection,
         session_id: &str,
         first_seq: u64,
-        lines: &[(String, LineFacts)],
-        new: Option<&Header>,
-    ) -> Result<u64> {
+        lines: &[String],
+    ) -> Result<Option<String>, StoreError> {
+        let mut ins = tx
+            .prepare_cached(
+                "INSERT INTO entries(session_id, seq, entry_id, parent_id, line) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(db_err(&self.path, "preparing"))?;
+        let mut last = None;
+        for (i, line) in lines.iter().enumerate() {
+            let (id, parent) = line_ids(line);
+            let Some(id) = id else {
+                return Err(StoreError::Corrupt {
+                    store: self.describe(),
+                    session_id: session_id.into(),
+                    detail: format!("line {i} of an append has no string `id`"),
+                });
+            };
+            match ins.execute(params![
+                session_id,
+                (first_seq + i as u64) as i64,
+                id,
+                parent,
+                line
+            ]) {
+                Ok(_) => {}
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) =>
+                {
+                    return Err(StoreError::IdTaken {
+                        session_id: session_id.into(),
+                        id,
+                    });
+                }
+                Err(e) => return Err(db_err(&self.path, "appending")(e)),
+            }
+            last = Some(id);
+        }
+        Ok(last)
+    }
+
+    fn write<T>(
+        &self,
+        action: &'static str,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut conn = lock(&self.conn);
-        let path = self.path.clone();
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(db_err(&path, "starting an append"))?;
-        let row: Option<(i64, Option<String>)> = tx
-            .prepare_cached("SELECT next_seq, last_id FROM sessions WHERE session_id = ?1")
-            .and_then(|mut q| {
-                q.query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
-            })
-            .map_err(db_err(&path, "reading the session"))?;
-        let (next, mut last_id) = match (row, new) {
-            (Some(_), Some(_)) => {
-                return Err(Error::AlreadyExists {
-                    path: self.label(session_id),
-                });
-            }
-            (Some((n, last)), None) => (n as u64, last),
-            (None, Some(h)) => {
-                tx.prepare_cached(
-                    "INSERT INTO sessions(session_id, version, cwd, timestamp, parent_session, \
-                     header, next_seq, last_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, NULL)",
-                )
-                .and_then(|mut q| {
-                    q.execute(params![
-                        h.id(),
-                        h.version(),
-                        h.cwd(),
-                        h.timestamp(),
-                        h.parent_session(),
-                        h.to_line().trim_end_matches('\n'),
-                    ])
-                })
-                .map_err(db_err(&path, "creating the session"))?;
-                (0, None)
-            }
-            (None, None) => return Err(self.not_found(session_id)),
-        };
-        if first_seq != next {
-            return Err(Error::SequenceMismatch {
-                session_id: session_id.into(),
-                expected: next,
-                got: first_seq,
-            });
-        }
-        {
-            let mut has_id = tx
-                .prepare_cached("SELECT 1 FROM entries WHERE session_id = ?1 AND entry_id = ?2")
-                .map_err(db_err(&path, "preparing"))?;
-            let mut ins = tx
-                .prepare_cached(
-                    "INSERT INTO entries(session_id, seq, entry_id, parent_id, line) \
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .map_err(db_err(&path, "preparing"))?;
-            let mut batch: HashSet<&str> = HashSet::new();
-            for (i, (line, facts)) in lines.iter().enumerate() {
-                let seq = first_seq + i as u64;
-                let refuse = |detail: String| Error::InvalidEvent {
-                    session_id: session_id.into(),
-                    index: i,
-                    seq,
-                    detail,
-                };
-                let known = |id: &str, has_id: &mut rusqlite::CachedStatement<'_>| {
-                    has_id
-                        .exists(params![session_id, id])
-                        .map_err(db_err(&path, "checking an entry id"))
-                };
-                if facts.id == session_id
-                    || batch.contains(facts.id.as_str())
-                    || known(&facts.id, &mut has_id)?
-                {
-                    return Err(refuse(format!(
-                        "has id {:?}, which the session already uses",
-                        facts.id
-                    )));
-                }
-                if let Some(p) = &facts.parent
-                    && !batch.contains(p.as_str())
-                    && !known(p, &mut has_id)?
-                {
-                    return Err(refuse(format!(
-                        "has parentId {p:?}, which is no entry of the session"
-                    )));
-                }
-                ins.execute(params![
-                    session_id,
-                    seq as i64,
-                    facts.id,
-                    facts.parent,
-                    line
-                ])
-                .map_err(db_err(&path, "appending"))?;
-                batch.insert(&facts.id);
-                last_id = Some(facts.id.clone());
-            }
-        }
-        let new_next = first_seq + lines.len() as u64;
-        tx.prepare_cached("UPDATE sessions SET next_seq = ?2, last_id = ?3 WHERE session_id = ?1")
-            .and_then(|mut q| q.execute(params![session_id, new_next as i64, last_id]))
-            .map_err(db_err(&path, "appending"))?;
+            .map_err(db_err(&self.path, action))?;
+        let v = f(&tx)?;
         // IMPORTANT: synchronous=FULL, so the commit is durable when it returns.
-        tx.commit().map_err(db_err(&path, "committing an append"))?;
-        Ok(new_next)
-    }
-
-    /// The last entry's id and the next sequence number of a stored session.
-    fn tip(&self, session_id: &str) -> Result<Option<(u64, Option<String>)>> {
-        let conn = lock(&self.conn);
-        conn.prepare_cached("SELECT next_seq, last_id FROM sessions WHERE session_id = ?1")
-            .and_then(|mut q| {
-                q.query_row([session_id], |r| {
-                    Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
-                })
-                .optional()
-            })
-            .map_err(db_err(&self.path, "reading the session"))
-    }
-
-    /// Whether the session stores an entry with this id (an error counts as taken: the
-    /// caller draws another id).
-    fn id_taken(&self, session_id: &str, id: &str) -> bool {
-        let conn = lock(&self.conn);
-        conn.prepare_cached("SELECT 1 FROM entries WHERE session_id = ?1 AND entry_id = ?2")
-            .and_then(|mut q| q.exists(params![session_id, id]))
-            .unwrap_or(true)
-    }
-
-    fn pending_header(&self, session_id: &str) -> Option<Header> {
-        lock(&self.pending).get(session_id).cloned()
-    }
-
-    /// Appends checked lines, creating a pending session on its first append.
-    fn append_checked(
-        &self,
-        session_id: &str,
-        first_seq: u64,
-        lines: &[(String, LineFacts)],
-    ) -> Result<u64> {
-        if let Some(header) = self.pending_header(session_id) {
-            if first_seq != 0 {
-                return Err(Error::SequenceMismatch {
-                    session_id: session_id.into(),
-                    expected: 0,
-                    got: first_seq,
-                });
-            }
-            if lines.is_empty() {
-                return Ok(0);
-            }
-            let next = self.insert(session_id, 0, lines, Some(&header))?;
-            lock(&self.pending).remove(session_id);
-            return Ok(next);
-        }
-        self.insert(session_id, first_seq, lines, None)
-    }
-
-    fn read_detached(&self, session_id: &str) -> Result<crate::tree::SessionLog> {
-        let label = self.label(session_id);
-        let reader = RowReader::new(self, session_id)?;
-        LogOptions::new().read(label, reader)
+        tx.commit().map_err(db_err(&self.path, "committing"))?;
+        Ok(v)
     }
 }
 
 impl SessionStore for SqliteStore {
-    fn locate(&self, _header: &Header) -> Option<PathBuf> {
-        None
-    }
-
-    fn create(&self, header: Header) -> Result<()> {
-        check_new_header(&header)?;
-        let mut pending = lock(&self.pending);
-        if pending.contains_key(header.id()) {
-            return Err(Error::AlreadyCreated {
-                session_id: header.id().to_owned(),
-            });
-        }
-        if self.tip(header.id())?.is_some() {
-            return Err(Error::AlreadyExists {
-                path: self.label(header.id()),
-            });
-        }
-        pending.insert(header.id().to_owned(), header);
-        Ok(())
-    }
-
-    fn append(&self, session_id: &str, first_seq: u64, events: &[Value]) -> Result<u64> {
-        // The parent of the first event: the session's last entry.
-        let parent = match self.pending_header(session_id) {
-            Some(_) => None,
-            None => match self.tip(session_id)? {
-                Some((_, last)) => last,
-                None => return Err(self.not_found(session_id)),
-            },
-        };
-        let lines = event_lines(session_id, first_seq, parent, events, |id| {
-            id == session_id || self.id_taken(session_id, id)
-        })?;
-        self.append_checked(session_id, first_seq, &lines)
-    }
-
-    fn load(&self, session_id: &str) -> Result<Loaded> {
-        if self.pending_header(session_id).is_some() {
-            return Err(Error::NotMaterialized {
-                session_id: session_id.into(),
-            });
-        }
-        let mut closed = Vec::new();
-        // A concurrent load may close the same turn first: then read again.
-        for _ in 0..3 {
-            let log = self.read_detached(session_id)?;
-            let missing = missing_tool_results(&log)?;
-            if missing.is_empty() {
-                return Ok(Loaded::new(log, closed));
+    fn create(
+        &self,
+        header: &Header,
+        header_line: &str,
+        lines: &[String],
+    ) -> Result<u64, StoreError> {
+        let session_id = header.id();
+        self.write("storing a new session", |tx| {
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO sessions(session_id, version, cwd, timestamp, parent_session, \
+                     header, next_seq, last_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, NULL) \
+                     ON CONFLICT(session_id) DO NOTHING",
+                )
+                .and_then(|mut q| {
+                    q.execute(params![
+                        session_id,
+                        header.version(),
+                        header.cwd(),
+                        header.timestamp(),
+                        header.parent_session(),
+                        header_line,
+                    ])
+                })
+                .map_err(db_err(&self.path, "storing a new session"))?;
+            if inserted == 0 {
+                return Err(StoreError::AlreadyExists {
+                    store: self.describe(),
+                    session_id: session_id.into(),
+                });
             }
-            let events: Vec<Value> = missing
-                .iter()
-                .map(|(_, m)| serde_json::json!({"type": "message", "message": m}))
-                .collect();
-            match self.append(session_id, log.len() as u64, &events) {
-                Ok(_) => closed = missing.into_iter().map(|(id, _)| id).collect(),
-                Err(Error::SequenceMismatch { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        let log = self.read_detached(session_id)?;
-        Ok(Loaded::new(log, closed))
+            let last = self.insert(tx, session_id, 0, lines)?;
+            let next = lines.len() as u64;
+            tx.prepare_cached(
+                "UPDATE sessions SET next_seq = ?2, last_id = ?3 WHERE session_id = ?1",
+            )
+            .and_then(|mut q| q.execute(params![session_id, next as i64, last]))
+            .map_err(db_err(&self.path, "storing a new session"))?;
+            Ok(next)
+        })
     }
 
-    fn list(&self) -> Result<Vec<Header>> {
+    fn list(&self) -> Result<Vec<(String, String)>, StoreError> {
         let conn = lock(&self.conn);
         let mut q = conn
-            .prepare_cached(
-                "SELECT session_id, version, cwd, timestamp, parent_session FROM sessions \
-                 ORDER BY timestamp, session_id",
-            )
+            .prepare_cached("SELECT session_id, header FROM sessions")
             .map_err(db_err(&self.path, "listing"))?;
         let rows = q
-            .query_map([], |r| {
-                Ok(Header::from_parts(
-                    r.get(0)?,
-                    r.get::<_, i64>(1)? as u32,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                ))
-            })
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(db_err(&self.path, "listing"))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(db_err(&self.path, "listing"))
     }
 
-    fn header_line(&self, session_id: &str) -> Result<String> {
+    fn header_line(&self, session_id: &str) -> Result<String, StoreError> {
         let conn = lock(&self.conn);
         conn.prepare_cached("SELECT header FROM sessions WHERE session_id = ?1")
             .and_then(|mut q| q.query_row([session_id], |r| r.get(0)).optional())
@@ -396,8 +241,8 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         from_seq: u64,
-        visit: &mut dyn FnMut(u64, &str) -> Result<()>,
-    ) -> Result<u64> {
+        visit: &mut LineVisitor<'_>,
+    ) -> Result<u64, StoreError> {
         let conn = lock(&self.conn);
         // One read transaction: the rows and next_seq agree.
         let tx = conn
@@ -424,21 +269,45 @@ impl SessionStore for SqliteStore {
                     .get_ref(1)
                     .and_then(|v| v.as_str().map_err(Into::into))
                     .map_err(db_err(&self.path, "reading entries"))?;
-                visit(seq as u64, line)?;
+                if visit(seq as u64, line).is_break() {
+                    break;
+                }
             }
         }
         Ok(next)
     }
 
-    fn append_lines(&self, session_id: &str, first_seq: u64, lines: &[String]) -> Result<u64> {
-        let checked = lines
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                check_line(session_id, first_seq + i as u64, i, l).map(|f| (l.clone(), f))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        self.append_checked(session_id, first_seq, &checked)
+    fn append_lines(
+        &self,
+        session_id: &str,
+        first_seq: u64,
+        lines: &[String],
+    ) -> Result<u64, StoreError> {
+        self.write("appending", |tx| {
+            let next = tx
+                .prepare_cached("SELECT next_seq FROM sessions WHERE session_id = ?1")
+                .and_then(|mut q| q.query_row([session_id], |r| r.get::<_, i64>(0)).optional())
+                .map_err(db_err(&self.path, "reading the session"))?
+                .ok_or_else(|| self.not_found(session_id))? as u64;
+            if next != first_seq {
+                return Err(StoreError::SequenceMismatch {
+                    session_id: session_id.into(),
+                    expected: next,
+                    got: first_seq,
+                });
+            }
+            if lines.is_empty() {
+                return Ok(next);
+            }
+            let last = self.insert(tx, session_id, first_seq, lines)?;
+            let new_next = first_seq + lines.len() as u64;
+            tx.prepare_cached(
+                "UPDATE sessions SET next_seq = ?2, last_id = ?3 WHERE session_id = ?1",
+            )
+            .and_then(|mut q| q.execute(params![session_id, new_next as i64, last]))
+            .map_err(db_err(&self.path, "appending"))?;
+            Ok(new_next)
+        })
     }
 
     fn describe(&self) -> String {
@@ -446,99 +315,35 @@ impl SessionStore for SqliteStore {
     }
 }
 
-/// The session's JSONL text (header line, then every entry line in sequence order),
-/// produced from the rows in chunks as the reader asks: a large session is never held as
-/// one string.
-struct RowReader<'s> {
-    store: &'s SqliteStore,
-    session_id: String,
-    next_seq: u64,
-    total: u64,
-    buf: Vec<u8>,
-    pos: usize,
-}
-
-/// How many rows one refill of [`RowReader`] fetches.
-const ROWS_PER_CHUNK: i64 = 512;
-
-impl<'s> RowReader<'s> {
-    fn new(store: &'s SqliteStore, session_id: &str) -> Result<RowReader<'s>> {
-        let header = store.header_line(session_id)?;
-        let total = store
-            .tip(session_id)?
-            .map(|(n, _)| n)
-            .ok_or_else(|| store.not_found(session_id))?;
-        let mut buf = header.into_bytes();
-        buf.push(b'\n');
-        Ok(RowReader {
-            store,
-            session_id: session_id.to_owned(),
-            next_seq: 0,
-            total,
-            buf,
-            pos: 0,
-        })
-    }
-
-    fn refill(&mut self) -> rusqlite::Result<()> {
-        self.buf.clear();
-        self.pos = 0;
-        if self.next_seq >= self.total {
-            return Ok(());
-        }
-        let conn = lock(&self.store.conn);
-        let mut q = conn.prepare_cached(
-            "SELECT seq, line FROM entries WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3 \
-             ORDER BY seq",
-        )?;
-        let end = (self.next_seq as i64 + ROWS_PER_CHUNK).min(self.total as i64);
-        let mut rows = q.query(params![self.session_id, self.next_seq as i64, end])?;
-        let mut expect = self.next_seq as i64;
-        while let Some(r) = rows.next()? {
-            let seq: i64 = r.get(0)?;
-            if seq != expect {
-                // A gap: the reader sees a torn record there and refuses what follows.
-                break;
-            }
-            self.buf.extend_from_slice(r.get_ref(1)?.as_bytes()?);
-            self.buf.push(b'\n');
-            expect += 1;
-        }
-        self.next_seq = if expect == self.next_seq as i64 {
-            // Nothing readable: stop here; the reader reports the session as it stands.
-            self.total
-        } else {
-            expect as u64
+fn db_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError + use<> {
+    let store = format!("sqlite://{}", path.display());
+    move |source| {
+        let busy = is_busy(&source);
+        let source = BackendError {
+            sql_state: None,
+            source: Box::new(source),
         };
-        Ok(())
-    }
-}
-
-impl Read for RowReader<'_> {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        if self.pos >= self.buf.len() {
-            self.refill().map_err(std::io::Error::other)?;
+        if busy {
+            // Another writer held the database past the busy timeout: later may work.
+            StoreError::Unavailable {
+                store,
+                action: action.into(),
+                source,
+            }
+        } else {
+            StoreError::Database {
+                store,
+                action: action.into(),
+                source,
+            }
         }
-        let n = out.len().min(self.buf.len() - self.pos);
-        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
-    }
-}
-
-fn db_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + use<> {
-    let path = path.to_path_buf();
-    move |source| Error::StoreDatabase {
-        path,
-        action,
-        source: DatabaseError(source),
     }
 }
 
 /// Whether the file at `path` may be used: `Ok(true)` absent or empty (ours to create),
 /// `Ok(false)` a store of ours; anything else is [`Error::NotOurStore`].
 fn check_ours(path: &Path) -> Result<bool> {
-    let not_ours = |what: String| Error::NotOurStore {
+    let not_ours = |what: String| StoreError::NotOurStore {
         path: path.to_path_buf(),
         what,
     };
@@ -554,7 +359,7 @@ fn check_ours(path: &Path) -> Result<bool> {
         }
     };
     if !meta.is_file() {
-        return Err(not_ours("is not a regular file".into()));
+        return Err(not_ours("is not a regular file".into()).into());
     }
     if meta.len() == 0 {
         return Ok(true);
@@ -568,7 +373,7 @@ fn check_ours(path: &Path) -> Result<bool> {
             source,
         })?;
     if head.len() < 100 || !head.starts_with(SQLITE_MAGIC) {
-        return Err(not_ours("is not a SQLite database".into()));
+        return Err(not_ours("is not a SQLite database".into()).into());
     }
     let app_id = i32::from_be_bytes([head[68], head[69], head[70], head[71]]);
     if app_id == STORE_APPLICATION_ID {
@@ -588,7 +393,8 @@ fn check_ours(path: &Path) -> Result<bool> {
     }
     Err(not_ours(format!(
         "is a SQLite database that is not a session store (application_id {id:#010x})"
-    )))
+    ))
+    .into())
 }
 
 fn connect(path: &Path, fresh: bool) -> rusqlite::Result<Connection> {
@@ -690,7 +496,7 @@ mod tests {
             let before = std::fs::read(p).expect("read");
             assert!(matches!(
                 SqliteStore::open(p),
-                Err(Error::NotOurStore { .. })
+                Err(Error::Store(StoreError::NotOurStore { .. }))
             ));
             assert_eq!(std::fs::read(p).expect("read"), before);
         }

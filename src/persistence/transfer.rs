@@ -1,19 +1,21 @@
-//! Import and export (SPEC §7): a Pi JSONL file into any [`SessionStore`], line for line,
-//! and a stored session back out as a Pi JSONL file. Both stream: neither holds the
-//! session's text in memory.
+//! Import and export: a Pi JSONL file into any [`SessionStore`], line for line, read by
+//! the log's own reader, and a stored session back out as a Pi JSONL file. Both stream:
+//! neither holds the session's text in memory.
 
 use super::SessionStore;
-use crate::error::{Error, IoContext, Result};
-use crate::log::header::parse_header;
-use crate::log::reader::ReadMode;
+use super::lines::check_new_header;
+use crate::error::{Error, IoContext, Result, StoreError};
+use crate::log::header::read_header_line;
+use crate::log::reader::MAX_HEADER_LINE;
 use crate::tree::LogOptions;
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-/// An import commits at least every this many bytes of lines (one `append_lines` each).
+/// An import stores at least every this many bytes of lines (one store call each) …
 const BATCH_BYTES: usize = 8 << 20;
 /// … or every this many entries.
-const BATCH_ENTRIES: usize = 4096;
+const BATCH_ENTRIES: usize = 8192;
 
 /// What [`import_file`] did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -26,129 +28,152 @@ pub struct ImportReport {
     pub appended: u64,
 }
 
-/// Copies the Pi session file `file` into `store`, its lines byte for byte, and returns
-/// its id. Idempotent: importing the same file again appends nothing; importing it after
-/// Pi appended to it appends only the new entries. Refused, with nothing written: a file
-/// the strict reader refuses (its error names line and byte offset), a format version
-/// other than 3 (open it with Pi or session-state once to migrate it), and a file that
-/// disagrees with what the store already holds for that session (a different header or
-/// a different line at some sequence number, named in the error).
+/// The file's lines, by offset and length, read sequentially through one buffer.
+struct FileLines {
+    src: BufReader<std::fs::File>,
+    pos: u64,
+    path: PathBuf,
+}
+
+impl FileLines {
+    /// The line at `offset` of `len` bytes, newline included, without the newline: every
+    /// other byte is kept (a CRLF line keeps its `\r`, as a JSON reader reads it).
+    fn line(&mut self, offset: u64, len: u64) -> Result<String> {
+        if self.pos != offset {
+            self.src
+                .seek(SeekFrom::Start(offset))
+                .ctx("reading", &self.path)?;
+        }
+        let mut buf = vec![0; len as usize];
+        self.src.read_exact(&mut buf).ctx("reading", &self.path)?;
+        self.pos = offset + len;
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        }
+        // The strict reader read these bytes as JSON: they are UTF-8.
+        String::from_utf8(buf).map_err(|e| Error::Io {
+            action: "reading",
+            path: self.path.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        })
+    }
+}
+
+/// Copies the Pi session file `file` into `store` and returns its id: the header line
+/// and every entry line byte for byte (unknown fields, number texts and a CRLF line's
+/// `\r` included), read by the log's strict reader, so a file imports exactly as
+/// `verify` reads it. A session without entries is stored too (its header alone).
+///
+/// Idempotent: importing the same file again appends nothing; importing it after Pi
+/// appended to it appends only the new entries. Refused, with nothing written: a file the
+/// strict reader refuses (its error names line and byte offset), a format version other
+/// than 3 (open it with Pi or session-state once to migrate it), a header no backend
+/// stores for a new session (the session-id rule: [`Error::InvalidSessionId`]), and a
+/// file that disagrees with what the store holds for that session
+/// ([`Error::ImportConflict`]: a different header line, or a different line at some
+/// sequence number).
 ///
 /// A torn final record (a line cut by a crash) is not imported. The entries go in
-/// batches ([`SessionStore::append_lines`], each durable and conditional on the sequence
-/// number); an import that fails midway leaves a prefix, and the next import goes on from
-/// it. The file is read twice, sequentially: once by the strict reader, once for the
-/// lines.
+/// batches of at most 8 MiB, each durable and conditional on the sequence number (the
+/// first creates the session); an import that fails midway leaves a prefix, and the next
+/// import goes on from it. The file is read twice, sequentially: once by the strict
+/// reader, once for the lines.
 pub fn import_file(store: &dyn SessionStore, file: &Path) -> Result<ImportReport> {
     let log = LogOptions::new().open(file)?;
     let header = log.header().clone();
-    if header.version() != 3 {
-        return Err(Error::UnsupportedNewVersion {
-            session_id: header.id().to_owned(),
-            version: header.version(),
-        });
-    }
-    let id = header.id().to_owned();
-    let already = match store.read_lines(&id, u64::MAX, &mut |_, _| Ok(())) {
-        Ok(next) => Some(next),
-        Err(Error::SessionNotFound { .. }) => None,
-        Err(e) => return Err(e),
-    };
-    let mut src =
-        BufReader::with_capacity(1 << 20, std::fs::File::open(file).ctx("opening", file)?);
-    let mut pos = 0u64;
-    let mut line_at =
-        |src: &mut BufReader<std::fs::File>, offset: u64, len: u64| -> Result<String> {
-            if pos != offset {
-                src.seek(SeekFrom::Start(offset)).ctx("reading", file)?;
-            }
-            let mut buf = vec![0; len as usize];
-            src.read_exact(&mut buf).ctx("reading", file)?;
-            pos = offset + len;
-            // The strict reader read these bytes as JSON: they are UTF-8.
-            if buf.last() == Some(&b'\n') {
-                buf.pop();
-            }
-            String::from_utf8(buf).map_err(|e| Error::Io {
-                action: "reading",
-                path: file.to_path_buf(),
-                source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-            })
-        };
-    let total = log.len() as u64;
-    let mut next = match already {
-        None => {
-            store.create(header.clone())?;
-            0
+    check_new_header(&header)?;
+    let header_line = String::from_utf8(read_header_line(file, MAX_HEADER_LINE)?).map_err(|e| {
+        Error::InvalidHeader {
+            path: file.to_path_buf(),
+            detail: format!("line 1 is not UTF-8: {e}"),
         }
-        Some(stored) => {
-            let line = store.header_line(&id)?;
-            let theirs = parse_header(&label(store, &id), line.as_bytes(), ReadMode::Strict)?;
-            if theirs != header {
+    })?;
+    let id = header.id().to_owned();
+    let conflict = |detail: String| Error::ImportConflict {
+        file: file.to_path_buf(),
+        store: store.describe(),
+        session_id: id.clone(),
+        detail,
+    };
+    let mut src = FileLines {
+        src: BufReader::with_capacity(1 << 20, std::fs::File::open(file).ctx("opening", file)?),
+        pos: 0,
+        path: file.to_path_buf(),
+    };
+    let total = log.len() as u64;
+    let already = match store.header_line(&id) {
+        Ok(stored) => {
+            if stored != header_line {
                 return Err(conflict(
-                    file,
-                    &id,
-                    "its header differs from the stored one",
+                    "its header line differs from the stored one".into(),
                 ));
             }
             // The stored entries must be the file's, line for line.
             let mut entries = log.entries();
             let mut mismatch: Option<u64> = None;
-            store.read_lines(&id, 0, &mut |seq, stored_line| {
+            let mut failed: Option<Error> = None;
+            let stored = store.read_lines(&id, 0, &mut |seq, stored_line| {
                 let Some(e) = entries.next() else {
-                    return Ok(());
+                    return ControlFlow::Break(());
                 };
-                let mine = line_at(&mut src, e.location().offset, e.line_len())?;
-                if mine != stored_line && mismatch.is_none() {
-                    mismatch = Some(seq);
+                match src.line(e.location().offset, e.line_len()) {
+                    Ok(mine) if mine == stored_line => ControlFlow::Continue(()),
+                    Ok(_) => {
+                        mismatch = Some(seq);
+                        ControlFlow::Break(())
+                    }
+                    Err(err) => {
+                        failed = Some(err);
+                        ControlFlow::Break(())
+                    }
                 }
-                Ok(())
             })?;
-            if let Some(seq) = mismatch {
-                return Err(conflict(
-                    file,
-                    &id,
-                    &format!("its entry with sequence number {seq} differs from the stored one"),
-                ));
+            if let Some(e) = failed {
+                return Err(e);
             }
-            stored
+            if let Some(seq) = mismatch {
+                return Err(conflict(format!(
+                    "its entry with sequence number {seq} (line {}) differs from the stored one",
+                    seq + 2
+                )));
+            }
+            Some(stored)
         }
+        Err(StoreError::NotFound { .. }) => None,
+        Err(e) => return Err(e.into()),
     };
-    let already_stored = next;
+    let already_stored = already.unwrap_or(0);
+    let mut next = already_stored;
     let mut batch: Vec<String> = Vec::new();
     let mut bytes = 0usize;
-    for e in log.entries().skip(next.min(total) as usize) {
-        let line = line_at(&mut src, e.location().offset, e.line_len())?;
+    let mut created = already.is_some();
+    let mut flush = |batch: &mut Vec<String>, next: &mut u64| -> Result<()> {
+        *next = if created {
+            store.append_lines(&id, *next, batch)?
+        } else {
+            created = true;
+            store.create(&header, &header_line, batch)?
+        };
+        batch.clear();
+        Ok(())
+    };
+    for e in log.entries().skip(already_stored.min(total) as usize) {
+        let line = src.line(e.location().offset, e.line_len())?;
         bytes += line.len();
         batch.push(line);
         if bytes >= BATCH_BYTES || batch.len() >= BATCH_ENTRIES {
-            next = store.append_lines(&id, next, &batch)?;
-            batch.clear();
+            flush(&mut batch, &mut next)?;
             bytes = 0;
         }
     }
-    if !batch.is_empty() || (already.is_none() && next == 0) {
-        next = store.append_lines(&id, next, &batch)?;
+    if !batch.is_empty() || already.is_none() {
+        flush(&mut batch, &mut next)?;
     }
     Ok(ImportReport {
-        session_id: id,
+        session_id: id.clone(),
         already_stored,
         appended: next.saturating_sub(already_stored),
     })
-}
-
-fn label(store: &dyn SessionStore, id: &str) -> PathBuf {
-    PathBuf::from(format!("{}#{id}", store.describe()))
-}
-
-fn conflict(file: &Path, id: &str, what: &str) -> Error {
-    Error::ChangedOnDisk {
-        path: file.to_path_buf(),
-        detail: format!(
-            "session {id} is already in the store with other entries: {what}; nothing was \
-             imported"
-        ),
-    }
 }
 
 /// Writes the stored session `session_id` to `out` as a Pi JSONL file: its header line,
@@ -168,12 +193,23 @@ pub fn export_session(
     out.write_all(header.as_bytes()).map_err(io)?;
     out.write_all(b"\n").map_err(io)?;
     let mut n = 0u64;
-    store.read_lines(session_id, 0, &mut |_, line| {
-        out.write_all(line.as_bytes()).map_err(io)?;
-        out.write_all(b"\n").map_err(io)?;
-        n += 1;
-        Ok(())
+    let mut failed = None;
+    store.read_lines(session_id, 0, &mut |_, line| match out
+        .write_all(line.as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+    {
+        Ok(()) => {
+            n += 1;
+            ControlFlow::Continue(())
+        }
+        Err(e) => {
+            failed = Some(e);
+            ControlFlow::Break(())
+        }
     })?;
+    if let Some(e) = failed {
+        return Err(io(e));
+    }
     out.flush().map_err(io)?;
     Ok(n)
 }

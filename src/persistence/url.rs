@@ -1,4 +1,4 @@
-//! Store URLs (SPEC §7 `--store`): `sqlite:///abs/path` and `postgres://…` /
+//! Store URLs (`--store`, `docs/cli.md`): `sqlite:///abs/path` and `postgres://…` /
 //! `postgresql://…`, opened as a `Box<dyn SessionStore>`. A URL's password never reaches
 //! an error, a log line or a `Debug` output: everything prints [`RedactedUrl`].
 
@@ -44,37 +44,45 @@ impl std::fmt::Debug for RedactedUrl {
     }
 }
 
-/// `scheme://user:password@host/…?password=…` → `scheme://user:***@host/…?password=***`.
+/// The URL schemes [`open_store_url`] opens.
+const SCHEMES: [&str; 3] = ["sqlite://", "postgres://", "postgresql://"];
+
+/// `scheme://user:password@host/…?password=…` → `scheme://user:***@host/…?password=***`,
+/// for the schemes [`open_store_url`] knows. Anything else is not one of the URL forms,
+/// so nothing tells where a password in it would be: only its scheme is shown
+/// (`mysql:…`, `postgres:…` for `postgres:/u:pw@h/db`), or nothing (`…`).
 fn redact(url: &str) -> String {
-    let mut out = String::with_capacity(url.len());
-    let (head, query) = match url.find('?') {
-        Some(q) => (&url[..q], Some(&url[q + 1..])),
-        None => (url, None),
+    let Some(scheme) = SCHEMES.iter().find(|s| url.starts_with(*s)) else {
+        return match url.split_once(':') {
+            Some((scheme, _)) if is_scheme(scheme) => format!("{scheme}:…"),
+            _ => "…".to_owned(),
+        };
     };
-    match head.find("://") {
-        Some(s) => {
-            let (scheme, rest) = head.split_at(s + 3);
-            out.push_str(scheme);
-            let auth_end = rest.find('/').unwrap_or(rest.len());
-            let (auth, path) = rest.split_at(auth_end);
-            match auth.rfind('@') {
-                Some(at) => {
-                    let userinfo = &auth[..at];
-                    match userinfo.find(':') {
-                        Some(c) => {
-                            out.push_str(&userinfo[..c]);
-                            out.push_str(":***");
-                        }
-                        None => out.push_str(userinfo),
-                    }
-                    out.push_str(&auth[at..]);
+    let rest = &url[scheme.len()..];
+    let mut out = String::with_capacity(url.len());
+    out.push_str(scheme);
+    // The credentials end at the last `@`: a password may hold a raw `/`, `?` or `@`, and
+    // hiding too much is better than showing any of it.
+    let rest = match rest.rfind('@') {
+        Some(at) => {
+            let userinfo = &rest[..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => {
+                    out.push_str(user);
+                    out.push_str(":***");
                 }
-                None => out.push_str(auth),
+                None => out.push_str(userinfo),
             }
-            out.push_str(path);
+            out.push('@');
+            &rest[at + 1..]
         }
-        None => out.push_str(head),
-    }
+        None => rest,
+    };
+    let (head, query) = match rest.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (rest, None),
+    };
+    out.push_str(head);
     if let Some(q) = query {
         out.push('?');
         let parts: Vec<String> = q
@@ -88,6 +96,17 @@ fn redact(url: &str) -> String {
     }
     out
 }
+
+/// RFC 3986's scheme: a letter, then letters, digits, `+`, `-` and `.`.
+fn is_scheme(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
+/// The accepted forms, for messages.
+const FORMS: &str = "use sqlite:///abs/path/sessions.sqlite, postgres://user@host:port/db \
+                     (or postgresql://…), or none for session files";
 
 /// Opens the store a URL names:
 /// - `sqlite:///abs/path/to/sessions.sqlite` — a [`SqliteStore`] (created when absent);
@@ -115,9 +134,18 @@ pub fn open_store_url(url: &str) -> Result<Box<dyn SessionStore>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return open_postgres(url, &named);
     }
-    Err(bad(
-        "unknown scheme: use sqlite:///abs/path or postgres://user@host/db (postgresql:// too)",
-    ))
+    let known = ["sqlite", "postgres", "postgresql"]
+        .into_iter()
+        .find(|s| url.strip_prefix(s).is_some_and(|r| r.starts_with(':')));
+    Err(bad(&match known {
+        Some(scheme) => format!(
+            "a {scheme} URL starts with {scheme}:// (the rest of the URL is not shown: it may \
+             hold a password); {FORMS}"
+        ),
+        None => {
+            format!("not a store URL (only its scheme is shown: it may hold a password); {FORMS}")
+        }
+    }))
 }
 
 #[cfg(feature = "postgres")]
@@ -153,16 +181,35 @@ mod tests {
             ("postgres://me@host/db", "postgres://me@host/db"),
             ("sqlite:///tmp/s.sqlite", "sqlite:///tmp/s.sqlite"),
             ("postgres://me:a@b@host/db", "postgres://me:***@host/db"),
+            ("postgres://me:s3/cret@host/db", "postgres://me:***@host/db"),
+            ("postgres://me:s3?cret@host/db", "postgres://me:***@host/db"),
+            ("sqlite:///srv/a@b.sqlite", "sqlite:///srv/a@b.sqlite"),
+            // Not one of the URL forms: only a scheme, or nothing.
+            ("postgres:/u:s3cret@h/db", "postgres:…"),
+            ("postgresql:u:s3cret@h/db", "postgresql:…"),
+            ("mysql://me:s3cret@host/db", "mysql:…"),
+            ("me:s3cret@host/db", "me:…"),
+            ("s3cret", "…"),
+            ("/s3cret:x", "…"),
         ] {
             let r = RedactedUrl::new(url);
             assert_eq!(r.to_string(), shown);
             assert!(!format!("{r:?}").contains("s3cret"));
             assert_eq!(r.expose(), url);
         }
-        let e = open_store_url("mysql://me:s3cret@host/db")
+        for url in [
+            "mysql://me:s3cret@host/db",
+            "postgres:/me:s3cret@host/db",
+            "sqlite://me:s3cret@host/db",
+            "s3cret",
+        ] {
+            let e = open_store_url(url).err().expect("refused");
+            assert!(!e.to_string().contains("s3cret"), "{e}");
+        }
+        let e = open_store_url("postgres:/me:s3cret@host/db")
             .err()
             .expect("refused");
-        assert!(!e.to_string().contains("s3cret"), "{e}");
+        assert!(e.to_string().contains("starts with postgres://"), "{e}");
         #[cfg(not(feature = "postgres"))]
         {
             let e = open_store_url("postgres://me:s3cret@host/db")

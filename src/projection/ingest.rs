@@ -1,4 +1,4 @@
-//! Catch-up (SPEC §4): plan under the write lock, then read only the bytes after the
+//! Catch-up (docs/spec.md §4): plan under the write lock, then read only the bytes after the
 //! watermark into rows, committed in bounded chunks with their watermark, or rebuild the
 //! session from the log when its prefix changed.
 
@@ -17,7 +17,7 @@ use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-/// A catch-up commits at least every this many entries or bytes (SPEC §4: other sessions
+/// A catch-up commits at least every this many entries or bytes (docs/spec.md §4: other sessions
 /// wait at most for one chunk).
 const CHUNK_ENTRIES: u64 = 20_000;
 
@@ -26,7 +26,7 @@ const CHUNK_BYTES: u64 = 16 << 20;
 /// Every state event's line holds this (its `customType`), unless written with escapes.
 const STATE_MARK: &str = "session-state";
 
-/// How a catch-up commits (SPEC §4: building one session must not block the others).
+/// How a catch-up commits (docs/spec.md §4: building one session must not block the others).
 enum Commit<'h> {
     /// In bounded chunks, each committed with its watermark; the hook runs between
     /// chunks and may stop the build there (as a killed process would).
@@ -342,7 +342,7 @@ fn ingest(
     // Its own handle, opened at the first chunk boundary: `f` is being read.
     let mut digest_file: Option<std::fs::File> = None;
     let result = reader::for_each_line(&f, file, start, |bytes, at| {
-        // The digest of a state event's line, for the check on resume (item of SPEC §4):
+        // The digest of a state event's line, for the check on resume (item of docs/spec.md §4):
         // computed only for lines that can be one.
         sink.line_digest = memchr::memmem::find(bytes, STATE_MARK.as_bytes())
             .map(|_| (bytes.len() as i64, fnv(bytes)));

@@ -1,4 +1,4 @@
-//! The SQLite projection (SPEC §4): a cache of folds, never the source of truth.
+//! The SQLite projection (docs/spec.md §4): a cache of folds, never the source of truth.
 //!
 //! Per session the database keeps a watermark (file identity, bytes consumed, length and
 //! change stamp at that point, digests of the first and last 4 KiB of the consumed prefix)
@@ -17,17 +17,23 @@
 //! out of rows. Its parts: [`schema`] (the tables, ownership, opening), [`watermark`]
 //! (the consumed prefix and whether it is intact), [`ingest`] (catch-up in bounded
 //! chunks), [`sink`] (the scanner's sink that writes the rows), [`read`] (a value at a
-//! position from the rows).
+//! position from the rows), [`stored`] (the rows of a session kept by a store, fed from
+//! its lines by sequence number instead of a file's bytes).
 
 mod ingest;
+pub(crate) mod prune;
 mod read;
 mod schema;
 mod sink;
+// Where a session's lines come from: a file (`ingest`, by byte offset) or a store
+// (`stored`, by sequence number).
+mod stored;
 mod tail;
 mod watermark;
 
 pub use ingest::ChunkHook;
 pub(crate) use ingest::catch_up_in_transaction;
+pub(crate) use stored::{StoredLines, StoredTail};
 pub(crate) use tail::{Tail, tail_in_transaction};
 
 use crate::error::{DatabaseError, Error, Result};
@@ -109,7 +115,10 @@ pub(crate) struct Projection {
     chunks: ChunkPolicy,
 }
 
-fn db_err(path: &Path, action: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + use<> {
+pub(crate) fn db_err(
+    path: &Path,
+    action: &'static str,
+) -> impl FnOnce(rusqlite::Error) -> Error + use<> {
     let path = path.to_path_buf();
     move |source| Error::Database {
         path,
@@ -134,7 +143,7 @@ pub(crate) fn file_key(path: &Path) -> Result<String> {
 
 impl Projection {
     /// Opens (or creates) the projection database. Only a file that is provably ours
-    /// (SPEC §4: our `application_id` in its header, or `meta.app` of an older version)
+    /// (docs/spec.md §4: our `application_id` in its header, or `meta.app` of an older version)
     /// is used; a corrupt one or one of an older schema is deleted and rebuilt. Anything
     /// else at the path is refused with [`Error::NotOurDatabase`] and left untouched; a
     /// database that cannot be opened at all is an error.
@@ -313,7 +322,7 @@ impl Projection {
     }
 }
 
-/// The largest WAL a process leaves behind (SPEC §4 keeps it a cache; see
+/// The largest WAL a process leaves behind (docs/spec.md §4 keeps it a cache; see
 /// docs/durability.md, "The projection's syncs"). The first connection of a process
 /// reads the whole WAL to rebuild its index (SQLite truncates the `-shm` file then), so a
 /// bigger WAL would make every process pay for it; a smaller one would checkpoint more

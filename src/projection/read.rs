@@ -264,8 +264,8 @@ mod tests {
         conn.execute_batch(
             "INSERT INTO nodes(file, idx, entry_id, parent, seg) \
              VALUES ('/s.jsonl', 3, 'abc123', NULL, 3);
-             INSERT INTO events(file, idx, plugin, scope, seg, line, offset, error, \
-             error_idx) VALUES ('/s.jsonl', 3, 'p', 'branch', 3, 5, 812, 'bad', 3);",
+             INSERT INTO events(file, idx, plugin, scope, seg, line, offset, len, digest, \
+             error, error_idx) VALUES ('/s.jsonl', 3, 'p', 'branch', 3, 5, 812, 40, 0, 'bad', 3);",
         )
         .expect("rows");
         match bad_event(&conn, rows, "/s.jsonl", "p", "unknown op".into(), 3) {

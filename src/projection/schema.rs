@@ -1,4 +1,4 @@
-//! The database file (SPEC §4): the schema and its version, whether a file is provably
+//! The database file (docs/spec.md §4): the schema and its version, whether a file is provably
 //! ours (its `application_id`, or `meta.app` of an older version), opening and stamping
 //! it, removing it for a rebuild, and the columns an event's storage is kept in.
 
@@ -99,7 +99,7 @@ CREATE TABLE IF NOT EXISTS session_values(
 ) WITHOUT ROWID;
 ";
 
-/// Opens a connection with the pragmas of SPEC §4.
+/// Opens a connection with the pragmas of docs/spec.md §4.
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(10))?;
@@ -195,7 +195,7 @@ pub(super) enum Found {
 }
 
 /// Decides, without modifying anything, whether the file at `path` is provably our
-/// projection (SPEC §4). A file that is not is an [`Error::NotOurDatabase`] naming what is
+/// projection (docs/spec.md §4). A file that is not is an [`Error::NotOurDatabase`] naming what is
 /// there.
 pub(super) fn ownership(path: &Path) -> Result<Found> {
     let not_ours = |what: String| Error::NotOurDatabase {

@@ -84,7 +84,9 @@ pub(super) struct SqlSink<'c> {
     session_values: HashMap<String, SessionVal>,
     /// Folded events after the last `spans` group, from earlier passes (their lines'
     /// spans are in their `events` rows).
-    open_before: i64,
+    /// (`None`: not known yet, for a source that does not keep the count; counted from
+    /// the rows when needed.)
+    open_before: Option<i64>,
     /// This pass's folded events after the last `spans` group.
     open: Vec<Span>,
     pub(super) added: u64,
@@ -134,7 +136,7 @@ impl<'c> SqlSink<'c> {
             branch_events: HashMap::new(),
             last_folded: HashMap::new(),
             session_values: HashMap::new(),
-            open_before: 0,
+            open_before: (next_idx == 0).then_some(0),
             open: Vec::new(),
             added: 0,
             deferred: None,
@@ -204,13 +206,32 @@ impl<'c> SqlSink<'c> {
     }
 
     /// The number of folded events after the last `spans` group (the watermark keeps it).
+    /// Known once this pass has flushed, or when the count was given.
     pub(super) fn open_events(&self) -> i64 {
-        self.open_before + self.open.len() as i64
+        self.open_before.unwrap_or(0) + self.open.len() as i64
     }
 
     /// Resuming: `n` folded events before this pass follow the last `spans` group.
     pub(super) fn set_open_events(&mut self, n: i64) {
-        self.open_before = n.max(0);
+        self.open_before = Some(n.max(0));
+    }
+
+    /// The folded events before this pass that follow the last `spans` group: given by
+    /// the watermark, or counted from the rows (fewer than a group).
+    fn open_before(&mut self) -> Result<i64> {
+        if let Some(n) = self.open_before {
+            return Ok(n);
+        }
+        let n: i64 = self.sql(
+            self.tx
+                .prepare_cached(
+                    "SELECT count(*) FROM events WHERE file = ?1 AND idx < ?2 AND idx > \
+                     coalesce((SELECT max(last_idx) FROM spans WHERE file = ?1), -1)",
+                )
+                .and_then(|mut q| q.query_row(params![self.key, self.pass_start], |r| r.get(0))),
+        )?;
+        self.open_before = Some(n);
+        Ok(n)
     }
 
     /// The fork and the stored tail of segment `seg` (its row); the fork is remembered.
@@ -364,6 +385,7 @@ impl<'c> SqlSink<'c> {
     /// commit holds a consistent prefix), and adds up this pass's work. The segment of the
     /// last entry is not rewritten when only its tail moved: its tail is that entry.
     pub(super) fn flush(&mut self) -> Result<()> {
+        self.open_before()?;
         let Some(current) = self.current else {
             return Ok(());
         };
@@ -422,11 +444,12 @@ impl<'c> SqlSink<'c> {
     /// from their rows).
     fn add_span(&mut self, span: Span) -> Result<()> {
         self.open.push(span);
-        if self.open_events() < GROUP {
+        let open_before = self.open_before()?;
+        if open_before + (self.open.len() as i64) < GROUP {
             return Ok(());
         }
         let mut spans: Vec<Span> = Vec::with_capacity(GROUP as usize);
-        if self.open_before > 0 {
+        if open_before > 0 {
             let before = self.sql(
                 self.tx
                     .prepare_cached(
@@ -434,7 +457,7 @@ impl<'c> SqlSink<'c> {
                          AND idx < ?2 ORDER BY idx DESC LIMIT ?3",
                     )
                     .and_then(|mut q| {
-                        q.query_map(params![self.key, self.pass_start, self.open_before], |r| {
+                        q.query_map(params![self.key, self.pass_start, open_before], |r| {
                             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                         })?
                         .collect::<rusqlite::Result<Vec<Span>>>()
@@ -443,7 +466,7 @@ impl<'c> SqlSink<'c> {
             spans.extend(before.into_iter().rev());
         }
         spans.append(&mut self.open);
-        self.open_before = 0;
+        self.open_before = Some(0);
         self.sql(SpanGroup::of(&spans).store(self.tx, &self.key))
     }
 
@@ -494,7 +517,7 @@ impl<'c> SqlSink<'c> {
             chain: row.stored.chain(),
         };
         let value = match self.last_folded.get(plugin) {
-            Some((idx, v)) if *idx == e => v.clone(),
+            Some((idx, v)) if *idx == e => v.as_ref().map(crate::json::clone_value),
             _ => self
                 .rows()
                 .unfold(row.stored, |i| Ok(self.event(i)?.map(|r| r.stored)))?,

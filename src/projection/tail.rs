@@ -1,4 +1,4 @@
-//! What a write needs from the rows, for a process that has not read the log (SPEC §10:
+//! What a write needs from the rows, for a process that has not read the log (docs/spec.md §10:
 //! a whole-process `write` costs the same at 1k and 100k entries). A write needs the
 //! value at the leaf and the file's tail: the watermark says where the file ended when
 //! the rows were folded (its identity, length and change stamp), the last entry there
@@ -126,7 +126,7 @@ pub(crate) fn tail_in_transaction(
 
 impl Tail {
     /// Whether `id` can name a new entry: no entry of the file and not the session id
-    /// (SPEC §2: new ids are unique against every id in the file).
+    /// (docs/spec.md §2: new ids are unique against every id in the file).
     pub(crate) fn id_is_free(&self, conn: &Connection, db: &Path, id: &str) -> Result<bool> {
         if id == self.row.session_id {
             return Ok(false);

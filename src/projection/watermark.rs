@@ -1,4 +1,4 @@
-//! The watermark (SPEC §4): what a session's rows were folded from (file identity, bytes
+//! The watermark (docs/spec.md §4): what a session's rows were folded from (file identity, bytes
 //! consumed, the length and change stamp seen, digests of the consumed prefix), and
 //! whether that prefix is still intact, which decides what a catch-up must do.
 

@@ -1,4 +1,4 @@
-//! The event envelope of SPEC §3:
+//! The event envelope of docs/spec.md §3:
 //! `{"type":"custom","customType":"session-state/<plugin>","data":{"v":1,"scope":…,"op":…}}`.
 
 use serde_json::value::RawValue;
@@ -108,10 +108,10 @@ impl Envelope {
         m.insert("op".into(), self.op.name().into());
         match &self.op {
             Op::Set(v) => {
-                m.insert("value".into(), v.clone());
+                m.insert("value".into(), crate::json::clone_value(v));
             }
             Op::Patch(p) => {
-                m.insert("patch".into(), p.clone());
+                m.insert("patch".into(), crate::json::clone_value(p));
             }
             Op::Drop => {}
         }

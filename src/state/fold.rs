@@ -324,10 +324,10 @@ pub(crate) fn history(
                     line: e.location().line,
                     op: env.op.name(),
                     argument: match &env.op {
-                        Op::Set(v) | Op::Patch(v) => Some(v.clone()),
+                        Op::Set(v) | Op::Patch(v) => Some(crate::json::clone_value(v)),
                         Op::Drop => None,
                     },
-                    value: acc.clone(),
+                    value: acc.as_ref().map(crate::json::clone_value),
                 });
             }
             Ok(None) => {}

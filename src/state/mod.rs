@@ -1,4 +1,4 @@
-//! The fold layer (SPEC §3): the event envelope, the state index over a log, the fold
+//! The fold layer (docs/spec.md §3): the event envelope, the state index over a log, the fold
 //! step (one event applied, and how the projection stores the result), and the fold of
 //! a plugin's events at a position. Pure: no database, no lock; the store and
 //! the projection above use it.

@@ -1,4 +1,4 @@
-//! The fold step (SPEC §3): what one event does to the current value, and how the
+//! The fold step (docs/spec.md §3): what one event does to the current value, and how the
 //! projection stores the value after it.
 //!
 //! Every fold in the crate goes through [`apply`]: the memoized in-memory folds
@@ -24,11 +24,11 @@ use serde_json::{Map, Value};
 /// order of the keys that stay; an absent value patches `{}`).
 pub(crate) fn apply(op: &Op, current: Option<&Value>) -> Option<Value> {
     match op {
-        Op::Set(v) => Some(v.clone()),
+        Op::Set(v) => Some(crate::json::clone_value(v)),
         Op::Drop => None,
         Op::Patch(p) => {
             let mut doc = current
-                .cloned()
+                .map(crate::json::clone_value)
                 .unwrap_or_else(|| Value::Object(Map::new()));
             crate::json::merge_patch(&mut doc, p);
             Some(doc)
@@ -41,6 +41,7 @@ pub(crate) fn apply(op: &Op, current: Option<&Value>) -> Option<Value> {
 /// value itself when no one else holds it (it is copied only when shared), and a `set`
 /// takes its value by move. For a fold that owns its envelopes and carries values down a
 /// tree (the replay walk): a value grown by patches is then not copied at every step.
+/// Values of any depth are copied and merged without overflowing the stack.
 pub(crate) fn apply_shared(op: Op, current: &mut Option<std::sync::Arc<Value>>) {
     use std::sync::Arc;
     match op {
@@ -48,7 +49,13 @@ pub(crate) fn apply_shared(op: Op, current: &mut Option<std::sync::Arc<Value>>) 
         Op::Drop => *current = None,
         Op::Patch(p) => {
             let doc = current.get_or_insert_with(|| Arc::new(Value::Object(Map::new())));
-            crate::json::merge_patch(Arc::make_mut(doc), &p);
+            // `Arc::make_mut` would copy with `Value::clone`, which recurses.
+            if Arc::get_mut(doc).is_none() {
+                *doc = Arc::new(crate::json::clone_value(doc));
+            }
+            if let Some(doc) = Arc::get_mut(doc) {
+                crate::json::merge_patch(doc, &p);
+            }
         }
     }
 }

@@ -1,20 +1,24 @@
-//! State on a session kept by a [`SessionStore`] backend (SPEC §8: "state folds, `--at`,
-//! history and the projection's guarantees hold on every backend").
+//! State on a session kept by a [`SessionStore`] backend: folds, `--at`, history and the
+//! projection's guarantees on every backend, with no local copy of the session.
 //!
-//! - **Writes** load the session through the trait (a detached [`SessionLog`]), fold at
-//!   the leaf (or at `--at`), and append one event through the trait with the sequence
-//!   number the load saw: the backend refuses it when another writer came first
-//!   ([`Error::SequenceMismatch`]), and the write is then folded again on what that
-//!   writer stored, a few times, before the refusal is returned. Nothing is ever lost or
-//!   applied twice: an event is stored once, at the sequence number it was folded for.
-//! - **Cold reads** go through the projection, as for a file: the projection's rows are
-//!   built from a local *mirror* of the stored session (`<database>.stores/<store>/<id>.jsonl`,
-//!   next to the projection database), which holds only lines read back from the
-//!   backend, so the cache is never ahead of the store. A read asks the backend for the
-//!   lines from the mirror's last one on (one query for an unchanged session), checks
-//!   that the mirror's last line is still the stored one (else the mirror is rebuilt),
-//!   appends what is new, and answers from the projection: its cost does not grow with
-//!   the session.
+//! - **Reads** go through the projection, whose rows for a stored session are fed from
+//!   the store's lines by sequence number (`src/projection/stored.rs`): a read asks the
+//!   store for the lines from the last one folded on (one `read_lines`), checks that
+//!   this last line is still the stored one, folds what is new and answers from the
+//!   rows. Its cost does not grow with the session.
+//! - **Writes** are decided from the same rows and the stored tail, as a write to a file
+//!   is decided from its rows and the file's tail (`tail.rs`): the value at the leaf (or
+//!   at `at`), a fresh id no entry of the session has, and one line appended through the
+//!   store at the next sequence number the rows know. The store refuses it when another
+//!   writer came first; the write is then decided again on what that writer stored,
+//!   after a random pause, at most 32 times ([`Error::Contended`]). A store that is
+//!   unavailable is tried again within its retry window ([`Error::StoreUnavailable`]).
+//!   An append whose outcome is unknown (the connection broke) is resolved by reading
+//!   the store back: the write knows the id it appended. Nothing is ever lost or applied
+//!   twice: an event is stored once, at the sequence number it was decided for.
+//! - A state read or write never loads the session ([`crate::Sessions::load`] closes an
+//!   interrupted turn, for a host resuming it): it adds nothing to a session but its own
+//!   event, so a live agent in the middle of a tool call is left alone.
 //!
 //! ```no_run
 //! use session_state::{Scope, SqliteStore, Store, StoredSession};
@@ -29,23 +33,24 @@
 
 use super::Store;
 use super::state::SessionState;
-use crate::error::{Error, IoContext, Result};
-use crate::persistence::{SessionStore, check_session_id, event_lines};
+use crate::error::{Error, Result, StoreError};
+use crate::log::NewEntry;
+use crate::log::reader::ReadMode;
+use crate::persistence::retry::{Retry, not_written};
+use crate::persistence::{SessionStore, read_stored_log, stored_label};
+use crate::projection::{CatchUp, StoredLines, StoredTail};
 use crate::state::depth;
-use crate::state::envelope::{Envelope, Op};
+use crate::state::envelope::{Envelope, Op, Scope};
 use crate::tree::SessionLog;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
 
-/// How many times a write folds again after another writer stored first.
-const RETRIES: usize = 32;
-
-/// One session of a backend, named for the local cache: the store, a key that names it
-/// among stores (its URL, redacted: the key is part of a file name's hash and of
-/// messages, so it must never hold a password), and the session id.
+/// One session of a backend, named for the projection: the store, a key that names it
+/// among stores (its URL, redacted: the key is part of the rows' key and of messages,
+/// so it must never hold a password), and the session id.
 #[derive(Clone, Copy)]
 pub struct StoredSession<'a> {
     store: &'a dyn SessionStore,
@@ -87,18 +92,56 @@ impl<'a> StoredSession<'a> {
         self.session_id
     }
 
-    /// Loads the session through the backend (closing an interrupted final turn, SPEC
-    /// §8): a detached log, for reads at any entry, [`SessionState::read_at`],
-    /// [`SessionState::history`] and [`crate::branch_key`].
-    pub fn load(&self) -> Result<SessionLog> {
-        Ok(self.store.load(self.session_id)?.into_log())
+    /// The key the store is named by.
+    pub fn store_key(&self) -> &'a str {
+        self.store_key
     }
+
+    /// The session as a detached log read by the log's reader (strict or salvage),
+    /// without side effects ([`crate::read_stored_log`]): for reads at any entry,
+    /// [`SessionState::read_at`], [`SessionState::history`], [`crate::branch_key`] and
+    /// the inspection tools (`tree`, `replay`, `status`, `verify`).
+    pub fn read_log(&self, mode: ReadMode) -> Result<SessionLog> {
+        read_stored_log(self.store, self.session_id, mode)
+    }
+}
+
+impl StoredLines for StoredSession<'_> {
+    fn label(&self) -> PathBuf {
+        stored_label(self.store, self.session_id)
+    }
+
+    fn key(&self) -> String {
+        format!("store:{}#{}", self.store_key, self.session_id)
+    }
+
+    fn header_line(&self) -> Result<String> {
+        Ok(self.store.header_line(self.session_id)?)
+    }
+
+    fn read_lines(
+        &self,
+        from: u64,
+        visit: &mut dyn FnMut(u64, &str) -> ControlFlow<()>,
+    ) -> Result<u64> {
+        Ok(self.store.read_lines(self.session_id, from, visit)?)
+    }
+}
+
+/// How one attempt at a write ended.
+enum Attempt {
+    Done(Option<String>),
+    /// Another writer took the sequence number first (the id this attempt drew): decide
+    /// again.
+    LostRace(String),
+    /// Not written after all (an append of unknown outcome that did not get in).
+    NotWritten(String, StoreError),
 }
 
 impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// The value of a backend's session at its last entry (or as if the leaf were `at`),
-    /// answered by the projection from the local mirror (see the module docs): flat in
-    /// the session's size once the cache is warm.
+    /// answered by the projection from the store's lines (see the module docs): flat in
+    /// the session's size once the projection is warm. Adds nothing to the session.
     pub fn read_stored(&self, session: &StoredSession<'_>, at: Option<&str>) -> Result<Option<T>> {
         match self.read_stored_value(session, at)? {
             None => Ok(None),
@@ -118,14 +161,15 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         session: &StoredSession<'_>,
         at: Option<&str>,
     ) -> Result<Option<Value>> {
-        let mirror = self.store().sync_mirror(session)?;
         self.store()
-            .read_value(&mirror, self.plugin_id(), self.scope(), at)
+            .read_stored_value(session, self.plugin_id(), self.scope(), at)
     }
 
     /// Sets the value in a backend's session, as a child of its last entry (or of `at`:
     /// a fork when `at` already has children). Returns the new entry's id, `None` when
     /// the value was already equal. Durable when it returns (the backend's guarantee).
+    /// Refused as [`SessionState::write`] refuses a value; see the module docs for the
+    /// retries.
     pub fn write_stored(
         &self,
         session: &StoredSession<'_>,
@@ -176,215 +220,136 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         at: Option<&str>,
         op: Op,
     ) -> Result<Option<String>> {
-        let mut tries = 0;
+        let mut retry = Retry::new(session.store);
+        // The ids earlier attempts drew: one that got in after all (a store that reported
+        // a failure for a write it committed) is this write's, and is reported as such.
+        let mut drawn: Vec<String> = Vec::new();
         loop {
-            match self.commit_once(session, at, op.clone()) {
-                Err(Error::SequenceMismatch { .. }) if tries < RETRIES => tries += 1,
-                Ok(id) => {
-                    if id.is_some()
-                        && let Err(e) = self.store().sync_mirror(session)
-                    {
-                        // The event is stored; the cache follows on the next read.
-                        tracing::debug!(error = %e, "the local cache did not follow the write");
-                    }
-                    return Ok(id);
+            match self.commit_once(session, at, &op) {
+                Ok(Attempt::Done(None)) if !drawn.is_empty() => {
+                    return self
+                        .store()
+                        .with_db(|db| db.stored_entries_among(session, &drawn));
                 }
+                Ok(Attempt::Done(id)) => return Ok(id),
+                Ok(Attempt::LostRace(id)) => {
+                    drawn.push(id);
+                    retry.lost_race(session.session_id)?;
+                }
+                Ok(Attempt::NotWritten(id, e)) => {
+                    drawn.push(id);
+                    retry.failed(e)?;
+                }
+                Err(Error::Store(e)) if e.is_transient() => retry.failed(e)?,
                 Err(e) => return Err(e),
             }
         }
     }
 
+    /// One decision and one conditional append.
     fn commit_once(
         &self,
         session: &StoredSession<'_>,
         at: Option<&str>,
-        op: Op,
-    ) -> Result<Option<String>> {
-        let (store, id) = (session.store, session.session_id);
-        let mut log = session.load()?;
-        if let Some(at) = at {
-            log.navigate(at)?;
-        }
-        let current = self.folded(&log, log.tree().leaf_index())?;
-        let next = op.apply(current.value.as_deref());
-        if crate::json::js_eq_opt(next.as_ref(), current.value.as_deref()) {
-            return Ok(None);
-        }
-        if let Some(next) = &next {
-            self.check_depth(next)?;
-        }
-        let env = Envelope {
-            scope: self.scope(),
-            op,
-        };
-        let event = serde_json::json!({
-            "type": "custom",
-            "customType": self.custom_type(),
-            "data": env.to_data(),
-        });
-        let seq = log.len() as u64;
-        let leaf = log.leaf_id().map(str::to_owned);
-        let last = log.entries().last().map(|e| e.id().to_owned());
-        let lines = event_lines(id, seq, leaf.clone(), std::slice::from_ref(&event), |c| {
-            c == id || log.entry(c).is_some()
-        })?;
-        let [(line, facts)] = lines.as_slice() else {
-            return Err(Error::Internal {
-                what: "one event gave other than one line".into(),
-            });
-        };
-        match store.append_lines(id, seq, std::slice::from_ref(line)) {
-            Ok(_) => Ok(Some(facts.id.clone())),
-            // A backend without complete lines still takes a child of its last entry.
-            Err(Error::Unsupported { .. }) if leaf == last => {
-                store.append(id, seq, &[event])?;
-                let mut new_id = None;
-                store.read_lines(id, seq, &mut |s, line| {
-                    if s == seq {
-                        new_id = crate::json::from_str(line)
-                            .ok()
-                            .and_then(|v: Value| v.get("id")?.as_str().map(str::to_owned));
-                    }
-                    Ok(())
-                })?;
-                new_id.map(Some).ok_or_else(|| Error::Internal {
-                    what: format!("session {id}: the appended event (seq {seq}) has no id"),
-                })
+        op: &Op,
+    ) -> Result<Attempt> {
+        self.store().with_db(|db| {
+            let d = db.decide_stored(session, self.plugin_id(), self.scope(), at)?;
+            let next = op.apply(d.current.as_ref());
+            // Equal as Pi's JavaScript sees it, as a write to a file decides.
+            if crate::json::js_eq_opt(next.as_ref(), d.current.as_ref()) {
+                return Ok(Attempt::Done(None));
             }
-            Err(e) => Err(e),
-        }
+            if let Some(next) = &next {
+                self.check_depth(next)?;
+            }
+            let id = crate::log::fresh_id(|id| {
+                db.stored_id_is_free(session, &d.tail, id).map(|free| !free)
+            })?;
+            let env = Envelope {
+                scope: self.scope(),
+                op: op.clone(),
+            };
+            let mut line = NewEntry::custom(self.custom_type().to_owned(), Some(env.to_data()))
+                .to_line(&id, d.parent.as_deref());
+            line.pop();
+            let seq = d.tail.next_seq;
+            let appended =
+                session
+                    .store
+                    .append_lines(session.session_id, seq, std::slice::from_ref(&line));
+            match appended {
+                Ok(_) => {}
+                Err(StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. }) => {
+                    return Ok(Attempt::LostRace(id));
+                }
+                Err(e @ StoreError::Indeterminate { .. }) => {
+                    // The store tells: the line at `seq` is ours, another writer's, or none.
+                    let mut retry = Retry::new(session.store);
+                    let found = retry.transient(|| {
+                        crate::persistence::stored_id_at(session.store, session.session_id, seq)
+                    })?;
+                    match found {
+                        Some(f) if f == id => {}
+                        Some(_) => return Ok(Attempt::LostRace(id)),
+                        None => return Ok(Attempt::NotWritten(id, not_written(e))),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+            follow(db, session, &d.tail, &line);
+            Ok(Attempt::Done(Some(id)))
+        })
+    }
+}
+
+/// After an acknowledged append: the rows fold the new line (a failure leaves that to
+/// the next catch-up; the store holds the line either way).
+fn follow(
+    db: &mut crate::projection::Projection,
+    session: &StoredSession<'_>,
+    tail: &StoredTail,
+    line: &str,
+) {
+    if let Err(e) = db.follow_own_stored(session, tail, line) {
+        tracing::debug!(error = %e, "the projection did not follow the write; the next read does");
     }
 }
 
 impl Store {
-    /// Brings the local mirror of a backend's session up to date (see the module docs)
-    /// and returns its path: a Pi JSONL file holding exactly what the backend stored,
-    /// which the projection and every file tool can read. A cache: never written by
-    /// anything but this routine, rebuilt when it disagrees with the backend.
-    pub fn sync_mirror(&self, session: &StoredSession<'_>) -> Result<PathBuf> {
-        check_session_id(session.session_id)?;
-        let dir = self.mirror_dir(session.store_key);
-        std::fs::create_dir_all(&dir).ctx("creating the cache directory", &dir)?;
-        let file = dir.join(format!("{}.jsonl", session.session_id));
-        let count_file = dir.join(format!("{}.count", session.session_id));
-        // One syncing process at a time per store (other sessions' syncs wait briefly).
-        let lock_path = dir.join(".lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .ctx("opening", &lock_path)?;
-        lock.lock().ctx("locking", &lock_path)?;
-        let r = sync_locked(session, &file, &count_file);
-        let _ = lock.unlock();
-        r.map(|()| file)
-    }
-
-    fn mirror_dir(&self, store_key: &str) -> PathBuf {
-        let db = self.database_path();
-        let mut name = db.file_name().unwrap_or_default().to_os_string();
-        name.push(".stores");
-        let parent = db.parent().unwrap_or(Path::new("/"));
-        parent
-            .join(name)
-            .join(format!("{:016x}", fnv64(store_key.as_bytes())))
-    }
-}
-
-fn fnv64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// The mirror's entry count (from its count file) and last line, when both are there and
-/// agree with the file's length.
-fn mirror_state(file: &Path, count_file: &Path) -> Option<(u64, String)> {
-    let text = std::fs::read_to_string(count_file).ok()?;
-    let (count, len) = text.trim().split_once(' ')?;
-    let (count, len): (u64, u64) = (count.parse().ok()?, len.parse().ok()?);
-    let mut f = std::fs::File::open(file).ok()?;
-    if f.metadata().ok()?.len() != len || count == 0 {
-        return None;
-    }
-    // The last line: read back from the end until the newline before it.
-    let mut tail = Vec::new();
-    let mut end = len;
-    loop {
-        let start = end.saturating_sub(64 << 10);
-        let mut chunk = vec![0; (end - start) as usize];
-        f.seek(SeekFrom::Start(start)).ok()?;
-        f.read_exact(&mut chunk).ok()?;
-        chunk.extend_from_slice(&tail);
-        tail = chunk;
-        let body = &tail[..tail.len().checked_sub(1)?];
-        if let Some(nl) = memchr::memrchr(b'\n', body) {
-            return Some((count, String::from_utf8(body[nl + 1..].to_vec()).ok()?));
-        }
-        if start == 0 {
-            return None;
-        }
-        end = start;
-    }
-}
-
-fn sync_locked(session: &StoredSession<'_>, file: &Path, count_file: &Path) -> Result<()> {
-    let (store, id) = (session.store, session.session_id);
-    if let Some((count, last)) = mirror_state(file, count_file) {
-        let mut new = Vec::new();
-        let mut agrees = false;
-        let next = store.read_lines(id, count - 1, &mut |seq, line| {
-            if seq == count - 1 {
-                agrees = line == last;
-            } else if agrees {
-                new.extend_from_slice(line.as_bytes());
-                new.push(b'\n');
+    /// The folded value of `plugin` in `scope` in a stored session, as if the leaf were
+    /// `at` (default: its last entry), answered by the projection from the store's lines
+    /// (for tools that read any plugin; an extension uses its
+    /// [`SessionState::read_stored`]). A store that is unavailable is tried again within
+    /// its retry window.
+    pub fn read_stored_value(
+        &self,
+        session: &StoredSession<'_>,
+        plugin: &str,
+        scope: Scope,
+        at: Option<&str>,
+    ) -> Result<Option<Value>> {
+        let mut retry = Retry::new(session.store);
+        loop {
+            match self.with_db(|db| db.read_stored(session, plugin, scope, at)) {
+                Err(Error::Store(e)) if e.is_transient() => retry.failed(e)?,
+                r => return r,
             }
-            Ok(())
-        })?;
-        if agrees && next >= count {
-            if next == count {
-                return Ok(());
-            }
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .open(file)
-                .ctx("appending to", file)?;
-            f.write_all(&new).ctx("appending to", file)?;
-            let len = f.metadata().ctx("reading", file)?.len();
-            return write_count(count_file, next, len);
         }
-        tracing::info!(
-            session = id,
-            "the local cache disagrees with the store: rebuilding it"
-        );
     }
-    // Rebuild: a new file in place of the old one (both ours: the cache directory).
-    let tmp = file.with_extension("jsonl.tmp");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp).ctx("creating", &tmp)?);
-    let header = store.header_line(id)?;
-    let io = |e| Error::Io {
-        action: "writing",
-        path: tmp.clone(),
-        source: e,
-    };
-    out.write_all(header.as_bytes()).map_err(io)?;
-    out.write_all(b"\n").map_err(io)?;
-    let next = store.read_lines(id, 0, &mut |_, line| {
-        out.write_all(line.as_bytes()).map_err(io)?;
-        out.write_all(b"\n").map_err(io)
-    })?;
-    let f = out.into_inner().map_err(|e| io(e.into_error()))?;
-    let len = f.metadata().ctx("reading", &tmp)?.len();
-    drop(f);
-    std::fs::rename(&tmp, file).ctx("replacing", file)?;
-    write_count(count_file, next, len)
-}
 
-fn write_count(count_file: &Path, count: u64, len: u64) -> Result<()> {
-    std::fs::write(count_file, format!("{count} {len}\n")).ctx("writing", count_file)
+    /// Brings the projection's rows of a stored session up to date with the store and
+    /// says what it read.
+    pub fn catch_up_stored(&self, session: &StoredSession<'_>) -> Result<CatchUp> {
+        self.with_db(|db| {
+            db.catch_up_stored(session)?;
+            Ok(db.last_catch_up().unwrap_or_default())
+        })
+    }
+
+    /// Drops the projection's rows of a stored session (what `force-refresh` does for a
+    /// file's rows); the next read rebuilds them from the store.
+    pub fn forget_stored(&self, session: &StoredSession<'_>) -> Result<()> {
+        self.with_db(|db| db.forget_stored(session))
+    }
 }

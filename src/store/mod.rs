@@ -5,7 +5,7 @@
 //! ```no_run
 //! use session_state::{Scope, SessionLog, Store, StoreOptions};
 //!
-//! let store = Store::open(StoreOptions::new())?;          // location from settings (SPEC §4)
+//! let store = Store::open(StoreOptions::new())?;          // location from settings (docs/spec.md §4)
 //! let todo = store.state::<Vec<String>>("todo", Scope::Branch)?;
 //! let mut log = SessionLog::open("session.jsonl")?;
 //! todo.write(&mut log, &vec!["review".to_string()])?;      // durable when it returns
@@ -17,14 +17,17 @@
 
 mod backend;
 mod presence;
+mod prune;
 pub(crate) mod state;
 mod tail;
 mod write;
 
 pub use backend::StoredSession;
+pub use prune::{KeptSession, PruneReport, PrunedSession};
 
 use crate::error::{DatabaseError, Error, Result};
 use crate::lock::{self, Holder, LockStatus};
+use crate::log::io::{FileSystem, StdFileSystem};
 use crate::projection::{CatchUp, Projection};
 use crate::settings::{LocationInputs, ProjectTrust, ResolvedLocation, SettingsDiagnostic};
 use crate::state::envelope::Scope;
@@ -45,10 +48,21 @@ pub struct StoreOptions {
     database_path: Option<PathBuf>,
     cwd: Option<PathBuf>,
     trust: ProjectTrust,
+    fs: Option<SharedFs>,
+}
+
+/// The file-system seam of a store's writes to session files.
+#[derive(Clone)]
+struct SharedFs(Arc<dyn FileSystem>);
+
+impl std::fmt::Debug for SharedFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FileSystem")
+    }
 }
 
 impl StoreOptions {
-    /// The default location, resolved from settings files as SPEC §4 describes.
+    /// The default location, resolved from settings files as docs/spec.md §4 describes.
     pub fn new() -> StoreOptions {
         StoreOptions::default()
     }
@@ -69,6 +83,13 @@ impl StoreOptions {
         self.trust = trust;
         self
     }
+    /// The file-system seam that the store's writes to session files without an open log
+    /// go through ([`SessionState::write_file`]; tests inject faults and pauses through
+    /// it). Default: [`crate::StdFileSystem`].
+    pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.fs = Some(SharedFs(fs));
+        self
+    }
 }
 
 /// The one handle on a projection database. Cheap to clone (clones share the connection
@@ -76,7 +97,7 @@ impl StoreOptions {
 ///
 /// The database is opened on first use ([`Store::connect`] opens it now), so resolving a
 /// location never creates a file. Only a database that is provably ours is used
-/// (SPEC §4); anything else at the path is refused with [`Error::NotOurDatabase`].
+/// (docs/spec.md §4); anything else at the path is refused with [`Error::NotOurDatabase`].
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
@@ -84,6 +105,7 @@ pub struct Store {
 
 struct Inner {
     location: ResolvedLocation,
+    fs: Arc<dyn FileSystem>,
     db: Mutex<Option<Projection>>,
     /// The fold memo of each log read through this store, keyed by the log's identity;
     /// the `Weak` tells a live log from a dropped one whose address was reused.
@@ -122,7 +144,10 @@ impl Store {
                 LocationInputs::from_env(cwd, options.trust)?.resolve()?
             }
         };
-        Ok(Store::with_location(location))
+        let fs = options
+            .fs
+            .map_or_else(|| Arc::new(StdFileSystem) as _, |fs| fs.0);
+        Ok(Store::with(location, fs))
     }
 
     /// A store on the database at `path` (a non-empty absolute path).
@@ -132,9 +157,14 @@ impl Store {
 
     /// A store on an already resolved location.
     pub fn with_location(location: ResolvedLocation) -> Store {
+        Store::with(location, Arc::new(StdFileSystem))
+    }
+
+    fn with(location: ResolvedLocation, fs: Arc<dyn FileSystem>) -> Store {
         Store {
             inner: Arc::new(Inner {
                 location,
+                fs,
                 db: Mutex::new(None),
                 folds: Mutex::new(HashMap::new()),
             }),
@@ -144,6 +174,11 @@ impl Store {
     /// Where the projection database is, and why.
     pub fn location(&self) -> &ResolvedLocation {
         &self.inner.location
+    }
+
+    /// The file-system seam of the store's writes to session files.
+    pub(crate) fn file_system(&self) -> &Arc<dyn FileSystem> {
+        &self.inner.fs
     }
 
     /// The projection database's path.
@@ -227,7 +262,7 @@ impl Store {
         self.with_db(|db| db.forget(file.as_ref()))
     }
 
-    /// The lock row of `session_id`, or `None` when there is none (SPEC §6).
+    /// The lock row of `session_id`, or `None` when there is none (docs/spec.md §6).
     pub fn lock_status(&self, session_id: &str) -> Result<Option<LockStatus>> {
         self.lock_status_at(session_id, lock::now_ms())
     }
@@ -307,7 +342,7 @@ impl Store {
         })
     }
 
-    /// SPEC §5 `force_refresh`: clears the session's lock row, drops this store's caches
+    /// docs/spec.md §5 `force_refresh`: clears the session's lock row, drops this store's caches
     /// of `log` (its folds and its projection rows) and re-reads the file. Returns whether
     /// there was a lock row.
     pub fn force_refresh(&self, log: &mut SessionLog) -> Result<bool> {

@@ -1,4 +1,4 @@
-//! The presence row of a running Pi (SPEC §9; `src/lock/presence.rs`), on the store.
+//! The presence row of a running Pi (docs/spec.md §9; `src/lock/presence.rs`), on the store.
 
 use super::Store;
 use crate::error::{DatabaseError, Error, Result};

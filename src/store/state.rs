@@ -1,4 +1,4 @@
-//! A plugin's state: a cheap typed key on a [`Store`] (SPEC §3).
+//! A plugin's state: a cheap typed key on a [`Store`] (docs/spec.md §3).
 //!
 //! ```no_run
 //! use session_state::{Scope, SessionLog, Store};
@@ -127,13 +127,13 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// would print (lone surrogates included).
     pub fn read_value(&self, log: &SessionLog) -> Result<Option<Value>> {
         let f = self.folded(log, log.tree().leaf_index())?;
-        Ok(f.value.map(|v| (*v).clone()))
+        Ok(f.value.map(|v| crate::json::clone_value(&v)))
     }
 
     /// The value at the last entry of the session file `file` (Pi's leaf when it opens
     /// the file), answered by the projection without parsing the log: in a new process
     /// it costs the same for a 1 MB and a 1 GB session once the projection is warm
-    /// (SPEC §4). The projection catches up first, reading only what was appended.
+    /// (docs/spec.md §4). The projection catches up first, reading only what was appended.
     pub fn read_file(&self, file: impl AsRef<Path>) -> Result<Option<T>> {
         self.read_file_inner(file.as_ref(), None)
     }
@@ -156,7 +156,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     fn read_file_inner(&self, file: &Path, at: Option<&str>) -> Result<Option<T>> {
         match self.read_file_value(file, at)? {
             None => Ok(None),
-            Some(v) => T::deserialize(&v)
+            Some(v) => crate::json::deserialize::<T>(&v)
                 .map(Some)
                 .map_err(|source| Error::Deserialize {
                     plugin: self.plugin.clone(),
@@ -183,7 +183,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     fn decode(&self, log: &SessionLog, f: fold::Folded) -> Result<Option<T>> {
         match f.value {
             None => Ok(None),
-            Some(v) => T::deserialize(&*v)
+            Some(v) => crate::json::deserialize::<T>(&v)
                 .map(Some)
                 .map_err(|source| Error::Deserialize {
                     plugin: self.plugin.clone(),
@@ -230,7 +230,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// `pi.appendEntry`).
     pub fn check_value<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
         let v = self.to_json(value)?;
-        self.check_depth(&v)?;
+        self.check_payload(&v)?;
         crate::json::check_numbers(&v).map_err(|e| Error::UnrepresentableValue {
             plugin: self.plugin.clone(),
             detail: e.to_string(),
@@ -245,9 +245,9 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         })
     }
 
-    /// Refuses values nested deeper than [`MAX_DEPTH`]: serde_json could not read them
-    /// back, and deeper still they would overflow the stack.
-    pub(super) fn check_depth(&self, v: &Value) -> Result<()> {
+    /// Refuses a value or patch of the caller's nested deeper than [`MAX_DEPTH`]: other
+    /// readers could not read it back (serde_json alone reads 128 levels).
+    fn check_payload(&self, v: &Value) -> Result<()> {
         if depth::depth_of(v) > MAX_DEPTH {
             return Err(Error::Serialize {
                 plugin: self.plugin.clone(),
@@ -259,6 +259,30 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         Ok(())
     }
 
+    /// Refuses the value a write would leave if this crate could not read it back: one
+    /// nested deeper than [`crate::json::MAX_READ_DEPTH`] levels with its event's `data`.
+    /// The caller's own value or patch was held to [`MAX_DEPTH`] before; what the value
+    /// inherits from the file (a value Pi wrote thousands of levels deep, ±Infinity, an
+    /// integer beyond 2^53) passes, so that writes on top of it keep working. For hosts
+    /// that compute the next value themselves (the Pi package).
+    pub fn check_result(&self, next: &Value) -> Result<()> {
+        if depth::depth_of(next) >= crate::json::MAX_READ_DEPTH {
+            return Err(Error::Serialize {
+                plugin: self.plugin.clone(),
+                source: <serde_json::Error as serde::ser::Error>::custom(format!(
+                    "the value would be nested deeper than {} levels of arrays and objects, \
+                     which this crate reads at most (with the event's data object)",
+                    crate::json::MAX_READ_DEPTH - 1
+                )),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_depth(&self, next: &Value) -> Result<()> {
+        self.check_result(next)
+    }
+
     fn apply(&self, log: &mut SessionLog, op: Op) -> Result<Option<String>> {
         self.check_op(&op)?;
         self.store.commit(self, log, op)
@@ -268,7 +292,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// or read back as it is (see [`SessionState::write`]).
     fn check_op(&self, op: &Op) -> Result<()> {
         if let Op::Set(v) | Op::Patch(v) = op {
-            self.check_depth(v)?;
+            self.check_payload(v)?;
             crate::json::check_numbers(v).map_err(|e| Error::UnrepresentableValue {
                 plugin: self.plugin.clone(),
                 detail: e.to_string(),
@@ -331,7 +355,9 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         if let Some(done) = self.apply_at_tail(file, at, op.clone())? {
             return Ok(done);
         }
-        let mut log = SessionLog::open(file)?;
+        let mut log = crate::tree::LogOptions::new()
+            .file_system(self.store.file_system().clone())
+            .open(file)?;
         if let Some(at) = at {
             log.navigate(at)?;
         }

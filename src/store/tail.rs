@@ -1,23 +1,26 @@
 //! The write of a process that has not read the log (the CLI's `write`, `patch`, `drop`;
 //! [`SessionState::write_file`]): answered from the projection's rows and the file's
-//! tail, so its cost does not grow with the session (SPEC §10). The same transaction as
+//! tail, so its cost does not grow with the session (docs/spec.md §10). The same transaction as
 //! `write.rs`, without the log in memory:
 //!
 //! 1. Before the database is locked: the rows catch up with what others appended (their
 //!    bytes only, as a read does). Rows that cannot answer (none yet, another file at the
 //!    path, a catch-up that fails) send the caller to the log: nothing was done.
-//! 2. `BEGIN IMMEDIATE`; the session's `write_lock` row is judged (SPEC §6).
+//! 2. `BEGIN IMMEDIATE`; the session's `write_lock` and `pi_presence` rows are judged
+//!    (`docs/lock.md`).
 //! 3. In the transaction: the file is still exactly what the rows were folded from
 //!    (identity, length, change stamp), its last line is complete and valid, its version
 //!    is 3, and `--at` names a known entry; the value at the leaf comes from the rows.
 //!    Otherwise: `ROLLBACK`, and the caller reads the log.
 //! 4. Unchanged: `COMMIT` (at most a dead holder's row was deleted), nothing appended.
 //! 5. The line is appended only if the file opened for appending still has that identity
-//!    and length (one `write()`, `fdatasync`: `append_if_unchanged`); a foreign append
-//!    in between sends the caller to the log, nothing written.
+//!    and length, checked under the session file's advisory lock and held to the end of
+//!    the append (one `write()`, `fdatasync`: `append_if_unchanged`), so a writer through
+//!    another database cannot append in between; a foreign append before the check sends
+//!    the caller to the log, nothing written.
 //! 6. The rows fold the new line (read from the watermark on), `COMMIT`.
 //!
-//! The log is durable before the projection commits (SPEC §4); after the append, a
+//! The log is durable before the projection commits (docs/spec.md §4); after the append, a
 //! failure to catch up or commit leaves the projection to catch up on its own.
 
 use super::Store;
@@ -25,7 +28,6 @@ use super::state::SessionState;
 use crate::error::{DatabaseError, Error, Result};
 use crate::lock;
 use crate::log::NewEntry;
-use crate::log::io::StdFileSystem;
 use crate::log::writer::append_if_unchanged;
 use crate::projection::{Tail, tail_in_transaction};
 use crate::state::envelope::{Envelope, Op};
@@ -58,7 +60,8 @@ impl Store {
             };
             let db_path = db.path().to_path_buf();
             let conn = db.connection();
-            lock::begin_write(conn, &session_id, super::write::action_of(&op))?;
+            let action = super::write::action_of(&op);
+            lock::begin_write(conn, &session_id, action, file)?;
             let (tail, line, id) = match decide(conn, &db_path, file, at, state, op) {
                 Ok(Ok(Some(decided))) => decided,
                 Ok(Ok(None)) => {
@@ -76,8 +79,8 @@ impl Store {
                     return Err(e);
                 }
             };
-            match append_if_unchanged(&StdFileSystem, file, tail.identity, tail.len, line.as_bytes())
-            {
+            let fs = &**self.file_system();
+            match append_if_unchanged(fs, file, tail.identity, tail.len, line.as_bytes(), action) {
                 Ok(true) => {}
                 Ok(false) => {
                     end(conn, "ROLLBACK");

@@ -2,15 +2,18 @@
 //!
 //! 1. `BEGIN IMMEDIATE`: SQLite's write lock, held to the end, excludes every other
 //!    writer of the database (of this session and of the others) for the whole operation;
-//!    in it the session's `write_lock` row is judged (SPEC §6: a live holder within its
-//!    lease refuses, a dead or expired one is deleted). No row is written for the write.
+//!    in it the session's `write_lock` row and a running Pi's `pi_presence` row are
+//!    judged (`docs/lock.md`: a live holder within its lease refuses, a dead or expired
+//!    one is deleted). No row is written for the write.
 //! 2. The log is refreshed (others' appends, most of them already read before step 1),
-//!    the event appended and `fdatasync`ed.
+//!    the event appended and `fdatasync`ed; the append holds the session file's advisory
+//!    lock from its check of the file's end to the sync, which excludes writers that use
+//!    another database (`SessionLog::append`).
 //! 3. The projection catches up with the new bytes, in the same transaction.
 //! 4. `COMMIT`.
 //!
 //! The log is durable before the projection commits; the projection never gets ahead of
-//! it (SPEC §4). If the catch-up or the commit fails, the transaction is rolled back, the
+//! it (`docs/durability.md`). If the catch-up or the commit fails, the transaction is rolled back, the
 //! appended event stands, and the projection catches up on its own (or is dropped, and the
 //! next reader rebuilds it).
 
@@ -35,8 +38,8 @@ impl Store {
         let action = action_of(&op);
         if !log.is_materialized() {
             // Only this process can see a session that is not on disk yet. The database is
-            // opened first: one that is refused (not ours, SPEC §4) refuses before this
-            // append can create the session file (SPEC §2, decide before touching).
+            // opened first: one that is refused (not ours, docs/spec.md §4) refuses before this
+            // append can create the session file (docs/spec.md §2, decide before touching).
             return self.with_db(|db| {
                 let id = append_if_changed(state, log, op)?;
                 if id.is_some() && log.is_materialized() {
@@ -49,7 +52,7 @@ impl Store {
             let db_path = db.path().to_path_buf();
             let file = log.path().to_path_buf();
             // Others' appends are read before the database is locked, so that the
-            // transaction holds it for this write only (SPEC §4: other sessions wait
+            // transaction holds it for this write only (docs/spec.md §4: other sessions wait
             // briefly); the refresh inside then finds at most what arrived meanwhile.
             let seen = log.consumed_bytes() + log.tail_bytes();
             log.refresh()?;
@@ -59,7 +62,7 @@ impl Store {
                 let _ = db.catch_up(&file);
             }
             let conn = db.connection();
-            lock::begin_write(conn, log.session_id(), action)?;
+            lock::begin_write(conn, log.session_id(), action, &file)?;
             let appended =
                 crate::projection::catch_up_in_transaction(conn, &db_path, &file, || {
                     log.refresh()?;
@@ -101,7 +104,7 @@ impl Store {
     }
 }
 
-/// The action the lock row and a refusal name (SPEC §6).
+/// The action the lock row and a refusal name (`docs/lock.md`).
 pub(super) fn action_of(op: &Op) -> &'static str {
     match op {
         Op::Set(_) => "write",
@@ -124,13 +127,20 @@ fn append_if_changed<T: Serialize + DeserializeOwned>(
     if let Some(next) = &next {
         state.check_depth(next)?;
     }
+    let action = action_of(&op);
     let env = Envelope {
         scope: state.scope(),
         op,
     };
-    let id = log.append(NewEntry::custom(
-        state.custom_type().to_owned(),
-        Some(env.to_data()),
-    ))?;
+    let id = log
+        .append(NewEntry::custom(
+            state.custom_type().to_owned(),
+            Some(env.to_data()),
+        ))
+        .map_err(|e| match e {
+            // The file lock refused the log's append: name the state write it was.
+            Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
+            other => other,
+        })?;
     Ok(Some(id))
 }

@@ -1,9 +1,10 @@
-//! Writing a [`SessionLog`] (SPEC §2's writing rules): `append` (one `write()` and one
-//! `fdatasync` per entry), `materialize` (a new session's file, through the one
-//! durable-create routine), `refresh` (another process's appends), and the rules before
-//! a byte is written: check the length, ingest a foreign tail, refuse what would be
-//! refused after writing, migrate an old version, close a torn tail; a failed write or
-//! sync poisons the log.
+//! Writing a [`SessionLog`] (the writing rules of `docs/durability.md`): `append` (one
+//! `write()` and one `fdatasync` per entry, under the session file's advisory lock,
+//! `docs/lock.md`), `materialize` (a new session's file, through the one durable-create
+//! routine), `refresh` (another process's appends), and the rules before a byte is
+//! written: check the length, ingest a foreign tail, refuse what would be refused after
+//! writing, migrate an old version, close a torn tail; a failed write or sync poisons the
+//! log.
 
 use super::SessionLog;
 use super::options::Materialize;
@@ -17,7 +18,7 @@ use crate::log::{NewEntry, io, migrate};
 use std::path::Path;
 
 impl SessionLog {
-    /// Reads another process's appends (SPEC §5). Errors if the file was truncated or
+    /// Reads another process's appends (docs/spec.md §5). Errors if the file was truncated or
     /// replaced; then reopen. A detached log is refused ([`Error::Detached`]): it has no
     /// file to follow.
     pub fn refresh(&mut self) -> Result<()> {
@@ -102,10 +103,14 @@ impl SessionLog {
     /// Appends an entry as a child of the active leaf, which then moves to it.
     ///
     /// Once the file exists, the entry is durable when this returns `Ok` (one `write()`
-    /// of the whole line, then `fdatasync`). Before the session is materialized, the entry
-    /// is kept in memory (see [`Materialize`]). On an I/O failure the log is poisoned:
-    /// reopen it to see what reached the disk. A detached log is refused
-    /// ([`Error::Detached`]) before anything is written.
+    /// of the whole line, then `fdatasync`), and the append holds the session file's
+    /// advisory lock from its check of the file's end to the sync, so another writer of
+    /// this crate never appends beside it (`docs/lock.md`, "The file lock"); when another
+    /// writer keeps that lock longer than the wait (10 s), the append is refused with
+    /// [`crate::LockError::FileHeld`] and nothing is written. Before the session is
+    /// materialized, the entry is kept in memory (see [`Materialize`]). On an I/O failure
+    /// the log is poisoned: reopen it to see what reached the disk. A detached log is
+    /// refused ([`Error::Detached`]) before anything is written.
     pub fn append(&mut self, entry: NewEntry) -> Result<String> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
@@ -114,9 +119,23 @@ impl SessionLog {
                 cause: cause.clone(),
             });
         }
-        if self.is_materialized() {
-            self.prepare_file_append()?;
+        if !self.is_materialized() {
+            return self.append_in_memory(entry);
         }
+        // IMPORTANT: the file lock is held from the check of the file's end (in
+        // `prepare_file_append`) to the end of the `fdatasync`.
+        let written = self
+            .prepare_file_append()
+            .and_then(|()| self.write_entry(&entry));
+        self.unlock_file();
+        let (id, line, start) = written?;
+        self.ingest_own_line(line.as_bytes(), start)?;
+        Ok(id)
+    }
+
+    /// The entry's line as a child of the leaf, with a fresh id: the id, the line and
+    /// where it starts.
+    fn next_line(&self, entry: &NewEntry) -> (String, String, Location) {
         let id = self.fresh_id();
         let parent = self
             .index
@@ -124,26 +143,30 @@ impl SessionLog {
             .leaf_index()
             .map(|p| self.index.tree.id(p).to_owned());
         let line = entry.to_line(&id, parent.as_deref());
-        let start = self.scan.next;
+        (id, line, self.scan.next)
+    }
+
+    /// The entry's line, as a child of the leaf, written to the file: its id, line and
+    /// place.
+    fn write_entry(&mut self, entry: &NewEntry) -> Result<(String, String, Location)> {
+        let (id, line, start) = self.next_line(entry);
+        let Storage::File(Some(writer)) = &mut self.storage else {
+            return unreachable_writer(&self.index.path);
+        };
+        writer.append(line.as_bytes())?;
+        Ok((id, line, start))
+    }
+
+    /// An entry of a session not yet on disk: kept in memory, and the session
+    /// materialized once it holds a conversation (or at once, with `FirstAppend`).
+    fn append_in_memory(&mut self, entry: NewEntry) -> Result<String> {
+        let (id, line, start) = self.next_line(&entry);
         match &mut self.storage {
-            Storage::File(writer) => {
-                let writer = match writer {
-                    Some(w) => w,
-                    None => unreachable_writer(&self.index.path)?,
-                };
-                writer.append(line.as_bytes())?;
-            }
             Storage::Memory(buf) => buf.extend_from_slice(line.as_bytes()),
-            Storage::Detached(_) => {
-                return Err(Error::Detached {
-                    label: self.index.path.clone(),
-                });
-            }
+            _ => return unreachable_writer(&self.index.path),
         }
         self.ingest_own_line(line.as_bytes(), start)?;
-        if let Storage::Memory(_) = self.storage
-            && !self.hold
-        {
+        if !self.hold {
             let conversation = self.options.materialize == Materialize::FirstAppend
                 || self
                     .entries()
@@ -154,6 +177,39 @@ impl SessionLog {
             }
         }
         Ok(id)
+    }
+
+    /// Opens the writer if it is not open, and takes the session file's advisory lock on
+    /// it (`LogWriter::lock`: a bounded wait, then a refusal).
+    fn lock_file(&mut self) -> Result<()> {
+        if let Storage::File(None) = self.storage {
+            let w = self
+                .options
+                .fs
+                .open_append(&self.index.path)
+                .ctx("opening for append", &self.index.path)?;
+            self.storage = Storage::File(Some(LogWriter::new(&self.index.path, w)));
+        }
+        let Storage::File(Some(w)) = &mut self.storage else {
+            return unreachable_writer(&self.index.path);
+        };
+        w.lock("append")
+    }
+
+    /// Releases the file lock. Should that fail, the writer is closed, which releases it
+    /// (the next append opens the file again); a poisoned writer's cause stays with the
+    /// log.
+    fn unlock_file(&mut self) {
+        let Storage::File(Some(w)) = &mut self.storage else {
+            return;
+        };
+        if let Err(e) = w.unlock() {
+            tracing::warn!(error = %e, "closing the session file to release its lock");
+            if let Err(Error::Poisoned { cause, .. }) = w.check() {
+                self.poisoned.get_or_insert(cause);
+            }
+            self.storage = Storage::File(None);
+        }
     }
 
     fn ingest_own_line(&mut self, line: &[u8], at: Location) -> Result<()> {
@@ -235,25 +291,24 @@ impl SessionLog {
         }
     }
 
-    /// Before an append to an existing file: open the writer, check the length, ingest a
-    /// foreign tail, migrate an old version, close a torn tail.
+    /// Before an append to an existing file: open the writer and take the file lock,
+    /// check the length, ingest a foreign tail, migrate an old version, close a torn tail.
+    /// The caller releases the lock ([`SessionLog::unlock_file`]) whatever the outcome.
     fn prepare_file_append(&mut self) -> Result<()> {
         if let Storage::File(Some(w)) = &self.storage {
             w.check()?;
         }
-        // Decide before touching the file (SPEC §2): every refusal happens here, before a
-        // migration or the newline that closes a torn tail writes a byte.
+        // Under the lock, no other writer of this crate appends or migrates until this
+        // append is done, whatever database it uses.
+        self.lock_file()?;
+        // Decide before touching the file (`docs/durability.md`): every refusal happens
+        // here, before a migration or the newline that closes a torn tail writes a byte.
         self.decide_before_writing()?;
         if self.header.version() < 3 {
+            // The old file's writer, and its lock, go with the log it replaces; the new
+            // file is locked before its length is checked.
             self.migrate_on_disk()?;
-        }
-        if let Storage::File(None) = self.storage {
-            let w = self
-                .options
-                .fs
-                .open_append(&self.index.path)
-                .ctx("opening for append", &self.index.path)?;
-            self.storage = Storage::File(Some(LogWriter::new(&self.index.path, w)));
+            self.lock_file()?;
         }
         let Storage::File(Some(w)) = &self.storage else {
             return unreachable_writer::<()>(&self.index.path);

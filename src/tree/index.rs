@@ -1,5 +1,5 @@
 //! The index of a session's entries: [`Index`], the scanner's sink that builds the tree
-//! from the entries the log's reader hands it (SPEC §2's structural rules: duplicate ids,
+//! from the entries the log's reader hands it (docs/spec.md §2's structural rules: duplicate ids,
 //! dangling parents, self-parents; v1 ids), and [`EntryRef`], the read-only view of one
 //! entry.
 

@@ -8,7 +8,7 @@ use crate::log::reader::ReadMode;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// When a new session's file is first written (SPEC §2, lazy materialization).
+/// When a new session's file is first written (docs/spec.md §2, lazy materialization).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Materialize {
     /// Pi 1.x's rule: the file is created once the session holds a user or assistant
@@ -70,6 +70,11 @@ impl LogOptions {
     pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = fs;
         self
+    }
+    /// The file-system seam (for the file backend of the persistence seam, whose writes
+    /// go through it as the log's do).
+    pub(crate) fn file_system_ref(&self) -> &Arc<dyn FileSystem> {
+        &self.fs
     }
     /// The id of a new session (default: a UUIDv7, as Pi 1.x).
     pub fn session_id(mut self, id: impl Into<String>) -> Self {

@@ -1,4 +1,4 @@
-//! [`SessionLog`]: one session as a tree (SPEC §2), read from its file by the log's
+//! [`SessionLog`]: one session as a tree (docs/spec.md §2), read from its file by the log's
 //! reader and appended to through the log's durable writer (`append.rs`).
 //!
 //! It holds the entry tree of one session in memory (ids, parents, types and the `data`
@@ -110,7 +110,7 @@ impl SessionLog {
 
     pub(super) fn open_with(path: &Path, options: LogOptions) -> Result<SessionLog> {
         // A session named through a symlink is the file it resolves to: migration and
-        // appends act on that file and never replace the link (SPEC §2).
+        // appends act on that file and never replace the link (docs/spec.md §2).
         let resolved;
         let path = match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_symlink() => {
@@ -184,12 +184,8 @@ impl SessionLog {
             .session_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-        if id.is_empty() || id.contains(['/', '\\', '\n']) {
-            return Err(Error::InvalidOption {
-                option: "session_id",
-                detail: format!("{id:?} cannot name a session file"),
-            });
-        }
+        // The one session-id rule of every backend (`docs/persistence.md`).
+        header::check_session_id(&id)?;
         let mut header = Header::new(id.clone(), cwd);
         if let Some(parent) = &options.parent_session {
             header = header.with_parent_session(parent.clone());
@@ -213,13 +209,6 @@ impl SessionLog {
             tail: 0,
         };
         SessionLog::assemble(scanned, Storage::Memory(line.into_bytes()), None, options)
-    }
-
-    /// Keeps appends in memory until [`SessionLog::materialize`] is called (the store's
-    /// all-or-nothing first append).
-    pub(crate) fn hold_in_memory(mut self) -> SessionLog {
-        self.hold = true;
-        self
     }
 
     /// The session file's path (where it is or will be). A path given through a symlink
@@ -386,7 +375,7 @@ impl SessionLog {
             .collect()
     }
 
-    /// The branch key of any entry (SPEC §3; [`crate::branch_key`] gives the active
+    /// The branch key of any entry (docs/spec.md §3; [`crate::branch_key`] gives the active
     /// leaf's): climb while the parent has exactly one child; the node reached (or the
     /// root) is the key.
     pub fn branch_key_of(&self, id: &str) -> Result<&str> {
@@ -417,7 +406,7 @@ impl SessionLog {
 }
 
 /// Reads a whole session from `src` (a file, or a byte source for a detached log) with the
-/// log's reader: the header (SPEC §2: line 1, at most [`reader::MAX_HEADER_LINE`] bytes;
+/// log's reader: the header (docs/spec.md §2: line 1, at most [`reader::MAX_HEADER_LINE`] bytes;
 /// salvage looks past lines that do not parse), then every line after it, strict or
 /// salvage. `path` names the source in errors and findings.
 fn scan_all(path: &Path, mode: ReadMode, src: impl Read) -> Result<Scanned> {

@@ -2,7 +2,7 @@
 //! one in a temporary directory of its own. A new backend is one factory here and one
 //! `conformance!` line there.
 
-use session_state::{PiJsonlStore, SessionStore, SqliteStore};
+use session_state::{PiJsonlStore, Sessions, SqliteStore};
 use std::any::Any;
 use std::path::PathBuf;
 
@@ -11,15 +11,16 @@ pub type Corrupt = Box<dyn Fn(&str, u64, &str)>;
 
 /// One backend under test.
 pub struct TestBackend {
-    /// The store, ready.
-    pub store: Box<dyn SessionStore>,
+    /// The store, ready: the crate's rules on the backend (its primitives:
+    /// `store.backend()`).
+    pub store: Sessions,
     /// Its URL for `--store`, when the CLI can open it (`None`: the file backend).
     pub url: Option<String>,
     /// A second, independent handle on the same storage (another process would open this).
-    pub reopen: Box<dyn Fn() -> Box<dyn SessionStore>>,
+    pub reopen: Box<dyn Fn() -> Sessions>,
     /// Plants corruption in a stored entry, behind the store's back.
     pub corrupt: Corrupt,
-    /// A name for the local cache (the redacted URL, or the file root).
+    /// The name the projection keys the store by (the redacted URL, or the file root).
     pub key: String,
     /// A temporary directory for the test's other files (projection database, exports).
     pub scratch: PathBuf,
@@ -37,9 +38,9 @@ pub fn file() -> TestBackend {
     let reopen_root = root.clone();
     let corrupt_root = root.clone();
     TestBackend {
-        store: Box::new(store),
+        store: Sessions::new(store),
         url: None,
-        reopen: Box::new(move || Box::new(PiJsonlStore::new(&reopen_root))),
+        reopen: Box::new(move || Sessions::new(PiJsonlStore::new(&reopen_root))),
         corrupt: Box::new(move |session, seq, text| {
             let listing = PiJsonlStore::new(&corrupt_root).scan().expect("scan");
             let path = &listing
@@ -66,13 +67,13 @@ pub fn sqlite() -> TestBackend {
     let scratch = dir.path().join("scratch");
     std::fs::create_dir_all(&scratch).expect("scratch dir");
     let url = format!("sqlite://{}", db.display());
-    let store = session_state::open_store_url(&url).expect("open the SQLite store");
+    let store = Sessions::open_url(&url).expect("open the SQLite store");
     let reopen_db = db.clone();
     let corrupt_db = db.clone();
     TestBackend {
         store,
         url: Some(url.clone()),
-        reopen: Box::new(move || Box::new(SqliteStore::open(&reopen_db).expect("reopen"))),
+        reopen: Box::new(move || Sessions::new(SqliteStore::open(&reopen_db).expect("reopen"))),
         corrupt: Box::new(move |session, seq, text| {
             let conn = super::raw_db(&corrupt_db);
             let n = conn
@@ -98,15 +99,17 @@ pub fn postgres() -> TestBackend {
     let scratch = dir.path().join("scratch");
     std::fs::create_dir_all(&scratch).expect("scratch dir");
     let (url, guard) = super::pg::fresh_database();
-    let store = session_state::open_store_url(&url).expect("open the PostgreSQL store");
-    let key = store.describe();
+    let store = Sessions::open_url(&url).expect("open the PostgreSQL store");
+    let key = store.backend().describe();
     let reopen_url = url.clone();
     let server = guard.server();
     let db = guard.name().to_owned();
     TestBackend {
         store,
         url: Some(url.clone()),
-        reopen: Box::new(move || Box::new(PostgresStore::connect(&reopen_url).expect("reconnect"))),
+        reopen: Box::new(move || {
+            Sessions::new(PostgresStore::connect(&reopen_url).expect("reconnect"))
+        }),
         corrupt: Box::new(move |session, seq, text| {
             let mut admin = server.admin(&db);
             let n = admin

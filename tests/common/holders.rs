@@ -1,4 +1,4 @@
-//! Real processes standing in for other holders of the write lock (SPEC §6).
+//! Real processes standing in for other holders of the write lock (docs/spec.md §6).
 
 use std::process::{Child, Command};
 

@@ -6,7 +6,10 @@ pub mod holders;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod pi;
+pub mod pi_addon;
 pub mod reference;
+pub mod registry;
+pub mod seams;
 
 use session_state::Store;
 use std::path::Path;

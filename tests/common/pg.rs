@@ -32,6 +32,7 @@ pub struct Server {
     bindir: PathBuf,
     port: u16,
     password: Option<String>,
+    ssl: bool,
     run_as_postgres: bool,
     watcher: Mutex<Option<(Child, ChildStdin)>>,
 }
@@ -41,6 +42,14 @@ pub struct Server {
 pub struct ServerOptions {
     /// Require this password (scram-sha-256) from every connection, local and TCP.
     pub password: Option<String>,
+}
+
+/// The certificate (with its chain, if any) and private key, PEM, of a server that serves
+/// TLS ([`Server::start_tls`]).
+#[derive(Clone)]
+pub struct ServerTls {
+    pub cert_pem: String,
+    pub key_pem: String,
 }
 
 fn bindir() -> PathBuf {
@@ -76,6 +85,16 @@ fn free_port() -> u16 {
 impl Server {
     /// Starts a dedicated server; panics with the server's log if it cannot.
     pub fn start(options: ServerOptions) -> Server {
+        Server::launch(options, None)
+    }
+
+    /// Starts a dedicated server that serves TLS (`ssl = on`) with `tls`; plain
+    /// connections are still accepted.
+    pub fn start_tls(tls: &ServerTls) -> Server {
+        Server::launch(ServerOptions::default(), Some(tls))
+    }
+
+    fn launch(options: ServerOptions, ssl: Option<&ServerTls>) -> Server {
         let bindir = bindir();
         let run_as_postgres = is_root();
         let dir = tempfile::Builder::new()
@@ -88,10 +107,20 @@ impl Server {
             bindir,
             port: 0,
             password: options.password.clone(),
+            ssl: ssl.is_some(),
             run_as_postgres,
             watcher: Mutex::new(None),
         };
         server.start_watcher();
+        if let Some(tls) = ssl {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::write(server.dir.join("server.crt"), &tls.cert_pem).expect("write the cert");
+            let key = server.dir.join("server.key");
+            std::fs::write(&key, &tls.key_pem).expect("write the key");
+            // The server refuses a key others can read.
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod the key");
+        }
         if run_as_postgres {
             let ok = Command::new("chown")
                 .args(["-R", "postgres:postgres"])
@@ -201,12 +230,18 @@ impl Server {
 
     fn try_start(&self) -> Result<(), String> {
         let log = self.dir.join("server.log");
-        let opts = format!(
+        let mut opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on \
              -c max_connections=200 -c shared_buffers=32MB",
             self.port,
             self.dir.display()
         );
+        if self.ssl {
+            opts.push_str(&format!(
+                " -c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key",
+                self.dir.display()
+            ));
+        }
         let out = self
             .pg_command("pg_ctl")
             .arg("start")
@@ -307,6 +342,13 @@ impl Server {
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {e}"));
         name
+    }
+
+    /// Drops a database [`Server::create_database`] made (closing its connections).
+    pub fn drop_database(&self, name: &str) {
+        self.admin("postgres")
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .unwrap_or_else(|e| panic!("DROP DATABASE {name}: {e}"));
     }
 }
 

@@ -92,7 +92,7 @@ export function bashExecution(command, output, exitCode = 0) {
   return { role: "bashExecution", command, output, exitCode, cancelled: false, truncated: false, timestamp: now() };
 }
 
-/** A state event envelope (SPEC §3) for a `session-state/<plugin>` custom entry. */
+/** A state event envelope (docs/spec.md §3) for a `session-state/<plugin>` custom entry. */
 export function setEv(scope, value) {
   return { v: 1, scope, op: "set", value };
 }

@@ -1,4 +1,4 @@
-//! The native addon of the Pi package (`pi/`, SPEC §9): the store handle of
+//! The native addon of the Pi package (`pi/`, docs/spec.md §9): the store handle of
 //! `session-state`, used from inside a running Pi.
 //!
 //! Pi writes the session file itself (`pi.appendEntry`); this addon only reads, folds and
@@ -111,7 +111,7 @@ pub struct NativeStore {
 
 #[napi]
 impl NativeStore {
-    /// Resolves the projection database's location (SPEC §4): `database_path` when given
+    /// Resolves the projection database's location (docs/spec.md §4): `database_path` when given
     /// (absolute, else the core's error), else the settings of `cwd` and of the agent
     /// directory, else the default. `trust` says whether the project's settings count:
     /// `"trusted"` / `"untrusted"` (what Pi decided, `ctx.isProjectTrusted()`), or `"pi"`
@@ -221,7 +221,7 @@ impl NativeStore {
             return Ok(None);
         }
         if let Some(next) = &next {
-            st.check_value(next).map_err(js_err)?;
+            st.check_result(next).map_err(js_err)?;
         }
         Ok(Some(json::to_string(&Envelope { scope, op }.to_data())))
     }
@@ -260,7 +260,7 @@ impl NativeStore {
         Ok(json::to_string(&Value::Array(rows)))
     }
 
-    /// SPEC §3's branch key at `at` (`null` for an empty session).
+    /// docs/spec.md §3's branch key at `at` (`null` for an empty session).
     #[napi]
     pub fn branch_key(
         &mut self,
@@ -328,7 +328,7 @@ impl NativeStore {
         Ok(cleared)
     }
 
-    /// Records that this Pi process holds `session_id` (SPEC §9).
+    /// Records that this Pi process holds `session_id` (docs/spec.md §9).
     #[napi]
     pub fn enter_presence(&self, session_id: String, file: Option<String>) -> napi::Result<()> {
         self.store

@@ -1,0 +1,71 @@
+// What the package's tests share: the test extension's probe, the reference fold, the CLI,
+// and temporary folders that are removed when the test ends.
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import type { TestContext } from "node:test";
+import { toolCall, type TestPi } from "@session-state/pi/testing";
+
+export { fold, customs } from "./fold.ts";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+/** The test extension: the API from a tool's execute and from the `/probe` command. */
+export const TEST_EXTENSION = path.join(here, "state-ext.ts");
+
+export const CLI = process.env.SESSION_STATE_BIN ?? path.resolve(here, "..", "..", "target", "debug", "session-state");
+assert.ok(fs.existsSync(CLI), `the CLI is missing: ${CLI} (build it with cargo build, or set SESSION_STATE_BIN)`);
+
+export interface Read {
+  where: string;
+  leaf: string | null;
+  branch: unknown;
+  session: unknown;
+  foldBranch: unknown;
+  foldSession: unknown;
+  key: string | undefined;
+}
+/** What the test extension read, with the reference fold at the same moment. */
+export const probe: { reads: Read[]; errors: string[] } = ((globalThis as any).__stateProbe ??= { reads: [], errors: [] });
+
+/** A folder for one test (shared by the Pis it starts), removed when the test ends. */
+export function tmpDir(t: TestContext): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pi-state-"));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** The CLI with only PATH, HOME and the agent directory of `dir` (as the kit lays it out). */
+export function cli(args: string[], dir: string) {
+  const r = spawnSync(CLI, args, {
+    encoding: "utf8",
+    env: { PATH: process.env.PATH ?? "", PI_CODING_AGENT_DIR: path.join(dir, "agent"), HOME: dir },
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Every read recorded since `from` equals the fold over Pi's entries at that moment. */
+export function checkReads(from = 0) {
+  const reads = probe.reads.slice(from);
+  assert.ok(reads.length > 0, "the extension read something");
+  for (const r of reads) {
+    assert.deepEqual(r.branch, r.foldBranch, `branch read at ${r.where} (leaf ${r.leaf})`);
+    assert.deepEqual(r.session, r.foldSession, `session read at ${r.where} (leaf ${r.leaf})`);
+  }
+}
+
+export function last(): Read {
+  return probe.reads[probe.reads.length - 1]!;
+}
+
+/** One scripted action of the test extension (`/probe <json>`). */
+export async function probeCmd(pi: TestPi, action: object) {
+  await pi.command(`/probe ${JSON.stringify(action)}`);
+}
+
+/** The model calls the `remember` tool, then answers. */
+export async function toolTurn(pi: TestPi, items: string[]) {
+  await pi.prompt(`remember ${items.join(",")}`, toolCall("remember", { items }), "done");
+}

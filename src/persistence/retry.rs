@@ -1,0 +1,131 @@
+//! The crate's one retry rule for stores: random ("full jitter") exponential backoff.
+//!
+//! - A **lost race** (another writer took the session's next sequence number first) is
+//!   decided again at once on what that writer stored, after a pause drawn uniformly
+//!   from `[0, min(2^n ms, 50 ms)]` (n the number of races lost so far), at most
+//!   [`MAX_RACES`] times: writers that collide once spread out instead of colliding
+//!   again in lockstep.
+//! - A **transient failure** (the store unavailable or busy:
+//!   [`StoreError::is_transient`]) is tried again after the same kind of pause, capped
+//!   at 250 ms, for as long as the store's [`SessionStore::retry_window`] lasts, then
+//!   refused with its cause ([`Error::StoreUnavailable`]).
+
+use super::SessionStore;
+use crate::error::{Error, StoreError};
+use std::time::{Duration, Instant};
+
+/// How many lost races a write tries before it gives up ([`Error::Contended`]).
+pub(crate) const MAX_RACES: u32 = 32;
+
+/// A random number of microseconds in `[0, max]`.
+fn jitter_us(max: u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    // uuid's v4 draws from the OS's random source: no extra dependency for a pause.
+    let r = (uuid::Uuid::new_v4().as_u128() & u128::from(u64::MAX)) as u64;
+    r % (max + 1)
+}
+
+/// The pause before attempt `n + 1` (n ≥ 1 failures so far), capped at `cap`.
+pub(crate) fn pause(n: u32, cap: Duration) -> Duration {
+    let ceiling = Duration::from_millis(1u64 << n.min(16)).min(cap);
+    Duration::from_micros(jitter_us(ceiling.as_micros() as u64))
+}
+
+/// The retries of one call on one store: counts lost races and transient failures, and
+/// sleeps between attempts.
+pub(crate) struct Retry<'s> {
+    store: &'s dyn SessionStore,
+    started: Instant,
+    races: u32,
+    failures: u32,
+}
+
+impl<'s> Retry<'s> {
+    pub(crate) fn new(store: &'s dyn SessionStore) -> Retry<'s> {
+        Retry {
+            store,
+            started: Instant::now(),
+            races: 0,
+            failures: 0,
+        }
+    }
+
+    /// After a lost race: `Err` once [`MAX_RACES`] are lost, else a short random pause.
+    pub(crate) fn lost_race(&mut self, session_id: &str) -> Result<(), Error> {
+        self.races += 1;
+        if self.races >= MAX_RACES {
+            return Err(Error::Contended {
+                session_id: session_id.to_owned(),
+                attempts: self.races,
+            });
+        }
+        std::thread::sleep(pause(self.races, Duration::from_millis(50)));
+        Ok(())
+    }
+
+    /// After a failure: a transient one is waited out (a pause) while the store's retry
+    /// window lasts; anything else, or a transient failure past the window, is returned.
+    pub(crate) fn failed(&mut self, e: StoreError) -> Result<(), Error> {
+        if !e.is_transient() {
+            return Err(e.into());
+        }
+        self.failures += 1;
+        let waited = self.started.elapsed();
+        let window = self.store.retry_window();
+        if waited >= window {
+            return Err(Error::StoreUnavailable {
+                store: self.store.describe(),
+                waited_ms: waited.as_millis() as u64,
+                attempts: self.failures,
+                source: Box::new(e),
+            });
+        }
+        let left = window - waited;
+        std::thread::sleep(pause(self.failures + 2, Duration::from_millis(250)).min(left));
+        Ok(())
+    }
+
+    /// Runs `f` until it succeeds or fails for good, waiting out transient failures.
+    pub(crate) fn transient<T>(
+        &mut self,
+        mut f: impl FnMut() -> Result<T, StoreError>,
+    ) -> Result<T, Error> {
+        loop {
+            match f() {
+                Ok(v) => return Ok(v),
+                Err(e) => self.failed(e)?,
+            }
+        }
+    }
+}
+
+/// An append of unknown outcome that the store shows did not get in: the transient
+/// failure it is (the call may try again).
+pub(crate) fn not_written(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Indeterminate { store, source, .. } => StoreError::Unavailable {
+            store,
+            action: "appending (the append did not commit)".into(),
+            source,
+        },
+        e => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_are_random_and_bounded() {
+        let cap = Duration::from_millis(50);
+        let pauses: Vec<Duration> = (0..200).map(|_| pause(10, cap)).collect();
+        assert!(pauses.iter().all(|p| *p <= cap));
+        let distinct: std::collections::HashSet<_> = pauses.iter().collect();
+        assert!(distinct.len() > 100, "jittered: {}", distinct.len());
+        assert!(pause(1, cap) <= Duration::from_millis(2));
+        assert_eq!(jitter_us(0), 0);
+    }
+}

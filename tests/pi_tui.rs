@@ -1,0 +1,224 @@
+//! The Pi package in a real terminal: Pi 1.6.0's interactive TUI runs in `tmux` (its
+//! own server, on a socket in the test's folder) with the package, the scripted faux
+//! model and a test extension (`pi/test/tui/`). A command writes a state; the captured
+//! screen shows the transcript line (plugin, op, scope, value), and expanded (ctrl+o) the
+//! whole value. Then the same session is resumed in a new Pi that loads only the package
+//! (not the extension that wrote the event), and the screen shows the line again.
+//!
+//! The screen is polled with `capture-pane` until the text appears, with a deadline; no
+//! fixed sleeps. `tmux` missing is a failure, never a skip (`.ci/run` installs it).
+
+use crate::common::pi_addon::{ADDON_ENV, addon, node, pi_cli, pkg};
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// How long Pi may take to show something (a cold start compiles the extensions).
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// A tmux server of this test; killed however the test ends.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    fn new(socket: PathBuf) -> Tmux {
+        let t = Tmux { socket };
+        let v = t.raw(&["-V"]);
+        assert!(v.status.success(), "tmux -V failed: {v:?}");
+        t
+    }
+
+    fn raw(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-u")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("-f")
+            .arg("/dev/null")
+            .args(args)
+            .env("LANG", "C.UTF-8")
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run tmux ({e}): this test drives Pi's interactive TUI in tmux; \
+                     install it (`apt-get install tmux`; `.ci/run` does)"
+                )
+            })
+    }
+
+    fn ok(&self, args: &[&str]) {
+        let out = self.raw(args);
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Starts `pi args…` in a new detached session, 120×40, in `cwd`, with `env`.
+    fn start_pi(&self, cwd: &Path, env: &[(&str, &Path)], args: &[&str]) {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+        let mut cmd = String::from("exec env");
+        for (k, v) in env {
+            cmd.push_str(&format!(" {k}={}", quote(&v.to_string_lossy())));
+        }
+        cmd.push_str(" LANG=C.UTF-8 TERM=xterm-256color");
+        for a in [
+            node().to_string_lossy().as_ref(),
+            pi_cli().to_string_lossy().as_ref(),
+        ] {
+            cmd.push(' ');
+            cmd.push_str(&quote(a));
+        }
+        for a in args {
+            cmd.push(' ');
+            cmd.push_str(&quote(a));
+        }
+        let cwd = cwd.to_string_lossy();
+        self.ok(&[
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-c",
+            &cwd,
+            &cmd,
+        ]);
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.raw(&["capture-pane", "-p", "-J"]).stdout).into_owned()
+    }
+
+    /// Polls the screen until `want` is on it; fails with the screen at the deadline.
+    fn wait_for(&self, want: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.contains(want) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "{want:?} did not appear within {DEADLINE:?}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "0"];
+        args.extend_from_slice(keys);
+        self.ok(&args);
+    }
+
+    /// Quits Pi with ctrl+d (on an empty editor), as a user does, and waits until it has
+    /// exited (its session_shutdown ran).
+    fn quit(&self) {
+        self.keys(&["C-d"]);
+        let start = Instant::now();
+        while self.raw(&["has-session"]).status.success() {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "Pi did not exit; the screen:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.raw(&["kill-server"]);
+    }
+}
+
+fn session_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_transcript_shows_state_events_in_a_real_terminal_and_after_a_resume() {
+    let addon = addon();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (agent, project) = (dir.path().join("agent"), dir.path().join("project"));
+    std::fs::create_dir_all(&agent).expect("mkdir");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    let env = [
+        ("HOME", dir.path()),
+        ("PI_CODING_AGENT_DIR", agent.as_path()),
+        (ADDON_ENV, addon),
+    ];
+    let tui = pkg().join("test").join("tui");
+    let (package, faux, ready) = (
+        pkg().to_string_lossy().into_owned(),
+        tui.join("faux-ext.ts").to_string_lossy().into_owned(),
+        tui.join("ready.ts").to_string_lossy().into_owned(),
+    );
+    let common = [
+        "--offline",
+        "--tui-mode",
+        "regular",
+        "-e",
+        &package,
+        "-e",
+        &ready,
+    ];
+    let line = r#"state note · set · branch · {"text":"hello world"}"#;
+
+    let tmux = Tmux::new(dir.path().join("tmux.sock"));
+    let mut args = common.to_vec();
+    args.extend(["-e", &faux, "--provider", "faux", "--model", "faux-1"]);
+    tmux.start_pi(&project, &env, &args);
+    tmux.wait_for("tui-test: ready");
+    tmux.keys(&["/remember hello world", "Enter"]);
+    let screen = tmux.wait_for(line);
+    assert!(!screen.contains("renderer failed"), "{screen}");
+    // A message, so that Pi creates the session file; the faux model answers.
+    tmux.keys(&["hi", "Enter"]);
+    tmux.wait_for("noted");
+    // Expanded: the entry id and the whole value.
+    tmux.keys(&["C-o"]);
+    let expanded = tmux.wait_for(r#""text": "hello world""#);
+    assert!(
+        expanded.contains("state note · set · branch · entry "),
+        "{expanded}"
+    );
+    tmux.keys(&["C-o"]);
+    tmux.quit();
+
+    let files = session_files(&agent.join("sessions"));
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).expect("read the session");
+    assert!(
+        text.contains(r#""customType":"session-state/note""#),
+        "{text}"
+    );
+
+    // Resumed in a Pi with only the package: the old event is drawn the same way.
+    let file = files[0].to_string_lossy().into_owned();
+    let mut args = common.to_vec();
+    args.extend(["--session", &file]);
+    tmux.start_pi(&project, &env, &args);
+    tmux.wait_for("tui-test: ready");
+    let screen = tmux.wait_for(line);
+    assert!(screen.contains("noted"), "the resumed transcript: {screen}");
+    tmux.quit();
+}
