@@ -8,7 +8,7 @@
 //! - `event_counts` counts what the reference decodes, and `integrity` lists every
 //!   undecodable event once, among the reader's findings, in file order.
 //!
-//! Proptest relatives: `tests/replay.rs`, `src/inspect.rs`'s tests.
+//! Proptest relatives: `tests/replay.rs`, `src/inspect/tests.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
