@@ -1,7 +1,6 @@
 //! Read-only views for inspection tools (the `session-state` CLI): state values and
 //! decoded events straight from a [`SessionLog`], with no projection database, and the
-//! typed reports the CLI prints ([`Replay`], [`EventCounts`], [`Integrity`],
-//! [`LockReport`]). Every report derives `serde::Serialize`; a tool prints it with
+//! typed reports the CLI prints ([`Replay`], [`EventCounts`], [`Integrity`]). Every report derives `serde::Serialize`; a tool prints it with
 //! [`crate::json::to_string_pretty`] of `serde_json::to_value(&report)`, which keeps the
 //! lone surrogates and JavaScript number forms that `serde_json::to_string` would not.
 //!
@@ -21,8 +20,8 @@ mod walk;
 
 pub use counts::{EventCount, EventCounts, EventScope, PluginEvents};
 pub use report::{
-    CustomReplay, Integrity, IntegrityFinding, IntegrityKind, LockReport, Refusal, Replay,
-    ReplayValue, TipReplay, TipReplays, integrity, replay, replay_tips,
+    CustomReplay, Integrity, IntegrityFinding, IntegrityKind, Replay, ReplayValue, TipReplay,
+    TipReplays, integrity, replay, replay_tips,
 };
 pub use walk::{StateEvent, TipFold, event_counts, fold_tips, state_event, value_at};
 

@@ -4,59 +4,12 @@
 use super::counts::EventCounts;
 use super::walk::{Customs, Slot, Walk, slot_value, state_event};
 use crate::error::{Error, Location, Result};
-use crate::lock::{Liveness, LockStatus};
 use crate::log::reader::{Finding, FindingKind, Severity};
 use crate::tree::SessionLog;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// A session's write-lock row as tools show it: a [`LockStatus`] with the facts derived
-/// from it, serializable (`liveness` as its text: `"alive"`, `"not alive"`, `"unknown"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LockReport {
-    /// The holder as stored.
-    pub holder: String,
-    /// What the holder said it was doing, when recorded.
-    pub action: Option<String>,
-    /// When the lock was taken, ms since the Unix epoch.
-    pub acquired_at_ms: i64,
-    /// How long ago that was, in ms.
-    pub age_ms: u64,
-    /// Whether the holder still runs.
-    #[serde(serialize_with = "as_text")]
-    pub liveness: Liveness,
-    /// Why `liveness` is what it is.
-    pub liveness_reason: String,
-    /// Whether the lease has run out.
-    pub lease_expired: bool,
-    /// Whether a writer in another process would be refused now
-    /// ([`LockStatus::blocks_writers`]).
-    pub blocks_writers: bool,
-}
-
-fn as_text<S: serde::Serializer>(
-    v: &impl std::fmt::Display,
-    s: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    s.collect_str(v)
-}
-
-impl From<&LockStatus> for LockReport {
-    fn from(st: &LockStatus) -> LockReport {
-        LockReport {
-            holder: st.holder.clone(),
-            action: st.action.clone(),
-            acquired_at_ms: st.acquired_at_ms,
-            age_ms: u64::try_from(st.age.as_millis()).unwrap_or(u64::MAX),
-            liveness: st.liveness,
-            liveness_reason: st.liveness_reason.clone(),
-            lease_expired: st.lease_expired,
-            blocks_writers: st.blocks_writers(),
-        }
-    }
-}
 
 /// What an [`IntegrityFinding`] is about: one of the reader's [`FindingKind`]s, or a
 /// state event whose envelope cannot be decoded. Serialized as its kebab-case name.
@@ -185,42 +138,6 @@ pub fn integrity(log: &SessionLog) -> Integrity {
         session_id: log.session_id().to_owned(),
         entries: log.len(),
         findings,
-    }
-}
-
-/// Why a reader refused a file, and where when the error points at a line (the header's
-/// errors point at line 1, byte 0).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Refusal {
-    /// The error's message.
-    pub message: String,
-    /// The line, 1-based.
-    pub line: Option<u64>,
-    /// The line's byte offset.
-    pub offset: Option<u64>,
-    /// The entry, when the error names one.
-    pub entry_id: Option<String>,
-}
-
-impl From<&Error> for Refusal {
-    fn from(e: &Error) -> Refusal {
-        let (at, entry_id) = match e {
-            Error::Corrupt { at, .. } | Error::TrailingGarbage { at, .. } => (Some(*at), None),
-            Error::InvalidEntry { at, id, .. } => (Some(*at), id.clone()),
-            Error::DuplicateId { at, id, .. }
-            | Error::DanglingParent { at, id, .. }
-            | Error::Cycle { at, id, .. } => (Some(*at), Some(id.clone())),
-            Error::MissingHeader { .. }
-            | Error::InvalidHeader { .. }
-            | Error::UnsupportedVersion { .. } => (Some(Location { line: 1, offset: 0 }), None),
-            _ => (None, None),
-        };
-        Refusal {
-            message: e.to_string(),
-            line: at.map(|a| a.line),
-            offset: at.map(|a| a.offset),
-            entry_id,
-        }
     }
 }
 

@@ -1,6 +1,5 @@
 use super::*;
 use crate::error::Result;
-use crate::lock::{Liveness, LockStatus};
 use crate::log::reader::FindingKind;
 use crate::state::envelope::{STATE_PREFIX, Scope};
 use crate::tree::SessionLog;
@@ -154,35 +153,6 @@ fn integrity_lists_undecodable_events_among_the_findings_in_file_order() {
     assert_eq!(
         report.findings[0].kind,
         IntegrityKind::Log(FindingKind::TornTail)
-    );
-}
-
-#[test]
-fn a_refusal_points_at_the_line_and_entry() {
-    let e = SessionLog::open(fixture("edge/dangling-parent.jsonl")).unwrap_err();
-    let r = Refusal::from(&e);
-    assert_eq!(r.entry_id.as_deref(), Some("a0000003"));
-    assert!(r.line.is_some() && r.offset.is_some());
-    assert_eq!(r.message, e.to_string());
-    let e = SessionLog::open(fixture("edge/bad-header.jsonl")).unwrap_err();
-    let r = Refusal::from(&e);
-    assert_eq!((r.line, r.offset, r.entry_id), (Some(1), Some(0), None));
-}
-
-#[test]
-fn a_lock_report_shows_liveness_as_text() {
-    let st = LockStatus {
-        holder: "pid:1".into(),
-        action: None,
-        acquired_at_ms: 5,
-        age: std::time::Duration::from_millis(2_500),
-        liveness: Liveness::NotAlive,
-        liveness_reason: "gone".into(),
-        lease_expired: false,
-    };
-    assert_eq!(
-        printed(&LockReport::from(&st)),
-        r#"{"holder":"pid:1","action":null,"acquired_at_ms":5,"age_ms":2500,"liveness":"not alive","liveness_reason":"gone","lease_expired":false,"blocks_writers":false}"#
     );
 }
 
