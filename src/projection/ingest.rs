@@ -15,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// A catch-up commits at least every this many entries or bytes (docs/spec.md §4: other sessions
 /// wait at most for one chunk).
@@ -252,7 +252,7 @@ fn cached_key(file: &Path, meta: &std::fs::Metadata) -> Result<String> {
         return file_key(file);
     }
     let id = FileIdentity::of(meta);
-    let mut keys = KEYS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut keys = crate::sync::lock(&KEYS);
     let keys = keys.get_or_insert_with(HashMap::new);
     if let Some((known, key)) = keys.get(file)
         && *known == id
