@@ -3,7 +3,7 @@
 //! whether that prefix is still intact, which decides what a catch-up must do.
 
 use super::db_err;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, IoContext, Location, Result};
 use crate::log::hash::FNV_OFFSET;
 use crate::log::io::FileIdentity;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -91,11 +91,7 @@ fn read_into(
     len: u64,
     buf: &mut Vec<u8>,
 ) -> Result<()> {
-    let io = |source| Error::Io {
-        action: "reading",
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| Error::io("reading", path, source);
     buf.resize(len as usize, 0);
     let mut got = 0;
     // Positioned reads: no seek before each span.
@@ -239,11 +235,7 @@ fn prefix_intact(
     key: &str,
     row: &SessionRow,
 ) -> Result<Option<u64>> {
-    let mut f = std::fs::File::open(file).map_err(|source| Error::Io {
-        action: "opening",
-        path: file.to_path_buf(),
-        source,
-    })?;
+    let mut f = std::fs::File::open(file).ctx("opening", file)?;
     let consumed = row.consumed as u64;
     let pre_start = consumed.saturating_sub(DIGEST_SPAN);
     let head = read_span(&mut f, file, 0, consumed.min(DIGEST_SPAN))?;
