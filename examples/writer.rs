@@ -2,7 +2,7 @@
 //! values to one session with [`SessionState`], as a second agent host would.
 //!
 //! ```text
-//! cargo run --example writer -- <file> <db> <plugin> <n> [--go | --hold | --hold-file] [--patch] [--file]
+//! cargo run --example writer -- <file> <db> <plugin> <n> [--go | --hold | --hold-file] [--patch] [--file] [--times]
 //! ```
 //!
 //! Attempt `i` (from 0) writes `{"writer": <pid>, "i": i}` in branch scope and prints one
@@ -21,6 +21,9 @@
 //!   which a lost update would visibly drop).
 //! - `--file`: write with [`SessionState::write_file`] / [`SessionState::patch_file`],
 //!   without a log in memory, as the command line does.
+//! - `--times`: end each attempt's line with ` @<start>-<end>`, when the attempt began and
+//!   returned in nanoseconds since the Unix epoch, so a test can tell that attempts of two
+//!   processes were in flight at once.
 //!
 //! Exits 0 once every attempt was made; 2 on any other error, with the message on stderr.
 
@@ -41,11 +44,12 @@ struct Args {
     hold_file: bool,
     patch: bool,
     without_log: bool,
+    times: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
     let usage = "usage: writer <file> <db> <plugin> <n> [--go | --hold | --hold-file] [--patch] \
-                 [--file]";
+                 [--file] [--times]";
     let mut args = std::env::args_os().skip(1);
     let mut next = |what: &str| {
         args.next()
@@ -70,6 +74,7 @@ fn parse_args() -> Result<Args, String> {
         hold_file: false,
         patch: false,
         without_log: false,
+        times: false,
     };
     for flag in args {
         let flag = flag.to_string_lossy();
@@ -79,6 +84,7 @@ fn parse_args() -> Result<Args, String> {
             "--hold-file" => &mut parsed.hold_file,
             "--patch" => &mut parsed.patch,
             "--file" => &mut parsed.without_log,
+            "--times" => &mut parsed.times,
             other => return Err(format!("unknown flag {other}\n{usage}")),
         };
         *set = true;
@@ -136,7 +142,13 @@ fn run(args: Args) -> Result<(), String> {
         wait_for_stdin()?;
     }
     let pid = std::process::id();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    };
     for i in 0..args.n {
+        let start = now();
         let value = match args.patch {
             true => json!({format!("{pid}-{i}"): i}),
             false => json!({"writer": pid, "i": i}),
@@ -147,13 +159,17 @@ fn run(args: Args) -> Result<(), String> {
             (false, true) => state.write_file(&args.file, None, &value),
             (true, true) => state.patch_file(&args.file, None, &value),
         };
+        let span = match args.times {
+            true => format!(" @{start}-{}", now()),
+            false => String::new(),
+        };
         match written {
-            Ok(Some(id)) => say(&id)?,
+            Ok(Some(id)) => say(&format!("{id}{span}"))?,
             Ok(None) => return Err(format!("value {i} changed nothing, so nothing was written")),
             Err(Error::Lock(e))
                 if matches!(*e, LockError::Held { .. } | LockError::FileHeld { .. }) =>
             {
-                say(&format!("REFUSED {e}"))?;
+                say(&format!("REFUSED {e}{span}"))?;
             }
             Err(e) => return Err(format!("write {i}: {e}")),
         }

@@ -686,6 +686,23 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The append rule of every backend: an append starts at the stored next sequence
+    /// number `next`, or it is [`StoreError::SequenceMismatch`] and writes nothing.
+    pub(crate) fn check_next(
+        session_id: &str,
+        next: u64,
+        first_seq: u64,
+    ) -> Result<(), StoreError> {
+        if next == first_seq {
+            return Ok(());
+        }
+        Err(StoreError::SequenceMismatch {
+            session_id: session_id.into(),
+            expected: next,
+            got: first_seq,
+        })
+    }
+
     /// Whether trying the same call again later may succeed without anything changing
     /// first: [`StoreError::Unavailable`] and [`StoreError::Busy`].
     pub fn is_transient(&self) -> bool {
@@ -787,17 +804,26 @@ fn fmt_id(id: &Option<String>) -> String {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Attaches a path and an action to an `io::Error`.
+impl Error {
+    /// The one constructor of [`Error::Io`]: what was being done, to which file. Prefer
+    /// [`IoContext::ctx`] on an `io::Result`.
+    pub(crate) fn io(action: &'static str, path: &std::path::Path, source: io::Error) -> Error {
+        Error::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Attaches a path and an action to an `io::Error` (jj's `.context(path)`): every I/O
+/// error of the crate names its file this way.
 pub(crate) trait IoContext<T> {
     fn ctx(self, action: &'static str, path: &std::path::Path) -> Result<T>;
 }
 
 impl<T> IoContext<T> for io::Result<T> {
     fn ctx(self, action: &'static str, path: &std::path::Path) -> Result<T> {
-        self.map_err(|source| Error::Io {
-            action,
-            path: path.to_path_buf(),
-            source,
-        })
+        self.map_err(|source| Error::io(action, path, source))
     }
 }

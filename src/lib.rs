@@ -38,6 +38,7 @@ mod settings;
 mod sqlite;
 mod state;
 mod store;
+mod sync;
 mod tree;
 
 pub use error::{BackendError, DatabaseError, Error, Location, Result, StoreError};

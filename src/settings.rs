@@ -636,26 +636,30 @@ fn read_setting(file: &Path) -> Lookup {
 /// `Ok(None)` when the file does not exist or is empty (Pi treats an empty settings file
 /// as `{}`).
 fn read_json(file: &Path) -> Result<Option<Value>, SettingsProblem> {
-    let bytes = match fs::read(file) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(SettingsProblem::Unreadable {
-                kind: e.kind(),
-                message: e.to_string(),
-            });
-        }
-    };
-    if bytes.is_empty() {
-        return Ok(None);
+    match read_bytes(file)? {
+        Some(bytes) if !bytes.is_empty() => parse_json(&bytes).map(Some),
+        _ => Ok(None),
     }
-    // Pi strips a UTF-8 byte order mark before parsing.
-    let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
-    serde_json::from_slice(text)
-        .map(Some)
-        .map_err(|e| SettingsProblem::InvalidJson {
+}
+
+/// The bytes of a file Pi reads (settings, trust), `Ok(None)` when it does not exist.
+fn read_bytes(file: &Path) -> Result<Option<Vec<u8>>, SettingsProblem> {
+    match fs::read(file) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SettingsProblem::Unreadable {
+            kind: e.kind(),
             message: e.to_string(),
-        })
+        }),
+    }
+}
+
+/// JSON as Pi parses its files: a UTF-8 byte order mark is stripped first.
+fn parse_json(bytes: &[u8]) -> Result<Value, SettingsProblem> {
+    let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    serde_json::from_slice(text).map_err(|e| SettingsProblem::InvalidJson {
+        message: e.to_string(),
+    })
 }
 
 /// Turns a setting's string into a path; `base` anchors relative values.
@@ -751,21 +755,11 @@ fn pi_trust_decision(
 /// The entries of `trust.json`, `Ok(None)` when it does not exist. Validated as Pi does:
 /// an object whose values are all `true`, `false` or `null`, else the whole file is bad.
 fn read_trust_file(file: &Path) -> Result<Option<Map<String, Value>>, SettingsProblem> {
-    let bytes = match fs::read(file) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(SettingsProblem::Unreadable {
-                kind: e.kind(),
-                message: e.to_string(),
-            });
-        }
+    let Some(bytes) = read_bytes(file)? else {
+        return Ok(None);
     };
     // Unlike settings, Pi parses an empty trust file (and fails).
-    let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
-    let root: Value = serde_json::from_slice(text).map_err(|e| SettingsProblem::InvalidJson {
-        message: e.to_string(),
-    })?;
+    let root = parse_json(&bytes)?;
     let Value::Object(entries) = root else {
         return Err(SettingsProblem::NotAnObject {
             found: json_type(&root),

@@ -1,5 +1,10 @@
-//! SQLite's error, wrapped so that no rusqlite type is part of the public API. A leaf:
-//! it imports nothing of the crate, and `error`, `lock` and `projection` use it.
+//! SQLite's error, wrapped so that no rusqlite type is part of the public API, and the
+//! look at a file's first bytes that both SQLite databases of the crate (the projection
+//! and the SQLite session store) begin their "is this file ours" check with. A leaf: it
+//! imports nothing of the crate, and `error`, `lock`, `projection` and `persistence` use it.
+
+use std::io::Read;
+use std::path::Path;
 
 /// An error of SQLite, under the projection database and the write lock.
 ///
@@ -48,4 +53,75 @@ impl std::error::Error for DatabaseError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.0.source()
     }
+}
+
+/// What a path holds, as far as telling a database of ours goes: read from its metadata
+/// and its first 100 bytes (SQLite's file header), without opening it as a database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FileHead {
+    /// Nothing, or an empty file.
+    Absent,
+    /// A directory.
+    Directory,
+    /// Neither a regular file nor a directory (a FIFO, a socket, a device, ...).
+    Special,
+    /// A regular file that does not begin with a SQLite header: its first bytes, printed
+    /// for an error message (at most 24 characters, control characters escaped).
+    NotSqlite(String),
+    /// A SQLite database, with the `application_id` its header carries (0: none yet;
+    /// the stamp of a database just created may still be in its WAL only).
+    Sqlite {
+        /// `PRAGMA application_id`, header bytes 68..72.
+        application_id: i32,
+    },
+}
+
+/// The first bytes of every SQLite database file.
+const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+
+/// Looks at `path` without modifying anything (docs/spec.md §4: only a file provably ours
+/// is opened). Symbolic links are followed.
+pub(crate) fn file_head(path: &Path) -> std::io::Result<FileHead> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileHead::Absent),
+        Err(e) => return Err(e),
+    };
+    if meta.is_dir() {
+        return Ok(FileHead::Directory);
+    }
+    if !meta.is_file() {
+        return Ok(FileHead::Special);
+    }
+    if meta.len() == 0 {
+        return Ok(FileHead::Absent);
+    }
+    let mut head = Vec::with_capacity(100);
+    std::fs::File::open(path)?
+        .take(100)
+        .read_to_end(&mut head)?;
+    if head.len() < 100 || !head.starts_with(SQLITE_MAGIC) {
+        return Ok(FileHead::NotSqlite(printable_start(&head)));
+    }
+    Ok(FileHead::Sqlite {
+        application_id: i32::from_be_bytes([head[68], head[69], head[70], head[71]]),
+    })
+}
+
+/// The first bytes of a file, for an error message: at most 24 characters, control
+/// characters escaped.
+fn printable_start(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(24)]);
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_control() || c == '`' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if bytes.len() > 24 {
+        out.push('…');
+    }
+    out
 }

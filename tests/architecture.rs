@@ -117,6 +117,7 @@ fn no_import_goes_upward() {
         "json",
         "settings",
         "sqlite",
+        "sync",
         "lock",
         "error",
         "log",

@@ -142,6 +142,10 @@ struct Writer {
     ack: Option<PathBuf>,
 }
 
+/// When an attempt began and returned, in nanoseconds since the Unix epoch
+/// (`examples/writer.rs --times`).
+type Span = (u128, u128);
+
 impl Writer {
     /// Starts `program` making `count` attempts on the session `file` through the
     /// database `db`. Returns at once; wait for its `READY`/`HOLDING` with
@@ -172,12 +176,13 @@ impl Writer {
             Program::Values => {
                 let mut cmd = Command::new(common::examples::example("writer"));
                 cmd.arg(file).arg(db).arg(PLUGIN).arg(count.to_string());
+                cmd.arg("--times");
                 (cmd, None)
             }
             Program::Patches(via) => {
                 let mut cmd = Command::new(common::examples::example("writer"));
                 cmd.arg(file).arg(db).arg(PLUGIN).arg(count.to_string());
-                cmd.arg("--patch");
+                cmd.args(["--times", "--patch"]);
                 if via == Via::File {
                     cmd.arg("--file");
                 }
@@ -243,12 +248,28 @@ impl Writer {
     /// Its attempts, one per output line, after it exited successfully and silently:
     /// any error, `SQLITE_BUSY` included, would have ended it with exit code 2 and the
     /// message on stderr. A crash writer's `ACK` lines must match its ack file.
-    fn finish(mut self) -> Vec<Attempt> {
+    fn finish(self) -> Vec<Attempt> {
+        self.finish_timed().0
+    }
+
+    /// [`Writer::finish`], with each attempt's [`Span`] (none for a crash writer).
+    fn finish_timed(mut self) -> (Vec<Attempt>, Vec<Span>) {
         drop(self.stdin.take());
-        let lines: Vec<String> = (&mut self.stdout)
+        let mut lines: Vec<String> = (&mut self.stdout)
             .lines()
             .collect::<Result<_, _>>()
             .expect("read writer stdout");
+        let mut spans = Vec::new();
+        if self.program != Program::Crash {
+            for line in &mut lines {
+                let (rest, span) = line
+                    .rsplit_once(" @")
+                    .unwrap_or_else(|| panic!("no span: {line}"));
+                let (start, end) = span.split_once('-').expect("start-end");
+                spans.push((start.parse().expect("start"), end.parse().expect("end")));
+                *line = rest.to_owned();
+            }
+        }
         let stderr = self.stderr();
         let status = self.child.wait().expect("wait for writer");
         assert!(status.success(), "writer failed ({status}): {stderr}");
@@ -293,7 +314,7 @@ impl Writer {
             })
             .collect();
         assert!(recorded.next().is_none(), "recorded but never acknowledged");
-        attempts
+        (attempts, spans)
     }
 
     /// SIGKILL, then reap: afterwards its pid is gone.
@@ -421,12 +442,44 @@ fn assert_intact(file: &Path, db: &Path, attempts: &[Attempt], fresh: &Path) -> 
 
 /// Runs `n` writers of `count` attempts on one session, released together, after
 /// `before` prepared it; checks every attempt. Returns (acknowledged, refused).
+/// What [`run_on_one_session`] saw: acknowledged and refused attempts, how often the
+/// state events in the file pass from one writer's to another's, and each writer's
+/// attempts' [`Span`]s (none for crash writers).
+struct Run {
+    acked: usize,
+    refused: usize,
+    changes: usize,
+    spans: Vec<Vec<Span>>,
+}
+
+impl Run {
+    /// Pairs of attempts of two different writers that were in flight at the same
+    /// moment (each began before the other returned).
+    fn overlapping(&self) -> usize {
+        let mut n = 0;
+        for (i, a) in self.spans.iter().enumerate() {
+            for b in &self.spans[i + 1..] {
+                n += a
+                    .iter()
+                    .map(|x| b.iter().filter(|y| x.0 < y.1 && y.0 < x.1).count())
+                    .sum::<usize>();
+            }
+        }
+        n
+    }
+}
+
 fn run_on_one_session(
     program: Program,
     n: usize,
     count: usize,
     before: impl FnOnce(&Session),
 ) -> (usize, usize) {
+    let run = run_writers(program, n, count, before);
+    (run.acked, run.refused)
+}
+
+fn run_writers(program: Program, n: usize, count: usize, before: impl FnOnce(&Session)) -> Run {
     let s = session();
     before(&s);
     let mut writers: Vec<Writer> = (0..n)
@@ -440,9 +493,17 @@ fn run_on_one_session(
         w.go();
     }
     let mut attempts = Vec::new();
-    for w in writers {
-        let a = w.finish();
+    let mut writer_of = std::collections::HashMap::new();
+    let mut spans = Vec::new();
+    for (i, w) in writers.into_iter().enumerate() {
+        let (a, s) = w.finish_timed();
         assert_eq!(a.len(), count, "one line per attempt");
+        spans.push(s);
+        for at in &a {
+            if let Attempt::Acked { id, .. } = at {
+                writer_of.insert(id.clone(), i);
+            }
+        }
         attempts.extend(a);
     }
     let refused = assert_refusals(&attempts, &s.id, &holders);
@@ -453,7 +514,19 @@ fn run_on_one_session(
         n * count,
         "every attempt acknowledged or refused"
     );
-    (acked, refused)
+    let order: Vec<usize> = SessionLog::open(&s.file)
+        .expect("open")
+        .entries()
+        .filter_map(|e| writer_of.get(e.id()).copied())
+        .collect();
+    assert_eq!(order.len(), acked);
+    let changes = order.windows(2).filter(|w| w[0] != w[1]).count();
+    Run {
+        acked,
+        refused,
+        changes,
+        spans,
+    }
 }
 
 #[test]
@@ -474,10 +547,25 @@ fn two_writers_at_the_same_moment_lose_nothing_and_fuse_no_lines() {
         // The database exists, as after a first use: openers racing to create it are
         // `six_processes_creating_one_database_at_once_all_write` and
         // `a_new_database_opened_by_two_at_once_is_one_database`.
-        let (acked, refused) = run_on_one_session(Program::Values, 2, 40, |s| {
+        let run = run_writers(Program::Values, 2, 40, |s| {
             store(&s.db).connect().expect("create the database");
         });
-        eprintln!("round {round}: {acked} acknowledged, {refused} refused");
+        eprintln!(
+            "round {round}: {} acknowledged, {} refused, the writer changed {} times in \
+             the file, {} pairs of attempts in flight at once",
+            run.acked,
+            run.refused,
+            run.changes,
+            run.overlapping()
+        );
+        // Released together through the stdin barrier: the attempts' own clocks show
+        // that the two were writing at the same moment (one waiting for the other's
+        // write transaction, or refused by its lock), not one after the other.
+        assert_eq!(run.spans.iter().map(Vec::len).sum::<usize>(), 80);
+        assert!(
+            run.overlapping() > 0,
+            "round {round}: the two writers ran one after the other"
+        );
     }
 }
 

@@ -99,10 +99,57 @@ fn export(store: &Sessions, id: &str) -> Vec<u8> {
 fn store_is_a_thread_safe_trait_object_that_prints_no_password() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<PostgresStore>();
-    let (url, _guard) = pg::fresh_database();
-    let store: Box<dyn SessionStore> = Box::new(PostgresStore::connect(&url).expect("connect"));
+    let (url, guard) = pg::fresh_database();
+    // The shared server trusts loopback, so a URL with any password connects.
+    let secret = "pw-7c1e-hunter2";
+    let with_password = url.replacen(
+        "postgres://postgres@",
+        &format!("postgres://postgres:{secret}@"),
+        1,
+    );
+    assert!(with_password.contains(secret), "{with_password}");
+    let pg = PostgresStore::connect(&with_password).expect("connect");
+    let mut shown = vec![
+        format!("{pg:?}"),
+        format!("{}", pg.url()),
+        format!("{:?}", pg.url()),
+        pg.describe(),
+    ];
+    let store: Box<dyn SessionStore> = Box::new(pg);
     assert!(store.list().expect("list").is_empty());
-    assert!(Sessions::from_box(store).list().expect("list").is_empty());
+    let not_found = store.header_line("missing").expect_err("no such session");
+    shown.extend([format!("{not_found}"), format!("{not_found:?}")]);
+    let sessions = Sessions::from_box(store);
+    assert!(sessions.list().expect("list").is_empty());
+    let missing = sessions.load("missing").expect_err("no such session");
+    shown.extend([
+        format!("{sessions:?}"),
+        format!("{missing}"),
+        format!("{missing:?}"),
+    ]);
+    let mut source = std::error::Error::source(&missing);
+    while let Some(s) = source {
+        shown.push(s.to_string());
+        source = s.source();
+    }
+    let port = guard.server().port().to_string();
+    for text in &shown {
+        assert!(!text.contains(secret), "the password leaked: {text}");
+    }
+    // What identifies the store is all there: host, port and database, the password
+    // replaced.
+    for text in &shown[..4] {
+        assert!(
+            text.contains("127.0.0.1") && text.contains(&port) && text.contains(guard.name()),
+            "{text}"
+        );
+    }
+    assert!(shown[1].contains(":***@"), "{}", shown[1]);
+    assert!(
+        shown[4..].iter().any(|t| t.contains("missing")),
+        "{:?}",
+        &shown[4..]
+    );
 }
 
 #[test]

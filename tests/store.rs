@@ -24,6 +24,56 @@ fn the_store_and_its_keys_are_send_sync_and_cheap_to_clone() {
     fn send_sync<T: Send + Sync + Clone>() {}
     send_sync::<Store>();
     send_sync::<SessionState<Value>>();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("states.sqlite");
+    let store = common::open_store(&db).expect("store");
+    let todo = store.state::<Value>("todo", Scope::Branch).expect("key");
+    let mut log = session(dir.path(), "1");
+    todo.write(&mut log, &json!("a")).expect("write");
+    let before = database_fds(dir.path());
+    assert!(before > 0, "the store holds its database open");
+    // Clones of the store and of the key, each used: no clone opens the database again.
+    let stores: Vec<Store> = (0..20).map(|_| store.clone()).collect();
+    let keys: Vec<SessionState<Value>> = (0..20).map(|_| todo.clone()).collect();
+    for (s, k) in stores.iter().zip(&keys) {
+        s.connect().expect("connect");
+        assert_eq!(k.read(&log).expect("read"), Some(json!("a")));
+    }
+    assert_eq!(
+        database_fds(dir.path()),
+        before,
+        "a clone opened the database"
+    );
+    // They share one projection connection: a catch-up through one clone is the last
+    // catch-up of all of them.
+    let done = stores[7].catch_up(log.path()).expect("catch up");
+    for s in std::iter::once(&store).chain(&stores) {
+        assert_eq!(s.last_catch_up(), Some(done));
+    }
+    // Unlike a second store on the same database, which has a connection of its own.
+    let other = common::open_store(&db).expect("another store");
+    other.connect().expect("connect");
+    assert!(
+        database_fds(dir.path()) > before,
+        "the count sees a new connection"
+    );
+    assert_eq!(other.last_catch_up(), None);
+}
+
+/// How many of this process's file descriptors are open on `states.sqlite*` in `dir`
+/// (the database and its WAL and shared-memory files).
+fn database_fds(dir: &Path) -> usize {
+    let dir = dir.canonicalize().expect("canonical dir");
+    std::fs::read_dir("/proc/self/fd")
+        .expect("list /proc/self/fd")
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| {
+            target.parent() == Some(dir.as_path())
+                && target
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("states.sqlite"))
+        })
+        .count()
 }
 
 #[test]

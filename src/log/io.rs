@@ -218,14 +218,14 @@ impl TempFile {
         self.unsynced = true;
         let n = self.file.write(bytes).ctx("writing", &self.path)?;
         if n != bytes.len() {
-            return Err(Error::Io {
-                action: "writing",
-                path: self.path.clone(),
-                source: io::Error::new(
+            return Err(Error::io(
+                "writing",
+                &self.path,
+                io::Error::new(
                     io::ErrorKind::WriteZero,
                     format!("short write: {n} of {} bytes", bytes.len()),
                 ),
-            });
+            ));
         }
         Ok(())
     }
@@ -286,21 +286,16 @@ pub(crate) fn create_durably(
                 io::ErrorKind::AlreadyExists => Error::AlreadyExists {
                     path: path.to_path_buf(),
                 },
-                _ => Error::Io {
-                    action: "linking the new file to",
-                    path: path.to_path_buf(),
-                    source,
-                },
+                _ => Error::io("linking the new file to", path, source),
             })
         }
-        Place::Rename => fs.rename(&temp.path, path).map_err(|source| {
-            let _ = fs.remove(&temp.path);
-            Error::Io {
-                action: "renaming the new file over",
-                path: path.to_path_buf(),
-                source,
+        Place::Rename => {
+            let renamed = fs.rename(&temp.path, path);
+            if renamed.is_err() {
+                let _ = fs.remove(&temp.path);
             }
-        }),
+            renamed.ctx("renaming the new file over", path)
+        }
     };
     placed.map_err(failed(Step::Place))?;
     drop(temp);

@@ -24,6 +24,7 @@
 //!   and the original still has the length and identity it had when the copy began.
 
 use super::entry::{RawEntry, raw_str};
+use super::hash::fnv1a;
 use super::io::{FileIdentity, FileSystem, Place, create_durably};
 use super::reader::{self, LineClass, classify, for_each_line};
 use crate::error::{Error, IoContext, Location, Result};
@@ -35,28 +36,12 @@ use std::path::Path;
 /// reader and the later on-disk migration agree. Pi draws random ids; only the tree's
 /// shape is specified.
 pub(crate) fn v1_id(session_id: &str, ordinal: u64, attempt: u32) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in session_id
-        .bytes()
-        .chain(ordinal.to_le_bytes())
-        .chain(attempt.to_le_bytes())
-    {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
+    let h = fnv1a(&[
+        session_id.as_bytes(),
+        &ordinal.to_le_bytes(),
+        &attempt.to_le_bytes(),
+    ]);
     format!("{:08x}", (h >> 32) as u32 ^ (h as u32))
-}
-
-/// FNV-1a over a sequence of byte slices (a line's content, possibly in pieces).
-fn fnv(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for &b in *part {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
 }
 
 /// What the migration does to one line of the original, and how to check the copy.
@@ -345,7 +330,7 @@ impl LineCtx<'_> {
             LineClass::Entry(raw) if raw.ty.0 != "session" => raw,
             // Everything else is copied verbatim (a later header, torn, corrupt, blank).
             _ => {
-                let hash = fnv(&[bytes]);
+                let hash = fnv1a(&[bytes]);
                 return Ok((Plan::Verbatim { hash }, None, bytes.to_vec()));
             }
         };
@@ -378,7 +363,7 @@ impl LineCtx<'_> {
             let out = crate::json::to_string_exact(&v).into_bytes();
             return Ok((Plan::Transformed { stripped: strip(v) }, Some(link), out));
         }
-        let hash = fnv(&[bytes]);
+        let hash = fnv1a(&[bytes]);
         if !v1 {
             return Ok((Plan::Verbatim { hash }, Some(link), bytes.to_vec()));
         }
@@ -424,12 +409,12 @@ fn check_copy(
         };
         n += 1;
         let same = match plan {
-            Plan::Verbatim { hash } => fnv(&[bytes]) == *hash,
+            Plan::Verbatim { hash } => fnv1a(&[bytes]) == *hash,
             Plan::Inserted { hash, at, suffix } => {
                 let end = at + suffix.len();
                 bytes.len() >= end
                     && &bytes[*at..end] == suffix.as_bytes()
-                    && fnv(&[&bytes[..*at], &bytes[end..]]) == *hash
+                    && fnv1a(&[&bytes[..*at], &bytes[end..]]) == *hash
             }
             Plan::Transformed { stripped } => std::str::from_utf8(bytes)
                 .ok()
@@ -461,4 +446,22 @@ fn check_copy(
         return Err(mismatch(start, "the torn tail"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::v1_id;
+
+    #[test]
+    fn v1_ids_are_the_ids_earlier_versions_gave() {
+        // A reader of an unmigrated v1 file and every migration since agree on these:
+        // a change here renames the entries of every v1 session already migrated.
+        assert_eq!(v1_id("s1", 0, 0), "9c86060b");
+        assert_eq!(v1_id("s1", 1, 0), "ee055b1a");
+        assert_eq!(v1_id("session-1", 7, 3), "469f105e");
+        assert_eq!(
+            v1_id("0195f0e0-7c1a-7000-8000-000000000000", 123_456, 1),
+            "aa25818d"
+        );
+    }
 }

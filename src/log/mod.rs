@@ -3,6 +3,7 @@
 //! versions ([`migrate`]). Bytes ↔ entries; it knows nothing of trees or state.
 
 pub(crate) mod entry;
+pub(crate) mod hash;
 pub(crate) mod header;
 pub(crate) mod io;
 pub(crate) mod migrate;

@@ -5,7 +5,7 @@
 //! classified once; bytes after the last `\n` are the tail, invisible to readers.
 
 use super::entry::{Header, RawEntry, raw_str};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, IoContext, Location, Result};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
@@ -179,14 +179,9 @@ pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File> {
             kind: file_kind(&meta.file_type()).into(),
         })
     };
-    let ctx = |source| Error::Io {
-        action: "opening",
-        path: path.to_path_buf(),
-        source,
-    };
-    check(&std::fs::metadata(path).map_err(ctx)?)?;
-    let file = std::fs::File::open(path).map_err(ctx)?;
-    check(&file.metadata().map_err(ctx)?)?;
+    check(&std::fs::metadata(path).ctx("opening", path)?)?;
+    let file = std::fs::File::open(path).ctx("opening", path)?;
+    check(&file.metadata().ctx("opening", path)?)?;
     Ok(file)
 }
 
@@ -258,13 +253,7 @@ pub(crate) fn for_each_line_limited<R: Read>(
             match src.read(&mut buf[filled..]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(source) => {
-                    return Err(Error::Io {
-                        action: "reading",
-                        path: path.to_path_buf(),
-                        source,
-                    });
-                }
+                Err(e) => return Err(e).ctx("reading", path),
             }
         };
         if n == 0 {

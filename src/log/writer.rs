@@ -5,7 +5,7 @@
 //! (`docs/lock.md`, "The file lock").
 
 use super::io::{AppendFile, FileIdentity, FileSystem};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -53,11 +53,7 @@ impl LogWriter {
                     "the file system has no advisory locks: appending without the file lock");
                 Ok(())
             }
-            Err(source) => Err(Error::Io {
-                action: "locking",
-                path: self.path.clone(),
-                source,
-            }),
+            Err(source) => Err(Error::io("locking", &self.path, source)),
         }
     }
 
@@ -67,11 +63,7 @@ impl LogWriter {
         if !std::mem::take(&mut self.locked) {
             return Ok(());
         }
-        self.file.unlock().map_err(|source| Error::Io {
-            action: "unlocking",
-            path: self.path.clone(),
-            source,
-        })
+        self.file.unlock().ctx("unlocking", &self.path)
     }
 
     pub(crate) fn check(&self) -> Result<()> {
@@ -116,11 +108,7 @@ impl LogWriter {
     }
 
     pub(crate) fn len(&self) -> Result<u64> {
-        self.file.len().map_err(|source| Error::Io {
-            action: "checking the length of",
-            path: self.path.clone(),
-            source,
-        })
+        self.file.len().ctx("checking the length of", &self.path)
     }
 
     pub(crate) fn identity(&self) -> Option<FileIdentity> {
@@ -152,13 +140,7 @@ pub(crate) fn append_if_unchanged(
     line: &[u8],
     action: &str,
 ) -> Result<bool> {
-    let io = |action: &'static str| {
-        move |source| Error::Io {
-            action,
-            path: path.to_path_buf(),
-            source,
-        }
-    };
+    let io = |action: &'static str| move |source| Error::io(action, path, source);
     let file = fs.open_append(path).map_err(io("opening for append"))?;
     let mut w = LogWriter::new(path, file);
     // IMPORTANT: from the check of the length to the end of the append, under the lock.

@@ -10,11 +10,12 @@ use crate::log::header::{parse_header, read_header_line};
 use crate::log::io::{FileIdentity, Place, create_durably};
 use crate::log::reader::{self, FindingKind, ReadMode};
 use crate::log::writer::append_if_unchanged;
+use crate::sync::lock;
 use crate::tree::{LogOptions, SessionLog};
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How many bytes [`PiJsonlStore::scan`] reads at most to find a file's first line
 /// (Pi 1.x's `MAX_SESSION_HEADER_SCAN_BYTES`).
@@ -391,12 +392,8 @@ impl SessionStore for PiJsonlStore {
         let mut refused: Option<StoreError> = None;
         let r = self.with_log(session_id, |log| {
             let next = log.len() as u64;
-            if first_seq != next {
-                refused = Some(StoreError::SequenceMismatch {
-                    session_id: session_id.into(),
-                    expected: next,
-                    got: first_seq,
-                });
+            if let Err(e) = StoreError::check_next(session_id, next, first_seq) {
+                refused = Some(e);
                 return Ok(next);
             }
             if let Some(id) = lines
@@ -504,10 +501,6 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
     Ok(log.len() as u64)
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Locks a session's slot. A panic during an earlier operation leaves the in-memory log
 /// in an unknown state, so the session is reopened from disk.
 fn lock_slot(m: &Mutex<Option<SessionLog>>) -> MutexGuard<'_, Option<SessionLog>> {
@@ -525,10 +518,6 @@ fn lock_slot(m: &Mutex<Option<SessionLog>>) -> MutexGuard<'_, Option<SessionLog>
 fn problem_io(path: &Path, source: std::io::Error) -> ListProblem {
     ListProblem {
         path: path.to_path_buf(),
-        error: Error::Io {
-            action: "listing",
-            path: path.to_path_buf(),
-            source,
-        },
+        error: Error::io("listing", path, source),
     }
 }

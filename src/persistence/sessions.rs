@@ -10,13 +10,14 @@ use crate::log::NewEntry;
 use crate::log::entry::Header;
 use crate::log::header::parse_header;
 use crate::log::reader::ReadMode;
+use crate::sync::lock;
 use crate::tree::SessionLog;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 /// What this handle knows of a session it appended to: enough to check a batch's ids
 /// and parents and to pick fresh ids without asking the store for more than what is new.
@@ -57,10 +58,6 @@ impl std::fmt::Debug for Sessions {
             .field("store", &self.backend.describe())
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Sessions {
@@ -208,9 +205,7 @@ impl Sessions {
                 let k = self.known_at(&mut known, session_id, first_seq)?;
                 (k.next, k.last_id.clone())
             };
-            if next != first_seq {
-                return Err(mismatch(session_id, next, first_seq));
-            }
+            StoreError::check_next(session_id, next, first_seq)?;
             let lines = {
                 let known = lock(&self.known);
                 let ids = known.get(session_id).map(|k| &k.ids);
@@ -249,9 +244,7 @@ impl Sessions {
         let pending = lock(&self.pending).get(session_id).cloned();
         let mut retry = Retry::new(&*self.backend);
         if let Some((header, header_line)) = pending {
-            if first_seq != 0 {
-                return Err(mismatch(session_id, 0, first_seq));
-            }
+            StoreError::check_next(session_id, 0, first_seq)?;
             check_ids(session_id, 0, &facts, |_| false)?;
             if lines.is_empty() {
                 return Ok(0);
@@ -275,9 +268,7 @@ impl Sessions {
         }
         let mut known = lock(&self.known);
         let k = self.known_at(&mut known, session_id, first_seq)?;
-        if k.next != first_seq {
-            return Err(mismatch(session_id, k.next, first_seq));
-        }
+        StoreError::check_next(session_id, k.next, first_seq)?;
         if check {
             check_ids(session_id, first_seq, &facts, |id| k.ids.contains(id))?;
         }
@@ -566,13 +557,4 @@ pub(crate) fn stored_id_at(
         ControlFlow::Break(())
     })?;
     Ok(found)
-}
-
-fn mismatch(session_id: &str, expected: u64, got: u64) -> Error {
-    StoreError::SequenceMismatch {
-        session_id: session_id.into(),
-        expected,
-        got,
-    }
-    .into()
 }

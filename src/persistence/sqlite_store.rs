@@ -4,18 +4,17 @@
 
 use super::lines::line_ids;
 use super::{LineVisitor, SessionStore};
-use crate::error::{BackendError, Error, Result, StoreError};
+use crate::error::{BackendError, Error, IoContext, Result, StoreError};
 use crate::log::entry::Header;
+use crate::sqlite::{FileHead, file_head};
+use crate::sync::lock;
 use rusqlite::{Connection, OptionalExtension, params};
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// `PRAGMA application_id` of a session store ("SSs1"); the projection's is "SSt1".
 const STORE_APPLICATION_ID: i32 = 0x5353_7331;
-
-const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
 
 /// The schema (version 1). `entries.line` is the entry's JSON text without its newline.
 pub(crate) const STORE_SCHEMA: &str = "
@@ -69,10 +68,6 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl SqliteStore {
     /// Opens (or creates) the store at `path`, a non-empty absolute path.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
@@ -85,11 +80,7 @@ impl SqliteStore {
         }
         let fresh = check_ours(&path)?;
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-                action: "creating the store's directory",
-                path: dir.to_path_buf(),
-                source,
-            })?;
+            std::fs::create_dir_all(dir).ctx("creating the store's directory", dir)?;
         }
         let conn = connect(&path, fresh).map_err(db_err(&path, "opening"))?;
         Ok(SqliteStore {
@@ -289,13 +280,7 @@ impl SessionStore for SqliteStore {
                 .and_then(|mut q| q.query_row([session_id], |r| r.get::<_, i64>(0)).optional())
                 .map_err(db_err(&self.path, "reading the session"))?
                 .ok_or_else(|| self.not_found(session_id))? as u64;
-            if next != first_seq {
-                return Err(StoreError::SequenceMismatch {
-                    session_id: session_id.into(),
-                    expected: next,
-                    got: first_seq,
-                });
-            }
+            StoreError::check_next(session_id, next, first_seq)?;
             if lines.is_empty() {
                 return Ok(next);
             }
@@ -347,37 +332,20 @@ fn check_ours(path: &Path) -> Result<bool> {
         path: path.to_path_buf(),
         what,
     };
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
-        Err(source) => {
-            return Err(Error::Io {
-                action: "inspecting",
-                path: path.to_path_buf(),
-                source,
-            });
+    match file_head(path).ctx("inspecting", path)? {
+        FileHead::Absent => return Ok(true),
+        FileHead::Directory | FileHead::Special => {
+            return Err(not_ours("is not a regular file".into()).into());
         }
-    };
-    if !meta.is_file() {
-        return Err(not_ours("is not a regular file".into()).into());
-    }
-    if meta.len() == 0 {
-        return Ok(true);
-    }
-    let mut head = Vec::with_capacity(100);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(100).read_to_end(&mut head))
-        .map_err(|source| Error::Io {
-            action: "inspecting",
-            path: path.to_path_buf(),
-            source,
-        })?;
-    if head.len() < 100 || !head.starts_with(SQLITE_MAGIC) {
-        return Err(not_ours("is not a SQLite database".into()).into());
-    }
-    let app_id = i32::from_be_bytes([head[68], head[69], head[70], head[71]]);
-    if app_id == STORE_APPLICATION_ID {
-        return Ok(false);
+        FileHead::NotSqlite(start) => {
+            return Err(
+                not_ours(format!("is not a SQLite database (starts with `{start}`)")).into(),
+            );
+        }
+        FileHead::Sqlite { application_id } if application_id == STORE_APPLICATION_ID => {
+            return Ok(false);
+        }
+        FileHead::Sqlite { .. } => {}
     }
     // The stamp of a store just created may still be in its WAL only.
     let conn = Connection::open_with_flags(

@@ -340,13 +340,14 @@ fn connector(options: &TlsOptions) -> std::result::Result<Tls, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier: Arc<dyn ServerCertVerifier> = match (options.mode, &options.root_cert) {
         (SslMode::Disable, _) => return Ok(Tls(None)),
-        (SslMode::Prefer, _) | (SslMode::Require, None) => Arc::new(NoVerification {
+        (SslMode::Prefer, _) | (SslMode::Require, None) => Arc::new(NameUnchecked {
+            chain: None,
             algorithms: provider.signature_verification_algorithms,
         }),
-        (SslMode::Require | SslMode::VerifyCa, root) => Arc::new(ChainOnly(webpki(
-            &roots(root.as_deref(), "verify-ca")?,
-            &provider,
-        )?)),
+        (SslMode::Require | SslMode::VerifyCa, root) => Arc::new(NameUnchecked {
+            chain: Some(webpki(&roots(root.as_deref(), "verify-ca")?, &provider)?),
+            algorithms: provider.signature_verification_algorithms,
+        }),
         (SslMode::VerifyFull, root) => webpki(&roots(root.as_deref(), "verify-full")?, &provider)?,
     };
     let config = rustls::ClientConfig::builder_with_provider(provider)
@@ -429,24 +430,36 @@ fn roots(
     Ok(store)
 }
 
-/// `prefer` and `require` without a root certificate, as in libpq: the connection is
-/// encrypted, and the server's certificate is not checked (the handshake's signatures
-/// still are, so the server holds the key of the certificate it shows).
+/// The checks of the modes that do not compare the server's name with the host, as in
+/// libpq: `prefer` and `require` without a root certificate check no certificate (the
+/// connection is encrypted, and the handshake's signatures are still checked, so the
+/// server holds the key of the certificate it shows); `verify-ca` checks that the chain
+/// leads to a trusted CA (`chain`), and not the name in it.
 #[derive(Debug)]
-struct NoVerification {
+struct NameUnchecked {
+    /// The `verify-ca` chain check; `None`: no certificate check.
+    chain: Option<Arc<WebPkiServerVerifier>>,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for NoVerification {
+impl ServerCertVerifier for NameUnchecked {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
     }
 
     fn verify_tls12_signature(
@@ -469,54 +482,6 @@ impl ServerCertVerifier for NoVerification {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca`: the certificate chain must lead to a trusted CA; the name in it is not
-/// compared with the host.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
     }
 }
 

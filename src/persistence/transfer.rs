@@ -51,11 +51,9 @@ impl FileLines {
             buf.pop();
         }
         // The strict reader read these bytes as JSON: they are UTF-8.
-        String::from_utf8(buf).map_err(|e| Error::Io {
-            action: "reading",
-            path: self.path.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        })
+        String::from_utf8(buf)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            .ctx("reading", &self.path)
     }
 }
 
@@ -184,11 +182,8 @@ pub fn export_session(
     session_id: &str,
     out: &mut dyn Write,
 ) -> Result<u64> {
-    let io = |e: std::io::Error| Error::Io {
-        action: "writing the export",
-        path: PathBuf::from("<output>"),
-        source: e,
-    };
+    let output = Path::new("<output>");
+    let io = |e| Error::io("writing the export", output, e);
     let header = store.header_line(session_id)?;
     out.write_all(header.as_bytes()).map_err(io)?;
     out.write_all(b"\n").map_err(io)?;

@@ -8,14 +8,14 @@ use super::watermark::{
     write_watermark,
 };
 use super::{CatchUp, db_err, file_key, forget};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, IoContext, Location, Result};
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, ReadMode, ScanState};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// A catch-up commits at least every this many entries or bytes (docs/spec.md §4: other sessions
 /// wait at most for one chunk).
@@ -87,11 +87,7 @@ pub(super) fn catch_up(
     policy: &mut ChunkPolicy,
 ) -> Result<CatchUp> {
     let key = file_key(file)?;
-    let meta = std::fs::metadata(file).map_err(|source| Error::Io {
-        action: "reading",
-        path: file.to_path_buf(),
-        source,
-    })?;
+    let meta = std::fs::metadata(file).ctx("reading", file)?;
     // Fast path without a write transaction.
     if !force_rebuild && matches!(plan(conn, db, file, &key, &meta, false)?, Plan::UpToDate) {
         return Ok(CatchUp::default());
@@ -125,11 +121,7 @@ fn catch_up_locked(
     commit: Commit<'_>,
 ) -> Result<CatchUp> {
     // Re-plan under the write lock: another process may have caught up meanwhile.
-    let meta = std::fs::metadata(file).map_err(|source| Error::Io {
-        action: "reading",
-        path: file.to_path_buf(),
-        source,
-    })?;
+    let meta = std::fs::metadata(file).ctx("reading", file)?;
     let plan = if force_rebuild {
         Plan::Rebuild
     } else {
@@ -252,7 +244,7 @@ fn cached_key(file: &Path, meta: &std::fs::Metadata) -> Result<String> {
         return file_key(file);
     }
     let id = FileIdentity::of(meta);
-    let mut keys = KEYS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut keys = crate::sync::lock(&KEYS);
     let keys = keys.get_or_insert_with(HashMap::new);
     if let Some((known, key)) = keys.get(file)
         && *known == id
@@ -314,12 +306,7 @@ fn ingest(
         }
     };
     let start = scan.next;
-    f.seek(SeekFrom::Start(start.offset))
-        .map_err(|source| Error::Io {
-            action: "reading",
-            path: file.to_path_buf(),
-            source,
-        })?;
+    f.seek(SeekFrom::Start(start.offset)).ctx("reading", file)?;
     let mut sink = SqlSink::new(tx, db, file, key, &header_id, start_idx, last_id);
     if let Some(row) = &resume {
         sink.set_open_events(row.open_events);
@@ -356,13 +343,7 @@ fn ingest(
             return Ok(());
         }
         // A chunk boundary: a consistent prefix ends here.
-        let io = |action| {
-            move |source| Error::Io {
-                action,
-                path: file.to_path_buf(),
-                source,
-            }
-        };
+        let io = |action| move |source| Error::io(action, file, source);
         let df = match &mut digest_file {
             Some(df) => df,
             None => digest_file.insert(std::fs::File::open(file).map_err(io("opening"))?),
@@ -442,11 +423,7 @@ fn ingest(
     // Lines still pending (unparsable, nothing valid after them yet) are re-read next time.
     let consumed = last_good;
     let file_end = scan.next.offset + tail;
-    let meta = f.metadata().map_err(|source| Error::Io {
-        action: "reading",
-        path: file.to_path_buf(),
-        source,
-    })?;
+    let meta = f.metadata().ctx("reading", file)?;
     let (head, pre) = digests(&mut f, file, consumed.offset, known_head)?;
     // If the file grew while we read, record the length we saw; the next read resumes.
     let (file_len, mtime) = if meta.len() == file_end {

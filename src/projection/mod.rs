@@ -36,7 +36,7 @@ pub(crate) use ingest::catch_up_in_transaction;
 pub(crate) use stored::{StoredLines, StoredTail};
 pub(crate) use tail::{Tail, tail_in_transaction};
 
-use crate::error::{DatabaseError, Error, Result};
+use crate::error::{DatabaseError, Error, IoContext, Result};
 use crate::state::envelope::Scope;
 use crate::state::step::{self, Stored, Unfold};
 use ingest::ChunkPolicy;
@@ -133,11 +133,7 @@ fn is_corruption(e: &rusqlite::Error) -> bool {
 
 /// The key of a session file in the database: its canonical path.
 pub(crate) fn file_key(path: &Path) -> Result<String> {
-    let canon = std::fs::canonicalize(path).map_err(|source| Error::Io {
-        action: "resolving",
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let canon = std::fs::canonicalize(path).ctx("resolving", path)?;
     Ok(canon.to_string_lossy().into_owned())
 }
 
@@ -150,11 +146,7 @@ impl Projection {
     pub fn open(path: &Path) -> Result<Projection> {
         let found = schema::ownership(path)?;
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-                action: "creating the database directory",
-                path: dir.to_path_buf(),
-                source,
-            })?;
+            std::fs::create_dir_all(dir).ctx("creating the database directory", dir)?;
         }
         let why = match schema::open_ours(path, found) {
             Ok(Ok(conn)) => {

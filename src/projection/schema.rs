@@ -3,10 +3,10 @@
 //! it, removing it for a rebuild, and the columns an event's storage is kept in.
 
 use super::{db_err, is_corruption};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
+use crate::sqlite::{FileHead, file_head};
 use crate::state::step::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -202,41 +202,17 @@ pub(super) fn ownership(path: &Path) -> Result<Found> {
         path: path.to_path_buf(),
         what,
     };
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Absent),
-        Err(source) => {
-            return Err(Error::Io {
-                action: "inspecting",
-                path: path.to_path_buf(),
-                source,
-            });
+    let app_id = match file_head(path).ctx("inspecting", path)? {
+        FileHead::Absent => return Ok(Found::Absent),
+        FileHead::Directory => return Ok(Found::Special),
+        FileHead::Special => return Err(not_ours("is not a regular file".into())),
+        FileHead::NotSqlite(start) => {
+            return Err(not_ours(format!(
+                "is not a SQLite database (starts with `{start}`)"
+            )));
         }
+        FileHead::Sqlite { application_id } => application_id,
     };
-    if meta.is_dir() {
-        return Ok(Found::Special);
-    }
-    if !meta.is_file() {
-        return Err(not_ours("is not a regular file".into()));
-    }
-    if meta.len() == 0 {
-        return Ok(Found::Absent);
-    }
-    let mut head = Vec::with_capacity(100);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(100).read_to_end(&mut head))
-        .map_err(|source| Error::Io {
-            action: "inspecting",
-            path: path.to_path_buf(),
-            source,
-        })?;
-    if !head.starts_with(SQLITE_MAGIC) || head.len() < 100 {
-        return Err(not_ours(format!(
-            "is not a SQLite database (starts with `{}`)",
-            printable_start(&head)
-        )));
-    }
-    let app_id = i32::from_be_bytes([head[68], head[69], head[70], head[71]]);
     if app_id == APPLICATION_ID {
         return Ok(Found::Stamped);
     }
@@ -304,28 +280,8 @@ fn immutable_uri(path: &Path) -> Option<String> {
     Some(uri)
 }
 
-const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
-
 /// `PRAGMA application_id` of our databases ("SSt1"), header bytes 68..72.
 const APPLICATION_ID: i32 = 0x5353_7431;
-
-/// The first bytes of a file, for an error message: at most 24 characters, control
-/// characters escaped.
-fn printable_start(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(24)]);
-    let mut out = String::new();
-    for c in text.chars() {
-        if c.is_control() || c == '`' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    if bytes.len() > 24 {
-        out.push('…');
-    }
-    out
-}
 
 /// Removes the database at `path` and its side files, after checking (again, just
 /// before) that it is provably ours.

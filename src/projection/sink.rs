@@ -12,7 +12,7 @@
 use super::schema::{columns, from_columns};
 use super::watermark::{SpanGroup, fnv, read_span};
 use super::{Rows, db_err};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::log::entry::raw_str;
 use crate::log::reader::{EntrySink, Finding, ScanState, ScannedEntry};
 use crate::state::envelope::{Envelope, STATE_PREFIX, Scope};
@@ -471,11 +471,7 @@ impl<'c> SqlSink<'c> {
     }
 
     fn digest_line(&self, offset: u64, len: u64) -> Result<(i64, i64)> {
-        let mut f = std::fs::File::open(&self.file).map_err(|source| Error::Io {
-            action: "opening",
-            path: self.file.clone(),
-            source,
-        })?;
+        let mut f = std::fs::File::open(&self.file).ctx("opening", &self.file)?;
         Ok((
             len as i64,
             fnv(&read_span(&mut f, &self.file, offset, len)?),

@@ -25,7 +25,7 @@ mod write;
 pub use backend::StoredSession;
 pub use prune::{KeptSession, PruneReport, PrunedSession};
 
-use crate::error::{DatabaseError, Error, Result};
+use crate::error::{DatabaseError, Error, IoContext, Result};
 use crate::lock::{self, Holder, LockStatus};
 use crate::log::io::{FileSystem, StdFileSystem};
 use crate::projection::{CatchUp, Projection};
@@ -37,7 +37,7 @@ use serde_json::Value;
 use state::SessionState;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 #[doc(hidden)]
 pub use crate::projection::{ChunkHook, ProjectionWork};
@@ -120,10 +120,6 @@ impl std::fmt::Debug for Store {
     }
 }
 
-fn lock_of<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Store {
     /// Validates the options and resolves the database location. An invalid option is an
     /// error, never a silent fallback; settings problems that fall back to the default are
@@ -135,11 +131,8 @@ impl Store {
             None => {
                 let cwd = match &options.cwd {
                     Some(c) => c.clone(),
-                    None => std::env::current_dir().map_err(|source| Error::Io {
-                        action: "reading the current directory",
-                        path: PathBuf::from("."),
-                        source,
-                    })?,
+                    None => std::env::current_dir()
+                        .ctx("reading the current directory", Path::new("."))?,
                 };
                 LocationInputs::from_env(cwd, options.trust)?.resolve()?
             }
@@ -213,7 +206,7 @@ impl Store {
 
     /// What the last catch-up of this store did (tests and benchmarks read it).
     pub fn last_catch_up(&self) -> Option<CatchUp> {
-        lock_of(&self.inner.db)
+        crate::sync::lock(&self.inner.db)
             .as_ref()
             .and_then(Projection::last_catch_up)
     }
@@ -347,7 +340,7 @@ impl Store {
     /// there was a lock row.
     pub fn force_refresh(&self, log: &mut SessionLog) -> Result<bool> {
         let cleared = self.clear_lock(log.session_id())?;
-        lock_of(&self.inner.folds).remove(&(Arc::as_ptr(log.instance()) as usize));
+        crate::sync::lock(&self.inner.folds).remove(&(Arc::as_ptr(log.instance()) as usize));
         if log.is_materialized() {
             self.forget(log.path())?;
         }
@@ -371,7 +364,7 @@ impl Store {
 
     /// Runs `f` on the projection, opening it first if needed.
     fn with_db<R>(&self, f: impl FnOnce(&mut Projection) -> Result<R>) -> Result<R> {
-        let mut slot = lock_of(&self.inner.db);
+        let mut slot = crate::sync::lock(&self.inner.db);
         let db = match &mut *slot {
             Some(db) => db,
             empty => empty.insert(Projection::open(&self.inner.location.path)?),
@@ -384,7 +377,7 @@ impl Store {
     pub(crate) fn with_folds<R>(&self, log: &SessionLog, f: impl FnOnce(&mut Folds) -> R) -> R {
         let token = log.instance();
         let key = Arc::as_ptr(token) as usize;
-        let mut map = lock_of(&self.inner.folds);
+        let mut map = crate::sync::lock(&self.inner.folds);
         let live = map
             .get(&key)
             .is_some_and(|(w, _)| w.upgrade().is_some_and(|t| Arc::ptr_eq(&t, token)));

@@ -1,0 +1,13 @@
+//! The crate's one way to take a mutex. A leaf: it imports nothing of the crate, and
+//! `persistence`, `projection` and `store` use it.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Locks `m`, whether or not a thread panicked while holding it. The library never
+/// panics on input, so a poisoned mutex means a caller's panic unwound through one of its
+/// calls; what the crate keeps behind a mutex (caches of what a store holds, a
+/// connection, a prepared statement's state) is checked against the store or the file
+/// before it is relied on, so the next caller goes on instead of panicking in turn.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
