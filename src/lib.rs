@@ -67,7 +67,8 @@ pub use state::fold::HistoryEntry;
 pub use state::{MAX_DEPTH, StateKey, Unwritable, parse_scope, validate_plugin_id};
 pub use store::state::SessionState;
 pub use store::{
-    KeptSession, PruneReport, PrunedSession, Store, StoreOptions, StoredSession, WriteLock,
+    KeptSession, PruneReport, PrunedSession, SessionStatus, Store, StoreOptions, StoredSession,
+    WriteLock,
 };
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 

@@ -23,6 +23,7 @@ mod tail;
 mod write;
 
 pub use backend::StoredSession;
+pub use presence::SessionStatus;
 pub use prune::{KeptSession, PruneReport, PrunedSession};
 
 use crate::error::{DatabaseError, Error, Result};
