@@ -92,6 +92,7 @@ interface NativeStoreHandle {
   read(file: string | null, plugin: string, scope: string, at: string | null): string | null;
   prepare(file: string | null, plugin: string, scope: string, at: string | null, op: string, argument: string | null): string | null;
   history(file: string | null, plugin: string, scope: string, at: string | null): string;
+  eventCounts(file: string | null): string;
   branchKey(file: string | null, at: string | null): string | null;
   status(sessionId: string): string;
   forceRefresh(sessionId: string, file: string | null): boolean;
@@ -102,11 +103,12 @@ interface NativeStoreHandle {
 
 interface NativeModule {
   NativeStore: new (databasePath: string | null, cwd: string, trust: "trusted" | "untrusted" | "pi") => NativeStoreHandle;
-  validatePlugin(id: string): void;
-  validateScope(scope: string): void;
-  checkValue(plugin: string, text: string): void;
-  serializeError(plugin: string, detail: string): string;
-  nonFiniteError(plugin: string, n: number): string;
+  /** The customType prefix of state events. */
+  statePrefix(): string;
+  /** Checks a plugin id and a scope name; returns the state's customType. */
+  stateKey(plugin: string, scope: string): string;
+  /** The core's refusal of a value JavaScript found unwritable: `kind` `not-json`, `non-finite` or `too-deep`. */
+  valueError(plugin: string, kind: "not-json" | "non-finite" | "too-deep", detail: string): string;
 }
 
 /** @internal The addon (`addon.ts` finds it: `SESSION_STATE_PI_ADDON`, `native/`, the platform package). */
@@ -308,14 +310,16 @@ export function closeSession(ctx: PiContext): void {
 // ---------------------------------------------------------------------------------------
 
 const NON_FINITE = Symbol("non-finite");
-const MAX_DEPTH = 100;
 
-/** The JSON text Pi's `JSON.stringify` would write for `value`, or the core's refusal. */
+/**
+ * The JSON text Pi's `JSON.stringify` would write for `value`, or the core's refusal of
+ * what only JavaScript can hold (the core checks the text itself when it decides the event).
+ */
 function encode(plugin: string, value: unknown): string {
+  const refuse = (kind: "not-json" | "non-finite" | "too-deep", detail: string) =>
+    new Error(call(() => native.valueError(plugin, kind, detail)));
   if (value === undefined) {
-    throw new Error(
-      native.serializeError(plugin, "undefined is not a JSON value: write null, or drop() to make the value absent"),
-    );
+    throw refuse("not-json", "undefined is not a JSON value: write null, or drop() to make the value absent");
   }
   let bad = 0;
   let text: string | undefined;
@@ -328,17 +332,13 @@ function encode(plugin: string, value: unknown): string {
       return v;
     });
   } catch (e) {
-    if (e === NON_FINITE) throw new Error(native.nonFiniteError(plugin, bad));
-    if (e instanceof RangeError) {
-      // Deeper than JavaScript's own stack: the core's refusal of a too-deep value.
-      call(() => native.checkValue(plugin, "[".repeat(MAX_DEPTH + 1) + "]".repeat(MAX_DEPTH + 1)));
-    }
+    if (e === NON_FINITE) throw refuse("non-finite", String(bad));
+    // Deeper than JavaScript's own stack.
+    if (e instanceof RangeError) throw refuse("too-deep", "");
     const why = e instanceof TypeError && /circular/i.test(e.message) ? "the value refers to itself (a cycle)" : String((e as Error)?.message ?? e);
-    throw new Error(native.serializeError(plugin, `${why}; JSON cannot carry it`));
+    throw refuse("not-json", `${why}; JSON cannot carry it`);
   }
-  if (text === undefined) {
-    throw new Error(native.serializeError(plugin, `a ${typeof value} is not a JSON value`));
-  }
+  if (text === undefined) throw refuse("not-json", `a ${typeof value} is not a JSON value`);
   return text;
 }
 
@@ -363,15 +363,14 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
     throw new Error("openSessionState: options { pluginId, scope?, databasePath? } are required");
   }
   const pluginId = options.pluginId;
-  call(() => native.validatePlugin(String(pluginId ?? "")));
   const scope: Scope = options.scope ?? "session";
-  call(() => native.validateScope(String(scope)));
+  // The core checks both and names the events' customType.
+  const customType = call(() => native.stateKey(String(pluginId ?? ""), String(scope)));
   const databasePath = options.databasePath;
   if (databasePath !== undefined) {
     // Checked now: the core's rule for an explicit path (non-empty, absolute).
     call(() => new native.NativeStore(String(databasePath), process.cwd(), "untrusted"));
   }
-  const customType = `session-state/${pluginId}`;
   registerRenderer(pi, customType);
   const memo = new Map<string, string | null>();
   /** The last read: at the same leaf, entry count and generation, its answer stands. */
@@ -453,8 +452,8 @@ export function branchKey(ctx: PiContext): string | undefined {
 // For the package's extension, the transcript and the testing kit
 // ---------------------------------------------------------------------------------------
 
-/** The customType prefix of state events. */
-export const STATE_PREFIX = "session-state/";
+/** The customType prefix of state events (`session-state/`), from the core. */
+export const STATE_PREFIX: string = native.statePrefix();
 
 /**
  * @internal The value of any plugin as if Pi's leaf were `entryId` (`undefined` when
@@ -468,12 +467,29 @@ export function valueAt(ctx: PiContext, pluginId: string, scope: Scope, entryId:
 
 /** @internal The events that made any plugin's value at Pi's leaf, oldest first (`/state:history`). */
 export function historyOf(ctx: PiContext, pluginId: string, scope: Scope): HistoryEntry<unknown>[] {
-  call(() => native.validatePlugin(pluginId));
-  call(() => native.validateScope(scope));
+  call(() => native.stateKey(pluginId, scope));
   const entry = storeFor(ctx);
   const v = view(entry, ctx);
   if (v.leaf === null) return [];
   return JSON.parse(call(() => entry.store.history(v.file, pluginId, scope, v.leaf))) as HistoryEntry<unknown>[];
+}
+
+/** One row of the core's count of state events (what `session-state status --json` lists as `events`). */
+export interface EventCount {
+  plugin: string;
+  /** `"invalid"`: an envelope the core cannot decode (unknown `v`, op or scope). */
+  scope: "branch" | "invalid" | "session";
+  events: number;
+}
+
+/**
+ * @internal The state events of this session (every entry Pi holds, all branches) per
+ * plugin and scope, as the core counts them: plugins in name order, then scopes.
+ */
+export function eventCountsOf(ctx: PiContext): EventCount[] {
+  const entry = storeFor(ctx);
+  const v = view(entry, ctx);
+  return JSON.parse(call(() => entry.store.eventCounts(v.file))) as EventCount[];
 }
 
 /** Whether state events are drawn in the transcript: the `sessionState.transcript` setting (default `true`). */
@@ -509,7 +525,7 @@ function valueAfter(entry: CustomEntryLike): { value: unknown } | undefined {
  */
 export function registerRenderer(pi: PiHandle, customType: string): void {
   if (typeof pi.registerEntryRenderer !== "function") return;
-  pi.registerEntryRenderer(customType, stateEntryRenderer({ enabled: () => transcriptEnabled(pi), valueAfter }));
+  pi.registerEntryRenderer(customType, stateEntryRenderer({ prefix: STATE_PREFIX, enabled: () => transcriptEnabled(pi), valueAfter }));
 }
 
 /**
