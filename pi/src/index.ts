@@ -142,7 +142,7 @@ interface StoreEntry {
  */
 interface Shared {
   stores: Map<string, StoreEntry>;
-  /** Bumped by force-refresh: every memo keyed before it is stale. */
+  /** Bumped by force-refresh: a last read remembered before it is stale. */
   generation: number;
   /** Files whose directory was synced once, after Pi created them. */
   dirSynced: Set<string>;
@@ -191,7 +191,7 @@ export function storeFor(ctx: PiContext, databasePath?: string): StoreEntry {
   return entry;
 }
 
-/** @internal Forgets every memo (after force-refresh). */
+/** @internal Forgets the last reads and the entries handed over (after force-refresh). */
 export function invalidateAll(): void {
   shared.generation++;
   for (const e of stores.values()) e.pendingKey = undefined;
@@ -224,7 +224,6 @@ function pendingBytes(sm: PiContext["sessionManager"]): Buffer {
 interface View {
   file: string | null;
   leaf: string | null;
-  key: string;
 }
 
 /** Where a read stands: the file (or the pending entries handed over) and Pi's leaf. */
@@ -244,7 +243,7 @@ function view(entry: StoreEntry, ctx: PiContext): View {
       entry.pendingKey = pk;
     }
   }
-  return { file, leaf, key: `${shared.generation}\0${sid}\0${file ? "f" : "m"}\0${count}\0${leaf ?? ""}` };
+  return { file, leaf };
 }
 
 function fdFor(file: string): number {
@@ -372,8 +371,13 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
     call(() => new native.NativeStore(String(databasePath), process.cwd(), "untrusted"));
   }
   registerRenderer(pi, customType);
-  const memo = new Map<string, string | null>();
-  /** The last read: at the same leaf, entry count and generation, its answer stands. */
+  /**
+   * The last read's answer, which stands while Pi's session is unchanged (the same
+   * session manager, leaf and entry count, no force-refresh since). Not a fold memo (the
+   * core memoizes every fold, at any leaf): it spares the call into the addon and the
+   * addon's look at the file, which a read at an unchanged leaf would otherwise pay
+   * (0.3–0.7 µs against 4–8 µs, measured).
+   */
   let hot: { sm: unknown; leaf: string | null; count: number; gen: number; text: string | null } | undefined;
 
   // Pi creates the file at the first user or assistant message: entries that waited in
@@ -381,7 +385,6 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
   for (const ev of ["message_end", "turn_end", "agent_end"]) pi.on?.(ev, (_e, ctx) => syncSession(ctx, true));
   pi.on?.("session_shutdown", (_e, ctx) => {
     syncSession(ctx, true);
-    memo.clear();
     hot = undefined;
   });
 
@@ -394,12 +397,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
     }
     const entry = storeFor(ctx, databasePath);
     const v = view(entry, ctx);
-    let text = memo.get(v.key);
-    if (text === undefined) {
-      text = call(() => entry.store.read(v.file, pluginId, scope, v.leaf));
-      if (memo.size > 64) memo.clear();
-      memo.set(v.key, text);
-    }
+    const text = call(() => entry.store.read(v.file, pluginId, scope, v.leaf));
     hot = { sm, leaf, count, gen: shared.generation, text };
     return parse<T>(text);
   };
