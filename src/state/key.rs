@@ -245,11 +245,6 @@ impl<T> StateKey<T> {
         })
     }
 
-    /// The entry that appends `event` for this key (the writers build their line from it).
-    pub(crate) fn entry(&self, event: &Envelope) -> crate::log::NewEntry {
-        crate::log::NewEntry::custom(self.custom_type.clone(), Some(event.to_data()))
-    }
-
     fn serialize_error(&self, source: serde_json::Error) -> Error {
         Error::Serialize {
             plugin: self.plugin_id().to_owned(),

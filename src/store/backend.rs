@@ -246,7 +246,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             let id = crate::log::fresh_id(|id| {
                 db.stored_id_is_free(session, &d.tail, id).map(|free| !free)
             })?;
-            let mut line = self.key().entry(&env).to_line(&id, d.parent.as_deref());
+            let mut line = self.entry(&env).to_line(&id, d.parent.as_deref());
             line.pop();
             let seq = d.tail.next_seq;
             let appended =

@@ -15,7 +15,8 @@
 
 use super::Store;
 use crate::error::{Error, Result};
-use crate::state::envelope::{Op, Scope};
+use crate::log::NewEntry;
+use crate::state::envelope::{Envelope, Op, Scope};
 use crate::state::fold::{self, HistoryEntry};
 use crate::state::key::StateKey;
 use crate::tree::SessionLog;
@@ -79,6 +80,12 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// The `customType` of this state's events (`session-state/<plugin>`).
     pub fn custom_type(&self) -> &str {
         self.key.custom_type()
+    }
+
+    /// The entry that appends `event` (a [`StateKey::decide`]d one) for this state: every
+    /// writer builds its line from it.
+    pub(super) fn entry(&self, event: &Envelope) -> NewEntry {
+        NewEntry::custom(self.custom_type().to_owned(), Some(event.to_data()))
     }
 
     /// The value at the log's active leaf: `None` when absent, `Some` (possibly of a
@@ -182,7 +189,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// ([`Error::UnrepresentableValue`]; store it as a string).
     pub fn write(&self, log: &mut SessionLog, value: &T) -> Result<Option<String>> {
         let value = self.key.check_value(value)?;
-        self.store.commit(self, log, Op::Set(value))
+        self.apply(log, Op::Set(value))
     }
 
     /// Applies an RFC 7396 JSON Merge Patch to the value (an absent value patches `{}`).
@@ -194,12 +201,17 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         patch: &P,
     ) -> Result<Option<String>> {
         let patch = self.key.check_value(patch)?;
-        self.store.commit(self, log, Op::Patch(patch))
+        self.apply(log, Op::Patch(patch))
     }
 
     /// Makes the value absent. `None` when it already was.
     pub fn drop(&self, log: &mut SessionLog) -> Result<Option<String>> {
-        self.store.commit(self, log, Op::Drop)
+        self.apply(log, Op::Drop)
+    }
+
+    /// The write of an op already checked, on an open log.
+    fn apply(&self, log: &mut SessionLog, op: Op) -> Result<Option<String>> {
+        self.store.commit(self, log, op)
     }
 
     /// The JSON value [`SessionState::write`] would store for `value` (or
@@ -281,6 +293,6 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         if let Some(at) = at {
             log.navigate(at)?;
         }
-        self.store.commit(self, &mut log, op)
+        self.apply(&mut log, op)
     }
 }

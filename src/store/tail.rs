@@ -143,6 +143,6 @@ fn decide<T: Serialize + DeserializeOwned>(
         return Ok(Ok(None));
     };
     let id = crate::log::fresh_id(|id| tail.id_is_free(conn, db, id).map(|free| !free))?;
-    let line = state.key().entry(&env).to_line(&id, tail.parent.as_deref());
+    let line = state.entry(&env).to_line(&id, tail.parent.as_deref());
     Ok(Ok(Some((tail, line, id))))
 }

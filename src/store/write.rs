@@ -122,7 +122,7 @@ fn append_if_changed<T: Serialize + DeserializeOwned>(
     let Some(env) = state.key().decide(current.value.as_deref(), op)? else {
         return Ok(None);
     };
-    let id = log.append(state.key().entry(&env)).map_err(|e| match e {
+    let id = log.append(state.entry(&env)).map_err(|e| match e {
         // The file lock refused the log's append: name the state write it was.
         Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
         other => other,
