@@ -10,7 +10,7 @@ use super::{
 };
 use serde::Serialize;
 use session_state::inspect::{self, EventCount, LockReport};
-use session_state::{LockStatus, PresenceStatus, Store};
+use session_state::{Liveness, LockStatus, PresenceStatus, Store};
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -254,7 +254,7 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
     let st = store.lock_status(&session_id).map_err(fail)?;
     let mut out = String::new();
     if let Some(st) = &st {
-        if st.liveness.may_be_alive() && !args.yes {
+        if Liveness::may_be_alive(st.liveness) && !args.yes {
             let question = format!(
                 "session '{session_id}' is locked by {} ({}: {}). Clearing the lock lets \
                  another writer in while it may still be writing. Clear it?",
