@@ -63,12 +63,13 @@ pub use settings::{
     SettingsDiagnostic, SettingsError, SettingsProblem, agent_dir, default_database_path,
     resolve_location,
 };
-pub use state::MAX_DEPTH;
 pub use state::envelope::{ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope};
 pub use state::fold::HistoryEntry;
-pub use store::state::{SessionState, validate_plugin_id};
+pub use state::{MAX_DEPTH, StateKey, Unwritable, parse_scope, validate_plugin_id};
+pub use store::state::SessionState;
 pub use store::{
-    KeptSession, PruneReport, PrunedSession, Store, StoreOptions, StoredSession, WriteLock,
+    KeptSession, PruneReport, PrunedSession, SessionStatus, Store, StoreOptions, StoredSession,
+    WriteLock,
 };
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 

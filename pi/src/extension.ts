@@ -24,6 +24,7 @@
  */
 import {
   closeSession,
+  eventCountsOf,
   historyOf,
   invalidateAll,
   registerRenderer,
@@ -74,42 +75,32 @@ export function say(ctx: UiContext, text: string, level: Level = "info"): void {
   else ctx.ui.notify(text, level);
 }
 
-interface LockJson {
-  holder: string;
-  action: string | null;
-  ageMs: number;
-  liveness: string;
-  livenessReason: string;
-  leaseExpired: boolean;
-  blocksWriters: boolean;
-}
-
-interface PresenceJson {
-  holder: string;
-  sinceMs: number;
-  sessionFile: string | null;
-  liveness: string;
-  livenessReason: string;
-  thisProcess: boolean;
-}
-
+/**
+ * `store.status()`: the session's rows as the core reads and judges them, with the field
+ * names of `session-state status --json`.
+ */
 interface StatusJson {
-  database: string;
-  exists: boolean;
-  lock: LockJson | null;
-  presence: PresenceJson | null;
+  database: { path: string; exists: boolean };
+  lock: {
+    holder: string;
+    action: string | null;
+    age_ms: number;
+    liveness: string;
+    liveness_reason: string;
+    lease_expired: boolean;
+    /** The core's answer: the holder is not known to be gone. */
+    may_be_alive: boolean;
+  } | null;
+  pi: { holder: string; liveness: string; liveness_reason: string; this_process: boolean } | null;
 }
 
-/** State events per plugin and scope in this session, from Pi's own entries. */
+/** State events per plugin and scope in this session, as the core counts them (`session-state status`). */
 export function eventCounts(ctx: PiContext): Map<string, Map<string, number>> {
   const counts = new Map<string, Map<string, number>>();
-  for (const e of ctx.sessionManager.getEntries() as Array<{ type?: string; customType?: string; data?: { scope?: unknown } }>) {
-    if (e.type !== "custom" || typeof e.customType !== "string" || !e.customType.startsWith("session-state/")) continue;
-    const plugin = e.customType.slice(STATE_PREFIX.length);
-    const scope = typeof e.data?.scope === "string" ? e.data.scope : "invalid";
-    const per = counts.get(plugin) ?? new Map<string, number>();
-    per.set(scope, (per.get(scope) ?? 0) + 1);
-    counts.set(plugin, per);
+  for (const row of eventCountsOf(ctx)) {
+    const per = counts.get(row.plugin) ?? new Map<string, number>();
+    per.set(row.scope, row.events);
+    counts.set(row.plugin, per);
   }
   return counts;
 }
@@ -120,18 +111,18 @@ export function statusText(ctx: PiContext): string {
   const sm = ctx.sessionManager;
   const st = JSON.parse(store.status(sm.getSessionId())) as StatusJson;
   const lines = [`session   ${sm.getSessionId()} (${sm.getSessionFile() ?? "in memory"})`];
-  lines.push(`database  ${st.database}${st.exists ? "" : " (does not exist yet)"}`);
+  lines.push(`database  ${st.database.path}${st.database.exists ? "" : " (does not exist yet)"}`);
   if (st.lock) {
     const l = st.lock;
     lines.push(
-      `lock      held by ${l.holder} (${l.liveness}: ${l.livenessReason})${l.action ? `, doing: ${l.action}` : ""}, taken ${Math.floor(l.ageMs / 1000)} s ago, lease ${l.leaseExpired ? "expired" : "running"}`,
+      `lock      held by ${l.holder} (${l.liveness}: ${l.liveness_reason})${l.action ? `, doing: ${l.action}` : ""}, taken ${Math.floor(l.age_ms / 1000)} s ago, lease ${l.lease_expired ? "expired" : "running"}`,
     );
   } else {
     lines.push("lock      none");
   }
-  if (st.presence) {
-    const p = st.presence;
-    lines.push(`pi        ${p.thisProcess ? "this Pi" : "another Pi"}: ${p.holder} (${p.liveness}: ${p.livenessReason})`);
+  if (st.pi) {
+    const p = st.pi;
+    lines.push(`pi        ${p.this_process ? "this Pi" : "another Pi"}: ${p.holder} (${p.liveness}: ${p.liveness_reason})`);
   } else {
     lines.push("pi        no Pi holds the session");
   }
@@ -156,12 +147,12 @@ export async function forceRefresh(ctx: UiContext): Promise<"refreshed" | "left"
   const sid = sm.getSessionId();
   const st = JSON.parse(store.status(sid)) as StatusJson;
   const lock = st.lock;
-  if (lock && lock.liveness !== "not alive") {
-    const question = `Session '${sid}' is locked by ${lock.holder} (${lock.liveness}: ${lock.livenessReason}). Clearing the lock lets another writer in while it may still be writing. Clear it?`;
+  if (lock?.may_be_alive) {
+    const question = `Session '${sid}' is locked by ${lock.holder} (${lock.liveness}: ${lock.liveness_reason}). Clearing the lock lets another writer in while it may still be writing. Clear it?`;
     if (!ctx.hasUI) {
       say(
         ctx,
-        `Left the lock on session '${sid}' alone: its holder ${lock.holder} may be alive (${lock.livenessReason}) and there is no UI to confirm. Nothing was changed.`,
+        `Left the lock on session '${sid}' alone: its holder ${lock.holder} may be alive (${lock.liveness_reason}) and there is no UI to confirm. Nothing was changed.`,
         "warning",
       );
       return "left";

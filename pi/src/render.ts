@@ -87,7 +87,7 @@ function parts(entry: CustomEntryLike, prefix: string): Parts {
 }
 
 /** The collapsed line's text (without colours): `state role · set · branch · {"name":"x"}`. */
-export function summaryLine(entry: CustomEntryLike, prefix = "session-state/"): string {
+export function summaryLine(entry: CustomEntryLike, prefix: string): string {
   const p = parts(entry, prefix);
   const head = `state ${p.plugin} · ${p.op} · ${p.scope}`;
   return p.argument ? `${head} · ${shortJson(p.argument.value)}` : head;
@@ -98,7 +98,7 @@ export function summaryLine(entry: CustomEntryLike, prefix = "session-state/"): 
  * the patch and, when `valueAfter` can tell, the value after it (a `patch`), or that the
  * value is absent after a `drop`.
  */
-export function detailText(entry: CustomEntryLike, valueAfter?: () => { value: unknown } | undefined, prefix = "session-state/"): string {
+export function detailText(entry: CustomEntryLike, prefix: string, valueAfter?: () => { value: unknown } | undefined): string {
   const p = parts(entry, prefix);
   const lines = [`state ${p.plugin} · ${p.op} · ${p.scope} · entry ${termSafe(entry.id)}`];
   if (p.argument) lines.push(`${p.argument.label}:`, pretty(p.argument.value));
@@ -112,6 +112,8 @@ export function detailText(entry: CustomEntryLike, valueAfter?: () => { value: u
 }
 
 export interface RendererOptions {
+  /** The customType prefix of state events (the core's, through the addon). */
+  prefix: string;
   /** Whether state events are shown at all (the `sessionState.transcript` setting). */
   enabled(): boolean;
   /** The value after the event `entry`, when the current session can answer it. */
@@ -123,9 +125,9 @@ export function stateEntryRenderer(o: RendererOptions) {
   return (entry: CustomEntryLike, options: { expanded: boolean }, theme: ThemeLike) => {
     if (!o.enabled()) return undefined;
     const dim = (s: string) => theme.fg("dim", s);
-    if (!options.expanded) return new TruncatedText(dim(summaryLine(entry)), 1, 0);
+    if (!options.expanded) return new TruncatedText(dim(summaryLine(entry, o.prefix)), 1, 0);
     const box = new Container();
-    const text = detailText(entry, o.valueAfter ? () => o.valueAfter!(entry) : undefined);
+    const text = detailText(entry, o.prefix, o.valueAfter ? () => o.valueAfter!(entry) : undefined);
     const [head, ...rest] = text.split("\n");
     box.addChild(new TruncatedText(theme.fg("muted", head!), 1, 0));
     if (rest.length > 0) box.addChild(new Text(dim(rest.join("\n")), 1, 0));

@@ -331,3 +331,35 @@ test("the database location comes from Pi's settings, as the CLI resolves it", a
   assert.match(w.stderr, /running Pi/);
   await pi.shutdown();
 });
+
+test("/state:status counts the events as `session-state status` does: an envelope the core cannot decode is invalid", async (t) => {
+  const pi = await startPi({ dir: tmpDir(t), extensions });
+  const errors = probe.errors.length;
+  await pi.prompt("hi");
+  await probeCmd(pi, { op: "write", value: ["a"] });
+  await probeCmd(pi, { op: "write", scope: "session", value: 1 });
+  // Envelopes whose scope is known but which the core cannot decode: an unknown op, and a
+  // set without its value. Counting by the declared scope would say "1 branch, 1 session".
+  await probeCmd(pi, { op: "raw", customType: "session-state/odd", data: { v: 1, scope: "branch", op: "frobnicate" } });
+  await probeCmd(pi, { op: "raw", customType: "session-state/odd", data: { v: 1, scope: "session", op: "set" } });
+  assert.deepEqual(probe.errors.slice(errors), [], "the probe's reads of the other plugins are unaffected");
+  await pi.command("/state:status");
+  const text = pi.notes[pi.notes.length - 1]!.message;
+  const shown: Array<{ plugin: string; scope: string; events: number }> = [];
+  for (const line of text.split("\n")) {
+    const m = /^(?:events   |         ) (\S+): (.*)$/.exec(line);
+    if (!m) continue;
+    for (const part of m[2]!.split(", ")) {
+      const [n, scope] = part.split(" ");
+      shown.push({ plugin: m[1]!, scope: scope!, events: Number(n) });
+    }
+  }
+  const r = cli(["status", pi.file!, "--db", pi.databasePath, "--json"], pi.dir);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(shown, JSON.parse(r.stdout).events, text);
+  assert.deepEqual(
+    shown.filter((e) => e.plugin === "odd"),
+    [{ plugin: "odd", scope: "invalid", events: 2 }],
+  );
+  await pi.shutdown();
+});

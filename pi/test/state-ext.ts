@@ -53,6 +53,8 @@ export default function (pi: any) {
           case "drop": (a.scope === "session" ? counter : todo).drop(ctx); break;
           case "navigate": await ctx.navigateTree(a.target, { summarize: false }); break;
           case "read": break;
+          // An entry as another writer (or another version) could have written it.
+          case "raw": pi.appendEntry(a.customType, a.data); break;
         }
       } catch (e) {
         probe.errors.push((e as Error).message);

@@ -300,8 +300,7 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
     let st = store.lock_status(&session_id).map_err(fail)?;
     let mut out = String::new();
     if let Some(st) = &st {
-        let may_be_alive = st.blocks_writers() || st.liveness != Liveness::NotAlive;
-        if may_be_alive && !args.yes {
+        if Liveness::may_be_alive(st.liveness) && !args.yes {
             let question = format!(
                 "session '{session_id}' is locked by {} ({}: {}). Clearing the lock lets \
                  another writer in while it may still be writing. Clear it?",

@@ -238,6 +238,14 @@ pub enum Liveness {
     Unknown,
 }
 
+impl Liveness {
+    /// Whether the holder may still run: it is not known to be gone. What `force-refresh`
+    /// asks about before it clears a row, lease or not.
+    pub fn may_be_alive(self) -> bool {
+        self != Liveness::NotAlive
+    }
+}
+
 impl fmt::Display for Liveness {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -64,7 +64,12 @@ impl PresenceStatus {
     /// Whether a writer other than that Pi would be refused (the holder is not known to
     /// be gone).
     pub fn blocks_writers(&self) -> bool {
-        self.liveness != Liveness::NotAlive
+        self.liveness.may_be_alive()
+    }
+
+    /// Whether the row is this process's own (a Pi asking about the session it holds).
+    pub fn is_this_process(&self) -> bool {
+        self.holder == Holder::current().to_string()
     }
 }
 

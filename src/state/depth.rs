@@ -42,17 +42,25 @@ pub(crate) fn depth_of(value: &Value) -> usize {
     max
 }
 
-fn non_finite<E: ser::Error>(v: impl std::fmt::Display) -> E {
-    E::custom(format!(
+/// Why a value holding the number `v` (NaN, ±Infinity) is refused.
+pub(crate) fn non_finite_message(v: impl std::fmt::Display) -> String {
+    format!(
         "the value holds the number {v}, which JSON cannot carry (serde_json and Pi's \
          JSON.stringify would write null); store it as a string or as null yourself"
-    ))
+    )
+}
+
+/// Why a value nested deeper than [`MAX_DEPTH`] is refused.
+pub(crate) fn too_deep_message() -> String {
+    format!("the value is nested deeper than {MAX_DEPTH} levels of arrays and objects")
+}
+
+fn non_finite<E: ser::Error>(v: impl std::fmt::Display) -> E {
+    E::custom(non_finite_message(v))
 }
 
 fn too_deep<E: ser::Error>() -> E {
-    E::custom(format!(
-        "the value is nested deeper than {MAX_DEPTH} levels of arrays and objects"
-    ))
+    E::custom(too_deep_message())
 }
 
 struct Limited<S> {

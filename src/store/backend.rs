@@ -34,13 +34,11 @@
 use super::Store;
 use super::state::SessionState;
 use crate::error::{Error, Result, StoreError};
-use crate::log::NewEntry;
 use crate::log::reader::ReadMode;
 use crate::persistence::retry::{Retry, not_written};
 use crate::persistence::{SessionStore, read_stored_log, stored_label};
 use crate::projection::{CatchUp, StoredLines, StoredTail};
-use crate::state::depth;
-use crate::state::envelope::{Envelope, Op, Scope};
+use crate::state::envelope::{Op, Scope};
 use crate::tree::SessionLog;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -176,7 +174,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         at: Option<&str>,
         value: &T,
     ) -> Result<Option<String>> {
-        let value = self.limited(value)?;
+        let value = self.key().check_value(value)?;
         self.commit_stored(session, at, Op::Set(value))
     }
 
@@ -188,7 +186,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         at: Option<&str>,
         patch: &P,
     ) -> Result<Option<String>> {
-        let patch = self.limited(patch)?;
+        let patch = self.key().check_value(patch)?;
         self.commit_stored(session, at, Op::Patch(patch))
     }
 
@@ -199,19 +197,6 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         at: Option<&str>,
     ) -> Result<Option<String>> {
         self.commit_stored(session, at, Op::Drop)
-    }
-
-    fn limited<V: Serialize + ?Sized>(&self, v: &V) -> Result<Value> {
-        let v = depth::to_value_limited(v).map_err(|source| Error::Serialize {
-            plugin: self.plugin_id().to_owned(),
-            source,
-        })?;
-        self.check_depth(&v)?;
-        crate::json::check_numbers(&v).map_err(|e| Error::UnrepresentableValue {
-            plugin: self.plugin_id().to_owned(),
-            detail: e.to_string(),
-        })?;
-        Ok(v)
     }
 
     fn commit_stored(
@@ -255,23 +240,13 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     ) -> Result<Attempt> {
         self.store().with_db(|db| {
             let d = db.decide_stored(session, self.plugin_id(), self.scope(), at)?;
-            let next = op.apply(d.current.as_ref());
-            // Equal as Pi's JavaScript sees it, as a write to a file decides.
-            if crate::json::js_eq_opt(next.as_ref(), d.current.as_ref()) {
+            let Some(env) = self.key().decide(d.current.as_ref(), op.clone())? else {
                 return Ok(Attempt::Done(None));
-            }
-            if let Some(next) = &next {
-                self.check_depth(next)?;
-            }
+            };
             let id = crate::log::fresh_id(|id| {
                 db.stored_id_is_free(session, &d.tail, id).map(|free| !free)
             })?;
-            let env = Envelope {
-                scope: self.scope(),
-                op: op.clone(),
-            };
-            let mut line = NewEntry::custom(self.custom_type().to_owned(), Some(env.to_data()))
-                .to_line(&id, d.parent.as_deref());
+            let mut line = self.entry(&env).to_line(&id, d.parent.as_deref());
             line.pop();
             let seq = d.tail.next_seq;
             let appended =

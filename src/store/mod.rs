@@ -23,6 +23,7 @@ mod tail;
 mod write;
 
 pub use backend::StoredSession;
+pub use presence::SessionStatus;
 pub use prune::{KeptSession, PruneReport, PrunedSession};
 
 use crate::error::{DatabaseError, Error, IoContext, Result};
@@ -32,6 +33,7 @@ use crate::projection::{CatchUp, Projection};
 use crate::settings::{LocationInputs, ProjectTrust, ResolvedLocation, SettingsDiagnostic};
 use crate::state::envelope::Scope;
 use crate::state::fold::Folds;
+use crate::state::key::StateKey;
 use crate::tree::SessionLog;
 use serde_json::Value;
 use state::SessionState;
@@ -191,12 +193,22 @@ impl Store {
     }
 
     /// The state of `plugin_id` in `scope`: a cheap typed key on this store. The plugin
-    /// id is checked here: lowercase ASCII letters, digits, `-` and `.`, non-empty.
+    /// id is checked here: lowercase ASCII letters, digits, `-` and `.`, non-empty
+    /// ([`StateKey::new`]).
     pub fn state<T>(&self, plugin_id: impl AsRef<str>, scope: Scope) -> Result<SessionState<T>>
     where
         T: serde::Serialize + serde::de::DeserializeOwned,
     {
-        SessionState::new(self.clone(), plugin_id.as_ref(), scope)
+        Ok(self.state_of(&StateKey::new(plugin_id, scope)?))
+    }
+
+    /// The state of `key` on this store (a key is checked when it is made, so this cannot
+    /// fail), as redb's `open_table` takes a `TableDefinition`.
+    pub fn state_of<T>(&self, key: &StateKey<T>) -> SessionState<T>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+    {
+        SessionState::new(self.clone(), key.clone())
     }
 
     /// Brings the projection of the session file `file` up to date and says what it read.

@@ -1,9 +1,29 @@
-//! The presence row of a running Pi (docs/spec.md §9; `src/lock/presence.rs`), on the store.
+//! The presence row of a running Pi (docs/spec.md §9; `src/lock/presence.rs`), on the store,
+//! and what `status` shows of a session's rows.
 
 use super::Store;
 use crate::error::{DatabaseError, Error, Result};
-use crate::lock::{self, Holder, PresenceStatus, presence};
+use crate::lock::{self, Holder, LockStatus, PresenceStatus, presence};
 use crate::projection::Projection;
+use std::path::PathBuf;
+
+/// A session's rows in the projection database, as `status` shows them (the CLI's
+/// `session-state status` and the Pi package's `/state:status`): read-only, never
+/// creating anything. Each front end words it its own way; what the rows mean
+/// ([`LockStatus::blocks_writers`], [`crate::Liveness::may_be_alive`],
+/// [`PresenceStatus::is_this_process`]) is decided here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionStatus {
+    /// The projection database's path.
+    pub database: PathBuf,
+    /// Whether there is a database at that path (without one there is no row either).
+    pub exists: bool,
+    /// The session's write-lock row.
+    pub lock: Option<LockStatus>,
+    /// The row of a running Pi that holds the session.
+    pub presence: Option<PresenceStatus>,
+}
 
 impl Store {
     /// Records that this process (a running Pi) has the session `session_id` open, so
@@ -69,5 +89,32 @@ impl Store {
                 action: "reading the Pi presence row",
                 source: DatabaseError(source),
             })
+    }
+
+    /// The lock row and the presence row of `session_id`, read on one read-only
+    /// connection; a missing database is reported (`exists: false`), not created.
+    pub fn session_status(&self, session_id: &str) -> Result<SessionStatus> {
+        let path = self.database_path();
+        let mut status = SessionStatus {
+            database: path.to_path_buf(),
+            exists: false,
+            lock: None,
+            presence: None,
+        };
+        let Some(conn) = Projection::open_existing(path)? else {
+            return Ok(status);
+        };
+        let read = |action| {
+            move |source| Error::Database {
+                path: path.to_path_buf(),
+                action,
+                source: DatabaseError(source),
+            }
+        };
+        status.exists = true;
+        status.lock = lock::status(&conn, session_id).map_err(read("reading the lock"))?;
+        status.presence =
+            presence::status(&conn, session_id).map_err(read("reading the Pi presence row"))?;
+        Ok(status)
     }
 }

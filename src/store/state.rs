@@ -15,36 +15,18 @@
 
 use super::Store;
 use crate::error::{Error, Result};
-use crate::state::depth::{self, MAX_DEPTH};
-use crate::state::envelope::{Op, STATE_PREFIX, Scope};
+use crate::log::NewEntry;
+use crate::state::envelope::{Envelope, Op, Scope};
 use crate::state::fold::{self, HistoryEntry};
+use crate::state::key::StateKey;
 use crate::tree::SessionLog;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::marker::PhantomData;
 use std::path::Path;
 
-/// Checks a plugin id: non-empty; lowercase ASCII letters, digits, `-` and `.`.
-pub fn validate_plugin_id(id: &str) -> Result<()> {
-    let ok = !id.is_empty()
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidOption {
-            option: "plugin_id",
-            detail: format!(
-                "{id:?} is not a valid plugin id: use a non-empty name of lowercase letters, \
-                 digits, '-' and '.' (for example \"role\" or \"my-ext.todo\")"
-            ),
-        })
-    }
-}
-
-/// One plugin's state in one scope, on a [`Store`] ([`Store::state`] makes one).
+/// One plugin's state in one scope, on a [`Store`]: a [`StateKey`] bound to the store
+/// ([`Store::state`], [`Store::state_of`] make one).
 ///
 /// Reads fold the plugin's events at the log's active leaf (or at an entry); writes
 /// append one event as a child of the leaf, durably, under the session's write lock.
@@ -52,20 +34,14 @@ pub fn validate_plugin_id(id: &str) -> Result<()> {
 /// is cheap: clones share the store.
 pub struct SessionState<T> {
     store: Store,
-    plugin: String,
-    custom_type: String,
-    scope: Scope,
-    _t: PhantomData<fn() -> T>,
+    key: StateKey<T>,
 }
 
 impl<T> Clone for SessionState<T> {
     fn clone(&self) -> Self {
         SessionState {
             store: self.store.clone(),
-            plugin: self.plugin.clone(),
-            custom_type: self.custom_type.clone(),
-            scope: self.scope,
-            _t: PhantomData,
+            key: self.key.clone(),
         }
     }
 }
@@ -73,40 +49,43 @@ impl<T> Clone for SessionState<T> {
 impl<T> std::fmt::Debug for SessionState<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionState")
-            .field("plugin", &self.plugin)
-            .field("scope", &self.scope)
+            .field("plugin", &self.key.plugin_id())
+            .field("scope", &self.key.scope())
             .field("store", &self.store)
             .finish()
     }
 }
 
 impl<T: Serialize + DeserializeOwned> SessionState<T> {
-    pub(super) fn new(store: Store, plugin_id: &str, scope: Scope) -> Result<SessionState<T>> {
-        validate_plugin_id(plugin_id)?;
-        Ok(SessionState {
-            store,
-            custom_type: format!("{STATE_PREFIX}{plugin_id}"),
-            plugin: plugin_id.to_owned(),
-            scope,
-            _t: PhantomData,
-        })
+    pub(super) fn new(store: Store, key: StateKey<T>) -> SessionState<T> {
+        SessionState { store, key }
     }
 
     /// The plugin id.
     pub fn plugin_id(&self) -> &str {
-        &self.plugin
+        self.key.plugin_id()
     }
     /// The scope.
     pub fn scope(&self) -> Scope {
-        self.scope
+        self.key.scope()
     }
     /// The store this key is on.
     pub fn store(&self) -> &Store {
         &self.store
     }
+    /// The key: plugin id, scope, `customType`; it decides every write's event.
+    pub fn key(&self) -> &StateKey<T> {
+        &self.key
+    }
     /// The `customType` of this state's events (`session-state/<plugin>`).
     pub fn custom_type(&self) -> &str {
-        &self.custom_type
+        self.key.custom_type()
+    }
+
+    /// The entry that appends `event` (a [`StateKey::decide`]d one) for this state: every
+    /// writer builds its line from it.
+    pub(super) fn entry(&self, event: &Envelope) -> NewEntry {
+        NewEntry::custom(self.custom_type().to_owned(), Some(event.to_data()))
     }
 
     /// The value at the log's active leaf: `None` when absent, `Some` (possibly of a
@@ -150,7 +129,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         at: Option<&str>,
     ) -> Result<Option<Value>> {
         self.store
-            .read_value(file.as_ref(), &self.plugin, self.scope, at)
+            .read_value(file.as_ref(), self.plugin_id(), self.scope(), at)
     }
 
     fn read_file_inner(&self, file: &Path, at: Option<&str>) -> Result<Option<T>> {
@@ -159,7 +138,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             Some(v) => crate::json::deserialize::<T>(&v)
                 .map(Some)
                 .map_err(|source| Error::Deserialize {
-                    plugin: self.plugin.clone(),
+                    plugin: self.plugin_id().to_owned(),
                     entry_id: None,
                     source,
                 }),
@@ -170,13 +149,19 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// (branch scope: along the branch; session scope: the whole file).
     pub fn history(&self, log: &SessionLog) -> Result<Vec<HistoryEntry>> {
         self.store.with_folds(log, |f| {
-            fold::history(f, log, &self.plugin, self.scope, log.tree().leaf_index())
+            fold::history(
+                f,
+                log,
+                self.plugin_id(),
+                self.scope(),
+                log.tree().leaf_index(),
+            )
         })
     }
 
     pub(super) fn folded(&self, log: &SessionLog, node: Option<u32>) -> Result<fold::Folded> {
         self.store.with_folds(log, |f| {
-            fold::value_at(f, log, &self.plugin, self.scope, node)
+            fold::value_at(f, log, self.plugin_id(), self.scope(), node)
         })
     }
 
@@ -186,7 +171,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             Some(v) => crate::json::deserialize::<T>(&v)
                 .map(Some)
                 .map_err(|source| Error::Deserialize {
-                    plugin: self.plugin.clone(),
+                    plugin: self.plugin_id().to_owned(),
                     entry_id: f.last.map(|l| log.entry_at(l).id().to_owned()),
                     source,
                 }),
@@ -197,13 +182,13 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// equal (nothing is appended). Durable when it returns (once the session file
     /// exists; see [`crate::Materialize`]).
     ///
-    /// Refused before anything is written: a value nested deeper than [`MAX_DEPTH`], NaN
+    /// Refused before anything is written: a value nested deeper than [`crate::MAX_DEPTH`], NaN
     /// or ±Infinity ([`Error::Serialize`]: JSON has no such number; serde_json and Pi's
     /// `JSON.stringify` would write `null`), and an integer that Pi's JavaScript would not
     /// read back as written, such as one beyond 2^53 that a double cannot hold exactly
     /// ([`Error::UnrepresentableValue`]; store it as a string).
     pub fn write(&self, log: &mut SessionLog, value: &T) -> Result<Option<String>> {
-        let value = self.to_json(value)?;
+        let value = self.key.check_value(value)?;
         self.apply(log, Op::Set(value))
     }
 
@@ -215,7 +200,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         log: &mut SessionLog,
         patch: &P,
     ) -> Result<Option<String>> {
-        let patch = self.to_json(patch)?;
+        let patch = self.key.check_value(patch)?;
         self.apply(log, Op::Patch(patch))
     }
 
@@ -224,81 +209,26 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         self.apply(log, Op::Drop)
     }
 
-    /// The JSON value [`SessionState::write`] would store for `value` (or
-    /// [`SessionState::patch`] apply), refused with the same errors and nothing written:
-    /// for hosts that append the event themselves (the Pi package, through
-    /// `pi.appendEntry`).
-    pub fn check_value<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
-        let v = self.to_json(value)?;
-        self.check_payload(&v)?;
-        crate::json::check_numbers(&v).map_err(|e| Error::UnrepresentableValue {
-            plugin: self.plugin.clone(),
-            detail: e.to_string(),
-        })?;
-        Ok(v)
-    }
-
-    fn to_json<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
-        depth::to_value_limited(value).map_err(|source| Error::Serialize {
-            plugin: self.plugin.clone(),
-            source,
-        })
-    }
-
-    /// Refuses a value or patch of the caller's nested deeper than [`MAX_DEPTH`]: other
-    /// readers could not read it back (serde_json alone reads 128 levels).
-    fn check_payload(&self, v: &Value) -> Result<()> {
-        if depth::depth_of(v) > MAX_DEPTH {
-            return Err(Error::Serialize {
-                plugin: self.plugin.clone(),
-                source: <serde_json::Error as serde::ser::Error>::custom(format!(
-                    "the value is nested deeper than {MAX_DEPTH} levels of arrays and objects"
-                )),
-            });
-        }
-        Ok(())
-    }
-
-    /// Refuses the value a write would leave if this crate could not read it back: one
-    /// nested deeper than [`crate::json::MAX_READ_DEPTH`] levels with its event's `data`.
-    /// The caller's own value or patch was held to [`MAX_DEPTH`] before; what the value
-    /// inherits from the file (a value Pi wrote thousands of levels deep, ±Infinity, an
-    /// integer beyond 2^53) passes, so that writes on top of it keep working. For hosts
-    /// that compute the next value themselves (the Pi package).
-    pub fn check_result(&self, next: &Value) -> Result<()> {
-        if depth::depth_of(next) >= crate::json::MAX_READ_DEPTH {
-            return Err(Error::Serialize {
-                plugin: self.plugin.clone(),
-                source: <serde_json::Error as serde::ser::Error>::custom(format!(
-                    "the value would be nested deeper than {} levels of arrays and objects, \
-                     which this crate reads at most (with the event's data object)",
-                    crate::json::MAX_READ_DEPTH - 1
-                )),
-            });
-        }
-        Ok(())
-    }
-
-    pub(super) fn check_depth(&self, next: &Value) -> Result<()> {
-        self.check_result(next)
-    }
-
+    /// The write of an op already checked, on an open log.
     fn apply(&self, log: &mut SessionLog, op: Op) -> Result<Option<String>> {
-        self.check_op(&op)?;
         self.store.commit(self, log, op)
     }
 
-    /// Refuses, before anything is written, a value or patch that could not be written
-    /// or read back as it is (see [`SessionState::write`]).
-    fn check_op(&self, op: &Op) -> Result<()> {
-        if let Op::Set(v) | Op::Patch(v) = op {
-            self.check_payload(v)?;
-            crate::json::check_numbers(v).map_err(|e| Error::UnrepresentableValue {
-                plugin: self.plugin.clone(),
-                detail: e.to_string(),
-            })?;
-        }
-        Ok(())
+    /// The JSON value [`SessionState::write`] would store for `value` (or
+    /// [`SessionState::patch`] apply), refused with the same errors and nothing written
+    /// ([`StateKey::check_value`]): for hosts that append the event themselves.
+    pub fn check_value<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
+        self.key.check_value(value)
+    }
+
+    /// Refuses the value a write would leave if this crate could not read it back: one
+    /// nested deeper than [`crate::json::MAX_READ_DEPTH`] levels with its event's `data`
+    /// ([`StateKey::check_result`]). The caller's own value or patch was held to
+    /// [`crate::MAX_DEPTH`] before; what the value inherits from the file (a value Pi wrote
+    /// thousands of levels deep, ±Infinity, an integer beyond 2^53) passes, so that writes
+    /// on top of it keep working. For hosts that compute the next value themselves.
+    pub fn check_result(&self, next: &Value) -> Result<()> {
+        self.key.check_result(next)
     }
 
     /// [`SessionState::write`] on the session file `file`, without an open log: as a
@@ -317,7 +247,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         at: Option<&str>,
         value: &T,
     ) -> Result<Option<String>> {
-        let value = self.to_json(value)?;
+        let value = self.key.check_value(value)?;
         self.apply_file(file.as_ref(), at, Op::Set(value))
     }
 
@@ -328,7 +258,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         at: Option<&str>,
         patch: &P,
     ) -> Result<Option<String>> {
-        let patch = self.to_json(patch)?;
+        let patch = self.key.check_value(patch)?;
         self.apply_file(file.as_ref(), at, Op::Patch(patch))
     }
 
@@ -347,12 +277,14 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         at: Option<&str>,
         op: Op,
     ) -> Result<Option<Option<String>>> {
-        self.check_op(&op)?;
+        self.key.check_op(&op)?;
         self.store.commit_at_tail(self, file.as_ref(), at, op)
     }
 
+    /// The write of an op already checked, on the session file `file`: from the rows and
+    /// the file's tail when they can answer, else through the log.
     fn apply_file(&self, file: &Path, at: Option<&str>, op: Op) -> Result<Option<String>> {
-        if let Some(done) = self.apply_at_tail(file, at, op.clone())? {
+        if let Some(done) = self.store.commit_at_tail(self, file, at, op.clone())? {
             return Ok(done);
         }
         let mut log = crate::tree::LogOptions::new()

@@ -27,10 +27,9 @@ use super::Store;
 use super::state::SessionState;
 use crate::error::{DatabaseError, Error, Result};
 use crate::lock;
-use crate::log::NewEntry;
 use crate::log::writer::append_if_unchanged;
 use crate::projection::{Tail, tail_in_transaction};
-use crate::state::envelope::{Envelope, Op};
+use crate::state::envelope::Op;
 use rusqlite::Connection;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -140,20 +139,10 @@ fn decide<T: Serialize + DeserializeOwned>(
         Ok(tail) => tail,
         Err(why) => return Ok(Err(why)),
     };
-    let next = op.apply(tail.current.as_ref());
-    // Equal as Pi's JavaScript sees it, as `write.rs` decides.
-    if crate::json::js_eq_opt(next.as_ref(), tail.current.as_ref()) {
+    let Some(env) = state.key().decide(tail.current.as_ref(), op)? else {
         return Ok(Ok(None));
-    }
-    if let Some(next) = &next {
-        state.check_depth(next)?;
-    }
-    let id = crate::log::fresh_id(|id| tail.id_is_free(conn, db, id).map(|free| !free))?;
-    let env = Envelope {
-        scope: state.scope(),
-        op,
     };
-    let line = NewEntry::custom(state.custom_type().to_owned(), Some(env.to_data()))
-        .to_line(&id, tail.parent.as_deref());
+    let id = crate::log::fresh_id(|id| tail.id_is_free(conn, db, id).map(|free| !free))?;
+    let line = state.entry(&env).to_line(&id, tail.parent.as_deref());
     Ok(Ok(Some((tail, line, id))))
 }

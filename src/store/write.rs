@@ -21,8 +21,7 @@ use super::Store;
 use super::state::SessionState;
 use crate::error::{DatabaseError, Error, Result};
 use crate::lock;
-use crate::log::NewEntry;
-use crate::state::envelope::{Envelope, Op};
+use crate::state::envelope::Op;
 use crate::tree::SessionLog;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -119,28 +118,14 @@ fn append_if_changed<T: Serialize + DeserializeOwned>(
     op: Op,
 ) -> Result<Option<String>> {
     let current = state.folded(log, log.tree().leaf_index())?;
-    let next = op.apply(current.value.as_deref());
-    // Equal as Pi's JavaScript sees it (`1` is `1.0`, key order aside): nothing to do.
-    if crate::json::js_eq_opt(next.as_ref(), current.value.as_deref()) {
-        return Ok(None);
-    }
-    if let Some(next) = &next {
-        state.check_depth(next)?;
-    }
     let action = action_of(&op);
-    let env = Envelope {
-        scope: state.scope(),
-        op,
+    let Some(env) = state.key().decide(current.value.as_deref(), op)? else {
+        return Ok(None);
     };
-    let id = log
-        .append(NewEntry::custom(
-            state.custom_type().to_owned(),
-            Some(env.to_data()),
-        ))
-        .map_err(|e| match e {
-            // The file lock refused the log's append: name the state write it was.
-            Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
-            other => other,
-        })?;
+    let id = log.append(state.entry(&env)).map_err(|e| match e {
+        // The file lock refused the log's append: name the state write it was.
+        Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
+        other => other,
+    })?;
     Ok(Some(id))
 }

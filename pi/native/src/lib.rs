@@ -15,8 +15,8 @@ use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
-    Envelope, Error, LogOptions, Op, ProjectTrust, Scope, SessionLog, Store, StoreOptions, json,
-    validate_plugin_id,
+    LogOptions, Op, ProjectTrust, STATE_PREFIX, Scope, SessionLog, StateKey, Store, StoreOptions,
+    Unwritable, inspect, json,
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -31,68 +31,41 @@ fn js_err(e: impl Display) -> napi::Error {
     napi::Error::from_reason(e.to_string())
 }
 
-fn scope_of(scope: &str) -> napi::Result<Scope> {
-    match scope {
-        "branch" => Ok(Scope::Branch),
-        "session" => Ok(Scope::Session),
-        other => Err(js_err(Error::InvalidOption {
-            option: "scope",
-            detail: format!("{other:?} is not a scope: use \"session\" or \"branch\""),
-        })),
-    }
+/// The state key of `plugin_id` in `scope` (a scope name), checked as the core checks it.
+fn key_of(plugin_id: &str, scope: &str) -> napi::Result<StateKey> {
+    StateKey::named(plugin_id, scope).map_err(js_err)
 }
 
-/// Checks a plugin id as the core does; throws the core's message.
+/// The `customType` prefix of state events (`session-state/`).
 #[napi]
-pub fn validate_plugin(plugin_id: String) -> napi::Result<()> {
-    validate_plugin_id(&plugin_id).map_err(js_err)
+pub fn state_prefix() -> String {
+    STATE_PREFIX.to_owned()
 }
 
-/// Checks a scope name (`"session"` or `"branch"`); throws the core's message.
+/// Checks a plugin id and a scope name as the core does and returns the `customType` of
+/// the state's events; throws the core's message.
 #[napi]
-pub fn validate_scope(scope: String) -> napi::Result<()> {
-    scope_of(&scope).map(|_| ())
+pub fn state_key(plugin_id: String, scope: String) -> napi::Result<String> {
+    Ok(key_of(&plugin_id, &scope)?.custom_type().to_owned())
 }
 
-/// Checks JSON text as a value `plugin_id` could write; throws the core's message.
+/// The core's refusal of a value that only JavaScript could find wrong, before it could
+/// hand it over as JSON text: `kind` `"not-json"` (`undefined`, a cycle, a BigInt;
+/// `detail` says what), `"non-finite"` (`detail`: `NaN`, `Infinity` or `-Infinity`) or
+/// `"too-deep"` (deeper than JavaScript's own stack). The message `write` refuses it with.
 #[napi]
-pub fn check_value(plugin_id: String, text: String) -> napi::Result<()> {
-    let store = Store::at("/nonexistent/never-opened.sqlite").map_err(js_err)?;
-    let st = store
-        .state::<Value>(&plugin_id, Scope::Branch)
-        .map_err(js_err)?;
-    let v = json::from_str(&text).map_err(|e| {
-        js_err(Error::Serialize {
-            plugin: plugin_id.clone(),
-            source: <serde_json::Error as serde::ser::Error>::custom(e),
-        })
-    })?;
-    st.check_value(&v).map(|_| ()).map_err(js_err)
-}
-
-/// The core's message for a value that cannot be serialized (`Error::Serialize`), for
-/// what only JavaScript can hold: `undefined`, a cycle, a BigInt.
-#[napi]
-pub fn serialize_error(plugin_id: String, detail: String) -> String {
-    Error::Serialize {
-        plugin: plugin_id,
-        source: <serde_json::Error as serde::ser::Error>::custom(detail),
-    }
-    .to_string()
-}
-
-/// The core's message for a number JSON cannot carry (NaN, ±Infinity): what
-/// `SessionState::write` refuses it with.
-#[napi]
-pub fn non_finite_error(plugin_id: String, n: f64) -> napi::Result<String> {
-    let store = Store::at("/nonexistent/never-opened.sqlite").map_err(js_err)?;
-    let st = store
-        .state::<Value>(&plugin_id, Scope::Branch)
-        .map_err(js_err)?;
-    match st.check_value(&n) {
-        Err(e) => Ok(e.to_string()),
-        Ok(_) => Err(js_err(format!("{n} is a finite number"))),
-    }
+pub fn value_error(plugin_id: String, kind: String, detail: String) -> napi::Result<String> {
+    let key = StateKey::<Value>::new(&plugin_id, Scope::Branch).map_err(js_err)?;
+    let why = match kind.as_str() {
+        "not-json" => Unwritable::NotJson(detail),
+        "non-finite" => match detail.parse::<f64>() {
+            Ok(n) if !n.is_finite() => Unwritable::NonFinite(n),
+            _ => return Err(js_err(format!("{detail:?} is not NaN or ±Infinity"))),
+        },
+        "too-deep" => Unwritable::TooDeep,
+        other => return Err(js_err(format!("no such refusal: {other:?}"))),
+    };
+    Ok(key.refusal(why).to_string())
 }
 
 /// The store handle, as one Pi extension instance uses it.
@@ -175,7 +148,8 @@ impl NativeStore {
         scope: String,
         at: Option<String>,
     ) -> napi::Result<Option<String>> {
-        let v = self.value(file.as_deref(), &plugin, scope_of(&scope)?, at.as_deref())?;
+        let key = key_of(&plugin, &scope)?;
+        let v = self.value(file.as_deref(), &key, at.as_deref())?;
         if let Some(f) = &file {
             self.parse_in_background(f);
         }
@@ -195,35 +169,19 @@ impl NativeStore {
         op: String,
         argument: Option<String>,
     ) -> napi::Result<Option<String>> {
-        let scope = scope_of(&scope)?;
-        let st = self.store.state::<Value>(&plugin, scope).map_err(js_err)?;
-        let arg = match &argument {
-            Some(text) => {
-                let v = json::from_str(text).map_err(|e| {
-                    js_err(Error::Serialize {
-                        plugin: plugin.clone(),
-                        source: <serde_json::Error as serde::ser::Error>::custom(e),
-                    })
-                })?;
-                Some(st.check_value(&v).map_err(js_err)?)
-            }
-            None => None,
-        };
+        let key = key_of(&plugin, &scope)?;
+        let arg = argument
+            .map(|text| key.check_text(&text).map_err(js_err))
+            .transpose()?;
         let op = match (op.as_str(), arg) {
             ("set", Some(v)) => Op::Set(v),
             ("patch", Some(v)) => Op::Patch(v),
             ("drop", None) => Op::Drop,
             (other, _) => return Err(js_err(format!("no such operation: {other:?}"))),
         };
-        let current = self.value(file.as_deref(), &plugin, scope, at.as_deref())?;
-        let next = op.apply(current.as_ref());
-        if json::js_eq_opt(next.as_ref(), current.as_ref()) {
-            return Ok(None);
-        }
-        if let Some(next) = &next {
-            st.check_result(next).map_err(js_err)?;
-        }
-        Ok(Some(json::to_string(&Envelope { scope, op }.to_data())))
+        let current = self.value(file.as_deref(), &key, at.as_deref())?;
+        let event = key.decide(current.as_ref(), op).map_err(js_err)?;
+        Ok(event.map(|e| json::to_string(&e.to_data())))
     }
 
     /// The events that made the value at `at`, oldest first, as JSON text:
@@ -236,10 +194,7 @@ impl NativeStore {
         scope: String,
         at: Option<String>,
     ) -> napi::Result<String> {
-        let st = self
-            .store
-            .state::<Value>(&plugin, scope_of(&scope)?)
-            .map_err(js_err)?;
+        let st = self.store.state_of(&key_of(&plugin, &scope)?);
         let log = self.log_at(file.as_deref(), at.as_deref())?;
         let h = st.history(log).map_err(js_err)?;
         let rows: Vec<Value> = h
@@ -260,6 +215,17 @@ impl NativeStore {
         Ok(json::to_string(&Value::Array(rows)))
     }
 
+    /// The state events of the session per plugin and scope, as the core counts them (what
+    /// `session-state status` shows): JSON text `[{plugin, scope, events}]`, plugins in
+    /// name order, `scope` `"branch"`, `"invalid"` (an envelope the core cannot decode:
+    /// unknown `v`, op or scope) or `"session"`. Over every entry of the session file, or
+    /// of the entries handed over before it exists.
+    #[napi]
+    pub fn event_counts(&mut self, file: Option<String>) -> napi::Result<String> {
+        let log = self.log_at(file.as_deref(), None)?;
+        serde_json::to_string(&inspect::event_counts(log).rows()).map_err(js_err)
+    }
+
     /// docs/spec.md §3's branch key at `at` (`null` for an empty session).
     #[napi]
     pub fn branch_key(
@@ -274,38 +240,43 @@ impl NativeStore {
             .map_err(js_err)
     }
 
-    /// `/state:status`: the lock row and the presence row of `session_id`, as JSON text
-    /// (`{database, exists, lock, presence}`), without creating anything.
+    /// `/state:status`: the lock row and the presence row of `session_id`, as the core
+    /// reads and judges them (`Store::session_status`), without creating anything. JSON
+    /// text with the field names of `session-state status --json`: `{database: {path,
+    /// exists}, lock: {holder, action, acquired_at_ms, age_ms, liveness, liveness_reason,
+    /// lease_expired, blocks_writers, may_be_alive} | null, pi: {holder, since_ms,
+    /// session_file, liveness, liveness_reason, blocks_writers, this_process} | null}`.
     #[napi]
     pub fn status(&self, session_id: String) -> napi::Result<String> {
-        let lock = self.store.peek_lock_status(&session_id).map_err(js_err)?;
-        let presence = self.store.peek_presence(&session_id).map_err(js_err)?;
-        let lock = lock.flatten().map(|l| {
+        let st = self.store.session_status(&session_id).map_err(js_err)?;
+        let lock = st.lock.map(|l| {
             serde_json::json!({
                 "holder": l.holder,
                 "action": l.action,
-                "ageMs": u64::try_from(l.age.as_millis()).unwrap_or(u64::MAX),
+                "acquired_at_ms": l.acquired_at_ms,
+                "age_ms": u64::try_from(l.age.as_millis()).unwrap_or(u64::MAX),
                 "liveness": l.liveness.to_string(),
-                "livenessReason": l.liveness_reason,
-                "leaseExpired": l.lease_expired,
-                "blocksWriters": l.blocks_writers(),
+                "liveness_reason": l.liveness_reason,
+                "lease_expired": l.lease_expired,
+                "blocks_writers": l.blocks_writers(),
+                "may_be_alive": l.liveness.may_be_alive(),
             })
         });
-        let presence = presence.flatten().map(|p| {
+        let pi = st.presence.map(|p| {
             serde_json::json!({
                 "holder": p.holder,
-                "sinceMs": p.since_ms,
-                "sessionFile": p.session_file,
+                "since_ms": p.since_ms,
+                "session_file": p.session_file,
                 "liveness": p.liveness.to_string(),
-                "livenessReason": p.liveness_reason,
-                "thisProcess": p.holder == session_state::Holder::current().to_string(),
+                "liveness_reason": p.liveness_reason,
+                "blocks_writers": p.blocks_writers(),
+                "this_process": p.is_this_process(),
             })
         });
         Ok(serde_json::json!({
-            "database": self.database_path(),
-            "exists": self.store.database_path().exists(),
+            "database": { "path": st.database.to_string_lossy(), "exists": st.exists },
             "lock": lock,
-            "presence": presence,
+            "pi": pi,
         })
         .to_string())
     }
@@ -370,8 +341,7 @@ impl NativeStore {
     fn value(
         &self,
         file: Option<&str>,
-        plugin: &str,
-        scope: Scope,
+        key: &StateKey,
         at: Option<&str>,
     ) -> napi::Result<Option<Value>> {
         match file {
@@ -386,22 +356,20 @@ impl NativeStore {
                 if let Some((_, log)) = slot.as_mut().filter(|(p, _)| p == Path::new(f)) {
                     log.refresh().map_err(js_err)?;
                     if log.entry(at).is_some() {
-                        let st = self.store.state::<Value>(plugin, scope).map_err(js_err)?;
-                        return st.read_at(log, at).map_err(js_err);
+                        return self.store.state_of(key).read_at(log, at).map_err(js_err);
                     }
                 }
                 drop(slot);
                 self.store
-                    .read_value(Path::new(f), plugin, scope, Some(at))
+                    .read_value(Path::new(f), key.plugin_id(), key.scope(), Some(at))
                     .map_err(js_err)
             }
             None => {
                 let log = self.pending.as_ref().ok_or_else(|| {
                     js_err("no session file and no entries handed over (loadPending)")
                 })?;
-                let st = self.store.state::<Value>(plugin, scope).map_err(js_err)?;
                 match at {
-                    Some(at) => st.read_at(log, at),
+                    Some(at) => self.store.state_of(key).read_at(log, at),
                     None => Ok(None),
                 }
                 .map_err(js_err)

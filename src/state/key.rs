@@ -1,0 +1,329 @@
+//! A plugin's state key (docs/spec.md §3): the plugin id, the scope and the `customType` of
+//! its events, validated without opening anything, as redb's `TableDefinition` is a value
+//! that needs no `Database`. A [`crate::Store`] turns a key into a
+//! [`crate::SessionState`] that reads and writes; a host that appends events itself (the
+//! Pi package, through `pi.appendEntry`) uses the key alone: it checks the caller's value
+//! and [`StateKey::decide`]s the event to append, with the core's errors.
+//!
+//! ```
+//! use session_state::{Op, Scope, StateKey};
+//! use serde_json::json;
+//!
+//! let todo = StateKey::<Vec<String>>::new("todo", Scope::Branch)?;
+//! assert_eq!(todo.custom_type(), "session-state/todo");
+//! let value = todo.check_value(&vec!["review".to_string()])?;
+//! let event = todo.decide(None, Op::Set(value.clone()))?.expect("a change");
+//! assert_eq!(event.to_data(), json!({"v": 1, "scope": "branch", "op": "set", "value": ["review"]}));
+//! assert!(todo.decide(Some(&value), Op::Set(value.clone()))?.is_none()); // unchanged
+//! assert!(StateKey::<()>::new("Todo", Scope::Branch).is_err());
+//! # Ok::<(), session_state::Error>(())
+//! ```
+
+use super::decide::{TooDeepResult, check_result, decide};
+use super::depth::{self, MAX_DEPTH};
+use super::envelope::{Envelope, Op, STATE_PREFIX, Scope};
+use crate::error::{Error, Result};
+use serde::Serialize;
+use serde_json::Value;
+use std::marker::PhantomData;
+
+/// Checks a plugin id: non-empty; lowercase ASCII letters, digits, `-` and `.`.
+pub fn validate_plugin_id(id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidOption {
+            option: "plugin_id",
+            detail: format!(
+                "{id:?} is not a valid plugin id: use a non-empty name of lowercase letters, \
+                 digits, '-' and '.' (for example \"role\" or \"my-ext.todo\")"
+            ),
+        })
+    }
+}
+
+/// A scope named by text (`"branch"` or `"session"`), as an option of a host is checked.
+pub fn parse_scope(name: &str) -> Result<Scope> {
+    match name {
+        "branch" => Ok(Scope::Branch),
+        "session" => Ok(Scope::Session),
+        other => Err(Error::InvalidOption {
+            option: "scope",
+            detail: format!("{other:?} is not a scope: use \"session\" or \"branch\""),
+        }),
+    }
+}
+
+/// What a host found wrong with a value before it could hand it over as JSON (the Pi
+/// package: what only JavaScript can hold), for [`StateKey::refusal`] to word as the core
+/// refuses it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Unwritable {
+    /// Not a JSON value (`undefined`, a cycle, a BigInt, a function…): what and why.
+    NotJson(String),
+    /// NaN or ±Infinity, which JSON cannot carry.
+    NonFinite(f64),
+    /// Nested deeper than [`MAX_DEPTH`] levels of arrays and objects.
+    TooDeep,
+}
+
+/// One plugin's state in one scope, as a value: the plugin id (checked by
+/// [`validate_plugin_id`]), the scope and the `customType` of its events
+/// (`session-state/<plugin>`). `T` is the type of the value; building a key opens
+/// nothing, so a key can be made once and used on any [`crate::Store`]
+/// ([`crate::Store::state_of`]). Cloning copies one short string.
+pub struct StateKey<T = Value> {
+    /// `session-state/<plugin>`; the plugin id is what follows the prefix.
+    custom_type: String,
+    scope: Scope,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for StateKey<T> {
+    fn clone(&self) -> Self {
+        StateKey {
+            custom_type: self.custom_type.clone(),
+            scope: self.scope,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T> PartialEq for StateKey<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.custom_type == other.custom_type && self.scope == other.scope
+    }
+}
+
+impl<T> Eq for StateKey<T> {}
+
+impl<T> std::fmt::Debug for StateKey<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateKey")
+            .field("plugin", &self.plugin_id())
+            .field("scope", &self.scope)
+            .finish()
+    }
+}
+
+impl<T> StateKey<T> {
+    /// The key of `plugin_id` in `scope`; the plugin id is checked here
+    /// ([`validate_plugin_id`]: `Error::InvalidOption`).
+    pub fn new(plugin_id: impl AsRef<str>, scope: Scope) -> Result<StateKey<T>> {
+        let plugin_id = plugin_id.as_ref();
+        validate_plugin_id(plugin_id)?;
+        Ok(StateKey::checked(plugin_id, scope))
+    }
+
+    /// [`StateKey::new`] with the scope named by text ([`parse_scope`]), for hosts whose
+    /// options arrive as strings.
+    pub fn named(plugin_id: impl AsRef<str>, scope: &str) -> Result<StateKey<T>> {
+        let plugin_id = plugin_id.as_ref();
+        validate_plugin_id(plugin_id)?;
+        Ok(StateKey::checked(plugin_id, parse_scope(scope)?))
+    }
+
+    /// A key of a plugin id already checked.
+    fn checked(plugin_id: &str, scope: Scope) -> StateKey<T> {
+        StateKey {
+            custom_type: format!("{STATE_PREFIX}{plugin_id}"),
+            scope,
+            _t: PhantomData,
+        }
+    }
+
+    /// The plugin id.
+    pub fn plugin_id(&self) -> &str {
+        &self.custom_type[STATE_PREFIX.len()..]
+    }
+
+    /// The scope.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
+    /// The `customType` of this state's events (`session-state/<plugin>`).
+    pub fn custom_type(&self) -> &str {
+        &self.custom_type
+    }
+
+    /// The same plugin and scope for values of another type.
+    pub fn cast<U>(&self) -> StateKey<U> {
+        StateKey {
+            custom_type: self.custom_type.clone(),
+            scope: self.scope,
+            _t: PhantomData,
+        }
+    }
+
+    /// The JSON value a write would store for `value` (or a patch apply), refused before
+    /// anything is written: a value that cannot be serialized, is nested deeper than
+    /// [`MAX_DEPTH`] or holds NaN or ±Infinity ([`Error::Serialize`]: JSON has no such
+    /// number; serde_json and Pi's `JSON.stringify` would write `null`), and an integer
+    /// that Pi's JavaScript would not read back as written, such as one beyond 2^53
+    /// ([`Error::UnrepresentableValue`]; store it as a string).
+    pub fn check_value<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
+        let v = depth::to_value_limited(value).map_err(|source| self.serialize_error(source))?;
+        self.check_json(&v)?;
+        Ok(v)
+    }
+
+    /// [`StateKey::check_value`] for JSON text (in [`crate::json`]'s lossless reading):
+    /// text that does not parse is refused as a value that cannot be serialized.
+    pub fn check_text(&self, text: &str) -> Result<Value> {
+        let v = crate::json::from_str(text)
+            .map_err(|e| self.refusal(Unwritable::NotJson(e.to_string())))?;
+        self.check_json(&v)?;
+        Ok(v)
+    }
+
+    /// [`StateKey::check_value`] on the value or patch an op carries (a `drop` carries
+    /// none), already JSON: for callers that build the [`Op`] themselves.
+    pub fn check_op(&self, op: &Op) -> Result<()> {
+        match op {
+            Op::Set(v) | Op::Patch(v) => self.check_json(v),
+            Op::Drop => Ok(()),
+        }
+    }
+
+    /// The event to append for `op` on top of `current` (the plugin's folded value where
+    /// the write lands; `None`: absent), or `Ok(None)` when it changes nothing: the value
+    /// after it equals `current` as Pi's JavaScript sees it (`1` is `1.0`, key order
+    /// aside). Every write of this crate decides here, and so can a host that appends
+    /// the event itself (its `data` is [`Envelope::to_data`], its `customType`
+    /// [`StateKey::custom_type`]).
+    ///
+    /// Refused ([`Error::Serialize`]) when the value it would leave could not be read
+    /// back by this crate: one nested [`crate::json::MAX_READ_DEPTH`] levels or deeper.
+    /// The op's own value or patch is not checked here ([`StateKey::check_op`] does, and
+    /// the writers call it first, before anything is opened); what the value inherits
+    /// from the session (a value Pi wrote thousands of levels deep, ±Infinity, an integer
+    /// beyond 2^53) passes, so that writes on top of it keep working.
+    pub fn decide(&self, current: Option<&Value>, op: Op) -> Result<Option<Envelope>> {
+        decide(self.scope, current, op).map_err(|e| self.too_deep_result(e))
+    }
+
+    /// Refuses the value a write would leave when this crate could not read it back, as
+    /// [`StateKey::decide`] refuses it: for hosts that compute the next value themselves.
+    pub fn check_result(&self, next: &Value) -> Result<()> {
+        check_result(next).map_err(|e| self.too_deep_result(e))
+    }
+
+    fn too_deep_result(&self, _: TooDeepResult) -> Error {
+        self.serialize_error(<serde_json::Error as serde::ser::Error>::custom(format!(
+            "the value would be nested deeper than {} levels of arrays and objects, \
+             which this crate reads at most (with the event's data object)",
+            crate::json::MAX_READ_DEPTH - 1
+        )))
+    }
+
+    /// The error the core refuses `why` with, naming this key's plugin: for hosts that
+    /// find a value unwritable before they can hand it over as JSON.
+    pub fn refusal(&self, why: Unwritable) -> Error {
+        let detail = match why {
+            Unwritable::NotJson(detail) => detail,
+            Unwritable::NonFinite(n) => depth::non_finite_message(n),
+            Unwritable::TooDeep => depth::too_deep_message(),
+        };
+        self.serialize_error(<serde_json::Error as serde::ser::Error>::custom(detail))
+    }
+
+    /// The caller's value or patch, already JSON: no deeper than [`MAX_DEPTH`], and every
+    /// number one Pi's JavaScript reads back as written.
+    fn check_json(&self, v: &Value) -> Result<()> {
+        if depth::depth_of(v) > MAX_DEPTH {
+            return Err(self.refusal(Unwritable::TooDeep));
+        }
+        crate::json::check_numbers(v).map_err(|e| Error::UnrepresentableValue {
+            plugin: self.plugin_id().to_owned(),
+            detail: e.to_string(),
+        })
+    }
+
+    fn serialize_error(&self, source: serde_json::Error) -> Error {
+        Error::Serialize {
+            plugin: self.plugin_id().to_owned(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_key_validates_its_plugin_id_and_scope_name_without_a_store() {
+        let k = StateKey::<Value>::named("my-ext.todo", "session").expect("valid");
+        assert_eq!(k.plugin_id(), "my-ext.todo");
+        assert_eq!(k.scope(), Scope::Session);
+        assert_eq!(k.custom_type(), "session-state/my-ext.todo");
+        for bad in ["", "Todo", "a/b", "é"] {
+            let e = StateKey::<Value>::new(bad, Scope::Branch).expect_err(bad);
+            assert!(e.to_string().contains("is not a valid plugin id"), "{e}");
+        }
+        let e = StateKey::<Value>::named("todo", "sideways").expect_err("a scope");
+        assert!(e.to_string().contains("\"sideways\" is not a scope"), "{e}");
+        // The plugin id is checked before the scope.
+        let e = StateKey::<Value>::named("Bad", "sideways").expect_err("both");
+        assert!(e.to_string().contains("plugin id"), "{e}");
+    }
+
+    #[test]
+    fn values_are_checked_the_same_from_rust_from_text_and_as_an_op() {
+        let k = StateKey::<Value>::new("todo", Scope::Branch).expect("valid");
+        let big = json!(9007199254740993u64);
+        for (what, r) in [
+            ("value", k.check_value(&big).map(|_| ())),
+            ("op", k.check_op(&Op::Patch(big.clone()))),
+        ] {
+            assert!(
+                matches!(r, Err(Error::UnrepresentableValue { ref plugin, .. }) if plugin == "todo"),
+                "{what}: {r:?}"
+            );
+        }
+        let mut deep = json!(0);
+        for _ in 0..=MAX_DEPTH {
+            deep = json!([deep]);
+        }
+        let too_deep = k.refusal(Unwritable::TooDeep).to_string();
+        assert!(too_deep.contains("deeper than 100"), "{too_deep}");
+        assert_eq!(
+            k.check_value(&deep).expect_err("deep").to_string(),
+            too_deep
+        );
+        assert_eq!(
+            k.check_op(&Op::Set(deep.clone()))
+                .expect_err("deep")
+                .to_string(),
+            too_deep
+        );
+        assert_eq!(
+            k.check_value(&f64::NAN).expect_err("NaN").to_string(),
+            k.refusal(Unwritable::NonFinite(f64::NAN)).to_string()
+        );
+        // Text is read as JavaScript's `JSON.parse` reads it: that number is already 2^53.
+        assert_eq!(
+            k.check_text("9007199254740993").expect("read as JS does"),
+            json!(9007199254740992u64)
+        );
+        let deep_text = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        assert_eq!(
+            k.check_text(&deep_text).expect_err("deep").to_string(),
+            too_deep
+        );
+        assert!(
+            k.check_text("{")
+                .expect_err("text")
+                .to_string()
+                .contains("plugin 'todo'")
+        );
+        assert!(k.check_op(&Op::Drop).is_ok());
+    }
+}
