@@ -8,7 +8,7 @@
 //!   accepts what `to_string` prints of a value `check_numbers` accepts;
 //! - `js_eq` is reflexive, and a merge patch applied twice changes nothing more.
 //!
-//! Proptest relatives: `src/json.rs`'s tests, `tests/bad_input.rs`.
+//! Proptest relatives: `src/json/tests.rs`, `tests/bad_input.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -8,13 +8,13 @@
 //! - `event_counts` counts what the reference decodes, and `integrity` lists every
 //!   undecodable event once, among the reader's findings, in file order.
 //!
-//! Proptest relatives: `tests/replay.rs`, `src/inspect.rs`'s tests.
+//! Proptest relatives: `tests/replay.rs`, `src/inspect/tests.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use session_state::inspect::{self, IntegrityKind, ReplayValue};
-use session_state::{EntryType, LogOptions, ReadMode, Scope, json};
+use session_state::{EntryType, Error, LogOptions, ReadMode, Scope, json};
 use session_state_fuzz::{Expected, Input, PLUGINS, Reference, Session, Unreadable, scratch_dir};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -114,12 +114,22 @@ fuzz_target!(|data: &[u8]| {
             );
         }
         Err(e) => {
-            let r = inspect::Refusal::from(&e);
-            assert_eq!(r.message, e.to_string());
-            if let (Some(line), Some(offset)) = (r.line, r.offset) {
+            // Where the refusal points (the line and byte `verify` reports): in the file.
+            let at = match &e {
+                Error::Corrupt { at, .. }
+                | Error::TrailingGarbage { at, .. }
+                | Error::InvalidEntry { at, .. }
+                | Error::DuplicateId { at, .. }
+                | Error::DanglingParent { at, .. }
+                | Error::Cycle { at, .. } => Some(*at),
+                _ => None,
+            };
+            if let Some(at) = at {
                 assert!(
-                    line >= 1 && offset < text.len() as u64,
-                    "refused at line {line}, byte {offset}"
+                    at.line >= 1 && at.offset < text.len() as u64,
+                    "refused at line {}, byte {}",
+                    at.line,
+                    at.offset
                 );
             }
         }

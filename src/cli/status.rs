@@ -9,7 +9,7 @@ use super::{
     CmdResult, DbArgs, Failure, emit_json, emit_text, fail, open_log_lenient, term_safe, warn,
 };
 use serde::Serialize;
-use session_state::inspect::{self, EventCount, LockReport};
+use session_state::inspect::{self, EventCount};
 use session_state::{Liveness, LockStatus, PresenceStatus, Store};
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
@@ -57,6 +57,52 @@ pub(crate) struct ForceRefreshArgs {
     yes: bool,
     #[command(flatten)]
     pub(crate) db: DbArgs,
+}
+
+/// A session's write-lock row as `status --json` shows it: a [`LockStatus`] with the facts derived
+/// from it, serializable (`liveness` as its text: `"alive"`, `"not alive"`, `"unknown"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct LockReport {
+    /// The holder as stored.
+    holder: String,
+    /// What the holder said it was doing, when recorded.
+    action: Option<String>,
+    /// When the lock was taken, ms since the Unix epoch.
+    acquired_at_ms: i64,
+    /// How long ago that was, in ms.
+    age_ms: u64,
+    /// Whether the holder still runs.
+    #[serde(serialize_with = "as_text")]
+    liveness: Liveness,
+    /// Why `liveness` is what it is.
+    liveness_reason: String,
+    /// Whether the lease has run out.
+    lease_expired: bool,
+    /// Whether a writer in another process would be refused now
+    /// (`LockStatus::blocks_writers`).
+    blocks_writers: bool,
+}
+
+fn as_text<S: serde::Serializer>(
+    v: &impl std::fmt::Display,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+impl From<&LockStatus> for LockReport {
+    fn from(st: &LockStatus) -> LockReport {
+        LockReport {
+            holder: st.holder.clone(),
+            action: st.action.clone(),
+            acquired_at_ms: st.acquired_at_ms,
+            age_ms: u64::try_from(st.age.as_millis()).unwrap_or(u64::MAX),
+            liveness: st.liveness,
+            liveness_reason: st.liveness_reason.clone(),
+            lease_expired: st.lease_expired,
+            blocks_writers: st.blocks_writers(),
+        }
+    }
 }
 
 /// `status --json`.
@@ -332,4 +378,28 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
     );
     emit_text(&out)?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_report_shows_liveness_as_text() {
+        let report = LockReport {
+            holder: "pid:1".into(),
+            action: None,
+            acquired_at_ms: 5,
+            age_ms: 2_500,
+            liveness: Liveness::NotAlive,
+            liveness_reason: "gone".into(),
+            lease_expired: false,
+            blocks_writers: false,
+        };
+        let v = serde_json::to_value(&report).expect("serializes");
+        assert_eq!(
+            session_state::json::to_string(&v),
+            r#"{"holder":"pid:1","action":null,"acquired_at_ms":5,"age_ms":2500,"liveness":"not alive","liveness_reason":"gone","lease_expired":false,"blocks_writers":false}"#
+        );
+    }
 }

@@ -6,8 +6,8 @@
 
 use super::{CmdResult, emit_json, emit_text, fail, require_regular, without_path};
 use serde::Serialize;
-use session_state::inspect::{self, Integrity, Refusal};
-use session_state::{Error, LogOptions, ReadMode, SessionLog};
+use session_state::inspect::{self, Integrity};
+use session_state::{Error, Location, LogOptions, ReadMode, SessionLog};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -34,6 +34,42 @@ pub(crate) struct VerifyArgs {
     /// Print JSON instead of text
     #[arg(long)]
     json: bool,
+}
+
+/// Why a reader refused a file, and where when the error points at a line (the header's
+/// errors point at line 1, byte 0).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct Refusal {
+    /// The error's message.
+    message: String,
+    /// The line, 1-based.
+    line: Option<u64>,
+    /// The line's byte offset.
+    offset: Option<u64>,
+    /// The entry, when the error names one.
+    entry_id: Option<String>,
+}
+
+impl From<&Error> for Refusal {
+    fn from(e: &Error) -> Refusal {
+        let (at, entry_id) = match e {
+            Error::Corrupt { at, .. } | Error::TrailingGarbage { at, .. } => (Some(*at), None),
+            Error::InvalidEntry { at, id, .. } => (Some(*at), id.clone()),
+            Error::DuplicateId { at, id, .. }
+            | Error::DanglingParent { at, id, .. }
+            | Error::Cycle { at, id, .. } => (Some(*at), Some(id.clone())),
+            Error::MissingHeader { .. }
+            | Error::InvalidHeader { .. }
+            | Error::UnsupportedVersion { .. } => (Some(Location { line: 1, offset: 0 }), None),
+            _ => (None, None),
+        };
+        Refusal {
+            message: e.to_string(),
+            line: at.map(|a| a.line),
+            offset: at.map(|a| a.offset),
+            entry_id,
+        }
+    }
 }
 
 /// `verify --json`: the strict read's verdict, then the salvage read's (`null` when the
@@ -173,4 +209,27 @@ pub(crate) fn run(args: VerifyArgs) -> CmdResult {
     }
     emit_text(&out)?;
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(name)
+    }
+
+    #[test]
+    fn a_refusal_points_at_the_line_and_entry() {
+        let e = SessionLog::open(fixture("edge/dangling-parent.jsonl")).expect_err("refused");
+        let r = Refusal::from(&e);
+        assert_eq!(r.entry_id.as_deref(), Some("a0000003"));
+        assert!(r.line.is_some() && r.offset.is_some());
+        assert_eq!(r.message, e.to_string());
+        let e = SessionLog::open(fixture("edge/bad-header.jsonl")).expect_err("refused");
+        let r = Refusal::from(&e);
+        assert_eq!((r.line, r.offset, r.entry_id), (Some(1), Some(0), None));
+    }
 }

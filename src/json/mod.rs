@@ -1,0 +1,311 @@
+//! A lossless JSON codec for state values (docs/spec.md §2, §3).
+//!
+//! JSON text may hold what a Rust `String` cannot: a **lone surrogate escape** such as
+//! `"\ud83d"`, which Pi's `JSON.stringify` writes for an emoji cut in half. serde_json
+//! refuses such a string. This module reads it anyway, into an ordinary
+//! [`serde_json::Value`], by a reserved encoding that is a bijection:
+//!
+//! - a lone surrogate escape `\uXXXX` (U+D800..U+DFFF not part of a pair) becomes the
+//!   noncharacter U+10FFFF followed by its four hex digits in lowercase
+//!   (`"\ud83d"` → `"\u{10FFFF}d83d"`);
+//! - a genuine U+10FFFF (raw or escaped) becomes U+10FFFF twice;
+//! - everything else is what serde_json reads.
+//!
+//! [`to_string`] prints the inverse, so `text → Value → text` keeps every lone surrogate,
+//! in object keys too, and prints it as `JSON.stringify` does (`\ud83d`, lowercase). The
+//! encoding is canonical (`\uD83D` and `\ud83d` read the same), so value equality of
+//! encoded values is string equality as JavaScript sees it.
+//!
+//! **The convention.** Every `Value` this crate hands out or takes in (state values,
+//! patches, [`crate::Loaded::event`], [`crate::NewEntry`] fields) is in this encoding.
+//! A string without U+10FFFF (a noncharacter, reserved for internal use by Unicode) is
+//! unaffected, which is every string in practice. To put a genuine U+10FFFF in a value,
+//! write it twice; a U+10FFFF followed by neither another one nor four hex digits is
+//! printed as itself.
+//!
+//! **Numbers are read as JavaScript's `JSON.parse` reads them** (what is in a session
+//! file is read as Pi reads it, whoever wrote it):
+//! - an integer literal that a double cannot hold is the nearest double, kept as the
+//!   integer JavaScript prints for it: `123456789012345678` reads as `123456789012345680`
+//!   (a `u64`/`i64` where it fits, so typed reads keep working), `9007199254740993` as
+//!   `9007199254740992`;
+//! - a literal beyond the double range (`1e400`, `-1E+999`, 400 digits) is ±Infinity,
+//!   which a [`Value`] cannot hold as a number: it becomes the reserved string
+//!   [`INFINITY`] or [`NEG_INFINITY`] (U+10FFFF then `Infinity`), so it is carried
+//!   through a fold as Pi's JavaScript carries it (a merge patch `{"a":1e400}` sets `a`,
+//!   it does not delete it) and equals only itself. [`to_string`] prints it `null`, as
+//!   `JSON.stringify` does; [`to_string_exact`] prints `1e400`, which reads back as it;
+//! - every other number is the correctly rounded double serde_json reads.
+//!
+//! **Depth.** Values nested up to [`MAX_READ_DEPTH`] levels of arrays and objects are
+//! read: more than Pi can write (its `JSON.stringify` stops at about 4,170 levels on
+//! Node 22's default stack, measured with Pi 1.6.0 and 0.73.1; see `docs/api.md`).
+//! Deeper text is refused with [`JsonError::TooDeep`] before any recursion. Parsing,
+//! printing, [`merge_patch`], [`clone_value`], [`deserialize`], [`js_eq`] and the
+//! number checks never overflow the stack at any depth: they grow it on the heap
+//! (the `stacker` crate) or do not recurse. (Dropping a [`Value`] recurses in
+//! serde_json itself, about 70 bytes of stack a level, measured at opt-level 1: some
+//! 350 KiB at the read limit, well under a thread's default 2 MiB.)
+//!
+//! ```
+//! use session_state::json;
+//! let v = json::from_str(r#"{"text":"cut \ud83d here"}"#)?;
+//! assert_eq!(json::to_string(&v), r#"{"text":"cut \ud83d here"}"#);
+//! # Ok::<(), json::JsonError>(())
+//! ```
+
+use serde::Deserialize;
+use serde_json::Value;
+
+mod number;
+mod print;
+mod scan;
+
+use number::{check_literal, number_literals};
+use print::{Mode, print};
+use scan::scan;
+
+/// The reserved character of the encoding (a Unicode noncharacter).
+pub const MARKER: char = '\u{10FFFF}';
+const MARKER_UTF8: &[u8] = "\u{10FFFF}".as_bytes();
+
+/// The deepest nesting of arrays and objects [`from_str`] reads. Deeper text is refused
+/// with [`JsonError::TooDeep`]. (A state event's `data` object is one of these levels.)
+/// Pi writes at most about 4,170 (its `JSON.stringify` runs out of stack first).
+pub const MAX_READ_DEPTH: usize = 5_000;
+
+/// +Infinity in the encoding: what a number literal beyond the double range (`1e400`)
+/// reads as. [`to_string`] prints it `null`, [`to_string_exact`] `1e400`.
+pub const INFINITY: &str = "\u{10FFFF}Infinity";
+
+/// -Infinity in the encoding (`-1e400`); see [`INFINITY`].
+pub const NEG_INFINITY: &str = "\u{10FFFF}-Infinity";
+
+/// Below this depth serde_json parses on the caller's stack; from it on, on a stack that
+/// grows on the heap (serde_stacker).
+const SHALLOW: usize = 64;
+
+/// `stacker`'s parameters: grow when less than `RED_ZONE` bytes of stack are left, by
+/// segments of `SEGMENT` bytes.
+const RED_ZONE: usize = 64 * 1024;
+const SEGMENT: usize = 2 * 1024 * 1024;
+
+/// Why JSON text was not read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JsonError {
+    /// Not JSON (serde_json's message, with line and column).
+    #[error("{0}")]
+    Syntax(#[from] serde_json::Error),
+    /// Nested deeper than [`MAX_READ_DEPTH`].
+    #[error(
+        "nested deeper than {limit} levels of arrays and objects (at byte {offset}); \
+         this crate reads at most {limit}"
+    )]
+    TooDeep {
+        /// [`MAX_READ_DEPTH`].
+        limit: usize,
+        /// Byte offset of the bracket that goes one level too deep.
+        offset: usize,
+    },
+    /// A number literal that JavaScript would not give back as written
+    /// (see [`from_str_exact`]).
+    #[error(
+        "the number {literal} cannot be kept exactly: JavaScript (and so Pi) reads it as \
+         {nearest}; write it as a string (\"{literal}\") to keep every digit"
+    )]
+    InexactNumber {
+        /// The literal as written.
+        literal: String,
+        /// What JavaScript's `JSON.parse` then `JSON.stringify` gives back.
+        nearest: String,
+    },
+    /// A value holding ±Infinity ([`INFINITY`], read from a number beyond the double
+    /// range), which JSON cannot carry (see [`check_numbers`]).
+    #[error(
+        "the value holds {}Infinity (read from a number beyond the double range), which \
+         JSON cannot carry: Pi's JSON.stringify would write null; write null or a string \
+         instead",
+        if *negative { "-" } else { "" }
+    )]
+    NonFinite {
+        /// -Infinity.
+        negative: bool,
+    },
+}
+
+/// Reads JSON text (lone surrogates encoded as the module describes, numbers as
+/// JavaScript's `JSON.parse` reads them), up to [`MAX_READ_DEPTH`] levels deep.
+pub fn from_str(text: &str) -> Result<Value, JsonError> {
+    let scanned = scan(text)?;
+    let text: &str = &scanned.text;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let v = if scanned.depth < SHALLOW {
+        Value::deserialize(&mut de)?
+    } else {
+        // Our own limit was checked above, without recursion; serde_json's (128) is
+        // replaced by a stack that grows as deep as the text goes.
+        de.disable_recursion_limit();
+        let mut grown = serde_stacker::Deserializer::new(&mut de);
+        grown.red_zone = RED_ZONE;
+        grown.stack_size = SEGMENT;
+        Value::deserialize(grown)?
+    };
+    de.end()?;
+    Ok(v)
+}
+
+/// Deserializes `T` from a value of any depth without overflowing the stack (serde's
+/// derived code recurses once per level; this grows the stack on the heap instead).
+pub fn deserialize<'de, T: Deserialize<'de>>(v: &'de Value) -> Result<T, serde_json::Error> {
+    let mut grown = serde_stacker::Deserializer::new(v);
+    grown.red_zone = RED_ZONE;
+    grown.stack_size = SEGMENT;
+    T::deserialize(grown)
+}
+
+/// A copy of `v`, at any depth without overflowing the stack (`Value::clone` recurses).
+pub fn clone_value(v: &Value) -> Value {
+    match v {
+        Value::Array(a) => stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+            Value::Array(a.iter().map(clone_value).collect())
+        }),
+        Value::Object(o) => stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+            Value::Object(o.iter().map(|(k, v)| (k.clone(), clone_value(v))).collect())
+        }),
+        other => other.clone(),
+    }
+}
+
+/// Is `v` ±Infinity ([`INFINITY`], [`NEG_INFINITY`])? `Some(negative)` if so.
+pub fn infinity(v: &Value) -> Option<bool> {
+    match v.as_str() {
+        Some(INFINITY) => Some(false),
+        Some(NEG_INFINITY) => Some(true),
+        _ => None,
+    }
+}
+
+/// [`from_str`], also refusing a number literal whose value JavaScript would not give
+/// back: one that is not exactly the shortest decimal form of its nearest double
+/// (`123456789012345678901234567890`, `9007199254740993`, `0.10000000000000000555`).
+/// `1.0`, `1e3` and `0.1` are kept (JavaScript gives back `1`, `1000` and `0.1`). For
+/// values given by a user (the command line), where a silent change would be a surprise.
+pub fn from_str_exact(text: &str) -> Result<Value, JsonError> {
+    let v = from_str(text)?;
+    for literal in number_literals(text) {
+        check_literal(literal)?;
+    }
+    Ok(v)
+}
+
+/// Checks that every number in `v` survives JavaScript's `JSON.parse` unchanged (see
+/// [`from_str_exact`]): integers beyond 2^53 that a double cannot hold exactly fail, and
+/// so does ±Infinity ([`JsonError::NonFinite`]), which JSON cannot carry.
+pub fn check_numbers(v: &Value) -> Result<(), JsonError> {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Number(n) if !n.is_f64() => check_literal(&n.to_string())?,
+            Value::String(_) => {
+                if let Some(negative) = infinity(v) {
+                    return Err(JsonError::NonFinite { negative });
+                }
+            }
+            Value::Array(a) => stack.extend(a.iter()),
+            Value::Object(o) => stack.extend(o.values()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Prints `v` as compact JSON, byte for byte as Pi's `JSON.stringify` prints the value
+/// JavaScript reads from the same text: lone surrogates as lowercase `\uXXXX` escapes
+/// (the inverse of [`from_str`]), numbers as JavaScript prints them (`1.0` → `1`,
+/// `1e21` → `1e+21`, `1e-6` → `0.000001`, ±Infinity → `null`), keys in JavaScript's
+/// order (array-index keys first).
+pub fn to_string(v: &Value) -> String {
+    print(v, Mode::Js, false)
+}
+
+/// Prints `v` as compact JSON for storage: lone surrogates as `\uXXXX` escapes, like
+/// [`to_string`], but numbers as serde_json holds them (`1.0` stays `1.0`, `-0.0` stays
+/// `-0.0`, ±Infinity is `1e400` / `-1e400`) and keys in map order, so that [`from_str`]
+/// gives back an equal `Value` (`==`, not only [`js_eq`]). The crate writes events and
+/// projection rows this way; JavaScript reads them as the same values.
+pub fn to_string_exact(v: &Value) -> String {
+    print(v, Mode::Exact, false)
+}
+
+/// [`to_string`], indented by two spaces.
+pub fn to_string_pretty(v: &Value) -> String {
+    print(v, Mode::Js, true)
+}
+
+/// RFC 7396 JSON Merge Patch of `patch` into `doc`, keeping the order of the keys that
+/// stay (as JavaScript's `delete` does; serde_json's `remove` would move the last key
+/// into the hole). Any depth: the stack grows on the heap as the patch goes deeper.
+pub fn merge_patch(doc: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *doc = clone_value(patch);
+        return;
+    };
+    if !doc.is_object() {
+        *doc = Value::Object(serde_json::Map::new());
+    }
+    let Value::Object(map) = doc else { return };
+    for (key, value) in p {
+        if value.is_null() {
+            map.shift_remove(key.as_str());
+        } else {
+            let slot = map.entry(key.as_str()).or_insert(Value::Null);
+            stacker::maybe_grow(RED_ZONE, SEGMENT, || merge_patch(slot, value));
+        }
+    }
+}
+
+/// JSON value equality as Pi's JavaScript sees it (docs/spec.md §3): numbers compare as doubles
+/// (`1` equals `1.0`), object key order does not matter, strings compare exactly (the
+/// encoding is canonical). Iterative, so any depth is fine.
+pub fn js_eq(a: &Value, b: &Value) -> bool {
+    let mut stack = vec![(a, b)];
+    while let Some((a, b)) = stack.pop() {
+        match (a, b) {
+            (Value::Null, Value::Null) => {}
+            (Value::Bool(x), Value::Bool(y)) if x == y => {}
+            (Value::String(x), Value::String(y)) if x == y => {}
+            (Value::Number(x), Value::Number(y)) => {
+                if x != y && x.as_f64() != y.as_f64() {
+                    return false;
+                }
+            }
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+                stack.extend(x.iter().zip(y.iter()));
+            }
+            (Value::Object(x), Value::Object(y)) if x.len() == y.len() => {
+                for (k, xv) in x {
+                    match y.get(k) {
+                        Some(yv) => stack.push((xv, yv)),
+                        None => return false,
+                    }
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// [`js_eq`] for optional values (absent equals only absent).
+pub fn js_eq_opt(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => js_eq(a, b),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

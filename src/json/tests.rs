@@ -1,0 +1,409 @@
+use super::number::js_number;
+use super::*;
+use proptest::strategy::Strategy as _;
+
+/// Numbers are read correctly rounded, as JavaScript's `JSON.parse` reads them, and
+/// print back to the same double: the in-memory fold and the projection (which stores
+/// text and reads it again) agree. Without serde_json's `float_roundtrip` the first
+/// literal, found by `bad_input::arbitrary_state_event_data_never_panics_a_read`, was
+/// read one ulp off and printed as another number.
+#[test]
+fn floats_are_read_correctly_rounded_and_print_back_to_the_same_double() {
+    for lit in [
+        "-1.9370190715706603e+113",
+        "2.2250738585072011e-308",
+        "1.7976931348623157e308",
+        "0.1",
+        "5e-324",
+        "123456.789e-30",
+    ] {
+        let v = from_str(lit).unwrap();
+        let want: f64 = lit.parse().unwrap();
+        assert_eq!(v.as_f64(), Some(want), "{lit}");
+        let again = from_str(&to_string_exact(&v)).unwrap();
+        assert_eq!(again.as_f64(), Some(want), "{lit} printed and read again");
+    }
+}
+
+#[test]
+fn lone_surrogates_round_trip_in_strings_and_keys() {
+    for text in [
+        r#""\ud83d""#,
+        r#""\udc00""#,
+        r#"{"\ud83dk":["x\ud83d","\ude00y"]}"#,
+        r#""\ud83d\ud83d""#,
+        r#""\ud83dabcd""#,
+        r#""\ude00\ud83d""#,
+    ] {
+        let v = from_str(text).unwrap();
+        assert_eq!(to_string(&v), text, "{text}");
+    }
+    // Uppercase escapes read as the same JavaScript string, printed as JS prints it.
+    assert_eq!(to_string(&from_str(r#""\uD83D""#).unwrap()), r#""\ud83d""#);
+    // A pair is an ordinary character.
+    assert_eq!(from_str(r#""\ud83d\ude00""#).unwrap(), Value::from("😀"));
+}
+
+#[test]
+fn a_genuine_marker_is_kept_and_not_confused_with_an_escape() {
+    let raw = "\"\u{10FFFF}d83d\"";
+    let v = from_str(raw).unwrap();
+    assert_eq!(v, Value::from("\u{10FFFF}\u{10FFFF}d83d"));
+    assert_eq!(to_string(&v), raw);
+    let esc = from_str(r#""\udbff\udfff""#).unwrap();
+    assert_eq!(to_string(&esc), "\"\u{10FFFF}\"");
+    assert_ne!(from_str(r#""\ud83d""#).unwrap(), v);
+}
+
+#[test]
+fn deep_nesting_reads_up_to_the_limit_and_is_refused_beyond() {
+    let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    let v = from_str(&nest(MAX_READ_DEPTH)).unwrap();
+    assert_eq!(to_string(&v), nest(MAX_READ_DEPTH));
+    let e = from_str(&nest(MAX_READ_DEPTH + 1)).unwrap_err();
+    assert!(matches!(e, JsonError::TooDeep { offset, .. } if offset == MAX_READ_DEPTH));
+    // Far deeper: refused without recursing.
+    assert!(matches!(
+        from_str(&nest(1_000_000)),
+        Err(JsonError::TooDeep { .. })
+    ));
+    // Brackets inside strings do not count.
+    let s = format!("\"{}\"", "[".repeat(10_000));
+    assert!(from_str(&s).is_ok());
+}
+
+/// Parsing, patching, copying, comparing, printing, deserializing and dropping a
+/// value at the limit fits in a thread with half of Rust's default 2 MiB stack: every
+/// step but the drop grows its stack on the heap, and the drop (serde_json's own,
+/// recursive) takes about 70 bytes a level in this profile (measured), 350 KiB here.
+#[test]
+fn a_value_at_the_depth_limit_fits_in_a_small_stack() {
+    let text = format!(
+        "{}0{}",
+        "[{\"k\":".repeat(MAX_READ_DEPTH / 2),
+        "}]".repeat(MAX_READ_DEPTH / 2)
+    );
+    let out = std::thread::Builder::new()
+        .stack_size(1024 * 1024)
+        .spawn(move || {
+            let v = from_str(&text).unwrap();
+            let mut doc = clone_value(&v);
+            merge_patch(&mut doc, &v);
+            assert!(js_eq(&doc, &v));
+            let typed: Value = deserialize(&v).unwrap();
+            assert!(js_eq(&typed, &v));
+            assert!(check_numbers(&v).is_ok());
+            let exact = from_str(&to_string_exact(&v)).unwrap();
+            assert!(js_eq(&exact, &v));
+            (
+                to_string(&doc) == text,
+                to_string_pretty(&v).len() > text.len(),
+            )
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(out, (true, true));
+}
+
+/// What JavaScript's `JSON.parse` then `JSON.stringify` make of each literal
+/// (Node 22, `JSON.stringify(JSON.parse("[" + literal + "]"))`), and what we print.
+#[test]
+fn numbers_are_read_as_javascript_reads_them() {
+    let zeros = |n: usize| format!("1{}", "0".repeat(n));
+    for (literal, js) in [
+        ("123456789012345678", "123456789012345680"),
+        ("9007199254740993", "9007199254740992"),
+        ("-9007199254740993", "-9007199254740992"),
+        ("18446744073709551615", "18446744073709552000"),
+        ("-18446744073709551616", "-18446744073709552000"),
+        ("1152921504606846976", "1152921504606847000"),
+        ("12345678901234567890123", "1.2345678901234568e+22"),
+        ("1e400", "null"),
+        ("-1E+999", "null"),
+        ("1e-400", "0"),
+        ("-0", "0"),
+        ("4.9e-325", "0"),
+        ("123456789012345678.0", "123456789012345680"),
+        ("1.5e-9223372036854775808", "0"),
+        ("9007199254740992", "9007199254740992"),
+        ("100000000000000000000", "100000000000000000000"),
+        ("999999999999999999999", "1e+21"),
+        (&zeros(308), "1e+308"),
+        (&zeros(309), "null"),
+        ("0.1e310", "null"),
+    ] {
+        let v = from_str(&format!("[{literal}]")).unwrap();
+        assert_eq!(to_string(&v), format!("[{js}]"), "{literal}");
+        // The stored form reads back as the same value.
+        let again = from_str(&to_string_exact(&v)).unwrap();
+        assert_eq!(again, v, "{literal}: {}", to_string_exact(&v));
+    }
+    // An integer beyond 2^53 is kept as the integer JavaScript prints: typed reads
+    // of it still work.
+    let v = from_str(r#"{"n":123456789012345678,"m":-123456789012345678}"#).unwrap();
+    assert_eq!(v["n"].as_u64(), Some(123_456_789_012_345_680));
+    assert_eq!(v["m"].as_i64(), Some(-123_456_789_012_345_680));
+    assert!(
+        check_numbers(&v).is_ok(),
+        "JavaScript gives it back as it is now"
+    );
+    // Numbers inside strings and keys are text.
+    let v = from_str(r#"{"123456789012345678":"1e400"}"#).unwrap();
+    assert_eq!(to_string(&v), r#"{"123456789012345678":"1e400"}"#);
+    // A number where a key must stand stays invalid JSON.
+    for bad in [
+        r#"{1e400:1}"#,
+        r#"{"a":1,1e400:2}"#,
+        "[1e400",
+        "[01e400]",
+        "[1e400e]",
+    ] {
+        assert!(from_str(bad).is_err(), "{bad}");
+    }
+}
+
+/// ±Infinity is carried as Pi's JavaScript carries it: a patch sets it (it is not
+/// `null`), it equals only itself, prints `null`, is stored as `1e400`, and a value
+/// holding it is refused as a new value to write.
+#[test]
+fn infinity_is_carried_printed_null_and_refused_as_a_new_value() {
+    let v = from_str("[1e400,-1e400]").unwrap();
+    assert_eq!(v, serde_json::json!([INFINITY, NEG_INFINITY]));
+    assert_eq!(
+        (infinity(&v[0]), infinity(&v[1])),
+        (Some(false), Some(true))
+    );
+    assert_eq!(to_string(&v), "[null,null]");
+    assert_eq!(to_string_pretty(&v), "[\n  null,\n  null\n]");
+    assert_eq!(to_string_exact(&v), "[1e400,-1e400]");
+    let mut doc = from_str(r#"{"a":1}"#).unwrap();
+    merge_patch(&mut doc, &from_str(r#"{"a":1e400,"b":1e999}"#).unwrap());
+    assert_eq!(to_string(&doc), r#"{"a":null,"b":null}"#);
+    assert!(!js_eq(&doc, &from_str(r#"{"a":null,"b":null}"#).unwrap()));
+    assert!(js_eq(&doc, &from_str(r#"{"b":2e308,"a":1E400}"#).unwrap()));
+    assert!(!js_eq(&v[0], &v[1]));
+    assert!(matches!(
+        check_numbers(&doc),
+        Err(JsonError::NonFinite { negative: false })
+    ));
+    assert!(
+        check_numbers(&v[1])
+            .unwrap_err()
+            .to_string()
+            .contains("-Infinity")
+    );
+    // A genuine string that looks like the encoding is another value.
+    let s = from_str("\"\u{10FFFF}Infinity\"").unwrap();
+    assert_eq!(infinity(&s), None);
+    assert_eq!(to_string(&s), "\"\u{10FFFF}Infinity\"");
+    // Given on the command line, it is refused as inexact.
+    match from_str_exact(r#"{"a":1e400}"#) {
+        Err(JsonError::InexactNumber { nearest, .. }) => assert_eq!(nearest, "Infinity"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The literal checks never overflow on an exponent at the ends of an `i64` (this
+/// panicked with "attempt to subtract with overflow" in `decimal`), or beyond it.
+#[test]
+fn extreme_exponents_are_judged_without_overflow() {
+    for (literal, nearest) in [
+        ("1.5e-9223372036854775808", Some("0")),
+        ("-1.5e-9223372036854775808", Some("0")),
+        ("15e-9223372036854775808", Some("0")),
+        ("1.5e9223372036854775807", Some("Infinity")),
+        ("10e9223372036854775807", Some("Infinity")),
+        ("1.5e-99999999999999999999999", Some("0")),
+        ("0.0e-9223372036854775808", None),
+        ("0e99999999999999999999999", None),
+    ] {
+        let r = from_str_exact(literal);
+        match (r, nearest) {
+            (Ok(_), None) => {}
+            (Err(JsonError::InexactNumber { nearest: n, .. }), Some(want)) => {
+                assert_eq!(n, want, "{literal}")
+            }
+            (other, _) => panic!("{literal}: {other:?}"),
+        }
+        assert!(from_str(literal).is_ok(), "{literal}");
+    }
+}
+
+proptest::proptest! {
+    /// Any mantissa with any `i64` exponent (or a longer one): reading and judging it
+    /// never panics, and what it reads as prints back to the same value.
+    #[test]
+    fn any_exponent_reads_and_is_judged_without_panicking(
+        int in "-?[1-9][0-9]{0,20}",
+        frac in proptest::option::of("[0-9]{1,20}"),
+        exp in proptest::prop_oneof![
+            proptest::prelude::any::<i64>().prop_map(|e| e.to_string()),
+            proptest::prelude::Just(i64::MIN.to_string()),
+            proptest::prelude::Just(i64::MAX.to_string()),
+            "-?[0-9]{19,40}",
+        ],
+    ) {
+        let literal = match frac {
+            Some(f) => format!("{int}.{f}e{exp}"),
+            None => format!("{int}e{exp}"),
+        };
+        let v = from_str(&literal).unwrap();
+        let _ = from_str_exact(&literal);
+        let _ = check_numbers(&v);
+        proptest::prop_assert_eq!(from_str(&to_string_exact(&v)).unwrap(), v);
+    }
+}
+
+/// `JSON.stringify` of a JavaScript string given as UTF-16 code units: the reference.
+fn js_stringify(units: &[u16]) -> String {
+    let mut out = String::from("\"");
+    for r in char::decode_utf16(units.iter().copied()) {
+        match r {
+            Ok('"') => out.push_str("\\\""),
+            Ok('\\') => out.push_str("\\\\"),
+            Ok('\n') => out.push_str("\\n"),
+            Ok('\r') => out.push_str("\\r"),
+            Ok('\t') => out.push_str("\\t"),
+            Ok('\u{8}') => out.push_str("\\b"),
+            Ok('\u{c}') => out.push_str("\\f"),
+            Ok(c) if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            Ok(c) => out.push(c),
+            Err(e) => out.push_str(&format!("\\u{:04x}", e.unpaired_surrogate())),
+        }
+    }
+    out.push('"');
+    out
+}
+
+proptest::proptest! {
+    /// Any JavaScript string, written with every code unit escaped (as a hand-written
+    /// file may) or as `JSON.stringify` writes it, reads and prints back exactly as
+    /// `JSON.stringify` prints it, as a value and as a key, and equal strings are
+    /// equal values.
+    #[test]
+    fn any_javascript_string_round_trips(units in proptest::collection::vec(
+        proptest::prop_oneof![
+            0xD800u16..0xE000,
+            0u16..0x80,
+            proptest::prelude::Just(0xDBFFu16),
+            proptest::prelude::Just(0xDFFFu16),
+            proptest::prelude::any::<u16>(),
+        ],
+        0..12,
+    )) {
+        let expect = js_stringify(&units);
+        let escaped: String = std::iter::once("\"".to_owned())
+            .chain(units.iter().map(|u| format!("\\u{u:04X}")))
+            .chain(std::iter::once("\"".to_owned()))
+            .collect();
+        let a = from_str(&expect).unwrap();
+        let b = from_str(&escaped).unwrap();
+        proptest::prop_assert_eq!(to_string(&a), expect.clone());
+        proptest::prop_assert_eq!(to_string(&b), expect.clone());
+        proptest::prop_assert!(js_eq(&a, &b));
+        let obj = format!("{{{expect}:{expect}}}");
+        proptest::prop_assert_eq!(to_string(&from_str(&obj).unwrap()), obj);
+    }
+}
+
+#[test]
+fn syntax_errors_stay_errors() {
+    for bad in [r#""\ud83"#, r#""\u12"#, "[1,", r#"{"a" 1}"#, "\"\\x\""] {
+        assert!(from_str(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn equality_is_javascript_equality() {
+    let v = |s: &str| from_str(s).unwrap();
+    assert!(js_eq(&v("1"), &v("1.0")));
+    assert!(js_eq(
+        &v(r#"{"a":1,"b":[2.0]}"#),
+        &v(r#"{"b":[2],"a":1.0}"#)
+    ));
+    assert!(js_eq(&v("9007199254740993"), &v("9007199254740992")));
+    assert!(!js_eq(&v("1"), &v("2")));
+    assert!(!js_eq(&v(r#"{"a":1}"#), &v(r#"{"a":1,"b":1}"#)));
+    assert!(!js_eq(&v("[1]"), &v("[1,1]")));
+    assert!(!js_eq(&v("null"), &v("0")));
+    assert!(!js_eq(&v(r#""\ud83d""#), &v(r#""\ud83e""#)));
+    assert!(js_eq_opt(None, None));
+    assert!(!js_eq_opt(None, Some(&Value::Null)));
+}
+
+#[test]
+fn exact_numbers_are_kept_and_inexact_ones_refused() {
+    for ok in [
+        "0",
+        "-0",
+        "1",
+        "1.0",
+        "1e3",
+        "0.1",
+        "-2.5E-3",
+        "9007199254740992",
+        "0.30000000000000004",
+        "1e21",
+        "1.7976931348623157e308",
+        "5e-324",
+        "0e99999999999999999999",
+        r#"{"a":[1,2.50,"123456789012345678901234567890"]}"#,
+    ] {
+        assert!(from_str_exact(ok).is_ok(), "{ok}");
+    }
+    for (bad, nearest) in [
+        ("123456789012345678901234567890", "1.2345678901234568e+29"),
+        ("9007199254740993", "9007199254740992"),
+        ("0.1000000000000000055511151231257827", "0.1"),
+        ("1152921504606846976", "1152921504606847000"),
+        ("[1, -18446744073709551615]", "-18446744073709552000"),
+        ("1e-400", "0"),
+    ] {
+        match from_str_exact(bad) {
+            Err(JsonError::InexactNumber { nearest: n, .. }) => assert_eq!(n, nearest),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    assert!(check_numbers(&Value::from(u64::MAX)).is_err());
+    assert!(check_numbers(&Value::from(1u64 << 53)).is_ok());
+    assert!(check_numbers(&from_str("[1.5, 2, {\"a\": -3}]").unwrap()).is_ok());
+}
+
+#[test]
+fn javascript_number_printing() {
+    for (f, js) in [
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (1.5e-7, "1.5e-7"),
+        (0.000001, "0.000001"),
+        (-123.456, "-123.456"),
+        (1.2345678901234568e29, "1.2345678901234568e+29"),
+    ] {
+        assert_eq!(js_number(f), js);
+    }
+    // JavaScript's key order: array-index keys first, ascending.
+    let v = from_str(r#"{"b":1,"10":2,"a":3,"2":4,"01":5,"-1":6}"#).unwrap();
+    assert_eq!(to_string(&v), r#"{"2":4,"10":2,"b":1,"a":3,"01":5,"-1":6}"#);
+    // A patch that removes a key keeps the others in place, as `delete` does.
+    let mut doc = from_str(r#"{"a":1,"b":2,"c":3}"#).unwrap();
+    merge_patch(
+        &mut doc,
+        &from_str(r#"{"a":null,"d":{"x":null,"y":1}}"#).unwrap(),
+    );
+    assert_eq!(to_string(&doc), r#"{"b":2,"c":3,"d":{"y":1}}"#);
+    // For storage, numbers stay as serde_json holds them: the text reads back `==`.
+    let v = from_str(r#"{"b":1.0,"2":-0.0,"c":"\ud83d"}"#).unwrap();
+    assert_eq!(to_string_exact(&v), r#"{"b":1.0,"2":-0.0,"c":"\ud83d"}"#);
+    assert_eq!(from_str(&to_string_exact(&v)).unwrap(), v);
+    // Values print as JSON.stringify prints what JSON.parse reads from the same text.
+    let v = from_str(r#"{"a":1.0,"b":[1e21,1e-6,-0.0,2.5,10],"c":"\ud83d"}"#).unwrap();
+    assert_eq!(
+        to_string(&v),
+        r#"{"a":1,"b":[1e+21,0.000001,0,2.5,10],"c":"\ud83d"}"#
+    );
+    assert_eq!(
+        to_string_pretty(&from_str(r#"{"a":[1.0]}"#).unwrap()),
+        "{\n  \"a\": [\n    1\n  ]\n}"
+    );
+}

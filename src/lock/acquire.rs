@@ -1,0 +1,317 @@
+//! Taking, renewing and releasing the write lock, and judging the row a writer meets.
+
+use super::error::{LockError, LockRow, Refused};
+use super::identity::assess_raw;
+use super::presence;
+use super::table::{LEASE, Row, ensure_schema, lease, now_ms, read_row};
+use super::{Holder, Liveness};
+use rusqlite::{Connection, TransactionBehavior, params};
+use std::path::Path;
+
+/// Why a row stands in a writer's way: `Err` refuses (a live or unknown holder within its
+/// lease), `Ok(Some(why))` takes it over (the holder is gone, or its lease is over),
+/// `Ok(None)` the row is this holder's own (or there is none).
+fn judge(
+    row: Option<Row>,
+    holder: &str,
+    session_id: &str,
+    action: &str,
+    now_ms: i64,
+    conn: &Connection,
+    session_file: Option<&Path>,
+) -> Result<Option<String>, Refused> {
+    let Some(row) = row.filter(|row| row.holder != holder) else {
+        return Ok(None);
+    };
+    let (liveness, why) = assess_raw(&row.holder);
+    let (_, expired, left) = lease(row.acquired_at_ms, now_ms);
+    if liveness != Liveness::NotAlive && !expired {
+        let left = left.as_millis().div_ceil(1000);
+        let what = row
+            .action
+            .as_deref()
+            .map(|a| format!(" (it is doing: {a})"))
+            .unwrap_or_default();
+        return Err(Box::new(LockError::Held {
+            initiator: row.holder,
+            action: action.to_owned(),
+            object: session_id.to_owned(),
+            reason: format!("{why}{what} and its lease expires in {left} s"),
+            liveness,
+            acquired_at_ms: row.acquired_at_ms,
+            database: conn.path().map(|p| Box::from(Path::new(p))),
+            row: LockRow::WriteLock,
+            session_file: session_file.map(Box::from),
+        }));
+    }
+    let why = if liveness == Liveness::NotAlive {
+        why
+    } else {
+        format!("its {} s lease expired ({why})", LEASE.as_secs())
+    };
+    tracing::warn!(
+        session_id,
+        previous_holder = %row.holder,
+        reason = %why,
+        "taking over the write lock"
+    );
+    Ok(Some(why))
+}
+
+/// Opens the write transaction of one `write`/`patch`/`drop` of `session_id` in the file
+/// `session_file` (`src/store/write.rs`, named in a refusal's hint): `BEGIN IMMEDIATE`,
+/// then the session's row is judged as
+/// [`acquire_at`] judges it. A live or unknown holder within its lease (a [`Store::lock`]
+/// of another process, an older version of this crate in the middle of its write, a Pi
+/// presence row) refuses with [`LockError::Held`], and the transaction is rolled back. A
+/// row of a dead holder or past its lease is deleted in the transaction; this process's
+/// own row is left to its owner.
+///
+/// No row is written for the write itself: SQLite's write lock, held from here to the
+/// caller's `COMMIT` or `ROLLBACK`, excludes every other writer of the database for the
+/// whole operation, including an older version of this crate, which takes its row under
+/// `BEGIN IMMEDIATE` too. A crash inside leaves no row. Waiting for SQLite's write lock
+/// is bounded by the connection's `busy_timeout`; past it the result is
+/// [`LockError::Database`].
+///
+/// The connection must not be inside a transaction.
+///
+/// [`Store::lock`]: crate::Store::lock
+pub(crate) fn begin_write(
+    conn: &Connection,
+    session_id: &str,
+    action: &str,
+    session_file: &Path,
+) -> Result<(), Refused> {
+    let err = || LockError::database("acquire the lock", session_id);
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
+    let judged = (|| {
+        // The table exists (the projection creates it); only a database changed by hand
+        // since needs the schema check.
+        let row = match read_row(conn, session_id, true) {
+            Ok(row) => row,
+            Err(_) => {
+                ensure_schema(conn).map_err(err())?;
+                read_row(conn, session_id, true).map_err(err())?
+            }
+        };
+        // A running Pi that has the session open refuses every other writer (docs/spec.md §9).
+        presence::judge_in_write(conn, session_id, action, session_file)?;
+        let Some(row) = row else { return Ok(()) };
+        let holder = Holder::current().to_string();
+        let file = Some(session_file);
+        if judge(Some(row), &holder, session_id, action, now_ms(), conn, file)?.is_some() {
+            conn.prepare_cached("DELETE FROM write_lock WHERE session_id = ?1")
+                .and_then(|mut q| q.execute([session_id]))
+                .map_err(err())?;
+        }
+        Ok(())
+    })();
+    if judged.is_err() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    judged
+}
+
+/// Takes the write lock on `session_id` for `holder` at time `now_ms` (ms since the Unix
+/// epoch), as a row that stands until released ([`crate::Store::lock`]). Tests inject
+/// the holder and the time.
+///
+/// In one `BEGIN IMMEDIATE` transaction (so two writers cannot both decide to take over)
+/// it creates the table if needed, reads the row and takes it over when there is no row,
+/// when its holder string equals `holder`'s, when the holder is
+/// [`NotAlive`](Liveness::NotAlive), or when the row is at least [`LEASE`] old. Otherwise
+/// it returns [`LockError::Held`]. Waiting for SQLite's own write lock is bounded by the
+/// connection's `busy_timeout`; past it the result is [`LockError::Database`].
+///
+/// The lock is per process, not counted: a second acquisition by the same holder (another
+/// thread, or a nested call) succeeds, and the first of the two guards to be released
+/// frees the row for everyone. Serialize writers within a process yourself.
+///
+/// The connection must not be inside a transaction.
+pub(crate) fn acquire_at<'c>(
+    conn: &'c mut Connection,
+    session_id: &str,
+    action: &str,
+    now_ms: i64,
+    holder: &Holder,
+) -> Result<LockGuard<'c>, Refused> {
+    let err = || LockError::database("acquire the lock", session_id);
+    let holder_str = holder.to_string();
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err())?;
+    ensure_schema(&tx).map_err(err())?;
+    let row = read_row(&tx, session_id, true).map_err(err())?;
+    judge(row, &holder_str, session_id, action, now_ms, &tx, None)?;
+    tx.prepare_cached(
+        "INSERT INTO write_lock (session_id, holder, acquired_at, action) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (session_id) DO UPDATE SET
+             holder = excluded.holder,
+             acquired_at = excluded.acquired_at,
+             action = excluded.action",
+    )
+    .and_then(|mut q| q.execute(params![session_id, holder_str, now_ms, action]))
+    .map_err(err())?;
+    tx.commit().map_err(err())?;
+    Ok(LockGuard {
+        conn,
+        session_id: session_id.to_owned(),
+        holder: holder_str,
+        acquired_at_ms: now_ms,
+        released: false,
+    })
+}
+
+/// Proof of holding the write lock on one session; releases it when dropped, unless
+/// [`LockGuard::keep`] hands the row to the store's [`crate::WriteLock`].
+///
+/// Release deletes the row only if it still names this guard's holder, so a guard whose
+/// lease was taken over does not free the new holder's lock. Dropping ignores release
+/// errors (they are logged with `tracing`). A row left behind that way expires with its
+/// lease, and this process takes it back at once.
+#[derive(Debug)]
+#[must_use = "dropping the guard releases the lock at once"]
+pub(crate) struct LockGuard<'c> {
+    conn: &'c mut Connection,
+    session_id: String,
+    holder: String,
+    acquired_at_ms: i64,
+    released: bool,
+}
+
+impl LockGuard<'_> {
+    /// The holder string stored in the row.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// When the lock was taken or last renewed, ms since the Unix epoch.
+    pub fn acquired_at_ms(&self) -> i64 {
+        self.acquired_at_ms
+    }
+
+    /// Lets the row stand past the guard (the store's [`crate::WriteLock`] releases it).
+    pub(crate) fn keep(mut self) {
+        self.released = true;
+    }
+}
+
+/// Restarts the lease of `holder`'s row; returns the new time (`WriteLock::renew`).
+pub(crate) fn renew_row(conn: &Connection, session_id: &str, holder: &str) -> Result<i64, Refused> {
+    let now = now_ms();
+    let changed = conn
+        .execute(
+            "UPDATE write_lock SET acquired_at = ?3 WHERE session_id = ?1 AND holder = ?2",
+            params![session_id, holder, now],
+        )
+        .map_err(LockError::database("renew the lock", session_id))?;
+    if changed == 0 {
+        let now_held_by = read_row(conn, session_id, false)
+            .map_err(LockError::database("renew the lock", session_id))?
+            .map(|row| row.holder);
+        return Err(Box::new(LockError::Lost {
+            session_id: session_id.to_owned(),
+            now_held_by,
+        }));
+    }
+    Ok(now)
+}
+
+/// Deletes the row if it still names `holder`; `true` when it did.
+pub(crate) fn release_row(
+    conn: &Connection,
+    session_id: &str,
+    holder: &str,
+) -> Result<bool, Refused> {
+    let deleted = conn
+        .prepare_cached("DELETE FROM write_lock WHERE session_id = ?1 AND holder = ?2")
+        .and_then(|mut q| q.execute(params![session_id, holder]))
+        .map_err(LockError::database("release the lock", session_id))?;
+    Ok(deleted > 0)
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        if let Err(e) = release_row(self.conn, &self.session_id, &self.holder) {
+            tracing::warn!(
+                error = %e,
+                "write lock not released; it expires with its lease"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::LEASE_MS;
+    use super::*;
+
+    fn lock_db() -> Connection {
+        let conn = Connection::open_in_memory().expect("open");
+        ensure_schema(&conn).expect("schema");
+        conn
+    }
+
+    fn plant(conn: &Connection, holder: &str, acquired_at_ms: i64) {
+        conn.execute(
+            "INSERT OR REPLACE INTO write_lock VALUES ('s', ?1, ?2, 'write')",
+            params![holder, acquired_at_ms],
+        )
+        .expect("plant");
+    }
+
+    fn holder_of(conn: &Connection) -> Option<String> {
+        read_row(conn, "s", true).expect("row").map(|r| r.holder)
+    }
+
+    /// A write's transaction writes no row of its own, refuses a live holder's row within
+    /// its lease (and leaves it), deletes a dead holder's row, and leaves this process's
+    /// own row (a `Store::lock`) to its owner.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_write_transaction_judges_the_row_and_writes_none() {
+        let conn = lock_db();
+        let file = Path::new("/s.jsonl");
+        begin_write(&conn, "s", "write", file).expect("no row");
+        assert!(!conn.is_autocommit(), "the transaction stays open");
+        assert_eq!(holder_of(&conn), None, "no row is written for the write");
+        conn.execute_batch("COMMIT").expect("commit");
+
+        let parent = Holder::for_pid(std::os::unix::process::parent_id())
+            .expect("the parent runs")
+            .to_string();
+        plant(&conn, &parent, now_ms());
+        let err = begin_write(&conn, "s", "patch", file).expect_err("a live holder");
+        assert!(
+            matches!(&*err, LockError::Held { initiator, action, object, .. }
+                if *initiator == parent && action == "patch" && object == "s"),
+            "{err:?}"
+        );
+        assert!(conn.is_autocommit(), "a refusal rolls back");
+        assert_eq!(holder_of(&conn), Some(parent.clone()), "its row stands");
+
+        plant(&conn, &parent, now_ms() - LEASE_MS - 1);
+        begin_write(&conn, "s", "write", file).expect("an expired lease");
+        conn.execute_batch("COMMIT").expect("commit");
+        assert_eq!(holder_of(&conn), None, "taken over: deleted");
+
+        // This process with another start time: a reused pid, not alive.
+        let me = Holder::current().to_string();
+        let dead = me.replacen(";start:", ";start:9", 1);
+        assert_ne!(dead, me);
+        plant(&conn, &dead, now_ms());
+        begin_write(&conn, "s", "write", file).expect("a dead holder");
+        conn.execute_batch("COMMIT").expect("commit");
+        assert_eq!(holder_of(&conn), None, "taken over: deleted");
+
+        plant(&conn, &me, now_ms());
+        begin_write(&conn, "s", "write", file).expect("our own row");
+        conn.execute_batch("COMMIT").expect("commit");
+        assert_eq!(holder_of(&conn), Some(me), "left to its owner");
+    }
+}

@@ -1,0 +1,95 @@
+//! The SQL the PostgreSQL store runs, and the constants it is tuned by.
+
+/// The key of the transaction-scoped advisory lock that serializes schema creation
+/// between processes ("SessStat" in ASCII).
+pub(super) const SCHEMA_LOCK_KEY: i64 = 0x5365_7373_5374_6174;
+
+/// `read_lines` fetches rows this many at a time.
+pub(super) const READ_PAGE: i32 = 512;
+
+/// One page of `read_lines`: the session's `next_seq` with the rows from `$2`, below
+/// `$3`, at most `$4` (no row: no such session; a row without `seq`: no entries there).
+pub(super) const READ_PAGE_SQL: &str = "
+SELECT s.next_seq, e.seq, e.line
+FROM session_state_sessions s
+LEFT JOIN LATERAL (
+    SELECT seq, line FROM session_state_entries
+    WHERE session_id = s.session_id AND seq >= $2 AND seq < least($3, s.next_seq)
+    ORDER BY seq LIMIT $4
+) e ON true
+WHERE s.session_id = $1
+ORDER BY e.seq
+";
+
+/// A batch of at least this many lines goes in with `COPY`, not one statement.
+pub(super) const COPY_LINES: usize = 64;
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS session_state_sessions (
+    session_id  text PRIMARY KEY,
+    header      text NOT NULL,
+    next_seq    bigint NOT NULL CHECK (next_seq >= 0),
+    last_id     text,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS session_state_entries (
+    session_id  text NOT NULL,
+    seq         bigint NOT NULL CHECK (seq >= 0),
+    entry_id    text NOT NULL,
+    line        text NOT NULL,
+    PRIMARY KEY (session_id, seq),
+    CONSTRAINT session_state_entries_id_unique UNIQUE (session_id, entry_id)
+);
+";
+
+/// The steady-state append: one statement, so one round trip and one commit. It locks
+/// the session's row (waiting at most `lock_timeout` for another writer's transaction),
+/// and inserts the lines and advances `next_seq` only when the stored next sequence
+/// number is `$2`. It returns what it found, so a refused append tells the stored state.
+pub(super) const APPEND: &str = "
+WITH s AS MATERIALIZED (
+    SELECT next_seq FROM session_state_sessions WHERE session_id = $1 FOR UPDATE
+), ok AS MATERIALIZED (
+    SELECT 1 FROM s WHERE next_seq = $2
+), ins AS (
+    INSERT INTO session_state_entries (session_id, seq, entry_id, line)
+    SELECT $1, e.seq, e.id, e.line
+    FROM unnest($3::bigint[], $4::text[], $5::text[]) AS e (seq, id, line)
+    WHERE EXISTS (SELECT 1 FROM ok)
+    RETURNING 1
+), upd AS (
+    UPDATE session_state_sessions SET next_seq = $6, last_id = $7, updated_at = now()
+    WHERE session_id = $1 AND EXISTS (SELECT 1 FROM ok)
+    RETURNING 1
+)
+SELECT (SELECT next_seq FROM s), (SELECT count(*) FROM upd)
+";
+
+/// A new session: its row and its first lines, one statement.
+pub(super) const CREATE_WITH_ENTRIES: &str = "
+WITH s AS (
+    INSERT INTO session_state_sessions (session_id, header, next_seq, last_id)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (session_id) DO NOTHING
+    RETURNING 1
+), ins AS (
+    INSERT INTO session_state_entries (session_id, seq, entry_id, line)
+    SELECT $1, e.seq, e.id, e.line
+    FROM unnest($5::bigint[], $6::text[], $7::text[]) AS e (seq, id, line)
+    WHERE EXISTS (SELECT 1 FROM s)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM s)
+";
+
+/// Who holds the session's row lock: the transaction whose id is the row's `xmax`.
+pub(super) const HOLDER: &str = "
+SELECT a.application_name, a.pid, host(a.client_addr),
+       to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')
+FROM session_state_sessions s
+JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = s.xmax
+                AND l.granted AND l.mode = 'ExclusiveLock'
+JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE s.session_id = $1
+";

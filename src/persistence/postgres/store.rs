@@ -1,0 +1,255 @@
+//! [`PostgresStore`] as a [`SessionStore`]: the statements of each call.
+
+use super::errors::{classify_append, name_append};
+use super::sql::{APPEND, COPY_LINES, CREATE_WITH_ENTRIES, READ_PAGE, READ_PAGE_SQL};
+use super::wire::{lock, seq_from_db, seq_to_db};
+use super::{Phase, PostgresStore, Prepared};
+use crate::error::{Result, StoreError};
+use crate::log::entry::Header;
+use crate::persistence::{LineVisitor, SessionStore};
+use postgres::error::SqlState;
+use postgres::types::{ToSql, Type};
+use std::time::Duration;
+
+impl SessionStore for PostgresStore {
+    fn create(
+        &self,
+        header: &Header,
+        header_line: &str,
+        lines: &[String],
+    ) -> Result<u64, StoreError> {
+        let session_id = header.id();
+        let ids = self.ids(session_id, lines)?;
+        let next = lines.len() as u64;
+        let last = ids.last().cloned();
+        let action = format!("storing the new session {session_id}");
+        self.run(|client| {
+            if lines.len() < COPY_LINES {
+                let seqs: Vec<i64> = (0..next).map(seq_to_db).collect();
+                let params: [&(dyn ToSql + Sync); 7] = [
+                    &session_id,
+                    &header_line,
+                    &seq_to_db(next),
+                    &last,
+                    &seqs,
+                    &ids,
+                    &lines,
+                ];
+                let created: i64 = client
+                    .query_one(CREATE_WITH_ENTRIES, &params)
+                    .and_then(|r| r.try_get(0))
+                    .map_err(self.failed(action.clone(), Phase::Writing))
+                    .map_err(|e| self.id_taken_or(e, session_id))?;
+                if created == 0 {
+                    return Err(StoreError::AlreadyExists {
+                        store: self.url.clone(),
+                        session_id: session_id.into(),
+                    });
+                }
+                return Ok(next);
+            }
+            let mut tx = client
+                .transaction()
+                .map_err(self.failed(action.clone(), Phase::Before))?;
+            let inserted = tx
+                .execute(
+                    "INSERT INTO session_state_sessions (session_id, header, next_seq, last_id) \
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING",
+                    &[&session_id, &header_line, &seq_to_db(next), &last],
+                )
+                .map_err(self.failed(action.clone(), Phase::Writing))?;
+            if inserted == 0 {
+                return Err(StoreError::AlreadyExists {
+                    store: self.url.clone(),
+                    session_id: session_id.into(),
+                });
+            }
+            self.copy_lines(&mut tx, session_id, 0, &ids, lines)?;
+            tx.commit().map_err(self.failed(action, Phase::Writing))?;
+            Ok(next)
+        })
+        .map_err(|e| name_append(e, session_id, 0))
+    }
+
+    fn list(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = self.run(|client| {
+            client
+                .query("SELECT session_id, header FROM session_state_sessions", &[])
+                .map_err(self.failed("listing sessions", Phase::Before))
+        })?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<_, String>(0)
+                        .map_err(self.failed("listing sessions", Phase::Before))?,
+                    row.try_get::<_, String>(1)
+                        .map_err(self.failed("listing sessions", Phase::Before))?,
+                ))
+            })
+            .collect()
+    }
+
+    fn header_line(&self, session_id: &str) -> Result<String, StoreError> {
+        let action = format!("reading session {session_id}");
+        let row = self.run(|client| {
+            client
+                .query_typed_opt(
+                    "SELECT header FROM session_state_sessions WHERE session_id = $1",
+                    &[(&session_id, Type::TEXT)],
+                )
+                .map_err(self.failed(action.clone(), Phase::Before))
+        })?;
+        match row {
+            Some(r) => r.try_get(0).map_err(self.failed(action, Phase::Before)),
+            None => Err(self.not_found(session_id)),
+        }
+    }
+
+    /// Only the rows asked for, a page at a time: each page is one statement (its own
+    /// snapshot) that returns the session's `next_seq` with the rows; the first page's
+    /// `next_seq` bounds the later ones, whose rows an append-only session never changes.
+    fn read_lines(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        visit: &mut LineVisitor<'_>,
+    ) -> Result<u64, StoreError> {
+        let action = format!("reading session {session_id}");
+        self.run(|client| {
+            let fail = || self.failed(action.clone(), Phase::Before);
+            let mut from = seq_to_db(from_seq);
+            let mut end = i64::MAX;
+            let mut next: Option<u64> = None;
+            loop {
+                let params: [(&(dyn ToSql + Sync), Type); 4] = [
+                    (&session_id, Type::TEXT),
+                    (&from, Type::INT8),
+                    (&end, Type::INT8),
+                    (&READ_PAGE, Type::INT4),
+                ];
+                let rows = client.query_typed(READ_PAGE_SQL, &params).map_err(fail())?;
+                let Some(first) = rows.first() else {
+                    return Err(self.not_found(session_id));
+                };
+                let stored = seq_from_db(first.try_get(0).map_err(fail())?);
+                let n = *next.get_or_insert(stored);
+                end = seq_to_db(n);
+                let mut got = 0;
+                for r in &rows {
+                    let Some(seq) = r.try_get::<_, Option<i64>>(1).map_err(fail())? else {
+                        break;
+                    };
+                    got += 1;
+                    let line: &str = r.try_get(2).map_err(fail())?;
+                    if visit(seq_from_db(seq), line).is_break() {
+                        return Ok(n);
+                    }
+                    from = seq + 1;
+                }
+                if got < READ_PAGE {
+                    return Ok(n);
+                }
+            }
+        })
+    }
+
+    fn append_lines(
+        &self,
+        session_id: &str,
+        first_seq: u64,
+        lines: &[String],
+    ) -> Result<u64, StoreError> {
+        let ids = self.ids(session_id, lines)?;
+        let r = self.run(|client| {
+            if lines.len() >= COPY_LINES {
+                return self.append_copy(client, session_id, first_seq, &ids, lines);
+            }
+            let action = format!("appending to session {session_id} at seq {first_seq}");
+            let seqs: Vec<i64> = (0..lines.len() as u64)
+                .map(|i| seq_to_db(first_seq + i))
+                .collect();
+            let new_next = first_seq + lines.len() as u64;
+            let new_last = ids.last().cloned();
+            let (first, new_next_db) = (seq_to_db(first_seq), seq_to_db(new_next));
+            let params: [(&(dyn ToSql + Sync), Type); 7] = [
+                (&session_id, Type::TEXT),
+                (&first, Type::INT8),
+                (&seqs, Type::INT8_ARRAY),
+                (&ids, Type::TEXT_ARRAY),
+                (&lines, Type::TEXT_ARRAY),
+                (&new_next_db, Type::INT8),
+                (&new_last, Type::TEXT),
+            ];
+            // One round trip: the first append of a connection is parsed, bound and run
+            // together (typed parameters); from the second on the statement is prepared.
+            let stmt = {
+                let mut p = lock(&self.append_stmt);
+                match &*p {
+                    Prepared::Ready(stmt) => Some(stmt.clone()),
+                    Prepared::Unused => {
+                        *p = Prepared::Once;
+                        None
+                    }
+                    Prepared::Once => {
+                        let types = [
+                            Type::TEXT,
+                            Type::INT8,
+                            Type::INT8_ARRAY,
+                            Type::TEXT_ARRAY,
+                            Type::TEXT_ARRAY,
+                            Type::INT8,
+                            Type::TEXT,
+                        ];
+                        let stmt = client
+                            .prepare_typed(APPEND, &types)
+                            .map_err(self.failed(action.clone(), Phase::Before))?;
+                        *p = Prepared::Ready(stmt.clone());
+                        Some(stmt)
+                    }
+                }
+            };
+            let sent = match &stmt {
+                Some(stmt) => {
+                    let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
+                    client.query_one(stmt, &values)
+                }
+                None => client.query_typed_one(APPEND, &params),
+            };
+            let row = match sent {
+                Ok(row) => row,
+                Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                    return Err(self.busy(client, session_id));
+                }
+                Err(e) => {
+                    return Err(self.id_taken_or(
+                        classify_append(&self.url, action, session_id, first_seq, e),
+                        session_id,
+                    ));
+                }
+            };
+            let fail = || self.failed(action.clone(), Phase::Before);
+            let stored: Option<i64> = row.try_get(0).map_err(fail())?;
+            let updated: i64 = row.try_get(1).map_err(fail())?;
+            let Some(stored) = stored.map(seq_from_db) else {
+                return Err(self.not_found(session_id));
+            };
+            if updated == 1 {
+                return Ok(new_next);
+            }
+            Err(StoreError::SequenceMismatch {
+                session_id: session_id.into(),
+                expected: stored,
+                got: first_seq,
+            })
+        });
+        r.map_err(|e| name_append(e, session_id, first_seq))
+    }
+
+    fn describe(&self) -> String {
+        self.url.clone()
+    }
+
+    fn retry_window(&self) -> Duration {
+        self.lock_wait
+    }
+}
