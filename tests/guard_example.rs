@@ -7,22 +7,9 @@ use serde_json::json;
 use session_state::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
-fn guard_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "--example", "guard"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap();
-        assert!(status.success(), "building the guard example failed");
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-        target.join("debug/examples/guard")
-    })
+fn guard_bin() -> PathBuf {
+    crate::common::examples::example("guard")
 }
 
 fn guard(file: &Path, db: &Path, at: Option<&str>, args: &[&str]) -> (i32, String) {

@@ -1,5 +1,7 @@
 //! Example binaries that tests run as separate processes, built once per test binary with
-//! the cargo that runs the tests.
+//! the cargo that runs the tests, in the `test` profile: `cargo test` has built them so
+//! already (every example, with the same dependencies), so this finds them up to date
+//! instead of building the crate and all its dependencies a second time in `dev`.
 
 use serde_json::Value;
 use std::collections::HashMap;
@@ -7,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
-/// The path of `examples/<name>.rs`, built (once) with `cargo build --example <name>`.
+/// The path of `examples/<name>.rs`, built (once) with
+/// `cargo build --profile test --example <name>`.
 pub fn example(name: &str) -> PathBuf {
     static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
@@ -16,13 +19,17 @@ pub fn example(name: &str) -> PathBuf {
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let out = Command::new(env!("CARGO"))
-        .args(["build", "--example", name, "--message-format=json"])
+        .args(["build", "--profile", "test", "--example", name])
+        .arg("--message-format=json")
         .arg("--manifest-path")
         .arg(&manifest)
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("run cargo build --example {name}: {e}"));
-    assert!(out.status.success(), "cargo build --example {name} failed");
+    assert!(
+        out.status.success(),
+        "cargo build --profile test --example {name} failed"
+    );
     let exe = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -7,6 +7,11 @@
 //! (`node_modules/.bin/node`). Installs are serialized across test binaries with a file lock
 //! and within a process with a `OnceLock`.
 //!
+//! A script runs inside a long-lived `serve.mjs` process rather than a `node` of its own:
+//! loading Pi's modules costs about a second of CPU, more than most calls. Each server
+//! runs one call at a time; the test process keeps a pool of them (one per test thread
+//! calling at once), and they exit when the test process does (their stdin closes).
+//!
 //! There is no silent skip: a missing `npm` or a failed install panics with what to install.
 //!
 //! Uses std + serde_json only; independent of the crate's own API.
@@ -15,10 +20,10 @@ use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
 use std::fs::{self, File};
 use std::hash::{Hash, Hasher};
-use std::io::ErrorKind;
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::Value;
 
@@ -53,37 +58,81 @@ pub fn node() -> PathBuf {
         .join("node")
 }
 
-/// Runs `node <interop-node>/<script> <args…>` and returns its JSON stdout.
-/// Panics with the script's stderr if it exits non-zero or prints something other than JSON.
+/// Runs `<interop-node>/<script> <args…>` (as `node <script> <args…>` would, inside a
+/// `serve.mjs` process) and returns its JSON result. Panics with the script's error if it
+/// fails.
 pub fn run(script: &str, args: &[&str]) -> Value {
     try_run(script, args).unwrap_or_else(|err| panic!("{err}"))
 }
 
-/// Like [`run`], but returns `Err(message)` (exit status and stderr) when the script fails,
-/// for tests that expect Pi to refuse a file. Setup failures still panic.
+/// Like [`run`], but returns `Err(message)` (the script's error and stack) when the script
+/// fails, for tests that expect Pi to refuse a file. Setup failures still panic.
 pub fn try_run(script: &str, args: &[&str]) -> Result<Value, String> {
+    static IDLE: Mutex<Vec<Server>> = Mutex::new(Vec::new());
     let dir = ensure_installed();
-    let node = dir.join("node_modules").join(".bin").join("node");
-    let out = Command::new(&node)
-        .arg(dir.join(script))
-        .args(args)
-        // Keep Pi away from the user's ~/.pi (it only needs the dir for defaults we never use).
-        .env("PI_CODING_AGENT_DIR", dir.join("agent-home"))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", node.display()));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        return Err(format!(
-            "pi script failed: {script} {args:?} ({})\n--- stderr ---\n{stderr}",
-            out.status
-        ));
+    let idle = IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let mut server = idle.unwrap_or_else(|| Server::start(dir));
+    let request = serde_json::json!({"script": script, "args": args});
+    let mut line = String::new();
+    let sent = writeln!(server.stdin, "{request}").and_then(|()| server.stdin.flush());
+    let read = sent.and_then(|()| server.stdout.read_line(&mut line));
+    if !matches!(read, Ok(n) if n > 0) {
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+        panic!(
+            "serve.mjs ended during {script} {args:?} ({read:?}); its stderr is in {}",
+            server.log.display()
+        );
     }
-    serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!(
-            "pi script {script} {args:?} printed invalid JSON ({e})\n--- stdout ---\n{}\n--- stderr ---\n{stderr}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    let reply: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+        panic!("serve.mjs answered {script} {args:?} with invalid JSON ({e}): {line}")
+    });
+    IDLE.lock().unwrap_or_else(|e| e.into_inner()).push(server);
+    match (reply.get("ok"), reply.get("error")) {
+        (Some(ok), _) => Ok(ok.clone()),
+        (None, Some(Value::String(e))) => Err(format!(
+            "pi script failed: {script} {args:?}\n--- error ---\n{e}"
+        )),
+        _ => panic!("serve.mjs answered {script} {args:?} with {line}"),
+    }
+}
+
+/// A `serve.mjs` process: requests on its stdin, one JSON reply line each on its stdout.
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    /// Where its stderr goes (Pi's warnings, a crash).
+    log: PathBuf,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Server {
+        let node = dir.join("node_modules").join(".bin").join("node");
+        let log = dir.join(format!("serve-{}.log", std::process::id()));
+        let stderr = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("open {}: {e}", log.display()));
+        let mut child = Command::new(&node)
+            .arg(dir.join("serve.mjs"))
+            // Keep Pi away from the user's ~/.pi (it only needs the dir for defaults we never use).
+            .env("PI_CODING_AGENT_DIR", dir.join("agent-home"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", node.display()));
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        Server {
+            child,
+            stdin,
+            stdout,
+            log,
+        }
+    }
 }
 
 /// What `gen.mjs` reports.

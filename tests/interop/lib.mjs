@@ -122,8 +122,23 @@ export function prose(r, bytes) {
   return out.join(" ");
 }
 
-/** Runs `fn(argv)` and prints its result as JSON on stdout; errors go to stderr, exit code 1. */
+/**
+ * Runs `fn(argv)` and prints its result as JSON on stdout; errors go to stderr, exit code 1.
+ * Under serve.mjs (one Node process that loads Pi once and runs many scripts), the script's
+ * arguments come from the request and the result or the error goes back to it instead.
+ */
 export async function main(usageText, fn) {
+  const served = globalThis.__interopRequest;
+  if (served) {
+    globalThis.__interopRequest = undefined;
+    try {
+      served.resolve(await fn(served.args));
+    } catch (err) {
+      const usage = err && err.usage ? `\nusage: ${usageText}` : "";
+      served.reject(`${err && err.stack ? err.stack : String(err)}${usage}`);
+    }
+    return;
+  }
   try {
     const result = await fn(process.argv.slice(2));
     process.stdout.write(JSON.stringify(result) + "\n");

@@ -37,25 +37,6 @@ pub(super) fn classify(url: &str, action: String, phase: Phase, e: postgres::Err
     }
 }
 
-/// [`classify`] for the append statement, naming the session and sequence number.
-pub(super) fn classify_append(
-    url: &str,
-    action: String,
-    session_id: &str,
-    first_seq: u64,
-    e: postgres::Error,
-) -> StoreError {
-    match classify(url, action, Phase::Writing, e) {
-        StoreError::Indeterminate { store, source, .. } => StoreError::Indeterminate {
-            store,
-            session_id: session_id.into(),
-            first_seq,
-            source,
-        },
-        e => e,
-    }
-}
-
 /// An append of unknown outcome, named by its session and first sequence number.
 pub(super) fn name_append(e: StoreError, session_id: &str, first_seq: u64) -> StoreError {
     match e {

@@ -20,9 +20,10 @@ use postgres::{Client, Config};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::sync::lock;
 use errors::classify;
 use sql::{HOLDER, SCHEMA, SCHEMA_LOCK_KEY};
-use wire::{application_name, copy_escape, lock, redact, seq_from_db, seq_to_db, set_lock_timeout};
+use wire::{application_name, copy_escape, redact, seq_from_db, seq_to_db, set_lock_timeout};
 
 /// The version of the tables this build reads and writes (`session_state_schema`).
 pub const POSTGRES_SCHEMA_VERSION: i32 = 1;
@@ -445,13 +446,7 @@ impl PostgresStore {
             row.try_get(0)
                 .map_err(self.failed(action.clone(), Phase::Before))?,
         );
-        if next != first_seq {
-            return Err(StoreError::SequenceMismatch {
-                session_id: session_id.into(),
-                expected: next,
-                got: first_seq,
-            });
-        }
+        StoreError::check_next(session_id, next, first_seq)?;
         self.copy_lines(&mut tx, session_id, first_seq, ids, lines)?;
         let new_next = first_seq + lines.len() as u64;
         tx.execute(

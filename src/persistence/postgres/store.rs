@@ -1,12 +1,13 @@
 //! [`PostgresStore`] as a [`SessionStore`]: the statements of each call.
 
-use super::errors::{classify_append, name_append};
+use super::errors::{classify, name_append};
 use super::sql::{APPEND, COPY_LINES, CREATE_WITH_ENTRIES, READ_PAGE, READ_PAGE_SQL};
-use super::wire::{lock, seq_from_db, seq_to_db};
+use super::wire::{seq_from_db, seq_to_db};
 use super::{Phase, PostgresStore, Prepared};
 use crate::error::{Result, StoreError};
 use crate::log::entry::Header;
 use crate::persistence::{LineVisitor, SessionStore};
+use crate::sync::lock;
 use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 use std::time::Duration;
@@ -222,7 +223,11 @@ impl SessionStore for PostgresStore {
                 }
                 Err(e) => {
                     return Err(self.id_taken_or(
-                        classify_append(&self.url, action, session_id, first_seq, e),
+                        name_append(
+                            classify(&self.url, action, Phase::Writing, e),
+                            session_id,
+                            first_seq,
+                        ),
                         session_id,
                     ));
                 }

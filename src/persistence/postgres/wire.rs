@@ -3,7 +3,6 @@
 
 use postgres::config::Host;
 use postgres::{Client, Config};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// COPY's text format: a backslash, tab, newline or carriage return is escaped.
@@ -82,10 +81,6 @@ pub(super) fn seq_to_db(seq: u64) -> i64 {
 
 pub(super) fn seq_from_db(seq: i64) -> u64 {
     u64::try_from(seq).unwrap_or(0)
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
