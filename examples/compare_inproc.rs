@@ -3,6 +3,7 @@
 //! ```text
 //! compare_inproc read  <FILE> <PLUGIN> <DB> <N>   cold read with a warm projection, and full replay
 //! compare_inproc write <FILE> <PLUGIN> <DB> <N>   durable write vs raw write + fdatasync
+//! compare_inproc serve <FILE> <PLUGIN> <DB>       one timed operation per stdin line (below)
 //! compare_inproc replay <FILE> <PLUGIN>           one full replay; peak RSS (VmHWM)
 //! compare_inproc grow <FILE> <DB> patch|set < items.jsonl
 //! ```
@@ -11,6 +12,16 @@
 //! event per step in one process, as a host would: `patch` merges `{"<i>": item}` into an
 //! object keyed by index (RFC 7396 replaces arrays wholesale, so a merge patch cannot
 //! append to an array); `set` writes the whole array each step.
+//!
+//! `write` alternates the order within each pair (raw first, then ours first) and reports
+//! the median of the per-pair ratios beside the two medians: on a shared virtual disk the
+//! `fdatasync` latency drifts by several times within seconds, and a pair sees one device.
+//!
+//! `serve` is the Rust side of `bench/langgraph/put.py`, which alternates three operations
+//! per round in one run (a raw append, `SessionState::write`, LangGraph's
+//! `SqliteSaver.put`): it prints `{"line_bytes": N}` once, then answers each stdin line
+//! `raw` or `write` with the microseconds that one operation took (timed here, so the
+//! pipe is not in the figure). Empty line or EOF ends it.
 //!
 //! Prints one JSON object. Times are medians over N runs, in milliseconds (`read`) or
 //! microseconds (`write`). `read` first warms the projection (a catch-up of the whole
@@ -94,44 +105,112 @@ fn read(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
     })
 }
 
-fn write(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
-    let state = Store::at(db)
-        .and_then(|store| store.state::<Value>(plugin, Scope::Branch))
-        .expect("state");
-    let mut log = SessionLog::open(file).expect("open");
-    state
-        .write(&mut log, &json!({"step": 0, "note": "warm-up"}))
-        .expect("write");
-    let last = log.leaf_id().expect("leaf").to_owned();
-    let line = format!("{}\n", log.raw_line(&last).expect("line"));
-    let raw_path = file.with_extension("raw");
-    let mut raw = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(&raw_path)
-        .expect("raw");
-    let (mut ours, mut floor) = (Vec::new(), Vec::new());
-    for i in 1..=n {
-        // Alternate, so both see the same device.
-        let t = Instant::now();
-        raw.write_all(line.as_bytes()).expect("write");
-        raw.sync_data().expect("fdatasync");
-        floor.push(t.elapsed().as_secs_f64() * 1e6);
-        let t = Instant::now();
+/// A store's state key, the log, and the floor's line: after one warm-up write, the line
+/// that write appended, to be appended raw to a file beside the session.
+struct Writer {
+    state: session_state::SessionState<Value>,
+    log: SessionLog,
+    line: String,
+    raw: std::fs::File,
+    raw_path: std::path::PathBuf,
+    step: u64,
+}
+
+impl Writer {
+    fn open(file: &Path, plugin: &str, db: &Path) -> Writer {
+        let state = Store::at(db)
+            .and_then(|store| store.state::<Value>(plugin, Scope::Branch))
+            .expect("state");
+        let mut log = SessionLog::open(file).expect("open");
         state
-            .write(
-                &mut log,
-                &json!({"step": i, "note": "the session log keeps every entry"}),
-            )
+            .write(&mut log, &json!({"step": 0, "note": "warm-up"}))
             .expect("write");
-        ours.push(t.elapsed().as_secs_f64() * 1e6);
+        let last = log.leaf_id().expect("leaf").to_owned();
+        let line = format!("{}\n", log.raw_line(&last).expect("line"));
+        let raw_path = file.with_extension("raw");
+        let raw = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&raw_path)
+            .expect("raw");
+        Writer {
+            state,
+            log,
+            line,
+            raw,
+            raw_path,
+            step: 0,
+        }
     }
-    let _ = std::fs::remove_file(&raw_path);
+
+    /// One raw `write()` of the line and `fdatasync`, in microseconds.
+    fn raw(&mut self) -> f64 {
+        let t = Instant::now();
+        let n = self.raw.write(self.line.as_bytes()).expect("write");
+        assert_eq!(n, self.line.len(), "one write() of the whole line");
+        self.raw.sync_data().expect("fdatasync");
+        t.elapsed().as_secs_f64() * 1e6
+    }
+
+    /// One `SessionState::write` of a new value, in microseconds.
+    fn write(&mut self) -> f64 {
+        self.step += 1;
+        let value = json!({"step": self.step, "note": "the session log keeps every entry"});
+        let t = Instant::now();
+        self.state
+            .write(&mut self.log, &value)
+            .expect("write")
+            .expect("a new value is appended");
+        t.elapsed().as_secs_f64() * 1e6
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.raw_path);
+    }
+}
+
+fn write(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
+    let mut w = Writer::open(file, plugin, db);
+    let (mut ours, mut floor, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 1..=n {
+        // Alternate the order within the pair, so that neither always goes first.
+        let (r, o) = if i % 2 == 1 {
+            let r = w.raw();
+            (r, w.write())
+        } else {
+            let o = w.write();
+            (w.raw(), o)
+        };
+        floor.push(r);
+        ours.push(o);
+        ratios.push(o / r);
+    }
     json!({
-        "line_bytes": line.len(),
+        "line_bytes": w.line.len(),
         "write_us": median(ours),
         "raw_fdatasync_us": median(floor),
+        "median_pair_ratio": median(ratios),
     })
+}
+
+fn serve(file: &Path, plugin: &str, db: &Path) {
+    use std::io::BufRead;
+    let mut w = Writer::open(file, plugin, db);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", json!({"line_bytes": w.line.len()})).expect("stdout");
+    out.flush().expect("stdout");
+    for cmd in std::io::stdin().lock().lines() {
+        let us = match cmd.expect("stdin").as_str() {
+            "raw" => w.raw(),
+            "write" => w.write(),
+            "" => break,
+            other => panic!("serve: unknown operation {other:?}"),
+        };
+        writeln!(out, "{us}").expect("stdout");
+        out.flush().expect("stdout");
+    }
 }
 
 fn grow(file: &Path, db: &Path, mode: &str) -> Value {
@@ -164,7 +243,7 @@ fn grow(file: &Path, db: &Path, mode: &str) -> Value {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: compare_inproc read|write <FILE> <PLUGIN> <DB> <N> | replay <FILE> <PLUGIN> \
+    let usage = "usage: compare_inproc read|write <FILE> <PLUGIN> <DB> <N> | serve <FILE> <PLUGIN> <DB> | replay <FILE> <PLUGIN> \
                  | read-once <FILE> <PLUGIN> <DB> | grow <FILE> <DB> patch|set < items.jsonl";
     let out = match args.first().map(String::as_str) {
         Some("read") if args.len() == 5 => read(
@@ -186,6 +265,10 @@ fn main() {
                 .and_then(|store| store.state::<Value>(&args[2], Scope::Branch))
                 .expect("state");
             json!({ "value": state.read_file(&args[1]).expect("read") })
+        }
+        Some("serve") if args.len() == 4 => {
+            serve(Path::new(&args[1]), &args[2], Path::new(&args[3]));
+            return;
         }
         Some("grow") if args.len() == 4 => grow(Path::new(&args[1]), Path::new(&args[2]), &args[3]),
         Some("replay") if args.len() == 3 => {

@@ -21,7 +21,8 @@ fn session(dir: &Path, n: u8) -> SessionLog {
     log
 }
 
-/// A session file with branch and session state written through the projection `db`.
+/// A session file with branch and session state written through the projection `db`, and
+/// its rows built.
 fn projected(db: &Path, dir: &Path, n: u8, value: &str) -> (PathBuf, String) {
     let store = common::open_store(db).expect("store");
     let mut log = session(dir, n);
@@ -30,6 +31,8 @@ fn projected(db: &Path, dir: &Path, n: u8, value: &str) -> (PathBuf, String) {
     role.write(&mut log, &json!(value)).expect("write");
     seen.write(&mut log, &json!(1)).expect("write");
     role.patch(&mut log, &json!({"by": value})).expect("patch");
+    // The writes leave the projection to the next reader: this one builds the rows.
+    store.catch_up(log.path()).expect("catch up");
     let file = std::fs::canonicalize(log.path()).expect("canonical");
     (file, log.session_id().to_owned())
 }

@@ -11,6 +11,7 @@ mod concurrency;
 mod conformance;
 mod corruption;
 mod crash_loop;
+mod deferred_projection;
 mod differential;
 mod fixtures;
 mod fork_inheritance;

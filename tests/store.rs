@@ -130,6 +130,8 @@ fn a_library_read_of_an_unchanged_file_reads_none_of_it() {
     }
     todo.write(&mut log, &json!({"n": 1})).expect("write");
     let path = log.path().to_path_buf();
+    // The write leaves the projection to the next reader: this one builds it.
+    assert_eq!(todo.read_file(&path).expect("read"), Some(json!({"n": 1})));
     drop((log, todo));
     // A new store (a new connection, as in a new process): the value comes from the
     // projection; no byte of the file after the watermark is parsed, and only the

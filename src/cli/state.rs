@@ -216,6 +216,9 @@ fn apply_file(t: &StateArgs, file: &Path, db: PathBuf, op: Op) -> Result<Option<
         Op::Patch(merge) => state.patch(&mut log, &merge),
         Op::Drop => state.drop(&mut log),
     };
+    // The rows catch up now, so that the next write is answered from them (a catch-up
+    // that fails sends that write to the log again, which names the problem).
+    let _ = state.store().catch_up(file);
     changed.map_err(fail)
 }
 

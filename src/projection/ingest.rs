@@ -12,10 +12,8 @@ use crate::error::{Error, IoContext, Location, Result};
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, ReadMode, ScanState};
 use rusqlite::{Connection, OptionalExtension, params};
-use std::collections::HashMap;
 use std::io::{Seek, SeekFrom};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 
 /// A catch-up commits at least every this many entries or bytes (docs/spec.md §4: other sessions
 /// wait at most for one chunk).
@@ -142,56 +140,6 @@ fn catch_up_locked(
     })
 }
 
-/// A writer's append and the projection's catch-up of it, inside the write transaction
-/// that the caller opened (`BEGIN IMMEDIATE`) on `conn` and will commit or roll back
-/// (`src/store/write.rs`). `append` refreshes the log and appends; `Ok(None)` from it
-/// (nothing to append) or its error is returned as is, and nothing is caught up. After an
-/// append, the second element is the catch-up's result: the append stands whatever it
-/// says, and a caller that cannot commit it leaves the rest to the next reader.
-///
-/// Before the append, the file is compared with the watermark, as a reader's
-/// "up to date" check does (identity, length and change stamp: `plan`). When they match,
-/// the rows are the fold of the file as it is, so after the append only the new bytes
-/// are read, from the watermark on, and the consumed prefix is not verified again (its
-/// head digest carries over). Otherwise the catch-up plans as any other does, verifying
-/// the prefix first. At most one chunk is ingested (the transaction stays short); the
-/// next catch-up goes on.
-pub(crate) fn catch_up_in_transaction<R>(
-    conn: &Connection,
-    db: &Path,
-    file: &Path,
-    append: impl FnOnce() -> Result<Option<R>>,
-) -> Result<Option<(R, Result<CatchUp>)>> {
-    let before = before_append(conn, file);
-    let Some(value) = append()? else {
-        return Ok(None);
-    };
-    let policy = ChunkPolicy::default();
-    let caught = match before {
-        Some((key, Some(row))) => ingest(conn, db, file, &key, Some(row), Commit::Caller(&policy)),
-        Some((key, None)) => catch_up_locked(conn, db, file, &key, false, Commit::Caller(&policy)),
-        None => file_key(file)
-            .and_then(|key| catch_up_locked(conn, db, file, &key, false, Commit::Caller(&policy))),
-    };
-    Ok(Some((value, caught)))
-}
-
-/// The file's key, and its watermark row when the rows are up to date with the file as
-/// it is now (see `plan`). `None` when the file or the row cannot be read: the catch-up
-/// after the append then finds out for itself.
-fn before_append(conn: &Connection, file: &Path) -> Option<(String, Option<SessionRow>)> {
-    let meta = std::fs::metadata(file).ok()?;
-    let key = cached_key(file, &meta).ok()?;
-    let row = session_row(conn, &key).ok()?.filter(|row| {
-        let id = FileIdentity::of(&meta);
-        id.dev as i64 == row.dev
-            && id.ino as i64 == row.ino
-            && meta.len() as i64 == row.file_len
-            && mtime_ns(&meta) == row.mtime_ns
-    });
-    Some((key, row))
-}
-
 /// The watermark row of `key` when the rows are up to date with `file` as it is now
 /// (identity, length and change stamp, as `plan` checks them). `Err(true)`: the same file,
 /// grown or touched since (a catch-up reads on); `Err(false)`: no row, another file at
@@ -230,33 +178,6 @@ pub(super) fn ingest_resumed(
 ) -> Result<CatchUp> {
     let policy = ChunkPolicy::default();
     ingest(conn, db, file, key, Some(row), Commit::Caller(&policy))
-}
-
-/// [`file_key`], remembered per absolute path and file identity: a writer resolves its
-/// session's path once, not at every write. A key only names rows, which are checked
-/// against the file's identity and prefix before use; a path whose file changed identity
-/// is resolved again.
-fn cached_key(file: &Path, meta: &std::fs::Metadata) -> Result<String> {
-    type Keys = HashMap<PathBuf, (FileIdentity, String)>;
-    static KEYS: Mutex<Option<Keys>> = Mutex::new(None);
-    if !file.is_absolute() {
-        // Relative to a working directory that may change.
-        return file_key(file);
-    }
-    let id = FileIdentity::of(meta);
-    let mut keys = crate::sync::lock(&KEYS);
-    let keys = keys.get_or_insert_with(HashMap::new);
-    if let Some((known, key)) = keys.get(file)
-        && *known == id
-    {
-        return Ok(key.clone());
-    }
-    let key = file_key(file)?;
-    if keys.len() >= 256 {
-        keys.clear();
-    }
-    keys.insert(file.to_path_buf(), (id, key.clone()));
-    Ok(key)
 }
 
 fn ingest(

@@ -32,7 +32,6 @@ mod tail;
 mod watermark;
 
 pub use ingest::ChunkHook;
-pub(crate) use ingest::catch_up_in_transaction;
 pub(crate) use stored::{StoredLines, StoredTail};
 pub(crate) use tail::{Tail, tail_in_transaction};
 
@@ -212,7 +211,7 @@ impl Projection {
         self.last_catch_up
     }
 
-    /// Records a catch-up made through [`catch_up_in_transaction`].
+    /// Records a catch-up made inside a writer's transaction (`src/store/tail.rs`).
     pub(crate) fn record_catch_up(&mut self, c: CatchUp) {
         self.last_catch_up = Some(c);
     }
@@ -283,16 +282,6 @@ impl Projection {
     #[doc(hidden)]
     pub fn set_chunk_hook(&mut self, entries: u64, hook: Option<ChunkHook>) {
         self.chunks = ChunkPolicy::with_hook(entries, hook);
-    }
-
-    /// Records a session's state after this process appended to it (catch-up from the
-    /// file: the projection never gets ahead of the log).
-    pub fn sync(&mut self, log: &crate::tree::SessionLog) -> Result<()> {
-        if !log.is_materialized() {
-            return Ok(());
-        }
-        self.sync_file(log.path());
-        Ok(())
     }
 
     /// Catches up with `file` after this process appended to it; a projection that cannot

@@ -293,6 +293,11 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         if let Some(at) = at {
             log.navigate(at)?;
         }
-        self.apply(&mut log, op)
+        let id = self.apply(&mut log, op)?;
+        // The write leaves the projection to the next reader; this caller's next write is
+        // one (`commit_at_tail` answers from the rows), so the rows catch up now. A
+        // catch-up that fails leaves that write to the log again, which names the problem.
+        let _ = self.store.catch_up(file);
+        Ok(id)
     }
 }

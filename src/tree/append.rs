@@ -47,6 +47,12 @@ impl SessionLog {
     }
 
     fn check_same_file(&self) -> Result<(u64, u64)> {
+        self.check_same_file_at()
+            .map(|(len, expected, _)| (len, expected))
+    }
+
+    /// [`SessionLog::check_same_file`], and the identity of the file at the path.
+    fn check_same_file_at(&self) -> Result<(u64, u64, FileIdentity)> {
         let path = &self.index.path;
         let meta = std::fs::metadata(path).ctx("checking", path)?;
         let expected = self.scan.next.offset + self.tail;
@@ -65,7 +71,7 @@ impl SessionLog {
                 detail: format!("it shrank from {expected} to {} bytes", meta.len()),
             });
         }
-        Ok((meta.len(), expected))
+        Ok((meta.len(), expected, FileIdentity::of(&meta)))
     }
 
     fn ingest_from_disk(&mut self) -> Result<()> {
@@ -303,12 +309,14 @@ impl SessionLog {
         self.lock_file()?;
         // Decide before touching the file (`docs/durability.md`): every refusal happens
         // here, before a migration or the newline that closes a torn tail writes a byte.
-        self.decide_before_writing()?;
+        // The identity of the file at the path, seen under the lock.
+        let mut on_path = Some(self.decide_before_writing()?);
         if self.header.version() < 3 {
             // The old file's writer, and its lock, go with the log it replaces; the new
             // file is locked before its length is checked.
             self.migrate_on_disk()?;
             self.lock_file()?;
+            on_path = None;
         }
         let Storage::File(Some(w)) = &self.storage else {
             return unreachable_writer::<()>(&self.index.path);
@@ -316,9 +324,11 @@ impl SessionLog {
         let len = w.len()?;
         let expected = self.scan.next.offset + self.tail;
         if let (Some(now), Some(was)) = (w.identity(), self.identity) {
-            let on_path = std::fs::metadata(&self.index.path)
-                .ok()
-                .map(|m| FileIdentity::of(&m));
+            let on_path = on_path.or_else(|| {
+                std::fs::metadata(&self.index.path)
+                    .ok()
+                    .map(|m| FileIdentity::of(&m))
+            });
             if now != was || on_path != Some(now) {
                 return Err(Error::ChangedOnDisk {
                     path: self.index.path.clone(),
@@ -356,10 +366,10 @@ impl SessionLog {
 
     /// Reads what others appended and refuses, without writing, a file this writer would
     /// refuse after writing: an unparsable last line, or a tail that the closing newline
-    /// would turn into one.
-    fn decide_before_writing(&mut self) -> Result<()> {
+    /// would turn into one. Returns the identity of the file at the path.
+    fn decide_before_writing(&mut self) -> Result<FileIdentity> {
         let path = self.index.path.clone();
-        let (len, expected) = self.check_same_file()?;
+        let (len, expected, on_path) = self.check_same_file_at()?;
         if len > expected {
             self.ingest_from_disk()?;
         }
@@ -393,7 +403,7 @@ impl SessionLog {
                 _ => {}
             }
         }
-        Ok(())
+        Ok(on_path)
     }
 
     fn migrate_on_disk(&mut self) -> Result<()> {
