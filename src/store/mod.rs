@@ -39,8 +39,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-#[doc(hidden)]
-pub use crate::projection::{ChunkHook, ProjectionWork};
+#[cfg(feature = "__internal")]
+use crate::projection::{ChunkHook, ProjectionWork};
 
 /// Where a [`Store`] keeps its projection database; validated by [`Store::open`].
 #[derive(Debug, Clone, Default)]
@@ -220,6 +220,7 @@ impl Store {
 
     /// Test hook: commit catch-ups every `entries` entries and call `hook` between two
     /// chunks; a hook returning `false` stops the build there, as a killed process would.
+    #[cfg(feature = "__internal")]
     #[doc(hidden)]
     pub fn set_chunk_hook(&self, entries: u64, hook: Option<ChunkHook>) -> Result<()> {
         self.with_db(|db| {
@@ -230,12 +231,14 @@ impl Store {
 
     /// Test hook: the projection's work on this thread so far (see
     /// [`crate::projection::ProjectionWork`]); tests compare two of them.
+    #[cfg(feature = "__internal")]
     #[doc(hidden)]
     pub fn projection_work(&self) -> ProjectionWork {
         crate::projection::work()
     }
 
     /// Test hook: the value of `PRAGMA name` on the store's own connection, as text.
+    #[cfg(feature = "__internal")]
     #[doc(hidden)]
     pub fn pragma(&self, name: &str) -> Result<String> {
         self.with_db(|db| {
@@ -264,12 +267,17 @@ impl Store {
 
     /// The lock row of `session_id`, or `None` when there is none (docs/spec.md §6).
     pub fn lock_status(&self, session_id: &str) -> Result<Option<LockStatus>> {
-        self.lock_status_at(session_id, lock::now_ms())
+        self.status_at(session_id, lock::now_ms())
     }
 
-    /// [`Store::lock_status`] at an injected time (ms since the Unix epoch).
+    /// Test hook: [`Store::lock_status`] at an injected time (ms since the Unix epoch).
+    #[cfg(feature = "__internal")]
     #[doc(hidden)]
     pub fn lock_status_at(&self, session_id: &str, now_ms: i64) -> Result<Option<LockStatus>> {
+        self.status_at(session_id, now_ms)
+    }
+
+    fn status_at(&self, session_id: &str, now_ms: i64) -> Result<Option<LockStatus>> {
         self.with_db(|db| {
             let path = db.path().to_path_buf();
             lock::status_at(db.connection(), session_id, now_ms).map_err(|source| Error::Database {
@@ -315,13 +323,24 @@ impl Store {
     /// `write` (the state's writes take it themselves). Refused with the four-element
     /// [`crate::LockError::Held`] while another live process holds it within its lease.
     pub fn lock(&self, session_id: &str, action: &str) -> Result<WriteLock<'_>> {
-        self.lock_as(session_id, action, lock::now_ms(), &Holder::current())
+        self.lock_with(session_id, action, lock::now_ms(), &Holder::current())
     }
 
-    /// [`Store::lock`] for an injected holder and time (tests stand in for other
-    /// processes with it).
+    /// Test hook: [`Store::lock`] for an injected holder and time (tests stand in for
+    /// other processes with it).
+    #[cfg(feature = "__internal")]
     #[doc(hidden)]
     pub fn lock_as(
+        &self,
+        session_id: &str,
+        action: &str,
+        now_ms: i64,
+        holder: &Holder,
+    ) -> Result<WriteLock<'_>> {
+        self.lock_with(session_id, action, now_ms, holder)
+    }
+
+    fn lock_with(
         &self,
         session_id: &str,
         action: &str,
