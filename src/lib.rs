@@ -65,9 +65,9 @@ pub use settings::{
 pub use state::MAX_DEPTH;
 pub use state::envelope::{ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope};
 pub use state::fold::HistoryEntry;
-pub use store::state::{SessionState, validate_plugin_id};
+pub use store::state::{SessionState, TailWrite, validate_plugin_id};
 pub use store::{
-    KeptSession, PruneReport, PrunedSession, Store, StoreOptions, StoredSession, WriteLock,
+    KeptSession, Peeked, PruneReport, PrunedSession, Store, StoreOptions, StoredSession, WriteLock,
 };
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 

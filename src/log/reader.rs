@@ -4,7 +4,7 @@
 //! file, only with the longest line. Each complete line (terminated by `\n`) is
 //! classified once; bytes after the last `\n` are the tail, invisible to readers.
 
-use super::entry::{Header, RawEntry, raw_str};
+use super::entry::{Header, ParentKey, RawEntry, raw_str};
 use crate::error::{Error, Location, Result};
 use std::borrow::Cow;
 use std::io::Read;
@@ -490,7 +490,7 @@ impl ScanState {
             let parent = match raw.parent_id {
                 // Pi writes `parentId` on every entry of a v2/v3 file: a missing key is
                 // damage. Strict refuses it; salvage reads a root, as Pi does.
-                None => {
+                ParentKey::Missing => {
                     if mode == ReadMode::Strict {
                         return invalid(
                             sink,
@@ -507,8 +507,8 @@ impl ScanState {
                     });
                     None
                 }
-                Some(None) => None,
-                Some(Some(p)) => match raw_str(p) {
+                ParentKey::Null => None,
+                ParentKey::Given(p) => match raw_str(p) {
                     Some(p) => Some(p),
                     None => {
                         return invalid(

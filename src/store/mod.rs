@@ -42,6 +42,33 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 #[cfg(feature = "__internal")]
 use crate::projection::{ChunkHook, ProjectionWork};
 
+/// What a read-only look at the store's database found ([`Store::peek_lock_status`],
+/// [`Store::peek_presence`]); nothing is created to answer it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peeked<T> {
+    /// There is no database at the store's location.
+    NoDatabase,
+    /// The database exists and holds no such row.
+    NoRow,
+    /// The row.
+    Row(T),
+}
+
+impl<T> Peeked<T> {
+    /// The row, if there is one.
+    pub fn row(self) -> Option<T> {
+        match self {
+            Peeked::Row(r) => Some(r),
+            Peeked::NoDatabase | Peeked::NoRow => None,
+        }
+    }
+
+    /// Whether there is a database at the store's location.
+    pub fn database_exists(&self) -> bool {
+        !matches!(self, Peeked::NoDatabase)
+    }
+}
+
 /// Where a [`Store`] keeps its projection database; validated by [`Store::open`].
 #[derive(Debug, Clone, Default)]
 pub struct StoreOptions {
@@ -288,16 +315,17 @@ impl Store {
         })
     }
 
-    /// [`Store::lock_status`] without creating anything: `None` when there is no database
-    /// at the store's location (what `status` shows), `Some(None)` when it holds no row.
-    /// Opens the database read-only, on its own connection.
-    pub fn peek_lock_status(&self, session_id: &str) -> Result<Option<Option<LockStatus>>> {
+    /// [`Store::lock_status`] without creating anything (what `status` shows):
+    /// [`Peeked::NoDatabase`] when there is no database at the store's location,
+    /// [`Peeked::NoRow`] when it holds no row. Opens the database read-only, on its own
+    /// connection.
+    pub fn peek_lock_status(&self, session_id: &str) -> Result<Peeked<LockStatus>> {
         let path = self.database_path();
         let Some(conn) = Projection::open_existing(path)? else {
-            return Ok(None);
+            return Ok(Peeked::NoDatabase);
         };
         lock::status(&conn, session_id)
-            .map(Some)
+            .map(|row| row.map_or(Peeked::NoRow, Peeked::Row))
             .map_err(|source| Error::Database {
                 path: path.to_path_buf(),
                 action: "reading the lock",

@@ -280,7 +280,7 @@ impl NativeStore {
     pub fn status(&self, session_id: String) -> napi::Result<String> {
         let lock = self.store.peek_lock_status(&session_id).map_err(js_err)?;
         let presence = self.store.peek_presence(&session_id).map_err(js_err)?;
-        let lock = lock.flatten().map(|l| {
+        let lock = lock.row().map(|l| {
             serde_json::json!({
                 "holder": l.holder,
                 "action": l.action,
@@ -291,7 +291,7 @@ impl NativeStore {
                 "blocksWriters": l.blocks_writers(),
             })
         });
-        let presence = presence.flatten().map(|p| {
+        let presence = presence.row().map(|p| {
             serde_json::json!({
                 "holder": p.holder,
                 "sinceMs": p.since_ms,
