@@ -4,7 +4,7 @@
 //! holders are filtered out of the snapshots; the assertions check them structurally.
 //!
 //! `docs/cli.md` shows outputs taken from these snapshots.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 use serde_json::{Value, json};

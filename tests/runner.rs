@@ -1,6 +1,6 @@
 //! The one integration-test binary (as jj-lib's `tests/runner.rs`): each behaviour's tests
 //! live in their own file beside this one and are declared here, so the suite links once.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 mod common;
 
