@@ -166,6 +166,23 @@ pub(crate) fn classify(line: &[u8]) -> LineClass<'_> {
 /// is buffered, so a huge or endless file (a link to `/dev/zero`) cannot grow memory.
 pub const MAX_HEADER_LINE: usize = 1 << 20;
 
+/// The error for a line 1 longer than `limit` bytes (the header's limit: a longer line is
+/// never read whole).
+pub(crate) fn too_long(path: &Path, limit: usize) -> Error {
+    let size = match limit {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    };
+    Error::InvalidHeader {
+        path: path.to_path_buf(),
+        detail: format!(
+            "line 1 is longer than {size} ({limit} bytes, the header size limit) without a \
+             newline"
+        ),
+    }
+}
+
 /// Opens a session file for reading, refusing anything but a regular file before it is
 /// opened (opening a FIFO would block) and again on the opened handle (the path may
 /// have been swapped in between). Follows symlinks.
@@ -289,7 +306,7 @@ pub(crate) fn for_each_line_limited<R: Read>(
             && at.offset == 0
             && filled > limit
         {
-            return Err(super::header::too_long(path, limit));
+            return Err(too_long(path, limit));
         }
         if full && buf.len() < READ_BUF {
             // More to read: fewer, larger reads.

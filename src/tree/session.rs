@@ -12,11 +12,12 @@
 use super::graph::Tree;
 use super::index::{EntryRef, Index};
 use super::options::LogOptions;
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::log::entry::Header;
 use crate::log::header;
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, Finding, ReadMode, ScanState};
+use crate::log::scan;
 use crate::log::writer::LogWriter;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -406,45 +407,17 @@ impl SessionLog {
 }
 
 /// Reads a whole session from `src` (a file, or a byte source for a detached log) with the
-/// log's reader: the header (docs/spec.md §2: line 1, at most [`reader::MAX_HEADER_LINE`] bytes;
-/// salvage looks past lines that do not parse), then every line after it, strict or
-/// salvage. `path` names the source in errors and findings.
+/// log's one reading routine ([`crate::log::scan::scan_all`]) into a new tree index.
+/// `path` names the source in errors and findings.
 fn scan_all(path: &Path, mode: ReadMode, src: impl Read) -> Result<Scanned> {
     let mut index = Index::new(path.to_path_buf(), String::new(), mode);
-    let mut header: Option<(Header, ScanState)> = None;
-    // The end of the last complete line: with the tail, every byte read.
-    let mut end = 0;
-    let start = Location { line: 1, offset: 0 };
-    let limit = Some(reader::MAX_HEADER_LINE);
-    let tail = reader::for_each_line_limited(src, path, start, limit, |bytes, at| {
-        end = at.offset + bytes.len() as u64 + 1;
-        match &mut header {
-            Some((_, scan)) => scan.line(path, mode, bytes, at, &mut index),
-            None => match header::scan_line(path, mode, bytes, at)? {
-                header::ScannedLine::Header(h) => {
-                    index.session_id = h.id().to_owned();
-                    let mut scan = ScanState::after_header(&h, 0);
-                    scan.next = Location {
-                        line: at.line + 1,
-                        offset: end,
-                    };
-                    header = Some((h, scan));
-                    Ok(())
-                }
-                header::ScannedLine::Skipped(finding) => {
-                    index.findings.push(finding);
-                    Ok(())
-                }
-            },
-        }
+    let read = scan::scan_all(path, mode, src, &mut index, |index, h| {
+        index.session_id = h.id().to_owned();
     })?;
-    let Some((header, scan)) = header else {
-        return Err(header::not_found(path, end + tail, tail));
-    };
     Ok(Scanned {
-        header,
+        header: read.header,
         index,
-        scan,
-        tail,
+        scan: read.scan,
+        tail: read.tail,
     })
 }
