@@ -37,9 +37,8 @@ pub enum Severity {
     Error,
 }
 
-/// What a finding is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// What a finding is about. Serialized as its kebab-case name ([`FindingKind::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FindingKind {
     /// Bytes after the last newline: an append in progress or torn by a crash.
     TornTail,
@@ -65,6 +64,32 @@ pub enum FindingKind {
     Cycle,
     /// The header line is missing or invalid (salvage looks for the first header).
     InvalidHeader,
+}
+
+impl FindingKind {
+    /// The kebab-case name (`torn-tail`, `duplicate-id`...), as `verify` prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::TornTail => "torn-tail",
+            FindingKind::TornRecord => "torn-record",
+            FindingKind::UnparsableFinalLine => "unparsable-final-line",
+            FindingKind::BlankLine => "blank-line",
+            FindingKind::ExtraHeader => "extra-header",
+            FindingKind::ByteOrderMark => "byte-order-mark",
+            FindingKind::Corrupt => "corrupt",
+            FindingKind::InvalidEntry => "invalid-entry",
+            FindingKind::DuplicateId => "duplicate-id",
+            FindingKind::DanglingParent => "dangling-parent",
+            FindingKind::Cycle => "cycle",
+            FindingKind::InvalidHeader => "invalid-header",
+        }
+    }
+}
+
+impl serde::Serialize for FindingKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 /// One observation about a session file.
