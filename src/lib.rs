@@ -17,12 +17,15 @@
 //! # Ok::<(), session_state::Error>(())
 //! ```
 //!
-//! Layers point one way (see `docs/architecture.md`): `log` (docs/spec.md §2: bytes ↔ entries,
-//! durable append) → `tree` (petgraph) → `state` (§3: envelope, index, fold) →
-//! `projection` (§4, SQLite) and `lock` (§6) → `store` (the handle, the write
-//! transaction, [`SessionState`]) → the CLI. Every module is private; this crate root is
-//! the public surface, plus two namespaces of functions: [`json`] (the lossless JSON
-//! codec Pi's strings need) and [`inspect`] (read-only views for tools).
+//! Layers point one way (`docs/architecture.md`; `tests/architecture.rs` checks it), each
+//! naming only those before it: `json` (the codec), `settings` (the database's location),
+//! `sqlite` → `lock` (the write lock) → `error` → `log` (docs/spec.md §2: bytes ↔
+//! entries, durable append) → `tree` (petgraph) → `state` (envelope, index, fold) →
+//! `projection` (the SQLite cache) → `persistence` (the seam and its backends) → `store`
+//! (the handle, the write transaction, [`SessionState`]) → `inspect` → the CLI. Every
+//! module is private; this crate root is the public surface, plus two namespaces of
+//! functions: [`json`] (the lossless JSON codec Pi's strings need) and [`inspect`]
+//! (read-only views for tools).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::unwrap_used)]
@@ -66,10 +69,10 @@ pub use settings::{
 pub use state::envelope::{ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope};
 pub use state::fold::HistoryEntry;
 pub use state::{MAX_DEPTH, StateKey, Unwritable, parse_scope, validate_plugin_id};
-pub use store::state::SessionState;
+pub use store::state::{SessionState, TailWrite};
 pub use store::{
-    KeptSession, PruneReport, PrunedSession, SessionStatus, Store, StoreOptions, StoredSession,
-    WriteLock,
+    KeptSession, Peeked, PruneReport, PrunedSession, SessionStatus, Store, StoreOptions,
+    StoredSession, WriteLock,
 };
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 

@@ -7,7 +7,7 @@
 //! The proptest equivalents of the `fuzz/` targets run here too: arbitrary bytes as a
 //! session file (strict and salvage), arbitrary lines after a valid header, and arbitrary
 //! JSON as the `data` of a state event (fold, history and projection).
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 use proptest::prelude::*;

@@ -4,7 +4,7 @@
 //! holders are filtered out of the snapshots; the assertions check them structurally.
 //!
 //! `docs/cli.md` shows outputs taken from these snapshots.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 use serde_json::{Value, json};
@@ -185,7 +185,7 @@ fn lock_holder(db: &Path, session_id: &str) -> Option<String> {
         .unwrap()
         .peek_lock_status(session_id)
         .unwrap()
-        .expect("the database exists")
+        .row()
         .map(|s| s.holder)
 }
 
@@ -954,8 +954,8 @@ fn force_refresh_clears_a_dead_holders_lock_without_asking() {
         store
             .peek_lock_status(&sid)
             .unwrap()
-            .unwrap()
-            .unwrap()
+            .row()
+            .expect("a lock row")
             .liveness,
         Liveness::NotAlive
     );

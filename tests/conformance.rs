@@ -8,7 +8,7 @@
 //! `conformance!(name, factory)` instantiates it for one backend (a
 //! [`common::backend::TestBackend`] factory); `conformance!(name, factory, cli)` adds the
 //! command-line tests.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 use common::backend::TestBackend;

@@ -15,7 +15,7 @@
 //!
 //! `session-state verify --json` reports the same line and exit code on a sample, and no
 //! reader (strict, salvage, verify) changes a byte of the file.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 use common::examples::Rng;

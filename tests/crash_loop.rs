@@ -14,7 +14,7 @@
 //! away or after a random pause of up to 3 ms, so the kill lands somewhere in a later
 //! write (inside or outside the lock, before or after the fdatasync, during the projection
 //! update or the acknowledgement).
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 

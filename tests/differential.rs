@@ -2,7 +2,7 @@
 //! `SessionManager`, both majors, our `read_at` for every entry and plugin equals a naive
 //! fold over Pi's `getBranch(entry)`, and session scope equals a fold over Pi's
 //! `getEntries()`. The projection agrees too.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 

@@ -1,6 +1,6 @@
 //! Every fixture loads, or is refused with the documented error (fixtures/README.md says
 //! which and why). Reading never modifies a fixture.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 use serde_json::json;

@@ -5,7 +5,7 @@
 //! plugins in both scopes, navigation to any earlier entry followed by appends (forks),
 //! new roots, and reopening from disk. After every step, every position's value is
 //! compared with the model, in memory and through the SQLite projection.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 

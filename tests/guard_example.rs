@@ -1,7 +1,7 @@
 //! The guard example (examples/guard.rs) keeps its block list across reopen (every call is
 //! a new process) and forks correctly: a fork inherits the list at its fork point, and
 //! siblings never see each other's changes.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use serde_json::json;
 use session_state::*;

@@ -6,7 +6,7 @@
 //!   `SessionManager.open`, which skips none of them; Pi's leaf is our last entry; Pi can
 //!   go on appending and we read its appends.
 //! - v1/v2 sessions migrate to the same tree shape as Pi's migration.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 

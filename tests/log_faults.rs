@@ -1,7 +1,7 @@
 //! Faults injected through the I/O seam: short writes, failed syncs, ENOSPC, at each phase
 //! of an append, a create and a migration. Afterwards the writer is poisoned or the error
 //! is returned, no partial line is visible, and the next open succeeds.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use serde_json::json;
 use session_state::*;

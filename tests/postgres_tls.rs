@@ -2,7 +2,7 @@
 //! and a certificate these tests make (a CA of their own, and a server certificate it
 //! signs for `localhost` and 127.0.0.1). Whether a connection is encrypted is asked of
 //! the server itself (`pg_stat_ssl`), over a separate plain connection.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 use common::pg::{Server, ServerTls};

@@ -14,7 +14,8 @@ use common::pi;
 use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
 use session_state::{
-    CatchUp, Error, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store,
+    CatchUp, Error, LogOptions, Materialize, NewEntry, Peeked, Scope, SessionLog, SessionState,
+    Store,
 };
 use tempfile::TempDir;
 
@@ -856,7 +857,7 @@ fn a_missing_or_empty_file_becomes_a_stamped_database() {
         Store::at(&missing)
             .and_then(|store| store.peek_lock_status("s"))
             .expect("status")
-            .is_none()
+            == Peeked::NoDatabase
     );
     assert!(!missing.exists(), "status never creates the database");
     common::open_store(&missing).expect("create");

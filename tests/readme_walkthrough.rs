@@ -3,7 +3,7 @@
 //! folder), and what each prints is compared with what the README shows below it. Entry
 //! ids differ per run, so ids are compared by where they recur: the n-th distinct id of
 //! the README must stand where the n-th distinct id of the real output stands.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 use std::path::Path;

@@ -19,7 +19,7 @@
 //! lock, taken before its length is checked (`docs/lock.md`, "The file lock").
 //!
 //! `tests/log_faults.rs` holds the hand-picked cases; this file enumerates.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use crate::common;
 use serde_json::{Value, json};

@@ -1,6 +1,6 @@
 //! docs/spec.md §4 "Location, first hit wins": every source, trust mode, value form and broken
 //! file, each on a throwaway home / agent dir / project under one `tempfile::tempdir()`.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use std::ffi::OsString;
 use std::fs;

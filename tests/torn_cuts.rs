@@ -1,6 +1,6 @@
 //! A valid log cut at every byte offset of its last line loads exactly the complete
 //! lines; a corrupt middle line is refused with its line number.
-#![allow(clippy::unwrap_used)]
+#![expect(clippy::unwrap_used)]
 
 use serde_json::json;
 use session_state::*;

@@ -14,8 +14,8 @@ use crate::common::now_ms;
 use crate::common::seams::Hooked;
 use rusqlite::{Connection, params};
 use session_state::{
-    Holder, LEASE, Liveness, LockError, LogOptions, Materialize, NewEntry, Scope, SessionLog,
-    SessionState, Store, StoreOptions,
+    Holder, LEASE, Liveness, LockError, LogOptions, Materialize, NewEntry, Peeked, Scope,
+    SessionLog, SessionState, Store, StoreOptions,
 };
 use tempfile::TempDir;
 
@@ -419,11 +419,17 @@ fn release_spares_a_row_that_is_no_longer_ours() {
 fn peeking_at_the_lock_creates_nothing() {
     let (_dir, path) = db();
     let store = Store::at(&path).expect("store");
-    assert_eq!(store.peek_lock_status(SESSION).expect("peek"), None);
+    assert_eq!(
+        store.peek_lock_status(SESSION).expect("peek"),
+        Peeked::NoDatabase
+    );
     assert!(!path.exists(), "peeking created the database");
 
     store.connect().expect("create the database");
-    assert_eq!(store.peek_lock_status(SESSION).expect("peek"), Some(None));
+    assert_eq!(
+        store.peek_lock_status(SESSION).expect("peek"),
+        Peeked::NoRow
+    );
 
     // A database of ours without the lock table (as before any writer used it): peeking
     // reads it as holding no row and creates nothing.
@@ -431,7 +437,10 @@ fn peeking_at_the_lock_creates_nothing() {
     conn.execute_batch("DROP TABLE write_lock")
         .expect("drop the table");
     let tables = table_count(&conn);
-    assert_eq!(store.peek_lock_status(SESSION).expect("peek"), Some(None));
+    assert_eq!(
+        store.peek_lock_status(SESSION).expect("peek"),
+        Peeked::NoRow
+    );
     assert_eq!(table_count(&conn), tables, "peeking created something");
 
     // Opened for writing, the store creates the table again; a row shows read-only.
@@ -440,7 +449,7 @@ fn peeking_at_the_lock_creates_nothing() {
     let st = store
         .peek_lock_status(SESSION)
         .expect("peek")
-        .expect("database")
+        .row()
         .expect("row");
     assert_eq!(st.holder, "pid:abc");
     assert_eq!(st.liveness, Liveness::Unknown);
@@ -465,7 +474,7 @@ fn status_reads_a_table_with_only_the_spec_columns() {
     let st = store
         .peek_lock_status(SESSION)
         .expect("peek")
-        .expect("database")
+        .row()
         .expect("row");
     assert_eq!((st.holder.as_str(), st.action), ("pid:abc", None));
 

@@ -7,7 +7,7 @@
 use crate::common::{self, holders::Proc};
 
 use serde_json::{Value, json};
-use session_state::{Error, LockError, Op, Scope, SessionLog, SessionState, Store};
+use session_state::{Error, LockError, Op, Scope, SessionLog, SessionState, Store, TailWrite};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -83,10 +83,10 @@ fn folded(file: &Path, plugin: &str, scope: Scope, at: Option<&str>) -> Option<V
 
 /// The tail path answered (`Some`) with a new entry, a child of `parent`, which is now
 /// the last entry of the file.
-fn appended_child(w: &World, got: Option<Option<String>>, parent: &str) -> String {
-    let id = got
-        .expect("the rows answered for the write")
-        .expect("an entry was appended");
+fn appended_child(w: &World, got: TailWrite, parent: &str) -> String {
+    let TailWrite::Appended(id) = got else {
+        panic!("the rows did not append: {got:?}");
+    };
     let log = SessionLog::open(&w.file).expect("open");
     assert_eq!(
         log.leaf_id(),
@@ -199,12 +199,16 @@ fn an_unchanged_value_appends_nothing() {
     let got = role
         .apply_at_tail(&w.file, None, Op::Set(current))
         .expect("write");
-    assert_eq!(got, Some(None), "answered from the rows: nothing to append");
+    assert_eq!(
+        got,
+        TailWrite::Unchanged,
+        "answered from the rows: nothing to append"
+    );
     assert_eq!(
         w.key("nothing", Scope::Branch)
             .apply_at_tail(&w.file, None, Op::Drop)
             .expect("drop"),
-        Some(None)
+        TailWrite::Unchanged
     );
     assert_eq!(w.len(), len);
 }
@@ -217,7 +221,7 @@ fn a_cold_projection_falls_back_to_the_log_and_warms_it() {
     assert_eq!(
         role.apply_at_tail(&w.file, None, Op::Set(json!(1)))
             .expect("write"),
-        None,
+        TailWrite::NeedsLog,
         "no rows yet: the caller reads the log"
     );
     assert_eq!(w.len(), len, "nothing written");
@@ -228,7 +232,7 @@ fn a_cold_projection_falls_back_to_the_log_and_warms_it() {
     assert!(
         role.apply_at_tail(&w.file, None, Op::Set(json!(2)))
             .expect("write")
-            .is_some()
+            != TailWrite::NeedsLog
     );
     assert_eq!(folded(&w.file, "role", Scope::Branch, None), Some(json!(2)));
 }
@@ -269,7 +273,7 @@ fn what_the_rows_cannot_answer_goes_through_the_log() {
     assert_eq!(
         role.apply_at_tail(&w.file, None, Op::Set(json!(1)))
             .expect("write"),
-        None
+        TailWrite::NeedsLog
     );
     assert_eq!(w.len(), len, "nothing written by the tail path");
     role.write_file(&w.file, None, &json!(1)).expect("write");
@@ -283,7 +287,7 @@ fn what_the_rows_cannot_answer_goes_through_the_log() {
     assert_eq!(
         role.apply_at_tail(&w.file, Some("deadbeef"), Op::Set(json!(1)))
             .expect("write"),
-        None
+        TailWrite::NeedsLog
     );
     match role.write_file(&w.file, Some("deadbeef"), &json!(1)) {
         Err(Error::UnknownEntry { id, .. }) => assert_eq!(id, "deadbeef"),
@@ -299,7 +303,7 @@ fn what_the_rows_cannot_answer_goes_through_the_log() {
     assert_eq!(
         role.apply_at_tail(&w.file, None, Op::Set(json!(1)))
             .expect("write"),
-        None
+        TailWrite::NeedsLog
     );
 
     // An older version: the log migrates it first.
@@ -309,7 +313,7 @@ fn what_the_rows_cannot_answer_goes_through_the_log() {
     assert_eq!(
         role.apply_at_tail(&w.file, None, Op::Set(json!(1)))
             .expect("write"),
-        None
+        TailWrite::NeedsLog
     );
     role.write_file(&w.file, None, &json!(1)).expect("write");
     assert_eq!(
@@ -359,7 +363,7 @@ fn a_live_holder_refuses_the_tail_write_and_a_dead_ones_row_does_not_seal_it() {
     let got = role
         .apply_at_tail(&w.file, None, Op::Set(json!(1)))
         .expect("write after the holder died");
-    assert!(matches!(got, Some(Some(_))), "{got:?}");
+    assert!(matches!(got, TailWrite::Appended(_)), "{got:?}");
     assert!(w.store.lock_status(&sid).expect("status").is_none());
 }
 
@@ -442,11 +446,12 @@ fn a_tail_write_to_a_session_without_entries_starts_a_root() {
     let w = World::cold(&format!("{EDGE}/header-only.jsonl"));
     let role = w.key("role", Scope::Branch);
     assert_eq!(role.read_file(&w.file).expect("warm"), None);
-    let id = role
+    let got = role
         .apply_at_tail(&w.file, None, Op::Set(json!("first")))
-        .expect("write")
-        .expect("answered from the rows")
-        .expect("appended");
+        .expect("write");
+    let TailWrite::Appended(id) = got else {
+        panic!("the rows did not append: {got:?}");
+    };
     let log = SessionLog::open(&w.file).expect("open");
     assert_eq!(log.len(), 1);
     assert_eq!(log.entry(&id).expect("entry").parent_id(), None, "a root");

@@ -10,7 +10,7 @@
 //! `JSON.stringify`. The last entry is a `bench` state event, so every plugin read at the
 //! leaf has something to fold. It writes 100k entries (667 MB) in a few seconds, where
 //! driving Pi takes minutes; the comparison script uses the real Pi.
-#![allow(dead_code)]
+#![expect(dead_code)]
 
 use std::fmt::Write as _;
 use std::fs::File;

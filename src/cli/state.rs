@@ -11,7 +11,7 @@ use super::{
     CmdResult, DbArgs, Failure, ScopeArg, emit, emit_text, fail, open_log, require_regular,
 };
 use serde_json::Value;
-use session_state::{Op, Scope, SessionState, Store, validate_plugin_id};
+use session_state::{Op, Scope, SessionState, Store, TailWrite, validate_plugin_id};
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
@@ -200,11 +200,13 @@ fn apply(t: &StateArgs, op: Op, sessions: &Sessions) -> CmdResult {
 fn apply_file(t: &StateArgs, file: &Path, db: PathBuf, op: Op) -> Result<Option<String>, Failure> {
     require_regular(file)?;
     let state = state_key(t, db)?;
-    if let Some(id) = state
+    match state
         .apply_at_tail(file, t.at.as_deref(), op.clone())
         .map_err(fail)?
     {
-        return Ok(id);
+        TailWrite::Appended(id) => return Ok(Some(id)),
+        TailWrite::Unchanged => return Ok(None),
+        TailWrite::NeedsLog => {}
     }
     let mut log = open_log(file)?;
     if let Some(at) = &t.at {

@@ -10,7 +10,7 @@ use super::{
 };
 use serde::Serialize;
 use session_state::inspect::{self, EventCount};
-use session_state::{Liveness, LockStatus, PresenceStatus, Store};
+use session_state::{Liveness, LockStatus, Peeked, PresenceStatus, Store};
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -147,7 +147,7 @@ impl From<&PresenceStatus> for PiReport {
 fn read_presence(db: &Path, session_id: &str) -> Result<Option<PresenceStatus>, Failure> {
     Store::at(db)
         .and_then(|store| store.peek_presence(session_id))
-        .map(Option::flatten)
+        .map(Peeked::row)
         .map_err(fail)
 }
 
@@ -183,7 +183,7 @@ fn lock_text(st: &LockReport) -> String {
     s
 }
 
-fn read_lock(db: &Path, session_id: &str) -> Result<Option<Option<LockStatus>>, Failure> {
+fn read_lock(db: &Path, session_id: &str) -> Result<Peeked<LockStatus>, Failure> {
     Store::at(db)
         .and_then(|store| store.peek_lock_status(session_id))
         .map_err(fail)
@@ -209,9 +209,9 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
             readable: strict_error.is_none(),
             database: Database {
                 path: &db,
-                exists: lock.is_some(),
+                exists: lock.database_exists(),
             },
-            lock: lock.flatten().as_ref().map(LockReport::from),
+            lock: lock.row().as_ref().map(LockReport::from),
             pi: pi.as_ref().map(PiReport::from),
             events: counts.rows(),
         })
@@ -226,19 +226,20 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
     );
     let _ = writeln!(out, "entries   {}", log.len());
     match &lock {
-        None => {
+        Peeked::NoDatabase => {
             let _ = writeln!(
                 out,
                 "database  {} (does not exist: nothing cached, no lock)",
                 db.display()
             );
         }
-        Some(st) => {
+        Peeked::NoRow => {
             let _ = writeln!(out, "database  {}", db.display());
-            let text = st
-                .as_ref()
-                .map_or_else(|| "none".to_owned(), |st| lock_text(&st.into()));
-            let _ = writeln!(out, "lock      {text}");
+            let _ = writeln!(out, "lock      none");
+        }
+        Peeked::Row(st) => {
+            let _ = writeln!(out, "database  {}", db.display());
+            let _ = writeln!(out, "lock      {}", lock_text(&st.into()));
         }
     }
     if let Some(p) = &pi {
@@ -333,7 +334,7 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
     } else {
         let _ = writeln!(out, "no lock on session '{session_id}'");
     }
-    if let Some(p) = store.peek_presence(&session_id).map_err(fail)?.flatten() {
+    if let Some(p) = store.peek_presence(&session_id).map_err(fail)?.row() {
         // A running Pi's hold (`docs/pi-extension.md`): asked about as a live lock holder is.
         if p.blocks_writers() && !args.yes {
             let question = format!(

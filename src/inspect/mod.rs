@@ -26,5 +26,5 @@ pub use report::{
 pub use walk::{StateEvent, TipFold, event_counts, fold_tips, state_event, value_at};
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[expect(clippy::unwrap_used)]
 mod tests;

@@ -26,20 +26,7 @@ impl IntegrityKind {
     pub fn as_str(self) -> &'static str {
         match self {
             IntegrityKind::BadStateEvent => "bad-state-event",
-            IntegrityKind::Log(k) => match k {
-                FindingKind::TornTail => "torn-tail",
-                FindingKind::TornRecord => "torn-record",
-                FindingKind::UnparsableFinalLine => "unparsable-final-line",
-                FindingKind::BlankLine => "blank-line",
-                FindingKind::ExtraHeader => "extra-header",
-                FindingKind::ByteOrderMark => "byte-order-mark",
-                FindingKind::Corrupt => "corrupt",
-                FindingKind::InvalidEntry => "invalid-entry",
-                FindingKind::DuplicateId => "duplicate-id",
-                FindingKind::DanglingParent => "dangling-parent",
-                FindingKind::Cycle => "cycle",
-                FindingKind::InvalidHeader => "invalid-header",
-            },
+            IntegrityKind::Log(k) => k.as_str(),
         }
     }
 }

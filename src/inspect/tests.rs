@@ -104,28 +104,51 @@ fn event_counts_count_every_event_by_plugin_and_scope() {
     );
 }
 
+/// Every [`FindingKind`], in declaration order. The `match` is exhaustive, so a new kind
+/// does not compile until it is listed here (and so tested below).
+fn every_finding_kind() -> Vec<FindingKind> {
+    use FindingKind::*;
+    let mut all = Vec::new();
+    let mut next = Some(TornTail);
+    while let Some(k) = next {
+        all.push(k);
+        next = match k {
+            TornTail => Some(TornRecord),
+            TornRecord => Some(UnparsableFinalLine),
+            UnparsableFinalLine => Some(BlankLine),
+            BlankLine => Some(ExtraHeader),
+            ExtraHeader => Some(ByteOrderMark),
+            ByteOrderMark => Some(Corrupt),
+            Corrupt => Some(InvalidEntry),
+            InvalidEntry => Some(DuplicateId),
+            DuplicateId => Some(DanglingParent),
+            DanglingParent => Some(Cycle),
+            Cycle => Some(InvalidHeader),
+            InvalidHeader => None,
+        };
+    }
+    all
+}
+
 #[test]
 fn integrity_kind_names_are_the_serialized_finding_kinds() {
-    use FindingKind::*;
-    for k in [
-        TornTail,
-        TornRecord,
-        UnparsableFinalLine,
-        BlankLine,
-        ExtraHeader,
-        ByteOrderMark,
-        Corrupt,
-        InvalidEntry,
-        DuplicateId,
-        DanglingParent,
-        Cycle,
-        InvalidHeader,
-    ] {
-        assert_eq!(
-            serde_json::to_value(IntegrityKind::Log(k)).unwrap(),
-            serde_json::to_value(k).unwrap()
+    let kinds = every_finding_kind();
+    let count = kinds.len();
+    let mut names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+    for k in kinds {
+        let name = serde_json::to_value(k).unwrap();
+        assert_eq!(serde_json::to_value(IntegrityKind::Log(k)).unwrap(), name);
+        assert_eq!(name, k.as_str());
+        assert!(
+            k.as_str()
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b == b'-'),
+            "{k:?}"
         );
     }
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), count, "the names are distinct");
     assert_eq!(IntegrityKind::BadStateEvent.as_str(), "bad-state-event");
 }
 

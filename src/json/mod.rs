@@ -307,5 +307,5 @@ pub fn js_eq_opt(a: Option<&Value>, b: Option<&Value>) -> bool {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[expect(clippy::unwrap_used)]
 mod tests;

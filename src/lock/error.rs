@@ -1,7 +1,6 @@
 //! Why the write lock could not be taken or kept, and the recovery commands a refusal
 //! prints.
 
-use super::file;
 use super::{LEASE, Liveness};
 use std::path::{Path, PathBuf};
 
@@ -70,7 +69,7 @@ pub enum LockError {
     #[error(
         "session file '{}' is locked by {initiator}: {action} refused because {reason}. {}",
         .object.display(),
-        file::recovery(*.pid, .object)
+        file_recovery(*.pid, .object)
     )]
     FileHeld {
         /// The process holding the lock, as a [`Holder`] string, or "another process"
@@ -188,6 +187,21 @@ fn row_recovery(
     )
 }
 
+/// The hint of [`LockError::FileHeld`]: the command that ends the holder, or how to find it.
+fn file_recovery(pid: Option<u32>, file: &Path) -> String {
+    match pid {
+        Some(pid) => format!(
+            "If that process is stuck, end it (the kernel releases its lock when it exits): \
+             kill {pid}"
+        ),
+        None => format!(
+            "Find the process that holds it with: fuser -v {}  (or lslocks), and end it if \
+             it is stuck (the kernel releases its lock when it exits)",
+            shell_word(&file.to_string_lossy())
+        ),
+    }
+}
+
 /// The `sqlite3` command that deletes the row, quoted for a POSIX shell.
 fn manual_recovery(row: LockRow, database: Option<&Path>, session_id: &str) -> String {
     let db = match database {
@@ -211,7 +225,7 @@ fn manual_recovery(row: LockRow, database: Option<&Path>, session_id: &str) -> S
     format!("sqlite3 {db} {quoted}")
 }
 
-pub(super) fn shell_word(s: &str) -> String {
+fn shell_word(s: &str) -> String {
     let plain = s
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));

@@ -97,21 +97,6 @@ fn split_dev(dev: u64) -> (u64, u64) {
     (major, minor)
 }
 
-/// The hint of [`LockError::FileHeld`]: the command that ends the holder, or how to find it.
-pub(super) fn recovery(pid: Option<u32>, file: &Path) -> String {
-    match pid {
-        Some(pid) => format!(
-            "If that process is stuck, end it (the kernel releases its lock when it exits): \
-             kill {pid}"
-        ),
-        None => format!(
-            "Find the process that holds it with: fuser -v {}  (or lslocks), and end it if \
-             it is stuck (the kernel releases its lock when it exits)",
-            super::shell_word(&file.to_string_lossy())
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

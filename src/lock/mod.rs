@@ -47,5 +47,3 @@ pub(crate) use acquire::{acquire_at, begin_write, release_row, renew_row};
 pub(crate) use error::Refused;
 pub(crate) use status::{clear, status, status_at};
 pub(crate) use table::{ensure_schema, now_ms};
-
-use error::shell_word;

@@ -176,11 +176,29 @@ impl<'de: 'a, 'a> Deserialize<'de> for MessageHead<'a> {
 pub(crate) struct RawEntry<'a> {
     pub ty: CowStr<'a>,
     pub id: Option<&'a RawValue>,
-    /// `None`: no `parentId` key; `Some(None)`: `"parentId": null`.
-    pub parent_id: Option<Option<&'a RawValue>>,
+    /// The `parentId` key as written.
+    pub parent_id: ParentKey<&'a RawValue>,
     pub custom_type: Option<&'a RawValue>,
     pub data: Option<&'a RawValue>,
     pub message: Option<MessageHead<'a>>,
+}
+
+/// An entry line's `parentId` key: a v2/v3 entry must have one (`null` for a root).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ParentKey<T> {
+    /// No `parentId` key.
+    Missing,
+    /// `"parentId": null` (for [`super::migrate`]'s check: or a value that is not a string).
+    Null,
+    /// Any other value (the reader requires a string).
+    Given(T),
+}
+
+impl<T> ParentKey<T> {
+    /// Whether the line has the key.
+    pub(crate) fn is_present(&self) -> bool {
+        !matches!(self, ParentKey::Missing)
+    }
 }
 
 /// The keys this crate reads; anything else is [`Field::Other`].
@@ -290,7 +308,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawEntry<'a> {
                 Ok(RawEntry {
                     ty: ty.ok_or_else(|| de::Error::missing_field("type"))?,
                     id: id.flatten(),
-                    parent_id,
+                    parent_id: match parent_id {
+                        None => ParentKey::Missing,
+                        Some(None) => ParentKey::Null,
+                        Some(Some(p)) => ParentKey::Given(p),
+                    },
                     custom_type: custom_type.flatten(),
                     data: data.flatten(),
                     message: message.flatten(),

@@ -99,7 +99,7 @@ fn first_line(src: &mut impl Read, path: &Path, limit: usize) -> Result<Vec<u8>>
         }
         line.extend_from_slice(&buf[..n]);
         if line.len() > limit {
-            return Err(too_long(path, limit));
+            return Err(reader::too_long(path, limit));
         }
     }
 }
@@ -155,22 +155,6 @@ pub(crate) fn not_found(path: &Path, len: u64, tail: u64) -> Error {
     Error::MissingHeader {
         path: path.to_path_buf(),
         detail,
-    }
-}
-
-/// The error for a line 1 longer than `limit` bytes.
-pub(crate) fn too_long(path: &Path, limit: usize) -> Error {
-    let size = match limit {
-        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
-        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
-        n => format!("{n} bytes"),
-    };
-    Error::InvalidHeader {
-        path: path.to_path_buf(),
-        detail: format!(
-            "line 1 is longer than {size} ({limit} bytes, the header size limit) without a \
-             newline"
-        ),
     }
 }
 
@@ -306,7 +290,7 @@ mod tests {
     #[test]
     fn the_size_limit_is_named_in_bytes_and_in_words() {
         for (limit, words) in [(1 << 20, "1 MiB"), (64 << 10, "64 KiB"), (100, "100 bytes")] {
-            let msg = too_long(Path::new("s.jsonl"), limit).to_string();
+            let msg = reader::too_long(Path::new("s.jsonl"), limit).to_string();
             assert!(
                 msg.contains(&format!("longer than {words} ({limit} bytes")),
                 "{msg}"

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// A file opened for appending (`O_APPEND`).
-#[allow(clippy::len_without_is_empty)]
+#[expect(clippy::len_without_is_empty)]
 pub trait AppendFile: Send {
     /// The current length of the file.
     fn len(&self) -> io::Result<u64>;

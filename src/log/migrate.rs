@@ -23,7 +23,7 @@
 //!   and parent it was assigned (fresh unique ids and a linear chain for v1), the same tail;
 //!   and the original still has the length and identity it had when the copy began.
 
-use super::entry::{RawEntry, raw_str};
+use super::entry::{ParentKey, RawEntry, raw_str};
 use super::hash::fnv1a;
 use super::io::{FileIdentity, FileSystem, Place, create_durably};
 use super::reader::{self, LineClass, classify, for_each_line};
@@ -59,15 +59,20 @@ enum Plan {
 }
 
 /// The `id` and `parentId` an entry line must carry after the migration, as the reader
-/// sees them: `None` for a missing key, `Some(None)` for `null` or a non-string.
-type Link = (Option<String>, Option<Option<String>>);
+/// sees them: `None` for a missing id; a `parentId` that is `null` or not a string is
+/// [`ParentKey::Null`].
+type Link = (Option<String>, ParentKey<String>);
 
 fn link_of(raw: &RawEntry<'_>) -> Link {
-    (
-        raw.id.and_then(raw_str).map(|c| c.into_owned()),
-        raw.parent_id
-            .map(|p| p.and_then(raw_str).map(|c| c.into_owned())),
-    )
+    let parent = match raw.parent_id {
+        ParentKey::Missing => ParentKey::Missing,
+        ParentKey::Null => ParentKey::Null,
+        ParentKey::Given(p) => match raw_str(p) {
+            Some(p) => ParentKey::Given(p.into_owned()),
+            None => ParentKey::Null,
+        },
+    };
+    (raw.id.and_then(raw_str).map(|c| c.into_owned()), parent)
 }
 
 /// The fields a migration may add, remove or change; the rest must be equal.
@@ -142,7 +147,7 @@ fn must_parse(raw: &RawEntry<'_>, version: u32) -> bool {
             .and_then(|m| m.role.as_ref())
             .is_some_and(|r| r.0 == "hookMessage");
     hook || (version < 2
-        && (raw.ty.0 == "compaction" || raw.id.is_some() || raw.parent_id.is_some()))
+        && (raw.ty.0 == "compaction" || raw.id.is_some() || raw.parent_id.is_present()))
 }
 
 /// Where the closing brace of an object line is (the line may end in spaces or `\r`).
@@ -345,7 +350,8 @@ impl LineCtx<'_> {
         };
         *ordinal += 1;
         let link: Link = if v1 {
-            (Some(id.clone()), Some(parent.clone()))
+            let parent = parent.clone().map_or(ParentKey::Null, ParentKey::Given);
+            (Some(id.clone()), parent)
         } else {
             link_of(&raw)
         };

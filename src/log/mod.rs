@@ -8,6 +8,7 @@ pub(crate) mod header;
 pub(crate) mod io;
 pub(crate) mod migrate;
 pub(crate) mod reader;
+pub(crate) mod scan;
 pub(crate) mod writer;
 
 use entry::Role;

@@ -4,7 +4,7 @@
 //! file, only with the longest line. Each complete line (terminated by `\n`) is
 //! classified once; bytes after the last `\n` are the tail, invisible to readers.
 
-use super::entry::{Header, RawEntry, raw_str};
+use super::entry::{Header, ParentKey, RawEntry, raw_str};
 use crate::error::{Error, IoContext, Location, Result};
 use std::borrow::Cow;
 use std::io::Read;
@@ -37,9 +37,8 @@ pub enum Severity {
     Error,
 }
 
-/// What a finding is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// What a finding is about. Serialized as its kebab-case name ([`FindingKind::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FindingKind {
     /// Bytes after the last newline: an append in progress or torn by a crash.
     TornTail,
@@ -65,6 +64,32 @@ pub enum FindingKind {
     Cycle,
     /// The header line is missing or invalid (salvage looks for the first header).
     InvalidHeader,
+}
+
+impl FindingKind {
+    /// The kebab-case name (`torn-tail`, `duplicate-id`...), as `verify` prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::TornTail => "torn-tail",
+            FindingKind::TornRecord => "torn-record",
+            FindingKind::UnparsableFinalLine => "unparsable-final-line",
+            FindingKind::BlankLine => "blank-line",
+            FindingKind::ExtraHeader => "extra-header",
+            FindingKind::ByteOrderMark => "byte-order-mark",
+            FindingKind::Corrupt => "corrupt",
+            FindingKind::InvalidEntry => "invalid-entry",
+            FindingKind::DuplicateId => "duplicate-id",
+            FindingKind::DanglingParent => "dangling-parent",
+            FindingKind::Cycle => "cycle",
+            FindingKind::InvalidHeader => "invalid-header",
+        }
+    }
+}
+
+impl serde::Serialize for FindingKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 /// One observation about a session file.
@@ -165,6 +190,23 @@ pub(crate) fn classify(line: &[u8]) -> LineClass<'_> {
 /// (`MAX_SESSION_HEADER_SCAN_BYTES`, 1 MiB). A longer line 1 is refused before more of it
 /// is buffered, so a huge or endless file (a link to `/dev/zero`) cannot grow memory.
 pub const MAX_HEADER_LINE: usize = 1 << 20;
+
+/// The error for a line 1 longer than `limit` bytes (the header's limit: a longer line is
+/// never read whole).
+pub(crate) fn too_long(path: &Path, limit: usize) -> Error {
+    let size = match limit {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    };
+    Error::InvalidHeader {
+        path: path.to_path_buf(),
+        detail: format!(
+            "line 1 is longer than {size} ({limit} bytes, the header size limit) without a \
+             newline"
+        ),
+    }
+}
 
 /// Opens a session file for reading, refusing anything but a regular file before it is
 /// opened (opening a FIFO would block) and again on the opened handle (the path may
@@ -278,7 +320,7 @@ pub(crate) fn for_each_line_limited<R: Read>(
             && at.offset == 0
             && filled > limit
         {
-            return Err(super::header::too_long(path, limit));
+            return Err(too_long(path, limit));
         }
         if full && buf.len() < READ_BUF {
             // More to read: fewer, larger reads.
@@ -479,7 +521,7 @@ impl ScanState {
             let parent = match raw.parent_id {
                 // Pi writes `parentId` on every entry of a v2/v3 file: a missing key is
                 // damage. Strict refuses it; salvage reads a root, as Pi does.
-                None => {
+                ParentKey::Missing => {
                     if mode == ReadMode::Strict {
                         return invalid(
                             sink,
@@ -496,8 +538,8 @@ impl ScanState {
                     });
                     None
                 }
-                Some(None) => None,
-                Some(Some(p)) => match raw_str(p) {
+                ParentKey::Null => None,
+                ParentKey::Given(p) => match raw_str(p) {
                     Some(p) => Some(p),
                     None => {
                         return invalid(

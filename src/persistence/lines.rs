@@ -2,7 +2,7 @@
 //! header, the events of an append (turned into entry lines with fresh ids), the
 //! complete entry lines a host appends, and a batch's ids and parents.
 
-use super::pi_jsonl::pi_session_file_name;
+use super::pi_names::pi_session_file_name;
 use crate::error::{Error, Result};
 use crate::log::NewEntry;
 use crate::log::entry::Header;

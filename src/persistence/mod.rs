@@ -47,6 +47,7 @@ use std::path::PathBuf;
 mod interrupted;
 mod lines;
 mod pi_jsonl;
+mod pi_names;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod prefix;
@@ -60,7 +61,8 @@ mod transfer;
 mod url;
 
 pub use interrupted::INTERRUPTED_TOOL_RESULT;
-pub use pi_jsonl::{HEADER_SCAN_LIMIT, PiJsonlStore, pi_session_dir_name, pi_session_file_name};
+pub use pi_jsonl::{HEADER_SCAN_LIMIT, PiJsonlStore};
+pub use pi_names::{pi_session_dir_name, pi_session_file_name};
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore};
 pub use prefix::{ResolveError, resolve_session};

@@ -154,22 +154,21 @@ fn split(url: &str) -> std::result::Result<(String, TlsOptions), TlsError> {
         mode: SslMode::Prefer,
         root_cert: None,
     };
-    // What a parameter becomes in the driver's string: kept, replaced, or left out.
-    let mut rewrite = |p: &Param| -> std::result::Result<Option<Option<&'static str>>, TlsError> {
+    let mut rewrite = |p: &Param| -> std::result::Result<Rewrite, TlsError> {
         match p.key.as_str() {
             "sslmode" => {
                 options.mode =
                     SslMode::parse(&p.value).ok_or_else(|| TlsError::Mode(p.value.clone()))?;
                 Ok(match options.mode {
-                    SslMode::VerifyCa | SslMode::VerifyFull => Some(Some("sslmode=require")),
-                    _ => None,
+                    SslMode::VerifyCa | SslMode::VerifyFull => Rewrite::Replace("sslmode=require"),
+                    _ => Rewrite::Keep,
                 })
             }
             "sslrootcert" => {
                 options.root_cert = Some(p.value.clone());
-                Ok(Some(None))
+                Ok(Rewrite::Remove)
             }
-            _ => Ok(None),
+            _ => Ok(Rewrite::Keep),
         }
     };
     let is_url = ["postgres://", "postgresql://"]
@@ -182,9 +181,9 @@ fn split(url: &str) -> std::result::Result<(String, TlsOptions), TlsError> {
                 let mut kept: Vec<&str> = Vec::new();
                 for p in url_params(url, q) {
                     match rewrite(&p)? {
-                        None => kept.push(&url[p.span.0..p.span.1]),
-                        Some(Some(r)) => kept.push(r),
-                        Some(None) => {}
+                        Rewrite::Keep => kept.push(&url[p.span.0..p.span.1]),
+                        Rewrite::Replace(r) => kept.push(r),
+                        Rewrite::Remove => {}
                     }
                 }
                 let base = &url[..q - 1];
@@ -199,16 +198,29 @@ fn split(url: &str) -> std::result::Result<(String, TlsOptions), TlsError> {
         let mut out = String::with_capacity(url.len());
         let mut copied = 0;
         for p in keyword_params(url) {
-            if let Some(r) = rewrite(&p)? {
-                out.push_str(&url[copied..p.span.0]);
-                out.push_str(r.unwrap_or(""));
-                copied = p.span.1;
-            }
+            let r = match rewrite(&p)? {
+                Rewrite::Keep => continue,
+                Rewrite::Replace(r) => r,
+                Rewrite::Remove => "",
+            };
+            out.push_str(&url[copied..p.span.0]);
+            out.push_str(r);
+            copied = p.span.1;
         }
         out.push_str(&url[copied..]);
         out
     };
     Ok((out, options))
+}
+
+/// What a parameter becomes in the driver's string.
+enum Rewrite {
+    /// Kept as written.
+    Keep,
+    /// Replaced by this `key=value`.
+    Replace(&'static str),
+    /// Left out (a parameter only this crate reads).
+    Remove,
 }
 
 /// One `key=value` of a connection string: its key and decoded value, and the bytes it

@@ -42,12 +42,12 @@ pub(crate) struct ChunkPolicy {
 }
 
 /// Called between two committed chunks with the catch-up so far; `false` stops there
-/// (a test hook, see [`super::Projection::set_chunk_hook`]).
-#[doc(hidden)]
-pub type ChunkHook = Box<dyn FnMut(&CatchUp) -> bool + Send>;
+/// (a test hook, see `Projection::set_chunk_hook`).
+pub(crate) type ChunkHook = Box<dyn FnMut(&CatchUp) -> bool + Send>;
 
 impl ChunkPolicy {
     /// Chunks of `entries` entries (at least 1) and the default bytes, with a test hook.
+    #[cfg(feature = "__internal")]
     pub(super) fn with_hook(entries: u64, hook: Option<ChunkHook>) -> ChunkPolicy {
         ChunkPolicy {
             entries: entries.max(1),

@@ -31,7 +31,8 @@ mod stored;
 mod tail;
 mod watermark;
 
-pub use ingest::ChunkHook;
+#[cfg(feature = "__internal")]
+pub(crate) use ingest::ChunkHook;
 pub(crate) use stored::{StoredLines, StoredTail};
 pub(crate) use tail::{Tail, tail_in_transaction};
 
@@ -100,6 +101,7 @@ pub(crate) fn count(f: impl FnOnce(&mut ProjectionWork)) {
 }
 
 /// This thread's [`ProjectionWork`] so far.
+#[cfg(feature = "__internal")]
 pub(crate) fn work() -> ProjectionWork {
     WORK.with(std::cell::Cell::get)
 }
@@ -279,8 +281,8 @@ impl Projection {
     /// Test hook: commit catch-ups every `entries` entries and call `hook` between two
     /// chunks (after one committed, before the next begins) with the catch-up so far; a
     /// hook returning `false` stops the build there, as a killed process would.
-    #[doc(hidden)]
-    pub fn set_chunk_hook(&mut self, entries: u64, hook: Option<ChunkHook>) {
+    #[cfg(feature = "__internal")]
+    pub(crate) fn set_chunk_hook(&mut self, entries: u64, hook: Option<ChunkHook>) {
         self.chunks = ChunkPolicy::with_hook(entries, hook);
     }
 

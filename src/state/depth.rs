@@ -305,7 +305,7 @@ impl<C: ser::SerializeMap> ser::SerializeMap for Compound<C> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
 
     fn nested(n: usize) -> Value {

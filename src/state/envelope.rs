@@ -73,13 +73,6 @@ impl Op {
             Op::Patch(_) => "patch",
         }
     }
-
-    /// The value after applying this op to `current` (a patch by
-    /// [`crate::json::merge_patch`], which keeps the order of the keys that stay). The
-    /// fold step every fold of this crate takes.
-    pub fn apply(&self, current: Option<&Value>) -> Option<Value> {
-        super::step::apply(self, current)
-    }
 }
 
 /// A decoded event.

@@ -58,7 +58,7 @@ impl<'a> EntryRef<'a> {
     /// The plugin id of a state event (`session-state/<plugin>`); `None` for any other
     /// entry.
     pub fn state_plugin(&self) -> Option<&'a str> {
-        if self.entry_type() != crate::EntryType::Custom {
+        if self.entry_type() != crate::log::entry::EntryType::Custom {
             return None;
         }
         self.custom_type()?.strip_prefix(STATE_PREFIX)

@@ -36,6 +36,17 @@ pub(crate) fn apply(op: &Op, current: Option<&Value>) -> Option<Value> {
     }
 }
 
+// Here, not in `envelope.rs`: the op is the envelope's, the step is this module's, and
+// the envelope does not name the step.
+impl Op {
+    /// The value after applying this op to `current` (a patch by
+    /// [`crate::json::merge_patch`], which keeps the order of the keys that stay). The
+    /// fold step every fold of this crate takes.
+    pub fn apply(&self, current: Option<&Value>) -> Option<Value> {
+        apply(self, current)
+    }
+}
+
 /// [`apply`] on a shared value, in place: the same result as
 /// `*current = apply(op, current.as_deref()).map(Arc::new)`, but a `patch` merges into the
 /// value itself when no one else holds it (it is copied only when shared), and a `set`

@@ -41,8 +41,35 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
-#[doc(hidden)]
-pub use crate::projection::{ChunkHook, ProjectionWork};
+#[cfg(feature = "__internal")]
+use crate::projection::{ChunkHook, ProjectionWork};
+
+/// What a read-only look at the store's database found ([`Store::peek_lock_status`],
+/// [`Store::peek_presence`]); nothing is created to answer it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peeked<T> {
+    /// There is no database at the store's location.
+    NoDatabase,
+    /// The database exists and holds no such row.
+    NoRow,
+    /// The row.
+    Row(T),
+}
+
+impl<T> Peeked<T> {
+    /// The row, if there is one.
+    pub fn row(self) -> Option<T> {
+        match self {
+            Peeked::Row(r) => Some(r),
+            Peeked::NoDatabase | Peeked::NoRow => None,
+        }
+    }
+
+    /// Whether there is a database at the store's location.
+    pub fn database_exists(&self) -> bool {
+        !matches!(self, Peeked::NoDatabase)
+    }
+}
 
 /// Where a [`Store`] keeps its projection database; validated by [`Store::open`].
 #[derive(Debug, Clone, Default)]
@@ -225,6 +252,7 @@ impl Store {
 
     /// Test hook: commit catch-ups every `entries` entries and call `hook` between two
     /// chunks; a hook returning `false` stops the build there, as a killed process would.
+    #[cfg(feature = "__internal")]
     #[doc(hidden)]
     pub fn set_chunk_hook(&self, entries: u64, hook: Option<ChunkHook>) -> Result<()> {
         self.with_db(|db| {
@@ -235,12 +263,14 @@ impl Store {
 
     /// Test hook: the projection's work on this thread so far (see
     /// [`crate::projection::ProjectionWork`]); tests compare two of them.
+    #[cfg(feature = "__internal")]
     #[doc(hidden)]
     pub fn projection_work(&self) -> ProjectionWork {
         crate::projection::work()
     }
 
     /// Test hook: the value of `PRAGMA name` on the store's own connection, as text.
+    #[cfg(feature = "__internal")]
     #[doc(hidden)]
     pub fn pragma(&self, name: &str) -> Result<String> {
         self.with_db(|db| {
@@ -269,12 +299,17 @@ impl Store {
 
     /// The lock row of `session_id`, or `None` when there is none (docs/spec.md §6).
     pub fn lock_status(&self, session_id: &str) -> Result<Option<LockStatus>> {
-        self.lock_status_at(session_id, lock::now_ms())
+        self.status_at(session_id, lock::now_ms())
     }
 
-    /// [`Store::lock_status`] at an injected time (ms since the Unix epoch).
+    /// Test hook: [`Store::lock_status`] at an injected time (ms since the Unix epoch).
+    #[cfg(feature = "__internal")]
     #[doc(hidden)]
     pub fn lock_status_at(&self, session_id: &str, now_ms: i64) -> Result<Option<LockStatus>> {
+        self.status_at(session_id, now_ms)
+    }
+
+    fn status_at(&self, session_id: &str, now_ms: i64) -> Result<Option<LockStatus>> {
         self.with_db(|db| {
             let path = db.path().to_path_buf();
             lock::status_at(db.connection(), session_id, now_ms).map_err(|source| Error::Database {
@@ -285,16 +320,17 @@ impl Store {
         })
     }
 
-    /// [`Store::lock_status`] without creating anything: `None` when there is no database
-    /// at the store's location (what `status` shows), `Some(None)` when it holds no row.
-    /// Opens the database read-only, on its own connection.
-    pub fn peek_lock_status(&self, session_id: &str) -> Result<Option<Option<LockStatus>>> {
+    /// [`Store::lock_status`] without creating anything (what `status` shows):
+    /// [`Peeked::NoDatabase`] when there is no database at the store's location,
+    /// [`Peeked::NoRow`] when it holds no row. Opens the database read-only, on its own
+    /// connection.
+    pub fn peek_lock_status(&self, session_id: &str) -> Result<Peeked<LockStatus>> {
         let path = self.database_path();
         let Some(conn) = Projection::open_existing(path)? else {
-            return Ok(None);
+            return Ok(Peeked::NoDatabase);
         };
         lock::status(&conn, session_id)
-            .map(Some)
+            .map(|row| row.map_or(Peeked::NoRow, Peeked::Row))
             .map_err(|source| Error::Database {
                 path: path.to_path_buf(),
                 action: "reading the lock",
@@ -320,13 +356,24 @@ impl Store {
     /// `write` (the state's writes take it themselves). Refused with the four-element
     /// [`crate::LockError::Held`] while another live process holds it within its lease.
     pub fn lock(&self, session_id: &str, action: &str) -> Result<WriteLock<'_>> {
-        self.lock_as(session_id, action, lock::now_ms(), &Holder::current())
+        self.lock_with(session_id, action, lock::now_ms(), &Holder::current())
     }
 
-    /// [`Store::lock`] for an injected holder and time (tests stand in for other
-    /// processes with it).
+    /// Test hook: [`Store::lock`] for an injected holder and time (tests stand in for
+    /// other processes with it).
+    #[cfg(feature = "__internal")]
     #[doc(hidden)]
     pub fn lock_as(
+        &self,
+        session_id: &str,
+        action: &str,
+        now_ms: i64,
+        holder: &Holder,
+    ) -> Result<WriteLock<'_>> {
+        self.lock_with(session_id, action, now_ms, holder)
+    }
+
+    fn lock_with(
         &self,
         session_id: &str,
         action: &str,

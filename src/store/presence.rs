@@ -1,7 +1,7 @@
 //! The presence row of a running Pi (docs/spec.md §9; `src/lock/presence.rs`), on the store,
 //! and what `status` shows of a session's rows.
 
-use super::Store;
+use super::{Peeked, Store};
 use crate::error::{DatabaseError, Error, Result};
 use crate::lock::{self, Holder, LockStatus, PresenceStatus, presence};
 use crate::projection::Projection;
@@ -75,15 +75,16 @@ impl Store {
     }
 
     /// The presence row of `session_id`, judged by the §6 liveness test, without creating
-    /// anything: `None` when there is no database at the store's location, `Some(None)`
-    /// when no Pi holds the session. Opens the database read-only.
-    pub fn peek_presence(&self, session_id: &str) -> Result<Option<Option<PresenceStatus>>> {
+    /// anything: [`Peeked::NoDatabase`] when there is no database at the store's
+    /// location, [`Peeked::NoRow`] when no Pi holds the session. Opens the database
+    /// read-only.
+    pub fn peek_presence(&self, session_id: &str) -> Result<Peeked<PresenceStatus>> {
         let path = self.database_path();
         let Some(conn) = Projection::open_existing(path)? else {
-            return Ok(None);
+            return Ok(Peeked::NoDatabase);
         };
         presence::status(&conn, session_id)
-            .map(Some)
+            .map(|row| row.map_or(Peeked::NoRow, Peeked::Row))
             .map_err(|source| Error::Database {
                 path: path.to_path_buf(),
                 action: "reading the Pi presence row",

@@ -25,6 +25,19 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::path::Path;
 
+/// What [`SessionState::apply_at_tail`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum TailWrite {
+    /// The rows answered and the event was appended, durably: the new entry's id.
+    Appended(String),
+    /// The rows answered: the value is already what the op makes it; nothing appended.
+    Unchanged,
+    /// The rows cannot answer for this write (none yet, a replaced or rewritten file, a
+    /// torn last line, a v1/v2 file, an `at` they do not know): nothing was written.
+    NeedsLog,
+}
+
 /// One plugin's state in one scope, on a [`Store`]: a [`StateKey`] bound to the store
 /// ([`Store::state`], [`Store::state_of`] make one).
 ///
@@ -267,16 +280,18 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         self.apply_file(file.as_ref(), at, Op::Drop)
     }
 
-    /// The projection's half of [`SessionState::write_file`]: `Ok(None)` when the rows
-    /// cannot answer for the write (nothing was written; open the log). For the command
-    /// line, which opens the log itself to report its errors its own way.
-    #[doc(hidden)]
+    /// The projection's half of [`SessionState::write_file`] (and `patch_file`,
+    /// `drop_file`): `op` decided from the rows and the file's tail, without opening the
+    /// log, or [`TailWrite::NeedsLog`] when the rows cannot answer for it (nothing was
+    /// written; write through an opened [`crate::SessionLog`]). For a tool that opens the
+    /// log itself to report its errors its own way, as the command line does. Same lock,
+    /// refusals and durability as [`SessionState::write`].
     pub fn apply_at_tail(
         &self,
         file: impl AsRef<Path>,
         at: Option<&str>,
         op: Op,
-    ) -> Result<Option<Option<String>>> {
+    ) -> Result<TailWrite> {
         self.key.check_op(&op)?;
         self.store.commit_at_tail(self, file.as_ref(), at, op)
     }
@@ -284,8 +299,10 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// The write of an op already checked, on the session file `file`: from the rows and
     /// the file's tail when they can answer, else through the log.
     fn apply_file(&self, file: &Path, at: Option<&str>, op: Op) -> Result<Option<String>> {
-        if let Some(done) = self.store.commit_at_tail(self, file, at, op.clone())? {
-            return Ok(done);
+        match self.store.commit_at_tail(self, file, at, op.clone())? {
+            TailWrite::Appended(id) => return Ok(Some(id)),
+            TailWrite::Unchanged => return Ok(None),
+            TailWrite::NeedsLog => {}
         }
         let mut log = crate::tree::LogOptions::new()
             .file_system(self.store.file_system().clone())

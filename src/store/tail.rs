@@ -24,7 +24,7 @@
 //! failure to catch up or commit leaves the projection to catch up on its own.
 
 use super::Store;
-use super::state::SessionState;
+use super::state::{SessionState, TailWrite};
 use crate::error::{DatabaseError, Error, Result};
 use crate::lock;
 use crate::log::writer::append_if_unchanged;
@@ -40,21 +40,21 @@ type Decided = (Tail, String, String);
 
 impl Store {
     /// Appends `op` for `state` at the tail of the session file `file` (as a child of
-    /// `at`, default the last entry) unless it changes nothing. `Ok(None)`: the rows
-    /// cannot answer, nothing was written; the caller reads the log.
+    /// `at`, default the last entry) unless it changes nothing. [`TailWrite::NeedsLog`]:
+    /// the rows cannot answer, nothing was written; the caller reads the log.
     pub(super) fn commit_at_tail<T: Serialize + DeserializeOwned>(
         &self,
         state: &SessionState<T>,
         file: &Path,
         at: Option<&str>,
         op: Op,
-    ) -> Result<Option<Option<String>>> {
+    ) -> Result<TailWrite> {
         self.with_db(|db| {
             let session_id = match db.tail_session(file)? {
                 Ok(id) => id,
                 Err(why) => {
                     tracing::debug!(file = %file.display(), why, "writing through the log");
-                    return Ok(None);
+                    return Ok(TailWrite::NeedsLog);
                 }
             };
             let db_path = db.path().to_path_buf();
@@ -66,12 +66,12 @@ impl Store {
                 Ok(Ok(None)) => {
                     // Unchanged: what stands is at most a dead holder's row deleted.
                     end(conn, "COMMIT");
-                    return Ok(Some(None));
+                    return Ok(TailWrite::Unchanged);
                 }
                 Ok(Err(why)) => {
                     end(conn, "ROLLBACK");
                     tracing::debug!(file = %file.display(), why, "writing through the log");
-                    return Ok(None);
+                    return Ok(TailWrite::NeedsLog);
                 }
                 Err(e) => {
                     end(conn, "ROLLBACK");
@@ -84,7 +84,7 @@ impl Store {
                 Ok(false) => {
                     end(conn, "ROLLBACK");
                     tracing::debug!(file = %file.display(), "appended to meanwhile: writing through the log");
-                    return Ok(None);
+                    return Ok(TailWrite::NeedsLog);
                 }
                 Err(e) => {
                     end(conn, "ROLLBACK");
@@ -113,7 +113,7 @@ impl Store {
                     db.sync_file(file);
                 }
             }
-            Ok(Some(Some(id)))
+            Ok(TailWrite::Appended(id))
         })
     }
 }

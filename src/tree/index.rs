@@ -1,11 +1,9 @@
 //! The index of a session's entries: [`Index`], the scanner's sink that builds the tree
 //! from the entries the log's reader hands it (docs/spec.md §2's structural rules: duplicate ids,
-//! dangling parents, self-parents; v1 ids), and [`EntryRef`], the read-only view of one
-//! entry.
+//! dangling parents, self-parents; v1 ids).
 
-use super::SessionLog;
 use super::graph::{NodeData, Tree};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::log::entry::{EntryType, Role, raw_str};
 use crate::log::migrate;
 use crate::log::reader::{
@@ -14,71 +12,6 @@ use crate::log::reader::{
 use indexmap::IndexSet;
 use serde_json::value::RawValue;
 use std::path::PathBuf;
-
-/// A read-only view of one entry.
-#[derive(Debug, Clone, Copy)]
-pub struct EntryRef<'a> {
-    pub(super) log: &'a SessionLog,
-    pub(super) idx: u32,
-}
-
-impl<'a> EntryRef<'a> {
-    fn node(&self) -> &'a NodeData {
-        self.log.index.tree.node(self.idx)
-    }
-    /// The entry's id.
-    pub fn id(&self) -> &'a str {
-        self.log.index.tree.id(self.idx)
-    }
-    /// The parent's id; `None` for a root.
-    pub fn parent_id(&self) -> Option<&'a str> {
-        self.node().parent.map(|p| self.log.index.tree.id(p))
-    }
-    /// The entry's type.
-    pub fn entry_type(&self) -> EntryType {
-        self.node().ty
-    }
-    /// The `customType` of a `custom` or `custom_message` entry.
-    pub fn custom_type(&self) -> Option<&'a str> {
-        self.node()
-            .custom
-            .and_then(|c| self.log.index.custom_types.get_index(c as usize))
-            .map(|s| &**s)
-    }
-    /// The role of a `message` entry.
-    pub fn role(&self) -> Option<Role> {
-        self.node().role
-    }
-    /// Where its line starts.
-    pub fn location(&self) -> Location {
-        self.node().at
-    }
-    /// Length of its line in bytes, newline included.
-    pub fn line_len(&self) -> u64 {
-        self.node().len
-    }
-    /// Its index in file order (0 = first entry after the header).
-    pub fn index(&self) -> usize {
-        self.idx as usize
-    }
-    /// Ids of its children, in file order.
-    pub fn children(&self) -> Vec<&'a str> {
-        self.log
-            .index
-            .tree
-            .children_of(self.idx)
-            .into_iter()
-            .map(|c| self.log.index.tree.id(c))
-            .collect()
-    }
-    /// The `data` of a `custom` entry, as written (`None`: another type, or no `data`).
-    pub(crate) fn custom_data(&self) -> Option<&'a RawValue> {
-        self.node()
-            .data
-            .and_then(|d| self.log.index.custom_data.get(d as usize))
-            .map(|d| &**d)
-    }
-}
 
 /// The index built from a session's lines; the sink of the scanner.
 pub(super) struct Index {

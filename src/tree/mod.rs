@@ -2,9 +2,9 @@
 //! children, paths, forks, branch keys) and [`SessionLog`] (the open session: header,
 //! tree, active leaf and durable append). Above `log`, below the fold.
 //!
-//! - `session.rs`: the [`SessionLog`] type, opening and reading, accessors, tree queries;
-//! - `index.rs`: the scanner's sink that builds the tree from the entries read, and
-//!   [`EntryRef`];
+//! - `session.rs`: the [`SessionLog`] type, opening and reading (with [`LogOptions`]'s
+//!   constructors), accessors, tree queries, and [`EntryRef`];
+//! - `index.rs`: the scanner's sink that builds the tree from the entries read;
 //! - `append.rs`: append, materialize, refresh and the rules before a byte is written;
 //! - `options.rs`: [`LogOptions`] and [`Materialize`].
 
@@ -14,6 +14,5 @@ mod index;
 mod options;
 mod session;
 
-pub use index::EntryRef;
 pub use options::{LogOptions, Materialize};
-pub use session::SessionLog;
+pub use session::{EntryRef, SessionLog};

@@ -1,11 +1,8 @@
-//! [`LogOptions`]: how a [`SessionLog`] is read (strict or salvage), when a new session's
+//! [`LogOptions`]: how a [`SessionLog`](super::SessionLog) is read (strict or salvage), when a new session's
 //! file is created ([`Materialize`]), and the file-system seam its writes go through.
 
-use super::SessionLog;
-use crate::error::Result;
 use crate::log::io::{FileSystem, StdFileSystem};
 use crate::log::reader::ReadMode;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// When a new session's file is first written (docs/spec.md §2, lazy materialization).
@@ -20,7 +17,7 @@ pub enum Materialize {
     FirstAppend,
 }
 
-/// Options for opening or creating a [`SessionLog`].
+/// Options for opening or creating a [`SessionLog`](super::SessionLog).
 #[derive(Clone)]
 pub struct LogOptions {
     pub(super) mode: ReadMode,
@@ -85,41 +82,5 @@ impl LogOptions {
     pub fn parent_session(mut self, p: impl Into<String>) -> Self {
         self.parent_session = Some(p.into());
         self
-    }
-    /// Opens an existing session file.
-    pub fn open(&self, path: impl AsRef<Path>) -> Result<SessionLog> {
-        SessionLog::open_with(path.as_ref(), self.clone())
-    }
-    /// Reads a session from a byte source that is not its file: a storage backend's
-    /// header and entries rendered as JSONL lines, exactly as a file would hold them.
-    ///
-    /// The very reader of [`LogOptions::open`] runs on `bytes`: strict or salvage, the
-    /// findings, version 1 and 2 migrated in memory, the header size limit. `label` names
-    /// the source in errors and findings (and is [`SessionLog::path`]); no file is ever
-    /// read or written at it.
-    ///
-    /// The log is *detached*: the tree, the leaf and navigation, [`SessionLog::raw_line`]
-    /// (from the bytes read, which it keeps in memory), findings and folds
-    /// ([`crate::SessionState::read`]) work as on a file; [`SessionLog::append`],
-    /// [`SessionLog::materialize`] and [`SessionLog::refresh`] are refused with
-    /// [`crate::Error::Detached`]: the session belongs to its store, append through it.
-    ///
-    /// ```
-    /// use session_state::LogOptions;
-    /// let lines = concat!(
-    ///     r#"{"type":"session","version":3,"id":"s1","timestamp":"2024-12-03T14:00:00.000Z","cwd":"/p"}"#, "\n",
-    ///     r#"{"type":"custom","customType":"note","data":1,"id":"a1b2c3d4","parentId":null,"timestamp":"2024-12-03T14:00:01.000Z"}"#, "\n",
-    /// );
-    /// let log = LogOptions::new().read("store:s1", lines.as_bytes())?;
-    /// assert_eq!((log.session_id(), log.len(), log.leaf_id()), ("s1", 1, Some("a1b2c3d4")));
-    /// assert!(log.is_detached());
-    /// # Ok::<(), session_state::Error>(())
-    /// ```
-    pub fn read(&self, label: impl Into<PathBuf>, bytes: impl std::io::Read) -> Result<SessionLog> {
-        SessionLog::read_with(label.into(), bytes, self.clone())
-    }
-    /// Starts a new session in `dir` for `cwd` (in memory until materialized).
-    pub fn create(&self, dir: impl AsRef<Path>, cwd: impl Into<String>) -> Result<SessionLog> {
-        SessionLog::create_with(dir.as_ref(), cwd.into(), self.clone())
     }
 }

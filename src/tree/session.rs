@@ -9,18 +9,85 @@
 //! [`LogOptions::read`]) go through one reading routine, `scan_all`; a log read from a
 //! byte source is *detached*: it reads like any other and refuses every write.
 
-use super::graph::Tree;
-use super::index::{EntryRef, Index};
+use super::graph::{NodeData, Tree};
+use super::index::Index;
 use super::options::LogOptions;
 use crate::error::{Error, IoContext, Location, Result};
-use crate::log::entry::Header;
+use crate::log::entry::{EntryType, Header, Role};
 use crate::log::header;
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, Finding, ReadMode, ScanState};
+use crate::log::scan;
 use crate::log::writer::LogWriter;
+use serde_json::value::RawValue;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// A read-only view of one entry.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryRef<'a> {
+    pub(super) log: &'a SessionLog,
+    pub(super) idx: u32,
+}
+
+impl<'a> EntryRef<'a> {
+    fn node(&self) -> &'a NodeData {
+        self.log.index.tree.node(self.idx)
+    }
+    /// The entry's id.
+    pub fn id(&self) -> &'a str {
+        self.log.index.tree.id(self.idx)
+    }
+    /// The parent's id; `None` for a root.
+    pub fn parent_id(&self) -> Option<&'a str> {
+        self.node().parent.map(|p| self.log.index.tree.id(p))
+    }
+    /// The entry's type.
+    pub fn entry_type(&self) -> EntryType {
+        self.node().ty
+    }
+    /// The `customType` of a `custom` or `custom_message` entry.
+    pub fn custom_type(&self) -> Option<&'a str> {
+        self.node()
+            .custom
+            .and_then(|c| self.log.index.custom_types.get_index(c as usize))
+            .map(|s| &**s)
+    }
+    /// The role of a `message` entry.
+    pub fn role(&self) -> Option<Role> {
+        self.node().role
+    }
+    /// Where its line starts.
+    pub fn location(&self) -> Location {
+        self.node().at
+    }
+    /// Length of its line in bytes, newline included.
+    pub fn line_len(&self) -> u64 {
+        self.node().len
+    }
+    /// Its index in file order (0 = first entry after the header).
+    pub fn index(&self) -> usize {
+        self.idx as usize
+    }
+    /// Ids of its children, in file order.
+    pub fn children(&self) -> Vec<&'a str> {
+        self.log
+            .index
+            .tree
+            .children_of(self.idx)
+            .into_iter()
+            .map(|c| self.log.index.tree.id(c))
+            .collect()
+    }
+    /// The `data` of a `custom` entry, as written (`None`: another type, or no `data`).
+    pub(crate) fn custom_data(&self) -> Option<&'a RawValue> {
+        self.node()
+            .data
+            .and_then(|d| self.log.index.custom_data.get(d as usize))
+            .map(|d| &**d)
+    }
+}
 
 /// Where a session's bytes are.
 pub(super) enum Storage {
@@ -406,45 +473,58 @@ impl SessionLog {
 }
 
 /// Reads a whole session from `src` (a file, or a byte source for a detached log) with the
-/// log's reader: the header (docs/spec.md §2: line 1, at most [`reader::MAX_HEADER_LINE`] bytes;
-/// salvage looks past lines that do not parse), then every line after it, strict or
-/// salvage. `path` names the source in errors and findings.
+/// log's one reading routine ([`crate::log::scan::scan_all`]) into a new tree index.
+/// `path` names the source in errors and findings.
 fn scan_all(path: &Path, mode: ReadMode, src: impl Read) -> Result<Scanned> {
     let mut index = Index::new(path.to_path_buf(), String::new(), mode);
-    let mut header: Option<(Header, ScanState)> = None;
-    // The end of the last complete line: with the tail, every byte read.
-    let mut end = 0;
-    let start = Location { line: 1, offset: 0 };
-    let limit = Some(reader::MAX_HEADER_LINE);
-    let tail = reader::for_each_line_limited(src, path, start, limit, |bytes, at| {
-        end = at.offset + bytes.len() as u64 + 1;
-        match &mut header {
-            Some((_, scan)) => scan.line(path, mode, bytes, at, &mut index),
-            None => match header::scan_line(path, mode, bytes, at)? {
-                header::ScannedLine::Header(h) => {
-                    index.session_id = h.id().to_owned();
-                    let mut scan = ScanState::after_header(&h, 0);
-                    scan.next = Location {
-                        line: at.line + 1,
-                        offset: end,
-                    };
-                    header = Some((h, scan));
-                    Ok(())
-                }
-                header::ScannedLine::Skipped(finding) => {
-                    index.findings.push(finding);
-                    Ok(())
-                }
-            },
-        }
+    let read = scan::scan_all(path, mode, src, &mut index, |index, h| {
+        index.session_id = h.id().to_owned();
     })?;
-    let Some((header, scan)) = header else {
-        return Err(header::not_found(path, end + tail, tail));
-    };
     Ok(Scanned {
-        header,
+        header: read.header,
         index,
-        scan,
-        tail,
+        scan: read.scan,
+        tail: read.tail,
     })
+}
+
+// The constructors of a log from its options, here beside the log they build (so that
+// `options.rs` does not name `SessionLog`).
+impl LogOptions {
+    /// Opens an existing session file.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<SessionLog> {
+        SessionLog::open_with(path.as_ref(), self.clone())
+    }
+    /// Reads a session from a byte source that is not its file: a storage backend's
+    /// header and entries rendered as JSONL lines, exactly as a file would hold them.
+    ///
+    /// The very reader of [`LogOptions::open`] runs on `bytes`: strict or salvage, the
+    /// findings, version 1 and 2 migrated in memory, the header size limit. `label` names
+    /// the source in errors and findings (and is [`SessionLog::path`]); no file is ever
+    /// read or written at it.
+    ///
+    /// The log is *detached*: the tree, the leaf and navigation, [`SessionLog::raw_line`]
+    /// (from the bytes read, which it keeps in memory), findings and folds
+    /// ([`crate::SessionState::read`]) work as on a file; [`SessionLog::append`],
+    /// [`SessionLog::materialize`] and [`SessionLog::refresh`] are refused with
+    /// [`crate::Error::Detached`]: the session belongs to its store, append through it.
+    ///
+    /// ```
+    /// use session_state::LogOptions;
+    /// let lines = concat!(
+    ///     r#"{"type":"session","version":3,"id":"s1","timestamp":"2024-12-03T14:00:00.000Z","cwd":"/p"}"#, "\n",
+    ///     r#"{"type":"custom","customType":"note","data":1,"id":"a1b2c3d4","parentId":null,"timestamp":"2024-12-03T14:00:01.000Z"}"#, "\n",
+    /// );
+    /// let log = LogOptions::new().read("store:s1", lines.as_bytes())?;
+    /// assert_eq!((log.session_id(), log.len(), log.leaf_id()), ("s1", 1, Some("a1b2c3d4")));
+    /// assert!(log.is_detached());
+    /// # Ok::<(), session_state::Error>(())
+    /// ```
+    pub fn read(&self, label: impl Into<PathBuf>, bytes: impl std::io::Read) -> Result<SessionLog> {
+        SessionLog::read_with(label.into(), bytes, self.clone())
+    }
+    /// Starts a new session in `dir` for `cwd` (in memory until materialized).
+    pub fn create(&self, dir: impl AsRef<Path>, cwd: impl Into<String>) -> Result<SessionLog> {
+        SessionLog::create_with(dir.as_ref(), cwd.into(), self.clone())
+    }
 }

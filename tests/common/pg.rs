@@ -17,7 +17,7 @@
 //! test binary; [`Server::start`] a dedicated server for tests that restart or stop it.
 //! It panics with a clear message when a server cannot be started: a test that needs
 //! PostgreSQL never passes without one.
-#![allow(dead_code)]
+#![expect(dead_code)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
