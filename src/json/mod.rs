@@ -238,6 +238,17 @@ pub fn to_string_exact(v: &Value) -> String {
     print(v, Mode::Exact, false)
 }
 
+/// `s` as a JSON string literal, as [`to_string_exact`] prints a key: never read as a
+/// number (what [`infinity`] tells apart applies to values only).
+pub(crate) fn str_to_string(s: &str) -> String {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    print::string_into(&mut out, s);
+    scan::decode_markers(
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    )
+}
+
 /// [`to_string`], indented by two spaces.
 pub fn to_string_pretty(v: &Value) -> String {
     print(v, Mode::Js, true)

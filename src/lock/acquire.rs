@@ -84,7 +84,10 @@ pub(crate) fn begin_write(
     session_file: &Path,
 ) -> Result<(), Refused> {
     let err = || LockError::database("acquire the lock", session_id);
-    conn.execute_batch("BEGIN IMMEDIATE").map_err(err())?;
+    // Prepared once per connection: a write runs this and `end_write` every time.
+    conn.prepare_cached("BEGIN IMMEDIATE")
+        .and_then(|mut q| q.execute([]))
+        .map_err(err())?;
     let judged = (|| {
         // The table exists (the projection creates it); only a database changed by hand
         // since needs the schema check.
@@ -111,6 +114,12 @@ pub(crate) fn begin_write(
         let _ = conn.execute_batch("ROLLBACK");
     }
     judged
+}
+
+/// Commits the transaction [`begin_write`] opened (which wrote at most a dead holder's row
+/// deletion). On `Err` the caller rolls back what is still open.
+pub(crate) fn end_write(conn: &Connection) -> rusqlite::Result<()> {
+    conn.prepare_cached("COMMIT")?.execute([]).map(drop)
 }
 
 /// Takes the write lock on `session_id` for `holder` at time `now_ms` (ms since the Unix

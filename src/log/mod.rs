@@ -76,6 +76,20 @@ impl NewEntry {
     }
 
     pub(crate) fn to_line(&self, id: &str, parent: Option<&str>) -> String {
+        self.line_at(id, parent, &now_iso())
+    }
+
+    /// The line with the timestamp `timestamp`.
+    fn line_at(&self, id: &str, parent: Option<&str>, timestamp: &str) -> String {
+        const RESERVED: [&str; 4] = ["type", "id", "parentId", "timestamp"];
+        if self.ty == "custom" && !self.fields.keys().any(|k| RESERVED.contains(&k.as_str())) {
+            return self.custom_line(id, parent, timestamp);
+        }
+        self.object_line(id, parent, timestamp)
+    }
+
+    /// The line built as one object, then printed.
+    fn object_line(&self, id: &str, parent: Option<&str>, timestamp: &str) -> String {
         let mut m = Map::new();
         m.insert("type".into(), Value::String(self.ty.clone()));
         let parent = parent.map_or(Value::Null, |p| Value::String(p.into()));
@@ -86,11 +100,11 @@ impl NewEntry {
             }
             m.insert("id".into(), Value::String(id.into()));
             m.insert("parentId".into(), parent);
-            m.insert("timestamp".into(), Value::String(now_iso()));
+            m.insert("timestamp".into(), Value::String(timestamp.into()));
         } else {
             m.insert("id".into(), Value::String(id.into()));
             m.insert("parentId".into(), parent);
-            m.insert("timestamp".into(), Value::String(now_iso()));
+            m.insert("timestamp".into(), Value::String(timestamp.into()));
             for (k, v) in &self.fields {
                 if !matches!(k.as_str(), "type" | "id" | "parentId" | "timestamp") {
                     m.insert(k.clone(), v.clone());
@@ -100,5 +114,65 @@ impl NewEntry {
         let mut s = crate::json::to_string_exact(&Value::Object(m));
         s.push('\n');
         s
+    }
+
+    /// [`NewEntry::object_line`] of a `custom` entry whose fields name none of the four
+    /// keys the log writes: printed member by member, in Pi's order, without copying the
+    /// fields into a new object (the same text as through one).
+    fn custom_line(&self, id: &str, parent: Option<&str>, timestamp: &str) -> String {
+        let text = crate::json::str_to_string;
+        let mut line = String::with_capacity(128);
+        line.push_str("{\"type\":\"custom\"");
+        for (k, v) in &self.fields {
+            line.push(',');
+            line.push_str(&text(k));
+            line.push(':');
+            line.push_str(&crate::json::to_string_exact(v));
+        }
+        line.push_str(",\"id\":");
+        line.push_str(&text(id));
+        line.push_str(",\"parentId\":");
+        match parent {
+            Some(p) => line.push_str(&text(p)),
+            None => line.push_str("null"),
+        }
+        line.push_str(",\"timestamp\":");
+        line.push_str(&text(timestamp));
+        line.push_str("}\n");
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The line printed member by member is the line printed as one object.
+    #[test]
+    fn a_custom_line_is_the_object_printed_whole() {
+        let data = [
+            json!({"v": 1, "op": "set", "value": {"z": 1, "a": [1.0, -0.0, "\u{1F600}"]}}),
+            json!({"value": crate::json::from_str(r#"{"s":"\ud800 lone","n":1e400,"k\"":"\u0000"}"#).unwrap()}),
+            json!(null),
+            json!("a string"),
+        ];
+        for (i, d) in data.into_iter().enumerate() {
+            for parent in [None, Some("ab12cd34")] {
+                let e = NewEntry::custom("session-state/p\u{e9}", Some(d.clone()));
+                let t = "2026-12-03T23:00:00.000Z";
+                let fast = e.line_at("0123abcd", parent, t);
+                assert_eq!(fast, e.object_line("0123abcd", parent, t), "case {i}");
+                assert!(fast.ends_with('\n'));
+            }
+        }
+        // Fields naming a key the log writes take the object's path.
+        let mut fields = Map::new();
+        fields.insert("id".into(), json!("mine"));
+        let e = NewEntry::new("custom", fields);
+        let line = e.line_at("0123abcd", None, "t");
+        assert_eq!(line, "{\"type\":\"custom\",\"id\":\"0123abcd\",\"parentId\":null,\"timestamp\":\"t\"}\n");
+        let none = NewEntry::custom("x", None);
+        assert_eq!(none.line_at("i", None, "t"), none.object_line("i", None, "t"));
     }
 }

@@ -114,6 +114,15 @@ impl LogWriter {
     pub(crate) fn identity(&self) -> Option<FileIdentity> {
         self.file.identity().ok()
     }
+
+    /// The file's length and, when it can be read, its identity (one `fstat`).
+    pub(crate) fn stat(&self) -> Result<(u64, Option<FileIdentity>)> {
+        match self.file.stat() {
+            Ok((len, id)) => Ok((len, Some(id))),
+            // The identity is only compared when known; the length is required.
+            Err(_) => Ok((self.len()?, None)),
+        }
+    }
 }
 
 /// Whether a lock error says that the file system has no advisory locks (rather than
@@ -145,7 +154,8 @@ pub(crate) fn append_if_unchanged(
     let mut w = LogWriter::new(path, file);
     // IMPORTANT: from the check of the length to the end of the append, under the lock.
     w.lock(action)?;
-    if w.identity() != Some(identity) || w.len()? != len {
+    let (now_len, now_id) = w.stat()?;
+    if now_id != Some(identity) || now_len != len {
         return Ok(false);
     }
     w.append(line)?;

@@ -7,10 +7,10 @@
 //!    in it the session's `write_lock` row and a running Pi's `pi_presence` row are
 //!    judged (`docs/lock.md`: a live holder within its lease refuses, a dead or expired
 //!    one is deleted). No row is written for the write.
-//! 3. The log is refreshed again (at most what arrived meanwhile), the event appended and
-//!    `fdatasync`ed; the append holds the session file's advisory lock from its check of
-//!    the file's end to the sync, which excludes writers that use another database
-//!    (`SessionLog::append`).
+//! 3. Under the session file's advisory lock, what arrived meanwhile is read, the event
+//!    decided from the log as it now ends, appended and `fdatasync`ed; the lock, held from
+//!    the check of the file's end to the sync, excludes writers that use another database
+//!    (`SessionLog::append_decided`).
 //! 4. `COMMIT` (which writes no WAL frame: nothing changed).
 //!
 //! The projection is not updated here: the log in memory answers this process's reads
@@ -49,16 +49,15 @@ impl Store {
             let file = log.path().to_path_buf();
             // Others' appends are read before the database is locked, so that the
             // transaction holds it for this write only (docs/spec.md §4: other sessions wait
-            // briefly); the refresh inside then finds at most what arrived meanwhile.
-            log.refresh()?;
+            // briefly); the append finds at most what arrived meanwhile, under the file
+            // lock, and decides from it.
+            log.refresh_before_write()?;
             let conn = db.connection();
             lock::begin_write(conn, log.session_id(), action, &file)?;
-            let appended = log
-                .refresh()
-                .and_then(|()| append_if_changed(state, log, op));
+            let appended = append_if_changed(state, log, op);
             // What stands in the database is at most a dead holder's row deleted; a commit
             // that fails after the append leaves the append standing (it is durable).
-            if let Err(e) = conn.execute_batch("COMMIT") {
+            if let Err(e) = lock::end_write(conn) {
                 tracing::debug!(error = %e, "the write's transaction did not commit");
                 if !conn.is_autocommit() {
                     let _ = conn.execute_batch("ROLLBACK");
@@ -78,20 +77,22 @@ pub(super) fn action_of(op: &Op) -> &'static str {
     }
 }
 
+/// Appends the event `op` makes, decided from the log under the session file's lock
+/// (after others' appends were read), unless it changes nothing.
 fn append_if_changed<T: Serialize + DeserializeOwned>(
     state: &SessionState<T>,
     log: &mut SessionLog,
     op: Op,
 ) -> Result<Option<String>> {
-    let current = state.folded(log, log.tree().leaf_index())?;
     let action = action_of(&op);
-    let Some(env) = state.key().decide(current.value.as_deref(), op)? else {
-        return Ok(None);
-    };
-    let id = log.append(state.entry(&env)).map_err(|e| match e {
+    log.append_decided(|log| {
+        let current = state.folded(log, log.tree().leaf_index())?;
+        let event = state.key().decide(current.value.as_deref(), op)?;
+        Ok(event.map(|env| state.entry(&env)))
+    })
+    .map_err(|e| match e {
         // The file lock refused the log's append: name the state write it was.
         Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
         other => other,
-    })?;
-    Ok(Some(id))
+    })
 }

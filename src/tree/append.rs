@@ -118,6 +118,20 @@ impl SessionLog {
     /// the log is poisoned: reopen it to see what reached the disk. A detached log is
     /// refused ([`Error::Detached`]) before anything is written.
     pub fn append(&mut self, entry: NewEntry) -> Result<String> {
+        match self.append_decided(|_| Ok(Some(entry)))? {
+            Some(id) => Ok(id),
+            None => unreachable_writer(&self.index.path),
+        }
+    }
+
+    /// [`SessionLog::append`] of the entry that `decide` makes from the log as it is
+    /// under the file lock, after others' appends were read: the decision and the
+    /// append see the same end of the file, whatever database another writer uses.
+    /// `Ok(None)` when `decide` appends nothing (the lock is released, nothing written).
+    pub(crate) fn append_decided(
+        &mut self,
+        decide: impl FnOnce(&SessionLog) -> Result<Option<NewEntry>>,
+    ) -> Result<Option<String>> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
             return Err(Error::Poisoned {
@@ -126,17 +140,39 @@ impl SessionLog {
             });
         }
         if !self.is_materialized() {
-            return self.append_in_memory(entry);
+            return match decide(self)? {
+                Some(entry) => self.append_in_memory(entry).map(Some),
+                None => Ok(None),
+            };
         }
         // IMPORTANT: the file lock is held from the check of the file's end (in
         // `prepare_file_append`) to the end of the `fdatasync`.
-        let written = self
-            .prepare_file_append()
-            .and_then(|()| self.write_entry(&entry));
+        let written = self.prepare_file_append().and_then(|()| match decide(self)? {
+            Some(entry) => self.write_entry(&entry).map(Some),
+            None => Ok(None),
+        });
         self.unlock_file();
-        let (id, line, start) = written?;
+        let Some((id, line, start)) = written? else {
+            return Ok(None);
+        };
         self.ingest_own_line(line.as_bytes(), start)?;
-        Ok(id)
+        Ok(Some(id))
+    }
+
+    /// Before a write that will lock the file anyway: reads what others appended when
+    /// the open file has grown, with one `fstat` of it and no look at the path (the
+    /// append checks the path under the file lock). Without an open writer, a
+    /// [`SessionLog::refresh`].
+    pub(crate) fn refresh_before_write(&mut self) -> Result<()> {
+        if let Storage::File(Some(w)) = &self.storage
+            && w.check().is_ok()
+        {
+            let (len, _) = w.stat()?;
+            if len == self.scan.next.offset + self.tail {
+                return Ok(());
+            }
+        }
+        self.refresh()
     }
 
     /// The entry's line as a child of the leaf, with a fresh id: the id, the line and
@@ -321,9 +357,9 @@ impl SessionLog {
         let Storage::File(Some(w)) = &self.storage else {
             return unreachable_writer::<()>(&self.index.path);
         };
-        let len = w.len()?;
+        let (len, now) = w.stat()?;
         let expected = self.scan.next.offset + self.tail;
-        if let (Some(now), Some(was)) = (w.identity(), self.identity) {
+        if let (Some(now), Some(was)) = (now, self.identity) {
             let on_path = on_path.or_else(|| {
                 std::fs::metadata(&self.index.path)
                     .ok()
