@@ -31,11 +31,6 @@ pub trait AppendFile: Send {
     fn sync_data(&mut self) -> io::Result<()>;
     /// The identity of the open file (device, inode) to detect a replaced path.
     fn identity(&self) -> io::Result<FileIdentity>;
-    /// [`AppendFile::len`] and [`AppendFile::identity`] together (one `fstat` on the real
-    /// file system).
-    fn stat(&self) -> io::Result<(u64, FileIdentity)> {
-        Ok((self.len()?, self.identity()?))
-    }
     /// Takes the exclusive advisory lock on the open file (`flock(LOCK_EX)` on Unix),
     /// waiting at most `wait` while another open file holds it: `Ok(true)` when this file
     /// holds it, `Ok(false)` when another still does after `wait`. Pi ignores the lock;
@@ -111,10 +106,6 @@ impl AppendFile for StdAppendFile {
     }
     fn identity(&self) -> io::Result<FileIdentity> {
         Ok(FileIdentity::of(&self.0.metadata()?))
-    }
-    fn stat(&self) -> io::Result<(u64, FileIdentity)> {
-        let meta = self.0.metadata()?;
-        Ok((meta.len(), FileIdentity::of(&meta)))
     }
     fn lock(&mut self, wait: Duration) -> io::Result<bool> {
         // std's lock has no timeout: poll the non-blocking one, as SQLite's busy handler

@@ -17,6 +17,8 @@ pub(crate) const FILE_LOCK_WAIT: Duration = Duration::from_secs(10);
 pub(crate) struct LogWriter {
     path: PathBuf,
     file: Box<dyn AppendFile>,
+    /// The open file's identity, read once: an open file stays the same file.
+    identity: Option<FileIdentity>,
     poisoned: Option<String>,
     locked: bool,
 }
@@ -25,6 +27,7 @@ impl LogWriter {
     pub(crate) fn new(path: &Path, file: Box<dyn AppendFile>) -> LogWriter {
         LogWriter {
             path: path.to_path_buf(),
+            identity: file.identity().ok(),
             file,
             poisoned: None,
             locked: false,
@@ -111,17 +114,9 @@ impl LogWriter {
         self.file.len().ctx("checking the length of", &self.path)
     }
 
+    /// The open file's identity, when it could be read at open.
     pub(crate) fn identity(&self) -> Option<FileIdentity> {
-        self.file.identity().ok()
-    }
-
-    /// The file's length and, when it can be read, its identity (one `fstat`).
-    pub(crate) fn stat(&self) -> Result<(u64, Option<FileIdentity>)> {
-        match self.file.stat() {
-            Ok((len, id)) => Ok((len, Some(id))),
-            // The identity is only compared when known; the length is required.
-            Err(_) => Ok((self.len()?, None)),
-        }
+        self.identity
     }
 }
 
@@ -154,8 +149,7 @@ pub(crate) fn append_if_unchanged(
     let mut w = LogWriter::new(path, file);
     // IMPORTANT: from the check of the length to the end of the append, under the lock.
     w.lock(action)?;
-    let (now_len, now_id) = w.stat()?;
-    if now_id != Some(identity) || now_len != len {
+    if w.identity() != Some(identity) || w.len()? != len {
         return Ok(false);
     }
     w.append(line)?;

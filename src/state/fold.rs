@@ -239,6 +239,36 @@ fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
     acc
 }
 
+/// Remembers the event `env` of `plugin` that this process just appended at `node` (the
+/// log's last entry), on top of `before`, the value it was decided from (the fold at the
+/// entry's parent): the decoded event, and for a branch event the value after it, so that
+/// the next read or write at the new leaf neither parses the line back nor applies the
+/// event again. What it stores is what [`value_at`] would compute from the line.
+///
+/// `folds` must follow `log` (see [`Folds::follow`]).
+pub(crate) fn remember_appended(
+    folds: &mut Folds,
+    plugin: &str,
+    node: u32,
+    env: Envelope,
+    before: &Folded,
+) {
+    let scope = env.scope;
+    let after = match scope {
+        Scope::Branch => Some(Folded {
+            value: step::apply(&env.op, before.value.as_deref()).map(Arc::new),
+            last: Some(node),
+        }),
+        Scope::Session => None,
+    };
+    folds.cache.decoded.insert(node, Ok(Arc::new(env)));
+    if let Some(after) = after {
+        let pc = folds.cache.plugins.entry(plugin.into()).or_default();
+        pc.nearest.insert(node, Ok(Some(node)));
+        pc.at_event.insert(node, Ok(after));
+    }
+}
+
 fn to_error(log: &SessionLog, plugin: &str, bad: BadEvent) -> Error {
     let e = log.entry_at(bad.node);
     Error::BadEvent {

@@ -178,6 +178,17 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         })
     }
 
+    /// After this process appended `event` at the log's leaf, decided from `before`:
+    /// the fold memo learns it ([`fold::remember_appended`]).
+    pub(super) fn remember_appended(&self, log: &SessionLog, event: Envelope, before: &fold::Folded) {
+        let Some(node) = log.tree().leaf_index() else {
+            return;
+        };
+        self.store.with_folds(log, |f| {
+            fold::remember_appended(f, self.plugin_id(), node, event, before);
+        });
+    }
+
     fn decode(&self, log: &SessionLog, f: fold::Folded) -> Result<Option<T>> {
         match f.value {
             None => Ok(None),

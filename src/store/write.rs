@@ -1,17 +1,16 @@
 //! The in-process write, in one place: one short SQLite transaction per write, which
 //! writes nothing to the database.
 //!
-//! 1. Others' appends are read (`refresh`) before the database is locked.
-//! 2. `BEGIN IMMEDIATE`: SQLite's write lock, held to the end, excludes every other
+//! 1. `BEGIN IMMEDIATE`: SQLite's write lock, held to the end, excludes every other
 //!    writer of the database (of this session and of the others) for the whole operation;
 //!    in it the session's `write_lock` row and a running Pi's `pi_presence` row are
 //!    judged (`docs/lock.md`: a live holder within its lease refuses, a dead or expired
 //!    one is deleted). No row is written for the write.
-//! 3. Under the session file's advisory lock, what arrived meanwhile is read, the event
+//! 2. Under the session file's advisory lock, what others appended is read, the event
 //!    decided from the log as it now ends, appended and `fdatasync`ed; the lock, held from
 //!    the check of the file's end to the sync, excludes writers that use another database
 //!    (`SessionLog::append_decided`).
-//! 4. `COMMIT` (which writes no WAL frame: nothing changed).
+//! 3. `COMMIT` (which writes no WAL frame: nothing changed).
 //!
 //! The projection is not updated here: the log in memory answers this process's reads
 //! (its fold memo), and the next read through the projection, in this process or any
@@ -47,11 +46,8 @@ impl Store {
         }
         self.with_db(|db| {
             let file = log.path().to_path_buf();
-            // Others' appends are read before the database is locked, so that the
-            // transaction holds it for this write only (docs/spec.md §4: other sessions wait
-            // briefly); the append finds at most what arrived meanwhile, under the file
-            // lock, and decides from it.
-            log.refresh_before_write()?;
+            // Others' appends are read by the append, under both locks, and the event is
+            // decided from the log as it then ends: one look at the file per write.
             let conn = db.connection();
             lock::begin_write(conn, log.session_id(), action, &file)?;
             let appended = append_if_changed(state, log, op);
@@ -85,14 +81,23 @@ fn append_if_changed<T: Serialize + DeserializeOwned>(
     op: Op,
 ) -> Result<Option<String>> {
     let action = action_of(&op);
-    log.append_decided(|log| {
-        let current = state.folded(log, log.tree().leaf_index())?;
-        let event = state.key().decide(current.value.as_deref(), op)?;
-        Ok(event.map(|env| state.entry(&env)))
-    })
-    .map_err(|e| match e {
-        // The file lock refused the log's append: name the state write it was.
-        Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
-        other => other,
-    })
+    let mut decided = None;
+    let id = log
+        .append_decided(|log| {
+            let current = state.folded(log, log.tree().leaf_index())?;
+            let event = state.key().decide(current.value.as_deref(), op)?;
+            let entry = event.as_ref().map(|env| state.entry(env));
+            decided = event.map(|env| (env, current));
+            Ok(entry)
+        })
+        .map_err(|e| match e {
+            // The file lock refused the log's append: name the state write it was.
+            Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
+            other => other,
+        })?;
+    if let (Some(_), Some((event, before))) = (&id, decided) {
+        // The next read at the new leaf answers from memory, not from the line.
+        state.remember_appended(log, event, &before);
+    }
+    Ok(id)
 }

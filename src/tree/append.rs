@@ -60,10 +60,7 @@ impl SessionLog {
             && id != FileIdentity::default()
             && FileIdentity::of(&meta) != id
         {
-            return Err(Error::ChangedOnDisk {
-                path: path.clone(),
-                detail: "another file now sits at this path".into(),
-            });
+            return Err(changed_file(path));
         }
         if meta.len() < expected {
             return Err(Error::ChangedOnDisk {
@@ -157,22 +154,6 @@ impl SessionLog {
         };
         self.ingest_own_line(line.as_bytes(), start)?;
         Ok(Some(id))
-    }
-
-    /// Before a write that will lock the file anyway: reads what others appended when
-    /// the open file has grown, with one `fstat` of it and no look at the path (the
-    /// append checks the path under the file lock). Without an open writer, a
-    /// [`SessionLog::refresh`].
-    pub(crate) fn refresh_before_write(&mut self) -> Result<()> {
-        if let Storage::File(Some(w)) = &self.storage
-            && w.check().is_ok()
-        {
-            let (len, _) = w.stat()?;
-            if len == self.scan.next.offset + self.tail {
-                return Ok(());
-            }
-        }
-        self.refresh()
     }
 
     /// The entry's line as a child of the leaf, with a fresh id: the id, the line and
@@ -357,30 +338,37 @@ impl SessionLog {
         let Storage::File(Some(w)) = &self.storage else {
             return unreachable_writer::<()>(&self.index.path);
         };
-        let (len, now) = w.stat()?;
-        let expected = self.scan.next.offset + self.tail;
-        if let (Some(now), Some(was)) = (now, self.identity) {
-            let on_path = on_path.or_else(|| {
-                std::fs::metadata(&self.index.path)
-                    .ok()
-                    .map(|m| FileIdentity::of(&m))
-            });
-            if now != was || on_path != Some(now) {
+        let (now, was) = (w.identity(), self.identity);
+        if let Some(on_path) = on_path {
+            // The path was looked at under the lock (its length checked and what had grown
+            // read): it must name the file this writer has open.
+            if let (Some(now), Some(was)) = (now, was)
+                && (now != was || on_path != now)
+            {
+                return Err(changed_file(&self.index.path));
+            }
+        } else {
+            // After a migration: the new file, locked, looked at through the writer.
+            let len = w.len()?;
+            let expected = self.scan.next.offset + self.tail;
+            let on_path = std::fs::metadata(&self.index.path)
+                .ok()
+                .map(|m| FileIdentity::of(&m));
+            if let (Some(now), Some(was)) = (now, was)
+                && (now != was || on_path != Some(now))
+            {
+                return Err(changed_file(&self.index.path));
+            }
+            if len < expected {
                 return Err(Error::ChangedOnDisk {
                     path: self.index.path.clone(),
-                    detail: "another file now sits at this path".into(),
+                    detail: format!("it shrank from {expected} to {len} bytes"),
                 });
             }
-        }
-        if len < expected {
-            return Err(Error::ChangedOnDisk {
-                path: self.index.path.clone(),
-                detail: format!("it shrank from {expected} to {len} bytes"),
-            });
-        }
-        if len > expected {
-            // Someone appended meanwhile: ingest their entries first.
-            self.ingest_from_disk()?;
+            if len > expected {
+                // Someone appended meanwhile: ingest their entries first.
+                self.ingest_from_disk()?;
+            }
         }
         if self.tail > 0 {
             // Close the torn tail so two records can never fuse. Its bytes stay in the
@@ -460,6 +448,13 @@ impl SessionLog {
         }
         *self = fresh;
         Ok(())
+    }
+}
+
+fn changed_file(path: &Path) -> Error {
+    Error::ChangedOnDisk {
+        path: path.to_path_buf(),
+        detail: "another file now sits at this path".into(),
     }
 }
 
