@@ -38,6 +38,8 @@ pub(crate) fn fresh_id<E>(
 pub struct NewEntry {
     ty: String,
     fields: Map<String, Value>,
+    /// A `custom` entry's `data`, already printed ([`NewEntry::custom_printed`]).
+    printed_data: Option<String>,
 }
 
 impl NewEntry {
@@ -46,6 +48,17 @@ impl NewEntry {
         NewEntry {
             ty: ty.into(),
             fields,
+            printed_data: None,
+        }
+    }
+    /// [`NewEntry::custom`] with `data` already printed as [`crate::json::to_string_exact`]
+    /// prints it: the line is the same, and the value is not copied to be printed.
+    pub(crate) fn custom_printed(custom_type: String, data: String) -> NewEntry {
+        let mut fields = Map::new();
+        fields.insert("customType".into(), Value::String(custom_type));
+        NewEntry {
+            printed_data: Some(data),
+            ..NewEntry::new("custom", fields)
         }
     }
     /// A `custom` entry, laid out as Pi's `appendCustomEntry` writes it.
@@ -82,7 +95,9 @@ impl NewEntry {
     /// The line with the timestamp `timestamp`.
     fn line_at(&self, id: &str, parent: Option<&str>, timestamp: &str) -> String {
         const RESERVED: [&str; 4] = ["type", "id", "parentId", "timestamp"];
-        if self.ty == "custom" && !self.fields.keys().any(|k| RESERVED.contains(&k.as_str())) {
+        if self.printed_data.is_some()
+            || (self.ty == "custom" && !self.fields.keys().any(|k| RESERVED.contains(&k.as_str())))
+        {
             return self.custom_line(id, parent, timestamp);
         }
         self.object_line(id, parent, timestamp)
@@ -129,6 +144,10 @@ impl NewEntry {
             line.push(':');
             line.push_str(&crate::json::to_string_exact(v));
         }
+        if let Some(data) = &self.printed_data {
+            line.push_str(",\"data\":");
+            line.push_str(data);
+        }
         line.push_str(",\"id\":");
         line.push_str(&text(id));
         line.push_str(",\"parentId\":");
@@ -172,6 +191,11 @@ mod tests {
         let e = NewEntry::new("custom", fields);
         let line = e.line_at("0123abcd", None, "t");
         assert_eq!(line, "{\"type\":\"custom\",\"id\":\"0123abcd\",\"parentId\":null,\"timestamp\":\"t\"}\n");
+        // Data printed before: the same line as the value printed with the entry.
+        let v = json!({"v": 1, "scope": "branch", "op": "set", "value": [1.5, {"b": null}]});
+        let printed = NewEntry::custom_printed("ct".into(), crate::json::to_string_exact(&v));
+        let whole = NewEntry::custom("ct", Some(v));
+        assert_eq!(printed.line_at("i", Some("p"), "t"), whole.object_line("i", Some("p"), "t"));
         let none = NewEntry::custom("x", None);
         assert_eq!(none.line_at("i", None, "t"), none.object_line("i", None, "t"));
     }

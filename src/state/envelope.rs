@@ -111,6 +111,26 @@ impl Envelope {
         Value::Object(m)
     }
 
+    /// [`Envelope::to_data`] printed as [`crate::json::to_string_exact`] prints it,
+    /// without building the object first.
+    pub(crate) fn data_text(&self) -> String {
+        let (op, arg) = match &self.op {
+            Op::Set(v) => ("set", Some(("value", v))),
+            Op::Patch(p) => ("patch", Some(("patch", p))),
+            Op::Drop => ("drop", None),
+        };
+        let mut s = format!(
+            "{{\"v\":{ENVELOPE_VERSION},\"scope\":\"{}\",\"op\":\"{op}\"",
+            self.scope.as_str()
+        );
+        if let Some((key, v)) = arg {
+            s.push_str(&format!(",\"{key}\":"));
+            s.push_str(&crate::json::to_string_exact(v));
+        }
+        s.push('}');
+        s
+    }
+
     /// Decodes an event's `data`.
     pub(crate) fn decode(data: Option<&RawValue>) -> Result<Envelope, DecodeError> {
         let err = |scope, detail: String| DecodeError { scope, detail };
@@ -156,5 +176,28 @@ impl Envelope {
             None => return Err(err(Some(scope), "`op` is missing or not a string".into())),
         };
         Ok(Envelope { scope, op })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_printed_data_is_the_data_printed() {
+        let tricky = crate::json::from_str(r#"{"z":[1e400,-0.0,1.0],"\ud800":"é","0":null}"#)
+            .expect("parses");
+        for scope in [Scope::Branch, Scope::Session] {
+            for op in [
+                Op::Set(tricky.clone()),
+                Op::Set(json!(null)),
+                Op::Patch(json!({"a": {"b": null}})),
+                Op::Drop,
+            ] {
+                let env = Envelope { scope, op };
+                assert_eq!(env.data_text(), crate::json::to_string_exact(&env.to_data()));
+            }
+        }
     }
 }

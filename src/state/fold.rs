@@ -241,9 +241,9 @@ fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
 
 /// Remembers the event `env` of `plugin` that this process just appended at `node` (the
 /// log's last entry), on top of `before`, the value it was decided from (the fold at the
-/// entry's parent): the decoded event, and for a branch event the value after it, so that
-/// the next read or write at the new leaf neither parses the line back nor applies the
-/// event again. What it stores is what [`value_at`] would compute from the line.
+/// entry's parent, or the session fold): the value after it, so that the next read or
+/// write at the new leaf neither parses the line back nor applies the event again. What
+/// it stores is what [`value_at`] would compute from the line.
 ///
 /// `folds` must follow `log` (see [`Folds::follow`]).
 pub(crate) fn remember_appended(
@@ -251,21 +251,33 @@ pub(crate) fn remember_appended(
     plugin: &str,
     node: u32,
     env: Envelope,
-    before: &Folded,
+    before: Folded,
 ) {
     let scope = env.scope;
-    let after = match scope {
-        Scope::Branch => Some(Folded {
-            value: step::apply(&env.op, before.value.as_deref()).map(Arc::new),
-            last: Some(node),
-        }),
-        Scope::Session => None,
+    let mut value = before.value;
+    step::apply_shared(env.op, &mut value);
+    let after = Folded {
+        value,
+        last: Some(node),
     };
-    folds.cache.decoded.insert(node, Ok(Arc::new(env)));
-    if let Some(after) = after {
-        let pc = folds.cache.plugins.entry(plugin.into()).or_default();
-        pc.nearest.insert(node, Ok(Some(node)));
-        pc.at_event.insert(node, Ok(after));
+    match scope {
+        Scope::Branch => {
+            let pc = folds.cache.plugins.entry(plugin.into()).or_default();
+            pc.nearest.insert(node, Ok(Some(node)));
+            pc.at_event.insert(node, Ok(after));
+        }
+        Scope::Session => {
+            // Only when the memo had folded every earlier event of this plugin (the
+            // value decided from) and this is its last.
+            let mine = folds.index.plugin_events(plugin);
+            let last = mine.last().map(|&ev| folds.index.events()[ev as usize].node);
+            let count = mine.len();
+            let pc = folds.cache.plugins.entry(plugin.into()).or_default();
+            if last == Some(node) && pc.session_next + 1 == count && matches!(pc.session, Some(Ok(_))) {
+                pc.session_next = count;
+                pc.session = Some(Ok(after));
+            }
+        }
     }
 }
 

@@ -98,7 +98,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// The entry that appends `event` (a [`StateKey::decide`]d one) for this state: every
     /// writer builds its line from it.
     pub(super) fn entry(&self, event: &Envelope) -> NewEntry {
-        NewEntry::custom(self.custom_type().to_owned(), Some(event.to_data()))
+        NewEntry::custom_printed(self.custom_type().to_owned(), event.data_text())
     }
 
     /// The value at the log's active leaf: `None` when absent, `Some` (possibly of a
@@ -180,7 +180,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
 
     /// After this process appended `event` at the log's leaf, decided from `before`:
     /// the fold memo learns it ([`fold::remember_appended`]).
-    pub(super) fn remember_appended(&self, log: &SessionLog, event: Envelope, before: &fold::Folded) {
+    pub(super) fn remember_appended(&self, log: &SessionLog, event: Envelope, before: fold::Folded) {
         let Some(node) = log.tree().leaf_index() else {
             return;
         };

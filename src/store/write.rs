@@ -97,7 +97,7 @@ fn append_if_changed<T: Serialize + DeserializeOwned>(
         })?;
     if let (Some(_), Some((event, before))) = (&id, decided) {
         // The next read at the new leaf answers from memory, not from the line.
-        state.remember_appended(log, event, &before);
+        state.remember_appended(log, event, before);
     }
     Ok(id)
 }
