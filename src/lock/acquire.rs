@@ -77,17 +77,36 @@ fn judge(
 /// The connection must not be inside a transaction.
 ///
 /// [`Store::lock`]: crate::Store::lock
+///
+/// `clear` remembers a judgement that found nothing in the way; while no other connection
+/// has committed to the database since (`PRAGMA data_version`) and this one has changed
+/// nothing (`total_changes`), the rows are the same and are not read again.
 pub(crate) fn begin_write(
     conn: &Connection,
     session_id: &str,
     action: &str,
     session_file: &Path,
+    clear: &mut ClearRows,
 ) -> Result<(), Refused> {
     let err = || LockError::database("acquire the lock", session_id);
     // Prepared once per connection: a write runs this and `end_write` every time.
     conn.prepare_cached("BEGIN IMMEDIATE")
         .and_then(|mut q| q.execute([]))
         .map_err(err())?;
+    // Read in the transaction: the version of the database this write sees.
+    let version = match conn
+        .prepare_cached("PRAGMA data_version")
+        .and_then(|mut q| q.query_row([], |r| r.get::<_, i64>(0)))
+    {
+        Ok(v) => (v, conn.total_changes()),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(err()(e));
+        }
+    };
+    if clear.is(session_id, version) {
+        return Ok(());
+    }
     let judged = (|| {
         // The table exists (the projection creates it); only a database changed by hand
         // since needs the schema check.
@@ -110,10 +129,41 @@ pub(crate) fn begin_write(
         }
         Ok(())
     })();
-    if judged.is_err() {
-        let _ = conn.execute_batch("ROLLBACK");
+    match &judged {
+        Err(_) => {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        // Nothing deleted: the rows are as they were read.
+        Ok(()) if conn.total_changes() == version.1 => clear.remember(session_id, version),
+        Ok(()) => clear.forget(),
     }
     judged
+}
+
+/// A judgement of the rows that found nothing in the way of a write of one session, and
+/// the version of the database it read ([`begin_write`]).
+#[derive(Debug, Default)]
+pub(crate) struct ClearRows {
+    seen: Option<(String, (i64, u64))>,
+}
+
+impl ClearRows {
+    fn is(&self, session_id: &str, version: (i64, u64)) -> bool {
+        self.seen
+            .as_ref()
+            .is_some_and(|(s, v)| s == session_id && *v == version)
+    }
+
+    fn remember(&mut self, session_id: &str, version: (i64, u64)) {
+        match &mut self.seen {
+            Some((s, v)) if s == session_id => *v = version,
+            seen => *seen = Some((session_id.to_owned(), version)),
+        }
+    }
+
+    fn forget(&mut self) {
+        self.seen = None;
+    }
 }
 
 /// Commits the transaction [`begin_write`] opened (which wrote at most a dead holder's row
@@ -286,7 +336,7 @@ mod tests {
     fn a_write_transaction_judges_the_row_and_writes_none() {
         let conn = lock_db();
         let file = Path::new("/s.jsonl");
-        begin_write(&conn, "s", "write", file).expect("no row");
+        begin_write(&conn, "s", "write", file, &mut ClearRows::default()).expect("no row");
         assert!(!conn.is_autocommit(), "the transaction stays open");
         assert_eq!(holder_of(&conn), None, "no row is written for the write");
         conn.execute_batch("COMMIT").expect("commit");
@@ -295,7 +345,8 @@ mod tests {
             .expect("the parent runs")
             .to_string();
         plant(&conn, &parent, now_ms());
-        let err = begin_write(&conn, "s", "patch", file).expect_err("a live holder");
+        let err = begin_write(&conn, "s", "patch", file, &mut ClearRows::default())
+            .expect_err("a live holder");
         assert!(
             matches!(&*err, LockError::Held { initiator, action, object, .. }
                 if *initiator == parent && action == "patch" && object == "s"),
@@ -305,7 +356,8 @@ mod tests {
         assert_eq!(holder_of(&conn), Some(parent.clone()), "its row stands");
 
         plant(&conn, &parent, now_ms() - LEASE_MS - 1);
-        begin_write(&conn, "s", "write", file).expect("an expired lease");
+        begin_write(&conn, "s", "write", file, &mut ClearRows::default())
+            .expect("an expired lease");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), None, "taken over: deleted");
 
@@ -314,13 +366,58 @@ mod tests {
         let dead = me.replacen(";start:", ";start:9", 1);
         assert_ne!(dead, me);
         plant(&conn, &dead, now_ms());
-        begin_write(&conn, "s", "write", file).expect("a dead holder");
+        begin_write(&conn, "s", "write", file, &mut ClearRows::default()).expect("a dead holder");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), None, "taken over: deleted");
 
         plant(&conn, &me, now_ms());
-        begin_write(&conn, "s", "write", file).expect("our own row");
+        begin_write(&conn, "s", "write", file, &mut ClearRows::default()).expect("our own row");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), Some(me), "left to its owner");
+    }
+
+    /// The memo of a clear judgement stands only while nothing changed: a row another
+    /// connection commits, or one this connection writes, is read and refuses.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_remembered_clear_judgement_sees_every_new_row() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("lock.sqlite");
+        let open = || {
+            let c = Connection::open(&db).expect("open");
+            c.busy_timeout(std::time::Duration::from_secs(10)).expect("busy");
+            c.pragma_update(None, "journal_mode", "WAL").expect("wal");
+            c
+        };
+        let (mine, other) = (open(), open());
+        ensure_schema(&mine).expect("schema");
+        let file = Path::new("/s.jsonl");
+        let mut clear = ClearRows::default();
+        for _ in 0..2 {
+            begin_write(&mine, "s", "write", file, &mut clear).expect("no row");
+            mine.execute_batch("COMMIT").expect("commit");
+        }
+        assert!(clear.seen.is_some(), "a clear judgement is remembered");
+        let parent = Holder::for_pid(std::os::unix::process::parent_id())
+            .expect("the parent runs")
+            .to_string();
+        // Another connection's row.
+        plant(&other, &parent, now_ms());
+        let err = begin_write(&mine, "s", "write", file, &mut clear).expect_err("seen");
+        assert!(matches!(&*err, LockError::Held { .. }), "{err:?}");
+        other.execute("DELETE FROM write_lock", []).expect("delete");
+        begin_write(&mine, "s", "write", file, &mut clear).expect("no row again");
+        mine.execute_batch("COMMIT").expect("commit");
+        // This connection's own change (no other connection committed).
+        plant(&mine, &parent, now_ms());
+        let err = begin_write(&mine, "s", "patch", file, &mut clear).expect_err("seen");
+        assert!(matches!(&*err, LockError::Held { .. }), "{err:?}");
+        // Another session's memo does not answer for this one.
+        mine.execute("DELETE FROM write_lock", []).expect("delete");
+        begin_write(&mine, "t", "write", file, &mut clear).expect("no row for t");
+        mine.execute_batch("COMMIT").expect("commit");
+        plant(&mine, &parent, now_ms());
+        mine.execute("UPDATE write_lock SET session_id = 's'", []).expect("move");
+        assert!(begin_write(&mine, "s", "write", file, &mut clear).is_err());
     }
 }

@@ -190,13 +190,22 @@ mod tests {
         fields.insert("id".into(), json!("mine"));
         let e = NewEntry::new("custom", fields);
         let line = e.line_at("0123abcd", None, "t");
-        assert_eq!(line, "{\"type\":\"custom\",\"id\":\"0123abcd\",\"parentId\":null,\"timestamp\":\"t\"}\n");
+        assert_eq!(
+            line,
+            "{\"type\":\"custom\",\"id\":\"0123abcd\",\"parentId\":null,\"timestamp\":\"t\"}\n"
+        );
         // Data printed before: the same line as the value printed with the entry.
         let v = json!({"v": 1, "scope": "branch", "op": "set", "value": [1.5, {"b": null}]});
         let printed = NewEntry::custom_printed("ct".into(), crate::json::to_string_exact(&v));
         let whole = NewEntry::custom("ct", Some(v));
-        assert_eq!(printed.line_at("i", Some("p"), "t"), whole.object_line("i", Some("p"), "t"));
+        assert_eq!(
+            printed.line_at("i", Some("p"), "t"),
+            whole.object_line("i", Some("p"), "t")
+        );
         let none = NewEntry::custom("x", None);
-        assert_eq!(none.line_at("i", None, "t"), none.object_line("i", None, "t"));
+        assert_eq!(
+            none.line_at("i", None, "t"),
+            none.object_line("i", None, "t")
+        );
     }
 }

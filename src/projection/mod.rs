@@ -114,6 +114,8 @@ pub(crate) struct Projection {
     /// Catch-up reports of this connection, newest last (tests and benches read them).
     last_catch_up: Option<CatchUp>,
     chunks: ChunkPolicy,
+    /// The last write's judgement of the lock rows, while it stands (`lock::begin_write`).
+    clear_rows: crate::lock::ClearRows,
 }
 
 pub(crate) fn db_err(
@@ -156,6 +158,7 @@ impl Projection {
                     path: path.to_path_buf(),
                     last_catch_up: None,
                     chunks: ChunkPolicy::default(),
+                    clear_rows: Default::default(),
                 });
             }
             Ok(Err(())) => "an older schema".to_string(),
@@ -178,6 +181,7 @@ impl Projection {
             path: path.to_path_buf(),
             last_catch_up: None,
             chunks: ChunkPolicy::default(),
+            clear_rows: Default::default(),
         })
     }
 
@@ -206,6 +210,11 @@ impl Projection {
     /// The connection (for the lock).
     pub fn connection(&mut self) -> &mut Connection {
         &mut self.conn
+    }
+
+    /// The connection and the memo of its last write's judgement of the lock rows.
+    pub(crate) fn write_parts(&mut self) -> (&Connection, &mut crate::lock::ClearRows) {
+        (&self.conn, &mut self.clear_rows)
     }
 
     /// What the last catch-up did.

@@ -196,7 +196,10 @@ mod tests {
                 Op::Drop,
             ] {
                 let env = Envelope { scope, op };
-                assert_eq!(env.data_text(), crate::json::to_string_exact(&env.to_data()));
+                assert_eq!(
+                    env.data_text(),
+                    crate::json::to_string_exact(&env.to_data())
+                );
             }
         }
     }

@@ -65,6 +65,14 @@ struct FoldCache {
 }
 
 impl FoldCache {
+    /// The memo of `plugin` (made on first use; its name is copied only then).
+    fn plugin(&mut self, plugin: &str) -> &mut PluginCache {
+        if !self.plugins.contains_key(plugin) {
+            self.plugins.insert(plugin.into(), PluginCache::default());
+        }
+        self.plugins.get_mut(plugin).expect("inserted above")
+    }
+
     fn decode(
         &mut self,
         log: &SessionLog,
@@ -160,7 +168,7 @@ fn nearest_branch_event(
         }
     };
     f.steps += above.steps;
-    let pc = f.cache.plugins.entry(plugin.into()).or_default();
+    let pc = f.cache.plugin(plugin);
     for v in visited {
         pc.nearest.insert(v, result.clone());
     }
@@ -191,7 +199,7 @@ fn branch_at(f: &mut Folds, log: &SessionLog, plugin: &str, node: u32) -> FoldRe
             None => None,
         };
     }
-    let pc = f.cache.plugins.entry(plugin.into()).or_default();
+    let pc = f.cache.plugin(plugin);
     let mut acc = base;
     for (e, env) in chain.into_iter().rev() {
         acc = Folded {
@@ -207,7 +215,7 @@ fn branch_at(f: &mut Folds, log: &SessionLog, plugin: &str, node: u32) -> FoldRe
 /// since the last call are folded on.
 fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
     let (next, mut acc) = {
-        let pc = f.cache.plugins.entry(plugin.into()).or_default();
+        let pc = f.cache.plugin(plugin);
         (
             pc.session_next,
             pc.session.clone().unwrap_or(Ok(Folded::EMPTY)),
@@ -233,7 +241,7 @@ fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
         }
     }
     let total = mine.len();
-    let pc = f.cache.plugins.entry(plugin.into()).or_default();
+    let pc = f.cache.plugin(plugin);
     pc.session_next = total;
     pc.session = Some(acc.clone());
     acc
@@ -262,7 +270,7 @@ pub(crate) fn remember_appended(
     };
     match scope {
         Scope::Branch => {
-            let pc = folds.cache.plugins.entry(plugin.into()).or_default();
+            let pc = folds.cache.plugin(plugin);
             pc.nearest.insert(node, Ok(Some(node)));
             pc.at_event.insert(node, Ok(after));
         }
@@ -270,10 +278,15 @@ pub(crate) fn remember_appended(
             // Only when the memo had folded every earlier event of this plugin (the
             // value decided from) and this is its last.
             let mine = folds.index.plugin_events(plugin);
-            let last = mine.last().map(|&ev| folds.index.events()[ev as usize].node);
+            let last = mine
+                .last()
+                .map(|&ev| folds.index.events()[ev as usize].node);
             let count = mine.len();
-            let pc = folds.cache.plugins.entry(plugin.into()).or_default();
-            if last == Some(node) && pc.session_next + 1 == count && matches!(pc.session, Some(Ok(_))) {
+            let pc = folds.cache.plugin(plugin);
+            if last == Some(node)
+                && pc.session_next + 1 == count
+                && matches!(pc.session, Some(Ok(_)))
+            {
                 pc.session_next = count;
                 pc.session = Some(Ok(after));
             }

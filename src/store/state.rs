@@ -180,7 +180,12 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
 
     /// After this process appended `event` at the log's leaf, decided from `before`:
     /// the fold memo learns it ([`fold::remember_appended`]).
-    pub(super) fn remember_appended(&self, log: &SessionLog, event: Envelope, before: fold::Folded) {
+    pub(super) fn remember_appended(
+        &self,
+        log: &SessionLog,
+        event: Envelope,
+        before: fold::Folded,
+    ) {
         let Some(node) = log.tree().leaf_index() else {
             return;
         };

@@ -58,9 +58,9 @@ impl Store {
                 }
             };
             let db_path = db.path().to_path_buf();
-            let conn = db.connection();
             let action = super::write::action_of(&op);
-            lock::begin_write(conn, &session_id, action, file)?;
+            let (conn, clear) = db.write_parts();
+            lock::begin_write(conn, &session_id, action, file, clear)?;
             let (tail, line, id) = match decide(conn, &db_path, file, at, state, op) {
                 Ok(Ok(Some(decided))) => decided,
                 Ok(Ok(None)) => {

@@ -144,10 +144,12 @@ impl SessionLog {
         }
         // IMPORTANT: the file lock is held from the check of the file's end (in
         // `prepare_file_append`) to the end of the `fdatasync`.
-        let written = self.prepare_file_append().and_then(|()| match decide(self)? {
-            Some(entry) => self.write_entry(&entry).map(Some),
-            None => Ok(None),
-        });
+        let written = self
+            .prepare_file_append()
+            .and_then(|()| match decide(self)? {
+                Some(entry) => self.write_entry(&entry).map(Some),
+                None => Ok(None),
+            });
         self.unlock_file();
         let Some((id, line, start)) = written? else {
             return Ok(None);
