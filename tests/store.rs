@@ -191,3 +191,63 @@ fn force_refresh_clears_the_lock_row_drops_the_caches_and_rereads_the_file() {
         "no row the second time"
     );
 }
+
+/// What a write leaves in the fold memo (the value after its event, so the next read at
+/// the new leaf neither parses the line nor applies the event again) is what a log
+/// opened afresh folds from the file: in both scopes, on a fork, with others' entries and
+/// another plugin's events between the writes, and after navigating back.
+#[test]
+fn the_value_a_write_leaves_in_memory_is_the_value_folded_from_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = common::open_store(&dir.path().join("states.sqlite")).expect("store");
+    let branch = store.state::<Value>("p", Scope::Branch).expect("key");
+    let session_key = store.state::<Value>("p", Scope::Session).expect("key");
+    let other = store.state::<Value>("q", Scope::Branch).expect("key");
+    let mut log = session(dir.path(), "7");
+    let fresh = |log: &SessionLog, key: &SessionState<Value>| {
+        // Another store (no memo) on a log read from the file, at the same leaf.
+        let fdir = tempfile::tempdir().expect("tempdir");
+        let s = common::open_store(&fdir.path().join("f.sqlite")).expect("store");
+        let k = s.state::<Value>("p", key.scope()).expect("key");
+        let mut l = SessionLog::open(log.path()).expect("open");
+        match log.leaf_id() {
+            Some(id) => l.navigate(id).expect("navigate"),
+            None => l.reset_leaf(),
+        }
+        k.read(&l).expect("read")
+    };
+    let mut fork_at = None;
+    for i in 0..24u32 {
+        let key = if i % 3 == 2 { &session_key } else { &branch };
+        let wrote = match i % 4 {
+            0 => key.write(&mut log, &json!({"i": i, "list": [i, "x"]})),
+            1 => key.patch(&mut log, &json!({"p": i, "i": null})),
+            2 => key.drop(&mut log),
+            _ => key.patch(&mut log, &json!({"deep": {"n": i}})),
+        }
+        .expect("write");
+        for k in [&branch, &session_key] {
+            assert_eq!(
+                k.read(&log).expect("read"),
+                fresh(&log, k),
+                "step {i} {:?}",
+                k.scope()
+            );
+        }
+        if wrote.is_some() && i == 9 {
+            fork_at = log.leaf_id().map(str::to_owned);
+        }
+        if i % 5 == 4 {
+            log.append(NewEntry::message(
+                json!({"role": "assistant", "content": "ok"}),
+            ))
+            .expect("append");
+            other.write(&mut log, &json!(i)).expect("write q");
+        }
+        if i == 15 {
+            // A fork: back to an earlier own event, and on from there.
+            log.navigate(fork_at.as_deref().expect("a write at step 9"))
+                .expect("navigate");
+        }
+    }
+}

@@ -385,7 +385,8 @@ mod tests {
         let db = dir.path().join("lock.sqlite");
         let open = || {
             let c = Connection::open(&db).expect("open");
-            c.busy_timeout(std::time::Duration::from_secs(10)).expect("busy");
+            c.busy_timeout(std::time::Duration::from_secs(10))
+                .expect("busy");
             c.pragma_update(None, "journal_mode", "WAL").expect("wal");
             c
         };
@@ -417,7 +418,8 @@ mod tests {
         begin_write(&mine, "t", "write", file, &mut clear).expect("no row for t");
         mine.execute_batch("COMMIT").expect("commit");
         plant(&mine, &parent, now_ms());
-        mine.execute("UPDATE write_lock SET session_id = 's'", []).expect("move");
+        mine.execute("UPDATE write_lock SET session_id = 's'", [])
+            .expect("move");
         assert!(begin_write(&mine, "s", "write", file, &mut clear).is_err());
     }
 }
