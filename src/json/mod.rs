@@ -206,7 +206,11 @@ pub fn check_numbers(v: &Value) -> Result<(), JsonError> {
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
         match v {
-            Value::Number(n) if !n.is_f64() => check_literal(&n.to_string())?,
+            // An integer of at most 2^53 in magnitude is a double exactly, and JavaScript
+            // prints it with the same digits: only larger ones need the literal's check.
+            Value::Number(n) if !n.is_f64() && !exact_integer(n) => {
+                check_literal(&n.to_string())?;
+            }
             Value::String(_) => {
                 if let Some(negative) = infinity(v) {
                     return Err(JsonError::NonFinite { negative });
@@ -218,6 +222,15 @@ pub fn check_numbers(v: &Value) -> Result<(), JsonError> {
         }
     }
     Ok(())
+}
+
+/// An integer a double holds exactly and JavaScript prints digit for digit: |n| ≤ 2^53.
+fn exact_integer(n: &serde_json::Number) -> bool {
+    const MAX: u64 = 1 << 53;
+    n.as_u64()
+        .map(|u| u <= MAX)
+        .or_else(|| n.as_i64().map(|i| i.unsigned_abs() <= MAX))
+        .unwrap_or(false)
 }
 
 /// Prints `v` as compact JSON, byte for byte as Pi's `JSON.stringify` prints the value

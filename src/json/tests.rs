@@ -407,3 +407,25 @@ fn javascript_number_printing() {
         "{\n  \"a\": [\n    1\n  ]\n}"
     );
 }
+
+/// Integers up to 2^53 in magnitude pass without the literal's check; the next ones are
+/// still refused, as integers JavaScript would not give back.
+#[test]
+fn integers_pass_up_to_two_to_the_53rd() {
+    const MAX: u64 = 1 << 53;
+    for ok in [
+        serde_json::json!(MAX),
+        serde_json::json!(-(MAX as i64)),
+        serde_json::json!([0, 1, -1, u32::MAX]),
+    ] {
+        assert!(check_numbers(&ok).is_ok(), "{ok}");
+    }
+    for bad in [
+        serde_json::json!(MAX + 1),
+        serde_json::json!(-(MAX as i64) - 1),
+        serde_json::json!({"n": u64::MAX}),
+        serde_json::json!(i64::MIN),
+    ] {
+        assert!(check_numbers(&bad).is_err(), "{bad}");
+    }
+}

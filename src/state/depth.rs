@@ -31,13 +31,12 @@ pub(crate) fn depth_of(value: &Value) -> usize {
     let mut max = 0;
     let mut stack = vec![(value, 0usize)];
     while let Some((v, d)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match v {
-            Value::Array(a) => Box::new(a.iter()),
-            Value::Object(o) => Box::new(o.values()),
+        match v {
+            Value::Array(a) => stack.extend(a.iter().map(|c| (c, d + 1))),
+            Value::Object(o) => stack.extend(o.values().map(|c| (c, d + 1))),
             _ => continue,
-        };
+        }
         max = max.max(d + 1);
-        stack.extend(children.map(|c| (c, d + 1)));
     }
     max
 }
