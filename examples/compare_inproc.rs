@@ -21,7 +21,8 @@
 //! per round in one run (a raw append, `SessionState::write`, LangGraph's
 //! `SqliteSaver.put`): it prints `{"line_bytes": N}` once, then answers each stdin line
 //! `raw` or `write` with the microseconds that one operation took (timed here, so the
-//! pipe is not in the figure). Empty line or EOF ends it.
+//! pipe is not in the figure), and `pairs N` with `write`'s JSON object for N pairs run
+//! back to back in this process (no pipe between them). Empty line or EOF ends it.
 //!
 //! Prints one JSON object. Times are medians over N runs, in milliseconds (`read`) or
 //! microseconds (`write`). `read` first warms the projection (a catch-up of the whole
@@ -172,7 +173,11 @@ impl Drop for Writer {
 }
 
 fn write(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
-    let mut w = Writer::open(file, plugin, db);
+    pairs(&mut Writer::open(file, plugin, db), n)
+}
+
+/// `n` pairs of a raw append and a write, back to back, the order alternating.
+fn pairs(w: &mut Writer, n: usize) -> Value {
     let (mut ours, mut floor, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for i in 1..=n {
         // Alternate the order within the pair, so that neither always goes first.
@@ -202,7 +207,14 @@ fn serve(file: &Path, plugin: &str, db: &Path) {
     writeln!(out, "{}", json!({"line_bytes": w.line.len()})).expect("stdout");
     out.flush().expect("stdout");
     for cmd in std::io::stdin().lock().lines() {
-        let us = match cmd.expect("stdin").as_str() {
+        let cmd = cmd.expect("stdin");
+        if let Some(n) = cmd.strip_prefix("pairs ") {
+            let n = n.parse().expect("serve: pairs N");
+            writeln!(out, "{}", pairs(&mut w, n)).expect("stdout");
+            out.flush().expect("stdout");
+            continue;
+        }
+        let us = match cmd.as_str() {
             "raw" => w.raw(),
             "write" => w.write(),
             "" => break,

@@ -18,6 +18,11 @@ every round runs three operations, in an order that rotates from round to round:
 Reported per size: the medians of each operation, and the medians of the per-round
 ratios write/raw and put/raw (each round's ratios share one device state: the
 `fdatasync` latency of a shared virtual disk drifts by several times within seconds).
+In these rounds every operation of the Rust process starts after it waited on the pipe
+while Python ran `put`: its caches are cold. Then, `back_to_back`: 2 x rounds pairs of
+the raw append and the write run back to back in the Rust process (the order alternating
+within each pair), on the same session and device, the median of the per-pair ratios:
+the write on a process that keeps writing.
 Times are from the processes' own monotonic clocks; no external timing tool. Prints one
 JSON object.
 """
@@ -103,6 +108,11 @@ def measure(inproc, floor, work, entries, rounds):
             times[op].append(us)
         write_ratio.append(got["write"] / got["raw"])
         put_ratio.append(got["put"] / got["raw"])
+    # The same write and floor back to back in the Rust process, the order alternating
+    # within each pair (`compare_inproc write`'s method), in this run on this session.
+    rust.stdin.write(f"pairs {2 * rounds}\n")
+    rust.stdin.flush()
+    back_to_back = json.loads(rust.stdout.readline())
     rust.stdin.write("\n")
     rust.stdin.close()
     rust.wait()
@@ -117,6 +127,11 @@ def measure(inproc, floor, work, entries, rounds):
         "median_us": {op: statistics.median(v) for op, v in times.items()},
         "median_ratio_write_to_raw": statistics.median(write_ratio),
         "median_ratio_put_to_raw": statistics.median(put_ratio),
+        "back_to_back": {
+            "pairs": 2 * rounds,
+            "median_us": {"raw": back_to_back["raw_fdatasync_us"], "write": back_to_back["write_us"]},
+            "median_ratio_write_to_raw": back_to_back["median_pair_ratio"],
+        },
     }
 
 

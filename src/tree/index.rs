@@ -107,7 +107,11 @@ impl EntrySink for Index {
         if matches!(ty, EntryType::Custom | EntryType::CustomMessage)
             && let Some(ct) = e.raw.custom_type.and_then(raw_str)
         {
-            let (ci, _) = self.custom_types.insert_full(ct.into());
+            // A known customType is looked up, not copied again.
+            let ci = match self.custom_types.get_index_of(&*ct) {
+                Some(ci) => ci,
+                None => self.custom_types.insert_full(ct.into()).0,
+            };
             custom = Some(ci as u32);
         }
         if ty == EntryType::Custom
