@@ -32,14 +32,43 @@ pub(crate) fn decide(
     current: Option<&Value>,
     op: Op,
 ) -> Result<Option<Envelope>, TooDeepResult> {
-    let next = op.apply(current);
-    if crate::json::js_eq_opt(next.as_ref(), current) {
+    decide_next(scope, current, op).map(|d| d.map(|d| d.event))
+}
+
+/// A decided event and, for a `patch`, the value after it (a `set`'s is its own value,
+/// a `drop`'s none): what [`decide`] computed to compare, kept for the caller.
+#[derive(Debug)]
+pub(crate) struct Decided {
+    pub event: Envelope,
+    pub patched: Option<Value>,
+}
+
+/// [`decide`], keeping the patched value. A `set` and a `drop` are compared without
+/// copying anything.
+pub(crate) fn decide_next(
+    scope: Scope,
+    current: Option<&Value>,
+    op: Op,
+) -> Result<Option<Decided>, TooDeepResult> {
+    let patched = match &op {
+        Op::Patch(_) => op.apply(current),
+        Op::Set(_) | Op::Drop => None,
+    };
+    let next = match &op {
+        Op::Set(v) => Some(v),
+        Op::Drop => None,
+        Op::Patch(_) => patched.as_ref(),
+    };
+    if crate::json::js_eq_opt(next, current) {
         return Ok(None);
     }
-    if let Some(next) = &next {
+    if let Some(next) = next {
         check_result(next)?;
     }
-    Ok(Some(Envelope { scope, op }))
+    Ok(Some(Decided {
+        event: Envelope { scope, op },
+        patched,
+    }))
 }
 
 /// Refuses a value this crate could not read back inside an event's `data`.

@@ -11,6 +11,7 @@
 //! The memo ([`Folds`]) belongs to whoever keeps a log open: the store keeps one per log
 //! it has read; tools that only look build one for the call.
 
+use super::decide::Decided;
 use super::envelope::{DecodeError, Envelope, Op, Scope};
 use super::index::{StateIndex, data_of};
 use super::step;
@@ -247,25 +248,23 @@ fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
     acc
 }
 
-/// Remembers the event `env` of `plugin` that this process just appended at `node` (the
-/// log's last entry), on top of `before`, the value it was decided from (the fold at the
-/// entry's parent, or the session fold): the value after it, so that the next read or
+/// Remembers the event of `plugin` that this process just appended at `node` (the log's
+/// last entry), as [`super::decide::decide_next`] decided it from the value at the
+/// entry's parent (or the session fold): the value after it, so that the next read or
 /// write at the new leaf neither parses the line back nor applies the event again. What
 /// it stores is what [`value_at`] would compute from the line.
 ///
 /// `folds` must follow `log` (see [`Folds::follow`]).
-pub(crate) fn remember_appended(
-    folds: &mut Folds,
-    plugin: &str,
-    node: u32,
-    env: Envelope,
-    before: Folded,
-) {
-    let scope = env.scope;
-    let mut value = before.value;
-    step::apply_shared(env.op, &mut value);
+pub(crate) fn remember_appended(folds: &mut Folds, plugin: &str, node: u32, decided: Decided) {
+    let Decided { event, patched } = decided;
+    let scope = event.scope;
+    let value = match event.op {
+        Op::Set(v) => Some(v),
+        Op::Drop => None,
+        Op::Patch(_) => patched,
+    };
     let after = Folded {
-        value,
+        value: value.map(Arc::new),
         last: Some(node),
     };
     match scope {

@@ -19,7 +19,7 @@
 //! # Ok::<(), session_state::Error>(())
 //! ```
 
-use super::decide::{TooDeepResult, check_result, decide};
+use super::decide::{Decided, TooDeepResult, check_result, decide, decide_next};
 use super::depth::{self, MAX_DEPTH};
 use super::envelope::{Envelope, Op, STATE_PREFIX, Scope};
 use crate::error::{Error, Result};
@@ -206,6 +206,11 @@ impl<T> StateKey<T> {
     /// beyond 2^53) passes, so that writes on top of it keep working.
     pub fn decide(&self, current: Option<&Value>, op: Op) -> Result<Option<Envelope>> {
         decide(self.scope, current, op).map_err(|e| self.too_deep_result(e))
+    }
+
+    /// [`StateKey::decide`], keeping the value a `patch` leaves (for the fold memo).
+    pub(crate) fn decide_next(&self, current: Option<&Value>, op: Op) -> Result<Option<Decided>> {
+        decide_next(self.scope, current, op).map_err(|e| self.too_deep_result(e))
     }
 
     /// Refuses the value a write would leave when this crate could not read it back, as

@@ -16,6 +16,7 @@
 use super::Store;
 use crate::error::{Error, Result};
 use crate::log::NewEntry;
+use crate::state::decide::Decided;
 use crate::state::envelope::{Envelope, Op, Scope};
 use crate::state::fold::{self, HistoryEntry};
 use crate::state::key::StateKey;
@@ -178,19 +179,14 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         })
     }
 
-    /// After this process appended `event` at the log's leaf, decided from `before`:
-    /// the fold memo learns it ([`fold::remember_appended`]).
-    pub(super) fn remember_appended(
-        &self,
-        log: &SessionLog,
-        event: Envelope,
-        before: fold::Folded,
-    ) {
+    /// After this process appended the `decided` event at the log's leaf: the fold memo
+    /// learns the value after it ([`fold::remember_appended`]).
+    pub(super) fn remember_appended(&self, log: &SessionLog, decided: Decided) {
         let Some(node) = log.tree().leaf_index() else {
             return;
         };
         self.store.with_folds(log, |f| {
-            fold::remember_appended(f, self.plugin_id(), node, event, before);
+            fold::remember_appended(f, self.plugin_id(), node, decided);
         });
     }
 

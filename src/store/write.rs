@@ -85,9 +85,9 @@ fn append_if_changed<T: Serialize + DeserializeOwned>(
     let id = log
         .append_decided(|log| {
             let current = state.folded(log, log.tree().leaf_index())?;
-            let event = state.key().decide(current.value.as_deref(), op)?;
-            let entry = event.as_ref().map(|env| state.entry(env));
-            decided = event.map(|env| (env, current));
+            let next = state.key().decide_next(current.value.as_deref(), op)?;
+            let entry = next.as_ref().map(|d| state.entry(&d.event));
+            decided = next;
             Ok(entry)
         })
         .map_err(|e| match e {
@@ -95,9 +95,9 @@ fn append_if_changed<T: Serialize + DeserializeOwned>(
             Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
             other => other,
         })?;
-    if let (Some(_), Some((event, before))) = (&id, decided) {
+    if let (Some(_), Some(decided)) = (&id, decided) {
         // The next read at the new leaf answers from memory, not from the line.
-        state.remember_appended(log, event, before);
+        state.remember_appended(log, decided);
     }
     Ok(id)
 }
