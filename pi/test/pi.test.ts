@@ -141,6 +141,69 @@ test("drop and null, an unchanged write appends nothing", async () => {
   await pi.shutdown();
 });
 
+test("a write on top of the state's own last event decides as the core does on what Pi appended since", async () => {
+  const pi = await startPi({ extensions });
+  const from = probe.reads.length;
+  const errors = probe.errors.length;
+  const events = () => customs(pi.sessionManager, "todo").length;
+  await pi.prompt("hi");
+  await probeCmd(pi, { op: "write", value: { a: 1 } });
+  // Pi's messages on top of it: an equal value appends nothing, a patch builds on it.
+  await pi.prompt("more");
+  const afterMore = pi.leaf!;
+  let n = events();
+  await probeCmd(pi, { op: "write", value: { a: 1.0 } });
+  assert.equal(events(), n, "an equal value on top of Pi's messages appends nothing");
+  await probeCmd(pi, { op: "patch", value: { b: 2 } });
+  assert.equal(events(), n + 1);
+  await pi.prompt("again");
+  n = events();
+  await probeCmd(pi, { op: "patch", value: { b: 2 } });
+  assert.equal(events(), n, "the value after the patch is known: the same patch appends nothing");
+  await probeCmd(pi, { op: "patch", value: { a: null } });
+  assert.deepEqual(last().branch, { b: 2 });
+
+  // Another writer's event of this plugin in between: its value is where the write lands.
+  await probeCmd(pi, { op: "raw", customType: "session-state/todo", data: { v: 1, scope: "branch", op: "set", value: ["z"] } });
+  await pi.prompt("and more");
+  n = events();
+  await probeCmd(pi, { op: "write", value: ["z"] });
+  assert.equal(events(), n, "the other writer's value is the current one");
+
+  // Right after a write, Pi's leaf moved back to before the patches: the value there.
+  await probeCmd(pi, { op: "write", value: ["q"] });
+  await probeCmd(pi, { op: "navigate", target: afterMore });
+  n = events();
+  await probeCmd(pi, { op: "write", value: ["q"] });
+  assert.equal(events(), n + 1, "where Pi's leaf is now, the value is { a: 1 }: appended");
+  await probeCmd(pi, { op: "write", value: ["q"] });
+  assert.equal(events(), n + 1, "and now it is [\"q\"]");
+  assert.deepEqual(probe.errors.slice(errors), []);
+  checkReads(from);
+  const r = cli(["read", pi.file!, "--plugin", "todo", "--at", pi.leaf!, "--db", pi.databasePath], pi.dir);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), ["q"]);
+
+  // Another file now at the path, whose last event holds another value: the write does not
+  // go by the value it kept, it reads the file (which the core refuses as changed on disk,
+  // or reads the other value from).
+  const file = pi.file!;
+  const text = fs.readFileSync(file, "utf8");
+  const i = text.lastIndexOf('"value":["q"]');
+  assert.ok(i > 0);
+  fs.writeFileSync(`${file}.tmp`, text.slice(0, i) + '"value":["y"]' + text.slice(i + '"value":["q"]'.length));
+  fs.renameSync(`${file}.tmp`, file);
+  n = events();
+  let refusal = "";
+  try {
+    (globalThis as any).__stateCell.todo.write(pi.context(), ["q"]);
+  } catch (e) {
+    refusal = (e as Error).message;
+  }
+  assert.ok(/changed behind this process's back/.test(refusal) || events() === n + 1, `neither refused nor appended: ${refusal}`);
+  await pi.shutdown();
+});
+
 test("bad input throws the core's message and appends nothing", async () => {
   const pi = await startPi({ extensions });
   await pi.prompt("hi");

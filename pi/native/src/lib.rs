@@ -8,15 +8,20 @@
 //! - before Pi has created the file, the entries Pi holds in memory are handed over as
 //!   JSONL bytes ([`NativeStore::load_pending`]) and folded from a detached log.
 //!
+//! A write's event is decided by the core ([`StateKey::decide`]) on the value where it
+//! lands, read as a read reads it ([`NativeStore::prepare`]), or, when Pi's leaf stands on
+//! the state's own last event with nothing of that state appended since, the value after
+//! that event ([`NativeState::prepare_on_last`]).
+//!
 //! Errors are thrown as JavaScript `Error`s whose message is the core's own
 //! (`session_state::Error`'s `Display`).
 
-use napi::bindgen_prelude::Buffer;
+use napi::bindgen_prelude::{Buffer, Either};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
-    LogOptions, Op, ProjectTrust, STATE_PREFIX, Scope, SessionLog, StateKey, Store, StoreOptions,
-    Unwritable, inspect, json,
+    FileIdentity, LogOptions, Op, ProjectTrust, STATE_PREFIX, Scope, SessionLog, StateKey, Store,
+    StoreOptions, Unwritable, inspect, json,
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -66,6 +71,132 @@ pub fn value_error(plugin_id: String, kind: String, detail: String) -> napi::Res
         other => return Err(js_err(format!("no such refusal: {other:?}"))),
     };
     Ok(key.refusal(why).to_string())
+}
+
+/// One state (a plugin id in a scope) as `openSessionState` holds it: the key, checked
+/// once, and what the state's last decided event left, for the next write.
+#[napi]
+pub struct NativeState {
+    key: StateKey,
+    last: Option<LastEvent>,
+}
+
+/// The event a state's write decided last, in a session file: the value after it (the
+/// core's fold step, [`Op::apply`], on the value the core decided it on) and the file as
+/// it was then.
+struct LastEvent {
+    file: String,
+    identity: FileIdentity,
+    len: u64,
+    value: Option<Value>,
+}
+
+impl LastEvent {
+    /// The last event in `file`, as `seen` (identity, length) when it was decided, and
+    /// the value after it.
+    fn new(file: String, seen: (FileIdentity, u64), value: Option<Value>) -> LastEvent {
+        LastEvent {
+            file,
+            identity: seen.0,
+            len: seen.1,
+            value,
+        }
+    }
+
+    /// The file's identity and length now, when it is still the file the event was
+    /// decided in: the same identity at the path, not shorter than it was. `None`
+    /// otherwise, or when it cannot be looked at (a read then reports what changed).
+    fn still_there(&self) -> Option<(FileIdentity, u64)> {
+        let seen = seen(&self.file)?;
+        (seen.0 == self.identity && seen.1 >= self.len).then_some(seen)
+    }
+}
+
+/// The identity and length of the file at `path`.
+fn seen(path: &str) -> Option<(FileIdentity, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((FileIdentity::of(&meta), meta.len()))
+}
+
+/// The core's decision of `op` on `current` (the value where the write lands) for
+/// `key`: the event's `data` as JSON text and the value after it (the core's fold step),
+/// or `None` when it changes nothing.
+fn decide(
+    key: &StateKey,
+    current: Option<&Value>,
+    op: Op,
+) -> napi::Result<Option<(String, Option<Value>)>> {
+    let Some(event) = key.decide(current, op).map_err(js_err)? else {
+        return Ok(None);
+    };
+    let data = json::to_string(&event.to_data());
+    let after = event.op.apply(current);
+    Ok(Some((data, after)))
+}
+
+#[napi]
+impl NativeState {
+    /// The state of `plugin_id` in `scope`, both checked as the core checks them (its
+    /// message otherwise).
+    #[napi(constructor)]
+    pub fn new(plugin_id: String, scope: String) -> napi::Result<Self> {
+        Ok(NativeState {
+            key: key_of(&plugin_id, &scope)?,
+            last: None,
+        })
+    }
+
+    /// The `customType` of the state's events.
+    #[napi(getter)]
+    pub fn custom_type(&self) -> String {
+        self.key.custom_type().to_owned()
+    }
+
+    /// [`NativeStore::prepare`] where the caller has seen that Pi's leaf stands on the
+    /// last event this state decided: Pi appended it, and every entry Pi appended since
+    /// lies on the path from its leaf up to it, none of this state's `customType` (the
+    /// package checks Pi's entries in memory). For a branch-scope state, the value where
+    /// the write lands is then the value after that event, which the core's fold step gave
+    /// when it was decided: the entries Pi appended since are not read (the next read
+    /// reads them). Returns the `data` (JSON text), `null` when the write changes nothing,
+    /// or `false` when it cannot answer so (a session-scope state, no last event, or a
+    /// session file replaced or shorter since): then `NativeStore.prepare` reads the file.
+    /// The value is checked first, so a refusal is the same either way.
+    #[napi]
+    pub fn prepare_on_last(
+        &mut self,
+        op: String,
+        argument: Option<String>,
+    ) -> napi::Result<Either<Option<String>, bool>> {
+        let NativeState { key, last } = self;
+        let op = op_of(key, &op, argument)?;
+        let Some(last) = last.as_mut().filter(|_| key.scope() == Scope::Branch) else {
+            return Ok(Either::B(false));
+        };
+        let Some(seen) = last.still_there() else {
+            return Ok(Either::B(false));
+        };
+        let Some((data, after)) = decide(key, last.value.as_ref(), op)? else {
+            return Ok(Either::A(None));
+        };
+        (last.identity, last.len) = seen;
+        last.value = after;
+        Ok(Either::A(Some(data)))
+    }
+}
+
+/// `op` (`set`, `patch`, `drop`) with `argument` (JSON text), checked as the core checks
+/// a value for `key`.
+fn op_of(key: &StateKey, op: &str, argument: Option<String>) -> napi::Result<Op> {
+    let arg = argument
+        .map(|text| key.check_text(&text).map_err(js_err))
+        .transpose()?;
+    match (op, arg) {
+        ("set", Some(v)) => Ok(Op::Set(v)),
+        ("patch", Some(v)) => Ok(Op::Patch(v)),
+        ("drop", None) => Ok(Op::Drop),
+        (other, _) => Err(js_err(format!("no such operation: {other:?}"))),
+    }
 }
 
 /// The store handle, as one Pi extension instance uses it.
@@ -157,31 +288,28 @@ impl NativeStore {
     }
 
     /// The `data` of the event that `op` (`set`, `patch`, `drop`) with `argument` (JSON
-    /// text) would append at `at`, as JSON text; `null` when it would change nothing.
-    /// Refused with the core's errors (and nothing to append) for a value it refuses.
+    /// text) would append for `state` at `at`, as JSON text; `null` when it would change
+    /// nothing. Refused with the core's errors (and nothing to append) for a value it
+    /// refuses. The core decides ([`StateKey::decide`]) on the value at `at`, read as
+    /// `read` reads it; `state` keeps the value after the event for the next write
+    /// ([`NativeState::prepare_on_last`]).
     #[napi]
     pub fn prepare(
         &self,
+        state: &mut NativeState,
         file: Option<String>,
-        plugin: String,
-        scope: String,
         at: Option<String>,
         op: String,
         argument: Option<String>,
     ) -> napi::Result<Option<String>> {
-        let key = key_of(&plugin, &scope)?;
-        let arg = argument
-            .map(|text| key.check_text(&text).map_err(js_err))
-            .transpose()?;
-        let op = match (op.as_str(), arg) {
-            ("set", Some(v)) => Op::Set(v),
-            ("patch", Some(v)) => Op::Patch(v),
-            ("drop", None) => Op::Drop,
-            (other, _) => return Err(js_err(format!("no such operation: {other:?}"))),
+        let NativeState { key, last } = state;
+        let op = op_of(key, &op, argument)?;
+        let current = self.value(file.as_deref(), key, at.as_deref())?;
+        let Some((data, after)) = decide(key, current.as_ref(), op)? else {
+            return Ok(None);
         };
-        let current = self.value(file.as_deref(), &key, at.as_deref())?;
-        let event = key.decide(current.as_ref(), op).map_err(js_err)?;
-        Ok(event.map(|e| json::to_string(&e.to_data())))
+        *last = file.and_then(|f| seen(&f).map(|s| LastEvent::new(f, s, after)));
+        Ok(Some(data))
     }
 
     /// The events that made the value at `at`, oldest first, as JSON text:
