@@ -948,6 +948,57 @@ fn patch_via(
     }
 }
 
+/// A writer decides its event from the log as it ends under the file lock: one that
+/// waited for the lock while a writer through another database set the same value sees
+/// that value and appends nothing (decided before the lock, it would append a second
+/// event setting it again).
+#[test]
+fn a_write_that_waited_for_the_file_lock_decides_after_what_was_appended_meanwhile() {
+    let s = session();
+    let file = std::fs::canonicalize(&s.file).expect("canonical");
+    let (db_a, db_b) = (s.dir.path().join("a.sqlite"), s.dir.path().join("b.sqlite"));
+    let value = json!({"v": 1});
+    let set_via_log = |db: &Path, fs: Arc<dyn FileSystem>| {
+        let (file, db, value) = (file.clone(), db.to_path_buf(), value.clone());
+        std::thread::spawn(move || {
+            let store = Store::open(
+                StoreOptions::new()
+                    .database_path(&db)
+                    .file_system(fs.clone()),
+            )?;
+            let state: SessionState<Value> = store.state(PLUGIN, Scope::Branch)?;
+            let mut log = LogOptions::new().file_system(fs).open(&file)?;
+            state.write(&mut log, &value)
+        })
+    };
+    let (a_fs, a_reached, a_go) = Hooked::pausing();
+    let a = set_via_log(&db_a, a_fs);
+    a_reached
+        .recv_timeout(Duration::from_secs(60))
+        .expect("A never reached its append");
+    // B opens the log now, before A's entry, and waits for the file lock.
+    let (b_fs, b_blocked) = Hooked::watching(true);
+    let b = set_via_log(&db_b, b_fs);
+    b_blocked
+        .recv_timeout(Duration::from_secs(60))
+        .expect("B was not held back by the file lock");
+    a_go.send(()).expect("A waits for the word");
+    let id_a = a.join().expect("A's thread").expect("A's write");
+    assert!(id_a.is_some(), "A appended its event");
+    let id_b = b.join().expect("B's thread").expect("B's write");
+    assert_eq!(
+        id_b, None,
+        "B saw A's event under the lock: nothing to append"
+    );
+    let text = std::fs::read_to_string(&file).expect("read");
+    let events = text
+        .lines()
+        .filter(|l| l.contains(&format!("\"customType\":\"session-state/{PLUGIN}\"")))
+        .count();
+    assert_eq!(events, 1, "one event sets the value: {text}");
+    assert_eq!(reference_value_at_last_entry(&file), Some(value));
+}
+
 /// The plugin's branch value at the last entry in file order (where Pi's leaf is when it
 /// opens the file), folded by the reference fold along the path from the root.
 fn reference_value_at_last_entry(file: &Path) -> Option<Value> {

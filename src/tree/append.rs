@@ -63,10 +63,7 @@ impl SessionLog {
             return Err(changed_file(path));
         }
         if meta.len() < expected {
-            return Err(Error::ChangedOnDisk {
-                path: path.clone(),
-                detail: format!("it shrank from {expected} to {} bytes", meta.len()),
-            });
+            return Err(shrank(path, expected, meta.len()));
         }
         Ok((meta.len(), expected, FileIdentity::of(&meta)))
     }
@@ -117,7 +114,12 @@ impl SessionLog {
     pub fn append(&mut self, entry: NewEntry) -> Result<String> {
         match self.append_decided(|_| Ok(Some(entry)))? {
             Some(id) => Ok(id),
-            None => unreachable_writer(&self.index.path),
+            None => Err(Error::Internal {
+                what: format!(
+                    "{}: an entry to append was not appended",
+                    self.index.path.display()
+                ),
+            }),
         }
     }
 
@@ -362,10 +364,7 @@ impl SessionLog {
                 return Err(changed_file(&self.index.path));
             }
             if len < expected {
-                return Err(Error::ChangedOnDisk {
-                    path: self.index.path.clone(),
-                    detail: format!("it shrank from {expected} to {len} bytes"),
-                });
+                return Err(shrank(&self.index.path, expected, len));
             }
             if len > expected {
                 // Someone appended meanwhile: ingest their entries first.
@@ -457,6 +456,13 @@ fn changed_file(path: &Path) -> Error {
     Error::ChangedOnDisk {
         path: path.to_path_buf(),
         detail: "another file now sits at this path".into(),
+    }
+}
+
+fn shrank(path: &Path, expected: u64, len: u64) -> Error {
+    Error::ChangedOnDisk {
+        path: path.to_path_buf(),
+        detail: format!("it shrank from {expected} to {len} bytes"),
     }
 }
 
