@@ -547,6 +547,10 @@ impl Projection {
             }
             let mut folder = Folder::new(&self.conn, &self.path, &label, &key, tail.mark.clone());
             folder.line(tail.next_seq, line)?;
+            // The segment the line made or extended is written before the watermark, as
+            // every catch-up writes it: a fork left unwritten sends later reads up the
+            // wrong branch.
+            folder.sink.flush()?;
             write_mark(&self.conn, &self.path, &key, &folder.mark)?;
             Ok(Some(CatchUp {
                 rebuilt: false,
