@@ -346,7 +346,7 @@ impl Iterator for TipReplays<'_> {
             .map(|(&ct, &(entries, last))| {
                 let last_data = match log.entry_at(last).custom_data() {
                     None => Ok(Value::Null),
-                    Some(raw) => crate::json::from_str(raw.get())
+                    Some(raw) => crate::json::from_str(raw)
                         .map_err(|e| format!("entry '{}' does not parse: {e}", tree.id(last))),
                 };
                 let c = CustomReplay {

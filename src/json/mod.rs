@@ -251,15 +251,44 @@ pub fn to_string_exact(v: &Value) -> String {
     print(v, Mode::Exact, false)
 }
 
-/// `s` as a JSON string literal, as [`to_string_exact`] prints a key: never read as a
-/// number (what [`infinity`] tells apart applies to values only).
-pub(crate) fn str_to_string(s: &str) -> String {
-    let mut out = Vec::with_capacity(s.len() + 2);
-    print::string_into(&mut out, s);
-    scan::decode_markers(
-        String::from_utf8(out)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-    )
+/// [`to_string_exact`] of `v`, appended to `out`: the same text, without a string of its
+/// own.
+pub(crate) fn push_exact(out: &mut String, v: &Value) {
+    let mut bytes = std::mem::take(out).into_bytes();
+    let start = bytes.len();
+    print::print_into(&mut bytes, v, Mode::Exact, false);
+    push_printed(out, bytes, start);
+}
+
+/// `s` as a JSON string literal (as [`to_string_exact`] prints a key: never read as a
+/// number), appended to `out`. A string with nothing to escape (no `"`,
+/// `\`, control character or lone-surrogate marker: every id, timestamp and usual
+/// customType) is copied between its quotes as it is.
+pub(crate) fn push_str_literal(out: &mut String, s: &str) {
+    let plain = s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') && !s.contains(MARKER);
+    if plain {
+        out.reserve(s.len() + 2);
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
+    let mut bytes = std::mem::take(out).into_bytes();
+    let start = bytes.len();
+    print::string_into(&mut bytes, s);
+    push_printed(out, bytes, start);
+}
+
+/// `bytes` (what `out` held, then printed text from `start` on) back into `out`, the
+/// printed part's lone-surrogate markers decoded as [`print::print`] decodes them.
+fn push_printed(out: &mut String, bytes: Vec<u8>, start: usize) {
+    // Only whole UTF-8 sequences were written (serde_json's escaping of `str`s).
+    *out = String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    if out.get(start..).is_some_and(|p| p.contains(MARKER)) {
+        let printed = out.split_off(start);
+        out.push_str(&scan::decode_markers(printed));
+    }
 }
 
 /// [`to_string`], indented by two spaces.

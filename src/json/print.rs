@@ -17,11 +17,24 @@ pub(super) enum Mode {
 pub(super) enum Open<'a> {
     Array(std::slice::Iter<'a, Value>),
     Object(std::vec::IntoIter<(&'a String, &'a Value)>),
+    /// An object printed in map order ([`Mode::Exact`]): no list of its members is built.
+    Map(serde_json::map::Iter<'a>),
 }
 
 /// The printer: iterative (an explicit stack of open containers), so any depth prints.
 pub(super) fn print(v: &Value, mode: Mode, pretty: bool) -> String {
     let mut out: Vec<u8> = Vec::new();
+    print_into(&mut out, v, mode, pretty);
+    // Only whole UTF-8 sequences were written (serde_json's escaping of `str`s).
+    decode_markers(
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    )
+}
+
+/// [`print`]'s bytes appended to `out`, lone surrogates still as markers (the caller
+/// decodes them: [`decode_markers`]).
+pub(super) fn print_into(out: &mut Vec<u8>, v: &Value, mode: Mode, pretty: bool) {
     let mut open: Vec<(Open<'_>, bool)> = Vec::new(); // (members left, none printed yet)
     let mut next = Some(v);
     loop {
@@ -33,11 +46,15 @@ pub(super) fn print(v: &Value, mode: Mode, pretty: bool) -> String {
                 }
                 Value::Object(o) if !o.is_empty() => {
                     out.push(b'{');
-                    open.push((Open::Object(members(o, mode).into_iter()), true));
+                    let members = match mode {
+                        Mode::Exact => Open::Map(o.iter()),
+                        Mode::Js => Open::Object(members(o, mode).into_iter()),
+                    };
+                    open.push((members, true));
                 }
                 Value::Array(_) => out.extend_from_slice(b"[]"),
                 Value::Object(_) => out.extend_from_slice(b"{}"),
-                scalar => scalar_into(&mut out, scalar, mode),
+                scalar => scalar_into(out, scalar, mode),
             }
         }
         let depth = open.len();
@@ -48,15 +65,16 @@ pub(super) fn print(v: &Value, mode: Mode, pretty: bool) -> String {
         let member = match members {
             Open::Array(it) => it.next().map(|v| (None, v)),
             Open::Object(it) => it.next().map(|(k, v)| (Some(k), v)),
+            Open::Map(it) => it.next().map(|(k, v)| (Some(k), v)),
         };
         match member {
             Some((key, v)) => {
                 if !was_first {
                     out.push(b',');
                 }
-                indent(&mut out, pretty, depth);
+                indent(out, pretty, depth);
                 if let Some(k) = key {
-                    string_into(&mut out, k);
+                    string_into(out, k);
                     out.extend_from_slice(if pretty { b": " } else { b":" });
                 }
                 next = Some(v);
@@ -64,19 +82,14 @@ pub(super) fn print(v: &Value, mode: Mode, pretty: bool) -> String {
             None => {
                 let close = match members {
                     Open::Array(_) => b']',
-                    Open::Object(_) => b'}',
+                    Open::Object(_) | Open::Map(_) => b'}',
                 };
                 open.pop();
-                indent(&mut out, pretty, depth - 1);
+                indent(out, pretty, depth - 1);
                 out.push(close);
             }
         }
     }
-    // Only whole UTF-8 sequences were written (serde_json's escaping of `str`s).
-    decode_markers(
-        String::from_utf8(out)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-    )
 }
 
 pub(super) fn indent(out: &mut Vec<u8>, pretty: bool, depth: usize) {

@@ -44,6 +44,45 @@ fn lone_surrogates_round_trip_in_strings_and_keys() {
     assert_eq!(from_str(r#""\ud83d\ude00""#).unwrap(), Value::from("😀"));
 }
 
+/// Printing into a string that already holds text gives, after that text, exactly what
+/// printing alone gives: values (infinity markers, lone surrogates, a genuine marker,
+/// escapes, key order) and string literals (the plain ones copied, the others escaped).
+#[test]
+fn printing_after_existing_text_adds_the_same_text_as_printing_alone() {
+    let texts = [
+        r#"{"b":1,"a":[1.0,-0.0,"x"],"\ud83dk":["x\ud83d","\ude00y"]}"#,
+        r#""\ud83d""#,
+        "\"\u{10FFFF}d83d\"",
+        r#""a\"b\\c\n\u0001\u2028é😀""#,
+        r#""a\"b""#,
+        r#""a\\b""#,
+        r#""a\nb""#,
+        r#""\u001f""#,
+        r#""plain é 😀 \u007f""#,
+        r#"{"inf":1e400,"n":null,"t":true}"#,
+        r#""""#,
+    ];
+    for text in texts {
+        let v = from_str(text).unwrap();
+        let mut out = String::from("{\"pre\":");
+        push_exact(&mut out, &v);
+        assert_eq!(out, format!("{{\"pre\":{}", to_string_exact(&v)), "{text}");
+        if let Value::String(s) = &v {
+            let mut lit = String::from("[é,");
+            push_str_literal(&mut lit, s);
+            // A string literal is never an infinity: printed as a key would be.
+            let mut key = serde_json::Map::new();
+            key.insert(s.clone(), Value::Null);
+            let as_key = to_string_exact(&Value::Object(key));
+            let expected = &as_key[1..as_key.len() - ":null}".len()];
+            assert_eq!(lit, format!("[é,{expected}"), "{text}");
+        }
+    }
+    let mut lit = String::new();
+    push_str_literal(&mut lit, "1e400");
+    assert_eq!(lit, r#""1e400""#);
+}
+
 #[test]
 fn a_genuine_marker_is_kept_and_not_confused_with_an_escape() {
     let raw = "\"\u{10FFFF}d83d\"";

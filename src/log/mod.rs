@@ -16,7 +16,16 @@ use serde_json::{Map, Value};
 
 /// The current time as Pi writes entry timestamps (`2024-12-03T14:00:00.000Z`).
 pub(crate) fn now_iso() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+    let mut s = String::with_capacity(24);
+    // Writing into a `String` cannot fail.
+    let _ = std::fmt::Write::write_fmt(
+        &mut s,
+        format_args!(
+            "{}",
+            humantime::format_rfc3339_millis(std::time::SystemTime::now())
+        ),
+    );
+    s
 }
 
 /// A new entry id (docs/spec.md §2: 8 hex characters, as Pi's `randomUUID().slice(0, 8)`) that
@@ -25,7 +34,8 @@ pub(crate) fn fresh_id<E>(
     mut taken: impl FnMut(&str) -> std::result::Result<bool, E>,
 ) -> std::result::Result<String, E> {
     loop {
-        let u = uuid::Uuid::new_v4().simple().to_string();
+        let mut buf = [0u8; uuid::fmt::Simple::LENGTH];
+        let u = uuid::Uuid::new_v4().simple().encode_lower(&mut buf);
         let id = &u[..8];
         if !taken(id)? {
             return Ok(id.to_owned());
@@ -75,6 +85,19 @@ impl NewEntry {
         let mut fields = Map::new();
         fields.insert("message".into(), message);
         NewEntry::new("message", fields)
+    }
+
+    /// A [`NewEntry::custom_printed`] entry's customType and printed `data`, taken apart
+    /// for the log's own index; any other entry is given back.
+    pub(crate) fn into_printed_custom(self) -> std::result::Result<(String, String), NewEntry> {
+        let ct = match self.fields.get("customType") {
+            Some(Value::String(ct)) if self.ty == "custom" && self.fields.len() == 1 => ct.clone(),
+            _ => return Err(self),
+        };
+        match self.printed_data {
+            Some(data) => Ok((ct, data)),
+            None => Err(self),
+        }
     }
 
     pub(crate) fn role(&self) -> Option<Role> {
@@ -135,28 +158,34 @@ impl NewEntry {
     /// keys the log writes: printed member by member, in Pi's order, without copying the
     /// fields into a new object (the same text as through one).
     fn custom_line(&self, id: &str, parent: Option<&str>, timestamp: &str) -> String {
-        let text = crate::json::str_to_string;
-        let mut line = String::with_capacity(128);
+        use crate::json::push_str_literal;
+        let data = self.printed_data.as_deref().unwrap_or("");
+        let fields: usize = self.fields.keys().map(|k| k.len() + 16).sum();
+        let mut line = String::with_capacity(
+            96 + fields + data.len() + id.len() + parent.map_or(0, str::len) + timestamp.len(),
+        );
         line.push_str("{\"type\":\"custom\"");
         for (k, v) in &self.fields {
             line.push(',');
-            line.push_str(&text(k));
+            push_str_literal(&mut line, k);
             line.push(':');
-            line.push_str(&crate::json::to_string_exact(v));
+            // A string may stand for ±Infinity ([`crate::json::infinity`]): printed as
+            // a value, never as a literal.
+            crate::json::push_exact(&mut line, v);
         }
-        if let Some(data) = &self.printed_data {
+        if self.printed_data.is_some() {
             line.push_str(",\"data\":");
             line.push_str(data);
         }
         line.push_str(",\"id\":");
-        line.push_str(&text(id));
+        push_str_literal(&mut line, id);
         line.push_str(",\"parentId\":");
         match parent {
-            Some(p) => line.push_str(&text(p)),
+            Some(p) => push_str_literal(&mut line, p),
             None => line.push_str("null"),
         }
         line.push_str(",\"timestamp\":");
-        line.push_str(&text(timestamp));
+        push_str_literal(&mut line, timestamp);
         line.push_str("}\n");
         line
     }

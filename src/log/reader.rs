@@ -377,6 +377,22 @@ impl ScanState {
         }
     }
 
+    /// Steps over a line this crate wrote at `at` (`len` bytes with its newline) and hands
+    /// to its sink itself, as [`ScanState::line`] steps over a well-formed entry. `false`
+    /// (nothing changed) unless the scan stands where `at` says, with no line pending
+    /// judgement and ids in the file (version 2 or later): then the line must be read.
+    pub(crate) fn own_line(&mut self, at: Location, len: u64) -> bool {
+        if self.next != at || !self.pending_bad.is_empty() || self.version < 2 {
+            return false;
+        }
+        self.next = Location {
+            line: at.line + 1,
+            offset: at.offset + len,
+        };
+        self.ordinal += 1;
+        true
+    }
+
     fn flush_pending(
         &mut self,
         path: &Path,

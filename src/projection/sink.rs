@@ -596,7 +596,7 @@ impl EntrySink for SqlSink<'_> {
                 .and_then(|mut q| q.execute(params![self.key, idx, id, parent.map(|p| p.0), seg])),
         )?;
         if let Some(plugin) = plugin {
-            let decoded = Envelope::decode(e.raw.data);
+            let decoded = Envelope::decode(e.raw.data.map(|d| d.get()));
             let scope = match &decoded {
                 Ok(env) => Some(env.scope),
                 Err(d) => d.scope,

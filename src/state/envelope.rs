@@ -1,7 +1,6 @@
 //! The event envelope of docs/spec.md §3:
 //! `{"type":"custom","customType":"session-state/<plugin>","data":{"v":1,"scope":…,"op":…}}`.
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// The `customType` prefix of this crate's state events.
@@ -119,25 +118,31 @@ impl Envelope {
             Op::Patch(p) => ("patch", Some(("patch", p))),
             Op::Drop => ("drop", None),
         };
-        let mut s = format!(
-            "{{\"v\":{ENVELOPE_VERSION},\"scope\":\"{}\",\"op\":\"{op}\"",
-            self.scope.as_str()
-        );
+        let mut s = String::with_capacity(96);
+        // Writing into a `String` cannot fail.
+        let _ = std::fmt::Write::write_fmt(&mut s, format_args!("{{\"v\":{ENVELOPE_VERSION}"));
+        s.push_str(",\"scope\":\"");
+        s.push_str(self.scope.as_str());
+        s.push_str("\",\"op\":\"");
+        s.push_str(op);
+        s.push('"');
         if let Some((key, v)) = arg {
-            s.push_str(&format!(",\"{key}\":"));
-            s.push_str(&crate::json::to_string_exact(v));
+            s.push_str(",\"");
+            s.push_str(key);
+            s.push_str("\":");
+            crate::json::push_exact(&mut s, v);
         }
         s.push('}');
         s
     }
 
     /// Decodes an event's `data`.
-    pub(crate) fn decode(data: Option<&RawValue>) -> Result<Envelope, DecodeError> {
+    pub(crate) fn decode(data: Option<&str>) -> Result<Envelope, DecodeError> {
         let err = |scope, detail: String| DecodeError { scope, detail };
         let Some(raw) = data else {
             return Err(err(None, "the entry has no `data`".into()));
         };
-        let v: Value = crate::json::from_str(raw.get())
+        let v: Value = crate::json::from_str(raw)
             .map_err(|e| err(None, format!("`data` does not parse: {e}")))?;
         let Value::Object(mut m) = v else {
             return Err(err(None, "`data` is not an object".into()));

@@ -13,7 +13,6 @@
 
 use super::envelope::STATE_PREFIX;
 use crate::tree::{EntryRef, SessionLog};
-use serde_json::value::RawValue;
 use std::collections::HashMap;
 
 /// One state event: its node and its plugin id.
@@ -198,6 +197,6 @@ impl Iterator for EventsAbove<'_> {
 }
 
 /// The raw `data` of the entry at `node`.
-pub(crate) fn data_of(log: &SessionLog, node: u32) -> Option<&RawValue> {
+pub(crate) fn data_of(log: &SessionLog, node: u32) -> Option<&str> {
     log.entry_at(node).custom_data()
 }

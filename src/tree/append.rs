@@ -149,14 +149,14 @@ impl SessionLog {
         let written = self
             .prepare_file_append()
             .and_then(|()| match decide(self)? {
-                Some(entry) => self.write_entry(&entry).map(Some),
+                Some(entry) => self.write_entry(&entry).map(|w| Some((w, entry))),
                 None => Ok(None),
             });
         self.unlock_file();
-        let Some((id, line, start)) = written? else {
+        let Some(((id, line, start), entry)) = written? else {
             return Ok(None);
         };
-        self.ingest_own_line(line.as_bytes(), start)?;
+        self.ingest_own(entry, &id, &line, start)?;
         Ok(Some(id))
     }
 
@@ -164,12 +164,8 @@ impl SessionLog {
     /// where it starts.
     fn next_line(&self, entry: &NewEntry) -> (String, String, Location) {
         let id = self.fresh_id();
-        let parent = self
-            .index
-            .tree
-            .leaf_index()
-            .map(|p| self.index.tree.id(p).to_owned());
-        let line = entry.to_line(&id, parent.as_deref());
+        let parent = self.index.tree.leaf_index().map(|p| self.index.tree.id(p));
+        let line = entry.to_line(&id, parent);
         (id, line, self.scan.next)
     }
 
@@ -237,6 +233,27 @@ impl SessionLog {
             }
             self.storage = Storage::File(None);
         }
+    }
+
+    /// Indexes the entry this log just appended as `line` at `at`, with the id `id`, as a
+    /// child of the leaf: a printed `custom` entry (every state event) is taken as it was
+    /// built, any other is read back from its line. The leaf moves to it.
+    fn ingest_own(&mut self, entry: NewEntry, id: &str, line: &str, at: Location) -> Result<()> {
+        let len = line.len() as u64;
+        if let Ok((custom_type, data)) = entry.into_printed_custom()
+            && self.scan.own_line(at, len)
+        {
+            // `next_line` printed the line as a child of this leaf.
+            let parent = self.index.tree.leaf_index();
+            let data = data.into_boxed_str();
+            self.index
+                .push_own_custom(id, parent, &custom_type, data, at, len);
+            let last = self.index.tree.last_index();
+            self.index.tree.set_leaf(last);
+            self.leaf_follows = true;
+            return Ok(());
+        }
+        self.ingest_own_line(line.as_bytes(), at)
     }
 
     fn ingest_own_line(&mut self, line: &[u8], at: Location) -> Result<()> {
@@ -470,4 +487,67 @@ fn unreachable_writer<T>(path: &Path) -> Result<T> {
     Err(Error::Internal {
         what: format!("{}: the session file has no open writer", path.display()),
     })
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Everything the index holds of each entry, in file order.
+    fn entries(log: &SessionLog) -> Vec<String> {
+        log.entries()
+            .map(|e| {
+                format!(
+                    "{} {:?} {:?} {:?} {:?} {:?} {} {:?}",
+                    e.id(),
+                    e.parent_id(),
+                    e.entry_type(),
+                    e.custom_type(),
+                    e.role(),
+                    e.location(),
+                    e.line_len(),
+                    e.custom_data(),
+                )
+            })
+            .collect()
+    }
+
+    /// The entries this log appends and indexes without reading their lines back are
+    /// indexed exactly as a reader of the file indexes them: ids, parents, types,
+    /// customTypes (escaped ones too), data, places, lengths, the leaf and the end.
+    #[test]
+    fn what_an_append_indexes_is_what_reading_the_file_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = SessionLog::create(dir.path(), "/w").unwrap();
+        log.append(NewEntry::message(json!({"role": "user", "content": "hi"})))
+            .unwrap();
+        let fork = log.leaf_id().unwrap().to_owned();
+        // `data` as the state layer prints it (the printer is not this layer's).
+        let printed = |ct: &str, data: &str| NewEntry::custom_printed(ct.into(), data.into());
+        log.append(printed("plain", r#"{"v":1,"s":"x\"y\\z\n"}"#))
+            .unwrap();
+        log.append(printed("quo\"te é", r#"[1.5,null,{"é":"😀"}]"#))
+            .unwrap();
+        log.append(NewEntry::custom("not-printed", Some(json!({"a": 1}))))
+            .unwrap();
+        log.navigate(&fork).unwrap();
+        log.append(printed("plain", r#""on the fork""#)).unwrap();
+        log.append(NewEntry::message(
+            json!({"role": "assistant", "content": []}),
+        ))
+        .unwrap();
+        log.append(printed("plain", "2")).unwrap();
+        let reread = SessionLog::open(log.path()).unwrap();
+        assert_eq!(entries(&log), entries(&reread));
+        assert_eq!(log.leaf_id(), reread.leaf_id());
+        assert_eq!(log.consumed_bytes(), reread.consumed_bytes());
+        assert_eq!(log.len(), 7);
+        assert!(log.findings().is_empty() && reread.findings().is_empty());
+        // Both go on the same way: the next append is read back the same.
+        log.append(printed("plain", "3")).unwrap();
+        let again = SessionLog::open(log.path()).unwrap();
+        assert_eq!(entries(&log), entries(&again));
+    }
 }

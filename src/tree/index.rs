@@ -3,14 +3,13 @@
 //! dangling parents, self-parents; v1 ids).
 
 use super::graph::{NodeData, Tree};
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Result};
 use crate::log::entry::{EntryType, Role, raw_str};
 use crate::log::migrate;
 use crate::log::reader::{
     EntrySink, Finding, FindingKind, ReadMode, ScanState, ScannedEntry, Severity,
 };
 use indexmap::IndexSet;
-use serde_json::value::RawValue;
 use std::path::PathBuf;
 
 /// The index built from a session's lines; the sink of the scanner.
@@ -21,7 +20,9 @@ pub(super) struct Index {
     pub(super) tree: Tree,
     pub(super) custom_types: IndexSet<Box<str>>,
     /// The `data` of every `custom` entry (an extension's state; usually small).
-    pub(super) custom_data: Vec<Box<RawValue>>,
+    /// Each `custom` entry's `data` as written (valid JSON: read from a line that parsed,
+    /// or printed by this crate).
+    pub(super) custom_data: Vec<Box<str>>,
     pub(super) findings: Vec<Finding>,
 }
 
@@ -37,6 +38,40 @@ impl Index {
             custom_data: Vec::new(),
             findings: Vec::new(),
         }
+    }
+}
+
+impl Index {
+    /// A `custom` entry this log printed and appended as a child of `parent`, taken
+    /// without reading its line back: the same node [`EntrySink::entry`] makes of that
+    /// line (the id is fresh, the parent is in the tree, the data was printed as JSON).
+    pub(super) fn push_own_custom(
+        &mut self,
+        id: &str,
+        parent: Option<u32>,
+        custom_type: &str,
+        data: Box<str>,
+        at: Location,
+        len: u64,
+    ) {
+        let ci = match self.custom_types.get_index_of(custom_type) {
+            Some(ci) => ci,
+            None => self.custom_types.insert_full(custom_type.into()).0,
+        };
+        let d = self.custom_data.len() as u32;
+        self.custom_data.push(data);
+        self.tree.push(
+            id,
+            NodeData {
+                parent,
+                ty: EntryType::Custom,
+                custom: Some(ci as u32),
+                role: None,
+                at,
+                len,
+                data: Some(d),
+            },
+        );
     }
 }
 
@@ -118,7 +153,7 @@ impl EntrySink for Index {
             && let Some(d) = e.raw.data
         {
             data = Some(self.custom_data.len() as u32);
-            self.custom_data.push(d.to_owned());
+            self.custom_data.push(d.get().into());
         }
         let role = e
             .raw

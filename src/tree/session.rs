@@ -19,7 +19,6 @@ use crate::log::io::FileIdentity;
 use crate::log::reader::{self, Finding, ReadMode, ScanState};
 use crate::log::scan;
 use crate::log::writer::LogWriter;
-use serde_json::value::RawValue;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -81,7 +80,7 @@ impl<'a> EntryRef<'a> {
             .collect()
     }
     /// The `data` of a `custom` entry, as written (`None`: another type, or no `data`).
-    pub(crate) fn custom_data(&self) -> Option<&'a RawValue> {
+    pub(crate) fn custom_data(&self) -> Option<&'a str> {
         self.node()
             .data
             .and_then(|d| self.log.index.custom_data.get(d as usize))
