@@ -341,13 +341,19 @@ function encode(plugin: string, value: unknown): string {
   let bad = 0;
   let text: string | undefined;
   try {
-    text = JSON.stringify(value, (_k, v) => {
-      if (typeof v === "number" && !Number.isFinite(v)) {
-        bad = v;
-        throw NON_FINITE;
-      }
-      return v;
-    });
+    text = JSON.stringify(value);
+    // JSON.stringify prints a non-finite number as `null`: a text without `null` held
+    // none, and only one with it is walked again to find one (a replacer called for every
+    // member costs more than the printing).
+    if (text?.includes("null")) {
+      JSON.stringify(value, (_k, v) => {
+        if (typeof v === "number" && !Number.isFinite(v)) {
+          bad = v;
+          throw NON_FINITE;
+        }
+        return v;
+      });
+    }
   } catch (e) {
     if (e === NON_FINITE) throw refuse("non-finite", String(bad));
     // Deeper than JavaScript's own stack.
@@ -357,6 +363,27 @@ function encode(plugin: string, value: unknown): string {
   }
   if (text === undefined) throw refuse("not-json", `a ${typeof value} is not a JSON value`);
   return text;
+}
+
+/**
+ * @internal The event object Pi appends, for `data`, the core's JSON text of it. When that text is
+ * exactly the envelope of the caller's own text (`argument`, what `encode` printed: the
+ * usual case), the object is built around a parse of `argument` alone, which spares
+ * parsing the envelope; otherwise `data` is parsed whole. A fresh object either way: Pi
+ * keeps it, and the caller may change its value afterwards.
+ */
+export function eventOf(data: string, scope: Scope, op: "set" | "patch" | "drop", argument: string | null): unknown {
+  if (op === "drop") {
+    if (data === `{"v":1,"scope":"${scope}","op":"drop"}`) return { v: 1, scope, op };
+  } else if (argument !== null) {
+    if (op === "set" && data === `{"v":1,"scope":"${scope}","op":"set","value":${argument}}`) {
+      return { v: 1, scope, op, value: JSON.parse(argument) };
+    }
+    if (op === "patch" && data === `{"v":1,"scope":"${scope}","op":"patch","patch":${argument}}`) {
+      return { v: 1, scope, op, patch: JSON.parse(argument) };
+    }
+  }
+  return JSON.parse(data);
 }
 
 function parse<T>(text: string | null): T | undefined {
@@ -475,7 +502,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
     // Until this event is known to be in Pi's session, the addon's value after it is not
     // the value at any entry.
     last = undefined;
-    const event = JSON.parse(data);
+    const event = eventOf(data, scope, op, argument);
     pi.appendEntry(customType, event);
     const id = sm.getLeafId() ?? undefined;
     if (file !== null) syncAppended(file);

@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { openSessionState } from "@session-state/pi";
+import { eventOf, openSessionState } from "@session-state/pi";
 import { startPi } from "@session-state/pi/testing";
 import { checkReads, cli, customs, fold, last, probe, probeCmd, TEST_EXTENSION, tmpDir, toolTurn } from "./helpers.ts";
 
@@ -141,6 +141,46 @@ test("drop and null, an unchanged write appends nothing", async () => {
   await pi.shutdown();
 });
 
+test("the event Pi keeps is the one in the file, a copy that the caller's later changes do not reach", async () => {
+  const pi = await startPi({ extensions });
+  await pi.prompt("hi");
+  const todo = (globalThis as any).__stateCell.todo;
+  const sm = pi.sessionManager;
+  const inFile = (id: string) =>
+    fs.readFileSync(pi.file!, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)).find((e) => e.id === id);
+  const value: any = { b: 1, "2": "x", "1": [-0, 1e21, 1.5e-7, "\ud83d", "é"], when: new Date(0), gone: undefined };
+  const writes: [string, () => string | undefined][] = [
+    ["set", () => todo.write(pi.context(), value)],
+    ["patch", () => todo.patch(pi.context(), { b: null, n: { deep: [true] } })],
+    ["drop", () => todo.drop(pi.context())],
+    ["set", () => todo.write(pi.context(), "text")],
+  ];
+  for (const [op, write] of writes) {
+    const id = write();
+    assert.ok(id, `${op} appended`);
+    const kept = sm.getEntry(id).data;
+    assert.deepEqual(kept, inFile(id).data, `${op}: Pi's entry is the file's`);
+    assert.equal(kept.op, op);
+  }
+  const first = customs(sm, "todo").at(-4)!;
+  const before = JSON.stringify(first.data);
+  assert.equal(JSON.parse(before).value.when, "1970-01-01T00:00:00.000Z");
+  value.b = 99;
+  value["1"].push(5);
+  value.when.setTime(1);
+  assert.equal(JSON.stringify(first.data), before, "the caller's changes do not reach Pi's entry");
+  await pi.shutdown();
+
+  // Built around the caller's text when the core printed its envelope, else the core's text.
+  const fast = eventOf('{"v":1,"scope":"branch","op":"set","value":{"a":[1]}}', "branch", "set", '{"a":[1]}');
+  assert.deepEqual(fast, { v: 1, scope: "branch", op: "set", value: { a: [1] } });
+  assert.deepEqual(Object.keys(fast as object), ["v", "scope", "op", "value"]);
+  const other = eventOf('{"v":1,"scope":"branch","op":"set","value":{"a":[2]}}', "branch", "set", '{"a":[1]}');
+  assert.deepEqual(other, { v: 1, scope: "branch", op: "set", value: { a: [2] } });
+  assert.deepEqual(eventOf('{"v":1,"scope":"session","op":"patch","patch":null}', "session", "patch", "null"), { v: 1, scope: "session", op: "patch", patch: null });
+  assert.deepEqual(eventOf('{"v":2,"scope":"session","op":"drop"}', "session", "drop", null), { v: 2, scope: "session", op: "drop" });
+});
+
 test("a write on top of the state's own last event decides as the core does on what Pi appended since", async () => {
   const pi = await startPi({ extensions });
   const from = probe.reads.length;
@@ -229,6 +269,9 @@ test("bad input throws the core's message and appends nothing", async () => {
   assert.throws(() => todo.write(ctx, cyclic), /plugin 'todo': the value cannot be serialized to JSON: the value refers to itself \(a cycle\)/);
   assert.throws(() => todo.write(ctx, { x: NaN }), /plugin 'todo': the value cannot be serialized to JSON: the value holds the number NaN, which JSON cannot carry/);
   assert.throws(() => todo.write(ctx, [Infinity]), /holds the number inf/i);
+  // Beside real nulls and "null" in strings, deep down, or from toJSON: still found.
+  assert.throws(() => todo.write(ctx, { a: null, s: "null", b: [1, { c: -Infinity }] }), /holds the number -inf/i);
+  assert.throws(() => todo.write(ctx, { at: { toJSON: () => NaN } }), /holds the number NaN/);
 
   // Too deep: the message the CLI prints for the same value.
   let deep: unknown = 1;
