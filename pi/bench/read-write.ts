@@ -20,7 +20,7 @@
 //     of the per-pair ratios, and that of each order, are printed beside it.
 //
 // Run (after `npm ci && npm run build` in pi/):
-//   node_modules/.bin/node bench/read-write.ts [entries=10000] [samples=2000]
+//   node_modules/.bin/node bench/read-write.ts [entries=10000] [samples=2000] [pairs=600]
 // Linux only (the background parse is observed through /proc/self).
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -53,6 +53,8 @@ if (process.argv[2] === "--first-read") {
 
 const N = Number(process.argv[2] ?? 10000);
 const SAMPLES = Number(process.argv[3] ?? 2000);
+// Write pairs, an even number (each order as often).
+const PAIRS = 2 * Math.ceil(Number(process.argv[4] ?? 600) / 2);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pi-state-bench-"));
 const cwd = path.join(dir, "project");
 fs.mkdirSync(cwd);
@@ -285,7 +287,7 @@ const raw = (i: number) => {
   fs.fdatasyncSync(fd);
   return Number(ns() - t0);
 };
-for (let i = 0; i < 200; i++) {
+for (let i = 0; i < PAIRS; i++) {
   step++;
   appendMessage(sm);
   let w: number;
