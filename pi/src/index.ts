@@ -209,6 +209,16 @@ export function storeFor(ctx: PiContext, databasePath?: string): StoreEntry {
 export function invalidateAll(): void {
   shared.generation++;
   for (const e of stores.values()) e.pendingKey = undefined;
+  // The descriptors kept for `fdatasync` are opened again at the next sync, on the file
+  // then at the path (which may be another one now).
+  for (const fd of syncFds.values()) {
+    try {
+      fs.closeSync(fd);
+    } catch {
+      /* already closed */
+    }
+  }
+  syncFds.clear();
 }
 
 function entryCount(sm: PiContext["sessionManager"]): number {

@@ -419,7 +419,14 @@ impl NativeStore {
         file: Option<String>,
     ) -> napi::Result<bool> {
         let cleared = self.store.clear_lock(&session_id).map_err(js_err)?;
+        // Every log read of a file is dropped, the background one too: the file at the
+        // path may be another one now, and the next read parses whatever is there.
         self.file_log = None;
+        self.background_for = None;
+        *self
+            .background
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         if let Some(f) = file.filter(|f| Path::new(f).exists()) {
             self.store.forget(&f).map_err(js_err)?;
             self.store.catch_up(&f).map_err(js_err)?;
