@@ -198,6 +198,8 @@ fn pi_install_from_a_registry_gives_a_package_that_passes_its_tests_without_rust
         "package.json",
         "README.md",
         "CHANGELOG.md",
+        "LICENSE-MIT",
+        "LICENSE-APACHE",
         "dist/index.js",
         "dist/extension.js",
     ] {

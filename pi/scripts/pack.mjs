@@ -12,7 +12,8 @@
 //    writes its package.json (`os`, `cpu`, `libc`, `main`) for every target in
 //    package.json's `napi.targets`; those with an addon are packed.
 // 3. The package: the TypeScript compiled to dist/ (JavaScript and declarations: Node does
-//    not strip types under node_modules), README.md, CHANGELOG.md, and a package.json whose
+//    not strip types under node_modules), README.md, CHANGELOG.md, the repository's two
+//    license texts (LICENSE-MIT, LICENSE-APACHE), and a package.json whose
 //    `exports` and `pi.extensions` point into dist/ and whose `optionalDependencies` name
 //    every target's platform package (npm installs the one that matches the machine and
 //    skips the rest).
@@ -80,7 +81,7 @@ try {
     main: toDist(pkg.main),
     types: toDist(pkg.main, ".d.ts"),
     exports,
-    files: ["dist", "README.md", "CHANGELOG.md"],
+    files: ["dist", "README.md", "CHANGELOG.md", "LICENSE-MIT", "LICENSE-APACHE"],
     pi: { ...pkg.pi, extensions: pkg.pi.extensions.map((e) => toDist(e)) },
     napi: pkg.napi,
     engines: pkg.engines,
@@ -135,6 +136,8 @@ try {
     "--types", "node", ...sources,
   ]);
   for (const doc of ["README.md", "CHANGELOG.md"]) fs.copyFileSync(path.join(pkgDir, doc), path.join(main, doc));
+  // The license texts are the repository's (the crate ships the same two).
+  for (const text of ["LICENSE-MIT", "LICENSE-APACHE"]) fs.copyFileSync(path.join(pkgDir, "..", text), path.join(main, text));
 
   // --- the tarballs -----------------------------------------------------------------------
   fs.mkdirSync(out, { recursive: true });
