@@ -220,7 +220,9 @@ fn apply_file(t: &StateArgs, file: &Path, db: PathBuf, op: Op) -> Result<Option<
     };
     // The rows catch up now, so that the next write is answered from them (a catch-up
     // that fails sends that write to the log again, which names the problem).
-    let _ = state.store().catch_up(file);
+    if let Err(e) = state.store().catch_up(file) {
+        tracing::debug!(error = %e, file = %file.display(), "the rows did not catch up after the write");
+    }
     changed.map_err(fail)
 }
 

@@ -326,7 +326,9 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         // The write leaves the projection to the next reader; this caller's next write is
         // one (`commit_at_tail` answers from the rows), so the rows catch up now. A
         // catch-up that fails leaves that write to the log again, which names the problem.
-        let _ = self.store.catch_up(file);
+        if let Err(e) = self.store.catch_up(file) {
+            tracing::debug!(error = %e, file = %file.display(), "the rows did not catch up after the write");
+        }
         Ok(id)
     }
 }
