@@ -144,13 +144,6 @@ impl From<&PresenceStatus> for PiReport {
     }
 }
 
-fn read_presence(db: &Path, session_id: &str) -> Result<Option<PresenceStatus>, Failure> {
-    Store::at(db)
-        .and_then(|store| store.peek_presence(session_id))
-        .map(Peeked::row)
-        .map_err(fail)
-}
-
 #[derive(Serialize)]
 struct Database<'a> {
     path: &'a Path,
@@ -183,12 +176,6 @@ fn lock_text(st: &LockReport) -> String {
     s
 }
 
-fn read_lock(db: &Path, session_id: &str) -> Result<Peeked<LockStatus>, Failure> {
-    Store::at(db)
-        .and_then(|store| store.peek_lock_status(session_id))
-        .map_err(fail)
-}
-
 pub(crate) fn status(args: StatusArgs) -> CmdResult {
     let db = args.db.resolve()?;
     let (log, strict_error) = open_log_lenient(&args.file)?;
@@ -198,8 +185,16 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
              (see `session-state verify`): {e}"
         ));
     }
-    let lock = read_lock(&db, log.session_id())?;
-    let pi = read_presence(&db, log.session_id())?;
+    // Both rows on one read-only connection; a missing database is not created.
+    let rows = Store::at(&db)
+        .and_then(|store| store.session_status(log.session_id()))
+        .map_err(fail)?;
+    let lock = match (rows.exists, rows.lock) {
+        (false, _) => Peeked::NoDatabase,
+        (true, None) => Peeked::NoRow,
+        (true, Some(row)) => Peeked::Row(row),
+    };
+    let pi = rows.presence;
     let counts = inspect::event_counts(&log);
     if args.json {
         return emit_json(&StatusReport {
