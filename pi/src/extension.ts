@@ -24,6 +24,7 @@
  */
 import {
   closeSession,
+  eventCountReport,
   eventCountsOf,
   historyOf,
   invalidateAll,
@@ -33,6 +34,7 @@ import {
   storeFor,
   syncSession,
   writeOut,
+  type EventCount,
   type PiContext,
   type PiHandle,
   type Scope,
@@ -96,8 +98,12 @@ interface StatusJson {
 
 /** State events per plugin and scope in this session, as the core counts them (`session-state status`). */
 export function eventCounts(ctx: PiContext): Map<string, Map<string, number>> {
+  return countsOf(eventCountsOf(ctx));
+}
+
+function countsOf(rows: EventCount[]): Map<string, Map<string, number>> {
   const counts = new Map<string, Map<string, number>>();
-  for (const row of eventCountsOf(ctx)) {
+  for (const row of rows) {
     const per = counts.get(row.plugin) ?? new Map<string, number>();
     per.set(row.scope, row.events);
     counts.set(row.plugin, per);
@@ -126,7 +132,14 @@ export function statusText(ctx: PiContext): string {
   } else {
     lines.push("pi        no Pi holds the session");
   }
-  const counts = eventCounts(ctx);
+  const report = eventCountReport(ctx);
+  if (report.refused !== null) {
+    // As `session-state status` warns: the counts are a salvage read's.
+    lines.push(
+      `warning   the strict reader refuses this file; counts come from a salvage read (see \`session-state verify\`): ${termSafe(report.refused)}`,
+    );
+  }
+  const counts = countsOf(report.rows);
   if (counts.size === 0) lines.push("events    none");
   let first = true;
   for (const [plugin, per] of counts) {

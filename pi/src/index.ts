@@ -594,12 +594,19 @@ export interface EventCount {
 
 /**
  * @internal The state events of this session (every entry Pi holds, all branches) per
- * plugin and scope, as the core counts them: plugins in name order, then scopes.
+ * plugin and scope, as the core counts them: plugins in name order, then scopes. When
+ * the strict reader refuses the session file, the rows come from a salvage read (as
+ * `session-state status` counts them) and `refused` is the strict reader's message.
  */
-export function eventCountsOf(ctx: PiContext): EventCount[] {
+export function eventCountReport(ctx: PiContext): { rows: EventCount[]; refused: string | null } {
   const entry = storeFor(ctx);
   const v = view(entry, ctx);
-  return JSON.parse(call(() => entry.store.eventCounts(v.file))) as EventCount[];
+  return JSON.parse(call(() => entry.store.eventCounts(v.file))) as { rows: EventCount[]; refused: string | null };
+}
+
+/** @internal {@link eventCountReport}'s rows. */
+export function eventCountsOf(ctx: PiContext): EventCount[] {
+  return eventCountReport(ctx).rows;
 }
 
 /** Whether state events are drawn in the transcript: the `sessionState.transcript` setting (default `true`). */

@@ -480,5 +480,26 @@ test("/state:status counts the events as `session-state status` does: an envelop
     shown.filter((e) => e.plugin === "odd"),
     [{ plugin: "odd", scope: "invalid", events: 2 }],
   );
+  assert.ok(!/^warning/m.test(text), text);
+
+  // A damaged line with entries after it: the strict reader refuses the file, and the
+  // counts come from a salvage read, with the warning `session-state status` prints.
+  fs.appendFileSync(pi.file!, "{not json\n");
+  await pi.prompt("after the damage");
+  pi.sessionManager.appendCustomEntry("session-state/late", { v: 1, scope: "branch", op: "set", value: 1 });
+  await pi.command("/state:status");
+  const damaged = pi.notes[pi.notes.length - 1]!.message;
+  assert.match(damaged, /^warning   the strict reader refuses this file; counts come from a salvage read \(see `session-state verify`\): .+line \d+/m);
+  const s = cli(["status", pi.file!, "--db", pi.databasePath, "--json"], pi.dir);
+  assert.equal(s.code, 0, s.stderr);
+  assert.match(s.stderr, /the strict reader refuses this file/);
+  const cliEvents = JSON.parse(s.stdout).events;
+  assert.deepEqual(cliEvents.filter((e: any) => e.plugin === "late"), [{ plugin: "late", scope: "branch", events: 1 }]);
+  const salvaged = damaged
+    .split("\n")
+    .map((l) => /^(?:events   |         ) (\S+): (.*)$/.exec(l))
+    .filter((m) => m !== null)
+    .flatMap((m) => m![2]!.split(", ").map((part) => ({ plugin: m![1]!, scope: part.split(" ")[1]!, events: Number(part.split(" ")[0]) })));
+  assert.deepEqual(salvaged, cliEvents, damaged);
   await pi.shutdown();
 });

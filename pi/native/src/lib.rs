@@ -20,8 +20,8 @@ use napi::bindgen_prelude::{Buffer, Either};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
-    FileIdentity, LogOptions, Op, ProjectTrust, STATE_PREFIX, Scope, SessionLog, StateKey, Store,
-    StoreOptions, Unwritable, inspect, json,
+    FileIdentity, LogOptions, Op, ProjectTrust, ReadMode, STATE_PREFIX, Scope, SessionLog,
+    StateKey, Store, StoreOptions, Unwritable, inspect, json,
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -344,14 +344,32 @@ impl NativeStore {
     }
 
     /// The state events of the session per plugin and scope, as the core counts them (what
-    /// `session-state status` shows): JSON text `[{plugin, scope, events}]`, plugins in
-    /// name order, `scope` `"branch"`, `"invalid"` (an envelope the core cannot decode:
-    /// unknown `v`, op or scope) or `"session"`. Over every entry of the session file, or
-    /// of the entries handed over before it exists.
+    /// `session-state status` shows): JSON text `{rows, refused}`, `rows` being
+    /// `[{plugin, scope, events}]`, plugins in name order, `scope` `"branch"`, `"invalid"`
+    /// (an envelope the core cannot decode: unknown `v`, op or scope) or `"session"`. Over
+    /// every entry of the session file, or of the entries handed over before it exists.
+    /// When the strict reader refuses the file, the rows come from a salvage read, as
+    /// `session-state status` counts them, and `refused` is the strict reader's message
+    /// (else `null`); a file neither reads is the strict reader's error.
     #[napi]
     pub fn event_counts(&mut self, file: Option<String>) -> napi::Result<String> {
-        let log = self.log_at(file.as_deref(), None)?;
-        serde_json::to_string(&inspect::event_counts(log).rows()).map_err(js_err)
+        let (rows, refused) = match self.log_at(file.as_deref(), None) {
+            Ok(log) => (inspect::event_counts(log).rows(), None),
+            Err(strict) => {
+                let Some(f) = file.as_deref() else {
+                    return Err(strict);
+                };
+                let Ok(log) = LogOptions::new().mode(ReadMode::Salvage).open(f) else {
+                    return Err(strict);
+                };
+                (
+                    inspect::event_counts(&log).rows(),
+                    Some(strict.reason.clone()),
+                )
+            }
+        };
+        serde_json::to_string(&serde_json::json!({ "rows": rows, "refused": refused }))
+            .map_err(js_err)
     }
 
     /// docs/spec.md §3's branch key at `at` (`null` for an empty session).
