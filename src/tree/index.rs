@@ -19,9 +19,8 @@ pub(super) struct Index {
     pub(super) mode: ReadMode,
     pub(super) tree: Tree,
     pub(super) custom_types: IndexSet<Box<str>>,
-    /// The `data` of every `custom` entry (an extension's state; usually small).
-    /// Each `custom` entry's `data` as written (valid JSON: read from a line that parsed,
-    /// or printed by this crate).
+    /// The `data` of every `custom` entry as written (an extension's state; usually small;
+    /// valid JSON: read from a line that parsed, or printed by this crate).
     pub(super) custom_data: Vec<Box<str>>,
     pub(super) findings: Vec<Finding>,
 }
@@ -39,9 +38,17 @@ impl Index {
             findings: Vec::new(),
         }
     }
-}
 
-impl Index {
+    /// The number of `custom_type` in the interned customTypes: a known one is looked up,
+    /// not copied again.
+    fn intern_custom_type(&mut self, custom_type: &str) -> u32 {
+        let ci = match self.custom_types.get_index_of(custom_type) {
+            Some(ci) => ci,
+            None => self.custom_types.insert_full(custom_type.into()).0,
+        };
+        ci as u32
+    }
+
     /// A `custom` entry this log printed and appended as a child of `parent`, taken
     /// without reading its line back: the same node [`EntrySink::entry`] makes of that
     /// line (the id is fresh, the parent is in the tree, the data was printed as JSON).
@@ -54,10 +61,7 @@ impl Index {
         at: Location,
         len: u64,
     ) {
-        let ci = match self.custom_types.get_index_of(custom_type) {
-            Some(ci) => ci,
-            None => self.custom_types.insert_full(custom_type.into()).0,
-        };
+        let ci = self.intern_custom_type(custom_type);
         let d = self.custom_data.len() as u32;
         self.custom_data.push(data);
         self.tree.push(
@@ -65,7 +69,7 @@ impl Index {
             NodeData {
                 parent,
                 ty: EntryType::Custom,
-                custom: Some(ci as u32),
+                custom: Some(ci),
                 role: None,
                 at,
                 len,
@@ -142,12 +146,7 @@ impl EntrySink for Index {
         if matches!(ty, EntryType::Custom | EntryType::CustomMessage)
             && let Some(ct) = e.raw.custom_type.and_then(raw_str)
         {
-            // A known customType is looked up, not copied again.
-            let ci = match self.custom_types.get_index_of(&*ct) {
-                Some(ci) => ci,
-                None => self.custom_types.insert_full(ct.into()).0,
-            };
-            custom = Some(ci as u32);
+            custom = Some(self.intern_custom_type(&ct));
         }
         if ty == EntryType::Custom
             && let Some(d) = e.raw.data
