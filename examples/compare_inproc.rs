@@ -3,6 +3,7 @@
 //! ```text
 //! compare_inproc read  <FILE> <PLUGIN> <DB> <N>   cold read with a warm projection, and full replay
 //! compare_inproc write <FILE> <PLUGIN> <DB> <N>   durable write vs raw write + fdatasync
+//! compare_inproc cold  <FILE> <PLUGIN> <DB> <N>   the same, the caches evicted before each
 //! compare_inproc serve <FILE> <PLUGIN> <DB>       one timed operation per stdin line (below)
 //! compare_inproc replay <FILE> <PLUGIN>           one full replay; peak RSS (VmHWM)
 //! compare_inproc grow <FILE> <DB> patch|set < items.jsonl
@@ -172,6 +173,53 @@ impl Drop for Writer {
     }
 }
 
+/// Writes 64 MiB (twice the last-level cache) and sleeps in the kernel for 1 ms, so that
+/// the next operation starts as one does after another program ran: its code and data
+/// out of the caches, the branch predictors trained on something else.
+fn evict(buf: &mut [u8]) {
+    for i in (0..buf.len()).step_by(64) {
+        buf[i] = buf[i].wrapping_add(1);
+    }
+    std::hint::black_box(&buf);
+    std::thread::sleep(std::time::Duration::from_millis(1));
+}
+
+/// `n` pairs as in [`pairs`], each operation after [`evict`]; medians, and the median of
+/// the per-pair difference (on tmpfs: the write's CPU and system calls beyond `write()`).
+fn cold(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
+    let mut w = Writer::open(file, plugin, db);
+    let mib = std::env::var("EVICT_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    let mut buf = vec![0u8; mib << 20];
+    let (mut ours, mut floor, mut ratios, mut extra) = (vec![], vec![], vec![], vec![]);
+    for i in 1..=n {
+        let (r, o) = if i % 2 == 1 {
+            evict(&mut buf);
+            let r = w.raw();
+            evict(&mut buf);
+            (r, w.write())
+        } else {
+            evict(&mut buf);
+            let o = w.write();
+            evict(&mut buf);
+            (w.raw(), o)
+        };
+        floor.push(r);
+        ours.push(o);
+        ratios.push(o / r);
+        extra.push(o - r);
+    }
+    json!({
+        "line_bytes": w.line.len(),
+        "write_us": median(ours),
+        "raw_fdatasync_us": median(floor),
+        "median_pair_ratio": median(ratios),
+        "median_pair_extra_us": median(extra),
+    })
+}
+
 fn write(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
     pairs(&mut Writer::open(file, plugin, db), n)
 }
@@ -255,7 +303,7 @@ fn grow(file: &Path, db: &Path, mode: &str) -> Value {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: compare_inproc read|write <FILE> <PLUGIN> <DB> <N> | serve <FILE> <PLUGIN> <DB> | replay <FILE> <PLUGIN> \
+    let usage = "usage: compare_inproc read|write|cold <FILE> <PLUGIN> <DB> <N> | serve <FILE> <PLUGIN> <DB> | replay <FILE> <PLUGIN> \
                  | read-once <FILE> <PLUGIN> <DB> | grow <FILE> <DB> patch|set < items.jsonl";
     let out = match args.first().map(String::as_str) {
         Some("read") if args.len() == 5 => read(
@@ -265,6 +313,12 @@ fn main() {
             args[4].parse().expect("N"),
         ),
         Some("write") if args.len() == 5 => write(
+            Path::new(&args[1]),
+            &args[2],
+            Path::new(&args[3]),
+            args[4].parse().expect("N"),
+        ),
+        Some("cold") if args.len() == 5 => cold(
             Path::new(&args[1]),
             &args[2],
             Path::new(&args[3]),
