@@ -3,6 +3,12 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+/// The map of the in-memory memos (the fold memo, the state index, a store's memos by
+/// log): keys are node numbers, pointers and plugin ids this process holds, never read
+/// from a file, hashed with foldhash (seeded per process) rather than SipHash, which cost
+/// a write more than a tenth of its instructions.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Locks `m`, whether or not a thread panicked while holding it. The library never
 /// panics on input, so a poisoned mutex means a caller's panic unwound through one of its
 /// calls; what the crate keeps behind a mutex (caches of what a store holds, a

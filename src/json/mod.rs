@@ -203,7 +203,7 @@ pub fn from_str_exact(text: &str) -> Result<Value, JsonError> {
 /// [`from_str_exact`]): integers beyond 2^53 that a double cannot hold exactly fail, and
 /// so does ±Infinity ([`JsonError::NonFinite`]), which JSON cannot carry.
 pub fn check_numbers(v: &Value) -> Result<(), JsonError> {
-    let mut stack = vec![v];
+    let mut stack: smallvec::SmallVec<[&Value; 16]> = smallvec::smallvec![v];
     while let Some(v) = stack.pop() {
         match v {
             // An integer of at most 2^53 in magnitude is a double exactly, and JavaScript
@@ -222,6 +222,38 @@ pub fn check_numbers(v: &Value) -> Result<(), JsonError> {
         }
     }
     Ok(())
+}
+
+/// The nesting depth of `v` (as `depth_of` counts it: a scalar is 0, each array or object
+/// one level) and [`check_numbers`]' answer, in one walk over the value (the write checks
+/// both on every value it is given).
+pub(crate) fn depth_and_numbers(v: &Value) -> (usize, Result<(), JsonError>) {
+    let mut depth = 0;
+    let mut numbers = Ok(());
+    // The same order as `check_numbers`, so the same number is named first.
+    let mut stack: smallvec::SmallVec<[(&Value, usize); 16]> = smallvec::smallvec![(v, 0)];
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            Value::Number(n) if numbers.is_ok() && !n.is_f64() && !exact_integer(n) => {
+                numbers = check_literal(&n.to_string());
+            }
+            Value::String(_) if numbers.is_ok() => {
+                if let Some(negative) = infinity(v) {
+                    numbers = Err(JsonError::NonFinite { negative });
+                }
+            }
+            Value::Array(a) => {
+                stack.extend(a.iter().map(|c| (c, d + 1)));
+                depth = depth.max(d + 1);
+            }
+            Value::Object(o) => {
+                stack.extend(o.values().map(|c| (c, d + 1)));
+                depth = depth.max(d + 1);
+            }
+            _ => {}
+        }
+    }
+    (depth, numbers)
 }
 
 /// An integer a double holds exactly and JavaScript prints digit for digit: |n| ≤ 2^53.
@@ -322,7 +354,7 @@ pub fn merge_patch(doc: &mut Value, patch: &Value) {
 /// (`1` equals `1.0`), object key order does not matter, strings compare exactly (the
 /// encoding is canonical). Iterative, so any depth is fine.
 pub fn js_eq(a: &Value, b: &Value) -> bool {
-    let mut stack = vec![(a, b)];
+    let mut stack: smallvec::SmallVec<[(&Value, &Value); 16]> = smallvec::smallvec![(a, b)];
     while let Some((a, b)) = stack.pop() {
         match (a, b) {
             (Value::Null, Value::Null) => {}

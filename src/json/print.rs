@@ -129,7 +129,11 @@ pub(super) fn scalar_into(out: &mut Vec<u8>, v: &Value, mode: Mode) {
             Some(f) if mode == Mode::Js && n.is_f64() => {
                 out.extend_from_slice(js_number(f).as_bytes());
             }
-            _ => out.extend_from_slice(n.to_string().as_bytes()),
+            _ => match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => out.extend_from_slice(itoa::Buffer::new().format(u).as_bytes()),
+                (None, Some(i)) => out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes()),
+                (None, None) => out.extend_from_slice(n.to_string().as_bytes()),
+            },
         },
         Value::String(s) => match (infinity(v), mode) {
             (Some(_), Mode::Js) => out.extend_from_slice(b"null"),

@@ -468,3 +468,55 @@ fn integers_pass_up_to_two_to_the_53rd() {
         assert!(check_numbers(&bad).is_err(), "{bad}");
     }
 }
+
+proptest::proptest! {
+    /// The write's one walk answers as the two walks it replaced: the depth as
+    /// `depth_of` counts it and the first number `check_numbers` names.
+    #[test]
+    fn one_walk_finds_the_depth_and_the_number_the_two_walks_find(
+        v in json_values(),
+    ) {
+        let (depth, numbers) = depth_and_numbers(&v);
+        proptest::prop_assert_eq!(depth, naive_depth(&v));
+        proptest::prop_assert_eq!(
+            numbers.map_err(|e| e.to_string()),
+            check_numbers(&v).map_err(|e| e.to_string())
+        );
+    }
+}
+
+/// The nesting depth by recursion: a scalar 0, a container one more than its deepest
+/// member.
+fn naive_depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(naive_depth).max().unwrap_or(0),
+        Value::Object(o) => 1 + o.values().map(naive_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Values with every kind of number the checks tell apart (integers around 2^53, floats,
+/// strings standing for ±Infinity), nested up to a few levels, 0 to 20 members wide.
+fn json_values() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        ((1u64 << 53) - 2..(1u64 << 53) + 3).prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        Just(from_str("1e400").unwrap()),
+        Just(from_str("-1e400").unwrap()),
+        "[a-z]{0,3}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 64, 20, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..20).prop_map(Value::Array),
+            proptest::collection::vec(("[a-z]{1,2}", inner), 0..20)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}

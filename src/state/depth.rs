@@ -29,7 +29,8 @@ pub(crate) fn to_value_limited<T: Serialize + ?Sized>(
 /// The nesting depth of a JSON value, computed without recursion.
 pub(crate) fn depth_of(value: &Value) -> usize {
     let mut max = 0;
-    let mut stack = vec![(value, 0usize)];
+    // Inline up to 16 pending members: a small value's walk allocates nothing.
+    let mut stack: smallvec::SmallVec<[(&Value, usize); 16]> = smallvec::smallvec![(value, 0)];
     while let Some((v, d)) = stack.pop() {
         match v {
             Value::Array(a) => stack.extend(a.iter().map(|c| (c, d + 1))),

@@ -118,9 +118,9 @@ impl Envelope {
             Op::Patch(p) => ("patch", Some(("patch", p))),
             Op::Drop => ("drop", None),
         };
-        let mut s = String::with_capacity(96);
-        // Writing into a `String` cannot fail.
-        let _ = std::fmt::Write::write_fmt(&mut s, format_args!("{{\"v\":{ENVELOPE_VERSION}"));
+        let mut s = String::with_capacity(256);
+        s.push_str("{\"v\":");
+        s.push_str(itoa::Buffer::new().format(ENVELOPE_VERSION));
         s.push_str(",\"scope\":\"");
         s.push_str(self.scope.as_str());
         s.push_str("\",\"op\":\"");

@@ -16,9 +16,9 @@ use super::envelope::{DecodeError, Envelope, Op, Scope};
 use super::index::{StateIndex, data_of};
 use super::step;
 use crate::error::{Error, Result};
+use crate::sync::FastMap as HashMap;
 use crate::tree::SessionLog;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A folded value: absent, or present (possibly `null`), plus the entry that made it.
@@ -86,11 +86,25 @@ impl FoldCache {
     }
 }
 
+/// The branch event this process appended last, with the value after it: what the next
+/// read or write of that plugin at the new leaf asks for, answered without a lookup. It
+/// enters the memo's maps only when another takes its place or a fold needs them
+/// ([`Folds::settle`]).
+#[derive(Debug)]
+struct LastAppended {
+    plugin: Box<str>,
+    node: u32,
+    after: Folded,
+    /// Already in the maps.
+    settled: bool,
+}
+
 /// The fold layer's view of one log: its state index and the memo of folds.
 #[derive(Debug, Default)]
 pub(crate) struct Folds {
     index: StateIndex,
     cache: FoldCache,
+    last: Option<LastAppended>,
     /// Events and segments looked at to find a plugin's events (unit tests count work).
     steps: u64,
 }
@@ -109,6 +123,17 @@ impl Folds {
             *self = Folds::default();
         }
         self.index.follow(log);
+    }
+
+    /// Puts the last appended event ([`LastAppended`]) into the maps, where every fold
+    /// looks for the values at events.
+    fn settle(&mut self) {
+        if let Some(last) = self.last.as_mut().filter(|l| !l.settled) {
+            last.settled = true;
+            let pc = self.cache.plugin(&last.plugin);
+            pc.nearest.insert(last.node, Ok(Some(last.node)));
+            pc.at_event.insert(last.node, Ok(last.after.clone()));
+        }
     }
 }
 
@@ -269,9 +294,18 @@ pub(crate) fn remember_appended(folds: &mut Folds, plugin: &str, node: u32, deci
     };
     match scope {
         Scope::Branch => {
-            let pc = folds.cache.plugin(plugin);
-            pc.nearest.insert(node, Ok(Some(node)));
-            pc.at_event.insert(node, Ok(after));
+            // The one before goes into the maps; this one waits for the next read.
+            folds.settle();
+            let plugin = match folds.last.take() {
+                Some(last) if *last.plugin == *plugin => last.plugin,
+                _ => plugin.into(),
+            };
+            folds.last = Some(LastAppended {
+                plugin,
+                node,
+                after,
+                settled: false,
+            });
         }
         Scope::Session => {
             // Only when the memo had folded every earlier event of this plugin (the
@@ -318,7 +352,14 @@ pub(crate) fn value_at(
     let r = match scope {
         Scope::Session => session_value(folds, log, plugin),
         Scope::Branch => match node {
-            Some(n) => branch_at(folds, log, plugin, n),
+            Some(n) => match &folds.last {
+                // A write's next read or write, at the entry it appended.
+                Some(last) if last.node == n && *last.plugin == *plugin => Ok(last.after.clone()),
+                _ => {
+                    folds.settle();
+                    branch_at(folds, log, plugin, n)
+                }
+            },
             None => Ok(Folded::EMPTY),
         },
     };
@@ -349,6 +390,7 @@ pub(crate) fn history(
     node: Option<u32>,
 ) -> Result<Vec<HistoryEntry>> {
     folds.follow(log);
+    folds.settle();
     // This plugin's events only, oldest first: on the path to `node`, or in the file.
     let nodes: Vec<u32> = match scope {
         Scope::Branch => match node {
@@ -439,6 +481,54 @@ mod tests {
                 f.steps
             })
             .collect()
+    }
+
+    /// The value a write leaves is answered at its entry only, for its plugin only, and
+    /// stays in the memo once another write takes its place.
+    #[test]
+    fn the_last_appended_value_answers_its_entry_and_plugin_only_and_stays_memoized() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // a:0, b:1, a:2, a:3, a:4 on one line; the memo is told other values (99, 98) for
+        // the last two, so an answer from the memo shows apart from one folded from the file.
+        let events = [
+            ("a", "branch"),
+            ("b", "branch"),
+            ("a", "branch"),
+            ("a", "branch"),
+            ("a", "branch"),
+        ];
+        let log = session(dir.path(), &events, |_| None);
+        let mut f = Folds::of(&log);
+        let set = |v: i32| Decided {
+            event: Envelope {
+                scope: Scope::Branch,
+                op: Op::Set(v.into()),
+            },
+            patched: None,
+        };
+        let at = |f: &mut Folds, plugin: &str, node: u32| {
+            value_at(f, &log, plugin, Scope::Branch, Some(node))
+                .expect("fold")
+                .value
+                .map(|v| (*v).clone())
+        };
+        remember_appended(&mut f, "a", 3, set(99));
+        assert_eq!(
+            at(&mut f, "a", 3),
+            Some(99.into()),
+            "the entry's own plugin"
+        );
+        assert_eq!(at(&mut f, "b", 3), Some(1.into()), "another plugin there");
+        assert_eq!(at(&mut f, "a", 2), Some(2.into()), "the entry above");
+        remember_appended(&mut f, "a", 4, set(98));
+        assert_eq!(at(&mut f, "a", 4), Some(98.into()));
+        let before = f.steps;
+        assert_eq!(
+            at(&mut f, "a", 3),
+            Some(99.into()),
+            "kept after the next write"
+        );
+        assert!(f.steps - before <= 2, "found in the memo, not folded again");
     }
 
     #[test]

@@ -12,14 +12,16 @@
 //! since the last call.
 
 use super::envelope::STATE_PREFIX;
+use crate::sync::FastMap as HashMap;
 use crate::tree::{EntryRef, SessionLog};
-use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One state event: its node and its plugin id.
 #[derive(Debug, Clone)]
 pub(crate) struct EventAt {
     pub node: u32,
-    pub plugin: Box<str>,
+    /// Shared with the plugin's other events ([`PluginEvents::name`]).
+    pub plugin: Arc<str>,
 }
 
 /// A segment: the node its first node is a child of (`None`: it starts at a root), and
@@ -34,6 +36,8 @@ struct Segment {
 /// One plugin's events.
 #[derive(Debug, Default)]
 struct PluginEvents {
+    /// The plugin id, shared by its events.
+    name: Arc<str>,
     /// Positions in [`StateIndex::events`], in file order.
     all: Vec<u32>,
     /// Per segment: the nodes of this plugin's events in it, ascending (file order is
@@ -99,11 +103,22 @@ impl StateIndex {
             let e = log.entry_at(node);
             let event = e.state_plugin().map(|plugin| {
                 let position = self.events.len() as u32;
+                // The plugin's name is copied once, at its first event.
+                if !self.plugins.contains_key(plugin) {
+                    let name = Arc::from(plugin);
+                    self.plugins.insert(
+                        plugin.into(),
+                        PluginEvents {
+                            name,
+                            ..PluginEvents::default()
+                        },
+                    );
+                }
+                let mine = self.plugins.get_mut(plugin).expect("inserted above");
                 self.events.push(EventAt {
                     node,
-                    plugin: plugin.into(),
+                    plugin: mine.name.clone(),
                 });
-                let mine = self.plugins.entry(plugin.into()).or_default();
                 mine.all.push(position);
                 mine.by_segment.entry(segment).or_default().push(node);
                 position

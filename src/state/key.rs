@@ -241,10 +241,11 @@ impl<T> StateKey<T> {
     /// The caller's value or patch, already JSON: no deeper than [`MAX_DEPTH`], and every
     /// number one Pi's JavaScript reads back as written.
     fn check_json(&self, v: &Value) -> Result<()> {
-        if depth::depth_of(v) > MAX_DEPTH {
+        let (depth, numbers) = crate::json::depth_and_numbers(v);
+        if depth > MAX_DEPTH {
             return Err(self.refusal(Unwritable::TooDeep));
         }
-        crate::json::check_numbers(v).map_err(|e| Error::UnrepresentableValue {
+        numbers.map_err(|e| Error::UnrepresentableValue {
             plugin: self.plugin_id().to_owned(),
             detail: e.to_string(),
         })

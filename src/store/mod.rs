@@ -37,7 +37,6 @@ use crate::state::key::StateKey;
 use crate::tree::SessionLog;
 use serde_json::Value;
 use state::SessionState;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -138,7 +137,7 @@ struct Inner {
     db: Mutex<Option<Projection>>,
     /// The fold memo of each log read through this store, keyed by the log's identity;
     /// the `Weak` tells a live log from a dropped one whose address was reused.
-    folds: Mutex<HashMap<usize, (Weak<()>, Folds)>>,
+    folds: Mutex<crate::sync::FastMap<usize, (Weak<()>, Folds)>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -188,7 +187,7 @@ impl Store {
                 location,
                 fs,
                 db: Mutex::new(None),
-                folds: Mutex::new(HashMap::new()),
+                folds: Mutex::new(Default::default()),
             }),
         }
     }

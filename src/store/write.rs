@@ -45,11 +45,10 @@ impl Store {
             return self.with_db(|_| append_if_changed(state, log, op));
         }
         self.with_db(|db| {
-            let file = log.path().to_path_buf();
             // Others' appends are read by the append, under both locks, and the event is
             // decided from the log as it then ends: one look at the file per write.
             let (conn, clear) = db.write_parts();
-            lock::begin_write(conn, log.session_id(), action, &file, clear)?;
+            lock::begin_write(conn, log.session_id(), action, log.path(), clear)?;
             let appended = append_if_changed(state, log, op);
             // What stands in the database is at most a dead holder's row deleted; a commit
             // that fails after the append leaves the append standing (it is durable).

@@ -410,11 +410,11 @@ impl SessionLog {
     /// refuse after writing: an unparsable last line, or a tail that the closing newline
     /// would turn into one. Returns the identity of the file at the path.
     fn decide_before_writing(&mut self) -> Result<FileIdentity> {
-        let path = self.index.path.clone();
         let (len, expected, on_path) = self.check_same_file_at()?;
         if len > expected {
             self.ingest_from_disk()?;
         }
+        let path = &self.index.path;
         let refuse = |at: Location, detail: String| Error::TrailingGarbage {
             path: path.clone(),
             at,
@@ -425,18 +425,18 @@ impl SessionLog {
         }
         if self.tail > 0 {
             use std::io::{Read, Seek, SeekFrom};
-            let mut f = reader::open_regular(&path)?;
+            let mut f = reader::open_regular(path)?;
             f.seek(SeekFrom::Start(self.scan.next.offset))
-                .ctx("reading", &path)?;
+                .ctx("reading", path)?;
             let mut tail = Vec::new();
             f.take(self.tail)
                 .read_to_end(&mut tail)
-                .ctx("reading", &path)?;
+                .ctx("reading", path)?;
             match reader::classify(&tail) {
                 reader::LineClass::Bad(detail) => return Err(refuse(self.scan.next, detail)),
                 reader::LineClass::Invalid(detail) if self.options.mode == ReadMode::Strict => {
                     return Err(Error::InvalidEntry {
-                        path,
+                        path: path.clone(),
                         at: self.scan.next,
                         id: None,
                         detail,
