@@ -297,7 +297,11 @@ pub(crate) fn push_exact(out: &mut String, v: &Value) {
 /// `\`, control character or lone-surrogate marker: every id, timestamp and usual
 /// customType) is copied between its quotes as it is.
 pub(crate) fn push_str_literal(out: &mut String, s: &str) {
-    let plain = s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') && !s.contains(MARKER);
+    // One pass over the bytes: the marker (U+10FFFF) is the only character that starts
+    // with 0xF4 and needs care; any other such character takes the careful path too.
+    let plain = s
+        .bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b != MARKER_UTF8[0]);
     if plain {
         out.reserve(s.len() + 2);
         out.push('"');

@@ -53,6 +53,8 @@ fn printing_after_existing_text_adds_the_same_text_as_printing_alone() {
         r#"{"b":1,"a":[1.0,-0.0,"x"],"\ud83dk":["x\ud83d","\ude00y"]}"#,
         r#""\ud83d""#,
         "\"\u{10FFFF}d83d\"",
+        // Plane 16 beside the marker: its first byte (0xF4) takes the careful path.
+        "\"\u{100000}x\u{10FFFD}\"",
         r#""a\"b\\c\n\u0001\u2028é😀""#,
         r#""a\"b""#,
         r#""a\\b""#,

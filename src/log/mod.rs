@@ -16,26 +16,40 @@ use serde_json::{Map, Value};
 
 /// The current time as Pi writes entry timestamps (`2024-12-03T14:00:00.000Z`).
 pub(crate) fn now_iso() -> String {
-    iso_millis(std::time::SystemTime::now())
+    with_iso_millis(std::time::SystemTime::now(), str::to_owned)
 }
 
 /// `t` as RFC 3339 in UTC with milliseconds, as JavaScript's `Date.toISOString()` prints
-/// it: digits written into the string, no formatting machinery (a write prints one per
-/// entry). Outside years 1970–9999 (a clock set far off), humantime prints it.
-fn iso_millis(t: std::time::SystemTime) -> String {
+/// it, handed to `f`: printed on the stack, digit by digit, no formatting machinery (a
+/// write prints one per entry). Outside years 1970–9999 (a clock set far off), humantime
+/// prints it.
+fn with_iso_millis<R>(t: std::time::SystemTime, f: impl FnOnce(&str) -> R) -> R {
+    match iso_millis(t) {
+        Ok(b) => match std::str::from_utf8(&b) {
+            Ok(s) => f(s),
+            Err(_) => f(&humantime_millis(t)),
+        },
+        Err(()) => f(&humantime_millis(t)),
+    }
+}
+
+fn humantime_millis(t: std::time::SystemTime) -> String {
+    // Writing into a `String` cannot fail; humantime's printing can (past 9999), and what
+    // it printed stands (as it always did here).
+    let mut s = String::with_capacity(24);
+    let _ = std::fmt::Write::write_fmt(
+        &mut s,
+        format_args!("{}", humantime::format_rfc3339_millis(t)),
+    );
+    s
+}
+
+/// The digits of [`with_iso_millis`], or `Err` outside years 1970–9999.
+fn iso_millis(t: std::time::SystemTime) -> Result<[u8; 24], ()> {
     const YEAR_10000: u64 = 253_402_300_800;
     let since = match t.duration_since(std::time::UNIX_EPOCH) {
         Ok(d) if d.as_secs() < YEAR_10000 => d,
-        _ => {
-            // Writing into a `String` cannot fail; humantime's printing can (past 9999),
-            // and what it printed stands (as it always did here).
-            let mut s = String::with_capacity(24);
-            let _ = std::fmt::Write::write_fmt(
-                &mut s,
-                format_args!("{}", humantime::format_rfc3339_millis(t)),
-            );
-            return s;
-        }
+        _ => return Err(()),
     };
     let secs = since.as_secs();
     let (days, rest) = (secs / 86_400, secs % 86_400);
@@ -63,7 +77,7 @@ fn iso_millis(t: std::time::SystemTime) -> String {
     put(14, 2, rest % 3_600 / 60);
     put(17, 2, rest % 60);
     put(20, 3, u64::from(since.subsec_millis()));
-    b.iter().map(|&c| char::from(c)).collect()
+    Ok(b)
 }
 
 /// A new entry id (docs/spec.md §2: 8 hex characters, as Pi's `randomUUID().slice(0, 8)`) that
@@ -96,7 +110,10 @@ enum Body {
     },
     /// A `custom` entry whose `data` is printed already ([`NewEntry::custom_printed`]):
     /// every state event this crate appends.
-    Printed { custom_type: String, data: String },
+    Printed {
+        custom_type: std::sync::Arc<str>,
+        data: String,
+    },
 }
 
 impl NewEntry {
@@ -111,7 +128,7 @@ impl NewEntry {
     }
     /// A `custom` entry whose `data` is JSON text printed in the crate's storage encoding
     /// ([`crate::json::to_string_exact`]): written as it is, not parsed and printed again.
-    pub(crate) fn custom_printed(custom_type: String, data: String) -> NewEntry {
+    pub(crate) fn custom_printed(custom_type: std::sync::Arc<str>, data: String) -> NewEntry {
         NewEntry {
             body: Body::Printed { custom_type, data },
         }
@@ -134,7 +151,9 @@ impl NewEntry {
 
     /// A [`NewEntry::custom_printed`] entry's customType and printed `data`, taken apart
     /// for the log's own index; any other entry is given back.
-    pub(crate) fn into_printed_custom(self) -> std::result::Result<(String, String), NewEntry> {
+    pub(crate) fn into_printed_custom(
+        self,
+    ) -> std::result::Result<(std::sync::Arc<str>, String), NewEntry> {
         match self.body {
             Body::Printed { custom_type, data } => Ok((custom_type, data)),
             body @ Body::Fields { .. } => Err(NewEntry { body }),
@@ -153,7 +172,9 @@ impl NewEntry {
     }
 
     pub(crate) fn to_line(&self, id: &str, parent: Option<&str>) -> String {
-        self.line_at(id, parent, &now_iso())
+        with_iso_millis(std::time::SystemTime::now(), |now| {
+            self.line_at(id, parent, now)
+        })
     }
 
     /// The line with the timestamp `timestamp`.
@@ -270,13 +291,14 @@ mod tests {
             for ms in [0, 7, 999] {
                 let t = UNIX_EPOCH + Duration::from_secs(s) + Duration::from_millis(ms);
                 let expected = humantime::format_rfc3339_millis(t).to_string();
-                assert_eq!(iso_millis(t), expected, "{s} s {ms} ms");
+                assert_eq!(with_iso_millis(t, str::to_owned), expected, "{s} s {ms} ms");
             }
         }
         assert_eq!(now_iso().len(), "2026-12-04T09:00:00.000Z".len());
         // Past the range: whatever humantime prints, without a panic.
         let far = UNIX_EPOCH + Duration::from_secs(253_402_300_800);
-        assert!(!iso_millis(far).starts_with("9999"));
+        assert!(iso_millis(far).is_err());
+        assert!(!with_iso_millis(far, str::to_owned).starts_with("9999"));
     }
 
     impl NewEntry {
@@ -286,7 +308,7 @@ mod tests {
                 Body::Fields { ty, fields } => object_line(ty, fields, id, parent, timestamp),
                 Body::Printed { custom_type, data } => {
                     let mut fields = Map::new();
-                    fields.insert("customType".into(), json!(custom_type));
+                    fields.insert("customType".into(), json!(&**custom_type));
                     let data = crate::json::from_str(data).expect("printed data parses");
                     fields.insert("data".into(), data);
                     object_line("custom", &fields, id, parent, timestamp)

@@ -79,7 +79,8 @@ pub enum Unwritable {
 /// ([`crate::Store::state_of`]). Cloning copies one short string.
 pub struct StateKey<T = Value> {
     /// `session-state/<plugin>`; the plugin id is what follows the prefix.
-    custom_type: String,
+    /// Shared with every entry a write builds (`NewEntry::custom_printed`).
+    custom_type: std::sync::Arc<str>,
     scope: Scope,
     _t: PhantomData<fn() -> T>,
 }
@@ -96,7 +97,7 @@ impl<T> Clone for StateKey<T> {
 
 impl<T> PartialEq for StateKey<T> {
     fn eq(&self, other: &Self) -> bool {
-        self.custom_type == other.custom_type && self.scope == other.scope
+        *self.custom_type == *other.custom_type && self.scope == other.scope
     }
 }
 
@@ -131,7 +132,7 @@ impl<T> StateKey<T> {
     /// A key of a plugin id already checked.
     fn checked(plugin_id: &str, scope: Scope) -> StateKey<T> {
         StateKey {
-            custom_type: format!("{STATE_PREFIX}{plugin_id}"),
+            custom_type: format!("{STATE_PREFIX}{plugin_id}").into(),
             scope,
             _t: PhantomData,
         }
@@ -150,6 +151,11 @@ impl<T> StateKey<T> {
     /// The `customType` of this state's events (`session-state/<plugin>`).
     pub fn custom_type(&self) -> &str {
         &self.custom_type
+    }
+
+    /// [`StateKey::custom_type`], shared.
+    pub(crate) fn custom_type_shared(&self) -> std::sync::Arc<str> {
+        self.custom_type.clone()
     }
 
     /// The same plugin and scope for values of another type.

@@ -99,7 +99,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// The entry that appends `event` (a [`StateKey::decide`]d one) for this state: every
     /// writer builds its line from it.
     pub(super) fn entry(&self, event: &Envelope) -> NewEntry {
-        NewEntry::custom_printed(self.custom_type().to_owned(), event.data_text())
+        NewEntry::custom_printed(self.key.custom_type_shared(), event.data_text())
     }
 
     /// The value at the log's active leaf: `None` when absent, `Some` (possibly of a

@@ -545,6 +545,14 @@ mod tests {
         assert_eq!(log.consumed_bytes(), reread.consumed_bytes());
         assert_eq!(log.len(), 7);
         assert!(log.findings().is_empty() && reread.findings().is_empty());
+        // The customTypes as written, one after another and alternating (interned once).
+        for l in [&log, &reread] {
+            let types: Vec<&str> = l.entries().filter_map(|e| e.custom_type()).collect();
+            assert_eq!(
+                types,
+                ["plain", "quo\"te é", "not-printed", "plain", "plain"]
+            );
+        }
         // Both go on the same way: the next append is read back the same.
         log.append(printed("plain", "3")).unwrap();
         let again = SessionLog::open(log.path()).unwrap();

@@ -19,6 +19,9 @@ pub(super) struct Index {
     pub(super) mode: ReadMode,
     pub(super) tree: Tree,
     pub(super) custom_types: IndexSet<Box<str>>,
+    /// The customType interned last: a run of one extension's entries (a writer's state
+    /// events) finds it without hashing.
+    last_custom_type: Option<u32>,
     /// The `data` of every `custom` entry as written (an extension's state; usually small;
     /// valid JSON: read from a line that parsed, or printed by this crate).
     pub(super) custom_data: Vec<Box<str>>,
@@ -34,6 +37,7 @@ impl Index {
             mode,
             tree: Tree::default(),
             custom_types: IndexSet::new(),
+            last_custom_type: None,
             custom_data: Vec::new(),
             findings: Vec::new(),
         }
@@ -42,11 +46,17 @@ impl Index {
     /// The number of `custom_type` in the interned customTypes: a known one is looked up,
     /// not copied again.
     fn intern_custom_type(&mut self, custom_type: &str) -> u32 {
+        if let Some(last) = self.last_custom_type
+            && self.custom_types.get_index(last as usize).map(|t| &**t) == Some(custom_type)
+        {
+            return last;
+        }
         let ci = match self.custom_types.get_index_of(custom_type) {
             Some(ci) => ci,
             None => self.custom_types.insert_full(custom_type.into()).0,
-        };
-        ci as u32
+        } as u32;
+        self.last_custom_type = Some(ci);
+        ci
     }
 
     /// A `custom` entry this log printed and appended as a child of `parent`, taken
