@@ -522,3 +522,30 @@ fn json_values() -> impl proptest::strategy::Strategy<Value = Value> {
         ]
     })
 }
+
+/// The walks keep 16 pending members inline and the rest on the heap: a value wider than
+/// that is walked whole, its last members and its deepest ones included.
+#[test]
+fn walks_over_a_value_wider_than_their_inline_stack_see_every_member() {
+    let wide = |last: Value| {
+        let mut members: Vec<Value> = (0..40).map(|i| serde_json::json!({ "k": i })).collect();
+        members.push(serde_json::json!([[last]]));
+        Value::Array(members)
+    };
+    let a = wide(Value::from(1));
+    assert!(js_eq(&a, &wide(from_str("1.0").unwrap())));
+    assert!(
+        !js_eq(&a, &wide(Value::from(2))),
+        "a difference in the last member"
+    );
+    assert!(check_numbers(&a).is_ok());
+    let big = wide(Value::from(u64::MAX));
+    assert!(
+        check_numbers(&big).is_err(),
+        "a bad number in the last member"
+    );
+    let (depth, numbers) = depth_and_numbers(&big);
+    assert_eq!(depth, 3);
+    assert!(numbers.is_err());
+    assert_eq!(naive_depth(&big), 3);
+}

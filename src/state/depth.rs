@@ -317,6 +317,13 @@ mod tests {
     }
 
     #[test]
+    fn depth_counts_the_deepest_member_of_a_value_wider_than_the_inline_stack() {
+        let mut members: Vec<Value> = (0..40).map(|i| serde_json::json!({ "k": i })).collect();
+        members.push(serde_json::json!([[[1]]]));
+        assert_eq!(depth_of(&Value::Array(members)), 4);
+    }
+
+    #[test]
     fn limit_is_exact_and_depth_agrees() {
         let ok = nested(MAX_DEPTH);
         assert_eq!(depth_of(&ok), MAX_DEPTH);
