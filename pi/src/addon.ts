@@ -11,6 +11,7 @@
  *
  * When none loads, the error names this machine's platform, what was tried and the fix.
  */
+import { execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -30,20 +31,83 @@ interface Manifest {
   optionalDependencies?: Record<string, string>;
 }
 
-/** glibc or musl, the way napi-rs's own loader decides it (glibc reports its version). */
-function linuxLibc(): "gnu" | "musl" {
-  const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
-  return report?.header?.glibcVersionRuntime ? "gnu" : "musl";
+/** The C library of a Linux machine, as napi-rs names it in platform ids. */
+export type Libc = "gnu" | "musl";
+
+/** What the libc detection looks at; each probe returns `null` when it cannot tell. */
+export interface LibcProbes {
+  /** The text of `/usr/bin/ldd` (glibc's is a script, musl's names the musl loader). */
+  lddFile(): string | null;
+  /** `process.report.getReport()`: glibc reports its version; musl's loader is among the shared objects. */
+  report(): { header?: { glibcVersionRuntime?: string }; sharedObjects?: string[] } | null;
+  /** The output of `ldd --version`. */
+  lddVersion(): string | null;
+}
+
+const machineProbes: LibcProbes = {
+  lddFile: () => {
+    try {
+      return fs.readFileSync("/usr/bin/ldd", "utf8");
+    } catch {
+      return null;
+    }
+  },
+  report: () => {
+    if (typeof process.report?.getReport !== "function") return null;
+    // As napi-rs does: the report then skips its network section (no DNS lookups).
+    (process.report as { excludeNetwork?: boolean }).excludeNetwork = true;
+    return process.report.getReport() as ReturnType<LibcProbes["report"]>;
+  },
+  lddVersion: () => {
+    try {
+      return execFileSync("ldd", ["--version"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    } catch (e) {
+      // musl's ldd prints its version on stderr and exits 1.
+      const err = e as { stdout?: string; stderr?: string };
+      return typeof err.stderr === "string" || typeof err.stdout === "string" ? `${err.stdout ?? ""}${err.stderr ?? ""}` : null;
+    }
+  },
+};
+
+/**
+ * glibc or musl, decided as napi-rs's own loader decides it, in the same order: the text of
+ * `/usr/bin/ldd`, then the process report (glibc reports its version; a musl loader among
+ * the shared objects), then `ldd --version`; glibc when nothing tells.
+ */
+export function detectLibc(probes: LibcProbes = machineProbes): Libc {
+  const ldd = probes.lddFile();
+  if (ldd !== null) return ldd.includes("musl") ? "musl" : "gnu";
+  const report = probes.report();
+  if (report) {
+    if (report.header?.glibcVersionRuntime) return "gnu";
+    const isMusl = (f: string) => f.includes("libc.musl-") || f.includes("ld-musl-");
+    return Array.isArray(report.sharedObjects) && report.sharedObjects.some(isMusl) ? "musl" : "gnu";
+  }
+  return probes.lddVersion()?.includes("musl") ? "musl" : "gnu";
+}
+
+/** A machine as the loader sees it: Node's `process.platform` and `process.arch`, and on Linux the C library. */
+export interface Machine {
+  platform: string;
+  arch: string;
+  libc?: Libc;
+}
+
+/** This machine (the C library detected on Linux only). */
+export function thisMachine(): Machine {
+  const { platform, arch } = process;
+  return platform === "linux" ? { platform, arch, libc: detectLibc() } : { platform, arch };
 }
 
 /**
- * This machine's platform as napi-rs names it (`linux-x64-gnu`, `darwin-arm64`,
- * `win32-x64-msvc`, …): the suffix of the platform package and of the addon's file name.
+ * A machine's platform as napi-rs names it (`linux-x64-gnu`, `linux-arm64-musl`,
+ * `darwin-arm64`, `win32-x64-msvc`, …): the suffix of the platform package and of the
+ * addon's file name.
  */
-export function platformId(): string {
-  const { platform, arch } = process;
+export function platformId(machine: Machine = thisMachine()): string {
+  const { platform, arch } = machine;
   if (platform === "linux") {
-    const libc = linuxLibc();
+    const libc = machine.libc ?? "gnu";
     return arch === "arm" ? `linux-arm-${libc}eabihf` : `linux-${arch}-${libc}`;
   }
   if (platform === "win32") return `win32-${arch}-msvc`;
@@ -52,6 +116,32 @@ export function platformId(): string {
 
 function message(e: unknown): string {
   return e instanceof Error ? e.message.split("\n")[0] : String(e);
+}
+
+const BUILD = "build it from a checkout of the repository with `npm ci && npm run build` in pi/ (Rust 1.89 or newer), then install that directory";
+
+/**
+ * What to do when no addon loads on the platform `id`, for a package described by
+ * `manifest` (its `optionalDependencies` name the platform packages that were published).
+ */
+export function missingAddonFix(id: string, manifest: Pick<Manifest, "name" | "version" | "optionalDependencies">): string {
+  const prebuilt = Object.keys(manifest.optionalDependencies ?? {})
+    .filter((dep) => dep.startsWith(`${manifest.name}-`))
+    .map((dep) => dep.slice(manifest.name.length + 1));
+  if (prebuilt.includes(id)) {
+    return (
+      `npm skipped the optional dependency ${manifest.name}-${id}: reinstall the package with optional dependencies ` +
+      `(\`pi install npm:${manifest.name}@${manifest.version}\` again, or \`npm install\` without --omit=optional / --no-optional)`
+    );
+  }
+  if (id.startsWith("win32-")) {
+    return (
+      `no prebuilt addon exists yet for Windows (${id}): ${BUILD}, with Rust's MSVC toolchain ` +
+      `(rustup's x86_64-pc-windows-msvc and Visual Studio's C++ build tools); or run Pi under WSL, where the linux-x64-gnu package installs`
+    );
+  }
+  if (prebuilt.length > 0) return `there is no prebuilt addon for ${id} (prebuilt: ${prebuilt.join(", ")}): ${BUILD}`;
+  return `${BUILD}, or set ${ADDON_ENV} to the absolute path of a built addon`;
 }
 
 /** Loads the addon, or throws an `Error` that names the platform and the fix. */
@@ -106,17 +196,7 @@ export function loadAddon<T>(): T {
     }
   }
 
-  const prebuilt = Object.keys(manifest.optionalDependencies ?? {})
-    .filter((dep) => dep.startsWith(`${manifest.name}-`))
-    .map((dep) => dep.slice(manifest.name.length + 1));
-  const fix = prebuilt.includes(id)
-    ? `npm skipped the optional dependency ${platformPackage}: reinstall the package with optional dependencies ` +
-      `(\`pi install npm:${manifest.name}@${manifest.version}\` again, or \`npm install\` without --omit=optional / --no-optional)`
-    : prebuilt.length > 0
-      ? `there is no prebuilt addon for ${id} (prebuilt: ${prebuilt.join(", ")}): build it from a checkout of the ` +
-        `repository with \`npm ci && npm run build\` in pi/ (Rust 1.89 or newer), then install that directory`
-      : `build it with \`npm ci && npm run build\` in pi/ (Rust 1.89 or newer), or set ${ADDON_ENV} to the absolute path of a built addon`;
   throw new Error(
-    `session-state: no native addon for this platform, ${id} (Node ${process.version}). Tried: ${tried.join("; ")}. Fix: ${fix}.`,
+    `session-state: no native addon for this platform, ${id} (Node ${process.version}). Tried: ${tried.join("; ")}. Fix: ${missingAddonFix(id, manifest)}.`,
   );
 }
