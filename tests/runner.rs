@@ -21,6 +21,8 @@ mod log_faults;
 mod persistence;
 mod pi_install;
 mod pi_package;
+mod pi_platforms;
+mod pi_release;
 mod pi_tui;
 mod plugins;
 #[cfg(feature = "postgres")]
