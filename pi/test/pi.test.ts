@@ -414,6 +414,8 @@ test("a killed Pi process does not seal the session", async (t) => {
   const dir = tmpDir(t);
   const script = fileURLToPath(new URL("./hold.ts", import.meta.url));
   const child = spawn(process.execPath, [script, dir], { stdio: ["ignore", "pipe", "inherit"] });
+  // Whatever the test's outcome, the child goes with it (else it keeps this file's run alive).
+  t.after(() => void child.kill("SIGKILL"));
   const ready: { file: string; db: string } = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (b) => {

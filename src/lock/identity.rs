@@ -66,7 +66,7 @@ impl Holder {
     /// The identity of the running process `pid`, read from `/proc`; `None` when it does
     /// not exist or `/proc` cannot tell (not Linux).
     pub fn for_pid(pid: u32) -> Option<Holder> {
-        let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+        let stat = std::fs::read(stat_path(pid)).ok()?;
         let stat = parse_stat(&stat)?;
         Some(Holder {
             pid,
@@ -164,7 +164,7 @@ impl Holder {
                 format!("holder pid {pid} lives in another pid namespace (a container?)"),
             );
         }
-        let stat = match std::fs::read(format!("/proc/{pid}/stat")) {
+        let stat = match std::fs::read(stat_path(pid)) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return (Liveness::NotAlive, format!("holder pid {pid} is gone"));
@@ -267,6 +267,16 @@ pub(super) fn assess_raw(holder: &str) -> (Liveness, String) {
     }
 }
 
+/// `/proc/<pid>/stat`, spelled `/proc/./<pid>/stat`: the kernel reads both the same, but
+/// qemu-user (an arm64 program on an x86-64 machine, as binfmt runs foreign containers)
+/// answers a process's reads of its own `/proc/self/stat` and `/proc/<own pid>/stat` with
+/// a made-up start time, a few ticks off the kernel's. A holder that recorded that one
+/// would be judged dead, a reused pid, by every process reading the real one. The `.`
+/// passes qemu's check, so every process reads the kernel's.
+fn stat_path(pid: u32) -> String {
+    format!("/proc/./{pid}/stat")
+}
+
 /// The fields of `/proc/<pid>/stat` we use.
 struct Stat {
     state: char,
@@ -323,6 +333,24 @@ fn pid_namespace(link: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The path that passes qemu-user's check reads the kernel's own file. (Under qemu a
+    /// process's `/proc/<own pid>/stat` is made up; tests/pi_arm64.rs runs the Pi package
+    /// under qemu, where a live Pi's lock row is judged by a native process.)
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_stat_path_is_the_kernels_file_past_qemus_own_answers() {
+        let pid = std::process::id();
+        assert!(stat_path(pid).starts_with("/proc/./"), "{}", stat_path(pid));
+        let via = parse_stat(&std::fs::read(stat_path(pid)).expect("read")).expect("parse");
+        let direct = std::fs::read(format!("/proc/{pid}/stat")).expect("read");
+        let direct = parse_stat(&direct).expect("parse");
+        assert_eq!(via.start_ticks, direct.start_ticks);
+        assert_eq!(
+            Holder::for_pid(pid).and_then(|h| h.start_ticks),
+            Some(direct.start_ticks)
+        );
+    }
 
     fn stat_line(comm: &str, state: char, start: u64) -> Vec<u8> {
         // Fields 4..=21 are filler; field 22 is the start time.
