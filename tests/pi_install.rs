@@ -41,16 +41,17 @@ fn platform_id() -> String {
     String::from_utf8(pi_addon::run("platformId()", c).stdout).expect("UTF-8")
 }
 
-/// `PATH` for the installed world: a directory with `node` (the pinned 22) and `npm`, then
-/// every directory of this `PATH` that has neither `cargo` nor `rustc`.
-fn path_without_rust(bin: &Path) -> OsString {
+/// `PATH` for the installed world: a directory with `node` (`node`: the pinned 22, or
+/// another build of it) and `npm`, then every directory of this `PATH` that has neither
+/// `cargo` nor `rustc`.
+pub(crate) fn path_without_rust(bin: &Path, node: &Path) -> OsString {
     fs::create_dir_all(bin).expect("mkdir bin");
     let path = std::env::var_os("PATH").unwrap_or_default();
     let npm = std::env::split_paths(&path)
         .map(|d| d.join("npm"))
         .find(|p| p.is_file())
         .unwrap_or_else(|| panic!("npm is not on PATH: the install test needs Node.js with npm"));
-    std::os::unix::fs::symlink(pi_addon::node(), bin.join("node")).expect("link node");
+    std::os::unix::fs::symlink(node, bin.join("node")).expect("link node");
     std::os::unix::fs::symlink(&npm, bin.join("npm")).expect("link npm");
     let mut dirs = vec![bin.to_path_buf()];
     dirs.extend(
@@ -70,8 +71,9 @@ fn path_without_rust(bin: &Path) -> OsString {
 }
 
 /// A command in the installed world: a scrubbed environment (no cargo variables, no
-/// `SESSION_STATE_PI_ADDON`, no user `HOME` or npm config), `PATH` without Rust.
-fn installed_world(program: impl AsRef<std::ffi::OsStr>, w: &World) -> Command {
+/// `SESSION_STATE_PI_ADDON`, no user `HOME` or npm config), `PATH` without Rust, and the
+/// world's own variables.
+pub(crate) fn installed_world(program: impl AsRef<std::ffi::OsStr>, w: &World) -> Command {
     let mut c = Command::new(program);
     c.env_clear()
         .env("PATH", &w.path)
@@ -85,21 +87,37 @@ fn installed_world(program: impl AsRef<std::ffi::OsStr>, w: &World) -> Command {
     if let Some(tmp) = std::env::var_os("TMPDIR") {
         c.env("TMPDIR", tmp);
     }
+    c.envs(w.env.iter().map(|(k, v)| (k, v)));
     c
 }
 
-struct World {
-    root: PathBuf,
-    path: OsString,
+/// A machine with the package installed and no Rust: a folder, its `PATH`, its `node`.
+pub(crate) struct World {
+    pub root: PathBuf,
+    pub path: OsString,
+    /// The `node` first on `PATH` (what `npm` and `pi` run on).
+    pub node: PathBuf,
+    /// Variables of this world's own (for example `QEMU_LD_PREFIX`).
+    pub env: Vec<(String, OsString)>,
 }
 
 impl World {
+    /// A world in `root` whose `node` is `node`.
+    pub fn new(root: &Path, node: &Path, env: Vec<(String, OsString)>) -> World {
+        fs::create_dir_all(root.join("home")).expect("mkdir home");
+        World {
+            root: root.to_path_buf(),
+            path: path_without_rust(&root.join("bin"), node),
+            node: node.to_path_buf(),
+            env,
+        }
+    }
     /// Where the installed copy's tests run.
-    fn run_dir(&self) -> PathBuf {
+    pub fn run_dir(&self) -> PathBuf {
         self.root.join("run")
     }
     /// Pi's agent directory: inside the run directory (see the module's docs).
-    fn agent(&self) -> PathBuf {
+    pub fn agent(&self) -> PathBuf {
         self.run_dir().join("agent")
     }
 }
@@ -141,25 +159,15 @@ fn assert_imports_by_name(dir: &Path) {
 #[test]
 fn pi_install_from_a_registry_gives_a_package_that_passes_its_tests_without_rust() {
     let addon = pi_addon::addon();
-    let pkg = pi_addon::pkg();
-    let manifest: Value =
-        serde_json::from_slice(&fs::read(pkg.join("package.json")).expect("pi/package.json"))
-            .expect("pi/package.json is JSON");
-    let (name, version) = (
-        manifest["name"].as_str().expect("name"),
-        manifest["version"].as_str().expect("version"),
-    );
+    let (name, _) = name_and_version();
+    let name = name.as_str();
     let base = pi_addon::target_dir().join("pi-install");
     fs::create_dir_all(&base).expect("mkdir target/pi-install");
     let root = tempfile::Builder::new()
         .prefix("run-")
         .tempdir_in(&base)
         .expect("tempdir");
-    let w = World {
-        root: root.path().to_path_buf(),
-        path: path_without_rust(&root.path().join("bin")),
-    };
-    fs::create_dir_all(w.root.join("home")).expect("mkdir home");
+    let w = World::new(root.path(), &pi_addon::node(), Vec::new());
 
     // 1. Pack: the addon the other Pi tests load, not a second Rust build.
     let packed_dir = w.root.join("packed");
@@ -229,23 +237,62 @@ fn pi_install_from_a_registry_gives_a_package_that_passes_its_tests_without_rust
     }
     eprintln!("pi_install: tarballs {tarballs:?}");
 
-    // 2. Publish to a registry on loopback, platform package first.
+    // 2.–4. Publish, `pi install`, and the package's tests on the installed copy.
+    let registry = publish(&w, &packed_dir, tarballs.iter().map(|(f, _)| f.as_str()));
+    let installed = pi_install(&w, &id);
+    let run_dir = prepare_run_dir(&w, &installed);
+    let mut test = installed_world("npm", &w);
+    test.current_dir(&run_dir)
+        .args(["test", "--silent"])
+        .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
+    let out = pi_addon::run("npm test on the installed copy", test);
+    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 10);
+    drop(registry);
+}
+
+/// The package's name and version (`pi/package.json`).
+pub(crate) fn name_and_version() -> (String, String) {
+    let manifest: Value = serde_json::from_slice(
+        &fs::read(pi_addon::pkg().join("package.json")).expect("pi/package.json"),
+    )
+    .expect("pi/package.json is JSON");
+    (
+        manifest["name"].as_str().expect("name").to_owned(),
+        manifest["version"].as_str().expect("version").to_owned(),
+    )
+}
+
+/// Starts a registry on loopback in `w` and publishes `tarballs` (files of `packed_dir`, in
+/// the order given: platform packages first) with `w`'s npm. The registry lives as long
+/// as what is returned.
+pub(crate) fn publish<'a>(
+    w: &World,
+    packed_dir: &Path,
+    tarballs: impl IntoIterator<Item = &'a str>,
+) -> Registry {
     let registry = Registry::start(&w.root.join("registry"));
     registry.write_npmrc(&w.root.join("npmrc"));
-    for (file, _) in &tarballs {
-        let mut publish = installed_world("npm", &w);
+    for file in tarballs {
+        let mut publish = installed_world("npm", w);
         publish
             .current_dir(&w.root)
             .args(["publish", "--loglevel=error"])
             .arg(packed_dir.join(file));
         pi_addon::run(&format!("npm publish {file} to {}", registry.url), publish);
     }
+    registry
+}
 
-    // 3. `pi install`, with no Rust toolchain on PATH.
+/// `pi install npm:<name>@<version>` in `w` (its `node`, no Rust on `PATH`); checks that
+/// npm installed the platform package `id` and no other, and returns the installed copy.
+pub(crate) fn pi_install(w: &World, id: &str) -> PathBuf {
+    let pkg = pi_addon::pkg();
+    let (name, version) = name_and_version();
+    let platform_pkg = format!("{name}-{id}");
     let run_dir = w.run_dir();
     fs::create_dir_all(w.agent()).expect("mkdir agent");
     let source = format!("npm:{name}@{version}");
-    let mut install = installed_world(pi_addon::node(), &w);
+    let mut install = installed_world(&w.node, w);
     install
         .current_dir(&run_dir)
         .arg(pkg.join("node_modules").join(".bin").join("pi"))
@@ -260,37 +307,70 @@ fn pi_install_from_a_registry_gives_a_package_that_passes_its_tests_without_rust
         "settings.json lists {source}: {settings}"
     );
     let modules = w.agent().join("npm").join("node_modules");
-    let installed = modules.join(name);
+    let installed = modules.join(&name);
     assert!(
         installed.join("dist").join("index.js").is_file(),
         "installed: {}",
         installed.display()
     );
     assert!(!installed.join("native").exists() && !installed.join("src").exists());
+    let addon = modules
+        .join(&platform_pkg)
+        .join(format!("session-state.{id}.node"));
     assert!(
-        modules
-            .join(&platform_pkg)
-            .join(format!("session-state.{id}.node"))
-            .is_file(),
+        addon.is_file(),
         "npm installed the optional dependency {platform_pkg}"
     );
+    let scope = modules.join(name.split('/').next().expect("a scope"));
+    let platform_packages: Vec<String> = fs::read_dir(&scope)
+        .expect("the scope's folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pi-"))
+        .collect();
+    assert_eq!(
+        platform_packages,
+        [format!("pi-{id}")],
+        "npm installs this machine's platform package and no other"
+    );
 
-    // 4. The package's tests, on the installed copy.
-    for dir in ["test", "examples"] {
-        if pkg.join(dir).is_dir() {
-            assert_imports_by_name(&pkg.join(dir));
-            copy_dir(&pkg.join(dir), &run_dir.join(dir));
-        }
+    // The addon that loads is the platform package's (no SESSION_STATE_PI_ADDON here).
+    let mut which = installed_world(&w.node, w);
+    which.current_dir(&run_dir).args([
+        "--input-type=module",
+        "-e",
+        "const { platformId } = await import('@session-state/pi/addon'); \
+         await import('@session-state/pi'); \
+         const r = process.report.getReport(); \
+         process.stdout.write(JSON.stringify({ id: platformId(), arch: process.arch, \
+           loaded: r.sharedObjects.filter((f) => f.endsWith('.node')) }));",
+    ]);
+    prepare_modules(w, &installed);
+    let out: Value =
+        serde_json::from_slice(&pi_addon::run("import @session-state/pi", which).stdout)
+            .expect("JSON");
+    assert_eq!(out["id"], id, "the loader's platform: {out}");
+    let platform_addon = fs::canonicalize(&addon).expect("canonical path");
+    assert!(
+        out["loaded"]
+            .as_array()
+            .expect("loaded")
+            .iter()
+            .any(|f| f.as_str() == platform_addon.to_str()),
+        "the installed package loads {} (loaded: {out})",
+        platform_addon.display()
+    );
+    installed
+}
+
+/// `node_modules/` of the run folder: `@session-state/pi` is the installed copy (a link to
+/// it), everything else links to `pi/node_modules/` (Pi, pi-ai, typebox…).
+fn prepare_modules(w: &World, installed: &Path) {
+    let pkg = pi_addon::pkg();
+    let (name, _) = name_and_version();
+    let nm = w.run_dir().join("node_modules");
+    if nm.exists() {
+        return;
     }
-    let test_script = manifest["scripts"]["test"].as_str().expect("a test script");
-    let run_manifest = serde_json::json!({
-        "name": "session-state-pi-installed-copy",
-        "private": true,
-        "type": "module",
-        "scripts": { "test": test_script },
-    });
-    fs::write(run_dir.join("package.json"), run_manifest.to_string()).expect("package.json");
-    let nm = run_dir.join("node_modules");
     fs::create_dir_all(nm.join("@session-state")).expect("mkdir node_modules");
     for e in fs::read_dir(pkg.join("node_modules")).expect("pi/node_modules") {
         let e = e.expect("entry");
@@ -300,36 +380,32 @@ fn pi_install_from_a_registry_gives_a_package_that_passes_its_tests_without_rust
         }
         std::os::unix::fs::symlink(e.path(), nm.join(&n)).expect("link a dependency");
     }
-    std::os::unix::fs::symlink(&installed, nm.join(name)).expect("link the installed copy");
+    std::os::unix::fs::symlink(installed, nm.join(&name)).expect("link the installed copy");
+}
 
-    // The addon that loads is the platform package's (no SESSION_STATE_PI_ADDON here).
-    let mut which = installed_world(pi_addon::node(), &w);
-    which.current_dir(&run_dir).args([
-        "--input-type=module",
-        "-e",
-        "await import('@session-state/pi'); \
-         const r = process.report.getReport(); \
-         process.stdout.write(JSON.stringify(r.sharedObjects.filter((f) => f.endsWith('.node'))));",
-    ]);
-    let loaded =
-        String::from_utf8(pi_addon::run("import @session-state/pi", which).stdout).expect("UTF-8");
-    let platform_addon = fs::canonicalize(
-        modules
-            .join(&platform_pkg)
-            .join(format!("session-state.{id}.node")),
-    )
-    .expect("canonical path");
-    assert!(
-        loaded.contains(platform_addon.to_str().unwrap()),
-        "the installed package loads {} (loaded: {loaded})",
-        platform_addon.display()
-    );
-
-    let mut test = installed_world("npm", &w);
-    test.current_dir(&run_dir)
-        .args(["test", "--silent"])
-        .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
-    let out = pi_addon::run("npm test on the installed copy", test);
-    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 10);
-    drop(registry);
+/// The run folder for the package's own tests on the installed copy: copies of `pi/test/`
+/// and `pi/examples/`, a package.json whose `test` script is `pi/package.json`'s, and the
+/// `node_modules/` of [`prepare_modules`]. Returns it.
+pub(crate) fn prepare_run_dir(w: &World, installed: &Path) -> PathBuf {
+    let pkg = pi_addon::pkg();
+    let run_dir = w.run_dir();
+    for dir in ["test", "examples"] {
+        if pkg.join(dir).is_dir() {
+            assert_imports_by_name(&pkg.join(dir));
+            copy_dir(&pkg.join(dir), &run_dir.join(dir));
+        }
+    }
+    let manifest: Value =
+        serde_json::from_slice(&fs::read(pkg.join("package.json")).expect("pi/package.json"))
+            .expect("pi/package.json is JSON");
+    let test_script = manifest["scripts"]["test"].as_str().expect("a test script");
+    let run_manifest = serde_json::json!({
+        "name": "session-state-pi-installed-copy",
+        "private": true,
+        "type": "module",
+        "scripts": { "test": test_script },
+    });
+    fs::write(run_dir.join("package.json"), run_manifest.to_string()).expect("package.json");
+    prepare_modules(w, installed);
+    run_dir
 }

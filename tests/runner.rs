@@ -19,6 +19,7 @@ mod guard_example;
 mod interop;
 mod log_faults;
 mod persistence;
+mod pi_arm64;
 mod pi_install;
 mod pi_package;
 mod pi_platforms;

@@ -27,6 +27,8 @@ function pi(dir: string, args: string[]) {
       PI_CODING_AGENT_DIR: path.join(dir, "agent"),
       // The addon the tests were given (cargo test builds it outside pi/native/).
       ...(process.env.SESSION_STATE_PI_ADDON ? { SESSION_STATE_PI_ADDON: process.env.SESSION_STATE_PI_ADDON } : {}),
+      // Where qemu-user finds the C libraries, when these tests run emulated (tests/pi_arm64.rs).
+      ...(process.env.QEMU_LD_PREFIX ? { QEMU_LD_PREFIX: process.env.QEMU_LD_PREFIX } : {}),
     },
     timeout: 120_000,
   });
