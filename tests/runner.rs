@@ -31,6 +31,7 @@ mod projection;
 mod prune;
 mod readme_walkthrough;
 mod replay;
+mod schema_upgrade;
 mod seam_faults;
 mod settings_location;
 mod store;
