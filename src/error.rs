@@ -421,6 +421,25 @@ pub enum Error {
         what: String,
     },
 
+    /// The projection database was made by a later version of session-state (its schema
+    /// version is newer than this one knows): it is never written, deleted or trusted,
+    /// so every command that would use it refuses.
+    #[error(
+        "projection database {path}: made by a newer session-state (schema version \
+         {version}; this session-state knows versions up to {known}); it was left untouched. \
+         Upgrade this session-state (the command line, or the Pi package) to the version \
+         that made it, or use another database (--db, or sessionState.databasePath in \
+         Pi's settings)"
+    )]
+    NewerDatabase {
+        /// The database file.
+        path: PathBuf,
+        /// Its schema version, as written in it.
+        version: String,
+        /// The newest schema version this session-state knows.
+        known: i64,
+    },
+
     /// A row of the projection database does not decode (damaged or edited). Readers
     /// rebuild the session from its log and answer from the rebuild; this error is
     /// returned only when the rebuilt rows do not decode either.

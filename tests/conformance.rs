@@ -122,6 +122,10 @@ macro_rules! conformance {
                 suite::an_unavailable_store_is_retried_within_its_window_then_refused_with_the_cause(backend())
             }
             #[test]
+            fn a_line_that_repeats_a_member_imports_and_folds_as_its_last_occurrence() {
+                suite::a_line_that_repeats_a_member_imports_and_folds_as_its_last_occurrence(backend())
+            }
+            #[test]
             fn folds_equal_pis_on_imported_pi_sessions() {
                 suite::folds_equal_pis_on_imported_pi_sessions(backend())
             }
@@ -1112,6 +1116,48 @@ pub(crate) mod suite {
             Err(Error::StoreUnavailable { .. })
         ));
         assert_eq!(lines_of(&b, &id).len(), 2);
+    }
+
+    /// `fixtures/edge/repeated-members.jsonl` (every member the reader looks at given twice,
+    /// the last occurrence right, as Pi's `JSON.parse` reads it; `tests/interop.rs` checks
+    /// it against the real Pi): imported byte for byte, and every plugin folds the last
+    /// occurrence, in memory and cold; a write goes on from its leaf.
+    pub fn a_line_that_repeats_a_member_imports_and_folds_as_its_last_occurrence(b: TestBackend) {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/edge/repeated-members.jsonl");
+        let r = import_file(b.store.backend(), &file).unwrap();
+        assert_eq!((r.session_id.as_str(), r.appended), ("s-repeat", 7));
+        assert_eq!(
+            exported(&b, "s-repeat"),
+            std::fs::read(&file).unwrap(),
+            "kept byte for byte"
+        );
+        let store = projection(&b);
+        let s = StoredSession::new(b.store.backend(), &b.key, "s-repeat");
+        let log = s.read_log(ReadMode::Strict).unwrap();
+        assert_eq!(log.leaf_id(), Some("a0000007"));
+        for (plugin, value) in [
+            ("role", json!("second")),
+            ("todo", json!([1])),
+            ("note", json!("m")),
+        ] {
+            let st = store.state::<Value>(plugin, Scope::Branch).unwrap();
+            assert_eq!(
+                st.read_value(&log).unwrap(),
+                Some(value.clone()),
+                "{plugin}"
+            );
+            assert_eq!(
+                st.read_stored(&s, None).unwrap(),
+                Some(value),
+                "{plugin} cold"
+            );
+        }
+        let role = store.state::<Value>("role", Scope::Branch).unwrap();
+        role.write_stored(&s, None, &json!("third"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(role.read_stored(&s, None).unwrap(), Some(json!("third")));
     }
 
     pub fn folds_equal_pis_on_imported_pi_sessions(b: TestBackend) {

@@ -412,3 +412,92 @@ fn only_regular_files_are_read_and_the_header_line_is_bounded() {
     .unwrap();
     assert_eq!(SessionLog::open(&ok).unwrap().session_id(), "s");
 }
+
+/// A line that gives a member twice is read as Pi's `JSON.parse` reads it, the last
+/// occurrence winning, by both readers, every plugin's fold, the projection and the
+/// command line; `verify` lists each repeat and accepts the file.
+#[test]
+fn a_repeated_member_reads_as_its_last_occurrence_everywhere() {
+    let name = "edge/repeated-members.jsonl";
+    for mode in [ReadMode::Strict, ReadMode::Salvage] {
+        let log = open(name, mode).unwrap_or_else(|e| panic!("{name} {mode:?}: {e}"));
+        assert_eq!(
+            ids(&log),
+            [
+                "a0000001", "a0000002", "a0000003", "a0000004", "a0000005", "a0000006", "a0000007"
+            ],
+            "{mode:?}"
+        );
+        assert_eq!(log.path_to("a0000007").unwrap().len(), 7, "one chain");
+        assert_eq!(
+            kinds(&log),
+            (2..=8)
+                .map(|line| (FindingKind::RepeatedMember, line))
+                .collect::<Vec<_>>(),
+            "{mode:?}"
+        );
+        assert!(
+            log.findings()[1].to_string().contains("`customType`"),
+            "{}",
+            log.findings()[1]
+        );
+    }
+    let log = strict(name);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("states.sqlite");
+    let projection = common::open_store(&db).unwrap();
+    for (plugin, value) in [
+        ("role", json!("second")),
+        ("todo", json!([1])),
+        ("note", json!("m")),
+    ] {
+        let state = Store::at(&db)
+            .and_then(|s| s.state::<serde_json::Value>(plugin, Scope::Branch))
+            .unwrap();
+        assert_eq!(
+            state.read_value(&log).unwrap(),
+            Some(value.clone()),
+            "{plugin}"
+        );
+        assert_eq!(
+            projection
+                .read_value(&fixture(name), plugin, Scope::Branch, None)
+                .unwrap(),
+            Some(value.clone()),
+            "{plugin} projection"
+        );
+    }
+    // The command line reads it, and `verify` accepts the file and lists the repeats.
+    let out = common::cli()
+        .arg("verify")
+        .arg(fixture(name))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(stdout.matches("\"repeated-member\"").count(), 7, "{stdout}");
+    // A write on top of it goes through, and Pi's reading of the new line is ours.
+    let copy = dir.path().join("copy.jsonl");
+    std::fs::copy(fixture(name), &copy).unwrap();
+    let out = common::cli()
+        .arg("write")
+        .arg(&copy)
+        .args(["--plugin", "role", "--value", "\"third\"", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = SessionLog::open(&copy).unwrap();
+    assert_eq!(log.len(), 8);
+    assert_eq!(
+        log.entries().last().unwrap().parent_id(),
+        Some("a0000007"),
+        "a child of the leaf"
+    );
+}

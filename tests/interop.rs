@@ -599,3 +599,50 @@ fn numbers_beyond_doubles_in_the_file_fold_as_pi_folds_them() {
         );
     }
 }
+
+/// Lines that repeat a member, the first occurrence wrong and the last right, for every
+/// member the reader looks at (`fixtures/edge/repeated-members.jsonl`): Pi's `JSON.parse`
+/// keeps the last occurrence, and so do both our readers. The same entries, parents, leaf
+/// and branches as Pi's, and every plugin's fold equal to Pi's (in memory, projection,
+/// CLI), both majors.
+#[test]
+fn repeated_members_read_as_pis_json_parse_reads_them() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/edge/repeated-members.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    for member in [
+        "\"id\"",
+        "\"type\"",
+        "\"parentId\"",
+        "\"customType\"",
+        "\"data\"",
+        "\"message\"",
+        "\"role\"",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.matches(&format!("{member}:")).count() > 1),
+            "the fixture repeats {member} in some line"
+        );
+    }
+    for major in pi::MAJORS {
+        let dump = pi::dump_copy(major, &file);
+        for mode in [ReadMode::Strict, ReadMode::Salvage] {
+            let log = LogOptions::new().mode(mode).open(&file).unwrap();
+            assert_same_as_pi(&log, &dump, &format!("pi{major} {mode:?}"));
+        }
+        let types: Vec<&str> = dump
+            .entries
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "message", "custom", "custom", "custom", "custom", "message", "custom"
+            ],
+            "pi{major}: the last `type` of each line"
+        );
+        assert_eq!(dump.entries[5]["message"]["role"], "assistant", "pi{major}");
+        assert_reads_as_pi_folds(major, &file, &["role", "todo", "note"], "repeated members");
+    }
+}

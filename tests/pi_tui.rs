@@ -6,7 +6,9 @@
 //! (not the extension that wrote the event), and the screen shows the line again.
 //!
 //! The screen is polled with `capture-pane` until the text appears, with a deadline; no
-//! fixed sleeps. `tmux` missing is a failure, never a skip (`.ci/run` installs it).
+//! fixed sleeps. `tmux` missing is a failure, never a skip (`.ci/run` installs it): this
+//! test fails with what to install, before it builds anything, and the other tests of the
+//! run still report.
 
 use crate::common::pi_addon::{ADDON_ENV, addon, node, pi_cli, pkg};
 
@@ -22,15 +24,23 @@ struct Tmux {
     socket: PathBuf,
 }
 
+/// Fails the calling test, with what to install, unless `tmux -V` runs.
+fn require_tmux() {
+    let hint = "this test drives Pi's interactive TUI in tmux; install it (`apt-get install \
+                tmux`; `.ci/run` does)";
+    match Command::new("tmux").arg("-V").output() {
+        Ok(v) => assert!(v.status.success(), "tmux -V failed ({v:?}): {hint}"),
+        Err(e) => panic!("cannot run tmux ({e}): {hint}"),
+    }
+}
+
 impl Tmux {
     fn new(socket: PathBuf) -> Tmux {
-        let t = Tmux { socket };
-        let v = t.raw(&["-V"]);
-        assert!(v.status.success(), "tmux -V failed: {v:?}");
-        t
+        require_tmux();
+        Tmux { socket }
     }
 
-    fn raw(&self, args: &[&str]) -> Output {
+    fn try_raw(&self, args: &[&str]) -> std::io::Result<Output> {
         Command::new("tmux")
             .arg("-u")
             .arg("-S")
@@ -40,12 +50,11 @@ impl Tmux {
             .args(args)
             .env("LANG", "C.UTF-8")
             .output()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot run tmux ({e}): this test drives Pi's interactive TUI in tmux; \
-                     install it (`apt-get install tmux`; `.ci/run` does)"
-                )
-            })
+    }
+
+    fn raw(&self, args: &[&str]) -> Output {
+        self.try_raw(args)
+            .unwrap_or_else(|e| panic!("cannot run tmux {args:?}: {e}"))
     }
 
     fn ok(&self, args: &[&str]) {
@@ -133,8 +142,19 @@ impl Tmux {
 }
 
 impl Drop for Tmux {
+    /// Never panics: a second panic while the test unwinds would abort the whole test
+    /// binary and lose every result.
     fn drop(&mut self) {
-        let _ = self.raw(&["kill-server"]);
+        if std::thread::panicking()
+            && let Ok(out) = self.try_raw(&["capture-pane", "-p", "-J"])
+            && out.status.success()
+        {
+            eprintln!(
+                "the screen when the test failed:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        let _ = self.try_raw(&["kill-server"]);
     }
 }
 
@@ -156,6 +176,7 @@ fn session_files(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn the_transcript_shows_state_events_in_a_real_terminal_and_after_a_resume() {
+    require_tmux();
     let addon = addon();
     let dir = tempfile::tempdir().expect("tempdir");
     let (agent, project) = (dir.path().join("agent"), dir.path().join("project"));
@@ -221,4 +242,52 @@ fn the_transcript_shows_state_events_in_a_real_terminal_and_after_a_resume() {
     let screen = tmux.wait_for(line);
     assert!(screen.contains("noted"), "the resumed transcript: {screen}");
     tmux.quit();
+}
+
+/// A `PATH` of one folder with a link to every program on this `PATH` except `tmux`.
+fn path_without_tmux(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for d in std::env::split_paths(&path) {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let link = bin.join(&name);
+            if name != "tmux" && !link.exists() {
+                let _ = std::os::unix::fs::symlink(e.path(), link);
+            }
+        }
+    }
+    bin
+}
+
+#[test]
+fn without_tmux_the_tui_test_fails_with_the_hint_and_the_run_still_reports() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bin = path_without_tmux(dir.path());
+    // This test binary again, running the TUI test and one plain test.
+    let out = Command::new(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "pi_tui::the_transcript_shows_state_events_in_a_real_terminal_and_after_a_resume",
+            "every_test_file_is_declared_in_the_runner",
+            "--test-threads=1",
+        ])
+        .env("PATH", &bin)
+        .output()
+        .expect("run the test binary");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let both = format!("--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}");
+    assert_eq!(out.status.code(), Some(101), "{:?}\n{both}", out.status);
+    assert!(
+        stdout.contains("test result: FAILED. 1 passed; 1 failed"),
+        "{both}"
+    );
+    assert!(
+        both.contains("cannot run tmux") && both.contains("apt-get install tmux"),
+        "{both}"
+    );
 }

@@ -798,7 +798,8 @@ fn another_programs_stamped_or_empty_sqlite_file_is_refused() {
 }
 
 /// A database of ours from before the `application_id` stamp (its `meta` says
-/// app=session-state) is used, rebuilt if its schema is older, and stamped.
+/// app=session-state) is used, migrated in place if its schema is older (its `meta`
+/// kept, the file never deleted), and stamped.
 #[test]
 fn an_unstamped_database_of_ours_is_accepted_and_stamped() {
     let mut s = Session::new();
@@ -833,10 +834,19 @@ fn an_unstamped_database_of_ours_is_accepted_and_stamped() {
             .optional()
             .expect("query");
         assert_eq!(
-            marker.is_some(),
-            version == "4",
-            "an older schema is rebuilt, the current one kept (version {version})"
+            marker.as_deref(),
+            Some("kept"),
+            "migrated in place, not deleted (version {version})"
         );
+        let now: String = rusqlite::Connection::open(&s.db)
+            .expect("open")
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("query");
+        assert_eq!(now, "4", "version {version}");
     }
 }
 

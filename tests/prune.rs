@@ -340,3 +340,45 @@ fn prune_help_has_examples_and_exit_codes() {
         "{text}"
     );
 }
+
+/// A session file whose path is not UTF-8 (a folder named in Latin-1, say) is the session
+/// its path names: `prune` keeps its rows while it exists and removes them once it is gone,
+/// a file whose name differs only where the bytes are not UTF-8 has rows of its own, and
+/// reads after a prune need no rebuild.
+#[test]
+#[cfg(unix)]
+fn a_session_whose_path_is_not_utf8_keeps_its_rows_while_its_file_exists() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("states.sqlite");
+    // "caf\xe9" and "caf\xe8": one lossy text ("caf\u{fffd}"), two folders.
+    let latin1 = dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    let other = dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe8"));
+    let (file, _) = projected(&db, &latin1, 1, "here");
+    let (gone, _) = projected(&db, &other, 2, "gone");
+    let count = || -> i64 {
+        common::raw_db(&db)
+            .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+            .expect("count")
+    };
+    assert_eq!(count(), 2, "two files, two sessions' rows");
+    std::fs::remove_file(&gone).expect("remove");
+
+    let report = Store::at(&db).expect("store").prune().expect("prune");
+    let removed: Vec<&Path> = report.removed.iter().map(|s| s.file.as_path()).collect();
+    assert_eq!(removed, [gone.as_path()], "{report:?}");
+    assert_eq!(count(), 1, "the existing file's rows stay");
+    let store = common::open_store(&db).expect("store");
+    let c = store.catch_up(&file).expect("catch up");
+    assert!(!c.rebuilt && c.bytes_read == 0, "{c:?}");
+    assert_eq!(
+        store
+            .read_value(&file, "role", Scope::Branch, None)
+            .expect("read"),
+        Some(json!({"by": "here"}))
+    );
+    // And again: nothing more to remove.
+    let report = Store::at(&db).expect("store").prune().expect("prune");
+    assert!(report.removed.is_empty(), "{report:?}");
+    assert_eq!(count(), 1);
+}

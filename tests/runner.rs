@@ -34,6 +34,7 @@ mod projection;
 mod prune;
 mod readme_walkthrough;
 mod replay;
+mod schema_upgrade;
 mod seam_faults;
 mod settings_location;
 mod store;
@@ -85,4 +86,50 @@ fn every_test_file_is_declared_in_the_runner() {
         ],
     );
     assert_eq!(planted, ["store"]);
+}
+
+/// A cargo that a test starts (the examples of `common::examples`, the Pi addon's build)
+/// runs without the variables cargo set for this test process, so it finds up to date what
+/// `cargo test` built instead of rebuilding ring, rustls and the crate (and the next `cargo
+/// test` rebuilding them back).
+#[test]
+fn nested_cargo_builds_find_what_cargo_test_built() {
+    let set: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| common::cargo_env::set_by_cargo_for_tests(k))
+        .collect();
+    assert!(
+        set.iter().any(|k| k == "CARGO_MANIFEST_DIR") && set.iter().any(|k| k == "CARGO_PKG_NAME"),
+        "run by cargo test: {set:?}"
+    );
+    let commands = [
+        ("examples", common::examples::build_command("writer")),
+        ("the Pi addon", common::pi_addon::command("napi")),
+    ];
+    for (what, c) in &commands {
+        let removed: Vec<String> = c
+            .get_envs()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        let passed: Vec<&String> = set.iter().filter(|k| !removed.contains(k)).collect();
+        assert!(passed.is_empty(), "{what}: passed on {passed:?}");
+    }
+    // The examples' build: every library it needs is the one `cargo test` built.
+    let out = common::examples::build_command("writer")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let rebuilt: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["fresh"] == false)
+        .filter(|m| m["target"]["kind"][0] != "example")
+        .map(|m| m["target"]["name"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    assert!(
+        rebuilt.is_empty(),
+        "rebuilt by the nested cargo: {rebuilt:?}"
+    );
 }

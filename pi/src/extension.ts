@@ -26,7 +26,7 @@ import {
   closeSession,
   eventCountReport,
   eventCountsOf,
-  historyOf,
+  historyReportOf,
   invalidateAll,
   registerRenderer,
   shared,
@@ -96,7 +96,11 @@ interface StatusJson {
   pi: { holder: string; liveness: string; liveness_reason: string; this_process: boolean } | null;
 }
 
-/** State events per plugin and scope in this session, as the core counts them (`session-state status`). */
+/**
+ * State events per plugin and scope in this session, as the core counts them (`session-state
+ * status`). On a file the strict reader refuses, the counts come from a salvage read, as
+ * `session-state status` counts them; `/state:status` and `/state:history` say so.
+ */
 export function eventCounts(ctx: PiContext): Map<string, Map<string, number>> {
   return countsOf(eventCountsOf(ctx));
 }
@@ -187,11 +191,13 @@ const HISTORY_USAGE = "usage: /state:history <plugin> [branch|session]";
 /**
  * The text `/state:history` shows: the events that made the value of `plugin` at Pi's
  * leaf, oldest first, in each scope asked for (by default each scope the plugin has
- * events in). Throws the core's message for an invalid plugin id.
+ * events in). Throws the core's message for an invalid plugin id. On a file the strict
+ * reader refuses, the events come from a salvage read, under a warning that says so.
  */
 export function historyText(ctx: PiContext, args: string): string {
   const words = args.trim().split(/\s+/).filter((w) => w.length > 0);
-  const counts = eventCounts(ctx);
+  const report = eventCountReport(ctx);
+  const counts = countsOf(report.rows);
   if (words.length === 0 || words.length > 2) {
     const present = [...counts.keys()].map(termSafe).join(", ");
     throw new Error(`${HISTORY_USAGE}${present ? ` (plugins with events here: ${present})` : ""}`);
@@ -204,8 +210,11 @@ export function historyText(ctx: PiContext, args: string): string {
   const scopes: Scope[] = scopeArg ? [scopeArg] : inFile.length > 0 ? inFile.sort() : ["session"];
   const leaf = ctx.sessionManager.getLeafId();
   const out: string[] = [];
+  let refused = report.refused;
   for (const scope of scopes) {
-    const h = historyOf(ctx, plugin, scope);
+    const r = historyReportOf(ctx, plugin, scope);
+    const h = r.events;
+    refused ??= r.refused;
     const where = scope === "branch" ? `at ${leaf ?? "the root"}` : "in this session";
     out.push(`${termSafe(plugin)} (${scope} scope) ${where}: ${h.length === 0 ? "no events" : `${h.length} event${h.length === 1 ? "" : "s"}, oldest first`}`);
     const opWidth = 5;
@@ -216,6 +225,12 @@ export function historyText(ctx: PiContext, args: string): string {
     }
     const value = h.length === 0 ? undefined : h[h.length - 1]!.value;
     out.push(`  value: ${value === undefined ? "absent" : shortJson(value, 100_000)}`);
+  }
+  if (refused !== null) {
+    // As `/state:status` and `session-state status` warn: a salvage read's events.
+    out.unshift(
+      `warning   the strict reader refuses this file; events come from a salvage read (see \`session-state verify\`): ${termSafe(refused)}`,
+    );
   }
   return out.join("\n");
 }

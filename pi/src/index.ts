@@ -93,6 +93,7 @@ interface NativeStoreHandle {
   read(file: string | null, plugin: string, scope: string, at: string | null): string | null;
   prepare(state: NativeStateHandle, file: string | null, at: string | null, op: string, argument: string | null): string | null;
   history(file: string | null, plugin: string, scope: string, at: string | null): string;
+  historyReport(file: string | null, plugin: string, scope: string, at: string | null): string;
   eventCounts(file: string | null): string;
   branchKey(file: string | null, at: string | null): string | null;
   status(sessionId: string): string;
@@ -582,6 +583,26 @@ export function historyOf(ctx: PiContext, pluginId: string, scope: Scope): Histo
   const v = view(entry, ctx);
   if (v.leaf === null) return [];
   return JSON.parse(call(() => entry.store.history(v.file, pluginId, scope, v.leaf))) as HistoryEntry<unknown>[];
+}
+
+/**
+ * @internal {@link historyOf} for `/state:history`: when the strict reader refuses the
+ * session file, the events come from a salvage read (what Pi reads; `session-state status`
+ * counts events so too) and `refused` is the strict reader's message, else `null`.
+ */
+export function historyReportOf(
+  ctx: PiContext,
+  pluginId: string,
+  scope: Scope,
+): { events: HistoryEntry<unknown>[]; refused: string | null } {
+  call(() => native.stateKey(pluginId, scope));
+  const entry = storeFor(ctx);
+  const v = view(entry, ctx);
+  if (v.leaf === null) return { events: [], refused: null };
+  return JSON.parse(call(() => entry.store.historyReport(v.file, pluginId, scope, v.leaf))) as {
+    events: HistoryEntry<unknown>[];
+    refused: string | null;
+  };
 }
 
 /** One row of the core's count of state events (what `session-state status --json` lists as `events`). */

@@ -503,5 +503,13 @@ test("/state:status counts the events as `session-state status` does: an envelop
     .filter((m) => m !== null)
     .flatMap((m) => m![2]!.split(", ").map((part) => ({ plugin: m![1]!, scope: part.split(" ")[1]!, events: Number(part.split(" ")[0]) })));
   assert.deepEqual(salvaged, cliEvents, damaged);
+
+  // /state:history on the same file: the events from a salvage read, under the same kind
+  // of warning (it failed with the strict reader's message).
+  await pi.command("/state:history late");
+  const history = pi.notes[pi.notes.length - 1]!.message;
+  assert.match(history, /^warning   the strict reader refuses this file; events come from a salvage read \(see `session-state verify`\): .+line \d+/m);
+  assert.match(history, /^late \(branch scope\) at \S+: 1 event, oldest first$/m, history);
+  assert.match(history, /^  value: 1$/m, history);
   await pi.shutdown();
 });

@@ -124,7 +124,8 @@ fn every_finding_kind() -> Vec<FindingKind> {
             DuplicateId => Some(DanglingParent),
             DanglingParent => Some(Cycle),
             Cycle => Some(InvalidHeader),
-            InvalidHeader => None,
+            InvalidHeader => Some(RepeatedMember),
+            RepeatedMember => None,
         };
     }
     all

@@ -80,3 +80,84 @@ pub(crate) fn clear(conn: &Connection, session_id: &str) -> rusqlite::Result<boo
     let deleted = conn.execute("DELETE FROM write_lock WHERE session_id = ?1", [session_id])?;
     Ok(deleted > 0)
 }
+
+/// A row of `write_lock` or `pi_presence` whose holder would refuse another writer: the
+/// holder is not known to be gone (and, for a lock row, its lease runs).
+#[derive(Debug, Clone)]
+pub(crate) struct LiveRow {
+    pub(crate) table: super::LockRow,
+    pub(crate) session_id: String,
+    pub(crate) holder: String,
+    /// When the row was written, ms since the Unix epoch.
+    pub(crate) since_ms: i64,
+    pub(crate) liveness: Liveness,
+    pub(crate) liveness_reason: String,
+    /// The session file of a presence row.
+    pub(crate) session_file: Option<String>,
+}
+
+/// Every [`LiveRow`] of the database, lock rows first. Read-only: a table that is not
+/// there has no rows.
+pub(crate) fn live_rows(conn: &Connection) -> rusqlite::Result<Vec<LiveRow>> {
+    let mut out = Vec::new();
+    let now = now_ms();
+    if table_exists(conn)? {
+        let mut stmt = conn.prepare("SELECT session_id, holder, acquired_at FROM write_lock")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })?;
+        for row in rows {
+            let (session_id, holder, since_ms) = row?;
+            let (liveness, liveness_reason) = assess_raw(&holder);
+            let (_, lease_expired, _) = lease(since_ms, now);
+            if liveness != Liveness::NotAlive && !lease_expired {
+                out.push(LiveRow {
+                    table: super::LockRow::WriteLock,
+                    session_id,
+                    holder,
+                    since_ms,
+                    liveness,
+                    liveness_reason,
+                    session_file: None,
+                });
+            }
+        }
+    }
+    let has_presence: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pi_presence')",
+        [],
+        |r| r.get(0),
+    )?;
+    if has_presence {
+        let mut stmt =
+            conn.prepare("SELECT session_id, holder, since, session_file FROM pi_presence")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<String>>(3)?,
+            ))
+        })?;
+        for row in rows {
+            let (session_id, holder, since_ms, session_file) = row?;
+            let (liveness, liveness_reason) = assess_raw(&holder);
+            if liveness.may_be_alive() {
+                out.push(LiveRow {
+                    table: super::LockRow::PiPresence,
+                    session_id,
+                    holder,
+                    since_ms,
+                    liveness,
+                    liveness_reason,
+                    session_file,
+                });
+            }
+        }
+    }
+    Ok(out)
+}

@@ -128,8 +128,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for MessageHead<'a> {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut head = MessageHead::default();
                 while let Some(key) = map.next_key::<Key>()? {
-                    if key.0 == Field::Role && head.role.is_none() {
-                        // A non-string role is tolerated (Pi parses it too); it is just unknown.
+                    if key.0 == Field::Role {
+                        // The last occurrence, as `JSON.parse` keeps it. A non-string role
+                        // is tolerated (Pi parses it too); it is just unknown.
                         head.role = match map.next_value::<&'de RawValue>() {
                             Ok(raw) => serde_json::from_str::<CowStr<'de>>(raw.get()).ok(),
                             Err(e) => return Err(e),
@@ -170,8 +171,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for MessageHead<'a> {
 /// One entry line, borrowed from the buffer. Fields other than these are skipped.
 ///
 /// Keys are read as bytes, so a key holding a lone surrogate escape (valid JSON, which
-/// serde_json's `str` keys refuse) is just an unknown field. A known field given twice
-/// is an error, as with a derived `Deserialize`.
+/// serde_json's `str` keys refuse) is just an unknown field. A member given twice is read
+/// as Pi's `JSON.parse` reads it: the last occurrence wins (a derived `Deserialize` would
+/// refuse the line, and nothing Pi reads may seal a session); [`RawEntry::repeated`]
+/// names the first of these members that repeats, for `verify`.
 #[derive(Debug)]
 pub(crate) struct RawEntry<'a> {
     pub ty: CowStr<'a>,
@@ -181,6 +184,8 @@ pub(crate) struct RawEntry<'a> {
     pub custom_type: Option<&'a RawValue>,
     pub data: Option<&'a RawValue>,
     pub message: Option<MessageHead<'a>>,
+    /// The first of the members above that the line gives more than once.
+    pub repeated: Option<&'static str>,
 }
 
 /// An entry line's `parentId` key: a v2/v3 entry must have one (`null` for a root).
@@ -254,50 +259,44 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawEntry<'a> {
                 f.write_str("an entry object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                fn once<T, E: de::Error>(slot: &Option<T>, name: &'static str) -> Result<(), E> {
-                    match slot {
-                        Some(_) => Err(E::duplicate_field(name)),
-                        None => Ok(()),
+                let mut repeated = None;
+                let mut seen = |given: bool, name: &'static str| {
+                    if given && repeated.is_none() {
+                        repeated = Some(name);
                     }
-                }
-                let mut ty = None;
+                };
+                let mut ty: Option<&'de RawValue> = None;
                 let mut id = None;
                 let mut parent_id = None;
                 let mut custom_type = None;
                 let mut data = None;
                 let mut message = None;
+                // Each member is overwritten by a later occurrence: `JSON.parse` keeps the
+                // last one.
                 while let Some(Key(field)) = map.next_key::<Key>()? {
                     match field {
                         Field::Type => {
-                            once(&ty, "type")?;
-                            // A lone surrogate in the type is just an unknown type.
-                            let raw = map.next_value::<&'de RawValue>()?;
-                            ty = Some(match serde_json::from_str::<CowStr<'de>>(raw.get()) {
-                                Ok(s) => s,
-                                Err(e) => match crate::json::from_str(raw.get()) {
-                                    Ok(serde_json::Value::String(s)) => CowStr(Cow::Owned(s)),
-                                    _ => return Err(de::Error::custom(e)),
-                                },
-                            });
+                            seen(ty.is_some(), "type");
+                            ty = Some(map.next_value::<&'de RawValue>()?);
                         }
                         Field::Id => {
-                            once(&id, "id")?;
+                            seen(id.is_some(), "id");
                             id = Some(map.next_value::<Option<&'de RawValue>>()?);
                         }
                         Field::ParentId => {
-                            once(&parent_id, "parentId")?;
+                            seen(parent_id.is_some(), "parentId");
                             parent_id = Some(map.next_value::<Option<&'de RawValue>>()?);
                         }
                         Field::CustomType => {
-                            once(&custom_type, "customType")?;
+                            seen(custom_type.is_some(), "customType");
                             custom_type = Some(map.next_value::<Option<&'de RawValue>>()?);
                         }
                         Field::Data => {
-                            once(&data, "data")?;
+                            seen(data.is_some(), "data");
                             data = Some(map.next_value::<Option<&'de RawValue>>()?);
                         }
                         Field::Message => {
-                            once(&message, "message")?;
+                            seen(message.is_some(), "message");
                             message = Some(map.next_value::<Option<MessageHead<'de>>>()?);
                         }
                         Field::Role | Field::Other => {
@@ -305,8 +304,17 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawEntry<'a> {
                         }
                     }
                 }
+                let raw = ty.ok_or_else(|| de::Error::missing_field("type"))?;
+                // A lone surrogate in the type is just an unknown type.
+                let ty = match serde_json::from_str::<CowStr<'de>>(raw.get()) {
+                    Ok(s) => s,
+                    Err(e) => match crate::json::from_str(raw.get()) {
+                        Ok(serde_json::Value::String(s)) => CowStr(Cow::Owned(s)),
+                        _ => return Err(de::Error::custom(e)),
+                    },
+                };
                 Ok(RawEntry {
-                    ty: ty.ok_or_else(|| de::Error::missing_field("type"))?,
+                    ty,
                     id: id.flatten(),
                     parent_id: match parent_id {
                         None => ParentKey::Missing,
@@ -316,11 +324,71 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawEntry<'a> {
                     custom_type: custom_type.flatten(),
                     data: data.flatten(),
                     message: message.flatten(),
+                    repeated,
                 })
             }
         }
         d.deserialize_map(V)
     }
+}
+
+/// The raw values of the members `names` of the JSON object `text`, each the last
+/// occurrence, as `JSON.parse` keeps it (a member given twice is no error). `None` for a
+/// member the object does not have. Keys are compared as bytes, so a key holding a lone
+/// surrogate escape is just another key.
+pub(crate) fn last_members<'a, const N: usize>(
+    text: &'a str,
+    names: [&'static str; N],
+) -> serde_json::Result<[Option<&'a RawValue>; N]> {
+    struct Pick<const N: usize>([&'static str; N]);
+    struct Which<'n, const N: usize>(&'n [&'static str; N]);
+    impl<'de, const N: usize> de::DeserializeSeed<'de> for Which<'_, N> {
+        type Value = Option<usize>;
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+            struct V<'n, const N: usize>(&'n [&'static str; N]);
+            impl<'de, const N: usize> Visitor<'de> for V<'_, N> {
+                type Value = Option<usize>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("an object key")
+                }
+                fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Option<usize>, E> {
+                    Ok(self.0.iter().position(|n| n.as_bytes() == v))
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<usize>, E> {
+                    self.visit_bytes(v.as_bytes())
+                }
+            }
+            d.deserialize_bytes(V(self.0))
+        }
+    }
+    impl<'de, const N: usize> de::DeserializeSeed<'de> for Pick<N> {
+        type Value = [Option<&'de RawValue>; N];
+        fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    impl<'de, const N: usize> Visitor<'de> for Pick<N> {
+        type Value = [Option<&'de RawValue>; N];
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = [None; N];
+            while let Some(which) = map.next_key_seed(Which(&self.0))? {
+                match which {
+                    Some(i) => out[i] = Some(map.next_value::<&'de RawValue>()?),
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let out = de::DeserializeSeed::deserialize(Pick(names), &mut de)?;
+    de.end()?;
+    Ok(out)
 }
 
 /// The session header's fields we read (line 1).

@@ -64,6 +64,9 @@ pub enum FindingKind {
     Cycle,
     /// The header line is missing or invalid (salvage looks for the first header).
     InvalidHeader,
+    /// An entry line that gives a member (`id`, `type`, `parentId`, `customType`, `data`,
+    /// `message`) more than once: read as Pi's `JSON.parse` reads it, the last occurrence.
+    RepeatedMember,
 }
 
 impl FindingKind {
@@ -82,6 +85,7 @@ impl FindingKind {
             FindingKind::DanglingParent => "dangling-parent",
             FindingKind::Cycle => "cycle",
             FindingKind::InvalidHeader => "invalid-header",
+            FindingKind::RepeatedMember => "repeated-member",
         }
     }
 }
@@ -568,6 +572,18 @@ impl ScanState {
             };
             (id, parent)
         };
+        if let Some(member) = raw.repeated {
+            sink.finding(Finding {
+                severity: Severity::Warning,
+                kind: FindingKind::RepeatedMember,
+                at,
+                entry_id: Some(id.to_string()),
+                message: format!(
+                    "the member `{member}` is given more than once; read as Pi reads it \
+                     (JSON.parse keeps the last occurrence)"
+                ),
+            });
+        }
         self.ordinal += 1;
         sink.entry(
             ScannedEntry {

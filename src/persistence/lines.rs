@@ -6,8 +6,9 @@ use super::pi_names::pi_session_file_name;
 use crate::error::{Error, Result};
 use crate::log::NewEntry;
 use crate::log::entry::Header;
+use crate::log::entry::{last_members, raw_str};
 use crate::log::header::check_session_id;
-use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -80,30 +81,25 @@ pub(crate) struct LineFacts {
     pub parent: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Head<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Cow<'a, str>,
-    #[serde(borrow)]
-    id: Cow<'a, str>,
-    #[serde(rename = "parentId", borrow, default)]
-    parent: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    timestamp: Option<&'a serde_json::value::RawValue>,
-}
-
-#[derive(Deserialize)]
-struct IdOnly<'a> {
-    #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(rename = "parentId", borrow, default)]
-    parent: Option<Cow<'a, str>>,
+/// The `type`, `id`, `parentId` and `timestamp` of an entry line, each the last
+/// occurrence (as Pi's `JSON.parse` reads a member given twice); `null` counts as absent.
+fn head(line: &str) -> serde_json::Result<[Option<&RawValue>; 4]> {
+    let mut members = last_members(line, ["type", "id", "parentId", "timestamp"])?;
+    for m in &mut members {
+        if m.is_some_and(|v| v.get() == "null") {
+            *m = None;
+        }
+    }
+    Ok(members)
 }
 
 /// The `id` and `parentId` of a checked entry line (for a store's columns).
 pub(crate) fn line_ids(line: &str) -> (Option<String>, Option<String>) {
-    match serde_json::from_str::<IdOnly<'_>>(line) {
-        Ok(h) => (h.id.map(Cow::into_owned), h.parent.map(Cow::into_owned)),
+    match head(line) {
+        Ok([_, id, parent, _]) => (
+            id.and_then(raw_str).map(Cow::into_owned),
+            parent.and_then(raw_str).map(Cow::into_owned),
+        ),
         Err(_) => (None, None),
     }
 }
@@ -111,10 +107,7 @@ pub(crate) fn line_ids(line: &str) -> (Option<String>, Option<String>) {
 /// The `id` of a stored entry line (`None`: the line has no string id, as in a version 1
 /// file).
 pub(crate) fn line_id(line: &str) -> Option<String> {
-    serde_json::from_str::<IdOnly<'_>>(line)
-        .ok()
-        .and_then(|h| h.id)
-        .map(Cow::into_owned)
+    line_ids(line).0
 }
 
 /// Checks a complete entry line a host appends: one line of JSON (no line break), an
@@ -136,25 +129,41 @@ pub(crate) fn check_line(
     if line.contains(['\n', '\r']) {
         return Err(refuse("is not one line (it holds a line break)".into()));
     }
-    let head: Head<'_> = serde_json::from_str(line).map_err(|e| {
+    let not_entry = |e: String| {
         refuse(format!(
             "is not an entry line (an object with `type`, `id`, `parentId`, `timestamp`): {e}"
         ))
-    })?;
-    if head.ty == "session" {
+    };
+    let [ty, id, parent, timestamp] = head(line).map_err(|e| not_entry(e.to_string()))?;
+    fn string<'a>(
+        name: &str,
+        v: Option<&'a RawValue>,
+        not_entry: impl Fn(String) -> Error,
+    ) -> Result<Cow<'a, str>> {
+        match v {
+            None => Err(not_entry(format!("missing field `{name}`"))),
+            Some(v) => raw_str(v).ok_or_else(|| not_entry(format!("`{name}` is not a string"))),
+        }
+    }
+    let (ty, id) = (string("type", ty, not_entry)?, string("id", id, not_entry)?);
+    let parent = match parent {
+        None => None,
+        Some(p) => Some(raw_str(p).ok_or_else(|| not_entry("`parentId` is not a string".into()))?),
+    };
+    if ty == "session" {
         return Err(refuse(
             "has type `session`, which only the header may have".into(),
         ));
     }
-    if head.ty.is_empty() || head.id.is_empty() {
+    if ty.is_empty() || id.is_empty() {
         return Err(refuse("has an empty `type` or `id`".into()));
     }
-    if head.timestamp.is_none() {
+    if timestamp.is_none() {
         return Err(refuse("has no `timestamp`".into()));
     }
     Ok(LineFacts {
-        id: head.id.into_owned(),
-        parent: head.parent.map(Cow::into_owned),
+        id: id.into_owned(),
+        parent: parent.map(Cow::into_owned),
     })
 }
 

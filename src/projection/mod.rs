@@ -41,7 +41,7 @@ use crate::state::envelope::Scope;
 use crate::state::step::{self, Stored, Unfold};
 use ingest::ChunkPolicy;
 use rusqlite::Connection;
-use schema::Found;
+use schema::{Found, NotOpened};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -134,55 +134,100 @@ fn is_corruption(e: &rusqlite::Error) -> bool {
     crate::error::is_corrupt(e)
 }
 
-/// The key of a session file in the database: its canonical path.
+/// The key of a session file in the database: its canonical path, exactly. A path that
+/// is UTF-8 is its own text; any other is `bytes:` and the path's bytes in hex, which no
+/// canonical path (it starts with `/`) can be, so two files never share a key and
+/// [`key_path`] gives the file back (a lossy text would name another file, or none).
 pub(crate) fn file_key(path: &Path) -> Result<String> {
     let canon = std::fs::canonicalize(path).ctx("resolving", path)?;
-    Ok(canon.to_string_lossy().into_owned())
+    Ok(key_of_canonical(&canon))
+}
+
+const BYTES_KEY: &str = "bytes:";
+
+fn key_of_canonical(canon: &Path) -> String {
+    if let Some(text) = canon.to_str() {
+        return text.to_owned();
+    }
+    let bytes = canon.as_os_str().as_encoded_bytes();
+    let mut key = String::with_capacity(BYTES_KEY.len() + 2 * bytes.len());
+    key.push_str(BYTES_KEY);
+    for b in bytes {
+        key.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        key.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    }
+    key
+}
+
+/// The file a [`file_key`] names.
+pub(crate) fn key_path(key: &str) -> PathBuf {
+    #[cfg(unix)]
+    if let Some(hex) = key.strip_prefix(BYTES_KEY)
+        && hex.len() % 2 == 0
+        && let Some(bytes) = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()
+    {
+        use std::os::unix::ffi::OsStringExt;
+        return PathBuf::from(std::ffi::OsString::from_vec(bytes));
+    }
+    PathBuf::from(key)
 }
 
 impl Projection {
     /// Opens (or creates) the projection database. Only a file that is provably ours
     /// (docs/spec.md §4: our `application_id` in its header, or `meta.app` of an older version)
-    /// is used; a corrupt one or one of an older schema is deleted and rebuilt. Anything
-    /// else at the path is refused with [`Error::NotOurDatabase`] and left untouched; a
-    /// database that cannot be opened at all is an error.
+    /// is used. An earlier version's schema is migrated in place, its lock and presence
+    /// rows kept; a later version's is refused with [`Error::NewerDatabase`] and left
+    /// untouched; a corrupt one is deleted and rebuilt unless it holds the row of a live
+    /// holder other than this process, which is refused with [`LockError::Held`]
+    /// (this process's own rows are carried over). Anything else at the path is refused
+    /// with [`Error::NotOurDatabase`] and left untouched; a database that cannot be opened
+    /// at all is an error.
+    ///
+    /// [`LockError::Held`]: crate::lock::LockError::Held
     pub fn open(path: &Path) -> Result<Projection> {
         let found = schema::ownership(path)?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).ctx("creating the database directory", dir)?;
         }
         let why = match schema::open_ours(path, found) {
-            Ok(Ok(conn)) => {
-                return Ok(Projection {
-                    conn,
-                    path: path.to_path_buf(),
-                    last_catch_up: None,
-                    chunks: ChunkPolicy::default(),
-                    clear_rows: Default::default(),
-                });
-            }
-            Ok(Err(())) => "an older schema".to_string(),
+            Ok(Ok(conn)) => return Ok(Projection::with(conn, path)),
+            Ok(Err(NotOpened::Newer(version))) => return Err(newer(path, version)),
+            Ok(Err(NotOpened::Replaced)) => return Err(replaced(path)),
             Err(e) if is_corruption(&e) => format!("corrupt ({e})"),
             Err(e) => return Err(db_err(path, "opening")(e)),
         };
-        // Ours, but never trusted: deleted and rebuilt from the logs on demand.
-        tracing::warn!(db = %path.display(), "{why}: rebuilding the projection");
-        schema::remove_our_files(path)?;
-        let conn = schema::open_ours(path, Found::Absent)
-            .map_err(db_err(path, "recreating"))?
-            .map_err(|()| Error::NotOurDatabase {
-                path: path.to_path_buf(),
-                what: "was replaced while being rebuilt by a file that is not this version's \
-                       database (another program, or an older session-state)"
-                    .into(),
-            })?;
-        Ok(Projection {
+        Projection::rebuild(path, &why)
+    }
+
+    fn with(conn: Connection, path: &Path) -> Projection {
+        Projection {
             conn,
             path: path.to_path_buf(),
             last_catch_up: None,
             chunks: ChunkPolicy::default(),
             clear_rows: Default::default(),
-        })
+        }
+    }
+
+    /// Deletes a corrupt database of ours and creates a new one in its place, unless that
+    /// would delete the row of a live holder other than this process (refused); this
+    /// process's own live rows are written into the new database.
+    fn rebuild(path: &Path, why: &str) -> Result<Projection> {
+        let own = rows_to_keep(path, why)?;
+        // Ours, but never trusted: deleted and rebuilt from the logs on demand.
+        tracing::warn!(db = %path.display(), "{why}: rebuilding the projection");
+        schema::remove_our_files(path)?;
+        let conn =
+            match schema::open_ours(path, Found::Absent).map_err(db_err(path, "recreating"))? {
+                Ok(conn) => conn,
+                Err(NotOpened::Newer(version)) => return Err(newer(path, version)),
+                Err(NotOpened::Replaced) => return Err(replaced(path)),
+            };
+        restore_rows(&conn, &own).map_err(db_err(path, "restoring this process's rows"))?;
+        Ok(Projection::with(conn, path))
     }
 
     /// Opens an existing database read-only, never creating it (for `status`). Nothing
@@ -199,6 +244,10 @@ impl Projection {
         .map_err(db_err(path, "opening"))?;
         conn.busy_timeout(Duration::from_secs(10))
             .map_err(db_err(path, "configuring"))?;
+        // A later version's rows are not ours to judge: refused, as `open` refuses it.
+        if let Some(version) = schema::newer_version(&conn).map_err(db_err(path, "inspecting"))? {
+            return Err(newer(path, version));
+        }
         Ok(Some(conn))
     }
 
@@ -232,7 +281,7 @@ impl Projection {
         let r = ingest::catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks);
         let r = match r {
             Err(Error::Database { source, .. }) if source.is_corrupt() => {
-                self.reopen_rebuilt()?;
+                self.reopen_rebuilt(&format!("corrupt ({source})"))?;
                 ingest::catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks)
             }
             // Rows of this session that do not decode: rebuild it from the log, once.
@@ -248,11 +297,11 @@ impl Projection {
         r
     }
 
-    /// Deletes the database (ours: checked again first) and opens a new one in its place.
-    fn reopen_rebuilt(&mut self) -> Result<()> {
-        schema::remove_our_files(&self.path)?;
+    /// Deletes the corrupt database (ours: checked again first; refused while a live
+    /// holder other than this process has a row in it) and opens a new one in its place.
+    fn reopen_rebuilt(&mut self, why: &str) -> Result<()> {
         let chunks = std::mem::take(&mut self.chunks);
-        *self = Projection::open(&self.path)?;
+        *self = Projection::rebuild(&self.path, why)?;
         self.chunks = chunks;
         Ok(())
     }
@@ -273,7 +322,7 @@ impl Projection {
             // Corruption found by the read itself (pages the catch-up did not touch):
             // rebuild the database from the log and answer from the new one.
             Err(Error::Database { source, .. }) if source.is_corrupt() => {
-                self.reopen_rebuilt()?;
+                self.reopen_rebuilt(&format!("corrupt ({source})"))?;
                 self.catch_up(file)?;
                 read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
             }
@@ -312,6 +361,100 @@ impl Projection {
         let key = file_key(file)?;
         forget(&self.conn, &key).map_err(db_err(&self.path, "forgetting a session"))
     }
+}
+
+/// A database of a later version's schema: the error that names it.
+fn newer(path: &Path, version: String) -> Error {
+    Error::NewerDatabase {
+        path: path.to_path_buf(),
+        version,
+        known: schema::SCHEMA_VERSION,
+    }
+}
+
+fn replaced(path: &Path) -> Error {
+    Error::NotOurDatabase {
+        path: path.to_path_buf(),
+        what: "was replaced while being opened by a file that is not a session-state \
+               database"
+            .into(),
+    }
+}
+
+/// Before a corrupt database is deleted: the live rows of this process, to be written
+/// into the new database. A live row of any other holder refuses the rebuild with the
+/// lock's four-element error: deleting it would let a second writer into that holder's
+/// session. Rows that cannot be read at all cannot be judged; they are lost with the
+/// database (the advisory lock on each session file still keeps two writers of one file
+/// apart).
+fn rows_to_keep(path: &Path, why: &str) -> Result<Vec<crate::lock::LiveRow>> {
+    let read = || -> rusqlite::Result<Vec<crate::lock::LiveRow>> {
+        let conn = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        crate::lock::live_rows(&conn)
+    };
+    let rows = match read() {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(db = %path.display(), error = %e,
+                "the lock and presence rows of the corrupt projection cannot be read");
+            return Ok(Vec::new());
+        }
+    };
+    let me = crate::lock::Holder::current().to_string();
+    let (own, others): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.holder == me);
+    if let Some(r) = others.into_iter().next() {
+        let initiator = match r.table {
+            crate::lock::LockRow::PiPresence => format!("a running Pi ({})", r.holder),
+            _ => r.holder,
+        };
+        return Err(crate::lock::LockError::Held {
+            initiator,
+            action: "rebuilding the projection database".into(),
+            object: r.session_id,
+            reason: format!(
+                "the database is {why}, and a rebuild would delete this holder's row in {} \
+                 ({}); nothing was deleted, and the command can run again once that \
+                 process has exited",
+                r.table.table(),
+                r.liveness_reason
+            ),
+            liveness: r.liveness,
+            acquired_at_ms: r.since_ms,
+            database: Some(Box::from(path)),
+            row: r.table,
+            session_file: r.session_file.map(|f| Box::from(Path::new(&f))),
+        }
+        .into());
+    }
+    Ok(own)
+}
+
+/// Writes this process's rows, kept by [`rows_to_keep`], into a new database.
+fn restore_rows(conn: &Connection, rows: &[crate::lock::LiveRow]) -> rusqlite::Result<()> {
+    for r in rows {
+        match r.table {
+            crate::lock::LockRow::PiPresence => {
+                crate::lock::presence::ensure_schema(conn)?;
+                conn.execute(
+                    "INSERT OR REPLACE INTO pi_presence(session_id, holder, since, session_file) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                    rusqlite::params![r.session_id, r.holder, r.since_ms, r.session_file],
+                )?;
+            }
+            _ => {
+                conn.execute(
+                    "INSERT OR REPLACE INTO write_lock(session_id, holder, acquired_at) \
+                     VALUES (?1, ?2, ?3)",
+                    rusqlite::params![r.session_id, r.holder, r.since_ms],
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The largest WAL a process leaves behind (docs/spec.md §4 keeps it a cache; see

@@ -11,15 +11,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// 2: branch values are stored as snapshots plus merge-patch deltas (`base`, `delta`,
-/// `chain`), and the prefix digests are word-wise. A database of ours of another version
-/// is rebuilt from the logs.
+/// `chain`), and the prefix digests are word-wise.
 /// 3: every state event's line length and digest (`events.len`, `events.digest`), so a
 /// resumed catch-up can check the folded events' bytes.
 /// 4: segments (`nodes.seg`, `segments`, `events.seg` and the `events_by_plugin` index), so
 /// that a plugin's nearest event is found without looking at other plugins' events; and
 /// `spans`, the lines' offsets, lengths and digests of each 256 folded events in one row
 /// (`sessions.open_events` counts those after the last group).
-const SCHEMA_VERSION: i64 = 4;
+///
+/// A database of an earlier version is migrated in place (its cached rows dropped, its
+/// lock and presence rows kept); one of a later version is refused, never written
+/// (docs/spec.md §4, P4).
+pub(super) const SCHEMA_VERSION: i64 = 4;
 
 const APP: &str = "session-state";
 
@@ -138,17 +141,33 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// Whether the database holds our current schema: `Ok(true)` yes (or no tables yet: a
-/// database being created), `Ok(false)` an older schema of ours, to be rebuilt. Only
-/// called on a file that [`ownership`] proved ours.
-fn check_schema(conn: &Connection) -> rusqlite::Result<bool> {
+/// What a database of ours holds, as its `meta` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Schema {
+    /// This version's schema, or nothing yet (a database being created), or only the lock
+    /// table: what is missing is created.
+    Current,
+    /// An earlier version's: migrated in place ([`migrate`]).
+    Older,
+    /// A later version's, or one this version cannot read (`meta.schema_version` as
+    /// written): never written, deleted or trusted.
+    Newer(String),
+}
+
+/// The schema a database holds (see [`Schema`]). Only called on a file that
+/// [`ownership`] proved ours.
+fn check_schema(conn: &Connection) -> rusqlite::Result<Schema> {
     let tables = table_names(conn)?;
     if tables.is_empty() {
-        return Ok(true);
+        return Ok(Schema::Current);
     }
     if !tables.iter().any(|t| t == "meta") {
-        // Only the lock table (created by a writer) is still ours.
-        return Ok(tables.iter().all(|t| t == "write_lock"));
+        // Only the lock table (created by a writer) is ours: the rest is created.
+        return Ok(if tables.iter().all(|t| t == "write_lock") {
+            Schema::Current
+        } else {
+            Schema::Older
+        });
     }
     let version: Option<String> = conn
         .query_row(
@@ -157,7 +176,55 @@ fn check_schema(conn: &Connection) -> rusqlite::Result<bool> {
             |r| r.get(0),
         )
         .optional()?;
-    Ok(meta_app(conn)?.as_deref() == Some(APP) && version == Some(SCHEMA_VERSION.to_string()))
+    Ok(judge_version(version.as_deref()))
+}
+
+/// A `meta.schema_version` against this version's.
+fn judge_version(version: Option<&str>) -> Schema {
+    match version.map(|v| (v, v.parse::<i64>())) {
+        None => Schema::Older,
+        Some((_, Ok(v))) if v < SCHEMA_VERSION => Schema::Older,
+        Some((_, Ok(SCHEMA_VERSION))) => Schema::Current,
+        Some((v, _)) => Schema::Newer(v.to_owned()),
+    }
+}
+
+/// The version a newer database names, if the database at `conn` is of a newer schema
+/// (read-only: for connections opened without the right to write).
+pub(super) fn newer_version(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    if meta_app(conn)?.as_deref() != Some(APP) {
+        return Ok(None);
+    }
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(match judge_version(version.as_deref()) {
+        Schema::Newer(v) => Some(v),
+        _ => None,
+    })
+}
+
+/// Brings an earlier version's database to this version's schema, in the caller's write
+/// transaction: the cached rows (every table but `meta` and the lock and presence tables)
+/// are dropped, to be rebuilt from the logs on demand, and the lock and presence rows
+/// stay where they are, so that no live holder loses its row. Nothing is deleted from
+/// the file system.
+fn migrate(tx: &Connection) -> rusqlite::Result<()> {
+    for table in table_names(tx)? {
+        if !matches!(table.as_str(), "meta" | "write_lock" | "pi_presence") {
+            tx.execute_batch(&format!("DROP TABLE \"{}\";", table.replace('"', "\"\"")))?;
+        }
+    }
+    tx.execute_batch(SCHEMA)?;
+    tx.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES ('app', ?1), ('schema_version', ?2)",
+        params![APP, SCHEMA_VERSION.to_string()],
+    )?;
+    Ok(())
 }
 
 fn table_names(conn: &Connection) -> rusqlite::Result<Vec<String>> {
@@ -300,13 +367,23 @@ pub(super) fn remove_our_files(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Why [`open_ours`] did not open a database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum NotOpened {
+    /// The file stopped being provably ours between the check and the open.
+    Replaced,
+    /// A later version's schema (`meta.schema_version` as written): left untouched.
+    Newer(String),
+}
+
 /// Opens (creating if needed) a database that [`ownership`] proved ours, checks and
-/// creates the schema and stamps it, all in one write transaction. `Ok(Err(()))`: an
-/// older schema of ours, to be rebuilt.
+/// creates the schema and stamps it, all in one write transaction. An earlier version's
+/// schema is migrated in place ([`migrate`]), its lock and presence rows kept; a later
+/// version's is not written at all.
 pub(super) fn open_ours(
     path: &Path,
     found: Found,
-) -> rusqlite::Result<std::result::Result<Connection, ()>> {
+) -> rusqlite::Result<std::result::Result<Connection, NotOpened>> {
     if found == Found::Absent {
         // Stamp a new file before anything else (before the switch to WAL, so that the
         // stamp lands in the file's own header): a crash at any later point leaves a file
@@ -322,9 +399,13 @@ pub(super) fn open_ours(
         tx.commit()?;
     }
     let mut conn = connect(path)?;
-    if found == Found::Stamped && is_current(&conn)? {
-        // The common case, read without a write transaction: nothing to create.
-        return Ok(Ok(conn));
+    if found == Found::Stamped {
+        match stamped_schema(&conn)? {
+            // The common case, read without a write transaction: nothing to create.
+            Some(Schema::Current) => return Ok(Ok(conn)),
+            Some(Schema::Newer(v)) => return Ok(Err(NotOpened::Newer(v))),
+            _ => {}
+        }
     }
     // Check and create in one write transaction, so a second opener of a new database
     // sees either nothing or the whole schema, never half of it.
@@ -334,19 +415,23 @@ pub(super) fn open_ours(
     if id != APPLICATION_ID {
         // Ours without the stamp yet (checked again here, in the transaction): nothing,
         // a database of an older version, or only the lock table. Anything else appeared
-        // since we looked; the caller's rebuild checks ownership before it deletes.
+        // since we looked.
         let tables = table_names(&tx)?;
         let unstamped_ours = tables.is_empty()
             || meta_app(&tx)?.as_deref() == Some(APP)
             || tables.iter().all(|t| t == "write_lock");
         if !unstamped_ours {
-            return Ok(Err(()));
+            return Ok(Err(NotOpened::Replaced));
         }
+    }
+    match check_schema(&tx)? {
+        Schema::Newer(v) => return Ok(Err(NotOpened::Newer(v))),
+        Schema::Older => migrate(&tx)?,
+        Schema::Current => {}
+    }
+    if id != APPLICATION_ID {
         tx.pragma_update(None, "application_id", APPLICATION_ID)?;
         stamped = true;
-    }
-    if !check_schema(&tx)? {
-        return Ok(Err(()));
     }
     tx.execute_batch(SCHEMA)?;
     tx.execute(
@@ -363,9 +448,11 @@ pub(super) fn open_ours(
     Ok(Ok(conn))
 }
 
-/// Whether a stamped database already holds this version's whole schema (its `meta`
-/// and the lock table with its `action` column), so that opening it writes nothing.
-fn is_current(conn: &Connection) -> rusqlite::Result<bool> {
+/// The schema of a stamped database without a write transaction, when that settles it:
+/// `Some(Current)` when it already holds this version's whole schema (its `meta` and the
+/// lock table with its `action` column), so that opening it writes nothing;
+/// `Some(Newer)` for a later version's; `None` when the write transaction must decide.
+fn stamped_schema(conn: &Connection) -> rusqlite::Result<Option<Schema>> {
     let found: Option<(String, i64)> = conn
         .query_row(
             "SELECT (SELECT value FROM meta WHERE key = 'schema_version'), \
@@ -385,7 +472,14 @@ fn is_current(conn: &Connection) -> rusqlite::Result<bool> {
             rusqlite::Error::SqliteFailure(..) => Ok(None),
             e => Err(e),
         })?;
-    Ok(found.is_some_and(|(v, action)| v == SCHEMA_VERSION.to_string() && action == 1))
+    Ok(match found {
+        None => None,
+        Some((v, action)) => match judge_version(Some(&v)) {
+            Schema::Current if action == 1 => Some(Schema::Current),
+            Schema::Newer(v) => Some(Schema::Newer(v)),
+            _ => None,
+        },
+    })
 }
 
 /// The columns `value`, `base`, `delta`, `chain` of an event's storage (the policy that

@@ -480,7 +480,7 @@ impl Projection {
         };
         let value = match read(self) {
             Err(Error::Database { source, .. }) if source.is_corrupt() => {
-                self.reopen_rebuilt()?;
+                self.reopen_rebuilt(&format!("corrupt ({source})"))?;
                 self.catch_up_stored(src)?;
                 read(self)?
             }

@@ -203,7 +203,7 @@ impl Store {
             let conn = db.connection();
             plan(conn, &database, &mut report, |s, holds| {
                 let (lock, pi) = (holds.0.as_ref(), holds.1.as_ref());
-                let path = PathBuf::from(&s.file);
+                let path = crate::projection::key_path(&s.file);
                 prune::remove(
                     conn,
                     &database,
@@ -235,7 +235,7 @@ fn plan(
     let sessions = prune::sessions(conn, db)?;
     report.checked = sessions.len();
     for s in &sessions {
-        let file = PathBuf::from(&s.file);
+        let file = crate::projection::key_path(&s.file);
         match file_state(&file) {
             FileState::Present => {}
             FileState::Unknown(reason) => report.kept.push(KeptSession {
@@ -249,7 +249,10 @@ fn plan(
                 let other_copy = sessions.iter().any(|o| {
                     o.session_id == s.session_id
                         && o.file != s.file
-                        && !matches!(file_state(Path::new(&o.file)), FileState::Gone)
+                        && !matches!(
+                            file_state(&crate::projection::key_path(&o.file)),
+                            FileState::Gone
+                        )
                 });
                 let (lock, pi, left) = if other_copy {
                     let why = "its lock and presence rows: another file has the same session id";

@@ -17,12 +17,7 @@ pub fn example(name: &str) -> PathBuf {
     if let Some(exe) = built.get_or_insert_with(HashMap::new).get(name) {
         return exe.clone();
     }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let out = Command::new(env!("CARGO"))
-        .args(["build", "--profile", "test", "--example", name])
-        .arg("--message-format=json")
-        .arg("--manifest-path")
-        .arg(&manifest)
+    let out = build_command(name)
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("run cargo build --example {name}: {e}"));
@@ -41,6 +36,19 @@ pub fn example(name: &str) -> PathBuf {
         .get_or_insert_with(HashMap::new)
         .insert(name.to_owned(), exe.clone());
     exe
+}
+
+/// `cargo build --profile test --example <name> --message-format=json` for this package,
+/// without the variables cargo set for the test (so it finds what `cargo test` built).
+pub fn build_command(name: &str) -> Command {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let mut c = Command::new(env!("CARGO"));
+    super::cargo_env::clear_test_vars(&mut c)
+        .args(["build", "--profile", "test", "--example", name])
+        .arg("--message-format=json")
+        .arg("--manifest-path")
+        .arg(&manifest);
+    c
 }
 
 /// A small xorshift: random but reproducible from the seed.

@@ -1,6 +1,7 @@
 #![expect(dead_code)]
 
 pub mod backend;
+pub mod cargo_env;
 pub mod examples;
 pub mod holders;
 #[cfg(feature = "postgres")]

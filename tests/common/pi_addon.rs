@@ -64,12 +64,7 @@ pub fn path_with_node() -> OsString {
 pub fn command(program: impl AsRef<OsStr>) -> Command {
     let mut c = Command::new(program);
     c.current_dir(pkg());
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy().into_owned();
-        if (k.starts_with("CARGO_") && k != "CARGO_HOME") || k.starts_with("RUSTC_WORKSPACE") {
-            c.env_remove(&k);
-        }
-    }
+    super::cargo_env::clear_test_vars(&mut c);
     c.env_remove(ADDON_ENV);
     c.env("PATH", path_with_node());
     c.env("CARGO_TARGET_DIR", native_dir());

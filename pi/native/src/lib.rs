@@ -20,8 +20,8 @@ use napi::bindgen_prelude::{Buffer, Either};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
-    FileIdentity, LogOptions, Op, ProjectTrust, ReadMode, STATE_PREFIX, Scope, SessionLog,
-    StateKey, Store, StoreOptions, Unwritable, inspect, json,
+    FileIdentity, HistoryEntry, LogOptions, Op, ProjectTrust, ReadMode, STATE_PREFIX, Scope,
+    SessionLog, StateKey, Store, StoreOptions, Unwritable, inspect, json,
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -34,6 +34,27 @@ type Background = Arc<Mutex<Option<(PathBuf, SessionLog)>>>;
 
 fn js_err(e: impl Display) -> napi::Error {
     napi::Error::from_reason(e.to_string())
+}
+
+/// History events as the package hands them to TypeScript: `[{entryId, op, argument?,
+/// value?}]`.
+fn history_rows(h: Vec<HistoryEntry>) -> Value {
+    let rows = h
+        .into_iter()
+        .map(|e| {
+            let mut m = serde_json::Map::new();
+            m.insert("entryId".into(), Value::String(e.entry_id));
+            m.insert("op".into(), Value::String(e.op.into()));
+            if let Some(a) = e.argument {
+                m.insert("argument".into(), a);
+            }
+            if let Some(v) = e.value {
+                m.insert("value".into(), v);
+            }
+            Value::Object(m)
+        })
+        .collect();
+    Value::Array(rows)
 }
 
 /// The state key of `plugin_id` in `scope` (a scope name), checked as the core checks it.
@@ -313,7 +334,8 @@ impl NativeStore {
     }
 
     /// The events that made the value at `at`, oldest first, as JSON text:
-    /// `[{entryId, op, argument?, value?}]`.
+    /// `[{entryId, op, argument?, value?}]`. Read strictly, as `read` reads: a file the
+    /// strict reader refuses is its error.
     #[napi]
     pub fn history(
         &mut self,
@@ -325,22 +347,43 @@ impl NativeStore {
         let st = self.store.state_of(&key_of(&plugin, &scope)?);
         let log = self.log_at(file.as_deref(), at.as_deref())?;
         let h = st.history(log).map_err(js_err)?;
-        let rows: Vec<Value> = h
-            .into_iter()
-            .map(|e| {
-                let mut m = serde_json::Map::new();
-                m.insert("entryId".into(), Value::String(e.entry_id));
-                m.insert("op".into(), Value::String(e.op.into()));
-                if let Some(a) = e.argument {
-                    m.insert("argument".into(), a);
+        Ok(json::to_string(&history_rows(h)))
+    }
+
+    /// `/state:history`: [`NativeStore::history`] as JSON text `{events, refused}`. When
+    /// the strict reader refuses the file, the events come from a salvage read (what Pi
+    /// reads), as `session-state status` counts events, and `refused` is the strict
+    /// reader's message (else `null`); a file neither reads is the strict reader's error.
+    #[napi]
+    pub fn history_report(
+        &mut self,
+        file: Option<String>,
+        plugin: String,
+        scope: String,
+        at: Option<String>,
+    ) -> napi::Result<String> {
+        let st = self.store.state_of(&key_of(&plugin, &scope)?);
+        let (h, refused) = match self.log_at(file.as_deref(), at.as_deref()) {
+            Ok(log) => (st.history(log).map_err(js_err)?, None),
+            Err(strict) => {
+                let Some(f) = file.as_deref() else {
+                    return Err(strict);
+                };
+                let Ok(mut log) = LogOptions::new().mode(ReadMode::Salvage).open(f) else {
+                    return Err(strict);
+                };
+                match at.as_deref() {
+                    Some(at) => log.navigate(at).map_err(js_err)?,
+                    None => log.reset_leaf(),
                 }
-                if let Some(v) = e.value {
-                    m.insert("value".into(), v);
-                }
-                Value::Object(m)
-            })
-            .collect();
-        Ok(json::to_string(&Value::Array(rows)))
+                (
+                    st.history(&log).map_err(js_err)?,
+                    Some(strict.reason.clone()),
+                )
+            }
+        };
+        serde_json::to_string(&serde_json::json!({ "events": history_rows(h), "refused": refused }))
+            .map_err(js_err)
     }
 
     /// The state events of the session per plugin and scope, as the core counts them (what
