@@ -26,6 +26,8 @@ mod plugins;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
+mod postgres_failover;
+#[cfg(feature = "postgres")]
 mod postgres_retries;
 #[cfg(feature = "postgres")]
 mod postgres_tls;
