@@ -27,6 +27,9 @@ const WRITERS: usize = 8;
 const PER_SESSION: usize = 2;
 /// Acknowledged writes per writer before the kill, and again after the promotion.
 const ROUND: usize = 15;
+/// The writers' retry window (their lock wait): a kill and a promotion take 1.5-3.5 s on
+/// a loaded 2-core machine, and the default 5 s refused a write in one run of four there.
+const RETRY_WINDOW: Duration = Duration::from_secs(15);
 
 fn session_id(writer: usize) -> String {
     format!(
@@ -91,7 +94,9 @@ fn writer(
 ) -> std::thread::JoinHandle<()> {
     let db = scratch.join(format!("m{k}")).join("states.sqlite");
     std::thread::spawn(move || {
-        let backend = PostgresStore::connect(&url).expect("connect");
+        let backend = PostgresStore::connect(&url)
+            .expect("connect")
+            .with_lock_wait(RETRY_WINDOW);
         let key = backend.url().to_owned();
         let store = Store::at(db).expect("projection");
         let state = store
@@ -304,7 +309,8 @@ fn a_synchronous_standby_promoted_after_the_primary_is_killed_loses_no_acknowled
     assert!(o.lost.is_empty(), "acknowledged writes lost: {:?}", o.lost);
     assert!(
         o.refusals.is_empty(),
-        "the failover took {:?}, within the 5 s retry window, yet writes were refused: {:?}",
+        "the failover took {:?}, within the {RETRY_WINDOW:?} retry window, yet writes were \
+         refused: {:?}",
         o.failover,
         o.refusals
     );
