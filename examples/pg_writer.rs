@@ -57,7 +57,7 @@ fn main() {
     let store = loop {
         match PostgresStore::connect(url) {
             Ok(s) => break Sessions::new(s.with_lock_wait(wait)),
-            Err(e @ Error::Store(StoreError::Unavailable { .. })) => {
+            Err(e @ Error::StoreUnavailable { .. }) => {
                 say(format!("lost {e}"));
                 std::thread::sleep(Duration::from_millis(50));
             }

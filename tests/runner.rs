@@ -29,6 +29,10 @@ mod plugins;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
+mod postgres_failover;
+#[cfg(feature = "postgres")]
+mod postgres_retries;
+#[cfg(feature = "postgres")]
 mod postgres_tls;
 mod projection;
 mod prune;

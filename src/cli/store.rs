@@ -4,7 +4,8 @@
 //! The grammar has one positional per command; after parsing, [`Sessions::target`]
 //! turns it into a [`Target`]: a file, or a stored session whose id (or unique prefix,
 //! [`session_state::resolve_session`]) it is. A message caused by the store says which
-//! of `--store` and the variable chose it.
+//! of `--store` and the variable chose it, except a server that stayed unavailable
+//! through the library's retries: that is the server's message.
 //!
 //! `read`, `write`, `patch` and `drop` go through [`SessionState`]'s backend calls
 //! (`read_stored`, `write_stored`, …), which read the store's lines through the
@@ -94,7 +95,9 @@ impl Sessions {
         }
     }
 
-    /// Opens the store, if one was chosen. An error names who chose it and never shows a
+    /// Opens the store, if one was chosen. An error names who chose the store, except
+    /// a server that stayed unavailable through the library's retries: that message is
+    /// the server's (how long, how many attempts, that a rerun is safe). Never a
     /// password.
     fn open(&self) -> Result<Option<Opened>, Failure> {
         let Sessions::Store { url, origin } = self else {
@@ -102,11 +105,16 @@ impl Sessions {
         };
         let key = RedactedUrl::new(url.as_str()).redacted();
         let backend = session_state::open_store_url(url).map_err(|e| {
-            fail(match origin {
-                Origin::Flag => format!("--store: {e}"),
-                Origin::Env => format!(
+            let bad_url = !matches!(e, session_state::Error::StoreUnavailable { .. });
+            fail(match (origin, bad_url) {
+                (Origin::Flag, true) => format!("--store: {e}"),
+                (Origin::Flag, false) => e.to_string(),
+                (Origin::Env, true) => format!(
                     "${STORE_ENV}: {e}\n(the store comes from ${STORE_ENV}; --store none uses \
                      session files)"
+                ),
+                (Origin::Env, false) => format!(
+                    "{e}\n(the store comes from ${STORE_ENV}; --store none uses session files)"
                 ),
             })
         })?;

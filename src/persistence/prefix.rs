@@ -4,7 +4,8 @@
 //! One rule for every backend, on top of [`SessionStore::list`] (headers only).
 
 use super::SessionStore;
-use crate::error::Error;
+use super::retry::Retry;
+use crate::error::{Error, StoreError};
 
 /// How many candidates an ambiguous prefix's error lists.
 const SHOWN: usize = 8;
@@ -63,8 +64,10 @@ fn shown(candidates: &[String]) -> String {
 }
 
 /// The id of the stored session that `id_or_prefix` names: a session whose id it is, or
-/// else the one session whose id starts with it. Reads the store's headers only
-/// ([`SessionStore::list`]), once.
+/// else the one session whose id starts with it. A whole id is one lookup of its header
+/// ([`SessionStore::header_line`]); only a prefix lists the store's headers
+/// ([`SessionStore::list`]). A store that is unavailable is tried again with backoff
+/// within its retry window ([`Error::StoreUnavailable`] after it).
 ///
 /// ```no_run
 /// use session_state::{SqliteStore, resolve_session};
@@ -84,8 +87,14 @@ pub fn resolve_session(
             store: store.describe(),
         });
     }
+    let mut retry = Retry::new(store);
+    match retry.transient(|| store.header_line(id_or_prefix)) {
+        Ok(_) => return Ok(id_or_prefix.to_owned()),
+        Err(Error::Store(StoreError::NotFound { .. })) => {}
+        Err(e) => return Err(e.into()),
+    }
     let mut candidates = Vec::new();
-    for (id, _) in store.list().map_err(Error::from)? {
+    for (id, _) in retry.transient(|| store.list())? {
         let id = id.as_str();
         if id == id_or_prefix {
             return Ok(id.to_owned());
@@ -166,5 +175,103 @@ mod tests {
         assert!(text.contains("12 stored session ids"), "{text}");
         assert!(text.contains("s-07, and 4 more"), "{text}");
         assert!(!text.contains("s-08"), "{text}");
+    }
+
+    /// A store that counts its listings; its header lookups and its listings are
+    /// unavailable for their first `down` calls each.
+    struct Counting {
+        inner: SqliteStore,
+        down_lookups: std::sync::atomic::AtomicU32,
+        down_lists: std::sync::atomic::AtomicU32,
+        lists: std::sync::atomic::AtomicU32,
+    }
+
+    fn up_or_down(down: &std::sync::atomic::AtomicU32) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let left = down.load(SeqCst);
+        if left == 0 {
+            return Ok(());
+        }
+        down.store(left - 1, SeqCst);
+        Err(StoreError::Unavailable {
+            store: "counting".into(),
+            action: "connecting".into(),
+            source: crate::error::BackendError::new("connection refused"),
+        })
+    }
+
+    impl SessionStore for Counting {
+        fn create(&self, h: &Header, line: &str, lines: &[String]) -> Result<u64, StoreError> {
+            self.inner.create(h, line, lines)
+        }
+        fn list(&self) -> Result<Vec<(String, String)>, StoreError> {
+            self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            up_or_down(&self.down_lists)?;
+            self.inner.list()
+        }
+        fn header_line(&self, id: &str) -> Result<String, StoreError> {
+            up_or_down(&self.down_lookups)?;
+            self.inner.header_line(id)
+        }
+        fn read_lines(
+            &self,
+            id: &str,
+            from: u64,
+            visit: &mut crate::persistence::LineVisitor<'_>,
+        ) -> Result<u64, StoreError> {
+            self.inner.read_lines(id, from, visit)
+        }
+        fn append_lines(&self, id: &str, seq: u64, lines: &[String]) -> Result<u64, StoreError> {
+            self.inner.append_lines(id, seq, lines)
+        }
+        fn describe(&self) -> String {
+            "counting".into()
+        }
+        fn retry_window(&self) -> std::time::Duration {
+            std::time::Duration::from_secs(2)
+        }
+    }
+
+    fn counting(ids: &[&str], down: u32) -> (tempfile::TempDir, Counting) {
+        let (dir, inner) = store_with(ids);
+        let store = Counting {
+            inner,
+            down_lookups: down.into(),
+            down_lists: down.into(),
+            lists: 0.into(),
+        };
+        (dir, store)
+    }
+
+    #[test]
+    fn a_whole_id_is_looked_up_without_listing_the_store() {
+        let (_dir, store) = counting(&["0195-aa", "0195-aa-longer", "77"], 0);
+        assert_eq!(
+            resolve_session(&store, "0195-aa").expect("whole id"),
+            "0195-aa"
+        );
+        assert_eq!(resolve_session(&store, "77").expect("whole id"), "77");
+        assert_eq!(store.lists.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // A prefix lists, once.
+        assert_eq!(resolve_session(&store, "7").expect("prefix"), "77");
+        assert_eq!(store.lists.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn an_unavailable_store_is_retried_while_resolving() {
+        // The lookup and the listing each down twice: both are tried again.
+        let (_dir, store) = counting(&["0195-aa", "77"], 2);
+        assert_eq!(resolve_session(&store, "7").expect("prefix"), "77");
+        assert_eq!(store.lists.load(std::sync::atomic::Ordering::SeqCst), 3);
+        let (_dir, store) = counting(&["77"], 2);
+        assert_eq!(resolve_session(&store, "77").expect("whole id"), "77");
+        // Down for longer than the window: refused saying how long and how many tries.
+        let (_dir, store) = counting(&["77"], u32::MAX);
+        let e = resolve_session(&store, "77").expect_err("gives up");
+        assert!(
+            matches!(&e, ResolveError::Store(Error::StoreUnavailable { attempts, .. }) if *attempts > 1),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("trying again is safe"), "{e}");
     }
 }

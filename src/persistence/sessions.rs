@@ -530,10 +530,11 @@ impl Known {
 
 /// The headers of every session of `store`, read by the one header reader, ordered by
 /// timestamp, then id; a header that does not parse is left out (reported with
-/// `tracing`). What `list --store` prints.
+/// `tracing`). What `list --store` prints. A store that is unavailable is tried again
+/// with backoff within its retry window.
 pub fn list_sessions(store: &dyn SessionStore) -> Result<Vec<Header>> {
     let mut headers = Vec::new();
-    for (id, line) in store.list()? {
+    for (id, line) in Retry::new(store).transient(|| store.list())? {
         match parse_header(&stored_label(store, &id), line.as_bytes(), ReadMode::Strict) {
             Ok(h) => headers.push(h),
             Err(e) => tracing::warn!(session = %id, "not listed: {e}"),

@@ -4,6 +4,7 @@
 
 use super::SessionStore;
 use super::lines::check_new_header;
+use super::retry::Retry;
 use crate::error::{Error, IoContext, Result, StoreError};
 use crate::log::header::read_header_line;
 use crate::log::reader::MAX_HEADER_LINE;
@@ -99,7 +100,8 @@ pub fn import_file(store: &dyn SessionStore, file: &Path) -> Result<ImportReport
         path: file.to_path_buf(),
     };
     let total = log.len() as u64;
-    let already = match store.header_line(&id) {
+    // The import's first query: a store that is unavailable is waited out.
+    let already = match Retry::new(store).transient(|| store.header_line(&id)) {
         Ok(stored) => {
             if stored != header_line {
                 return Err(conflict(
@@ -137,8 +139,8 @@ pub fn import_file(store: &dyn SessionStore, file: &Path) -> Result<ImportReport
             }
             Some(stored)
         }
-        Err(StoreError::NotFound { .. }) => None,
-        Err(e) => return Err(e.into()),
+        Err(Error::Store(StoreError::NotFound { .. })) => None,
+        Err(e) => return Err(e),
     };
     let already_stored = already.unwrap_or(0);
     let mut next = already_stored;
@@ -184,7 +186,9 @@ pub fn export_session(
 ) -> Result<u64> {
     let output = Path::new("<output>");
     let io = |e| Error::io("writing the export", output, e);
-    let header = store.header_line(session_id)?;
+    // The export's first query: a store that is unavailable is waited out (the lines
+    // after it are not retried: a visitor may have written some of them).
+    let header = Retry::new(store).transient(|| store.header_line(session_id))?;
     out.write_all(header.as_bytes()).map_err(io)?;
     out.write_all(b"\n").map_err(io)?;
     let mut n = 0u64;

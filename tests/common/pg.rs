@@ -14,7 +14,10 @@
 //!   this module created).
 //!
 //! [`fresh_database`] gives each test its own database on the one shared server of the
-//! test binary; [`Server::start`] a dedicated server for tests that restart or stop it.
+//! test binary; [`Server::start`] a dedicated server for tests that restart or stop it;
+//! [`Server::start_primary`] and [`Server::standby_of`] a primary and a streaming hot
+//! standby (`pg_basebackup`), for the failover tests ([`Server::kill_hard`],
+//! [`Server::promote`]).
 //! It panics with a clear message when a server cannot be started: a test that needs
 //! PostgreSQL never passes without one.
 #![expect(dead_code)]
@@ -34,6 +37,8 @@ pub struct Server {
     password: Option<String>,
     ssl: bool,
     run_as_postgres: bool,
+    /// More `-c name=value` settings of the server's command line.
+    settings: Vec<String>,
     watcher: Mutex<Option<(Child, ChildStdin)>>,
 }
 
@@ -94,7 +99,164 @@ impl Server {
         Server::launch(ServerOptions::default(), Some(tls))
     }
 
+    /// A server that streaming standbys can follow ([`Server::standby_of`]). PostgreSQL
+    /// 15's defaults already have `wal_level = replica`, WAL senders and, from initdb, a
+    /// `replication` line for 127.0.0.1 in `pg_hba.conf`.
+    pub fn start_primary() -> Server {
+        Server::launch_with(
+            ServerOptions::default(),
+            None,
+            vec!["wal_keep_size=256MB".into()],
+        )
+    }
+
+    /// A hot standby of `primary`, made with `pg_basebackup` and streaming from it as
+    /// `name` (its `application_name`, which `synchronous_standby_names` names). It is
+    /// running and has connected to the primary when this returns.
+    pub fn standby_of(primary: &Server, name: &str) -> Server {
+        let mut server = Server::empty(ServerOptions::default(), false);
+        // The standby's own settings: streaming from the primary, and no synchronous
+        // standby of its own once promoted (a commit would wait forever for one).
+        server.settings = vec![
+            format!(
+                "primary_conninfo='host=127.0.0.1 port={} user=postgres application_name={name}'",
+                primary.port
+            ),
+            "synchronous_standby_names=''".into(),
+            "hot_standby=on".into(),
+        ];
+        let out = server
+            .pg_command("pg_basebackup")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &primary.port.to_string(),
+                "-U",
+                "postgres",
+            ])
+            .arg("-D")
+            .arg(server.data())
+            .args(["-X", "stream", "-R", "--no-sync", "-c", "fast"])
+            .output()
+            .expect("run pg_basebackup");
+        assert!(
+            out.status.success(),
+            "pg_basebackup failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        server.start_on_a_free_port();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let streaming = primary
+                .admin("postgres")
+                .query_opt(
+                    "SELECT 1 FROM pg_stat_replication WHERE application_name = $1 \
+                     AND state = 'streaming'",
+                    &[&name],
+                )
+                .is_ok_and(|r| r.is_some());
+            if streaming {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the standby {name} did not start streaming within 60 s:\n{}",
+                std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The server's postmaster, as its `postmaster.pid` names it.
+    pub fn postmaster_pid(&self) -> i32 {
+        let pidfile = std::fs::read_to_string(self.data().join("postmaster.pid"))
+            .expect("read postmaster.pid");
+        pidfile
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("a pid on the first line of postmaster.pid")
+    }
+
+    /// The machine dies: SIGKILL to the postmaster and every backend at once (its
+    /// process group: `pg_ctl` starts the postmaster in a session of its own), so no
+    /// backend lingers to answer a client or send WAL.
+    pub fn kill_hard(&self) {
+        let pid = self.postmaster_pid();
+        let pgid = Command::new("ps")
+            .args(["-o", "pgid=", "-p", &pid.to_string()])
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .parse::<i32>()
+                    .ok()
+            })
+            .expect("the postmaster's process group");
+        assert_eq!(pgid, pid, "the postmaster leads its own process group");
+        let ok = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pgid}")])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -KILL -{pgid}");
+        // Bounded: the postmaster is gone when its pid no longer answers signal 0.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the postmaster {pid} outlived SIGKILL"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `pg_ctl promote -w`: the standby becomes a primary and accepts writes.
+    pub fn promote(&self) {
+        let out = self
+            .pg_command("pg_ctl")
+            .arg("promote")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-w", "-t", "60"])
+            .output()
+            .expect("run pg_ctl promote");
+        assert!(
+            out.status.success(),
+            "pg_ctl promote failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Sets a server setting with `ALTER SYSTEM` and reloads the configuration (two
+    /// statements: `ALTER SYSTEM` refuses to run in a transaction block).
+    pub fn set(&self, name: &str, value: &str) {
+        let mut admin = self.admin("postgres");
+        for sql in [
+            format!("ALTER SYSTEM SET {name} = '{value}'"),
+            "SELECT pg_reload_conf()".into(),
+        ] {
+            admin
+                .batch_execute(&sql)
+                .unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+        }
+    }
+
     fn launch(options: ServerOptions, ssl: Option<&ServerTls>) -> Server {
+        Server::launch_with(options, ssl, Vec::new())
+    }
+
+    /// A fresh directory (owned by `postgres` when the tests run as root) and its
+    /// watcher; no cluster in it yet.
+    fn empty(options: ServerOptions, ssl: bool) -> Server {
         let bindir = bindir();
         let run_as_postgres = is_root();
         let dir = tempfile::Builder::new()
@@ -107,11 +269,30 @@ impl Server {
             bindir,
             port: 0,
             password: options.password.clone(),
-            ssl: ssl.is_some(),
+            ssl,
             run_as_postgres,
+            settings: Vec::new(),
             watcher: Mutex::new(None),
         };
         server.start_watcher();
+        if run_as_postgres {
+            let ok = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&server.dir)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "chown {} to postgres failed", server.dir.display());
+        }
+        server
+    }
+
+    fn launch_with(
+        options: ServerOptions,
+        ssl: Option<&ServerTls>,
+        settings: Vec<String>,
+    ) -> Server {
+        let mut server = Server::empty(options.clone(), ssl.is_some());
+        server.settings = settings;
         if let Some(tls) = ssl {
             use std::os::unix::fs::PermissionsExt;
             std::fs::write(server.dir.join("server.crt"), &tls.cert_pem).expect("write the cert");
@@ -121,7 +302,7 @@ impl Server {
             std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
                 .expect("chmod the key");
         }
-        if run_as_postgres {
+        if server.run_as_postgres {
             let ok = Command::new("chown")
                 .args(["-R", "postgres:postgres"])
                 .arg(&server.dir)
@@ -143,7 +324,7 @@ impl Server {
             Some(pw) => {
                 let pwfile = server.dir.join("pwfile");
                 std::fs::write(&pwfile, format!("{pw}\n")).expect("write the password file");
-                if run_as_postgres {
+                if server.run_as_postgres {
                     let _ = Command::new("chown")
                         .args(["postgres:postgres"])
                         .arg(&pwfile)
@@ -165,12 +346,18 @@ impl Server {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        // A random free port; another process may take it first, so try a few.
+        server.start_on_a_free_port();
+        server
+    }
+
+    /// Starts the cluster in the directory on a random free port; another process may
+    /// take the port first, so a few are tried.
+    fn start_on_a_free_port(&mut self) {
         let mut last = String::new();
         for _ in 0..5 {
-            server.port = free_port();
-            match server.try_start() {
-                Ok(()) => return server,
+            self.port = free_port();
+            match self.try_start() {
+                Ok(()) => return,
                 Err(e) => last = e,
             }
         }
@@ -236,6 +423,9 @@ impl Server {
             self.port,
             self.dir.display()
         );
+        for setting in &self.settings {
+            opts.push_str(&format!(" -c {setting}"));
+        }
         if self.ssl {
             opts.push_str(&format!(
                 " -c ssl=on -c ssl_cert_file={0}/server.crt -c ssl_key_file={0}/server.key",

@@ -81,11 +81,17 @@ fn is_connection_lost(e: &postgres::Error) -> bool {
             let c = code.code();
             c.starts_with("08") || c.starts_with("57P")
         }
-        // No answer from the server: an I/O error (refused, reset) or a timeout.
-        None => {
-            std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
-                || e.to_string().starts_with("timeout")
-        }
+        // No answer from the server: an I/O error (refused, reset, a server that does not
+        // accept writes) or a timeout. Not a certificate or TLS message this side
+        // refuses (rustls says `InvalidData`): no retry mends that.
+        None => match std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>())
+        {
+            Some(io) => !matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
+            ),
+            None => e.to_string().starts_with("timeout"),
+        },
     }
 }
 

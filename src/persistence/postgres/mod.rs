@@ -102,9 +102,18 @@ impl PostgresStore {
     /// `verify-full`) and `sslrootcert` (a PEM file of CA certificates, or `system`):
     /// see `docs/postgres.md`, "TLS".
     ///
-    /// Errors: an unparsable URL is [`Error::StoreUrl`]; an unreachable or refusing server
-    /// is [`StoreError::Unavailable`] or [`StoreError::Database`] naming the URL without
-    /// its password; tables of a newer session-state are refused the same way.
+    /// A server that cannot be reached yet, or is starting, shutting down or out of
+    /// connection slots ([`StoreError::Unavailable`]) is tried again with backoff for the
+    /// retry window ([`DEFAULT_LOCK_WAIT`]), as every later call is: a server restart or
+    /// a failover shorter than that is waited out. With several hosts
+    /// (`postgres://a:5432,b:5432/db?target_session_attrs=read-write`), each attempt
+    /// tries them in turn.
+    ///
+    /// Errors: an unparsable URL is [`Error::StoreUrl`]; a server still unavailable at
+    /// the end of the window is [`Error::StoreUnavailable`] (how long, how many attempts,
+    /// the last failure); a server that refuses otherwise (a wrong password) is
+    /// [`StoreError::Database`] at once. Each names the URL without its password; tables
+    /// of a newer session-state are refused as [`StoreError::Database`].
     pub fn connect(url: &str) -> Result<PostgresStore> {
         let (mut config, tls) = super::tls::parse(url, redact)?;
         if config.get_application_name().is_none() {
@@ -121,7 +130,7 @@ impl PostgresStore {
             conn: Mutex::new(None),
             append_stmt: Mutex::default(),
         };
-        store.run(|_| Ok(()))?;
+        super::retry::Retry::new(&store).transient(|| store.run(|_| Ok(())))?;
         Ok(store)
     }
 
