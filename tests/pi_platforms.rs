@@ -9,7 +9,8 @@
 //!   macOS's `libSystem`), and what it leaves undefined is the C library's or the N-API
 //!   symbols Node provides (`napi_*`, `node_api_*`);
 //! - on Linux with glibc, no symbol version above the floor (`prebuilt.glibcFloor` in
-//!   `pi/package.json`); on macOS, a minimum macOS no newer than Node 22's (11.0);
+//!   `pi/package.json`); on macOS, a minimum macOS no newer than `prebuilt.macosFloor`
+//!   (11.0, Node 22's own floor);
 //! - its platform package's package.json has the `os`, `cpu` and `libc` fields of what it
 //!   carries, and the package's `optionalDependencies` name it at the same version.
 //!
