@@ -34,6 +34,7 @@ mod error;
 pub(crate) mod file;
 mod identity;
 pub(crate) mod presence;
+mod queue;
 mod status;
 mod table;
 
@@ -45,5 +46,6 @@ pub use table::LEASE;
 
 pub(crate) use acquire::{ClearRows, acquire_at, begin_write, end_write, release_row, renew_row};
 pub(crate) use error::Refused;
+pub(crate) use queue::{Turn, Turns, WriterQueue};
 pub(crate) use status::{LiveRow, clear, live_rows, status, status_at};
 pub(crate) use table::{ensure_schema, now_ms};

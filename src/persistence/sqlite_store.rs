@@ -58,6 +58,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS entries_by_id ON entries(session_id, entry_id)
 pub struct SqliteStore {
     path: PathBuf,
     conn: Mutex<Connection>,
+    /// The line of the database's writers (`docs/lock.md`, "Taking turns").
+    queue: crate::lock::WriterQueue,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -84,6 +86,7 @@ impl SqliteStore {
         }
         let conn = connect(&path, fresh).map_err(db_err(&path, "opening"))?;
         Ok(SqliteStore {
+            queue: crate::lock::WriterQueue::beside(&path),
             path,
             conn: Mutex::new(conn),
         })
@@ -155,6 +158,8 @@ impl SqliteStore {
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut conn = lock(&self.conn);
+        // In line behind the database's other writers, to the end of the transaction.
+        let _turn = self.queue.turn(BUSY_TIMEOUT);
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(db_err(&self.path, action))?;
@@ -365,9 +370,12 @@ fn check_ours(path: &Path) -> Result<bool> {
     .into())
 }
 
+/// How long a writer waits for SQLite's write lock, and for its turn among the writers.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn connect(path: &Path, fresh: bool) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(30))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     if fresh {
         // Entries are kilobytes each (6.6 KB on average in Pi's sessions): large pages
         // keep most of them off overflow chains. Only a new file takes a page size.

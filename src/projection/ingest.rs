@@ -2,6 +2,7 @@
 //! watermark into rows, committed in bounded chunks with their watermark, or rebuild the
 //! session from the log when its prefix changed.
 
+use super::schema::BUSY_TIMEOUT;
 use super::sink::SqlSink;
 use super::watermark::{
     DIGEST_SPAN, Plan, SessionRow, Watermark, digests, fnv, mtime_ns, plan, session_row,
@@ -9,6 +10,7 @@ use super::watermark::{
 };
 use super::{CatchUp, db_err, file_key, forget};
 use crate::error::{Error, IoContext, Location, Result};
+use crate::lock::{Turns, WriterQueue};
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, ReadMode, ScanState};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -25,10 +27,11 @@ const CHUNK_BYTES: u64 = 16 << 20;
 const STATE_MARK: &str = "session-state";
 
 /// How a catch-up commits (docs/spec.md §4: building one session must not block the others).
-enum Commit<'h> {
-    /// In bounded chunks, each committed with its watermark; the hook runs between
-    /// chunks and may stop the build there (as a killed process would).
-    Chunks(&'h mut ChunkPolicy),
+enum Commit<'h, 'q> {
+    /// In bounded chunks, each committed with its watermark, each in its own turn among
+    /// the database's writers; the hook runs between chunks and may stop the build there
+    /// (as a killed process would).
+    Chunks(&'h mut ChunkPolicy, &'h mut Turns<'q>),
     /// Inside the caller's transaction: at most one chunk; the rest is left to the next
     /// catch-up.
     Caller(&'h ChunkPolicy),
@@ -83,6 +86,7 @@ pub(super) fn catch_up(
     file: &Path,
     force_rebuild: bool,
     policy: &mut ChunkPolicy,
+    queue: &WriterQueue,
 ) -> Result<CatchUp> {
     let key = file_key(file)?;
     let meta = std::fs::metadata(file).ctx("reading", file)?;
@@ -90,9 +94,11 @@ pub(super) fn catch_up(
     if !force_rebuild && matches!(plan(conn, db, file, &key, &meta, false)?, Plan::UpToDate) {
         return Ok(CatchUp::default());
     }
+    let mut turns = Turns::new(queue, BUSY_TIMEOUT);
     conn.execute_batch("BEGIN IMMEDIATE")
         .map_err(db_err(db, "starting a transaction"))?;
-    let r = catch_up_locked(conn, db, file, &key, force_rebuild, Commit::Chunks(policy));
+    let commit = Commit::Chunks(policy, &mut turns);
+    let r = catch_up_locked(conn, db, file, &key, force_rebuild, commit);
     match r {
         Ok(stats) => {
             conn.execute_batch("COMMIT")
@@ -116,7 +122,7 @@ fn catch_up_locked(
     file: &Path,
     key: &str,
     force_rebuild: bool,
-    commit: Commit<'_>,
+    commit: Commit<'_, '_>,
 ) -> Result<CatchUp> {
     // Re-plan under the write lock: another process may have caught up meanwhile.
     let meta = std::fs::metadata(file).ctx("reading", file)?;
@@ -186,7 +192,7 @@ fn ingest(
     file: &Path,
     key: &str,
     resume: Option<SessionRow>,
-    mut commit: Commit<'_>,
+    mut commit: Commit<'_, '_>,
 ) -> Result<CatchUp> {
     let mut f = reader::open_regular(file)?;
     let (header_id, version, mut scan, start_idx, last_id) = match &resume {
@@ -236,7 +242,7 @@ fn ingest(
     // The start of the current chunk (entries added, byte offset).
     let mut chunk_start = (0u64, start.offset);
     let (max_entries, max_bytes) = match &commit {
-        Commit::Chunks(p) => (p.entries, p.bytes),
+        Commit::Chunks(p, _) => (p.entries, p.bytes),
         Commit::Caller(p) => (p.entries, p.bytes),
     };
     // Set when the build stops at a chunk boundary before the end of the file.
@@ -294,12 +300,14 @@ fn ingest(
                 open_events: sink.open_events(),
             },
         )?;
-        let Commit::Chunks(policy) = &mut commit else {
+        let Commit::Chunks(policy, turns) = &mut commit else {
             stopped = true;
             return Err(stop_marker());
         };
         tx.execute_batch("COMMIT")
             .map_err(db_err(db, "committing a chunk"))?;
+        // The writers in line go before the next chunk.
+        turns.end();
         let so_far = CatchUp {
             rebuilt: resume.is_none(),
             bytes_read: last_good.offset - start.offset,
@@ -308,6 +316,7 @@ fn ingest(
         };
         let go_on = policy.hook.as_mut().is_none_or(|hook| hook(&so_far));
         // The caller commits (or rolls back) the transaction it finds open.
+        turns.take();
         tx.execute_batch("BEGIN IMMEDIATE")
             .map_err(db_err(db, "starting a transaction"))?;
         if !go_on {

@@ -116,6 +116,8 @@ pub(crate) struct Projection {
     chunks: ChunkPolicy,
     /// The last write's judgement of the lock rows, while it stands (`lock::begin_write`).
     clear_rows: crate::lock::ClearRows,
+    /// The line of this database's writers (`docs/lock.md`, "Taking turns").
+    queue: crate::lock::WriterQueue,
 }
 
 pub(crate) fn db_err(
@@ -209,6 +211,7 @@ impl Projection {
             last_catch_up: None,
             chunks: ChunkPolicy::default(),
             clear_rows: Default::default(),
+            queue: crate::lock::WriterQueue::beside(path),
         }
     }
 
@@ -261,6 +264,13 @@ impl Projection {
         &mut self.conn
     }
 
+    /// This writer's turn among the database's writers, taken before its write
+    /// transaction and held to its end; waits at most the connection's busy timeout for
+    /// the writers ahead (`docs/lock.md`, "Taking turns").
+    pub(crate) fn turn(&self) -> Option<crate::lock::Turn> {
+        self.queue.turn(schema::BUSY_TIMEOUT)
+    }
+
     /// The connection and the memo of its last write's judgement of the lock rows.
     pub(crate) fn write_parts(&mut self) -> (&Connection, &mut crate::lock::ClearRows) {
         (&self.conn, &mut self.clear_rows)
@@ -278,16 +288,37 @@ impl Projection {
 
     /// Brings the projection of `file` up to date with the log and returns what it read.
     pub fn catch_up(&mut self, file: &Path) -> Result<CatchUp> {
-        let r = ingest::catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks);
+        let r = ingest::catch_up(
+            &mut self.conn,
+            &self.path,
+            file,
+            false,
+            &mut self.chunks,
+            &self.queue,
+        );
         let r = match r {
             Err(Error::Database { source, .. }) if source.is_corrupt() => {
                 self.reopen_rebuilt(&format!("corrupt ({source})"))?;
-                ingest::catch_up(&mut self.conn, &self.path, file, false, &mut self.chunks)
+                ingest::catch_up(
+                    &mut self.conn,
+                    &self.path,
+                    file,
+                    false,
+                    &mut self.chunks,
+                    &self.queue,
+                )
             }
             // Rows of this session that do not decode: rebuild it from the log, once.
             Err(e @ Error::CorruptProjection { .. }) => {
                 tracing::warn!(error = %e, "rebuilding the session's projection");
-                ingest::catch_up(&mut self.conn, &self.path, file, true, &mut self.chunks)
+                ingest::catch_up(
+                    &mut self.conn,
+                    &self.path,
+                    file,
+                    true,
+                    &mut self.chunks,
+                    &self.queue,
+                )
             }
             r => r,
         };
@@ -328,7 +359,14 @@ impl Projection {
             }
             Err(e @ Error::CorruptProjection { .. }) => {
                 tracing::warn!(error = %e, "rebuilding the session's projection");
-                let c = ingest::catch_up(&mut self.conn, &self.path, file, true, &mut self.chunks)?;
+                let c = ingest::catch_up(
+                    &mut self.conn,
+                    &self.path,
+                    file,
+                    true,
+                    &mut self.chunks,
+                    &self.queue,
+                )?;
                 self.last_catch_up = Some(c);
                 read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
             }

@@ -102,10 +102,14 @@ CREATE TABLE IF NOT EXISTS session_values(
 ) WITHOUT ROWID;
 ";
 
+/// How long a connection waits for another's write lock (SQLite's busy timeout), and a
+/// writer for its turn among the database's writers (`lock::WriterQueue`).
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Opens a connection with the pragmas of docs/spec.md §4.
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     // Switching a new database to WAL can fail with SQLITE_BUSY at once, without waiting
     // for the busy timeout, while another connection does the same: retry, bounded.
     let mut tries = 0;

@@ -338,6 +338,7 @@ impl Projection {
                     mark,
                 });
             }
+            let _turn = self.queue.turn(super::schema::BUSY_TIMEOUT);
             self.conn
                 .execute_batch("BEGIN IMMEDIATE")
                 .map_err(db_err(&self.path, "starting a transaction"))?;
@@ -395,6 +396,7 @@ impl Projection {
             last_len: 0,
             last_digest: 0,
         };
+        let _turn = self.queue.turn(super::schema::BUSY_TIMEOUT);
         self.conn
             .execute_batch("BEGIN IMMEDIATE")
             .map_err(db_err(&self.path, "starting a transaction"))?;
@@ -538,6 +540,7 @@ impl Projection {
         line: &str,
     ) -> Result<CatchUp> {
         let (key, label) = (src.key(), src.label());
+        let _turn = self.queue.turn(super::schema::BUSY_TIMEOUT);
         self.conn
             .execute_batch("BEGIN IMMEDIATE")
             .map_err(db_err(&self.path, "starting a transaction"))?;

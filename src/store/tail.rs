@@ -59,6 +59,8 @@ impl Store {
             };
             let db_path = db.path().to_path_buf();
             let action = super::write::action_of(&op);
+            // In line behind the database's other writers, to the end of the write.
+            let _turn = db.turn();
             let (conn, clear) = db.write_parts();
             lock::begin_write(conn, &session_id, action, file, clear)?;
             let (tail, line, id) = match decide(conn, &db_path, file, at, state, op) {

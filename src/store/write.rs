@@ -47,6 +47,8 @@ impl Store {
         self.with_db(|db| {
             // Others' appends are read by the append, under both locks, and the event is
             // decided from the log as it then ends: one look at the file per write.
+            // In line behind the database's other writers, to the end of the write.
+            let _turn = db.turn();
             let (conn, clear) = db.write_parts();
             lock::begin_write(conn, log.session_id(), action, log.path(), clear)?;
             let appended = append_if_changed(state, log, op);

@@ -1,0 +1,445 @@
+//! The writers' queue: first come, first served between the writers of one database
+//! (`docs/lock.md`, "Taking turns").
+//!
+//! SQLite's busy handler makes a waiter sleep (1 ms, 2 ms, 5 ms, … up to 100 ms) and try
+//! again. A writer that has just committed begins its next write before the sleepers
+//! wake, so under constant contention one writer keeps the database for dozens of writes
+//! while the others wait. The queue puts writers in line before they ask SQLite for its
+//! write lock, with byte-range locks on the file `<database>-queue`:
+//!
+//! - The file holds [`MAGIC`] and a ticket counter (16 bytes). Under an exclusive lock on
+//!   the counter's bytes, a writer reads ticket `n`, locks the byte of its place in line
+//!   (`SLOTS + n`), stores `n + 1` and unlocks the counter.
+//! - It waits for the byte of ticket `n − 1`: its predecessor holds that byte until its
+//!   write ends, or until its process ends (the kernel drops the locks of a closed file).
+//!   The wait is a blocking lock, so a hand-off wakes the next writer, and only it, at once.
+//! - When its write ends it unlocks its own byte ([`Turn`]'s drop), which wakes its
+//!   successor.
+//!
+//! The locks are Linux's open file description locks (`F_OFD_SETLK`, `F_OFD_SETLKW`):
+//! they belong to an open file, not to a process, so two stores in one process queue
+//! as two processes do.
+//!
+//! The queue orders writers; it never decides who may write. SQLite's write lock still
+//! does. So a writer that cannot queue writes as before, possibly out of turn: on
+//! another operating system, on a file system without byte-range locks, when the
+//! `-queue` file is not ours (then it is never written), or with an older version of
+//! this crate. A writer waits in line at most the wait it is given (the database's busy
+//! timeout), then goes to SQLite's lock without its turn; a stalled writer ahead of it
+//! therefore delays it by at most that wait.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The first 8 bytes of a queue file of this crate; the next 8 are the ticket counter
+/// (little-endian). A file of any other content is not ours and never written.
+const MAGIC: &[u8; 8] = b"ssqueue1";
+
+/// The queue of the writers of the database at `db`, opened at its first turn.
+#[derive(Debug)]
+pub(crate) struct WriterQueue {
+    path: PathBuf,
+    file: OnceLock<Option<imp::QueueFile>>,
+}
+
+/// A writer's place in line, from [`WriterQueue::turn`] to the end of its write; dropping
+/// it hands the turn to the next writer.
+#[derive(Debug)]
+#[must_use = "the turn ends when it is dropped"]
+pub(crate) struct Turn {
+    _place: imp::TurnInner,
+}
+
+impl WriterQueue {
+    /// The queue beside the database file `db` (`<db>-queue`). Nothing is opened yet.
+    pub(crate) fn beside(db: &Path) -> WriterQueue {
+        let mut path = db.as_os_str().to_owned();
+        path.push("-queue");
+        WriterQueue {
+            path: PathBuf::from(path),
+            file: OnceLock::new(),
+        }
+    }
+
+    /// The file that holds the line.
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Takes this writer's place in line and waits, at most `wait`, for the writers ahead
+    /// of it. `None` when this writer cannot queue (it then writes as before); a turn that
+    /// waited in vain is still a place in line, which the writers behind it wait for.
+    pub(crate) fn turn(&self, wait: Duration) -> Option<Turn> {
+        let file = self
+            .file
+            .get_or_init(|| imp::QueueFile::open(&self.path))
+            .as_ref()?;
+        file.turn(wait).map(|place| Turn { _place: place })
+    }
+}
+
+/// The turns of one operation made of several transactions (a catch-up that commits in
+/// chunks): each transaction gets its own turn, so the writers in line go between them.
+#[derive(Debug)]
+pub(crate) struct Turns<'q> {
+    queue: &'q WriterQueue,
+    wait: Duration,
+    held: Option<Turn>,
+}
+
+impl<'q> Turns<'q> {
+    /// Takes the first transaction's turn.
+    pub(crate) fn new(queue: &'q WriterQueue, wait: Duration) -> Turns<'q> {
+        Turns {
+            queue,
+            wait,
+            held: queue.turn(wait),
+        }
+    }
+
+    /// Ends the turn of the transaction just committed.
+    pub(crate) fn end(&mut self) {
+        self.held = None;
+    }
+
+    /// Takes the next transaction's turn, at the back of the line.
+    pub(crate) fn take(&mut self) {
+        self.held = None;
+        self.held = self.queue.turn(self.wait);
+    }
+}
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod imp {
+    use super::MAGIC;
+    use nix::errno::Errno;
+    use nix::fcntl::{FcntlArg, fcntl};
+    use nix::libc;
+    use std::fs::{File, OpenOptions};
+    use std::io;
+    use std::os::unix::fs::FileExt;
+    use std::path::Path;
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// The counter's bytes: its lock is the line's entrance.
+    const COUNTER: (u64, u64) = (8, 8);
+    /// The byte offset of ticket 0's place; tickets wrap after [`SPAN`] places.
+    const SLOTS: u64 = 1 << 20;
+    const SPAN: u64 = 1 << 40;
+
+    #[derive(Debug)]
+    pub(super) struct QueueFile(Arc<File>);
+
+    #[derive(Debug)]
+    pub(super) struct TurnInner {
+        file: Arc<File>,
+        place: u64,
+    }
+
+    impl Drop for TurnInner {
+        fn drop(&mut self) {
+            if let Err(e) = set(&self.file, libc::F_UNLCK, self.place, 1, false) {
+                // The place is released with the file at the latest (this process's end).
+                tracing::debug!(error = %e, "the writers' queue: a turn was not handed on");
+            }
+        }
+    }
+
+    impl QueueFile {
+        /// Opens (or creates) the queue file; `None`, logged, when it cannot serve: not
+        /// ours, no byte-range locks here, or no access.
+        pub(super) fn open(path: &Path) -> Option<QueueFile> {
+            match Self::try_open(path) {
+                Ok(Some(file)) => Some(file),
+                Ok(None) => {
+                    tracing::warn!(file = %path.display(),
+                        "the writers' queue file is not session-state's: writers do not queue");
+                    None
+                }
+                Err(e) => {
+                    tracing::debug!(file = %path.display(), error = %e,
+                        "the writers' queue cannot be used: writers do not queue");
+                    None
+                }
+            }
+        }
+
+        fn try_open(path: &Path) -> io::Result<Option<QueueFile>> {
+            let file = Arc::new(
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)?,
+            );
+            // Also the check that this file system has the locks.
+            let deadline = Instant::now() + Duration::from_secs(1);
+            if !lock_until(&file, COUNTER.0, COUNTER.1, deadline)? {
+                return Err(io::Error::other("the queue's counter stayed locked"));
+            }
+            let checked = (|| -> io::Result<bool> {
+                let mut head = [0u8; 16];
+                let len = file.metadata()?.len();
+                if len == 0 {
+                    // New (or an empty file: nothing in it to lose).
+                    head[..8].copy_from_slice(MAGIC);
+                    file.write_all_at(&head, 0)?;
+                    return Ok(true);
+                }
+                if len != 16 {
+                    return Ok(false);
+                }
+                file.read_exact_at(&mut head, 0)?;
+                Ok(&head[..8] == MAGIC)
+            })();
+            unlock(&file, COUNTER.0, COUNTER.1);
+            Ok(checked?.then_some(QueueFile(file)))
+        }
+
+        pub(super) fn turn(&self, wait: Duration) -> Option<TurnInner> {
+            match self.take(Instant::now() + wait) {
+                Ok(turn) => turn,
+                Err(e) => {
+                    tracing::debug!(error = %e, "the writers' queue: writing without a turn");
+                    None
+                }
+            }
+        }
+
+        fn take(&self, deadline: Instant) -> io::Result<Option<TurnInner>> {
+            let file = &self.0;
+            if !lock_until(file, COUNTER.0, COUNTER.1, deadline)? {
+                return Ok(None);
+            }
+            let placed = (|| -> io::Result<Option<(TurnInner, u64)>> {
+                let mut counter = [0u8; 8];
+                file.read_exact_at(&mut counter, COUNTER.0)?;
+                let ticket = u64::from_le_bytes(counter);
+                let place = SLOTS + ticket % SPAN;
+                // Held only if the line wrapped around onto a writer still in it.
+                if !set(file, libc::F_WRLCK, place, 1, false)? {
+                    return Ok(None);
+                }
+                let turn = TurnInner {
+                    file: file.clone(),
+                    place,
+                };
+                file.write_all_at(&ticket.wrapping_add(1).to_le_bytes(), COUNTER.0)?;
+                Ok(Some((turn, SLOTS + ticket.wrapping_sub(1) % SPAN)))
+            })();
+            unlock(file, COUNTER.0, COUNTER.1);
+            let Some((turn, ahead)) = placed? else {
+                return Ok(None);
+            };
+            // The writer ahead holds its place until its write ends.
+            if lock_until(file, ahead, 1, deadline)? {
+                unlock(file, ahead, 1);
+            } else {
+                tracing::debug!("the writers' queue: the writer ahead did not finish in time");
+            }
+            Ok(Some(turn))
+        }
+    }
+
+    fn flock(kind: libc::c_int, start: u64, len: u64) -> io::Result<libc::flock> {
+        let offset = |v: u64| libc::off_t::try_from(v).map_err(io::Error::other);
+        Ok(libc::flock {
+            l_type: kind as libc::c_short,
+            l_whence: libc::SEEK_SET as libc::c_short,
+            l_start: offset(start)?,
+            l_len: offset(len)?,
+            l_pid: 0,
+        })
+    }
+
+    /// One lock operation on `len` bytes at `start`: `Ok(false)` when another open file
+    /// holds a conflicting lock and `block` is false.
+    fn set(file: &File, kind: libc::c_int, start: u64, len: u64, block: bool) -> io::Result<bool> {
+        let lock = flock(kind, start, len)?;
+        loop {
+            let arg = if block {
+                FcntlArg::F_OFD_SETLKW(&lock)
+            } else {
+                FcntlArg::F_OFD_SETLK(&lock)
+            };
+            return match fcntl(file, arg) {
+                Ok(_) => Ok(true),
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EAGAIN | Errno::EACCES) if !block => Ok(false),
+                Err(e) => Err(e.into()),
+            };
+        }
+    }
+
+    fn unlock(file: &File, start: u64, len: u64) {
+        if let Err(e) = set(file, libc::F_UNLCK, start, len, false) {
+            tracing::debug!(error = %e, "the writers' queue: an unlock failed");
+        }
+    }
+
+    /// Locks `len` bytes at `start` exclusively, waiting until `deadline`: `Ok(false)` if
+    /// another holder still has them then. A blocking lock has no timeout, so the wait
+    /// runs on a thread of its own; one that outlives the deadline releases what it then
+    /// gets.
+    fn lock_until(file: &Arc<File>, start: u64, len: u64, deadline: Instant) -> io::Result<bool> {
+        if set(file, libc::F_WRLCK, start, len, false)? {
+            return Ok(true);
+        }
+        #[derive(PartialEq)]
+        enum Wait {
+            Waiting,
+            Got,
+            Failed,
+            GaveUp,
+        }
+        let shared = Arc::new((Mutex::new(Wait::Waiting), Condvar::new()));
+        let waiter = {
+            let (shared, file) = (shared.clone(), file.clone());
+            move || {
+                let got = set(&file, libc::F_WRLCK, start, len, true).unwrap_or(false);
+                let (state, woken) = &*shared;
+                let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+                match (*state == Wait::GaveUp, got) {
+                    (true, true) => unlock(&file, start, len),
+                    (true, false) => {}
+                    (false, true) => *state = Wait::Got,
+                    (false, false) => *state = Wait::Failed,
+                }
+                woken.notify_one();
+            }
+        };
+        std::thread::Builder::new()
+            .name("session-state-queue".into())
+            .spawn(waiter)?;
+        let (state, woken) = &*shared;
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match *state {
+                Wait::Got => return Ok(true),
+                Wait::Failed => return Err(io::Error::other("the blocking lock failed")),
+                Wait::Waiting | Wait::GaveUp => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                *state = Wait::GaveUp;
+                return Ok(false);
+            }
+            state = woken
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::super::WriterQueue;
+        use super::*;
+
+        fn queue_in(dir: &Path) -> (WriterQueue, WriterQueue) {
+            let db = dir.join("states.sqlite");
+            (WriterQueue::beside(&db), WriterQueue::beside(&db))
+        }
+
+        const WAIT: Duration = Duration::from_secs(10);
+
+        /// Two queues on one file are two open files: the second waits for the first's
+        /// turn to end, then gets its own; the counter moves by one per turn.
+        #[test]
+        fn a_turn_waits_for_the_one_ahead() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (a, b) = queue_in(dir.path());
+            let first = a.turn(WAIT).expect("a queues");
+            let (tx, rx) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                let turn = b.turn(WAIT).expect("b queues");
+                tx.send(()).expect("send");
+                drop(turn);
+                b
+            });
+            // While `first` stands, `b` is in line behind it and sends nothing.
+            assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+            drop(first);
+            rx.recv_timeout(WAIT).expect("b's turn came when a's ended");
+            let b = waiter.join().expect("join");
+            let bytes = std::fs::read(b.path()).expect("read");
+            assert_eq!(&bytes[..8], MAGIC);
+            assert_eq!(u64::from_le_bytes(bytes[8..].try_into().expect("8")), 2);
+        }
+
+        /// Waiting in line is bounded: behind a turn that never ends, the next writer gets
+        /// a turn (out of order) after its wait, and the writer after it waits for it.
+        #[test]
+        fn a_stalled_turn_delays_the_next_by_at_most_its_wait() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (a, b) = queue_in(dir.path());
+            let _stalled = a.turn(WAIT).expect("a queues");
+            let started = Instant::now();
+            let late = b.turn(Duration::from_millis(100)).expect("b queues anyway");
+            assert!(started.elapsed() >= Duration::from_millis(100));
+            let c = WriterQueue::beside(&dir.path().join("states.sqlite"));
+            let (tx, rx) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                let turn = c.turn(WAIT);
+                tx.send(turn.is_some()).expect("send");
+            });
+            assert!(
+                rx.recv_timeout(Duration::from_millis(200)).is_err(),
+                "c waits for b"
+            );
+            drop(late);
+            assert!(rx.recv_timeout(WAIT).expect("c's turn"));
+            waiter.join().expect("join");
+        }
+
+        /// A file at the queue's path that is not ours is never written, and its writers
+        /// do not queue; an empty file becomes the queue.
+        #[test]
+        fn a_file_that_is_not_ours_is_left_alone() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (q, _) = queue_in(dir.path());
+            std::fs::write(q.path(), b"my notes\n").expect("plant");
+            assert!(q.turn(WAIT).is_none());
+            assert_eq!(std::fs::read(q.path()).expect("read"), b"my notes\n");
+            let same_length = b"0123456789abcdef";
+            std::fs::write(q.path(), same_length).expect("plant");
+            let (q, _) = queue_in(dir.path());
+            assert!(q.turn(WAIT).is_none());
+            assert_eq!(std::fs::read(q.path()).expect("read"), same_length);
+            std::fs::write(q.path(), b"").expect("empty");
+            let (q, _) = queue_in(dir.path());
+            assert!(q.turn(WAIT).is_some());
+            assert_eq!(&std::fs::read(q.path()).expect("read")[..8], MAGIC);
+        }
+    }
+}
+
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+mod imp {
+    use std::path::Path;
+    use std::time::Duration;
+
+    #[derive(Debug)]
+    pub(super) enum QueueFile {}
+    #[derive(Debug)]
+    pub(super) struct TurnInner;
+
+    impl QueueFile {
+        pub(super) fn open(_: &Path) -> Option<QueueFile> {
+            None
+        }
+        pub(super) fn turn(&self, _: Duration) -> Option<TurnInner> {
+            match *self {}
+        }
+    }
+}
