@@ -15,11 +15,18 @@
 //! does not queue on. Rounds alternate which mode goes first; files are in `$TMPDIR` (use
 //! a real disk).
 //!
-//! `cargo bench --bench taking_turns -- [--writers 4] [--writes 60] [--rounds 5]`
+//! With `--sqlite-store`, the session is in a SQLite session store instead (each writer
+//! its own `SqliteStore` on it, `write_stored`), and "busy handler alone" unsettles both
+//! queue files (the projection's and the store's).
+//!
+//! `cargo bench --bench taking_turns -- [--writers 4] [--writes 60] [--rounds 5]
+//! [--sqlite-store]`
 
 use serde_json::json;
-use session_state::{Scope, SessionLog, SessionState, Store};
-use std::path::Path;
+use session_state::{
+    Header, Scope, SessionLog, SessionState, Sessions, SqliteStore, Store, StoredSession,
+};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -55,9 +62,30 @@ struct Round {
     overtaken: usize,
 }
 
-fn new_session(dir: &Path) -> std::path::PathBuf {
+const ID: &str = "0195f1d0-7c4e-7000-8000-00000000c0de";
+
+/// Where the writers write.
+#[derive(Clone)]
+enum Target {
+    File(PathBuf),
+    SqliteStore(PathBuf),
+}
+
+fn new_stored_session(dir: &Path) -> PathBuf {
+    let path = dir.join("sessions.sqlite");
+    let sessions = Sessions::new(SqliteStore::open(&path).expect("store"));
+    sessions
+        .create(Header::new(ID, "/tmp").with_timestamp("2026-01-01T00:00:00.000Z"))
+        .expect("create");
+    let user =
+        json!({"type": "message", "message": {"role": "user", "content": "hi", "timestamp": 0}});
+    sessions.append(ID, 0, &[user]).expect("append");
+    path
+}
+
+fn new_session(dir: &Path) -> PathBuf {
     let file = dir.join("s.jsonl");
-    let id = "0195f1d0-7c4e-7000-8000-00000000c0de";
+    let id = ID;
     let header = json!({"type": "session", "version": 3, "id": id,
         "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp"});
     let user = json!({"type": "message", "id": "a1b2c3d4", "parentId": null,
@@ -96,55 +124,91 @@ fn most_overtaken(order: &[usize], n: usize) -> usize {
     worst
 }
 
-fn round(mode: Mode, writers: usize, writes: usize) -> Round {
+fn round(mode: Mode, writers: usize, writes: usize, stored: bool) -> Round {
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = new_session(dir.path());
+    let target = match stored {
+        false => Target::File(new_session(dir.path())),
+        true => Target::SqliteStore(new_stored_session(dir.path())),
+    };
     let db = dir.path().join("states.sqlite");
     Store::at(&db)
         .expect("store")
         .connect()
         .expect("create the database");
     if mode == Mode::BusyHandler {
-        std::fs::write(dir.path().join("states.sqlite-queue"), "not the queue\n").expect("plant");
+        for queue in ["states.sqlite-queue", "sessions.sqlite-queue"] {
+            std::fs::write(dir.path().join(queue), "not the queue\n").expect("plant");
+        }
     }
     let barrier = Arc::new(Barrier::new(writers + 1));
     let threads: Vec<_> = (0..writers)
         .map(|w| {
-            let (barrier, file, db) = (barrier.clone(), file.clone(), db.clone());
+            let (barrier, target, db) = (barrier.clone(), target.clone(), db.clone());
             std::thread::spawn(move || {
                 let store = Store::at(&db).expect("store");
                 let state: SessionState<serde_json::Value> =
                     store.state(format!("w{w}"), Scope::Branch).expect("state");
-                let mut log = SessionLog::open(&file).expect("open");
-                barrier.wait();
                 let mut took = Vec::with_capacity(writes);
-                for i in 0..writes {
-                    let t = Instant::now();
-                    state
-                        .write(&mut log, &json!({"i": i}))
-                        .expect("write")
-                        .expect("a new value is written");
-                    took.push(t.elapsed());
+                let mut ids = Vec::with_capacity(writes);
+                match &target {
+                    Target::File(file) => {
+                        let mut log = SessionLog::open(file).expect("open");
+                        barrier.wait();
+                        for i in 0..writes {
+                            let t = Instant::now();
+                            let id = state.write(&mut log, &json!({"i": i})).expect("write");
+                            took.push(t.elapsed());
+                            ids.push(id.expect("a new value is written"));
+                        }
+                    }
+                    Target::SqliteStore(path) => {
+                        let backend = SqliteStore::open(path).expect("store");
+                        let key = path.display().to_string();
+                        let session = StoredSession::new(&backend, &key, ID);
+                        barrier.wait();
+                        for i in 0..writes {
+                            let t = Instant::now();
+                            let id = state
+                                .write_stored(&session, None, &json!({"i": i}))
+                                .expect("write");
+                            took.push(t.elapsed());
+                            ids.push(id.expect("a new value is written"));
+                        }
+                    }
                 }
-                took
+                (took, ids)
             })
         })
         .collect();
     barrier.wait();
     let started = Instant::now();
-    let mut took: Vec<Duration> = threads
-        .into_iter()
-        .flat_map(|t| t.join().expect("writer"))
-        .collect();
+    let mut took = Vec::new();
+    let mut writer_of = std::collections::HashMap::new();
+    for (w, t) in threads.into_iter().enumerate() {
+        let (times, ids) = t.join().expect("writer");
+        took.extend(times);
+        writer_of.extend(ids.into_iter().map(|id| (id, w)));
+    }
     let wall = started.elapsed();
     took.sort_unstable();
     let q = |f: f64| took[((took.len() - 1) as f64 * f) as usize];
-    let order: Vec<usize> = SessionLog::open(&file)
-        .expect("open")
-        .entries()
-        .filter_map(|e| e.state_plugin()?.strip_prefix('w')?.parse().ok())
+    let lines = match &target {
+        Target::File(file) => std::fs::read_to_string(file).expect("read"),
+        Target::SqliteStore(path) => {
+            let mut out = Vec::new();
+            let backend = SqliteStore::open(path).expect("store");
+            session_state::export_session(&backend, ID, &mut out).expect("export");
+            String::from_utf8(out).expect("UTF-8")
+        }
+    };
+    let order: Vec<usize> = lines
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("JSON");
+            writer_of.get(v["id"].as_str()?).copied()
+        })
         .collect();
-    assert_eq!(order.len(), writers * writes, "every write is in the file");
+    assert_eq!(order.len(), writers * writes, "every write is stored once");
     Round {
         per_s: order.len() as f64 / wall.as_secs_f64(),
         p50: q(0.5),
@@ -173,7 +237,16 @@ fn main() {
     let writers = arg(&args, "--writers", 4);
     let writes = arg(&args, "--writes", 60);
     let rounds = arg(&args, "--rounds", 5);
-    println!("{writers} writers x {writes} writes, one session, one database, {rounds} rounds");
+    let stored = args.iter().any(|a| a == "--sqlite-store");
+    let on = if stored {
+        "a SQLite session store"
+    } else {
+        "a file"
+    };
+    println!(
+        "{writers} writers x {writes} writes, one session in {on}, one projection database, \
+         {rounds} rounds"
+    );
     let mut results: Vec<(Mode, Round)> = Vec::new();
     for r in 0..rounds {
         let order = match r % 2 {
@@ -181,7 +254,7 @@ fn main() {
             _ => [Mode::BusyHandler, Mode::Turns],
         };
         for mode in order {
-            let x = round(mode, writers, writes);
+            let x = round(mode, writers, writes, stored);
             println!(
                 "round {r} {:>18}: {:>6.0} writes/s, p50 {:>6.2?}, p99 {:>8.2?}, longest \
                  {:>8.2?}, writer changed {:>4} times, most overtaken {:>3}",

@@ -29,7 +29,7 @@
 //! therefore delays it by at most that wait.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// The first 8 bytes of a queue file of this crate; the next 8 are the ticket counter
@@ -41,14 +41,34 @@ const MAGIC: &[u8; 8] = b"ssqueue1";
 pub(crate) struct WriterQueue {
     path: PathBuf,
     file: OnceLock<Option<imp::QueueFile>>,
+    held: Arc<Mutex<Held>>,
 }
 
-/// A writer's place in line, from [`WriterQueue::turn`] to the end of its write; dropping
-/// it hands the turn to the next writer.
+/// The turns this queue's owner holds: a turn taken inside another (a catch-up inside a
+/// stored write) is the outer one's, and the place in line is the queue's, so that a long
+/// operation can let the writers in line go between its transactions ([`Turns`]).
+#[derive(Debug, Default)]
+struct Held {
+    depth: usize,
+    place: Option<imp::TurnInner>,
+}
+
+/// A writer's turn, from [`WriterQueue::turn`] to the end of its write; dropping the
+/// outermost one hands the turn to the next writer.
 #[derive(Debug)]
 #[must_use = "the turn ends when it is dropped"]
 pub(crate) struct Turn {
-    _place: imp::TurnInner,
+    held: Arc<Mutex<Held>>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut held = crate::sync::lock(&self.held);
+        held.depth -= 1;
+        if held.depth == 0 {
+            held.place = None;
+        }
+    }
 }
 
 impl WriterQueue {
@@ -59,6 +79,7 @@ impl WriterQueue {
         WriterQueue {
             path: PathBuf::from(path),
             file: OnceLock::new(),
+            held: Arc::default(),
         }
     }
 
@@ -68,25 +89,59 @@ impl WriterQueue {
         &self.path
     }
 
+    fn file(&self) -> Option<&imp::QueueFile> {
+        self.file
+            .get_or_init(|| imp::QueueFile::open(&self.path))
+            .as_ref()
+    }
+
     /// Takes this writer's place in line and waits, at most `wait`, for the writers ahead
     /// of it. `None` when this writer cannot queue (it then writes as before); a turn that
     /// waited in vain is still a place in line, which the writers behind it wait for.
+    ///
+    /// Inside a turn of this same queue (the caller holds one), the turn is the one held:
+    /// it neither queues again nor waits for itself. The queue's owner (a projection, a
+    /// store) is used by one thread at a time.
     pub(crate) fn turn(&self, wait: Duration) -> Option<Turn> {
-        let file = self
-            .file
-            .get_or_init(|| imp::QueueFile::open(&self.path))
-            .as_ref()?;
-        file.turn(wait).map(|place| Turn { _place: place })
+        let mut held = crate::sync::lock(&self.held);
+        if held.depth == 0 {
+            held.place = Some(self.file()?.turn(wait)?);
+        }
+        held.depth += 1;
+        Some(Turn {
+            held: self.held.clone(),
+        })
+    }
+
+    /// Between two transactions of a turn (inside an outer one, or not): the writers in
+    /// line go first, then this one takes a place at the back of the line.
+    pub(crate) fn pass(&self, wait: Duration) {
+        self.step_aside();
+        self.rejoin(wait);
+    }
+
+    /// Between two transactions of a turn: lets the writers in line go first
+    /// ([`WriterQueue::rejoin`] takes a place at the back of the line again).
+    fn step_aside(&self) {
+        crate::sync::lock(&self.held).place = None;
+    }
+
+    /// After [`WriterQueue::step_aside`]: a new place in line, waited for at most `wait`.
+    fn rejoin(&self, wait: Duration) {
+        let mut held = crate::sync::lock(&self.held);
+        if held.depth > 0 && held.place.is_none() {
+            held.place = self.file().and_then(|f| f.turn(wait));
+        }
     }
 }
 
-/// The turns of one operation made of several transactions (a catch-up that commits in
-/// chunks): each transaction gets its own turn, so the writers in line go between them.
+/// The turn of one operation made of several transactions (a catch-up that commits in
+/// chunks), also inside an outer turn: the writers in line go between the transactions.
 #[derive(Debug)]
 pub(crate) struct Turns<'q> {
     queue: &'q WriterQueue,
     wait: Duration,
-    held: Option<Turn>,
+    _turn: Option<Turn>,
 }
 
 impl<'q> Turns<'q> {
@@ -95,19 +150,18 @@ impl<'q> Turns<'q> {
         Turns {
             queue,
             wait,
-            held: queue.turn(wait),
+            _turn: queue.turn(wait),
         }
     }
 
-    /// Ends the turn of the transaction just committed.
+    /// After a transaction committed: the writers in line go first.
     pub(crate) fn end(&mut self) {
-        self.held = None;
+        self.queue.step_aside();
     }
 
-    /// Takes the next transaction's turn, at the back of the line.
+    /// Before the next transaction: a place at the back of the line.
     pub(crate) fn take(&mut self) {
-        self.held = None;
-        self.held = self.queue.turn(self.wait);
+        self.queue.rejoin(self.wait);
     }
 }
 
@@ -397,6 +451,33 @@ mod imp {
             drop(late);
             assert!(rx.recv_timeout(WAIT).expect("c's turn"));
             waiter.join().expect("join");
+        }
+
+        /// A turn taken inside another of the same queue is the outer one: it does not
+        /// wait for itself, and the line moves on only when the outer one ends.
+        #[test]
+        fn a_turn_inside_a_turn_is_the_same_turn() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (a, b) = queue_in(dir.path());
+            let outer = a.turn(WAIT).expect("a queues");
+            let started = Instant::now();
+            let inner = a.turn(WAIT).expect("nested");
+            assert!(started.elapsed() < WAIT, "it did not wait for itself");
+            drop(inner);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                let turn = b.turn(WAIT);
+                tx.send(turn.is_some()).expect("send");
+            });
+            assert!(
+                rx.recv_timeout(Duration::from_millis(200)).is_err(),
+                "b waits for the outer turn"
+            );
+            drop(outer);
+            assert!(rx.recv_timeout(WAIT).expect("b's turn"));
+            waiter.join().expect("join");
+            let bytes = std::fs::read(dir.path().join("states.sqlite-queue")).expect("read");
+            assert_eq!(u64::from_le_bytes(bytes[8..].try_into().expect("8")), 2);
         }
 
         /// A file at the queue's path that is not ours is never written, and its writers

@@ -362,7 +362,11 @@ impl Projection {
                     self.conn
                         .execute_batch("COMMIT")
                         .map_err(db_err(&self.path, "committing"))?;
-                    if !full {
+                    if full {
+                        // A long catch-up, also one inside a stored write's turn: the
+                        // writers in line go before the next chunk.
+                        self.queue.pass(super::schema::BUSY_TIMEOUT);
+                    } else {
                         // Everything up to the store's next sequence number is folded.
                         self.last_catch_up = Some(report);
                         return Ok(StoredTail {

@@ -239,6 +239,10 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         op: &Op,
     ) -> Result<Attempt> {
         self.store().with_db(|db| {
+            // One turn among the projection's writers from the decision to the append (the
+            // catch-ups inside are part of it), so that no writer that came later can take
+            // the sequence number this one decided on (docs/lock.md, "Taking turns").
+            let _turn = db.turn();
             let d = db.decide_stored(session, self.plugin_id(), self.scope(), at)?;
             let Some(env) = self.key().decide(d.current.as_ref(), op.clone())? else {
                 return Ok(Attempt::Done(None));
