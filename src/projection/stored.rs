@@ -279,9 +279,13 @@ impl Projection {
             }
             let mark = match read_mark(&self.conn, &self.path, &key)? {
                 Some(m) if !rebuild => m,
-                _ => {
-                    self.start_over(src, &key, &label)?;
-                    report.rebuilt = true;
+                seen => {
+                    // Only the rows as they were judged are started over: another process
+                    // may have started them over, or folded more, meanwhile; then look
+                    // again.
+                    if self.start_over(src, &key, &label, seen.as_ref())? {
+                        report.rebuilt = true;
+                    }
                     rebuild = false;
                     continue;
                 }
@@ -386,8 +390,15 @@ impl Projection {
         }
     }
 
-    /// Drops a stored session's rows and starts them again from its header.
-    fn start_over(&mut self, src: &dyn StoredLines, key: &str, label: &Path) -> Result<()> {
+    /// Drops a stored session's rows and starts them again from its header, if its mark
+    /// is still `seen` (none: no rows yet); `false` when another process changed it since.
+    fn start_over(
+        &mut self,
+        src: &dyn StoredLines,
+        key: &str,
+        label: &Path,
+        seen: Option<&Mark>,
+    ) -> Result<bool> {
         let header_line = src.header_line()?;
         let header = parse_header(label, header_line.as_bytes(), ReadMode::Strict)?;
         let mark = Mark {
@@ -404,14 +415,24 @@ impl Projection {
         self.conn
             .execute_batch("BEGIN IMMEDIATE")
             .map_err(db_err(&self.path, "starting a transaction"))?;
-        let r = forget(&self.conn, key)
-            .map_err(db_err(&self.path, "clearing a session"))
-            .and_then(|()| write_mark(&self.conn, &self.path, key, &mark));
+        let r = (|| -> Result<bool> {
+            if read_mark(&self.conn, &self.path, key)?.as_ref() != seen {
+                return Ok(false);
+            }
+            forget(&self.conn, key).map_err(db_err(&self.path, "clearing a session"))?;
+            write_mark(&self.conn, &self.path, key, &mark)?;
+            Ok(true)
+        })();
         match r {
-            Ok(()) => self
+            Ok(true) => self
                 .conn
                 .execute_batch("COMMIT")
+                .map(|()| true)
                 .map_err(db_err(&self.path, "committing")),
+            Ok(false) => {
+                end(&self.conn, "ROLLBACK");
+                Ok(false)
+            }
             Err(e) => {
                 end(&self.conn, "ROLLBACK");
                 Err(e)
@@ -429,8 +450,7 @@ impl Projection {
         scope: Scope,
         at: Option<&str>,
     ) -> Result<Option<Value>> {
-        let tail = self.catch_up_stored(src)?;
-        Ok(self.value_at(src, &tail, plugin, scope, at)?.1)
+        Ok(self.decide_stored(src, plugin, scope, at)?.current)
     }
 
     /// What a write to a stored session decides from: the rows caught up with the store,
@@ -443,13 +463,25 @@ impl Projection {
         scope: Scope,
         at: Option<&str>,
     ) -> Result<StoredDecision> {
-        let tail = self.catch_up_stored(src)?;
-        let (parent, current) = self.value_at(src, &tail, plugin, scope, at)?;
-        Ok(StoredDecision {
-            tail,
-            parent,
-            current,
-        })
+        // Another process may start the rows over between the catch-up and the read (a
+        // store that no longer holds what was folded); then the last entry is not in the
+        // rows yet, and the catch-up runs again.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let tail = self.catch_up_stored(src)?;
+            match self.value_at(src, &tail, plugin, scope, at) {
+                Err(Error::UnknownEntry { .. }) if at.is_none() && tries < 5 => continue,
+                r => {
+                    let (parent, current) = r?;
+                    return Ok(StoredDecision {
+                        tail,
+                        parent,
+                        current,
+                    });
+                }
+            }
+        }
     }
 
     fn value_at(
@@ -594,5 +626,90 @@ impl Projection {
             .execute("DELETE FROM stored_sessions WHERE key = ?1", [&key])
             .map_err(db_err(&self.path, "forgetting a session"))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored session held in memory.
+    struct Lines {
+        header: String,
+        lines: Vec<String>,
+    }
+
+    impl StoredLines for Lines {
+        fn label(&self) -> PathBuf {
+            PathBuf::from("mem#s")
+        }
+        fn key(&self) -> String {
+            "store:mem#s".into()
+        }
+        fn header_line(&self) -> Result<String> {
+            Ok(self.header.clone())
+        }
+        fn read_lines(
+            &self,
+            from: u64,
+            visit: &mut dyn FnMut(u64, &str) -> ControlFlow<()>,
+        ) -> Result<u64> {
+            for (seq, line) in self.lines.iter().enumerate().skip(from as usize) {
+                if visit(seq as u64, line).is_break() {
+                    break;
+                }
+            }
+            Ok(self.lines.len() as u64)
+        }
+    }
+
+    fn session() -> Lines {
+        let entry = |id: &str, parent: Option<&str>, n: u64| {
+            let data = format!(r#"{{"v":1,"scope":"branch","op":"set","value":{n}}}"#);
+            let parent = parent.map_or("null".to_owned(), |p| format!("\"{p}\""));
+            format!(
+                r#"{{"type":"custom","id":"{id}","parentId":{parent},"timestamp":"2026-12-04T20:00:00.000Z","customType":"session-state/p","data":{data}}}"#
+            )
+        };
+        Lines {
+            header: r#"{"type":"session","version":3,"id":"0195f1d0-7c4e-7000-8000-00000000c0de","timestamp":"2026-12-04T20:00:00.000Z","cwd":"/w"}"#.into(),
+            lines: vec![entry("aaaa0001", None, 1), entry("aaaa0002", Some("aaaa0001"), 2)],
+        }
+    }
+
+    /// Two processes find no rows for a stored session at once: the one that starts the
+    /// rows over second, after the first has folded them, leaves them alone (deleting
+    /// them would take the tail from under the first one's read), and both read the value.
+    #[test]
+    fn rows_are_started_over_only_as_they_were_judged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("states.sqlite");
+        let src = session();
+        let mut first = Projection::open(&db).expect("open");
+        let mut second = Projection::open(&db).expect("open");
+        // The second judged "no rows" before the first built them.
+        ensure_table(&second.conn, &second.path).expect("table");
+        let seen = read_mark(&second.conn, &second.path, &src.key()).expect("mark");
+        assert_eq!(seen, None);
+        let tail = first.catch_up_stored(&src).expect("first");
+        assert_eq!(tail.last_entry_id.as_deref(), Some("aaaa0002"));
+        let (key, label) = (src.key(), src.label());
+        assert!(
+            !second
+                .start_over(&src, &key, &label, seen.as_ref())
+                .expect("start over"),
+            "the rows changed since they were judged: left alone"
+        );
+        let read = |p: &mut Projection| p.read_stored(&src, "p", Scope::Branch, None);
+        assert_eq!(read(&mut first).expect("first reads"), Some(2.into()));
+        assert_eq!(read(&mut second).expect("second reads"), Some(2.into()));
+        // Rows judged as they stand are started over.
+        let now = read_mark(&second.conn, &second.path, &key).expect("mark");
+        assert!(
+            second
+                .start_over(&src, &key, &label, now.as_ref())
+                .expect("start over")
+        );
+        assert_eq!(read(&mut first).expect("rebuilt"), Some(2.into()));
     }
 }
