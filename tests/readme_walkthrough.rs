@@ -139,3 +139,31 @@ fn ids_are_compared_by_where_they_recur() {
         number_ids("7558f63f 7558f63f")
     );
 }
+
+/// Every README paragraph that tells library users about `default-features = false` names
+/// each feature it leaves out: every one of Cargo.toml's default features.
+#[test]
+fn the_readme_names_every_default_feature_that_default_features_false_leaves_out() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("default = ["))
+        .expect("Cargo.toml has default features");
+    let defaults: Vec<&str> = line["default = [".len()..line.len() - 1]
+        .split(',')
+        .map(|f| f.trim().trim_matches('"'))
+        .collect();
+    assert!(defaults.contains(&"postgres"), "{defaults:?}");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let paragraphs: Vec<&str> = readme
+        .split("\n\n")
+        .filter(|p| p.contains("default-features = false"))
+        .collect();
+    assert!(!paragraphs.is_empty());
+    for p in paragraphs {
+        for feature in &defaults {
+            assert!(p.contains(&format!("`{feature}`")), "{feature}: {p}");
+        }
+    }
+}

@@ -7,8 +7,9 @@
 //! into a [`store::Target`]: a session file, or a session of a store (`store.rs`).
 //!
 //! Exit codes: 0 success; 1 a negative answer (`read`: absent; `verify`: the strict
-//! reader refuses the file; `force-refresh`: the lock was left alone; `replay`: some
-//! values or files could not be read); 2 an error (bad arguments included).
+//! reader refuses the file; `force-refresh`: the lock was left alone; `prune`: not
+//! confirmed, nothing removed; `replay`: some values or files could not be read); 2 an
+//! error (bad arguments included).
 
 mod import;
 mod list;
@@ -60,19 +61,21 @@ Examples:
   session-state read 0195f1d0 --plugin role --store sqlite:///srv/sessions.sqlite
 
 Exit codes: 0 success; 1 a negative answer (read: absent; verify: refused by the strict
-reader; force-refresh: lock left alone; replay: something could not be read); 2 error.
+reader; force-refresh: lock left alone; prune: not confirmed, nothing removed; replay:
+something could not be read); 2 error.
 
 <SESSION> is a Pi JSONL session file. With a store (--store URL, or $SESSION_STATE_STORE
 when --store is not given) it is a session id in that store, or a unique prefix of one;
 --store none means files even when $SESSION_STATE_STORE is set. Store URLs:
 sqlite:///abs/path/sessions.sqlite, postgres://user@host:port/db (or postgresql://…; TLS
-with ?sslmode=require or ?sslmode=verify-full&sslrootcert=/path/ca.pem). See
-docs/backends.md and docs/postgres.md.
+with ?sslmode=require or ?sslmode=verify-full&sslrootcert=/path/ca.pem).
 
 The projection database is --db, else `sessionState.databasePath` in the project's
 .pi/settings.json (when trusted) or in $PI_CODING_AGENT_DIR/settings.json, else
 $PI_CODING_AGENT_DIR/sessions/states.sqlite ($PI_CODING_AGENT_DIR defaults to ~/.pi/agent).
-See docs/cli.md.";
+
+Each command's own options, outputs and exit codes: session-state <command> --help. The
+rest (stores, settings, the file format) is in the session-state crate's documentation.";
 
 /// Durable, branch-aware state stored inside Pi coding agent session logs: read, write,
 /// inspect and verify it.
@@ -81,14 +84,21 @@ See docs/cli.md.";
 pub(crate) struct Cli {
     /// More diagnostics on stderr: -v also reports what the library does (info), -vv
     /// debugging detail. Without it only warnings (lock takeovers, rebuilds) are shown
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(
+        short,
+        long,
+        action = clap::ArgAction::Count,
+        global = true,
+        help_heading = GLOBAL
+    )]
     verbose: u8,
     /// Where the sessions are: a store URL (sqlite:///abs/path, postgres://…,
-    /// postgresql://…), or `none` for Pi JSONL files (the default). With a store,
-    /// <SESSION> is a session id or a unique prefix of one
+    /// postgresql://…), or `none` for Pi JSONL files (the default). Each command's --help
+    /// says what it means there
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         value_name = "URL",
         env = store::STORE_ENV,
         hide_env_values = true
@@ -96,6 +106,58 @@ pub(crate) struct Cli {
     store: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The heading of the options every command takes (`-v`, `--store`), apart from each
+/// command's own.
+const GLOBAL: &str = "Global options";
+
+/// `--store` in each command's own terms. The option is global (one definition, parsed
+/// once, allowed anywhere on the line); each command gets a copy with its own text, which
+/// clap then does not replace with the top-level one.
+fn store_help(command: &str) -> &'static str {
+    match command {
+        "read" | "write" | "patch" | "drop" | "tree" | "status" | "force-refresh" | "verify" => {
+            "The store that holds <SESSION>: a store URL (sqlite:///abs/path, postgres://…, \
+             postgresql://…); <SESSION> is then a session id in it, or a unique prefix of one. \
+             `none` (the default): <SESSION> is a Pi JSONL file"
+        }
+        "replay" => {
+            "The store that holds the session: a store URL (sqlite:///abs/path, \
+             postgres://…, postgresql://…); <SESSION|DIR> is then a session id in it, or a \
+             unique prefix of one. `none` (the default): a Pi JSONL file or a directory"
+        }
+        "list" => {
+            "List the sessions of this store instead of a folder's files: a store URL \
+             (sqlite:///abs/path, postgres://…, postgresql://…); there is then no [DIR]. \
+             `none` (the default): the *.jsonl files below [DIR]"
+        }
+        "import" => {
+            "The store to copy the file into (required: here or $SESSION_STATE_STORE): a store \
+             URL (sqlite:///abs/path, postgres://…, postgresql://…)"
+        }
+        "export" => {
+            "The store that holds <SESSION> (required: here or $SESSION_STATE_STORE): a store \
+             URL (sqlite:///abs/path, postgres://…, postgresql://…)"
+        }
+        "prune" => {
+            "Not used by prune: it works on the projection database, whatever the sessions \
+             are kept in"
+        }
+        _ => "Where the sessions are: a store URL, or `none` for Pi JSONL files (the default)",
+    }
+}
+
+/// The grammar: [`Cli`], with `--store` described per command ([`store_help`]).
+fn command() -> clap::Command {
+    let cli = Cli::command();
+    let Some(store) = cli.get_arguments().find(|a| a.get_id() == "store").cloned() else {
+        return cli;
+    };
+    cli.mut_subcommands(|sub| {
+        let help = store_help(sub.get_name());
+        sub.arg(store.clone().help(help))
+    })
 }
 
 /// Sends the library's `tracing` events to stderr: warnings by default, `-v` info, `-vv`
@@ -163,9 +225,11 @@ enum Command {
 /// `--scope`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum ScopeArg {
-    /// Folded along the path from the root to the position (the default)
+    /// The value along the current branch (the default): a fork inherits it, sibling
+    /// branches do not see each other's
     Branch,
-    /// Folded over the whole file in append order
+    /// One value for the whole session: every write in the file, in append order, whatever
+    /// its branch
     Session,
 }
 
@@ -432,7 +496,7 @@ pub(crate) fn short_json(v: &serde_json::Value, max: usize) -> String {
 
 /// Parses the arguments (once), runs the command, maps the outcome to the exit code.
 pub(crate) fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     install_diagnostics(cli.verbose);
     let origin = match matches.value_source("store") {

@@ -59,7 +59,9 @@ pub(crate) struct StateArgs {
     /// The plugin id: lowercase letters, digits, '-' and '.'
     #[arg(long, value_name = "ID")]
     plugin: String,
-    /// Which fold
+    /// Which value: `branch`, the plugin's value along the current branch (forks inherit
+    /// it, siblings are isolated), or `session`, one value over the whole file in append
+    /// order
     #[arg(long, value_enum, default_value_t = ScopeArg::Branch)]
     scope: ScopeArg,
     /// Act as if the active leaf were this entry: reads fold up to it, writes append a
