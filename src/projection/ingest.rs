@@ -5,7 +5,7 @@
 use super::schema::BUSY_TIMEOUT;
 use super::sink::SqlSink;
 use super::watermark::{
-    DIGEST_SPAN, Plan, SessionRow, Watermark, digests, fnv, mtime_ns, plan, session_row,
+    DIGEST_SPAN, Plan, SessionRow, Watermark, digests, mtime_ns, plan, session_row, span_digest,
     write_watermark,
 };
 use super::{CatchUp, db_err, file_key, forget};
@@ -259,7 +259,7 @@ fn ingest(
         // The digest of a state event's line, for the check on resume (item of docs/spec.md §4):
         // computed only for lines that can be one.
         sink.line_digest = memchr::memmem::find(bytes, STATE_MARK.as_bytes())
-            .map(|_| (bytes.len() as i64, fnv(bytes)));
+            .map(|_| (bytes.len() as i64, span_digest(bytes)));
         scan.line(file, ReadMode::Strict, bytes, at, &mut sink)?;
         if !scan.pending_bad.is_empty() {
             return Ok(());

@@ -19,7 +19,7 @@
 
 use super::read::read_value;
 use super::sink::SqlSink;
-use super::watermark::fnv;
+use super::watermark::span_digest;
 use super::{CatchUp, Projection, db_err, forget};
 use crate::error::{Error, Location, Result};
 use crate::log::header::parse_header;
@@ -218,7 +218,7 @@ impl<'c> Folder<'c> {
             });
         }
         let bytes = line.as_bytes();
-        let digest = fnv(bytes);
+        let digest = span_digest(bytes);
         self.sink.line_digest = Some((bytes.len() as i64, digest));
         let before = self.sink.added;
         self.scan.next = at;
@@ -297,7 +297,7 @@ impl Projection {
                 if mark.entry_count > 0 && seq + 1 == mark.entry_count {
                     verified += line.len() as u64;
                     agrees = line.len() as i64 == mark.last_len
-                        && fnv(line.as_bytes()) == mark.last_digest;
+                        && span_digest(line.as_bytes()) == mark.last_digest;
                     return if agrees {
                         ControlFlow::Continue(())
                     } else {
@@ -319,7 +319,7 @@ impl Projection {
             report.verified_bytes += verified;
             if mark.entry_count == 0 && agrees {
                 // No last line to check: the header tells a replaced session.
-                agrees = fnv(src.header_line()?.as_bytes()) == mark.header_digest;
+                agrees = span_digest(src.header_line()?.as_bytes()) == mark.header_digest;
             }
             if !agrees || next < mark.entry_count {
                 tracing::info!(
@@ -393,7 +393,7 @@ impl Projection {
         let mark = Mark {
             session_id: header.id().to_owned(),
             version: i64::from(header.version()),
-            header_digest: fnv(header_line.as_bytes()),
+            header_digest: span_digest(header_line.as_bytes()),
             entry_count: 0,
             consumed: header_line.len() as u64 + 1,
             last_entry_id: None,
