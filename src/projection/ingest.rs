@@ -17,11 +17,13 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
-/// A catch-up commits at least every this many entries or bytes (docs/spec.md §4: other sessions
-/// wait at most for one chunk).
-const CHUNK_ENTRIES: u64 = 20_000;
+/// A catch-up commits at least every this many entries or [`CHUNK_BYTES`] bytes
+/// (docs/spec.md §4: other sessions wait at most for one chunk), of a session file here
+/// and of a stored session's lines in `stored.rs`.
+pub(super) const CHUNK_ENTRIES: u64 = 20_000;
 
-const CHUNK_BYTES: u64 = 16 << 20;
+/// The bytes of a catch-up's chunk, with [`CHUNK_ENTRIES`].
+pub(super) const CHUNK_BYTES: u64 = 16 << 20;
 
 /// Every state event's line holds this (its `customType`), unless written with escapes.
 const STATE_MARK: &str = "session-state";

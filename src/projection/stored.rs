@@ -17,6 +17,7 @@
 //! entry is corruption, named by its line (sequence number + 2) and its byte offset in
 //! the session's export.
 
+use super::ingest::{CHUNK_BYTES, CHUNK_ENTRIES};
 use super::read::read_value;
 use super::sink::SqlSink;
 use super::watermark::span_digest;
@@ -29,10 +30,6 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-
-/// A catch-up folds at most this many lines (or bytes) per transaction.
-const CHUNK_ENTRIES: usize = 20_000;
-const CHUNK_BYTES: usize = 16 << 20;
 
 const TABLE: &str = "
 CREATE TABLE IF NOT EXISTS stored_sessions(
@@ -253,7 +250,7 @@ fn end(conn: &Connection, how: &str) {
 impl Projection {
     /// Brings the rows of a stored session up to date with the store (see the module
     /// docs): one `read_lines` from the last folded line on when nothing is new. Commits
-    /// in chunks of at most 20,000 lines or 16 MiB.
+    /// in chunks of at most [`CHUNK_ENTRIES`] lines or [`CHUNK_BYTES`] bytes.
     pub(crate) fn catch_up_stored(&mut self, src: &dyn StoredLines) -> Result<StoredTail> {
         self.catch_up_stored_with(src, false)
     }
@@ -290,7 +287,7 @@ impl Projection {
             let from = mark.entry_count.saturating_sub(1);
             let mut agrees = mark.entry_count == 0;
             let mut new: Vec<(u64, String)> = Vec::new();
-            let mut new_bytes = 0usize;
+            let mut new_bytes = 0u64;
             let mut full = false;
             let mut verified = 0u64;
             let next = src.read_lines(from, &mut |seq, line| {
@@ -307,9 +304,9 @@ impl Projection {
                 if !agrees {
                     return ControlFlow::Break(());
                 }
-                new_bytes += line.len();
+                new_bytes += line.len() as u64;
                 new.push((seq, line.to_owned()));
-                if new.len() >= CHUNK_ENTRIES || new_bytes >= CHUNK_BYTES {
+                if new.len() as u64 >= CHUNK_ENTRIES || new_bytes >= CHUNK_BYTES {
                     full = true;
                     ControlFlow::Break(())
                 } else {
