@@ -1,8 +1,9 @@
-//! SQLite's error, wrapped so that no rusqlite type is part of the public API, and what
+//! SQLite's error, wrapped so that no rusqlite type is part of the public API; what
 //! both SQLite databases of the crate (the projection and the SQLite session store)
 //! share: the look at a file's first bytes that begins their "is this file ours" check,
-//! and the switch to WAL. A leaf: it imports nothing of the crate, and `error`, `lock`,
-//! `projection` and `persistence` use it.
+//! and the switch to WAL; and the end of a transaction whatever happens. A leaf: it
+//! imports nothing of the crate, and `error`, `lock`, `projection` and `persistence` use
+//! it.
 
 use std::io::Read;
 use std::path::Path;
@@ -54,6 +55,15 @@ pub(crate) fn switch_to_wal(conn: &rusqlite::Connection) -> rusqlite::Result<()>
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// Ends the open transaction with `how` (`"COMMIT"` or `"ROLLBACK"`), and rolls back
+/// if that fails with the transaction still open: the connection is left outside any
+/// transaction. For paths that have their answer (or error) already; a failure is dropped.
+pub(crate) fn end_transaction(conn: &rusqlite::Connection, how: &str) {
+    if conn.execute_batch(how).is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
     }
 }
 

@@ -25,6 +25,7 @@ use super::{CatchUp, Projection, db_err, forget};
 use crate::error::{Error, Location, Result};
 use crate::log::header::parse_header;
 use crate::log::reader::{ReadMode, ScanState};
+use crate::sqlite::end_transaction;
 use crate::state::envelope::Scope;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -241,12 +242,6 @@ impl<'c> Folder<'c> {
     }
 }
 
-fn end(conn: &Connection, how: &str) {
-    if conn.execute_batch(how).is_err() && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
-    }
-}
-
 impl Projection {
     /// Brings the rows of a stored session up to date with the store (see the module
     /// docs): one `read_lines` from the last folded line on when nothing is new. Commits
@@ -374,9 +369,9 @@ impl Projection {
                         });
                     }
                 }
-                Ok(None) => end(&self.conn, "ROLLBACK"),
+                Ok(None) => end_transaction(&self.conn, "ROLLBACK"),
                 Err(e) => {
-                    end(&self.conn, "ROLLBACK");
+                    end_transaction(&self.conn, "ROLLBACK");
                     return Err(e);
                 }
             }
@@ -410,7 +405,7 @@ impl Projection {
                 .execute_batch("COMMIT")
                 .map_err(db_err(&self.path, "committing")),
             Err(e) => {
-                end(&self.conn, "ROLLBACK");
+                end_transaction(&self.conn, "ROLLBACK");
                 Err(e)
             }
         }
@@ -572,11 +567,11 @@ impl Projection {
                 Ok(c)
             }
             Ok(None) => {
-                end(&self.conn, "ROLLBACK");
+                end_transaction(&self.conn, "ROLLBACK");
                 Ok(CatchUp::default())
             }
             Err(e) => {
-                end(&self.conn, "ROLLBACK");
+                end_transaction(&self.conn, "ROLLBACK");
                 Err(e)
             }
         }
