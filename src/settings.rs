@@ -258,10 +258,8 @@ fn make_absolute(path: PathBuf) -> Result<PathBuf, SettingsError> {
 
 /// The user's home directory, or `None` when it is unknown or empty.
 fn home_dir() -> Option<PathBuf> {
-    // Deprecated in the crate's MSRV (1.85), undeprecated since; on Unix it reads `$HOME`
-    // then the password database, like Node's `os.homedir()`. `allow`, not `expect`,
-    // because whether the lint fires depends on the toolchain.
-    #[allow(deprecated)]
+    // On Unix it reads `$HOME` then the password database, like Node's `os.homedir()`
+    // (not deprecated since Rust 1.87; the crate's MSRV is 1.89).
     std::env::home_dir().filter(|h| !h.as_os_str().is_empty())
 }
 

@@ -1,7 +1,9 @@
-//! SQLite's error, wrapped so that no rusqlite type is part of the public API, and the
-//! look at a file's first bytes that both SQLite databases of the crate (the projection
-//! and the SQLite session store) begin their "is this file ours" check with. A leaf: it
-//! imports nothing of the crate, and `error`, `lock`, `projection` and `persistence` use it.
+//! SQLite's error, wrapped so that no rusqlite type is part of the public API; what
+//! both SQLite databases of the crate (the projection and the SQLite session store)
+//! share: the look at a file's first bytes that begins their "is this file ours" check,
+//! and the switch to WAL; and the end of a transaction whatever happens. A leaf: it
+//! imports nothing of the crate, and `error`, `lock`, `projection` and `persistence` use
+//! it.
 
 use std::io::Read;
 use std::path::Path;
@@ -19,10 +21,7 @@ impl DatabaseError {
     /// Another connection held the database (`SQLITE_BUSY` or `SQLITE_LOCKED`) for longer
     /// than the busy timeout: nothing is wrong with it, and a retry later may succeed.
     pub fn is_busy(&self) -> bool {
-        matches!(
-            self.0.sqlite_error_code(),
-            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-        )
+        is_busy(&self.0)
     }
 
     /// SQLite found the file damaged or not a database (`SQLITE_CORRUPT`,
@@ -30,6 +29,41 @@ impl DatabaseError {
     /// session-state's can be deleted and is rebuilt on the next read.
     pub fn is_corrupt(&self) -> bool {
         is_corrupt(&self.0)
+    }
+}
+
+/// Whether SQLite's error says another connection held the database (`SQLITE_BUSY`,
+/// `SQLITE_LOCKED`).
+pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Switches `conn`'s database to WAL. Switching a new database can fail with
+/// `SQLITE_BUSY` at once, without waiting for the busy timeout, while another connection
+/// does the same: retried every 10 ms, at most 500 times.
+pub(crate) fn switch_to_wal(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let mut tries = 0;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Ok(()) => return Ok(()),
+            Err(e) if tries < 500 && is_busy(&e) => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Ends the open transaction with `how` (`"COMMIT"` or `"ROLLBACK"`), and rolls back
+/// if that fails with the transaction still open: the connection is left outside any
+/// transaction. For paths that have their answer (or error) already; a failure is dropped.
+pub(crate) fn end_transaction(conn: &rusqlite::Connection, how: &str) {
+    if conn.execute_batch(how).is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
     }
 }
 

@@ -44,6 +44,8 @@ pub(crate) fn read_header_line(path: &Path, limit: usize) -> Result<Vec<u8>> {
     first_line(&mut file, path, limit)
 }
 
+// Defined in `error.rs`, whose `InvalidSessionId` message names it: `error` sits below
+// `log` in the layer order (docs/architecture.md), so it cannot import it from here.
 pub use crate::error::MAX_SESSION_ID_BYTES;
 
 /// The one session-id rule, for every backend and for a new [`crate::SessionLog`]: an id

@@ -52,6 +52,7 @@ mod pi_names;
 mod postgres;
 mod prefix;
 mod read;
+mod redact;
 pub(crate) mod retry;
 mod sessions;
 mod sqlite_store;

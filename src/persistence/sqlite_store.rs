@@ -6,7 +6,7 @@ use super::lines::line_ids;
 use super::{LineVisitor, SessionStore};
 use crate::error::{BackendError, Error, IoContext, Result, StoreError};
 use crate::log::entry::Header;
-use crate::sqlite::{FileHead, file_head};
+use crate::sqlite::{FileHead, file_head, is_busy, switch_to_wal};
 use crate::sync::lock;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -381,17 +381,7 @@ fn connect(path: &Path, fresh: bool) -> rusqlite::Result<Connection> {
         // keep most of them off overflow chains. Only a new file takes a page size.
         conn.pragma_update(None, "page_size", 65536)?;
     }
-    let mut tries = 0;
-    loop {
-        match conn.pragma_update(None, "journal_mode", "WAL") {
-            Ok(()) => break,
-            Err(e) if tries < 500 && is_busy(&e) => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    switch_to_wal(&conn)?;
     // IMPORTANT: durability lives here (unlike the projection's NORMAL).
     conn.pragma_update(None, "synchronous", "FULL")?;
     // 16 MiB of page cache (the default 2 MiB is 32 of its 64 KiB pages): an import's
@@ -422,13 +412,6 @@ fn connect(path: &Path, fresh: bool) -> rusqlite::Result<Connection> {
         conn.execute_batch(STORE_SCHEMA)?;
     }
     Ok(conn)
-}
-
-fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! an error, a log line or a `Debug` output: everything prints [`RedactedUrl`].
 
 use super::SessionStore;
+use super::redact::redact;
 use super::sqlite_store::SqliteStore;
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -42,66 +43,6 @@ impl std::fmt::Debug for RedactedUrl {
             .field(&self.redacted())
             .finish()
     }
-}
-
-/// The URL schemes [`open_store_url`] opens.
-const SCHEMES: [&str; 3] = ["sqlite://", "postgres://", "postgresql://"];
-
-/// `scheme://user:password@host/…?password=…` → `scheme://user:***@host/…?password=***`,
-/// for the schemes [`open_store_url`] knows. Anything else is not one of the URL forms,
-/// so nothing tells where a password in it would be: only its scheme is shown
-/// (`mysql:…`, `postgres:…` for `postgres:/u:pw@h/db`), or nothing (`…`).
-fn redact(url: &str) -> String {
-    let Some(scheme) = SCHEMES.iter().find(|s| url.starts_with(*s)) else {
-        return match url.split_once(':') {
-            Some((scheme, _)) if is_scheme(scheme) => format!("{scheme}:…"),
-            _ => "…".to_owned(),
-        };
-    };
-    let rest = &url[scheme.len()..];
-    let mut out = String::with_capacity(url.len());
-    out.push_str(scheme);
-    // The credentials end at the last `@`: a password may hold a raw `/`, `?` or `@`, and
-    // hiding too much is better than showing any of it.
-    let rest = match rest.rfind('@') {
-        Some(at) => {
-            let userinfo = &rest[..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => {
-                    out.push_str(user);
-                    out.push_str(":***");
-                }
-                None => out.push_str(userinfo),
-            }
-            out.push('@');
-            &rest[at + 1..]
-        }
-        None => rest,
-    };
-    let (head, query) = match rest.split_once('?') {
-        Some((h, q)) => (h, Some(q)),
-        None => (rest, None),
-    };
-    out.push_str(head);
-    if let Some(q) = query {
-        out.push('?');
-        let parts: Vec<String> = q
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                _ => kv.to_owned(),
-            })
-            .collect();
-        out.push_str(&parts.join("&"));
-    }
-    out
-}
-
-/// RFC 3986's scheme: a letter, then letters, digits, `+`, `-` and `.`.
-fn is_scheme(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
 }
 
 /// The accepted forms, for messages.

@@ -5,7 +5,7 @@
 use super::schema::BUSY_TIMEOUT;
 use super::sink::SqlSink;
 use super::watermark::{
-    DIGEST_SPAN, Plan, SessionRow, Watermark, digests, fnv, mtime_ns, plan, session_row,
+    DIGEST_SPAN, Plan, SessionRow, Watermark, digests, mtime_ns, plan, session_row, span_digest,
     write_watermark,
 };
 use super::{CatchUp, db_err, file_key, forget};
@@ -17,11 +17,13 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
-/// A catch-up commits at least every this many entries or bytes (docs/spec.md §4: other sessions
-/// wait at most for one chunk).
-const CHUNK_ENTRIES: u64 = 20_000;
+/// A catch-up commits at least every this many entries or [`CHUNK_BYTES`] bytes
+/// (docs/spec.md §4: other sessions wait at most for one chunk), of a session file here
+/// and of a stored session's lines in `stored.rs`.
+pub(super) const CHUNK_ENTRIES: u64 = 20_000;
 
-const CHUNK_BYTES: u64 = 16 << 20;
+/// The bytes of a catch-up's chunk, with [`CHUNK_ENTRIES`].
+pub(super) const CHUNK_BYTES: u64 = 16 << 20;
 
 /// Every state event's line holds this (its `customType`), unless written with escapes.
 const STATE_MARK: &str = "session-state";
@@ -259,7 +261,7 @@ fn ingest(
         // The digest of a state event's line, for the check on resume (item of docs/spec.md §4):
         // computed only for lines that can be one.
         sink.line_digest = memchr::memmem::find(bytes, STATE_MARK.as_bytes())
-            .map(|_| (bytes.len() as i64, fnv(bytes)));
+            .map(|_| (bytes.len() as i64, span_digest(bytes)));
         scan.line(file, ReadMode::Strict, bytes, at, &mut sink)?;
         if !scan.pending_bad.is_empty() {
             return Ok(());

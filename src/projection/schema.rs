@@ -4,7 +4,7 @@
 
 use super::{db_err, is_corruption};
 use crate::error::{Error, IoContext, Result};
-use crate::sqlite::{FileHead, file_head};
+use crate::sqlite::{FileHead, file_head, switch_to_wal};
 use crate::state::step::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -110,27 +110,7 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    // Switching a new database to WAL can fail with SQLITE_BUSY at once, without waiting
-    // for the busy timeout, while another connection does the same: retry, bounded.
-    let mut tries = 0;
-    loop {
-        match conn.pragma_update(None, "journal_mode", "WAL") {
-            Ok(()) => break,
-            Err(e)
-                if tries < 500
-                    && matches!(
-                        e.sqlite_error_code(),
-                        Some(
-                            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                        )
-                    ) =>
-            {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    switch_to_wal(&conn)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     // The last connection to close leaves the WAL as it is, neither checkpointed nor
     // deleted: a process that writes once (the CLI) then costs one `fdatasync`, the log's,

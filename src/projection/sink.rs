@@ -10,7 +10,7 @@
 //! event is looked at, so a build is linear in the events whatever the number of plugins.
 
 use super::schema::{columns, from_columns};
-use super::watermark::{SpanGroup, fnv, read_span};
+use super::watermark::{SpanGroup, read_span, span_digest};
 use super::{Rows, db_err};
 use crate::error::{Error, IoContext, Result};
 use crate::log::entry::raw_str;
@@ -474,7 +474,7 @@ impl<'c> SqlSink<'c> {
         let mut f = std::fs::File::open(&self.file).ctx("opening", &self.file)?;
         Ok((
             len as i64,
-            fnv(&read_span(&mut f, &self.file, offset, len)?),
+            span_digest(&read_span(&mut f, &self.file, offset, len)?),
         ))
     }
 

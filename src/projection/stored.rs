@@ -17,22 +17,20 @@
 //! entry is corruption, named by its line (sequence number + 2) and its byte offset in
 //! the session's export.
 
+use super::ingest::{CHUNK_BYTES, CHUNK_ENTRIES};
 use super::read::read_value;
 use super::sink::SqlSink;
-use super::watermark::fnv;
+use super::watermark::span_digest;
 use super::{CatchUp, Projection, db_err, forget};
 use crate::error::{Error, Location, Result};
 use crate::log::header::parse_header;
 use crate::log::reader::{ReadMode, ScanState};
+use crate::sqlite::end_transaction;
 use crate::state::envelope::Scope;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-
-/// A catch-up folds at most this many lines (or bytes) per transaction.
-const CHUNK_ENTRIES: usize = 20_000;
-const CHUNK_BYTES: usize = 16 << 20;
 
 const TABLE: &str = "
 CREATE TABLE IF NOT EXISTS stored_sessions(
@@ -218,7 +216,7 @@ impl<'c> Folder<'c> {
             });
         }
         let bytes = line.as_bytes();
-        let digest = fnv(bytes);
+        let digest = span_digest(bytes);
         self.sink.line_digest = Some((bytes.len() as i64, digest));
         let before = self.sink.added;
         self.scan.next = at;
@@ -244,16 +242,10 @@ impl<'c> Folder<'c> {
     }
 }
 
-fn end(conn: &Connection, how: &str) {
-    if conn.execute_batch(how).is_err() && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
-    }
-}
-
 impl Projection {
     /// Brings the rows of a stored session up to date with the store (see the module
     /// docs): one `read_lines` from the last folded line on when nothing is new. Commits
-    /// in chunks of at most 20,000 lines or 16 MiB.
+    /// in chunks of at most [`CHUNK_ENTRIES`] lines or [`CHUNK_BYTES`] bytes.
     pub(crate) fn catch_up_stored(&mut self, src: &dyn StoredLines) -> Result<StoredTail> {
         self.catch_up_stored_with(src, false)
     }
@@ -294,14 +286,14 @@ impl Projection {
             let from = mark.entry_count.saturating_sub(1);
             let mut agrees = mark.entry_count == 0;
             let mut new: Vec<(u64, String)> = Vec::new();
-            let mut new_bytes = 0usize;
+            let mut new_bytes = 0u64;
             let mut full = false;
             let mut verified = 0u64;
             let next = src.read_lines(from, &mut |seq, line| {
                 if mark.entry_count > 0 && seq + 1 == mark.entry_count {
                     verified += line.len() as u64;
                     agrees = line.len() as i64 == mark.last_len
-                        && fnv(line.as_bytes()) == mark.last_digest;
+                        && span_digest(line.as_bytes()) == mark.last_digest;
                     return if agrees {
                         ControlFlow::Continue(())
                     } else {
@@ -311,9 +303,9 @@ impl Projection {
                 if !agrees {
                     return ControlFlow::Break(());
                 }
-                new_bytes += line.len();
+                new_bytes += line.len() as u64;
                 new.push((seq, line.to_owned()));
-                if new.len() >= CHUNK_ENTRIES || new_bytes >= CHUNK_BYTES {
+                if new.len() as u64 >= CHUNK_ENTRIES || new_bytes >= CHUNK_BYTES {
                     full = true;
                     ControlFlow::Break(())
                 } else {
@@ -323,7 +315,7 @@ impl Projection {
             report.verified_bytes += verified;
             if mark.entry_count == 0 && agrees {
                 // No last line to check: the header tells a replaced session.
-                agrees = fnv(src.header_line()?.as_bytes()) == mark.header_digest;
+                agrees = span_digest(src.header_line()?.as_bytes()) == mark.header_digest;
             }
             if !agrees || next < mark.entry_count {
                 tracing::info!(
@@ -381,9 +373,9 @@ impl Projection {
                         });
                     }
                 }
-                Ok(None) => end(&self.conn, "ROLLBACK"),
+                Ok(None) => end_transaction(&self.conn, "ROLLBACK"),
                 Err(e) => {
-                    end(&self.conn, "ROLLBACK");
+                    end_transaction(&self.conn, "ROLLBACK");
                     return Err(e);
                 }
             }
@@ -404,7 +396,7 @@ impl Projection {
         let mark = Mark {
             session_id: header.id().to_owned(),
             version: i64::from(header.version()),
-            header_digest: fnv(header_line.as_bytes()),
+            header_digest: span_digest(header_line.as_bytes()),
             entry_count: 0,
             consumed: header_line.len() as u64 + 1,
             last_entry_id: None,
@@ -430,11 +422,11 @@ impl Projection {
                 .map(|()| true)
                 .map_err(db_err(&self.path, "committing")),
             Ok(false) => {
-                end(&self.conn, "ROLLBACK");
+                end_transaction(&self.conn, "ROLLBACK");
                 Ok(false)
             }
             Err(e) => {
-                end(&self.conn, "ROLLBACK");
+                end_transaction(&self.conn, "ROLLBACK");
                 Err(e)
             }
         }
@@ -607,11 +599,11 @@ impl Projection {
                 Ok(c)
             }
             Ok(None) => {
-                end(&self.conn, "ROLLBACK");
+                end_transaction(&self.conn, "ROLLBACK");
                 Ok(CatchUp::default())
             }
             Err(e) => {
-                end(&self.conn, "ROLLBACK");
+                end_transaction(&self.conn, "ROLLBACK");
                 Err(e)
             }
         }

@@ -27,7 +27,7 @@ const MAX_READ: u64 = 256 << 10;
 /// bytes per multiply: the spans are read on every catch-up, including after each write.
 /// Not FNV-1a itself: it starts from FNV-1a's offset basis and mixes a word at a time
 /// with [`mix`]. Stored in `watermarks` and `spans`: the tests pin its values.
-pub(super) fn fnv(bytes: &[u8]) -> i64 {
+pub(super) fn span_digest(bytes: &[u8]) -> i64 {
     let mut h = FNV_OFFSET ^ (bytes.len() as u64).wrapping_mul(MIX);
     let mut words = bytes.chunks_exact(8);
     for w in &mut words {
@@ -44,7 +44,7 @@ pub(super) fn fnv(bytes: &[u8]) -> i64 {
 /// The multiplier of [`mix`] (2^64 over the golden ratio).
 const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
 
-/// One step of the span digests: of a word into a span's digest ([`fnv`]), and of a
+/// One step of the span digests: of a word into a span's digest ([`span_digest`]), and of a
 /// line's digest into a group's ([`SpanGroup::combine`]).
 fn mix(h: u64, x: u64) -> u64 {
     (h ^ x).wrapping_mul(MIX).rotate_left(29)
@@ -125,11 +125,11 @@ pub(super) fn digests(
 ) -> Result<(i64, i64)> {
     let head = match known_head {
         Some(h) if consumed >= DIGEST_SPAN => h,
-        _ => fnv(&read_span(f, path, 0, consumed.min(DIGEST_SPAN))?),
+        _ => span_digest(&read_span(f, path, 0, consumed.min(DIGEST_SPAN))?),
     };
     let pre_start = consumed.saturating_sub(DIGEST_SPAN);
     let pre = read_span(f, path, pre_start, consumed - pre_start)?;
-    Ok((head, fnv(&pre)))
+    Ok((head, span_digest(&pre)))
 }
 
 #[derive(Debug, Clone)]
@@ -242,7 +242,7 @@ fn prefix_intact(
     let pre = read_span(&mut f, file, pre_start, consumed - pre_start)?;
     let mut reads = 2;
     let mut verified = (head.len() + pre.len()) as u64;
-    if fnv(&head) != row.head_digest || fnv(&pre) != row.pre_digest {
+    if span_digest(&head) != row.head_digest || span_digest(&pre) != row.pre_digest {
         super::count(|w| w.verify_reads += reads);
         return Ok(None);
     }
@@ -343,7 +343,7 @@ fn prefix_intact(
             }
             &buf[(offset - window.0) as usize..(end - window.0) as usize]
         };
-        h = SpanGroup::combine(h, fnv(bytes));
+        h = SpanGroup::combine(h, span_digest(bytes));
         if ends[group].0 == i + 1 {
             if h != ends[group].1 {
                 super::count(|w| w.verify_reads += reads);
@@ -530,23 +530,23 @@ pub(super) fn write_watermark(
 
 #[cfg(test)]
 mod tests {
-    use super::{SpanGroup, fnv};
+    use super::{SpanGroup, span_digest};
 
     #[test]
     fn the_span_digests_are_the_ones_already_stored() {
         // Watermarks and span groups written by earlier versions hold these: a change
         // here makes every stored projection look changed and rebuild.
-        assert_eq!(fnv(b""), -3_750_763_035_240_644_671);
-        assert_eq!(fnv(b"a"), 4_414_831_331_694_321_467);
-        assert_eq!(fnv(b"12345678"), 6_133_230_400_249_876_965);
+        assert_eq!(span_digest(b""), -3_750_763_035_240_644_671);
+        assert_eq!(span_digest(b"a"), 4_414_831_331_694_321_467);
+        assert_eq!(span_digest(b"12345678"), 6_133_230_400_249_876_965);
         assert_eq!(
-            fnv(br#"{"type":"session","version":3,"id":"s1"}"#),
+            span_digest(br#"{"type":"session","version":3,"id":"s1"}"#),
             2_882_640_713_428_676_988
         );
-        let one = SpanGroup::combine(SpanGroup::SEED, fnv(b"a"));
+        let one = SpanGroup::combine(SpanGroup::SEED, span_digest(b"a"));
         assert_eq!(one, -192_946_723_079_283_595);
         assert_eq!(
-            SpanGroup::combine(one, fnv(b"12345678")),
+            SpanGroup::combine(one, span_digest(b"12345678")),
             2_937_037_012_451_966_902
         );
     }

@@ -14,6 +14,7 @@ mod store;
 mod wire;
 
 use super::lines::line_ids;
+use super::redact::redact_config;
 use crate::error::{BackendError, Error, Result, StoreError};
 use postgres::error::SqlState;
 use postgres::{Client, Config};
@@ -23,7 +24,7 @@ use std::time::Duration;
 use crate::sync::lock;
 use errors::classify;
 use sql::{HOLDER, SCHEMA, SCHEMA_LOCK_KEY};
-use wire::{application_name, copy_escape, redact, seq_from_db, seq_to_db, set_lock_timeout};
+use wire::{application_name, copy_escape, seq_from_db, seq_to_db, set_lock_timeout};
 
 /// The version of the tables this build reads and writes (`session_state_schema`).
 pub const POSTGRES_SCHEMA_VERSION: i32 = 1;
@@ -115,7 +116,7 @@ impl PostgresStore {
     /// [`StoreError::Database`] at once. Each names the URL without its password; tables
     /// of a newer session-state are refused as [`StoreError::Database`].
     pub fn connect(url: &str) -> Result<PostgresStore> {
-        let (mut config, tls) = super::tls::parse(url, redact)?;
+        let (mut config, tls) = super::tls::parse(url, redact_config)?;
         if config.get_application_name().is_none() {
             config.application_name(&application_name());
         }
@@ -123,7 +124,7 @@ impl PostgresStore {
             config.connect_timeout(Duration::from_secs(10));
         }
         let store = PostgresStore {
-            url: redact(&config),
+            url: redact_config(&config),
             config,
             tls,
             lock_wait: DEFAULT_LOCK_WAIT,
