@@ -60,10 +60,16 @@ pub(crate) fn switch_to_wal(conn: &rusqlite::Connection) -> rusqlite::Result<()>
 
 /// Ends the open transaction with `how` (`"COMMIT"` or `"ROLLBACK"`), and rolls back
 /// if that fails with the transaction still open: the connection is left outside any
-/// transaction. For paths that have their answer (or error) already; a failure is dropped.
+/// transaction. For paths that have their answer (or error) already; a failure leaves
+/// only a `tracing` line.
 pub(crate) fn end_transaction(conn: &rusqlite::Connection, how: &str) {
-    if conn.execute_batch(how).is_err() && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
+    if let Err(e) = conn.execute_batch(how) {
+        tracing::debug!(error = %e, how, "the transaction did not end as asked; if it is still open, a ROLLBACK ends it");
+        if !conn.is_autocommit()
+            && let Err(e) = conn.execute_batch("ROLLBACK")
+        {
+            tracing::debug!(error = %e, "the rollback failed too: the transaction stays open, and the next BEGIN on this connection fails");
+        }
     }
 }
 

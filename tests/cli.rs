@@ -719,6 +719,29 @@ fn bad_input_exits_2_naming_what_failed() {
 }
 
 #[test]
+fn an_invalid_plugin_id_is_refused_in_the_librarys_words() {
+    let w = World::example();
+    for id in ["Role!", "", "a b"] {
+        let detail = match session_state::validate_plugin_id(id) {
+            Err(session_state::Error::InvalidOption { detail, .. }) => detail,
+            other => panic!("{id:?}: {other:?}"),
+        };
+        for args in [
+            &["read", "s.jsonl", "--plugin", id][..],
+            &["write", "s.jsonl", "--plugin", id, "--value", "1"],
+        ] {
+            let out = w.run(args);
+            assert_eq!(out.code, 2, "{args:?}: {}", out.shown());
+            assert_eq!(
+                out.stderr,
+                format!("error: --plugin: {detail}\n"),
+                "{args:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn empty_stdin_is_invalid_json() {
     let w = World::example();
     let out = w.run_stdin(&["write", "s.jsonl", "--plugin", "role"], "");

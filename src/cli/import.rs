@@ -126,10 +126,16 @@ fn export_to_file(
         })
     })();
     // The temporary file is ours (created above with create_new).
-    let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = std::fs::remove_file(&tmp) {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            tracing::debug!(error = %e, file = %tmp.display(), "no temporary export to remove");
+        } else {
+            tracing::warn!(error = %e, file = %tmp.display(), "the temporary export was not removed; it is left in place");
+        }
+    }
     written?;
-    if let Ok(d) = std::fs::File::open(&dir) {
-        let _ = d.sync_all();
+    if let Err(e) = std::fs::File::open(&dir).and_then(|d| d.sync_all()) {
+        tracing::debug!(error = %e, dir = %dir.display(), "the output's directory was not synced; the new name is durable once the system writes it back");
     }
     Ok(())
 }

@@ -170,13 +170,16 @@ fn install_diagnostics(verbose: u8) {
         2 => LevelFilter::DEBUG,
         _ => LevelFilter::TRACE,
     };
-    let _ = tracing_subscriber::fmt()
+    let installed = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .without_time()
         .with_target(verbose >= 2)
         .try_init();
+    if let Err(e) = installed {
+        tracing::debug!(error = %e, "diagnostics not installed: the subscriber already set gets the events");
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -321,7 +324,10 @@ pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String
         Err(e @ Error::Io { .. }) => Err(fail(e)),
         Err(strict) => match LogOptions::new().mode(ReadMode::Salvage).open(file) {
             Ok(log) => Ok((log, Some(strict.to_string()))),
-            Err(_) => Err(fail(strict_error(&strict))),
+            Err(salvage) => {
+                tracing::debug!(error = %salvage, file = %file.display(), "the salvage reader refused it too; the strict reader's error is shown");
+                Err(fail(strict_error(&strict)))
+            }
         },
     }
 }

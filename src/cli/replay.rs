@@ -135,8 +135,11 @@ fn progress(len: impl FnOnce() -> u64, unit: &str) -> ProgressBar {
     }
     let bar = ProgressBar::with_draw_target(Some(len()), ProgressDrawTarget::stderr());
     let template = format!("{{spinner}} {{wide_msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}");
-    if let Ok(style) = ProgressStyle::with_template(&template) {
-        bar.set_style(style.progress_chars("=> "));
+    match ProgressStyle::with_template(&template) {
+        Ok(style) => bar.set_style(style.progress_chars("=> ")),
+        Err(e) => {
+            tracing::debug!(error = %e, "the progress bar's template was refused; the bar keeps its default style")
+        }
     }
     bar.enable_steady_tick(Duration::from_millis(120));
     bar

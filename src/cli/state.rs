@@ -103,13 +103,13 @@ pub(crate) struct DropArgs {
     target: StateArgs,
 }
 
+/// The library's refusal, word for word, after the option it names.
 fn check_plugin(t: &StateArgs) -> Result<(), Failure> {
-    validate_plugin_id(&t.plugin).map_err(|_| {
-        fail(format_args!(
-            "--plugin {:?}: not a valid plugin id; use a non-empty name of lowercase letters, \
-             digits, '-' and '.' (for example \"role\" or \"my-ext.todo\")",
-            t.plugin
-        ))
+    validate_plugin_id(&t.plugin).map_err(|e| match e {
+        session_state::Error::InvalidOption { detail, .. } => {
+            fail(format_args!("--plugin: {detail}"))
+        }
+        e => fail(format_args!("--plugin: {e}")),
     })
 }
 

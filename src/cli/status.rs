@@ -266,8 +266,9 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
 /// Asks on the terminal; `false` unless the answer is yes.
 pub(crate) fn confirm(question: &str) -> Result<bool, Failure> {
     let mut err = std::io::stderr().lock();
-    let _ = write!(err, "{} [y/N] ", term_safe(question));
-    let _ = err.flush();
+    if let Err(e) = write!(err, "{} [y/N] ", term_safe(question)).and_then(|()| err.flush()) {
+        tracing::debug!(error = %e, "the question was not shown; the answer is read all the same");
+    }
     let mut answer = String::new();
     std::io::stdin()
         .lock()

@@ -289,7 +289,15 @@ impl TempExport {
 
 impl Drop for TempExport {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.file);
-        let _ = std::fs::remove_dir(&self.dir);
+        if let Err(e) = std::fs::remove_file(&self.file) {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                tracing::debug!(error = %e, file = %self.file.display(), "no temporary export to remove");
+            } else {
+                tracing::warn!(error = %e, file = %self.file.display(), "the temporary export was not removed; it is left in place");
+            }
+        }
+        if let Err(e) = std::fs::remove_dir(&self.dir) {
+            tracing::debug!(error = %e, dir = %self.dir.display(), "the temporary export's directory was not removed; it is left in place");
+        }
     }
 }

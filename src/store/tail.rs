@@ -29,6 +29,7 @@ use crate::error::{DatabaseError, Error, Result};
 use crate::lock;
 use crate::log::writer::append_if_unchanged;
 use crate::projection::{Tail, tail_in_transaction};
+use crate::sqlite::end_transaction;
 use crate::state::envelope::Op;
 use rusqlite::Connection;
 use serde::Serialize;
@@ -67,16 +68,16 @@ impl Store {
                 Ok(Ok(Some(decided))) => decided,
                 Ok(Ok(None)) => {
                     // Unchanged: what stands is at most a dead holder's row deleted.
-                    end(conn, "COMMIT");
+                    end_transaction(conn, "COMMIT");
                     return Ok(TailWrite::Unchanged);
                 }
                 Ok(Err(why)) => {
-                    end(conn, "ROLLBACK");
+                    end_transaction(conn, "ROLLBACK");
                     tracing::debug!(file = %file.display(), why, "writing through the log");
                     return Ok(TailWrite::NeedsLog);
                 }
                 Err(e) => {
-                    end(conn, "ROLLBACK");
+                    end_transaction(conn, "ROLLBACK");
                     return Err(e);
                 }
             };
@@ -84,12 +85,12 @@ impl Store {
             match append_if_unchanged(fs, file, tail.identity, tail.len, line.as_bytes(), action) {
                 Ok(true) => {}
                 Ok(false) => {
-                    end(conn, "ROLLBACK");
+                    end_transaction(conn, "ROLLBACK");
                     tracing::debug!(file = %file.display(), "appended to meanwhile: writing through the log");
                     return Ok(TailWrite::NeedsLog);
                 }
                 Err(e) => {
-                    end(conn, "ROLLBACK");
+                    end_transaction(conn, "ROLLBACK");
                     return Err(e);
                 }
             }
@@ -110,20 +111,13 @@ impl Store {
                     tracing::debug!(error = %e, "the write's catch-up did not commit");
                     let conn = db.connection();
                     if !conn.is_autocommit() {
-                        end(conn, "ROLLBACK");
+                        end_transaction(conn, "ROLLBACK");
                     }
                     db.sync_file(file);
                 }
             }
             Ok(TailWrite::Appended(id))
         })
-    }
-}
-
-/// Ends the write transaction; a `COMMIT` that fails is rolled back.
-fn end(conn: &Connection, how: &str) {
-    if conn.execute_batch(how).is_err() && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
     }
 }
 

@@ -56,8 +56,10 @@ impl Store {
             // that fails after the append leaves the append standing (it is durable).
             if let Err(e) = lock::end_write(conn) {
                 tracing::debug!(error = %e, "the write's transaction did not commit");
-                if !conn.is_autocommit() {
-                    let _ = conn.execute_batch("ROLLBACK");
+                if !conn.is_autocommit()
+                    && let Err(e) = conn.execute_batch("ROLLBACK")
+                {
+                    tracing::debug!(error = %e, "the rollback failed too: the transaction stays open, and the next BEGIN on this connection fails");
                 }
             }
             appended
