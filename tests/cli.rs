@@ -2039,6 +2039,63 @@ fn a_unique_prefix_names_a_stored_session() {
 }
 
 #[test]
+fn status_and_verify_name_a_stored_session_by_its_store_and_id() {
+    let w = World::example();
+    let url = w.store_url();
+    let id = w.import(&w.file());
+    let label = format!("{url}#{id}");
+    // The commands' temporary directory: a temporary copy of the session would be here.
+    let tmp = w.root.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp_text = tmp.to_str().unwrap();
+    let prefix = &id[..8];
+    let run = |args: &[&str]| {
+        let args = [args, &["--store", url.as_str()][..]].concat();
+        Out::of(w.cmd(&args).env("TMPDIR", &tmp).output().unwrap())
+    };
+    let no_temporary_path = |out: &Out| {
+        assert!(
+            !seen(out).contains(tmp_text) && !seen(out).contains("session.jsonl"),
+            "{}",
+            out.shown()
+        );
+    };
+    let out = run(&["status", prefix]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(
+        out.stdout.contains(&format!("session   {id} ({label})\n")),
+        "{}",
+        out.shown()
+    );
+    no_temporary_path(&out);
+    for args in [&["verify", prefix][..], &["verify", prefix, "--salvage"]] {
+        let out = run(args);
+        assert_eq!(out.code, 0, "{}", out.shown());
+        assert!(
+            out.stdout
+                .starts_with(&format!("{label}: readable: session {id}, ")),
+            "{}",
+            out.shown()
+        );
+        no_temporary_path(&out);
+    }
+    for args in [
+        &["status", prefix, "--json"][..],
+        &["verify", prefix, "--json"],
+        &["verify", prefix, "--salvage", "--json"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.code, 0, "{}", out.shown());
+        let v = out.json();
+        assert_eq!(v["file"], json!(label), "{}", out.shown());
+        assert_eq!(v["session_id"], json!(id), "{}", out.shown());
+        no_temporary_path(&out);
+    }
+    // They read the store's lines: nothing was copied out.
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+}
+
+#[test]
 fn an_id_with_escape_characters_is_printed_escaped() {
     let w = World::new();
     let url = w.store_url();

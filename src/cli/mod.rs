@@ -23,7 +23,7 @@ mod verify;
 
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use session_state::{Error, LogOptions, ProjectTrust, ReadMode, Scope, SessionLog};
+use session_state::{Error, LogOptions, ProjectTrust, ReadMode, Scope, SessionLog, StoredSession};
 use session_state::{LocationInputs, ResolvedLocation};
 use std::fmt::Display;
 use std::fmt::Write as _;
@@ -332,6 +332,30 @@ pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String
     }
 }
 
+/// Whether an error is the log's reader refusing what it read (a salvage read may then
+/// keep part of it), not a failure to read at all (I/O, a store that failed).
+pub(crate) fn is_refusal(e: &Error) -> bool {
+    !matches!(
+        e,
+        Error::Io { .. } | Error::Store(_) | Error::StoreUnavailable { .. }
+    )
+}
+
+/// [`open_log_lenient`] on a stored session, read from the store's lines (no local copy):
+/// errors and findings name it `<store>#<session id>` ([`StoredSession::label`]).
+pub(crate) fn open_stored_lenient(
+    session: &StoredSession<'_>,
+) -> Result<(SessionLog, Option<String>), Failure> {
+    match session.read_log(ReadMode::Strict) {
+        Ok(log) => Ok((log, None)),
+        Err(e) if !is_refusal(&e) => Err(fail(e)),
+        Err(strict) => match session.read_log(ReadMode::Salvage) {
+            Ok(log) => Ok((log, Some(strict.to_string()))),
+            Err(_) => Err(fail(strict_error(&strict))),
+        },
+    }
+}
+
 /// Whether a character must not reach a terminal raw: C0 controls except the newline, DEL,
 /// C1 controls, and the bidirectional overrides and isolates (which reorder what follows).
 fn is_unsafe(c: char) -> bool {
@@ -537,11 +561,11 @@ fn run(command: Command, sessions: &store::Sessions) -> CmdResult {
             a.file = local.path.clone();
             tree::run(a)
         }
-        Command::Status(mut a) => {
-            let local = sessions.local_file(&a.file)?;
-            a.file = local.path.clone();
-            status::status(a)
-        }
+        // Read from the store's lines directly, named `<store>#<session id>`.
+        Command::Status(a) => match sessions.target(&a.file)? {
+            store::Target::File(_) => status::status(a, None),
+            store::Target::Stored(stored) => status::status(a, Some(&stored.session())),
+        },
         Command::ForceRefresh(mut a) => {
             let local = sessions.local_file(&a.file)?;
             a.file = local.path.clone();
@@ -559,11 +583,10 @@ fn run(command: Command, sessions: &store::Sessions) -> CmdResult {
             }
             Ok(code)
         }
-        Command::Verify(mut a) => {
-            let local = sessions.local_file(&a.file)?;
-            a.file = local.path.clone();
-            verify::run(a)
-        }
+        Command::Verify(a) => match sessions.target(&a.file)? {
+            store::Target::File(_) => verify::run(a, None),
+            store::Target::Stored(stored) => verify::run(a, Some(&stored.session())),
+        },
         Command::List(a) => list::run(a, sessions),
         Command::Import(a) => import::import(a, sessions),
         Command::Export(a) => import::export(a, sessions),

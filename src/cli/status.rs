@@ -6,11 +6,12 @@
 //! `--yes`).
 
 use super::{
-    CmdResult, DbArgs, Failure, emit_json, emit_text, fail, open_log_lenient, term_safe, warn,
+    CmdResult, DbArgs, Failure, emit_json, emit_text, fail, open_log_lenient, open_stored_lenient,
+    term_safe, warn,
 };
 use serde::Serialize;
 use session_state::inspect::{self, EventCount};
-use session_state::{Liveness, LockStatus, Peeked, PresenceStatus, Store};
+use session_state::{Liveness, LockStatus, Peeked, PresenceStatus, Store, StoredSession};
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -176,9 +177,14 @@ fn lock_text(st: &LockReport) -> String {
     s
 }
 
-pub(crate) fn status(args: StatusArgs) -> CmdResult {
+/// `status` on the session file `args.file`, or on the stored session `stored` (read from
+/// the store's lines, and named `<store>#<session id>` where a file is named by its path).
+pub(crate) fn status(args: StatusArgs, stored: Option<&StoredSession<'_>>) -> CmdResult {
     let db = args.db.resolve()?;
-    let (log, strict_error) = open_log_lenient(&args.file)?;
+    let (name, (log, strict_error)) = match stored {
+        None => (args.file.clone(), open_log_lenient(&args.file)?),
+        Some(session) => (session.label(), open_stored_lenient(session)?),
+    };
     if let Some(e) = &strict_error {
         warn(format_args!(
             "the strict reader refuses this file; counts come from a salvage read \
@@ -198,7 +204,7 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
     let counts = inspect::event_counts(&log);
     if args.json {
         return emit_json(&StatusReport {
-            file: &args.file,
+            file: &name,
             session_id: log.session_id(),
             entries: log.len(),
             readable: strict_error.is_none(),
@@ -213,12 +219,7 @@ pub(crate) fn status(args: StatusArgs) -> CmdResult {
         .map(|()| 0);
     }
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "session   {} ({})",
-        log.session_id(),
-        args.file.display()
-    );
+    let _ = writeln!(out, "session   {} ({})", log.session_id(), name.display());
     let _ = writeln!(out, "entries   {}", log.len());
     match &lock {
         Peeked::NoDatabase => {

@@ -10,9 +10,10 @@
 //! `read`, `write`, `patch` and `drop` go through [`SessionState`]'s backend calls
 //! (`read_stored`, `write_stored`, …), which read the store's lines through the
 //! projection: no local copy of the session is kept. `list` lists the store's headers.
-//! `tree`, `replay`, `status`, `force-refresh` and `verify` run as on a file, on a
-//! temporary export of the stored session that is removed when the command ends
-//! ([`Sessions::local_file`]).
+//! `status` and `verify` read the store's lines too ([`StoredSession::read_log`]) and name
+//! the session `<store>#<session id>` ([`StoredSession::label`]). `tree`, `replay` and
+//! `force-refresh` run as on a file, on a temporary export of the stored session that is
+//! removed when the command ends ([`Sessions::local_file`]).
 
 use super::{CmdResult, Failure, emit_json, emit_text, fail};
 use serde::Serialize;

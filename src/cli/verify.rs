@@ -4,10 +4,10 @@
 //! listed). Exit 1: the strict reader refuses it; the salvage reader then says what it
 //! would keep. Exit 2: the file could not be read at all (missing, I/O error).
 
-use super::{CmdResult, emit_json, emit_text, fail, require_regular, without_path};
+use super::{CmdResult, emit_json, emit_text, fail, is_refusal, require_regular, without_path};
 use serde::Serialize;
 use session_state::inspect::{self, Integrity};
-use session_state::{Error, Location, LogOptions, ReadMode, SessionLog};
+use session_state::{Error, Location, LogOptions, ReadMode, SessionLog, StoredSession};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -110,8 +110,8 @@ impl<E> Verdict<E> {
     }
 }
 
-fn salvage_report(file: &Path) -> Verdict<String> {
-    match LogOptions::new().mode(ReadMode::Salvage).open(file) {
+fn salvage_report(read: Result<SessionLog, Error>) -> Verdict<String> {
+    match read {
         Ok(log) => Verdict::read(&log),
         Err(e) => Verdict::refused(e.to_string()),
     }
@@ -150,27 +150,41 @@ fn strict_message(e: &Error, file: &str) -> String {
     }
 }
 
-pub(crate) fn run(args: VerifyArgs) -> CmdResult {
-    require_regular(&args.file)?;
-    let strict = LogOptions::new().mode(ReadMode::Strict).open(&args.file);
+/// `verify` on the session file `args.file`, or on the stored session `stored` (read from
+/// the store's lines, and named `<store>#<session id>` where a file is named by its path).
+pub(crate) fn run(args: VerifyArgs, stored: Option<&StoredSession<'_>>) -> CmdResult {
+    let name = match stored {
+        None => {
+            require_regular(&args.file)?;
+            args.file.clone()
+        }
+        Some(session) => session.label(),
+    };
+    let read = |mode| match stored {
+        None => LogOptions::new().mode(mode).open(&args.file),
+        Some(session) => session.read_log(mode),
+    };
+    let strict = read(ReadMode::Strict);
     let mut shown_error = String::new();
     let (report, code) = match strict {
-        Err(e @ Error::Io { .. }) => return Err(fail(e)),
+        Err(e) if !is_refusal(&e) => return Err(fail(e)),
         Ok(log) => {
-            let salvage = args.salvage.then(|| salvage_report(&args.file));
+            let salvage = args
+                .salvage
+                .then(|| salvage_report(read(ReadMode::Salvage)));
             let r = Report {
-                file: &args.file,
+                file: &name,
                 strict: Verdict::read(&log),
                 salvage,
             };
             (r, 0)
         }
         Err(e) => {
-            shown_error = strict_message(&e, &args.file.display().to_string());
+            shown_error = strict_message(&e, &name.display().to_string());
             let r = Report {
-                file: &args.file,
+                file: &name,
                 strict: Verdict::refused(Refusal::from(&e)),
-                salvage: Some(salvage_report(&args.file)),
+                salvage: Some(salvage_report(read(ReadMode::Salvage))),
             };
             (r, 1)
         }
@@ -180,7 +194,7 @@ pub(crate) fn run(args: VerifyArgs) -> CmdResult {
         return Ok(code);
     }
     let mut out = String::new();
-    let file = args.file.display();
+    let file = name.display();
     if let Some(r) = &report.strict.read {
         let _ = writeln!(
             out,

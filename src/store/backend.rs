@@ -95,6 +95,13 @@ impl<'a> StoredSession<'a> {
         self.store_key
     }
 
+    /// The session in messages and reports: `<store>#<session id>`, the store as it
+    /// describes itself (its URL without the password). The reads' errors name the
+    /// session so ([`StoredSession::read_log`]).
+    pub fn label(&self) -> PathBuf {
+        stored_label(self.store, self.session_id)
+    }
+
     /// The session as a detached log read by the log's reader (strict or salvage),
     /// without side effects ([`crate::read_stored_log`]): for reads at any entry,
     /// [`SessionState::read_at`], [`SessionState::history`], [`crate::branch_key`] and
@@ -106,7 +113,7 @@ impl<'a> StoredSession<'a> {
 
 impl StoredLines for StoredSession<'_> {
     fn label(&self) -> PathBuf {
-        stored_label(self.store, self.session_id)
+        StoredSession::label(self)
     }
 
     fn key(&self) -> String {
