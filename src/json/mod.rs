@@ -203,37 +203,23 @@ pub fn from_str_exact(text: &str) -> Result<Value, JsonError> {
 /// [`from_str_exact`]): integers beyond 2^53 that a double cannot hold exactly fail, and
 /// so does ±Infinity ([`JsonError::NonFinite`]), which JSON cannot carry.
 pub fn check_numbers(v: &Value) -> Result<(), JsonError> {
-    let mut stack: smallvec::SmallVec<[&Value; 16]> = smallvec::smallvec![v];
-    while let Some(v) = stack.pop() {
-        match v {
-            // An integer of at most 2^53 in magnitude is a double exactly, and JavaScript
-            // prints it with the same digits: only larger ones need the literal's check.
-            Value::Number(n) if !n.is_f64() && !exact_integer(n) => {
-                check_literal(&n.to_string())?;
-            }
-            Value::String(_) => {
-                if let Some(negative) = infinity(v) {
-                    return Err(JsonError::NonFinite { negative });
-                }
-            }
-            Value::Array(a) => stack.extend(a.iter()),
-            Value::Object(o) => stack.extend(o.values()),
-            _ => {}
-        }
-    }
-    Ok(())
+    depth_and_numbers(v).1
 }
 
-/// The nesting depth of `v` (as `depth_of` counts it: a scalar is 0, each array or object
-/// one level) and [`check_numbers`]' answer, in one walk over the value (the write checks
-/// both on every value it is given).
+/// The crate's one walk over a value's nesting: the depth of `v` (a scalar is 0, each
+/// array or object one level) and the first number in it that [`check_numbers`] refuses
+/// (`Ok` if none). Without recursion, so any depth is fine. Members are met last to
+/// first: of several refused numbers, the one named is the last in the value's order
+/// (each array's and object's members as they are held).
 pub(crate) fn depth_and_numbers(v: &Value) -> (usize, Result<(), JsonError>) {
     let mut depth = 0;
     let mut numbers = Ok(());
-    // The same order as `check_numbers`, so the same number is named first.
+    // Inline up to 16 pending members: a small value's walk allocates nothing.
     let mut stack: smallvec::SmallVec<[(&Value, usize); 16]> = smallvec::smallvec![(v, 0)];
     while let Some((v, d)) = stack.pop() {
         match v {
+            // An integer of at most 2^53 in magnitude is a double exactly, and JavaScript
+            // prints it with the same digits: only larger ones need the literal's check.
             Value::Number(n) if numbers.is_ok() && !n.is_f64() && !exact_integer(n) => {
                 numbers = check_literal(&n.to_string());
             }

@@ -6,7 +6,6 @@
 //! backend's session (`store/backend.rs`) and the Pi package, which appends the event
 //! itself through `pi.appendEntry`. Pure: no database, no file.
 
-use super::depth::depth_of;
 use super::envelope::{Envelope, Op, Scope};
 use serde_json::Value;
 
@@ -73,7 +72,8 @@ pub(crate) fn decide_next(
 
 /// Refuses a value this crate could not read back inside an event's `data`.
 pub(crate) fn check_result(next: &Value) -> Result<(), TooDeepResult> {
-    let depth = depth_of(next);
+    // Only the depth: the numbers a value inherits from the session pass (see `decide`).
+    let (depth, _) = crate::json::depth_and_numbers(next);
     if depth >= crate::json::MAX_READ_DEPTH {
         return Err(TooDeepResult { depth });
     }

@@ -26,22 +26,6 @@ pub(crate) fn to_value_limited<T: Serialize + ?Sized>(
     .serialize_value(value)
 }
 
-/// The nesting depth of a JSON value, computed without recursion.
-pub(crate) fn depth_of(value: &Value) -> usize {
-    let mut max = 0;
-    // Inline up to 16 pending members: a small value's walk allocates nothing.
-    let mut stack: smallvec::SmallVec<[(&Value, usize); 16]> = smallvec::smallvec![(value, 0)];
-    while let Some((v, d)) = stack.pop() {
-        match v {
-            Value::Array(a) => stack.extend(a.iter().map(|c| (c, d + 1))),
-            Value::Object(o) => stack.extend(o.values().map(|c| (c, d + 1))),
-            _ => continue,
-        }
-        max = max.max(d + 1);
-    }
-    max
-}
-
 /// Why a value holding the number `v` (NaN, ±Infinity) is refused.
 pub(crate) fn non_finite_message(v: impl std::fmt::Display) -> String {
     format!(
@@ -307,6 +291,11 @@ impl<C: ser::SerializeMap> ser::SerializeMap for Compound<C> {
 mod tests {
     #![expect(clippy::unwrap_used)]
     use super::*;
+    use crate::json::depth_and_numbers;
+
+    fn depth_of(v: &Value) -> usize {
+        depth_and_numbers(v).0
+    }
 
     fn nested(n: usize) -> Value {
         let mut v = Value::from(0);
@@ -314,13 +303,6 @@ mod tests {
             v = Value::Array(vec![v]);
         }
         v
-    }
-
-    #[test]
-    fn depth_counts_the_deepest_member_of_a_value_wider_than_the_inline_stack() {
-        let mut members: Vec<Value> = (0..40).map(|i| serde_json::json!({ "k": i })).collect();
-        members.push(serde_json::json!([[[1]]]));
-        assert_eq!(depth_of(&Value::Array(members)), 4);
     }
 
     #[test]
