@@ -69,7 +69,7 @@ pub use settings::{
 pub use state::envelope::{ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope};
 pub use state::fold::HistoryEntry;
 pub use state::{MAX_DEPTH, StateKey, Unwritable, parse_scope, validate_plugin_id};
-pub use store::state::{SessionState, TailWrite};
+pub use store::state::{FileWriteStep, SessionState, TailWrite};
 pub use store::{
     KeptSession, Peeked, PruneReport, PrunedSession, SessionStatus, Store, StoreOptions,
     StoredSession, WriteLock,

@@ -460,3 +460,58 @@ fn a_tail_write_to_a_session_without_entries_starts_a_root() {
         Some(json!("first"))
     );
 }
+
+/// `apply_file` is `write_file` for an `Op`, each error handed to the hook with its step.
+#[test]
+fn apply_file_hands_each_error_its_step() {
+    use session_state::FileWriteStep;
+    let step = |step: FileWriteStep, e: Error| (step, e);
+
+    // Refused before anything is written: the op's value.
+    let w = World::warm();
+    let role = w.key("role", Scope::Branch);
+    let len = w.len();
+    match role.apply_file(
+        &w.file,
+        None,
+        Op::Set(json!(9_007_199_254_740_993_u64)),
+        step,
+    ) {
+        Err((FileWriteStep::Write, Error::UnrepresentableValue { .. })) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(w.len(), len, "nothing appended");
+
+    // An entry neither the rows nor the log know.
+    match role.apply_file(&w.file, Some("deadbeef"), Op::Drop, step) {
+        Err((FileWriteStep::At, Error::UnknownEntry { id, .. })) => assert_eq!(id, "deadbeef"),
+        other => panic!("{other:?}"),
+    }
+
+    // A file the reader refuses, the rows cold.
+    let w = World::cold(EXAMPLE);
+    std::fs::write(&w.file, "not a session\n").expect("overwrite");
+    match w
+        .key("role", Scope::Branch)
+        .apply_file(&w.file, None, Op::Drop, step)
+    {
+        Err((FileWriteStep::Open, _)) => {}
+        other => panic!("{other:?}"),
+    }
+
+    // Done: the same as `write_file`.
+    let w = World::warm();
+    let id = w
+        .key("role", Scope::Branch)
+        .apply_file(&w.file, None, Op::Set(json!("x")), step)
+        .expect("write")
+        .expect("appended");
+    assert_eq!(
+        folded(&w.file, "role", Scope::Branch, None),
+        Some(json!("x"))
+    );
+    assert_eq!(
+        SessionLog::open(&w.file).expect("open").leaf_id(),
+        Some(id.as_str())
+    );
+}

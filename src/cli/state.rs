@@ -2,16 +2,17 @@
 //! stored session.
 //!
 //! On a file, `read` goes through the projection, so a cold read of an unchanged file does
-//! not scan it. The writes decide from the projection's rows when they can, else open the
-//! log and move the leaf for `--at`; either way through [`SessionState`], which takes the
-//! session's write lock. On a stored session, the `*_stored` calls of [`SessionState`].
+//! not scan it. The writes are the library's file write ([`SessionState::apply_file`]):
+//! decided from the projection's rows when they can, else through the opened log with its
+//! leaf at `--at`, under the session's write lock. On a stored session, the `*_stored`
+//! calls of [`SessionState`].
 
 use super::store::{Sessions, Stored, Target};
 use super::{
-    CmdResult, DbArgs, Failure, ScopeArg, emit, emit_text, fail, open_log, require_regular,
+    CmdResult, DbArgs, Failure, ScopeArg, emit, emit_text, fail, require_regular, strict_error,
 };
 use serde_json::Value;
-use session_state::{Op, Scope, SessionState, Store, TailWrite, validate_plugin_id};
+use session_state::{FileWriteStep, Op, Scope, SessionState, Store, validate_plugin_id};
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
@@ -197,35 +198,17 @@ fn apply(t: &StateArgs, op: Op, sessions: &Sessions) -> CmdResult {
     Ok(0)
 }
 
-/// On a file: from the projection's rows and the file's tail when they answer (no parse
-/// of the log: the cost does not grow with the session), else through the opened log.
+/// On a file: the library's file write ([`SessionState::apply_file`]), from the
+/// projection's rows and the file's tail when they answer (no parse of the log: the cost
+/// does not grow with the session), else through the opened log; its errors worded as the
+/// other commands word them.
 fn apply_file(t: &StateArgs, file: &Path, db: PathBuf, op: Op) -> Result<Option<String>, Failure> {
     require_regular(file)?;
-    let state = state_key(t, db)?;
-    match state
-        .apply_at_tail(file, t.at.as_deref(), op.clone())
-        .map_err(fail)?
-    {
-        TailWrite::Appended(id) => return Ok(Some(id)),
-        TailWrite::Unchanged => return Ok(None),
-        TailWrite::NeedsLog => {}
-    }
-    let mut log = open_log(file)?;
-    if let Some(at) = &t.at {
-        log.navigate(at)
-            .map_err(|e| fail(format_args!("--at: {e}")))?;
-    }
-    let changed = match op {
-        Op::Set(value) => state.write(&mut log, &value),
-        Op::Patch(merge) => state.patch(&mut log, &merge),
-        Op::Drop => state.drop(&mut log),
-    };
-    // The rows catch up now, so that the next write is answered from them (a catch-up
-    // that fails sends that write to the log again, which names the problem).
-    if let Err(e) = state.store().catch_up(file) {
-        tracing::debug!(error = %e, file = %file.display(), "the rows did not catch up after the write");
-    }
-    changed.map_err(fail)
+    state_key(t, db)?.apply_file(file, t.at.as_deref(), op, |step, e| match step {
+        FileWriteStep::Open => fail(strict_error(&e)),
+        FileWriteStep::At => fail(format_args!("--at: {e}")),
+        _ => fail(e),
+    })
 }
 
 /// On a stored session: through the store, at its last entry or at `--at`.

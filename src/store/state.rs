@@ -39,6 +39,20 @@ pub enum TailWrite {
     NeedsLog,
 }
 
+/// Which step of a file write ([`SessionState::apply_file`]) an error came from, for a
+/// tool that words its errors its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileWriteStep {
+    /// Opening the log, when the rows could not answer for the write (the strict reader's
+    /// refusal of the file, or an I/O error).
+    Open,
+    /// Moving the opened log's leaf to `at` (an entry the log does not have).
+    At,
+    /// Any other: the op refused, the lock, the write from the rows or through the log.
+    Write,
+}
+
 /// One plugin's state in one scope, on a [`Store`]: a [`StateKey`] bound to the store
 /// ([`Store::state`], [`Store::state_of`] make one).
 ///
@@ -273,7 +287,8 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         value: &T,
     ) -> Result<Option<String>> {
         let value = self.key.check_value(value)?;
-        self.apply_file(file.as_ref(), at, Op::Set(value))
+        self.file_write(file.as_ref(), at, Op::Set(value))
+            .map_err(|(_, e)| e)
     }
 
     /// [`SessionState::patch`] on the session file `file`, as [`SessionState::write_file`].
@@ -284,20 +299,39 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         patch: &P,
     ) -> Result<Option<String>> {
         let patch = self.key.check_value(patch)?;
-        self.apply_file(file.as_ref(), at, Op::Patch(patch))
+        self.file_write(file.as_ref(), at, Op::Patch(patch))
+            .map_err(|(_, e)| e)
     }
 
     /// [`SessionState::drop`] on the session file `file`, as [`SessionState::write_file`].
     pub fn drop_file(&self, file: impl AsRef<Path>, at: Option<&str>) -> Result<Option<String>> {
-        self.apply_file(file.as_ref(), at, Op::Drop)
+        self.file_write(file.as_ref(), at, Op::Drop)
+            .map_err(|(_, e)| e)
+    }
+
+    /// [`SessionState::write_file`], `patch_file` or `drop_file` of an [`Op`] the caller
+    /// built (its value or patch checked as [`StateKey::check_op`] does), each error
+    /// handed to `on_error` with the step it came from: for a tool that reports them its
+    /// own way, as the command line does (`--at: ...` for an unknown `at`).
+    pub fn apply_file<E>(
+        &self,
+        file: impl AsRef<Path>,
+        at: Option<&str>,
+        op: Op,
+        on_error: impl FnOnce(FileWriteStep, Error) -> E,
+    ) -> std::result::Result<Option<String>, E> {
+        self.key
+            .check_op(&op)
+            .map_err(|e| (FileWriteStep::Write, e))
+            .and_then(|()| self.file_write(file.as_ref(), at, op))
+            .map_err(|(step, e)| on_error(step, e))
     }
 
     /// The projection's half of [`SessionState::write_file`] (and `patch_file`,
     /// `drop_file`): `op` decided from the rows and the file's tail, without opening the
     /// log, or [`TailWrite::NeedsLog`] when the rows cannot answer for it (nothing was
     /// written; write through an opened [`crate::SessionLog`]). For a tool that opens the
-    /// log itself to report its errors its own way, as the command line does. Same lock,
-    /// refusals and durability as [`SessionState::write`].
+    /// log itself. Same lock, refusals and durability as [`SessionState::write`].
     pub fn apply_at_tail(
         &self,
         file: impl AsRef<Path>,
@@ -309,20 +343,34 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     }
 
     /// The write of an op already checked, on the session file `file`: from the rows and
-    /// the file's tail when they can answer, else through the log.
-    fn apply_file(&self, file: &Path, at: Option<&str>, op: Op) -> Result<Option<String>> {
-        match self.store.commit_at_tail(self, file, at, op.clone())? {
+    /// the file's tail when they can answer, else through the log. An error comes with
+    /// the step it came from.
+    fn file_write(
+        &self,
+        file: &Path,
+        at: Option<&str>,
+        op: Op,
+    ) -> std::result::Result<Option<String>, (FileWriteStep, Error)> {
+        let step = |step| move |e| (step, e);
+        match self
+            .store
+            .commit_at_tail(self, file, at, op.clone())
+            .map_err(step(FileWriteStep::Write))?
+        {
             TailWrite::Appended(id) => return Ok(Some(id)),
             TailWrite::Unchanged => return Ok(None),
             TailWrite::NeedsLog => {}
         }
         let mut log = crate::tree::LogOptions::new()
             .file_system(self.store.file_system().clone())
-            .open(file)?;
+            .open(file)
+            .map_err(step(FileWriteStep::Open))?;
         if let Some(at) = at {
-            log.navigate(at)?;
+            log.navigate(at).map_err(step(FileWriteStep::At))?;
         }
-        let id = self.apply(&mut log, op)?;
+        let id = self
+            .apply(&mut log, op)
+            .map_err(step(FileWriteStep::Write))?;
         // The write leaves the projection to the next reader; this caller's next write is
         // one (`commit_at_tail` answers from the rows), so the rows catch up now. A
         // catch-up that fails leaves that write to the log again, which names the problem.
