@@ -113,6 +113,17 @@ impl WriterQueue {
         })
     }
 
+    /// Whether no writer of another open file is in line (one lock query, no turn taken):
+    /// a writer that finds the line empty may ask SQLite for its lock at once, without
+    /// waiting, and queues only if it is taken. `false` inside a turn of this owner, and
+    /// when the query fails; `true` when this writer cannot queue.
+    pub(crate) fn line_is_empty(&self) -> bool {
+        if crate::sync::lock(&self.held).depth > 0 {
+            return false;
+        }
+        self.file().is_none_or(imp::QueueFile::line_is_empty)
+    }
+
     /// Between two transactions of a turn (inside an outer one, or not): the writers in
     /// line go first, then this one takes a place at the back of the line.
     pub(crate) fn pass(&self, wait: Duration) {
@@ -255,6 +266,17 @@ mod imp {
             })();
             unlock(&file, COUNTER.0, COUNTER.1);
             Ok(checked?.then_some(QueueFile(file)))
+        }
+
+        /// No other open file holds a place in line.
+        pub(super) fn line_is_empty(&self) -> bool {
+            let Ok(mut lock) = flock(libc::F_WRLCK, SLOTS, SPAN) else {
+                return false;
+            };
+            match fcntl(&*self.0, FcntlArg::F_OFD_GETLK(&mut lock)) {
+                Ok(_) => lock.l_type == libc::F_UNLCK as libc::c_short,
+                Err(_) => false,
+            }
         }
 
         pub(super) fn turn(&self, wait: Duration) -> Option<TurnInner> {
@@ -480,6 +502,20 @@ mod imp {
             assert_eq!(u64::from_le_bytes(bytes[8..].try_into().expect("8")), 2);
         }
 
+        /// The line is empty until another open file takes a place in it, and again when
+        /// that turn ends; this owner's own turn does not count for others.
+        #[test]
+        fn an_empty_line_is_seen_as_empty() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (a, b) = queue_in(dir.path());
+            assert!(a.line_is_empty() && b.line_is_empty());
+            let turn = a.turn(WAIT).expect("a queues");
+            assert!(!b.line_is_empty(), "a is in line");
+            assert!(!a.line_is_empty(), "inside its own turn, a queues (nested)");
+            drop(turn);
+            assert!(a.line_is_empty() && b.line_is_empty());
+        }
+
         /// A file at the queue's path that is not ours is never written, and its writers
         /// do not queue; an empty file becomes the queue.
         #[test]
@@ -520,6 +556,9 @@ mod imp {
             None
         }
         pub(super) fn turn(&self, _: Duration) -> Option<TurnInner> {
+            match *self {}
+        }
+        pub(super) fn line_is_empty(&self) -> bool {
             match *self {}
         }
     }

@@ -271,6 +271,49 @@ impl Projection {
         self.queue.turn(schema::BUSY_TIMEOUT)
     }
 
+    /// Opens a write's transaction on `session_id` (`lock::begin_write`) in its turn: with
+    /// nobody in line, SQLite's write lock is asked for at once, without waiting, and this
+    /// writer takes no turn if it gets it (one lock query, the cost of an uncontended
+    /// write); otherwise it queues, and the turn it returns is held to the transaction's
+    /// end (`docs/lock.md`, "Taking turns").
+    pub(crate) fn begin_write(
+        &mut self,
+        session_id: &str,
+        action: &str,
+        file: &Path,
+    ) -> std::result::Result<Option<crate::lock::Turn>, crate::lock::Refused> {
+        if self.queue.line_is_empty() {
+            let now = self.conn.busy_timeout(Duration::ZERO).map(|()| {
+                let r = crate::lock::begin_write(
+                    &self.conn,
+                    session_id,
+                    action,
+                    file,
+                    &mut self.clear_rows,
+                );
+                (r, self.conn.busy_timeout(schema::BUSY_TIMEOUT))
+            });
+            match now {
+                Ok((Ok(()), Ok(()))) => return Ok(None),
+                Ok((Err(e), Ok(()))) if !is_busy(&e) => return Err(e),
+                Ok((Ok(()), Err(e))) => {
+                    // In the transaction, without its busy timeout: end it, then refuse.
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    return Err(crate::lock::LockError::database_error(
+                        "acquire the lock",
+                        session_id,
+                        e,
+                    ));
+                }
+                // Taken by another writer (or the busy timeout could not be set): in line.
+                _ => {}
+            }
+        }
+        let turn = self.queue.turn(schema::BUSY_TIMEOUT);
+        crate::lock::begin_write(&self.conn, session_id, action, file, &mut self.clear_rows)?;
+        Ok(turn)
+    }
+
     /// The connection and the memo of its last write's judgement of the lock rows.
     pub(crate) fn write_parts(&mut self) -> (&Connection, &mut crate::lock::ClearRows) {
         (&self.conn, &mut self.clear_rows)
@@ -519,6 +562,11 @@ impl Drop for Projection {
             tracing::debug!(error = %e, "the projection's WAL was not checkpointed on close");
         }
     }
+}
+
+/// A refusal that is SQLite's write lock held by another connection.
+fn is_busy(e: &crate::lock::Refused) -> bool {
+    matches!(&**e, crate::lock::LockError::Database { source, .. } if source.is_busy())
 }
 
 fn forget(conn: &Connection, key: &str) -> rusqlite::Result<()> {

@@ -26,7 +26,6 @@
 use super::Store;
 use super::state::{SessionState, TailWrite};
 use crate::error::{DatabaseError, Error, Result};
-use crate::lock;
 use crate::log::writer::append_if_unchanged;
 use crate::projection::{Tail, tail_in_transaction};
 use crate::sqlite::end_transaction;
@@ -60,10 +59,9 @@ impl Store {
             };
             let db_path = db.path().to_path_buf();
             let action = super::write::action_of(&op);
-            // In line behind the database's other writers, to the end of the write.
-            let _turn = db.turn();
-            let (conn, clear) = db.write_parts();
-            lock::begin_write(conn, &session_id, action, file, clear)?;
+            // In line behind the database's other writers, if any, to the end of the write.
+            let _turn = db.begin_write(&session_id, action, file)?;
+            let (conn, _) = db.write_parts();
             let (tail, line, id) = match decide(conn, &db_path, file, at, state, op) {
                 Ok(Ok(Some(decided))) => decided,
                 Ok(Ok(None)) => {

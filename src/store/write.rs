@@ -47,10 +47,9 @@ impl Store {
         self.with_db(|db| {
             // Others' appends are read by the append, under both locks, and the event is
             // decided from the log as it then ends: one look at the file per write.
-            // In line behind the database's other writers, to the end of the write.
-            let _turn = db.turn();
-            let (conn, clear) = db.write_parts();
-            lock::begin_write(conn, log.session_id(), action, log.path(), clear)?;
+            // In line behind the database's other writers, if any, to the end of the write.
+            let _turn = db.begin_write(log.session_id(), action, log.path())?;
+            let (conn, _) = db.write_parts();
             let appended = append_if_changed(state, log, op);
             // What stands in the database is at most a dead holder's row deleted; a commit
             // that fails after the append leaves the append standing (it is durable).
