@@ -1443,3 +1443,29 @@ fn sqlite_store_writers_in_a_tight_loop_take_turns() {
         "a writer waited behind {worst} writes of another: {order:?}"
     );
 }
+
+/// A writer alone finds the line empty and takes no turn (docs/lock.md, "Taking turns"):
+/// the queue's ticket counter does not move, so an uncontended write pays one lock query
+/// and no more. A writer that queued would move it by one per write.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[test]
+fn a_writer_alone_takes_no_turn() {
+    let s = session();
+    let state = shared(&s.db);
+    let mut log = SessionLog::open(&s.file).expect("open");
+    for i in 0..5 {
+        state.write(&mut log, &json!({"i": i})).expect("write");
+    }
+    let mut queue = s.db.clone().into_os_string();
+    queue.push("-queue");
+    let bytes = std::fs::read(&queue).expect("the queue file exists");
+    assert_eq!(&bytes[..8], b"ssqueue1");
+    assert_eq!(
+        u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")),
+        0,
+        "no ticket was taken"
+    );
+}

@@ -329,39 +329,31 @@ impl Projection {
         self.last_catch_up = Some(c);
     }
 
-    /// Brings the projection of `file` up to date with the log and returns what it read.
-    pub fn catch_up(&mut self, file: &Path) -> Result<CatchUp> {
-        let r = ingest::catch_up(
+    /// One catch-up of `file` (`force_rebuild`: from the start), in this database's
+    /// writers' turns.
+    fn ingest(&mut self, file: &Path, force_rebuild: bool) -> Result<CatchUp> {
+        ingest::catch_up(
             &mut self.conn,
             &self.path,
             file,
-            false,
+            force_rebuild,
             &mut self.chunks,
             &self.queue,
-        );
+        )
+    }
+
+    /// Brings the projection of `file` up to date with the log and returns what it read.
+    pub fn catch_up(&mut self, file: &Path) -> Result<CatchUp> {
+        let r = self.ingest(file, false);
         let r = match r {
             Err(Error::Database { source, .. }) if source.is_corrupt() => {
                 self.reopen_rebuilt(&format!("corrupt ({source})"))?;
-                ingest::catch_up(
-                    &mut self.conn,
-                    &self.path,
-                    file,
-                    false,
-                    &mut self.chunks,
-                    &self.queue,
-                )
+                self.ingest(file, false)
             }
             // Rows of this session that do not decode: rebuild it from the log, once.
             Err(e @ Error::CorruptProjection { .. }) => {
                 tracing::warn!(error = %e, "rebuilding the session's projection");
-                ingest::catch_up(
-                    &mut self.conn,
-                    &self.path,
-                    file,
-                    true,
-                    &mut self.chunks,
-                    &self.queue,
-                )
+                self.ingest(file, true)
             }
             r => r,
         };
@@ -402,14 +394,7 @@ impl Projection {
             }
             Err(e @ Error::CorruptProjection { .. }) => {
                 tracing::warn!(error = %e, "rebuilding the session's projection");
-                let c = ingest::catch_up(
-                    &mut self.conn,
-                    &self.path,
-                    file,
-                    true,
-                    &mut self.chunks,
-                    &self.queue,
-                )?;
+                let c = self.ingest(file, true)?;
                 self.last_catch_up = Some(c);
                 read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
             }
