@@ -259,21 +259,60 @@ pub enum Error {
         detail: String,
     },
 
-    /// A stored value does not deserialize into the caller's type.
+    /// A stored value does not deserialize into the caller's type (the type is the
+    /// state's schema: this is the read's validation).
     #[error(
         "plugin '{plugin}': the stored value{} does not deserialize into the requested \
-         type: {source}",
+         type at `{path}`: {source}",
         fmt_id(.entry_id)
     )]
     Deserialize {
         /// The plugin id.
         plugin: String,
-        /// The entry whose fold produced the value, when known (a read through the
-        /// projection, [`crate::SessionState::read_file`], does not say which).
+        /// The entry whose fold produced the value, when known.
         entry_id: Option<String>,
+        /// The first path in the value that fails (`.` for the value itself).
+        path: String,
         /// serde_json's error.
         #[source]
         source: serde_json::Error,
+    },
+
+    /// A state written under a newer version of its shape than the reader knows: every
+    /// read and write of it is refused, and nothing is written over it.
+    #[error(
+        "plugin '{plugin}': the state{} was written under stateVersion {stored}, newer than \
+         version {known} that this code knows; it is neither read nor written over \
+         (upgrade the extension that reads it)",
+        fmt_id(.entry_id)
+    )]
+    NewerStateVersion {
+        /// The plugin id.
+        plugin: String,
+        /// The version the state was written under.
+        stored: u32,
+        /// The version the reader knows (its key's version).
+        known: u32,
+        /// The event that wrote it, when known.
+        entry_id: Option<String>,
+    },
+
+    /// The key's `migrate` function refused a value written under an older version.
+    #[error(
+        "plugin '{plugin}': migrating the state{} from version {from} to {to} failed: {detail}",
+        fmt_id(.entry_id)
+    )]
+    Migrate {
+        /// The plugin id.
+        plugin: String,
+        /// The version the value was written under.
+        from: u32,
+        /// The key's version.
+        to: u32,
+        /// The event that wrote the value, when known.
+        entry_id: Option<String>,
+        /// What `migrate` said.
+        detail: String,
     },
 
     /// A state event that this crate cannot interpret.

@@ -167,7 +167,7 @@ fn integrity_lists_undecodable_events_among_the_findings_in_file_order() {
     assert_eq!(
         report.findings[0].to_string(),
         "warning bad-state-event at line 4, byte 823, entry 'a0000003': plugin 'role': \
-         unknown envelope version v=9 (this crate reads v=1); reads of this plugin fail"
+         unknown envelope version v=9 (this crate reads v=1 and v=2); reads of this plugin fail"
     );
     let salvaged = crate::LogOptions::new()
         .mode(crate::ReadMode::Salvage)

@@ -164,6 +164,23 @@ pub fn deserialize<'de, T: Deserialize<'de>>(v: &'de Value) -> Result<T, serde_j
     T::deserialize(grown)
 }
 
+/// [`deserialize`], and on failure the first path in `v` that fails (`.` for `v`
+/// itself), found by deserializing again with the path tracked: a value that
+/// deserializes pays nothing for it.
+pub fn deserialize_with_path<T: serde::de::DeserializeOwned>(
+    v: &Value,
+) -> Result<T, (String, serde_json::Error)> {
+    deserialize::<T>(v).map_err(|e| {
+        let mut grown = serde_stacker::Deserializer::new(v);
+        grown.red_zone = RED_ZONE;
+        grown.stack_size = SEGMENT;
+        match serde_path_to_error::deserialize::<_, T>(grown) {
+            Err(tracked) => (tracked.path().to_string(), e),
+            Ok(_) => (".".to_owned(), e),
+        }
+    })
+}
+
 /// A copy of `v`, at any depth without overflowing the stack (`Value::clone` recurses).
 pub fn clone_value(v: &Value) -> Value {
     match v {

@@ -33,6 +33,7 @@ mod watermark;
 
 #[cfg(feature = "__internal")]
 pub(crate) use ingest::ChunkHook;
+pub(crate) use read::ReadValue;
 pub(crate) use stored::{StoredLines, StoredTail};
 pub(crate) use tail::{Tail, tail_in_transaction};
 
@@ -381,7 +382,7 @@ impl Projection {
         plugin: &str,
         scope: Scope,
         at: Option<&str>,
-    ) -> Result<Option<Value>> {
+    ) -> Result<ReadValue> {
         self.catch_up(file)?;
         let key = file_key(file)?;
         match read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at) {
@@ -400,6 +401,22 @@ impl Projection {
             }
             r => r,
         }
+    }
+
+    /// The entry id of the event a [`ReadValue`] of `file` names (`None` when it names
+    /// none, or the lookup fails: for messages and reports).
+    pub(crate) fn entry_of(&self, file: &Path, read: &ReadValue) -> Option<String> {
+        let idx = read.event?;
+        let key = file_key(file).ok()?;
+        self.entry_by_key(&key, idx)
+    }
+
+    /// The entry id of node `idx` of the session keyed `key`.
+    pub(crate) fn entry_by_key(&self, key: &str, idx: i64) -> Option<String> {
+        read::entry_id_at(&self.conn, key, idx)
+            .inspect_err(|e| tracing::debug!(error = %e, "looking up a state event's entry"))
+            .ok()
+            .flatten()
     }
 
     /// Test hook: commit catch-ups every `entries` entries and call `hook` between two

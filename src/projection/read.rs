@@ -13,12 +13,40 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use std::path::Path;
 
-/// An `events` row as read back: scope, error, error_idx.
-type EventTuple = (Option<String>, Option<String>, Option<i64>);
+/// An `events` row as read back: scope, error, error_idx, state version.
+type EventTuple = (Option<String>, Option<String>, Option<i64>, Option<u32>);
 
 /// An event row found by a lookup: its index, scope and error, and its storage (`Err`: a
 /// row that does not decode).
 type FoundEvent = (i64, EventTuple, std::result::Result<Stored, String>);
+
+/// A folded value read from the rows: the value, the state version of the event that
+/// made it (1 without one) and that event's index (`None`: no event).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ReadValue {
+    pub value: Option<Value>,
+    pub version: u32,
+    pub event: Option<i64>,
+}
+
+impl ReadValue {
+    const NONE: ReadValue = ReadValue {
+        value: None,
+        version: 1,
+        event: None,
+    };
+}
+
+/// The entry id of node `idx`, for a [`ReadValue::event`].
+pub(crate) fn entry_id_at(
+    conn: &Connection,
+    key: &str,
+    idx: i64,
+) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached("SELECT entry_id FROM nodes WHERE file = ?1 AND idx = ?2")?
+        .query_row(params![key, idx], |r| r.get(0))
+        .optional()
+}
 
 /// The error of a fold that met a bad event (stored as the event's index), naming the
 /// event's entry and place from the rows. `Err`: the lookup failed (the database error),
@@ -67,7 +95,7 @@ pub(super) fn read_value(
     plugin: &str,
     scope: Scope,
     at: Option<&str>,
-) -> Result<Option<Value>> {
+) -> Result<ReadValue> {
     let q = |r| db_err(db, "reading the projection")(r);
     let rows = Rows { db, file };
     let parse = |v: Option<String>| -> Result<Option<Value>> {
@@ -83,20 +111,35 @@ pub(super) fn read_value(
                         id: at.into(),
                     })?;
             }
-            let row: Option<(Option<String>, Option<String>, Option<i64>)> = conn
-                .query_row(
-                    "SELECT value, error, error_idx FROM session_values WHERE file = ?1 AND plugin = ?2",
-                    params![key, plugin],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            type SessionRow = (
+                Option<String>,
+                Option<String>,
+                Option<i64>,
+                Option<u32>,
+                Option<i64>,
+            );
+            let row: Option<SessionRow> = conn
+                .prepare_cached(
+                    "SELECT value, error, error_idx, sv, last_idx FROM session_values \
+                     WHERE file = ?1 AND plugin = ?2",
                 )
-                .optional()
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![key, plugin], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    })
+                    .optional()
+                })
                 .map_err(q)?;
             match row {
-                None => Ok(None),
-                Some((_, Some(err), Some(idx))) => {
+                None => Ok(ReadValue::NONE),
+                Some((_, Some(err), Some(idx), _, _)) => {
                     Err(bad_event(conn, rows, key, plugin, err, idx)?)
                 }
-                Some((v, _, _)) => parse(v),
+                Some((v, _, _, sv, last)) => Ok(ReadValue {
+                    value: parse(v)?,
+                    version: sv.unwrap_or(1),
+                    event: last,
+                }),
             }
         }
         Scope::Branch => {
@@ -120,12 +163,12 @@ pub(super) fn read_value(
                         .map_err(q)?,
                 };
             let Some((bound, seg)) = start else {
-                return Ok(None);
+                return Ok(ReadValue::NONE);
             };
-            let Some((e, (s, error, error_idx), at)) =
+            let Some((e, (s, error, error_idx, sv), at)) =
                 nearest_branch_event(conn, rows, key, plugin, seg, bound)?
             else {
-                return Ok(None);
+                return Ok(ReadValue::NONE);
             };
             if !matches!(s.as_deref(), None | Some("branch")) {
                 return Err(rows.corrupt(format!("event {e}: unknown stored scope {s:?}")));
@@ -139,7 +182,7 @@ pub(super) fn read_value(
             let at = decoded(e, at)?;
             // The base events of a delta, by index (prepared only when there is one).
             let mut by_idx = None;
-            rows.unfold(at, |i| {
+            let value = rows.unfold(at, |i| {
                 let stmt = match &mut by_idx {
                     Some(stmt) => stmt,
                     None => by_idx.insert(
@@ -157,6 +200,11 @@ pub(super) fn read_value(
                 .map_err(q)?
                 .map(|s| decoded(i, s))
                 .transpose()
+            })?;
+            Ok(ReadValue {
+                value,
+                version: sv.unwrap_or(1),
+                event: Some(e),
             })
         }
     }
@@ -177,7 +225,7 @@ fn nearest_branch_event(
     let q = |r| db_err(rows.db, "reading the projection")(r);
     let mut event = conn
         .prepare_cached(
-            "SELECT idx, scope, error, error_idx, value, base, delta, chain FROM events \
+            "SELECT idx, scope, error, error_idx, value, base, delta, chain, sv FROM events \
              INDEXED BY events_by_plugin WHERE file = ?1 AND plugin = ?2 AND seg = ?3 AND idx <= ?4 \
              AND scope IS NOT 'session' ORDER BY idx DESC LIMIT 1",
         )
@@ -191,7 +239,7 @@ fn nearest_branch_event(
             .query_row(params![key, plugin, seg, bound], |r| {
                 Ok((
                     r.get(0)?,
-                    (r.get(1)?, r.get(2)?, r.get(3)?),
+                    (r.get(1)?, r.get(2)?, r.get(3)?, r.get(8)?),
                     from_columns(r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?),
                 ))
             })

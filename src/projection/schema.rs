@@ -22,7 +22,7 @@ use std::time::Duration;
 /// A database of an earlier version is migrated in place (its cached rows dropped, its
 /// lock and presence rows kept); one of a later version is refused, never written
 /// (docs/spec.md §4, P4).
-pub(super) const SCHEMA_VERSION: i64 = 4;
+pub(super) const SCHEMA_VERSION: i64 = 5;
 
 const APP: &str = "session-state";
 
@@ -77,6 +77,7 @@ CREATE TABLE IF NOT EXISTS events(
     base INTEGER,
     delta TEXT,
     chain INTEGER NOT NULL DEFAULT 0,
+    sv INTEGER,
     PRIMARY KEY(file, idx)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS events_by_plugin ON events(file, plugin, seg, idx)
@@ -98,6 +99,7 @@ CREATE TABLE IF NOT EXISTS session_values(
     last_idx INTEGER,
     error TEXT,
     error_idx INTEGER,
+    sv INTEGER,
     PRIMARY KEY(file, plugin)
 ) WITHOUT ROWID;
 ";

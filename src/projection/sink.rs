@@ -650,11 +650,15 @@ impl EntrySink for SqlSink<'_> {
                         (columns(&folded.stored).0.map(str::to_owned), None)
                     }
                 };
+                let sv = match (&next.1, &decoded) {
+                    (None, Ok(env)) if env.state_version > 1 => Some(env.state_version),
+                    _ => None,
+                };
                 self.sql(
                     self.tx
                         .prepare_cached(
                             "INSERT OR REPLACE INTO session_values(file, plugin, value, last_idx, \
-                             error, error_idx) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                             error, error_idx, sv) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                         )
                         .and_then(|mut q| {
                             q.execute(params![
@@ -663,7 +667,8 @@ impl EntrySink for SqlSink<'_> {
                                 next.0,
                                 idx,
                                 next.1.as_ref().map(|e| &e.0),
-                                next.1.as_ref().map(|e| e.1)
+                                next.1.as_ref().map(|e| e.1),
+                                sv
                             ])
                         }),
                 )?;
@@ -673,8 +678,9 @@ impl EntrySink for SqlSink<'_> {
                 self.tx
                     .prepare_cached(
                         "INSERT INTO events(file, idx, plugin, scope, seg, line, offset, len, \
-                         digest, value, error, error_idx, base, delta, chain) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                         digest, value, error, error_idx, base, delta, chain, sv) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
+                         ?16)",
                     )
                     .and_then(|mut q| {
                         let (value, base, delta, chain) = columns(&row.stored);
@@ -693,7 +699,12 @@ impl EntrySink for SqlSink<'_> {
                             row.error.as_ref().map(|e| e.1),
                             base,
                             delta,
-                            chain
+                            chain,
+                            decoded
+                                .as_ref()
+                                .ok()
+                                .map(|env| env.state_version)
+                                .filter(|&sv| sv > 1)
                         ])
                     }),
             )?;

@@ -18,7 +18,7 @@
 //! the session's export.
 
 use super::ingest::{CHUNK_BYTES, CHUNK_ENTRIES};
-use super::read::read_value;
+use super::read::{ReadValue, read_value};
 use super::sink::SqlSink;
 use super::watermark::span_digest;
 use super::{CatchUp, Projection, db_err, forget};
@@ -28,7 +28,6 @@ use crate::log::reader::{ReadMode, ScanState};
 use crate::sqlite::end_transaction;
 use crate::state::envelope::Scope;
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
@@ -96,7 +95,7 @@ pub(crate) struct StoredTail {
 pub(crate) struct StoredDecision {
     pub(crate) tail: StoredTail,
     pub(crate) parent: Option<String>,
-    pub(crate) current: Option<Value>,
+    pub(crate) current: ReadValue,
 }
 
 fn ensure_table(conn: &Connection, db: &Path) -> Result<()> {
@@ -441,7 +440,7 @@ impl Projection {
         plugin: &str,
         scope: Scope,
         at: Option<&str>,
-    ) -> Result<Option<Value>> {
+    ) -> Result<ReadValue> {
         Ok(self.decide_stored(src, plugin, scope, at)?.current)
     }
 
@@ -483,7 +482,7 @@ impl Projection {
         plugin: &str,
         scope: Scope,
         at: Option<&str>,
-    ) -> Result<(Option<String>, Option<Value>)> {
+    ) -> Result<(Option<String>, ReadValue)> {
         let (key, label) = (src.key(), src.label());
         let parent = match at {
             Some(a) => Some(a.to_owned()),
@@ -693,8 +692,11 @@ mod tests {
             "the rows changed since they were judged: left alone"
         );
         let read = |p: &mut Projection| p.read_stored(&src, "p", Scope::Branch, None);
-        assert_eq!(read(&mut first).expect("first reads"), Some(2.into()));
-        assert_eq!(read(&mut second).expect("second reads"), Some(2.into()));
+        assert_eq!(read(&mut first).expect("first reads").value, Some(2.into()));
+        assert_eq!(
+            read(&mut second).expect("second reads").value,
+            Some(2.into())
+        );
         // Rows judged as they stand are started over.
         let now = read_mark(&second.conn, &second.path, &key).expect("mark");
         assert!(
@@ -702,6 +704,6 @@ mod tests {
                 .start_over(&src, &key, &label, now.as_ref())
                 .expect("start over")
         );
-        assert_eq!(read(&mut first).expect("rebuilt"), Some(2.into()));
+        assert_eq!(read(&mut first).expect("rebuilt").value, Some(2.into()));
     }
 }

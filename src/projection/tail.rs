@@ -8,14 +8,13 @@
 //! caller reads the log (`src/store/tail.rs`).
 
 use super::ingest::{ingest_resumed, up_to_date_row};
-use super::read::read_value;
+use super::read::{ReadValue, read_value};
 use super::watermark::SessionRow;
 use super::{CatchUp, Projection, db_err, file_key};
 use crate::error::Result;
 use crate::log::io::FileIdentity;
 use crate::state::envelope::Scope;
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
 use std::path::Path;
 
 /// The session at the file's tail, as the rows know it, inside the write transaction.
@@ -25,7 +24,7 @@ pub(crate) struct Tail {
     /// (`None`: a session without entries, whose next entry is a root).
     pub(crate) parent: Option<String>,
     /// The plugin's folded value at `parent`.
-    pub(crate) current: Option<Value>,
+    pub(crate) current: ReadValue,
     /// The file's identity and length: the append must find the file so.
     pub(crate) identity: FileIdentity,
     pub(crate) len: u64,
@@ -125,6 +124,14 @@ pub(crate) fn tail_in_transaction(
 }
 
 impl Tail {
+    /// The entry id of the event that set the current value, when there is one.
+    pub(crate) fn current_entry(&self, conn: &Connection) -> Option<String> {
+        let idx = self.current.event?;
+        super::read::entry_id_at(conn, &self.key, idx)
+            .ok()
+            .flatten()
+    }
+
     /// Whether `id` can name a new entry: no entry of the file and not the session id
     /// (docs/spec.md §2: new ids are unique against every id in the file).
     pub(crate) fn id_is_free(&self, conn: &Connection, db: &Path, id: &str) -> Result<bool> {

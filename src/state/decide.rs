@@ -26,12 +26,13 @@ pub(crate) struct TooDeepResult {
 /// Refused when the value it would leave could not be read back by this crate. The
 /// caller's own value or patch is checked before (`StateKey::check_op`); what the value
 /// inherits from the session passes, so that writes on top of it keep working.
+#[cfg(test)]
 pub(crate) fn decide(
     scope: Scope,
     current: Option<&Value>,
     op: Op,
 ) -> Result<Option<Envelope>, TooDeepResult> {
-    decide_next(scope, current, op).map(|d| d.map(|d| d.event))
+    decide_versioned(scope, current, op, 1, true).map(|d| d.map(|d| d.event))
 }
 
 /// A decided event and, for a `patch`, the value after it (a `set`'s is its own value,
@@ -42,13 +43,42 @@ pub(crate) struct Decided {
     pub patched: Option<Value>,
 }
 
-/// [`decide`], keeping the patched value. A `set` and a `drop` are compared without
-/// copying anything.
-pub(crate) fn decide_next(
+/// [`decide`] for a state of version `version`, keeping the value a `patch` leaves (a
+/// `set` and a `drop` are compared without copying anything). `same_version`: `current` stands
+/// at that version (or is absent); otherwise it is a value of an older version already
+/// migrated to this one, and the event is a whole `set` of the value after `op` (or a
+/// `drop`), never a `patch`: a chain of patches never mixes versions. A write that
+/// leaves an older value as it is still appends its `set`, which records the version.
+pub(crate) fn decide_versioned(
     scope: Scope,
     current: Option<&Value>,
     op: Op,
+    version: u32,
+    same_version: bool,
 ) -> Result<Option<Decided>, TooDeepResult> {
+    let event = |op| Envelope {
+        scope,
+        op,
+        state_version: version,
+    };
+    if !same_version && current.is_some() {
+        let next = match op {
+            Op::Set(v) => Some(v),
+            Op::Drop => None,
+            Op::Patch(p) => Op::Patch(p).apply(current),
+        };
+        let op = match next {
+            Some(next) => {
+                check_result(&next)?;
+                Op::Set(next)
+            }
+            None => Op::Drop,
+        };
+        return Ok(Some(Decided {
+            event: event(op),
+            patched: None,
+        }));
+    }
     let patched = match &op {
         Op::Patch(_) => op.apply(current),
         Op::Set(_) | Op::Drop => None,
@@ -65,7 +95,7 @@ pub(crate) fn decide_next(
         check_result(next)?;
     }
     Ok(Some(Decided {
-        event: Envelope { scope, op },
+        event: event(op),
         patched,
     }))
 }
@@ -195,7 +225,7 @@ mod tests {
             match decided {
                 Ok(Some(env)) => {
                     prop_assert!(changes, "an event for a write that changes nothing");
-                    prop_assert_eq!(env, Envelope { scope, op });
+                    prop_assert_eq!(env, Envelope::new(scope, op));
                 }
                 Ok(None) => prop_assert!(!changes, "no event for a write that changes the value"),
                 Err(e) => prop_assert!(false, "a small value refused: {e:?}"),

@@ -6,8 +6,14 @@ use serde_json::{Map, Value};
 /// The `customType` prefix of this crate's state events.
 pub const STATE_PREFIX: &str = "session-state/";
 
-/// The envelope version this crate writes and reads.
+/// The envelope version of an event written under state version 1 (an unversioned
+/// event): every reader of this crate reads it.
 pub const ENVELOPE_VERSION: u64 = 1;
+
+/// The envelope version of an event that carries a `stateVersion` (a state written under
+/// version 2 or later). A reader that knows only [`ENVELOPE_VERSION`] refuses it as an
+/// unknown envelope version, so it can never misread a value of a shape it does not know.
+pub const VERSIONED_ENVELOPE: u64 = 2;
 
 /// Which fold a state belongs to.
 #[derive(
@@ -81,6 +87,9 @@ pub struct Envelope {
     pub scope: Scope,
     /// Its op.
     pub op: Op,
+    /// The version of the state's shape the event was written under: 1 for an event
+    /// without `stateVersion` (envelope `v: 1`), N for `"v": 2, "stateVersion": N`.
+    pub state_version: u32,
 }
 
 /// Why an event could not be decoded. The scope is known when the envelope names a
@@ -92,10 +101,31 @@ pub(crate) struct DecodeError {
 }
 
 impl Envelope {
+    /// An event of state version 1 (no `stateVersion` written).
+    pub fn new(scope: Scope, op: Op) -> Envelope {
+        Envelope {
+            scope,
+            op,
+            state_version: 1,
+        }
+    }
+
+    /// The envelope version this event is written with.
+    pub fn envelope_version(&self) -> u64 {
+        if self.state_version > 1 {
+            VERSIONED_ENVELOPE
+        } else {
+            ENVELOPE_VERSION
+        }
+    }
+
     /// The `data` object as this crate writes it.
     pub fn to_data(&self) -> Value {
         let mut m = Map::new();
-        m.insert("v".into(), ENVELOPE_VERSION.into());
+        m.insert("v".into(), self.envelope_version().into());
+        if self.state_version > 1 {
+            m.insert("stateVersion".into(), self.state_version.into());
+        }
         m.insert("scope".into(), self.scope.as_str().into());
         m.insert("op".into(), self.op.name().into());
         match &self.op {
@@ -120,7 +150,11 @@ impl Envelope {
         };
         let mut s = String::with_capacity(256);
         s.push_str("{\"v\":");
-        s.push_str(itoa::Buffer::new().format(ENVELOPE_VERSION));
+        s.push_str(itoa::Buffer::new().format(self.envelope_version()));
+        if self.state_version > 1 {
+            s.push_str(",\"stateVersion\":");
+            s.push_str(itoa::Buffer::new().format(self.state_version));
+        }
         s.push_str(",\"scope\":\"");
         s.push_str(self.scope.as_str());
         s.push_str("\",\"op\":\"");
@@ -152,16 +186,54 @@ impl Envelope {
             Some(other) => return Err(err(None, format!("`scope` is {other}, not a string"))),
             None => return Err(err(None, "`scope` is missing".into())),
         };
-        match m.get("v") {
-            Some(Value::Number(n)) if n.as_u64() == Some(ENVELOPE_VERSION) => {}
+        let state_version = match m.get("v") {
+            Some(Value::Number(n)) if n.as_u64() == Some(ENVELOPE_VERSION) => {
+                if m.contains_key("stateVersion") {
+                    return Err(err(
+                        Some(scope),
+                        "`stateVersion` in a v=1 envelope (an event with a state version is \
+                         written as v=2)"
+                            .into(),
+                    ));
+                }
+                1
+            }
+            Some(Value::Number(n)) if n.as_u64() == Some(VERSIONED_ENVELOPE) => {
+                match m.get("stateVersion") {
+                    Some(Value::Number(n)) => match n.as_u64().map(u32::try_from) {
+                        Some(Ok(sv)) if sv >= 1 => sv,
+                        _ => {
+                            return Err(err(
+                                Some(scope),
+                                format!(
+                                    "`stateVersion` is {n}, not a whole number from 1 to {}",
+                                    u32::MAX
+                                ),
+                            ));
+                        }
+                    },
+                    Some(other) => {
+                        return Err(err(
+                            Some(scope),
+                            format!("`stateVersion` is {other}, not a number"),
+                        ));
+                    }
+                    None => {
+                        return Err(err(
+                            Some(scope),
+                            "a v=2 envelope without `stateVersion`".into(),
+                        ));
+                    }
+                }
+            }
             Some(other) => {
                 return Err(err(
                     Some(scope),
-                    format!("unknown envelope version v={other} (this crate reads v=1)"),
+                    format!("unknown envelope version v={other} (this crate reads v=1 and v=2)"),
                 ));
             }
             None => return Err(err(Some(scope), "`v` is missing".into())),
-        }
+        };
         let op = match m.get("op").and_then(Value::as_str) {
             Some("set") => match m.remove("value") {
                 Some(v) => Op::Set(v),
@@ -180,7 +252,11 @@ impl Envelope {
             }
             None => return Err(err(Some(scope), "`op` is missing or not a string".into())),
         };
-        Ok(Envelope { scope, op })
+        Ok(Envelope {
+            scope,
+            op,
+            state_version,
+        })
     }
 }
 
@@ -200,12 +276,57 @@ mod tests {
                 Op::Patch(json!({"a": {"b": null}})),
                 Op::Drop,
             ] {
-                let env = Envelope { scope, op };
-                assert_eq!(
-                    env.data_text(),
-                    crate::json::to_string_exact(&env.to_data())
-                );
+                for state_version in [1, 2, 7, u32::MAX] {
+                    let env = Envelope {
+                        scope,
+                        op: op.clone(),
+                        state_version,
+                    };
+                    assert_eq!(
+                        env.data_text(),
+                        crate::json::to_string_exact(&env.to_data())
+                    );
+                    let back = Envelope::decode(Some(&env.data_text())).expect("decodes");
+                    assert_eq!(back.state_version, state_version);
+                }
             }
         }
+    }
+
+    #[test]
+    fn a_state_version_is_written_only_above_1_and_in_a_v2_envelope() {
+        let one = Envelope::new(Scope::Branch, Op::Drop);
+        assert_eq!(one.data_text(), r#"{"v":1,"scope":"branch","op":"drop"}"#);
+        let three = Envelope {
+            state_version: 3,
+            ..one
+        };
+        assert_eq!(
+            three.data_text(),
+            r#"{"v":2,"stateVersion":3,"scope":"branch","op":"drop"}"#
+        );
+        let refused = |data: &str| Envelope::decode(Some(data)).expect_err(data).detail;
+        assert!(
+            refused(r#"{"v":1,"stateVersion":2,"scope":"branch","op":"drop"}"#).contains("v=1")
+        );
+        assert!(
+            refused(r#"{"v":2,"scope":"branch","op":"drop"}"#).contains("without `stateVersion`")
+        );
+        assert!(
+            refused(r#"{"v":2,"stateVersion":0,"scope":"branch","op":"drop"}"#)
+                .contains("whole number")
+        );
+        assert!(
+            refused(r#"{"v":2,"stateVersion":1.5,"scope":"branch","op":"drop"}"#)
+                .contains("whole number")
+        );
+        assert!(
+            refused(r#"{"v":2,"stateVersion":"2","scope":"branch","op":"drop"}"#)
+                .contains("not a number")
+        );
+        assert!(
+            refused(r#"{"v":3,"stateVersion":2,"scope":"branch","op":"drop"}"#)
+                .contains("unknown envelope version")
+        );
     }
 }

@@ -27,12 +27,16 @@ pub(crate) struct Folded {
     pub value: Option<Arc<Value>>,
     /// Node index of the last event folded in (None: no event yet).
     pub last: Option<u32>,
+    /// The state version of the last event folded in (1 when there is none): the
+    /// version the value was written under.
+    pub version: u32,
 }
 
 impl Folded {
     const EMPTY: Folded = Folded {
         value: None,
         last: None,
+        version: 1,
     };
 }
 
@@ -231,6 +235,7 @@ fn branch_at(f: &mut Folds, log: &SessionLog, plugin: &str, node: u32) -> FoldRe
         acc = Folded {
             value: step::apply(&env.op, acc.value.as_deref()).map(Arc::new),
             last: Some(e),
+            version: env.state_version,
         };
         pc.at_event.insert(e, Ok(acc.clone()));
     }
@@ -260,6 +265,7 @@ fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
                 acc = Ok(Folded {
                     value: step::apply(&env.op, prev.as_deref()).map(Arc::new),
                     last: Some(node),
+                    version: env.state_version,
                 });
             }
             Ok(None) => {}
@@ -274,7 +280,7 @@ fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
 }
 
 /// Remembers the event of `plugin` that this process just appended at `node` (the log's
-/// last entry), as [`super::decide::decide_next`] decided it from the value at the
+/// last entry), as [`super::decide::decide_versioned`] decided it from the value at the
 /// entry's parent (or the session fold): the value after it, so that the next read or
 /// write at the new leaf neither parses the line back nor applies the event again. What
 /// it stores is what [`value_at`] would compute from the line.
@@ -283,6 +289,7 @@ fn session_value(f: &mut Folds, log: &SessionLog, plugin: &str) -> FoldResult {
 pub(crate) fn remember_appended(folds: &mut Folds, plugin: &str, node: u32, decided: Decided) {
     let Decided { event, patched } = decided;
     let scope = event.scope;
+    let version = event.state_version;
     let value = match event.op {
         Op::Set(v) => Some(v),
         Op::Drop => None,
@@ -291,6 +298,7 @@ pub(crate) fn remember_appended(folds: &mut Folds, plugin: &str, node: u32, deci
     let after = Folded {
         value: value.map(Arc::new),
         last: Some(node),
+        version,
     };
     match scope {
         Scope::Branch => {
@@ -379,6 +387,8 @@ pub struct HistoryEntry {
     pub argument: Option<Value>,
     /// The value after this event.
     pub value: Option<Value>,
+    /// The state version the event was written under (1: an event without one).
+    pub state_version: u32,
 }
 
 /// The events that made the value at `node`, oldest first.
@@ -424,6 +434,7 @@ pub(crate) fn history(
                         Op::Drop => None,
                     },
                     value: acc.as_ref().map(crate::json::clone_value),
+                    state_version: env.state_version,
                 });
             }
             Ok(None) => {}
@@ -500,10 +511,7 @@ mod tests {
         let log = session(dir.path(), &events, |_| None);
         let mut f = Folds::of(&log);
         let set = |v: i32| Decided {
-            event: Envelope {
-                scope: Scope::Branch,
-                op: Op::Set(v.into()),
-            },
+            event: Envelope::new(Scope::Branch, Op::Set(v.into())),
             patched: None,
         };
         let at = |f: &mut Folds, plugin: &str, node: u32| {

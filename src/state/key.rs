@@ -19,7 +19,7 @@
 //! # Ok::<(), session_state::Error>(())
 //! ```
 
-use super::decide::{Decided, TooDeepResult, check_result, decide, decide_next};
+use super::decide::{Decided, TooDeepResult, check_result, decide_versioned};
 use super::depth::{self, MAX_DEPTH};
 use super::envelope::{Envelope, Op, STATE_PREFIX, Scope};
 use crate::error::{Error, Result};
@@ -82,14 +82,24 @@ pub struct StateKey<T = Value> {
     /// Shared with every entry a write builds (`NewEntry::custom_printed`).
     custom_type: std::sync::Arc<str>,
     scope: Scope,
+    /// The version of the state's shape this key reads and writes (1 by default).
+    version: u32,
+    /// Turns a value written under an older version into this version's shape.
+    migrate: Option<std::sync::Arc<Migrate>>,
     _t: PhantomData<fn() -> T>,
 }
+
+/// A key's migration ([`StateKey::versioned`]): the value as written under version
+/// `from` (older than the key's) in, the value in the key's shape out, or why not.
+pub type Migrate = dyn Fn(Value, u32) -> std::result::Result<Value, String> + Send + Sync;
 
 impl<T> Clone for StateKey<T> {
     fn clone(&self) -> Self {
         StateKey {
             custom_type: self.custom_type.clone(),
             scope: self.scope,
+            version: self.version,
+            migrate: self.migrate.clone(),
             _t: PhantomData,
         }
     }
@@ -97,7 +107,9 @@ impl<T> Clone for StateKey<T> {
 
 impl<T> PartialEq for StateKey<T> {
     fn eq(&self, other: &Self) -> bool {
-        *self.custom_type == *other.custom_type && self.scope == other.scope
+        *self.custom_type == *other.custom_type
+            && self.scope == other.scope
+            && self.version == other.version
     }
 }
 
@@ -108,6 +120,7 @@ impl<T> std::fmt::Debug for StateKey<T> {
         f.debug_struct("StateKey")
             .field("plugin", &self.plugin_id())
             .field("scope", &self.scope)
+            .field("version", &self.version)
             .finish()
     }
 }
@@ -134,6 +147,8 @@ impl<T> StateKey<T> {
         StateKey {
             custom_type: format!("{STATE_PREFIX}{plugin_id}").into(),
             scope,
+            version: 1,
+            migrate: None,
             _t: PhantomData,
         }
     }
@@ -158,13 +173,138 @@ impl<T> StateKey<T> {
         self.custom_type.clone()
     }
 
-    /// The same plugin and scope for values of another type.
+    /// The same plugin, scope and version for values of another type.
     pub fn cast<U>(&self) -> StateKey<U> {
         StateKey {
             custom_type: self.custom_type.clone(),
             scope: self.scope,
+            version: self.version,
+            migrate: self.migrate.clone(),
             _t: PhantomData,
         }
+    }
+
+    /// This key at version `version` of the state's shape, with the function that turns
+    /// a value written under an older version (`from`, 1 for an event without a
+    /// version) into this version's shape. Every write records `version` in its event
+    /// (`"stateVersion"`, when above 1); a read of an older value returns `migrate`'s
+    /// result, in memory only (nothing is written, and the projection keeps the stored
+    /// value); the next write is a whole `set` of the migrated value at this version. A
+    /// state written under a newer version is refused by every read and write
+    /// ([`Error::NewerStateVersion`]). Version 0 is refused ([`Error::InvalidOption`]).
+    ///
+    /// ```
+    /// use session_state::{Scope, StateKey};
+    /// use serde_json::{json, Value};
+    /// // Version 1 stored a name; version 2 stores {"name", "since"}.
+    /// let role = StateKey::<Value>::new("role", Scope::Branch)?.versioned(2, |old, from| {
+    ///     assert_eq!(from, 1);
+    ///     Ok(json!({"name": old, "since": null}))
+    /// })?;
+    /// assert_eq!(role.version(), 2);
+    /// # Ok::<(), session_state::Error>(())
+    /// ```
+    pub fn versioned(
+        mut self,
+        version: u32,
+        migrate: impl Fn(Value, u32) -> std::result::Result<Value, String> + Send + Sync + 'static,
+    ) -> Result<StateKey<T>> {
+        if version == 0 {
+            return Err(Error::InvalidOption {
+                option: "version",
+                detail: "0 is not a state version: versions start at 1".into(),
+            });
+        }
+        self.version = version;
+        self.migrate = Some(std::sync::Arc::new(migrate));
+        Ok(self)
+    }
+
+    /// The version of the state's shape this key reads and writes (1 unless
+    /// [`StateKey::versioned`]).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// The value a read returns for `value`, written under `stored` (the version of the
+    /// event that made it; 1 when there is none): refused when `stored` is newer than the
+    /// key's version, migrated when it is older (an absent value stays absent). `entry`
+    /// names the event, for the errors.
+    pub fn resolve(
+        &self,
+        value: Option<Value>,
+        stored: u32,
+        entry: impl FnOnce() -> Option<String>,
+    ) -> Result<Option<Value>> {
+        if stored == self.version {
+            return Ok(value);
+        }
+        // One error at most is made, so the entry is named at most once.
+        let mut entry = Some(entry);
+        let mut named = || entry.take().and_then(|f| f());
+        self.check_version(stored, &mut named)?;
+        match (value, &self.migrate) {
+            (Some(v), Some(migrate)) => {
+                migrate(v, stored)
+                    .map(Some)
+                    .map_err(|detail| Error::Migrate {
+                        plugin: self.plugin_id().to_owned(),
+                        from: stored,
+                        to: self.version,
+                        entry_id: named(),
+                        detail,
+                    })
+            }
+            // Absent stays absent; and a key without `migrate` is of version 1, below
+            // which nothing is written.
+            (value, _) => Ok(value),
+        }
+    }
+
+    /// Refuses a state written under a newer version than the key's.
+    pub fn check_version(&self, stored: u32, entry: impl FnOnce() -> Option<String>) -> Result<()> {
+        if stored > self.version {
+            return Err(Error::NewerStateVersion {
+                plugin: self.plugin_id().to_owned(),
+                stored,
+                known: self.version,
+                entry_id: entry(),
+            });
+        }
+        Ok(())
+    }
+
+    /// [`StateKey::decide`] on a value written under `stored` (the version of the event
+    /// that made it, 1 when there is none): refused when `stored` is newer than the
+    /// key's version; an older value is migrated first and the event is a whole `set`
+    /// (or a `drop`) at the key's version, so that a chain of patches never mixes
+    /// versions. The event always records the key's version.
+    pub fn decide_on(
+        &self,
+        current: Option<&Value>,
+        stored: u32,
+        entry: impl FnOnce() -> Option<String>,
+        op: Op,
+    ) -> Result<Option<Envelope>> {
+        self.decide_next_on(current, stored, entry, op)
+            .map(|d| d.map(|d| d.event))
+    }
+
+    /// [`StateKey::decide_on`], keeping the value a `patch` leaves (for the fold memo).
+    pub(crate) fn decide_next_on(
+        &self,
+        current: Option<&Value>,
+        stored: u32,
+        entry: impl FnOnce() -> Option<String>,
+        op: Op,
+    ) -> Result<Option<Decided>> {
+        if stored == self.version {
+            return decide_versioned(self.scope, current, op, self.version, true)
+                .map_err(|e| self.too_deep_result(e));
+        }
+        let migrated = self.resolve(current.map(crate::json::clone_value), stored, entry)?;
+        decide_versioned(self.scope, migrated.as_ref(), op, self.version, false)
+            .map_err(|e| self.too_deep_result(e))
     }
 
     /// The JSON value a write would store for `value` (or a patch apply), refused before
@@ -210,13 +350,13 @@ impl<T> StateKey<T> {
     /// the writers call it first, before anything is opened); what the value inherits
     /// from the session (a value Pi wrote thousands of levels deep, ±Infinity, an integer
     /// beyond 2^53) passes, so that writes on top of it keep working.
+    ///
+    /// `current` is taken to be of the key's version ([`StateKey::decide_on`] takes the
+    /// version it was written under).
     pub fn decide(&self, current: Option<&Value>, op: Op) -> Result<Option<Envelope>> {
-        decide(self.scope, current, op).map_err(|e| self.too_deep_result(e))
-    }
-
-    /// [`StateKey::decide`], keeping the value a `patch` leaves (for the fold memo).
-    pub(crate) fn decide_next(&self, current: Option<&Value>, op: Op) -> Result<Option<Decided>> {
-        decide_next(self.scope, current, op).map_err(|e| self.too_deep_result(e))
+        decide_versioned(self.scope, current, op, self.version, true)
+            .map(|d| d.map(|d| d.event))
+            .map_err(|e| self.too_deep_result(e))
     }
 
     /// Refuses the value a write would leave when this crate could not read it back, as

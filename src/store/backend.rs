@@ -32,7 +32,7 @@
 //! ```
 
 use super::Store;
-use super::state::SessionState;
+use super::state::{SessionState, StoredValue};
 use crate::error::{Error, Result, StoreError};
 use crate::log::reader::ReadMode;
 use crate::persistence::retry::{Retry, not_written};
@@ -148,16 +148,14 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// answered by the projection from the store's lines (see the module docs): flat in
     /// the session's size once the projection is warm. Adds nothing to the session.
     pub fn read_stored(&self, session: &StoredSession<'_>, at: Option<&str>) -> Result<Option<T>> {
-        match self.read_stored_value(session, at)? {
-            None => Ok(None),
-            Some(v) => T::deserialize(&v)
-                .map(Some)
-                .map_err(|source| Error::Deserialize {
-                    plugin: self.plugin_id().to_owned(),
-                    entry_id: None,
-                    source,
-                }),
-        }
+        let stored =
+            self.store()
+                .read_stored_versioned(session, self.plugin_id(), self.scope(), at)?;
+        let entry = stored.entry;
+        let value = self
+            .key()
+            .resolve(stored.value, stored.state_version, || entry.clone())?;
+        self.deserialize(value.as_ref(), || entry)
     }
 
     /// [`SessionState::read_stored`] as raw JSON, in [`crate::json`]'s lossless encoding.
@@ -166,8 +164,12 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         session: &StoredSession<'_>,
         at: Option<&str>,
     ) -> Result<Option<Value>> {
-        self.store()
-            .read_stored_value(session, self.plugin_id(), self.scope(), at)
+        let stored =
+            self.store()
+                .read_stored_versioned(session, self.plugin_id(), self.scope(), at)?;
+        let entry = stored.entry;
+        self.key()
+            .resolve(stored.value, stored.state_version, || entry)
     }
 
     /// Sets the value in a backend's session, as a child of its last entry (or of `at`:
@@ -251,7 +253,15 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             // the sequence number this one decided on (docs/lock.md, "Taking turns").
             let _turn = db.turn();
             let d = db.decide_stored(session, self.plugin_id(), self.scope(), at)?;
-            let Some(env) = self.key().decide(d.current.as_ref(), op.clone())? else {
+            let key = StoredLines::key(session);
+            let entry = || d.current.event.and_then(|idx| db.entry_by_key(&key, idx));
+            let Some(env) = self.key().decide_on(
+                d.current.value.as_ref(),
+                d.current.version,
+                entry,
+                op.clone(),
+            )?
+            else {
                 return Ok(Attempt::Done(None));
             };
             let id = crate::log::fresh_id(|id| {
@@ -315,9 +325,33 @@ impl Store {
         scope: Scope,
         at: Option<&str>,
     ) -> Result<Option<Value>> {
+        Ok(self
+            .read_stored_versioned(session, plugin, scope, at)?
+            .value)
+    }
+
+    /// [`Store::read_stored_value`] with the state version the value was written under
+    /// and the entry of the event that set it.
+    pub fn read_stored_versioned(
+        &self,
+        session: &StoredSession<'_>,
+        plugin: &str,
+        scope: Scope,
+        at: Option<&str>,
+    ) -> Result<StoredValue> {
         let mut retry = Retry::new(session.store);
+        let key = StoredLines::key(session);
         loop {
-            match self.with_db(|db| db.read_stored(session, plugin, scope, at)) {
+            let read = self.with_db(|db| {
+                let read = db.read_stored(session, plugin, scope, at)?;
+                let entry = read.event.and_then(|idx| db.entry_by_key(&key, idx));
+                Ok(StoredValue {
+                    value: read.value,
+                    state_version: read.version,
+                    entry,
+                })
+            });
+            match read {
                 Err(Error::Store(e)) if e.is_transient() => retry.failed(e)?,
                 r => return r,
             }

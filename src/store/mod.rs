@@ -36,7 +36,7 @@ use crate::state::fold::Folds;
 use crate::state::key::StateKey;
 use crate::tree::SessionLog;
 use serde_json::Value;
-use state::SessionState;
+use state::{SessionState, StoredValue};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -410,6 +410,9 @@ impl Store {
     /// leaf were `at` (default: the last entry in file order), answered by the projection
     /// without parsing the log (for tools that read any plugin; an extension uses its
     /// [`SessionState::read_file`]). In [`crate::json`]'s lossless encoding.
+    ///
+    /// The value is as stored, written under the version [`Store::read_versioned`]
+    /// reports; a [`SessionState`] migrates it to its own.
     pub fn read_value(
         &self,
         file: &Path,
@@ -417,7 +420,46 @@ impl Store {
         scope: Scope,
         at: Option<&str>,
     ) -> Result<Option<Value>> {
-        self.with_db(|db| db.read(file, plugin, scope, at))
+        self.with_db(|db| db.read(file, plugin, scope, at).map(|r| r.value))
+    }
+
+    /// [`Store::read_value`] with the state version the value was written under and the
+    /// entry of the event that set it.
+    pub fn read_versioned(
+        &self,
+        file: &Path,
+        plugin: &str,
+        scope: Scope,
+        at: Option<&str>,
+    ) -> Result<StoredValue> {
+        self.with_db(|db| {
+            let read = db.read(file, plugin, scope, at)?;
+            let entry = db.entry_of(file, &read);
+            Ok(StoredValue {
+                value: read.value,
+                state_version: read.version,
+                entry,
+            })
+        })
+    }
+
+    /// The rows' value for `key` in `file`, and the entry of the event that set it when
+    /// it was written under another version than the key's (for the errors).
+    pub(crate) fn read_file_raw<T>(
+        &self,
+        file: &Path,
+        key: &StateKey<T>,
+        at: Option<&str>,
+    ) -> Result<(crate::projection::ReadValue, Option<String>)> {
+        self.with_db(|db| {
+            let read = db.read(file, key.plugin_id(), key.scope(), at)?;
+            let entry = if read.version != key.version() {
+                db.entry_of(file, &read)
+            } else {
+                None
+            };
+            Ok((read, entry))
+        })
     }
 
     /// Runs `f` on the projection, opening it first if needed.

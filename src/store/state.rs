@@ -26,6 +26,21 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::path::Path;
 
+/// A state's value as stored, with the version of its shape it was written under and
+/// the event that set it: what [`crate::Store::read_versioned`] reports to tools (the
+/// value is not migrated; a [`SessionState`]'s reads migrate it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StoredValue {
+    /// The value (`None`: absent), in [`crate::json`]'s lossless encoding.
+    pub value: Option<Value>,
+    /// The state version of the event that set it (1 for an event without one, and
+    /// when there is no event).
+    #[serde(rename = "stateVersion")]
+    pub state_version: u32,
+    /// The entry id of that event (`None`: no event).
+    pub entry: Option<String>,
+}
+
 /// What [`SessionState::apply_at_tail`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
@@ -134,7 +149,12 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// would print (lone surrogates included).
     pub fn read_value(&self, log: &SessionLog) -> Result<Option<Value>> {
         let f = self.folded(log, log.tree().leaf_index())?;
-        Ok(f.value.map(|v| crate::json::clone_value(&v)))
+        let entry = || f.last.map(|l| log.entry_at(l).id().to_owned());
+        self.key.resolve(
+            f.value.as_deref().map(crate::json::clone_value),
+            f.version,
+            entry,
+        )
     }
 
     /// The value at the last entry of the session file `file` (Pi's leaf when it opens
@@ -150,24 +170,43 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         self.read_file_inner(file.as_ref(), Some(entry_id))
     }
 
-    /// [`SessionState::read_file`] as raw JSON, in [`crate::json`]'s lossless encoding.
+    /// [`SessionState::read_file`] as raw JSON, in [`crate::json`]'s lossless encoding
+    /// (migrated to the key's version when written under an older one).
     pub fn read_file_value(
         &self,
         file: impl AsRef<Path>,
         at: Option<&str>,
     ) -> Result<Option<Value>> {
-        self.store
-            .read_value(file.as_ref(), self.plugin_id(), self.scope(), at)
+        let file = file.as_ref();
+        let (read, entry) = self.store.read_file_raw(file, self.key(), at)?;
+        self.key.resolve(read.value, read.version, || entry)
     }
 
     fn read_file_inner(&self, file: &Path, at: Option<&str>) -> Result<Option<T>> {
-        match self.read_file_value(file, at)? {
+        let value = self.read_file_value(file, at)?;
+        self.deserialize(value.as_ref(), || {
+            self.store
+                .read_versioned(file, self.plugin_id(), self.scope(), at)
+                .ok()
+                .and_then(|v| v.entry)
+        })
+    }
+
+    /// `value` as the caller's type; when it does not deserialize, the error names the
+    /// plugin, the entry `entry` names, and the first path that fails.
+    pub(super) fn deserialize(
+        &self,
+        value: Option<&Value>,
+        entry: impl FnOnce() -> Option<String>,
+    ) -> Result<Option<T>> {
+        match value {
             None => Ok(None),
-            Some(v) => crate::json::deserialize::<T>(&v)
+            Some(v) => crate::json::deserialize_with_path::<T>(v)
                 .map(Some)
-                .map_err(|source| Error::Deserialize {
+                .map_err(|(path, source)| Error::Deserialize {
                     plugin: self.plugin_id().to_owned(),
-                    entry_id: None,
+                    entry_id: entry(),
+                    path,
                     source,
                 }),
         }
@@ -205,16 +244,16 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     }
 
     fn decode(&self, log: &SessionLog, f: fold::Folded) -> Result<Option<T>> {
-        match f.value {
-            None => Ok(None),
-            Some(v) => crate::json::deserialize::<T>(&v)
-                .map(Some)
-                .map_err(|source| Error::Deserialize {
-                    plugin: self.plugin_id().to_owned(),
-                    entry_id: f.last.map(|l| log.entry_at(l).id().to_owned()),
-                    source,
-                }),
+        let entry = || f.last.map(|l| log.entry_at(l).id().to_owned());
+        if f.version != self.key.version() {
+            let v = self.key.resolve(
+                f.value.as_deref().map(crate::json::clone_value),
+                f.version,
+                entry,
+            )?;
+            return self.deserialize(v.as_ref(), entry);
         }
+        self.deserialize(f.value.as_deref(), entry)
     }
 
     /// Sets the value. Returns the new entry's id, or `None` when the value was already

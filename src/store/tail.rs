@@ -133,7 +133,12 @@ fn decide<T: Serialize + DeserializeOwned>(
         Ok(tail) => tail,
         Err(why) => return Ok(Err(why)),
     };
-    let Some(env) = state.key().decide(tail.current.as_ref(), op)? else {
+    let current = &tail.current;
+    let entry = || tail.current_entry(conn);
+    let Some(env) = state
+        .key()
+        .decide_on(current.value.as_ref(), current.version, entry, op)?
+    else {
         return Ok(Ok(None));
     };
     let id = crate::log::fresh_id(|id| tail.id_is_free(conn, db, id).map(|free| !free))?;

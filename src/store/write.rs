@@ -87,7 +87,11 @@ fn append_if_changed<T: Serialize + DeserializeOwned>(
     let id = log
         .append_decided(|log| {
             let current = state.folded(log, log.tree().leaf_index())?;
-            let next = state.key().decide_next(current.value.as_deref(), op)?;
+            let entry = || current.last.map(|l| log.entry_at(l).id().to_owned());
+            let next =
+                state
+                    .key()
+                    .decide_next_on(current.value.as_deref(), current.version, entry, op)?;
             let entry = next.as_ref().map(|d| state.entry(&d.event));
             decided = next;
             Ok(entry)
