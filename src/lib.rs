@@ -66,10 +66,12 @@ pub use settings::{
     SettingsDiagnostic, SettingsError, SettingsProblem, agent_dir, default_database_path,
     resolve_location,
 };
-pub use state::envelope::{ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope};
+pub use state::envelope::{
+    ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope, VERSIONED_ENVELOPE,
+};
 pub use state::fold::HistoryEntry;
-pub use state::{MAX_DEPTH, StateKey, Unwritable, parse_scope, validate_plugin_id};
-pub use store::state::{FileWriteStep, SessionState, TailWrite};
+pub use state::{MAX_DEPTH, Migrate, StateKey, Unwritable, parse_scope, validate_plugin_id};
+pub use store::state::{FileWriteStep, SessionState, StoredValue, TailWrite};
 pub use store::{
     KeptSession, Peeked, PruneReport, PrunedSession, SessionStatus, Store, StoreOptions,
     StoredSession, WriteLock,

@@ -12,4 +12,4 @@ pub mod key;
 pub(crate) mod step;
 
 pub use depth::MAX_DEPTH;
-pub use key::{StateKey, Unwritable, parse_scope, validate_plugin_id};
+pub use key::{Migrate, StateKey, Unwritable, parse_scope, validate_plugin_id};
