@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// The schema version this session-state writes.
-const CURRENT: &str = "4";
+const CURRENT: &str = "5";
 
 fn fixture(n: u32) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/projection/v{n}.sqlite"))
@@ -160,7 +160,7 @@ fn a_newer_schema_is_refused_by_every_command_and_left_byte_for_byte() {
     std::fs::copy(fixture(4), &db).unwrap();
     raw_db(&db)
         .execute(
-            "UPDATE meta SET value = '5' WHERE key = 'schema_version'",
+            "UPDATE meta SET value = '6' WHERE key = 'schema_version'",
             [],
         )
         .unwrap();
@@ -200,7 +200,7 @@ fn a_newer_schema_is_refused_by_every_command_and_left_byte_for_byte() {
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(
-            err.contains("made by a newer session-state (schema version 5")
+            err.contains("made by a newer session-state (schema version 6")
                 && err.contains(&*db.to_string_lossy())
                 && err.contains("left untouched"),
             "{args:?}: {err}"
@@ -214,7 +214,7 @@ fn a_newer_schema_is_refused_by_every_command_and_left_byte_for_byte() {
     );
     let err = common::open_store(&db).unwrap_err();
     assert!(
-        matches!(&err, session_state::Error::NewerDatabase { version, known: 4, .. } if version == "5"),
+        matches!(&err, session_state::Error::NewerDatabase { version, known: 5, .. } if version == "6"),
         "{err:?}"
     );
 }
