@@ -678,9 +678,10 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
     call(() => new native.NativeStore(String(databasePath), process.cwd(), "untrusted"));
   }
   registerRenderer(pi, customType);
-  // `/state:status` lists the states stored under a newer version than this one knows.
+  // `/state:status` lists the states stored under a newer version than this one knows:
+  // this one, until its `session_shutdown` (a handle without `on` never says when).
   const opened: OpenedState = { pluginId, scope, version };
-  shared.opened.add(opened);
+  if (typeof pi.on === "function") shared.opened.add(opened);
   /**
    * The last read's answer, which stands while Pi's session is unchanged (the same
    * session manager, leaf and entry count, no force-refresh since). Not a fold memo (the
