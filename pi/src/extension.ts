@@ -2,8 +2,9 @@
  * The Pi extension of the package (listed in package.json's `pi.extensions`):
  *
  * - `/state:status`: the projection database, the session's write-lock holder (alive /
- *   not alive / unknown), the Pi process holding the session, and the state events per
- *   plugin in this session.
+ *   not alive / unknown), the Pi process holding the session, the state events per
+ *   plugin in this session, and the states an extension here opened whose value at Pi's
+ *   leaf was written under a newer version than it knows (every call of theirs refuses).
  * - `/state:force-refresh`: clears the session's lock row and this process's caches and
  *   re-reads the file; asks through `ctx.ui.confirm` when the holder may be alive, and
  *   with no UI leaves the lock alone and says so.
@@ -28,6 +29,7 @@ import {
   eventCountsOf,
   historyReportOf,
   invalidateAll,
+  newerStatesOf,
   registerRenderer,
   shared,
   STATE_PREFIX,
@@ -151,6 +153,20 @@ export function statusText(ctx: PiContext): string {
     lines.push(`${first ? "events   " : "         "} ${termSafe(plugin)}: ${parts.map(termSafe).join(", ")}`);
     first = false;
   }
+  // The states opened here that every call refuses: written under a newer version.
+  let newer: ReturnType<typeof newerStatesOf> = [];
+  try {
+    newer = newerStatesOf(ctx);
+  } catch {
+    // A file the strict reader refuses: the warning above says so.
+  }
+  first = true;
+  for (const n of newer) {
+    lines.push(
+      `${first ? "newer    " : "         "} ${termSafe(n.pluginId)} (${n.scope}): stored under stateVersion ${n.storedVersion}${n.entryId === null ? "" : ` (entry ${termSafe(n.entryId)})`}, newer than version ${n.knownVersion} that its extension here knows: its reads and writes are refused`,
+    );
+    first = false;
+  }
   return lines.join("\n");
 }
 
@@ -221,7 +237,8 @@ export function historyText(ctx: PiContext, args: string): string {
     for (const e of h) {
       const arg = e.op === "drop" ? "" : `  ${shortJson(e.argument, 80)}`;
       const after = e.op === "patch" ? `  -> ${e.value === undefined ? "(absent)" : shortJson(e.value, 80)}` : "";
-      out.push(`  ${termSafe(e.entryId)}  ${e.op.padEnd(opWidth)}${arg}${after}`);
+      const sv = e.stateVersion > 1 ? `  (stateVersion ${e.stateVersion})` : "";
+      out.push(`  ${termSafe(e.entryId)}  ${e.op.padEnd(opWidth)}${arg}${after}${sv}`);
     }
     const value = h.length === 0 ? undefined : h[h.length - 1]!.value;
     out.push(`  value: ${value === undefined ? "absent" : shortJson(value, 100_000)}`);

@@ -15,9 +15,14 @@
  *   the file, they stay in Pi's memory (visible to reads) and are synced when it does.
  * - Reads are always at Pi's in-memory leaf (`ctx.sessionManager.getLeafId()`).
  * - Bad input throws an `Error` with the Rust core's message; nothing is appended.
+ * - A state has a version of its shape (`version`, default 1), recorded in every event it
+ *   writes; an older value is migrated in memory (`migrate`), a newer one is refused
+ *   (`StateVersionError`); `validate` checks values on read and write (`StateValidationError`).
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import type { TSchema } from "typebox";
+import { Compile } from "typebox/compile";
 import { loadAddon } from "./addon.ts";
 import { stateEntryRenderer, type CustomEntryLike } from "./render.ts";
 
@@ -48,37 +53,157 @@ export interface PiContext {
 
 export type Scope = "session" | "branch";
 
-export interface SessionStateOptions {
+/**
+ * A check of a state's values: a TypeBox schema (checked with TypeBox's compiled checker,
+ * `Compile` from `typebox/compile`), or a function that says whether a value is valid (a
+ * type guard `(value: unknown) => value is T`).
+ */
+export type Validate<T> = TSchema | ((value: unknown) => value is T) | ((value: unknown) => boolean);
+
+export interface SessionStateOptions<T = unknown> {
   /** Lowercase letters, digits, `-` and `.`; the events' customType is `session-state/<pluginId>`. */
   pluginId: string;
   /** `"session"` (the default, as in pi-session-state) or `"branch"`. */
   scope?: Scope;
   /** The projection database (an absolute path); default: from settings (docs/spec.md §4). */
   databasePath?: string;
+  /**
+   * The version of the value's shape, a whole number ≥ 1 (default 1), recorded in every
+   * event this state writes (`"stateVersion"` when above 1). A value written under a newer
+   * version is refused by every call ({@link StateVersionError}).
+   */
+  version?: number;
+  /**
+   * Turns a value written under an older version (`fromVersion`, 1 for an event without
+   * one) into this version's shape. Required when `version` is above 1. Called on reads, in
+   * memory only (nothing is written); the next write is a whole `set` at `version`.
+   */
+  migrate?: (value: unknown, fromVersion: number) => T;
+  /**
+   * Checks values: on a write, the value it leaves (refused with
+   * {@link StateValidationError}, nothing appended); on a read, the value read (after
+   * `migrate` for an older one).
+   */
+  validate?: Validate<T>;
 }
 
-/** One event of `history()`: the entry that holds it, the operation, what it wrote and the value after it. */
+/** One event of `history()`: the entry that holds it, the operation, what it wrote, the value after it (as stored) and the state version it was written under. */
 export interface HistoryEntry<T> {
   entryId: string;
   op: "set" | "patch" | "drop";
+  /** The state version the event was written under (1: an event without one). */
+  stateVersion: number;
   argument?: unknown;
   value?: T;
+}
+
+/**
+ * A state written under a newer version of its shape than the state's `version`: every
+ * read, write, patch and drop of it is refused, and nothing is appended. The message is the
+ * Rust core's (`Error::NewerStateVersion`).
+ */
+export class StateVersionError extends Error {
+  override readonly name = "StateVersionError";
+  /** The plugin id. */
+  readonly pluginId: string;
+  /** The version the value was written under. */
+  readonly storedVersion: number;
+  /** The state's `version`: the newest this code knows. */
+  readonly knownVersion: number;
+  /** The entry of the event that wrote it. */
+  readonly entryId: string | undefined;
+  constructor(pluginId: string, storedVersion: number, knownVersion: number, entryId: string | undefined, message?: string) {
+    super(
+      message ??
+        `plugin '${pluginId}': the state${entryId === undefined ? "" : ` (entry '${entryId}')`} was written under stateVersion ${storedVersion}, newer than version ${knownVersion} that this code knows; it is neither read nor written over (upgrade the extension that reads it)`,
+    );
+    this.pluginId = pluginId;
+    this.storedVersion = storedVersion;
+    this.knownVersion = knownVersion;
+    this.entryId = entryId;
+  }
+}
+
+/**
+ * A value that does not pass the state's `validate`: a stored one on a read (`entryId`: the
+ * event that set it), or the value a write would leave (`entryId` `undefined`; nothing is
+ * appended). `path` is the first failing place as a JSON Pointer (`"/items/0/done"`; `""`:
+ * the value itself, always so for a type-guard function), `detail` what is wrong there.
+ */
+export class StateValidationError extends Error {
+  override readonly name = "StateValidationError";
+  readonly pluginId: string;
+  readonly entryId: string | undefined;
+  readonly path: string;
+  readonly detail: string;
+  constructor(pluginId: string, entryId: string | undefined, path: string, detail: string, message: string) {
+    super(message);
+    this.pluginId = pluginId;
+    this.entryId = entryId;
+    this.path = path;
+    this.detail = detail;
+  }
+}
+
+/**
+ * The state's `migrate` failed on a value written under an older version (it threw, or
+ * returned what JSON cannot carry). The message names the plugin, the entry and the versions
+ * as the Rust core's `Error::Migrate` does.
+ */
+export class StateMigrationError extends Error {
+  override readonly name = "StateMigrationError";
+  readonly pluginId: string;
+  readonly fromVersion: number;
+  readonly toVersion: number;
+  readonly entryId: string | undefined;
+  readonly detail: string;
+  constructor(
+    pluginId: string,
+    fromVersion: number,
+    toVersion: number,
+    entryId: string | undefined,
+    detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `plugin '${pluginId}': migrating the state${entryId === undefined ? "" : ` (entry '${entryId}')`} from version ${fromVersion} to ${toVersion} failed: ${detail}`,
+      options,
+    );
+    this.pluginId = pluginId;
+    this.fromVersion = fromVersion;
+    this.toVersion = toVersion;
+    this.entryId = entryId;
+    this.detail = detail;
+  }
 }
 
 export interface SessionState<T> {
   readonly pluginId: string;
   readonly scope: Scope;
-  /** The value at Pi's current leaf; `undefined` when absent (a written `null` reads `null`). */
+  /** The version of the value's shape this state reads and writes. */
+  readonly version: number;
+  /**
+   * The value at Pi's current leaf; `undefined` when absent (a written `null` reads `null`).
+   * A value written under an older version is `migrate`d (in memory only); one written under
+   * a newer version throws {@link StateVersionError}; with `validate`, an invalid one throws
+   * {@link StateValidationError}.
+   */
   read(ctx: PiContext): T | undefined;
   /** The value as if Pi's leaf were `entryId`. */
   readAt(ctx: PiContext, entryId: string): T | undefined;
-  /** Sets the value; returns the new entry's id, or `undefined` when the value was already equal (nothing appended). */
+  /**
+   * Sets the value; returns the new entry's id, or `undefined` when the value was already
+   * equal (nothing appended). On a value written under an older version, the event is a
+   * whole `set` at this version; on a newer one, {@link StateVersionError} and nothing
+   * appended (so for `patch` and `drop`); with `validate`, a value the write would leave
+   * invalid throws {@link StateValidationError} and nothing is appended.
+   */
   write(ctx: PiContext, value: T): string | undefined;
   /** Applies an RFC 7396 JSON Merge Patch (an absent value patches `{}`). */
   patch(ctx: PiContext, patch: unknown): string | undefined;
   /** Makes the value absent; `undefined` when it already was. */
   drop(ctx: PiContext): string | undefined;
-  /** The events that made the value at Pi's leaf, oldest first. */
+  /** The events that made the value at Pi's leaf, oldest first, as stored (not migrated), each with its state version. */
   history(ctx: PiContext): HistoryEntry<T>[];
 }
 
@@ -86,12 +211,34 @@ export interface SessionState<T> {
 // The addon
 // ---------------------------------------------------------------------------------------
 
+/** A value stored under another version than the state's (the addon's `StoredState`). */
+interface NativeStored {
+  /** The value as stored (JSON text); missing when absent, and for a newer version (not read). */
+  value?: string | null;
+  stateVersion: number;
+  entry?: string | null;
+  /** The core's refusal, for a version newer than the state's. */
+  refusal?: string | null;
+}
+
 interface NativeStoreHandle {
   readonly databasePath: string;
   diagnostics(): string[];
   loadPending(bytes: Buffer): void;
+  /** Any plugin's value as stored, whatever its version. */
   read(file: string | null, plugin: string, scope: string, at: string | null): string | null;
-  prepare(state: NativeStateHandle, file: string | null, at: string | null, op: string, argument: string | null): string | null;
+  /** A state's value: JSON text or `null` at the state's version, else what is stored. */
+  readState(state: NativeStateHandle, file: string | null, at: string | null): string | null | NativeStored;
+  /** JSON text `{value?, stateVersion, entry}`: the value as stored, its version and the entry that set it. */
+  readStored(file: string | null, plugin: string, scope: string, at: string | null): string;
+  prepare(
+    state: NativeStateHandle,
+    file: string | null,
+    at: string | null,
+    op: string,
+    argument: string | null,
+    migrated: string | null,
+  ): string | null | NativeStored;
   history(file: string | null, plugin: string, scope: string, at: string | null): string;
   historyReport(file: string | null, plugin: string, scope: string, at: string | null): string;
   eventCounts(file: string | null): string;
@@ -103,16 +250,19 @@ interface NativeStoreHandle {
   catchUp(file: string): void;
 }
 
-/** One state (plugin id and scope, checked by the core) and what its last decided event left. */
+/** One state (plugin id, scope and version, checked by the core) and what its last decided event left. */
 interface NativeStateHandle {
   readonly customType: string;
+  readonly version: number;
   /** `prepare` on top of the state's last event: the data, `null` (unchanged) or `false` (cannot answer so). */
   prepareOnLast(op: string, argument: string | null): string | null | false;
+  /** The value the last decided patch leaves (JSON text), kept when the state was made with `keepAfter`. */
+  takeAfter(): string | null;
 }
 
 interface NativeModule {
   NativeStore: new (databasePath: string | null, cwd: string, trust: "trusted" | "untrusted" | "pi") => NativeStoreHandle;
-  NativeState: new (plugin: string, scope: string) => NativeStateHandle;
+  NativeState: new (plugin: string, scope: string, version: number, keepAfter: boolean) => NativeStateHandle;
   /** The customType prefix of state events. */
   statePrefix(): string;
   /** Checks a plugin id and a scope name; returns the state's customType. */
@@ -171,6 +321,15 @@ interface Shared {
   lastCtx?: PiContext;
   /** Where commands' print-mode output goes instead of fd 1 / fd 2 (the testing kit's capture). */
   printSink?: (stream: "stdout" | "stderr", text: string) => void;
+  /** The states opened by the extensions running in this process, until their `session_shutdown` (`/state:status`). */
+  opened: Set<OpenedState>;
+}
+
+/** A state an extension opened: what `/state:status` compares the stored version with. */
+export interface OpenedState {
+  pluginId: string;
+  scope: Scope;
+  version: number;
 }
 const SHARED = Symbol.for("session-state/pi");
 const shared: Shared = ((globalThis as Record<symbol, unknown>)[SHARED] as Shared | undefined) ??
@@ -181,7 +340,10 @@ const shared: Shared = ((globalThis as Record<symbol, unknown>)[SHARED] as Share
     existing: new Set(),
     missing: new Set(),
     syncFds: new Map(),
+    opened: new Set(),
   } satisfies Shared) as Shared;
+// A copy of this module from before `opened` shares the object.
+shared.opened ??= new Set();
 /** @internal */
 export { shared };
 const { stores, dirSynced, existing, missing, syncFds } = shared;
@@ -381,9 +543,24 @@ function encode(plugin: string, value: unknown): string {
  * exactly the envelope of the caller's own text (`argument`, what `encode` printed: the
  * usual case), the object is built around a parse of `argument` alone, which spares
  * parsing the envelope; otherwise `data` is parsed whole. A fresh object either way: Pi
- * keeps it, and the caller may change its value afterwards.
+ * keeps it, and the caller may change its value afterwards. `version`: the state's
+ * (an event of version N > 1 is `{"v":2,"stateVersion":N,…}`).
  */
-export function eventOf(data: string, scope: Scope, op: "set" | "patch" | "drop", argument: string | null): unknown {
+export function eventOf(data: string, scope: Scope, op: "set" | "patch" | "drop", argument: string | null, version = 1): unknown {
+  if (version > 1) {
+    const head = `{"v":2,"stateVersion":${version},"scope":"${scope}","op":"`;
+    if (op === "drop") {
+      if (data === `${head}drop"}`) return { v: 2, stateVersion: version, scope, op };
+    } else if (argument !== null) {
+      if (op === "set" && data === `${head}set","value":${argument}}`) {
+        return { v: 2, stateVersion: version, scope, op, value: JSON.parse(argument) };
+      }
+      if (op === "patch" && data === `${head}patch","patch":${argument}}`) {
+        return { v: 2, stateVersion: version, scope, op, patch: JSON.parse(argument) };
+      }
+    }
+    return JSON.parse(data);
+  }
   if (op === "drop") {
     if (data === `{"v":1,"scope":"${scope}","op":"drop"}`) return { v: 1, scope, op };
   } else if (argument !== null) {
@@ -401,6 +578,64 @@ function parse<T>(text: string | null): T | undefined {
   return text === null ? undefined : (JSON.parse(text) as T);
 }
 
+/** What `validate` found first: where (a JSON Pointer, `""` for the value itself) and what. */
+interface Failure {
+  path: string;
+  detail: string;
+}
+
+/** A JSON Pointer reference token (RFC 6901). */
+function pointerToken(name: string): string {
+  return name.replace(/~/g, "~0").replace(/\//g, "~1");
+}
+
+/**
+ * The check `validate` asks for: a TypeBox schema compiled once (TypeBox's compiled
+ * checker, `Compile`), or a function. Returns the first failure, or `undefined` for a
+ * valid value.
+ */
+function checkerOf(validate: unknown): ((value: unknown) => Failure | undefined) | undefined {
+  if (validate === undefined) return undefined;
+  if (typeof validate === "function") {
+    const guard = validate as (value: unknown) => unknown;
+    return (value) => {
+      let ok: unknown;
+      try {
+        ok = guard(value);
+      } catch (e) {
+        return { path: "", detail: `the validate function threw: ${(e as Error)?.message ?? String(e)}` };
+      }
+      return ok ? undefined : { path: "", detail: "the validate function returned false" };
+    };
+  }
+  if (validate === null || typeof validate !== "object") {
+    throw new Error("openSessionState: validate must be a TypeBox schema or a function (value: unknown) => boolean");
+  }
+  let compiled: ReturnType<typeof Compile>;
+  try {
+    compiled = Compile(validate as TSchema);
+  } catch (e) {
+    throw new Error(`openSessionState: validate is not a schema TypeBox can compile: ${(e as Error)?.message ?? String(e)}`);
+  }
+  return (value) => {
+    if (compiled.Check(value)) return undefined;
+    const first = compiled.Errors(value)[0];
+    if (!first) return { path: "", detail: "the value does not match the schema" };
+    let at = first.instancePath;
+    // A missing property is reported on its object: name the property itself.
+    const missing = (first.params as { requiredProperties?: unknown }).requiredProperties;
+    if (first.keyword === "required" && Array.isArray(missing) && typeof missing[0] === "string") {
+      at += `/${pointerToken(missing[0])}`;
+    }
+    return { path: at, detail: first.message };
+  };
+}
+
+/** A JSON Pointer as messages show it. */
+function where(path: string): string {
+  return path === "" ? "the root (the value itself)" : path;
+}
+
 // ---------------------------------------------------------------------------------------
 // The API
 // ---------------------------------------------------------------------------------------
@@ -408,19 +643,34 @@ function parse<T>(text: string | null): T | undefined {
 /**
  * Opens the state of `pluginId`. Options are validated here (the core's messages):
  * `pluginId` of lowercase letters, digits, `-` and `.`; `scope` `"session"` (default) or
- * `"branch"`; `databasePath` absolute.
+ * `"branch"`; `databasePath` absolute; `version` a whole number ≥ 1, with `migrate` when
+ * above 1; `validate` a TypeBox schema or a function.
  */
-export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions): SessionState<T> {
+export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T>): SessionState<T> {
   if (!pi || typeof pi.appendEntry !== "function") {
     throw new Error("openSessionState: the first argument must be Pi's extension handle (pi), whose appendEntry writes the events");
   }
   if (!options || typeof options !== "object") {
-    throw new Error("openSessionState: options { pluginId, scope?, databasePath? } are required");
+    throw new Error("openSessionState: options { pluginId, scope?, databasePath?, version?, migrate?, validate? } are required");
   }
   const pluginId = options.pluginId;
   const scope: Scope = options.scope ?? "session";
-  // The core checks both and names the events' customType.
-  const nstate = call(() => new native.NativeState(String(pluginId ?? ""), String(scope)));
+  const version = options.version ?? 1;
+  if (typeof version !== "number" || !Number.isInteger(version) || version < 1 || version > 0xffff_ffff) {
+    throw new Error(`openSessionState: version must be a whole number ≥ 1 (the version of the value's shape), not ${String(version)}`);
+  }
+  const migrate = options.migrate;
+  if (migrate !== undefined && typeof migrate !== "function") {
+    throw new Error("openSessionState: migrate must be a function (value, fromVersion) => the value in this version's shape");
+  }
+  if (version > 1 && migrate === undefined) {
+    throw new Error(
+      `openSessionState: plugin '${String(pluginId)}' is at version ${version}, which needs migrate(value, fromVersion): the function that turns a value written under an older version into version ${version}'s shape`,
+    );
+  }
+  const check = checkerOf(options.validate);
+  // The core checks the plugin id, the scope and the version, and names the events' customType.
+  const nstate = call(() => new native.NativeState(String(pluginId ?? ""), String(scope), version, check !== undefined));
   const customType = nstate.customType;
   const databasePath = options.databasePath;
   if (databasePath !== undefined) {
@@ -428,12 +678,17 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
     call(() => new native.NativeStore(String(databasePath), process.cwd(), "untrusted"));
   }
   registerRenderer(pi, customType);
+  // `/state:status` lists the states stored under a newer version than this one knows:
+  // this one, until its `session_shutdown` (a handle without `on` never says when).
+  const opened: OpenedState = { pluginId, scope, version };
+  if (typeof pi.on === "function") shared.opened.add(opened);
   /**
    * The last read's answer, which stands while Pi's session is unchanged (the same
    * session manager, leaf and entry count, no force-refresh since). Not a fold memo (the
    * core memoizes every fold, at any leaf): it spares the call into the addon and the
    * addon's look at the file, which a read at an unchanged leaf would otherwise pay
-   * (0.3–0.7 µs against 4–8 µs, measured).
+   * (0.3–0.7 µs against 4–8 µs, measured). The text is the value as returned: migrated
+   * and validated.
    */
   let hot: { sm: unknown; leaf: string | null; count: number; gen: number; text: string | null } | undefined;
   /**
@@ -442,7 +697,8 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
    * the entry and Pi's entry count after it. While every entry Pi appends after it lies on
    * the path from Pi's leaf up to it and none is of this customType (`onLast`), the next
    * write starts from that value (`prepareOnLast`) and does not read what Pi appended
-   * since (a 6.6 KB message costs 15–25 µs to read); the next read does.
+   * since (a 6.6 KB message costs 15–25 µs to read); the next read does. That value is
+   * at this state's version (this state wrote it), so it needs no version check.
    */
   let last: { sm: unknown; file: string; gen: number; id: string; count: number } | undefined;
 
@@ -453,7 +709,76 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
     syncSession(ctx, true);
     hot = undefined;
     last = undefined;
+    shared.opened.delete(opened);
   });
+
+  /** The refusal of a value stored under a newer version. */
+  const newer = (s: NativeStored): StateVersionError =>
+    new StateVersionError(pluginId, s.stateVersion, version, s.entry ?? undefined, s.refusal ?? undefined);
+
+  /** `migrate` on a value stored under an older version: its result as JSON text. */
+  const migrated = (s: NativeStored): string => {
+    const entryId = s.entry ?? undefined;
+    let out: unknown;
+    try {
+      out = migrate!(JSON.parse(s.value!), s.stateVersion);
+    } catch (e) {
+      throw new StateMigrationError(pluginId, s.stateVersion, version, entryId, (e as Error)?.message ?? String(e), { cause: e });
+    }
+    try {
+      return encode(pluginId, out);
+    } catch (e) {
+      throw new StateMigrationError(pluginId, s.stateVersion, version, entryId, `migrate returned a value that cannot be written: ${(e as Error).message}`, {
+        cause: e,
+      });
+    }
+  };
+
+  /**
+   * What a read at `at` returns, as JSON text (`null`: absent): the value at this state's
+   * version, or an older one migrated; validated. Throws for a newer one.
+   */
+  const answer = (entry: StoreEntry, v: View, at: string | null): string | null => {
+    const r = call(() => entry.store.readState(nstate, v.file, at));
+    if (r === null || r === undefined) return null;
+    if (typeof r === "string") {
+      if (check !== undefined) {
+        const failed = check(JSON.parse(r));
+        if (failed !== undefined) {
+          // Which event set it: asked only now, for the message.
+          const stored = JSON.parse(call(() => entry.store.readStored(v.file, pluginId, scope, at))) as { entry: string | null };
+          throw invalidStored(failed, stored.entry ?? undefined);
+        }
+      }
+      return r;
+    }
+    if (r.refusal != null) throw newer(r);
+    if (r.value == null) return null;
+    const text = migrated(r);
+    if (check !== undefined) {
+      const failed = check(JSON.parse(text));
+      if (failed !== undefined) throw invalidStored(failed, r.entry ?? undefined, r.stateVersion);
+    }
+    return text;
+  };
+
+  const invalidStored = (f: Failure, entryId: string | undefined, from?: number): StateValidationError =>
+    new StateValidationError(
+      pluginId,
+      entryId,
+      f.path,
+      f.detail,
+      `plugin '${pluginId}': the stored value${entryId === undefined ? "" : ` (entry '${entryId}')`}${from === undefined ? "" : `, migrated from version ${from} to ${version},`} does not pass validate at ${where(f.path)}: ${f.detail}`,
+    );
+
+  const invalidWrite = (f: Failure): StateValidationError =>
+    new StateValidationError(
+      pluginId,
+      undefined,
+      f.path,
+      f.detail,
+      `plugin '${pluginId}': the value the write would leave does not pass validate at ${where(f.path)}: ${f.detail}; nothing was written`,
+    );
 
   const read = (ctx: PiContext): T | undefined => {
     const sm = ctx.sessionManager;
@@ -464,7 +789,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
     }
     const entry = storeFor(ctx, databasePath);
     const v = view(entry, ctx);
-    const text = call(() => entry.store.read(v.file, pluginId, scope, v.leaf));
+    const text = answer(entry, v, v.leaf);
     hot = { sm, leaf, count, gen: shared.generation, text };
     return parse<T>(text);
   };
@@ -492,7 +817,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
     const sm = ctx.sessionManager;
     let file = sessionFile(sm);
     let leaf = sm.getLeafId();
-    let data: string | null | false = false;
+    let data: string | null | false | NativeStored = false;
     if (file !== null && onLast(sm, file, leaf, entryCount(sm))) {
       // The file exists and was synced when the last event was written.
       shared.lastCtx = ctx;
@@ -507,13 +832,34 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
       const entry = storeFor(ctx, databasePath);
       const v = view(entry, ctx);
       ({ file, leaf } = v);
-      data = call(() => entry.store.prepare(nstate, v.file, v.leaf, op, argument));
+      data = call(() => entry.store.prepare(nstate, v.file, v.leaf, op, argument, null));
+      if (data !== null && data !== undefined && typeof data === "object") {
+        // Stored under another version: refused when newer; an older value is migrated
+        // here and the core decides on the result (a whole `set` at this version).
+        const stored: NativeStored = data;
+        if (stored.refusal != null) throw newer(stored);
+        const text = migrated(stored);
+        data = call(() => entry.store.prepare(nstate, v.file, v.leaf, op, argument, text));
+        if (data !== null && data !== undefined && typeof data === "object") {
+          throw new Error(`plugin '${pluginId}': the state changed version while a write was decided; nothing was written`);
+        }
+      }
     }
-    if (data === null) return undefined; // nothing appended: the last event stands
+    if (data === undefined) data = null;
     // Until this event is known to be in Pi's session, the addon's value after it is not
     // the value at any entry.
-    last = undefined;
-    const event = eventOf(data, scope, op, argument);
+    if (data !== null) last = undefined;
+    if (check !== undefined) {
+      // The value the write leaves: a set's own, a patch's from the core's merge (the
+      // addon kept it); a drop leaves none, and a patch that changes nothing writes nothing.
+      const after = op === "set" ? argument : op === "patch" && data !== null ? nstate.takeAfter() : null;
+      if (after !== null) {
+        const failed = check(JSON.parse(after));
+        if (failed !== undefined) throw invalidWrite(failed);
+      }
+    }
+    if (data === null) return undefined; // nothing appended: the last event stands
+    const event = eventOf(data, scope, op, argument, version);
     pi.appendEntry(customType, event);
     const id = sm.getLeafId() ?? undefined;
     if (file !== null) syncAppended(file);
@@ -529,11 +875,12 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions):
   return {
     pluginId,
     scope,
+    version,
     read,
     readAt(ctx, entryId) {
       const entry = storeFor(ctx, databasePath);
       const v = view(entry, ctx);
-      return parse<T>(call(() => entry.store.read(v.file, pluginId, scope, String(entryId))));
+      return parse<T>(answer(entry, v, String(entryId)));
     },
     write(ctx, value) {
       return commit(ctx, "set", encode(pluginId, value));
@@ -568,12 +915,63 @@ export const STATE_PREFIX: string = native.statePrefix();
 
 /**
  * @internal The value of any plugin as if Pi's leaf were `entryId` (`undefined` when
- * absent). Throws the core's message for an invalid plugin id, scope or entry.
+ * absent), as stored, whatever the state version it was written under. Throws the core's
+ * message for an invalid plugin id, scope or entry.
  */
 export function valueAt(ctx: PiContext, pluginId: string, scope: Scope, entryId: string): unknown {
   const entry = storeFor(ctx);
   const v = view(entry, ctx);
   return parse(call(() => entry.store.read(v.file, pluginId, scope, entryId)));
+}
+
+/** A plugin's value as stored, with the state version it was written under and the event that set it. */
+export interface StoredValue<T = unknown> {
+  /** The value as stored (not migrated); missing when absent. */
+  value?: T;
+  /** The state version of the event that set it (1 for an event without one, and when there is none). */
+  stateVersion: number;
+  /** The entry of that event; `null` when no event set it. */
+  entry: string | null;
+}
+
+/**
+ * @internal Any plugin's value at Pi's leaf (or as if it were `at`) as stored, with its
+ * state version and entry (the testing kit's `stored`, `/state:status`).
+ */
+export function storedAt(ctx: PiContext, pluginId: string, scope: Scope, at?: string): StoredValue {
+  const entry = storeFor(ctx);
+  const v = view(entry, ctx);
+  return JSON.parse(call(() => entry.store.readStored(v.file, pluginId, scope, at ?? v.leaf))) as StoredValue;
+}
+
+/** A state opened in this process whose value at Pi's leaf was written under a newer version than it knows. */
+export interface NewerState {
+  pluginId: string;
+  scope: Scope;
+  storedVersion: number;
+  knownVersion: number;
+  entryId: string | null;
+}
+
+/**
+ * @internal The states the running extensions opened (until their `session_shutdown`)
+ * whose value at Pi's leaf was written under a newer version than they know: what every
+ * call of theirs refuses (`/state:status`). Plugins in name order, then scopes; one row
+ * per known version.
+ */
+export function newerStatesOf(ctx: PiContext): NewerState[] {
+  const seen = new Map<string, NewerState>();
+  for (const o of shared.opened) {
+    const k = `${o.pluginId}\0${o.scope}\0${o.version}`;
+    if (seen.has(k)) continue;
+    const s = storedAt(ctx, o.pluginId, o.scope);
+    if (s.stateVersion > o.version) {
+      seen.set(k, { pluginId: o.pluginId, scope: o.scope, storedVersion: s.stateVersion, knownVersion: o.version, entryId: s.entry });
+    }
+  }
+  return [...seen.values()].sort((a, b) =>
+    a.pluginId < b.pluginId ? -1 : a.pluginId > b.pluginId ? 1 : a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : a.knownVersion - b.knownVersion,
+  );
 }
 
 /** @internal The events that made any plugin's value at Pi's leaf, oldest first (`/state:history`). */

@@ -43,14 +43,14 @@ import { fauxAssistantMessage, fauxProvider, fauxToolCall, type AssistantMessage
 import {
   forgetStoresUnder,
   historyOf,
-  openSessionState,
   shared,
   STATE_PREFIX,
   storeFor,
+  storedAt,
   type HistoryEntry,
   type PiContext,
   type Scope,
-  type SessionState,
+  type StoredValue,
 } from "./index.ts";
 
 export { fauxAssistantMessage, fauxToolCall };
@@ -152,8 +152,13 @@ export interface TestPi {
   reopen(): Promise<void>;
   /** `/new`: a new, empty session. */
   newSession(): Promise<void>;
-  /** The value of a plugin's state at Pi's leaf, as the package's API reads it (scope default `"session"`). */
+  /**
+   * The value of a plugin's state at Pi's leaf, as stored (scope default `"session"`):
+   * whatever the state version it was written under, not migrated.
+   */
   state<T = unknown>(pluginId: string, scope?: Scope): T | undefined;
+  /** That value with the state version it was written under and the entry that set it. */
+  stored<T = unknown>(pluginId: string, scope?: Scope): StoredValue<T>;
   /** The events that made that value, oldest first. */
   history<T = unknown>(pluginId: string, scope?: Scope): HistoryEntry<T>[];
   /** The state events in the session (of one plugin when given), in file order. */
@@ -351,16 +356,6 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
   runtime.setRebindSession(bind);
   await bind(runtime.session);
 
-  const readers = new Map<string, SessionState<unknown>>();
-  const reader = (pluginId: string, scope: Scope) => {
-    const key = `${scope}\0${pluginId}`;
-    let r = readers.get(key);
-    if (!r) {
-      r = openSessionState<unknown>({ appendEntry: () => { throw new Error("the testing kit only reads state"); } }, { pluginId, scope });
-      readers.set(key, r);
-    }
-    return r;
-  };
   const context = () => (runtime.session.extensionRunner as unknown as { createContext(): PiContext }).createContext();
 
   /** Runs `f` as the current Pi (its print-mode capture, fresh replies); fails on a new extension error. */
@@ -455,7 +450,10 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
       });
     },
     state<T>(pluginId: string, scope: Scope = "session") {
-      return reader(pluginId, scope).read(context()) as T | undefined;
+      return storedAt(context(), pluginId, scope).value as T | undefined;
+    },
+    stored<T>(pluginId: string, scope: Scope = "session") {
+      return storedAt(context(), pluginId, scope) as StoredValue<T>;
     },
     history<T>(pluginId: string, scope: Scope = "session") {
       return historyOf(context(), pluginId, scope) as HistoryEntry<T>[];

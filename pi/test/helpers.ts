@@ -69,3 +69,28 @@ export async function probeCmd(pi: TestPi, action: object) {
 export async function toolTurn(pi: TestPi, items: string[]) {
   await pi.prompt(`remember ${items.join(",")}`, toolCall("remember", { items }), "done");
 }
+
+// The package under test, as Node resolves its name (this checkout, or an installed copy).
+const PKG = path.resolve(path.dirname(fileURLToPath(import.meta.resolve("@session-state/pi"))), "..");
+/** Pi's `pi` command (package.json `bin`), next to the SDK's entry point `dist/index.js`. */
+const PI_BIN = path.join(path.dirname(fileURLToPath(import.meta.resolve("@earendil-works/pi-coding-agent"))), "bundle", "cli.js");
+
+/** `pi <args>` with the package loaded, in the kit's layout of `dir` (agent/, project/). */
+export function piCommand(dir: string, args: string[]) {
+  fs.mkdirSync(path.join(dir, "project"), { recursive: true });
+  const r = spawnSync(process.execPath, [PI_BIN, "--offline", "-e", PKG, ...args], {
+    cwd: path.join(dir, "project"),
+    encoding: "utf8",
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: dir,
+      PI_CODING_AGENT_DIR: path.join(dir, "agent"),
+      // The addon the tests were given (cargo test builds it outside pi/native/).
+      ...(process.env.SESSION_STATE_PI_ADDON ? { SESSION_STATE_PI_ADDON: process.env.SESSION_STATE_PI_ADDON } : {}),
+      // Where qemu-user finds the C libraries, when these tests run emulated (tests/pi_arm64.rs).
+      ...(process.env.QEMU_LD_PREFIX ? { QEMU_LD_PREFIX: process.env.QEMU_LD_PREFIX } : {}),
+    },
+    timeout: 120_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}

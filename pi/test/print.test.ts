@@ -3,37 +3,8 @@
 // mode, whose stdout stays Pi's event stream.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import * as fs from "node:fs";
-import * as path from "node:path";
-import { spawnSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { startPi } from "@session-state/pi/testing";
-import { TEST_EXTENSION, probeCmd, tmpDir, toolTurn } from "./helpers.ts";
-
-// The package under test, as Node resolves its name (this checkout, or an installed copy).
-const PKG = path.resolve(path.dirname(fileURLToPath(import.meta.resolve("@session-state/pi"))), "..");
-/** Pi's `pi` command (package.json `bin`), next to the SDK's entry point `dist/index.js`. */
-const PI_BIN = path.join(path.dirname(fileURLToPath(import.meta.resolve("@earendil-works/pi-coding-agent"))), "bundle", "cli.js");
-
-/** `pi <args>` with the package loaded, in the kit's layout of `dir` (agent/, project/). */
-function pi(dir: string, args: string[]) {
-  fs.mkdirSync(path.join(dir, "project"), { recursive: true });
-  const r = spawnSync(process.execPath, [PI_BIN, "--offline", "-e", PKG, ...args], {
-    cwd: path.join(dir, "project"),
-    encoding: "utf8",
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: dir,
-      PI_CODING_AGENT_DIR: path.join(dir, "agent"),
-      // The addon the tests were given (cargo test builds it outside pi/native/).
-      ...(process.env.SESSION_STATE_PI_ADDON ? { SESSION_STATE_PI_ADDON: process.env.SESSION_STATE_PI_ADDON } : {}),
-      // Where qemu-user finds the C libraries, when these tests run emulated (tests/pi_arm64.rs).
-      ...(process.env.QEMU_LD_PREFIX ? { QEMU_LD_PREFIX: process.env.QEMU_LD_PREFIX } : {}),
-    },
-    timeout: 120_000,
-  });
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+import { piCommand as pi, TEST_EXTENSION, probeCmd, tmpDir, toolTurn } from "./helpers.ts";
 
 test("pi -p /state:status prints the report on stdout", (t) => {
   const dir = tmpDir(t);

@@ -13,6 +13,15 @@
 //! the state's own last event with nothing of that state appended since, the value after
 //! that event ([`NativeState::prepare_on_last`]).
 //!
+//! State versions: a state is opened at a version of its shape (`openSessionState`'s
+//! `version`, 1 by default), and its key is the core's [`StateKey::versioned`] at that
+//! version. A value stored under that version is answered as before (JSON text); one
+//! stored under another version is answered with its version and the entry that set it
+//! ([`StoredState`]): the TypeScript refuses a newer one and migrates an older one with
+//! the extension's own `migrate` (JavaScript, which the core cannot call), and a write on
+//! top of an older value is decided by the core's [`StateKey::decide_on`] with the
+//! migrated value (a whole `set` at the state's version).
+//!
 //! Errors are thrown as JavaScript `Error`s whose message is the core's own
 //! (`session_state::Error`'s `Display`).
 
@@ -20,8 +29,8 @@ use napi::bindgen_prelude::{Buffer, Either};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
-    FileIdentity, HistoryEntry, LogOptions, Op, ProjectTrust, ReadMode, STATE_PREFIX, Scope,
-    SessionLog, StateKey, Store, StoreOptions, Unwritable, inspect, json,
+    Envelope, Error, FileIdentity, HistoryEntry, LogOptions, Op, ProjectTrust, ReadMode,
+    STATE_PREFIX, Scope, SessionLog, StateKey, Store, StoreOptions, Unwritable, inspect, json,
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -36,8 +45,8 @@ fn js_err(e: impl Display) -> napi::Error {
     napi::Error::from_reason(e.to_string())
 }
 
-/// History events as the package hands them to TypeScript: `[{entryId, op, argument?,
-/// value?}]`.
+/// History events as the package hands them to TypeScript: `[{entryId, op,
+/// stateVersion, argument?, value?}]`.
 fn history_rows(h: Vec<HistoryEntry>) -> Value {
     let rows = h
         .into_iter()
@@ -45,6 +54,7 @@ fn history_rows(h: Vec<HistoryEntry>) -> Value {
             let mut m = serde_json::Map::new();
             m.insert("entryId".into(), Value::String(e.entry_id));
             m.insert("op".into(), Value::String(e.op.into()));
+            m.insert("stateVersion".into(), e.state_version.into());
             if let Some(a) = e.argument {
                 m.insert("argument".into(), a);
             }
@@ -94,12 +104,125 @@ pub fn value_error(plugin_id: String, kind: String, detail: String) -> napi::Res
     Ok(key.refusal(why).to_string())
 }
 
-/// One state (a plugin id in a scope) as `openSessionState` holds it: the key, checked
-/// once, and what the state's last decided event left, for the next write.
+/// What the core handed a state key's `migrate` (the value as stored and the version it
+/// was written under) on the read that met it ([`probe_key`]).
+type Handed = Arc<Mutex<Option<(Value, u32)>>>;
+
+/// The `migrate` refusal a probe key ends a read with: the read stops at the stored value,
+/// and the core's error names the entry that set it.
+const PROBE: &str = "handed to JavaScript's migrate";
+
+/// `base` at `version` with a `migrate` that keeps what the core hands it in `handed`
+/// and refuses: a read of a value stored under an older version then ends in
+/// [`Error::Migrate`] naming the entry, with the stored value and its version in
+/// `handed` (the migration itself is the extension's, in JavaScript).
+fn probe_key(base: StateKey, version: u32, handed: &Handed) -> napi::Result<StateKey> {
+    let slot = Arc::clone(handed);
+    base.versioned(version, move |value, from| {
+        *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some((value, from));
+        Err(PROBE.to_owned())
+    })
+    .map_err(js_err)
+}
+
+/// A state's value stored under another version than the state's, as the package hands it
+/// to TypeScript.
+#[napi(object)]
+pub struct StoredState {
+    /// The value as stored (JSON text; `None`: absent, or not read: a newer version).
+    pub value: Option<String>,
+    /// The state version it was written under.
+    pub state_version: u32,
+    /// The entry of the event that set it.
+    pub entry: Option<String>,
+    /// The core's refusal when the version is newer than the state's
+    /// ([`Error::NewerStateVersion`]'s message); `None` for an older one.
+    pub refusal: Option<String>,
+}
+
+/// The value where a state's read or write lands.
+enum Stored {
+    /// At the state's version (or absent): the value.
+    Same(Option<Value>),
+    /// Stored under another version: the value as stored, for an older one.
+    Other {
+        value: Option<Value>,
+        version: u32,
+        entry: Option<String>,
+        refusal: Option<String>,
+    },
+}
+
+impl Stored {
+    /// A read's answer for `key`, `Ok(v)` or the core's error, sorted into [`Stored`]:
+    /// the probe's [`Error::Migrate`] is an older value (the stored value is in
+    /// `handed`), [`Error::NewerStateVersion`] a newer one.
+    fn of(read: session_state::Result<Option<Value>>, handed: &Handed) -> napi::Result<Stored> {
+        let taken = handed.lock().unwrap_or_else(PoisonError::into_inner).take();
+        match read {
+            Ok(v) => Ok(Stored::Same(v)),
+            Err(Error::Migrate {
+                from,
+                entry_id,
+                detail,
+                ..
+            }) if detail == PROBE => {
+                let Some((value, _)) = taken else {
+                    return Err(js_err("the core refused a migration the addon did not see"));
+                };
+                Ok(Stored::Other {
+                    value: Some(value),
+                    version: from,
+                    entry: entry_id,
+                    refusal: None,
+                })
+            }
+            Err(e) => {
+                let message = e.to_string();
+                match e {
+                    Error::NewerStateVersion {
+                        stored, entry_id, ..
+                    } => Ok(Stored::Other {
+                        value: None,
+                        version: stored,
+                        entry: entry_id,
+                        refusal: Some(message),
+                    }),
+                    _ => Err(js_err(message)),
+                }
+            }
+        }
+    }
+}
+
+/// A [`Stored::Other`] as TypeScript gets it.
+fn stored_state(
+    value: Option<&Value>,
+    version: u32,
+    entry: Option<String>,
+    refusal: Option<String>,
+) -> StoredState {
+    StoredState {
+        value: value.map(json::to_string),
+        state_version: version,
+        entry,
+        refusal,
+    }
+}
+
+/// One state (a plugin id in a scope, at a version of its shape) as `openSessionState`
+/// holds it: the key, checked once, what the state's last decided event left, for the
+/// next write, and the value a patch left, for `validate`.
 #[napi]
 pub struct NativeState {
     key: StateKey,
+    /// What the key's probe `migrate` was handed on the last read ([`probe_key`]).
+    handed: Handed,
     last: Option<LastEvent>,
+    /// Whether a patch keeps the value it leaves as JSON text in `after` (the state has a
+    /// `validate`).
+    keep_after: bool,
+    after: Option<String>,
 }
 
 /// The event a state's write decided last, in a session file: the value after it (the
@@ -139,9 +262,15 @@ fn seen(path: &str) -> Option<(FileIdentity, u64)> {
     Some((FileIdentity::of(&meta), meta.len()))
 }
 
-/// The core's decision of `op` on `current` (the value where the write lands) for
-/// `key`: the event's `data` as JSON text and the value after it (the core's fold step),
-/// or `None` when it changes nothing.
+/// A decided `event`, as the package hands it over: its `data` as JSON text, and the
+/// value it leaves on `current` (the core's fold step).
+fn emit(event: &Envelope, current: Option<&Value>) -> (String, Option<Value>) {
+    (json::to_string(&event.to_data()), event.op.apply(current))
+}
+
+/// The core's decision of `op` on `current` (the value where the write lands, at the
+/// key's version) for `key`: the event's `data` as JSON text and the value after it (the
+/// core's fold step), or `None` when it changes nothing.
 fn decide(
     key: &StateKey,
     current: Option<&Value>,
@@ -150,20 +279,29 @@ fn decide(
     let Some(event) = key.decide(current, op).map_err(js_err)? else {
         return Ok(None);
     };
-    let data = json::to_string(&event.to_data());
-    let after = event.op.apply(current);
-    Ok(Some((data, after)))
+    Ok(Some(emit(&event, current)))
 }
 
 #[napi]
 impl NativeState {
-    /// The state of `plugin_id` in `scope`, both checked as the core checks them (its
-    /// message otherwise).
+    /// The state of `plugin_id` in `scope` at state version `version` (default 1), all
+    /// checked as the core checks them (its message otherwise). `keep_after`: a patch keeps
+    /// the value it leaves for [`NativeState::take_after`].
     #[napi(constructor)]
-    pub fn new(plugin_id: String, scope: String) -> napi::Result<Self> {
+    pub fn new(
+        plugin_id: String,
+        scope: String,
+        version: Option<u32>,
+        keep_after: Option<bool>,
+    ) -> napi::Result<Self> {
+        let handed: Handed = Arc::new(Mutex::new(None));
+        let key = probe_key(key_of(&plugin_id, &scope)?, version.unwrap_or(1), &handed)?;
         Ok(NativeState {
-            key: key_of(&plugin_id, &scope)?,
+            key,
+            handed,
             last: None,
+            keep_after: keep_after.unwrap_or(false),
+            after: None,
         })
     }
 
@@ -173,23 +311,43 @@ impl NativeState {
         self.key.custom_type().to_owned()
     }
 
+    /// The state version the state reads and writes.
+    #[napi(getter)]
+    pub fn version(&self) -> u32 {
+        self.key.version()
+    }
+
+    /// The value the last decided patch leaves, as JSON text (taken: a second call gives
+    /// `null`); kept only with `keep_after`.
+    #[napi]
+    pub fn take_after(&mut self) -> Option<String> {
+        self.after.take()
+    }
+
     /// [`NativeStore::prepare`] where the caller has seen that Pi's leaf stands on the
     /// last event this state decided: Pi appended it, and every entry Pi appended since
     /// lies on the path from its leaf up to it, none of this state's `customType` (the
     /// package checks Pi's entries in memory). For a branch-scope state, the value where
     /// the write lands is then the value after that event, which the core's fold step gave
     /// when it was decided: the entries Pi appended since are not read (the next read
-    /// reads them). Returns the `data` (JSON text), `null` when the write changes nothing,
-    /// or `false` when it cannot answer so (a session-scope state, no last event, or a
-    /// session file replaced or shorter since): then `NativeStore.prepare` reads the file.
-    /// The value is checked first, so a refusal is the same either way.
+    /// reads them). That value is at the state's own version (its own write left it), so
+    /// no version is checked. Returns the `data` (JSON text), `null` when the write changes
+    /// nothing, or `false` when it cannot answer so (a session-scope state, no last event,
+    /// or a session file replaced or shorter since): then `NativeStore.prepare` reads the
+    /// file. The value is checked first, so a refusal is the same either way.
     #[napi]
     pub fn prepare_on_last(
         &mut self,
         op: String,
         argument: Option<String>,
     ) -> napi::Result<Either<Option<String>, bool>> {
-        let NativeState { key, last } = self;
+        let NativeState {
+            key,
+            last,
+            keep_after,
+            after: kept,
+            ..
+        } = self;
         let op = op_of(key, &op, argument)?;
         let Some(last) = last.as_mut().filter(|_| key.scope() == Scope::Branch) else {
             return Ok(Either::B(false));
@@ -197,9 +355,13 @@ impl NativeState {
         let Some(seen) = last.still_there() else {
             return Ok(Either::B(false));
         };
+        let patch = matches!(op, Op::Patch(_));
         let Some((data, after)) = decide(key, last.value.as_ref(), op)? else {
             return Ok(Either::A(None));
         };
+        if *keep_after && patch {
+            *kept = after.as_ref().map(json::to_string);
+        }
         (last.identity, last.len) = seen;
         last.value = after;
         Ok(Either::A(Some(data)))
@@ -291,7 +453,9 @@ impl NativeStore {
     }
 
     /// The value of `plugin` in `scope` as if the leaf were `at` (`null`: no entry yet),
-    /// as JSON text (the text Pi's `JSON.stringify` prints), or `null` when absent.
+    /// as stored, whatever the state version it was written under (for tools and the
+    /// transcript; a state reads with [`NativeStore::read_state`]), as JSON text (the text
+    /// Pi's `JSON.stringify` prints), or `null` when absent.
     #[napi]
     pub fn read(
         &mut self,
@@ -300,20 +464,100 @@ impl NativeStore {
         scope: String,
         at: Option<String>,
     ) -> napi::Result<Option<String>> {
-        let key = key_of(&plugin, &scope)?;
-        let v = self.value(file.as_deref(), &key, at.as_deref())?;
+        // Read through a key of every version: an older value is handed to its probe,
+        // as stored.
+        let handed: Handed = Arc::new(Mutex::new(None));
+        let any = probe_key(key_of(&plugin, &scope)?, u32::MAX, &handed)?;
+        let read = self.resolved(file.as_deref(), &any, at.as_deref())?;
         if let Some(f) = &file {
             self.parse_in_background(f);
         }
+        let (Stored::Same(v) | Stored::Other { value: v, .. }) = Stored::of(read, &handed)?;
         Ok(v.as_ref().map(json::to_string))
+    }
+
+    /// The value of `state` as if the leaf were `at` (`null`: no entry yet). Stored under
+    /// the state's version (or absent): its JSON text (the text Pi's `JSON.stringify`
+    /// prints), or `null` when absent. Stored under another version: a [`StoredState`],
+    /// the value as stored with its version and entry (an older one, which the caller
+    /// migrates), or the core's refusal (a newer one).
+    #[napi]
+    pub fn read_state(
+        &mut self,
+        state: &NativeState,
+        file: Option<String>,
+        at: Option<String>,
+    ) -> napi::Result<Either<Option<String>, StoredState>> {
+        let read = self.resolved(file.as_deref(), &state.key, at.as_deref())?;
+        if let Some(f) = &file {
+            self.parse_in_background(f);
+        }
+        Ok(match Stored::of(read, &state.handed)? {
+            Stored::Same(v) => Either::A(v.as_ref().map(json::to_string)),
+            Stored::Other {
+                value,
+                version,
+                entry,
+                refusal,
+            } => Either::B(stored_state(value.as_ref(), version, entry, refusal)),
+        })
+    }
+
+    /// The value of `plugin` in `scope` as if the leaf were `at`, as stored, with the
+    /// state version it was written under and the entry of the event that set it: JSON
+    /// text `{value?, stateVersion, entry}` (`value` missing when absent, `entry` `null`
+    /// when no event set it; version 1 then).
+    #[napi]
+    pub fn read_stored(
+        &mut self,
+        file: Option<String>,
+        plugin: String,
+        scope: String,
+        at: Option<String>,
+    ) -> napi::Result<String> {
+        let key = key_of(&plugin, &scope)?;
+        let (value, version, entry) = match (file.as_deref(), at.as_deref()) {
+            (_, None) => (None, 1, None),
+            (Some(f), Some(at)) => {
+                let s = self
+                    .store
+                    .read_versioned(Path::new(f), key.plugin_id(), key.scope(), Some(at))
+                    .map_err(js_err)?;
+                (s.value, s.state_version, s.entry)
+            }
+            // The last event of the fold says all three.
+            (None, Some(at)) => {
+                let st = self.store.state_of(&key);
+                let log = self.log_at(None, Some(at))?;
+                let last = st.history(log).map_err(js_err)?.pop();
+                match last {
+                    Some(e) => (e.value, e.state_version, Some(e.entry_id)),
+                    None => (None, 1, None),
+                }
+            }
+        };
+        let mut m = serde_json::Map::new();
+        if let Some(v) = value {
+            m.insert("value".into(), v);
+        }
+        m.insert("stateVersion".into(), version.into());
+        m.insert("entry".into(), entry.map_or(Value::Null, Value::String));
+        Ok(json::to_string(&Value::Object(m)))
     }
 
     /// The `data` of the event that `op` (`set`, `patch`, `drop`) with `argument` (JSON
     /// text) would append for `state` at `at`, as JSON text; `null` when it would change
     /// nothing. Refused with the core's errors (and nothing to append) for a value it
     /// refuses. The core decides ([`StateKey::decide`]) on the value at `at`, read as
-    /// `read` reads it; `state` keeps the value after the event for the next write
+    /// `read_state` reads it; `state` keeps the value after the event for the next write
     /// ([`NativeState::prepare_on_last`]).
+    ///
+    /// When the value there is stored under another version than the state's, the answer
+    /// is the [`StoredState`] `read_state` gives, and nothing is decided: a newer one is
+    /// refused; for an older one the caller migrates the value and asks again with the
+    /// result as `migrated` (JSON text). The event is then the core's decision on the
+    /// migrated value ([`StateKey::decide_on`]): a whole `set` of the value after `op` (or
+    /// a `drop`), at the state's version.
     #[napi]
     pub fn prepare(
         &self,
@@ -322,15 +566,54 @@ impl NativeStore {
         at: Option<String>,
         op: String,
         argument: Option<String>,
-    ) -> napi::Result<Option<String>> {
-        let NativeState { key, last } = state;
+        migrated: Option<String>,
+    ) -> napi::Result<Either<Option<String>, StoredState>> {
+        let NativeState {
+            key,
+            handed,
+            last,
+            keep_after,
+            after: kept,
+        } = state;
         let op = op_of(key, &op, argument)?;
-        let current = self.value(file.as_deref(), key, at.as_deref())?;
-        let Some((data, after)) = decide(key, current.as_ref(), op)? else {
-            return Ok(None);
+        let patch = matches!(op, Op::Patch(_));
+        let read = self.resolved(file.as_deref(), key, at.as_deref())?;
+        let decided = match Stored::of(read, handed)? {
+            Stored::Same(current) => decide(key, current.as_ref(), op)?,
+            Stored::Other {
+                value,
+                version,
+                entry,
+                refusal,
+            } => {
+                let Some(text) = migrated.filter(|_| refusal.is_none()) else {
+                    return Ok(Either::B(stored_state(
+                        value.as_ref(),
+                        version,
+                        entry,
+                        refusal,
+                    )));
+                };
+                // The caller's migration of exactly this value, checked as a value is.
+                let value = key.check_text(&text).map_err(js_err)?;
+                let given = value.clone();
+                let once = key
+                    .clone()
+                    .versioned(key.version(), move |_, _| Ok(given.clone()))
+                    .map_err(js_err)?;
+                once.decide_on(Some(&value), version, || entry, op)
+                    .map_err(js_err)?
+                    .map(|event| emit(&event, Some(&value)))
+            }
         };
+        let Some((data, after)) = decided else {
+            return Ok(Either::A(None));
+        };
+        if *keep_after && patch {
+            *kept = after.as_ref().map(json::to_string);
+        }
         *last = file.and_then(|f| seen(&f).map(|s| LastEvent::new(f, s, after)));
-        Ok(Some(data))
+        Ok(Either::A(Some(data)))
     }
 
     /// The events that made the value at `at`, oldest first, as JSON text:
@@ -534,15 +817,19 @@ impl NativeStore {
         });
     }
 
-    fn value(
+    /// The value of `key`'s state as if the leaf were `at`, read with the key (so
+    /// resolved to its version: [`StateKey::resolve`]): the outer error is the addon's
+    /// (no entries to read), the inner one the core's answer, which the caller sorts
+    /// ([`Stored::of`]).
+    fn resolved(
         &self,
         file: Option<&str>,
         key: &StateKey,
         at: Option<&str>,
-    ) -> napi::Result<Option<Value>> {
+    ) -> napi::Result<session_state::Result<Option<Value>>> {
         match file {
             // No entry yet: nothing can have been written.
-            Some(_) if at.is_none() => Ok(None),
+            Some(_) if at.is_none() => Ok(Ok(None)),
             Some(f) => {
                 let at = at.unwrap_or_default();
                 let mut slot = self
@@ -552,23 +839,20 @@ impl NativeStore {
                 if let Some((_, log)) = slot.as_mut().filter(|(p, _)| p == Path::new(f)) {
                     log.refresh().map_err(js_err)?;
                     if log.entry(at).is_some() {
-                        return self.store.state_of(key).read_at(log, at).map_err(js_err);
+                        return Ok(self.store.state_of(key).read_at(log, at));
                     }
                 }
                 drop(slot);
-                self.store
-                    .read_value(Path::new(f), key.plugin_id(), key.scope(), Some(at))
-                    .map_err(js_err)
+                Ok(self.store.state_of(key).read_file_value(f, Some(at)))
             }
             None => {
                 let log = self.pending.as_ref().ok_or_else(|| {
                     js_err("no session file and no entries handed over (loadPending)")
                 })?;
-                match at {
+                Ok(match at {
                     Some(at) => self.store.state_of(key).read_at(log, at),
                     None => Ok(None),
-                }
-                .map_err(js_err)
+                })
             }
         }
     }
