@@ -209,6 +209,7 @@ fn help_lists_every_command_with_examples() {
         "write",
         "patch",
         "drop",
+        "history",
         "replay",
         "tree",
         "status",
@@ -265,11 +266,12 @@ fn help_lists_every_command_with_examples() {
 }
 
 /// Every command, as its help names it.
-const COMMANDS: [&str; 13] = [
+const COMMANDS: [&str; 14] = [
     "read",
     "write",
     "patch",
     "drop",
+    "history",
     "replay",
     "tree",
     "status",

@@ -7,6 +7,7 @@ mod common;
 mod architecture;
 mod bad_input;
 mod cli;
+mod cli_versions;
 mod concurrency;
 mod conformance;
 mod corruption;

@@ -6,8 +6,8 @@
 //! `$SESSION_STATE_STORE`), and every command's one positional is resolved after parsing
 //! into a [`store::Target`]: a session file, or a session of a store (`store.rs`).
 //!
-//! Exit codes: 0 success; 1 a negative answer (`read`: absent; `verify`: the strict
-//! reader refuses the file; `force-refresh`: the lock was left alone; `prune`: not
+//! Exit codes: 0 success; 1 a negative answer (`read`: absent; `history`: no events;
+//! `verify`: the strict reader refuses the file; `force-refresh`: the lock was left alone; `prune`: not
 //! confirmed, nothing removed; `replay`: some values or files could not be read); 2 an
 //! error (bad arguments included).
 
@@ -54,15 +54,16 @@ Examples:
   session-state replay fixtures/example.jsonl
   session-state write s.jsonl --plugin role --value '{\"name\":\"reviewer\"}'
   session-state read s.jsonl --plugin role
+  session-state history s.jsonl --plugin role
   session-state tree s.jsonl
   session-state verify s.jsonl --json
   session-state list
   session-state import s.jsonl --store sqlite:///srv/sessions.sqlite
   session-state read 0195f1d0 --plugin role --store sqlite:///srv/sessions.sqlite
 
-Exit codes: 0 success; 1 a negative answer (read: absent; verify: refused by the strict
-reader; force-refresh: lock left alone; prune: not confirmed, nothing removed; replay:
-something could not be read); 2 error.
+Exit codes: 0 success; 1 a negative answer (read: absent; history: no events; verify:
+refused by the strict reader; force-refresh: lock left alone; prune: not confirmed,
+nothing removed; replay: something could not be read); 2 error.
 
 <SESSION> is a Pi JSONL session file. With a store (--store URL, or $SESSION_STATE_STORE
 when --store is not given) it is a session id in that store, or a unique prefix of one;
@@ -117,7 +118,8 @@ const GLOBAL: &str = "Global options";
 /// clap then does not replace with the top-level one.
 fn store_help(command: &str) -> &'static str {
     match command {
-        "read" | "write" | "patch" | "drop" | "tree" | "status" | "force-refresh" | "verify" => {
+        "read" | "write" | "patch" | "drop" | "history" | "tree" | "status" | "force-refresh"
+        | "verify" => {
             "The store that holds <SESSION>: a store URL (sqlite:///abs/path, postgres://…, \
              postgresql://…); <SESSION> is then a session id in it, or a unique prefix of one. \
              `none` (the default): <SESSION> is a Pi JSONL file"
@@ -196,6 +198,9 @@ enum Command {
     /// Make a plugin's value absent; prints the new entry id
     #[command(after_help = state::DROP_EXAMPLES)]
     Drop(state::DropArgs),
+    /// A plugin's events along the branch: entry, op, state version, the value after each
+    #[command(after_help = state::HISTORY_EXAMPLES)]
+    History(state::HistoryArgs),
     /// The state of every plugin (and every extension's custom entries) at every branch tip
     #[command(after_help = replay::EXAMPLES)]
     Replay(replay::ReplayArgs),
@@ -551,6 +556,7 @@ fn run(command: Command, sessions: &store::Sessions) -> CmdResult {
         Command::Write(a) => state::write(a, sessions),
         Command::Patch(a) => state::patch(a, sessions),
         Command::Drop(a) => state::drop(a, sessions),
+        Command::History(a) => state::history(a, sessions),
         Command::Replay(mut a) => {
             let local = sessions.local_file(&a.path)?;
             a.path = local.path.clone();

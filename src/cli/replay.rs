@@ -1,5 +1,6 @@
 //! `replay`: the state of every plugin at every branch tip, folded from the log alone (no
-//! database), plus the last `data` of every other extension's `custom` entries.
+//! database), plus the last `data` of every other extension's `custom` entries, and each
+//! plugin's state version where it is not 1 ([`Versions`]).
 
 use super::{
     CmdResult, Failure, emit, emit_text, fail, jsonl_files, require_regular, short_json,
@@ -10,9 +11,11 @@ use serde::Serialize;
 use serde_json::Value;
 use session_state::inspect::{self, Replay, ReplayValue, TipReplay, TipReplays};
 use session_state::{Scope, SessionLog, json};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) const EXAMPLES: &str = "\
@@ -23,7 +26,9 @@ Examples:
 For each branch tip: every plugin's value in branch scope (session scope is the same at
 every tip and is shown once per file), and for every other customType of `custom` entries
 (state Pi extensions write with pi.appendEntry) the number of such entries on the branch
-and the `data` of the last one. A DIR is searched recursively for *.jsonl files.
+and the `data` of the last one. A value written under a state version other than 1 shows
+it: `role (stateVersion 3) = …` (--json: \"stateVersion\": 3 beside its \"value\"); values
+are shown as stored, never migrated. A DIR is searched recursively for *.jsonl files.
 Exit codes: 0 everything was read; 1 some file or value could not be read (reported);
 2 could not run (SESSION or DIR missing or unreadable).";
 
@@ -51,9 +56,104 @@ fn failed_text(file: &str, error: &str) -> String {
     format!("{file}: ERROR: {}\n", without_path(error, file))
 }
 
+/// Each plugin's state version where it is not 1, in session scope and along every branch:
+/// the version of the last event folded in, as the library's fold has it. The replay
+/// report carries no versions, so they come from the file's state events, decoded once
+/// more here; only when one of them is at a version other than 1 are the branch versions
+/// carried down the tree, one pass over the entries in file order (a parent is always
+/// before its children), each entry sharing its parent's table unless it changes it.
+/// Undecodable events are left out: the values they poison are shown as errors.
+struct Versions<'a> {
+    session: BTreeMap<&'a str, u32>,
+    /// Per entry, in file order: the branch versions other than 1 on the path to it.
+    /// Empty when every branch event is at version 1.
+    branch: Vec<Arc<BTreeMap<&'a str, u32>>>,
+}
+
+/// A plugin's carried version: `version` set, 1 meaning none.
+fn carry<'a>(table: &mut BTreeMap<&'a str, u32>, plugin: &'a str, version: u32) {
+    if version == 1 {
+        table.remove(plugin);
+    } else {
+        table.insert(plugin, version);
+    }
+}
+
+impl<'a> Versions<'a> {
+    fn of(log: &'a SessionLog) -> Versions<'a> {
+        let mut session = BTreeMap::new();
+        // (entry index, plugin, version) of every decodable branch-scope event.
+        let mut branch_events = Vec::new();
+        let mut versioned = false;
+        for e in log.entries().filter(|e| e.state_plugin().is_some()) {
+            let Some(ev) = inspect::state_event(log, e.id()) else {
+                continue;
+            };
+            let Ok(env) = ev.envelope else { continue };
+            match env.scope {
+                Scope::Session => carry(&mut session, ev.plugin, env.state_version),
+                Scope::Branch => {
+                    versioned |= env.state_version != 1;
+                    branch_events.push((e.index(), ev.plugin, env.state_version));
+                }
+            }
+        }
+        if !versioned {
+            return Versions {
+                session,
+                branch: Vec::new(),
+            };
+        }
+        let none = Arc::new(BTreeMap::new());
+        let mut branch: Vec<Arc<BTreeMap<&'a str, u32>>> = Vec::with_capacity(log.len());
+        let mut events = branch_events.into_iter().peekable();
+        for e in log.entries() {
+            let parent = e.parent_id().and_then(|p| log.entry(p));
+            let mut table = parent.map_or_else(|| none.clone(), |p| branch[p.index()].clone());
+            if let Some((_, plugin, version)) = events.next_if(|(i, ..)| *i == e.index())
+                && table.get(plugin).copied().unwrap_or(1) != version
+            {
+                carry(Arc::make_mut(&mut table), plugin, version);
+            }
+            branch.push(table);
+        }
+        Versions { session, branch }
+    }
+
+    /// The branch versions other than 1 at the tip `tip`.
+    fn at(&self, log: &SessionLog, tip: &str) -> Option<&BTreeMap<&'a str, u32>> {
+        let i = log.entry(tip)?.index();
+        self.branch.get(i).map(|t| &**t)
+    }
+}
+
+/// How the text output shows a value's version: ` (stateVersion N)` for a value that could
+/// be read (present or absent) at a version N other than 1, else nothing.
+fn version_text(versions: Option<&BTreeMap<&str, u32>>, plugin: &str, v: &ReplayValue) -> String {
+    match versions.and_then(|t| t.get(plugin)) {
+        Some(n) if v.is_readable() => format!(" (stateVersion {n})"),
+        _ => String::new(),
+    }
+}
+
+/// `--json`: `"stateVersion": N` beside each readable value of a version other than 1, in
+/// a report's map of plugins to values.
+fn add_versions(values: Option<&mut Value>, versions: Option<&BTreeMap<&str, u32>>) {
+    let (Some(Value::Object(values)), Some(versions)) = (values, versions) else {
+        return;
+    };
+    for (plugin, n) in versions {
+        if let Some(Value::Object(v)) = values.get_mut(*plugin)
+            && !v.contains_key("error")
+        {
+            v.insert("stateVersion".into(), (*n).into());
+        }
+    }
+}
+
 /// The text output's lines before the tips: the file, its session and counts, and the
 /// session-scope values.
-fn head_text(file: &str, r: &Replay, tips: usize) -> String {
+fn head_text(file: &str, r: &Replay, tips: usize, versions: &Versions<'_>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -68,7 +168,8 @@ fn head_text(file: &str, r: &Replay, tips: usize) -> String {
     if !session.is_empty() {
         let _ = writeln!(out, "  session scope (the same at every tip):");
         for (p, v) in session {
-            let _ = writeln!(out, "    {p} = {}", value_text(v));
+            let version = version_text(Some(&versions.session), p, v);
+            let _ = writeln!(out, "    {p}{version} = {}", value_text(v));
         }
     }
     out
@@ -80,7 +181,7 @@ fn wrote(r: &Replay, plugin: &str, scope: Scope) -> bool {
 }
 
 /// One tip's lines of the text output, appended to `out`.
-fn tip_text(r: &Replay, t: &TipReplay, out: &mut String) {
+fn tip_text(r: &Replay, t: &TipReplay, versions: Option<&BTreeMap<&str, u32>>, out: &mut String) {
     let marks = if t.leaf { " [leaf]" } else { "" };
     let _ = writeln!(
         out,
@@ -96,7 +197,8 @@ fn tip_text(r: &Replay, t: &TipReplay, out: &mut String) {
         let _ = writeln!(out, "    (no branch state)");
     }
     for (p, v) in branch {
-        let _ = writeln!(out, "    {p} = {}", value_text(v));
+        let version = version_text(versions, p, v);
+        let _ = writeln!(out, "    {p}{version} = {}", value_text(v));
     }
     for (ct, c) in &t.custom {
         let data = match &c.last_data {
@@ -112,12 +214,18 @@ fn tip_text(r: &Replay, t: &TipReplay, out: &mut String) {
 /// Prints a replay as text, each tip's report built, printed (in chunks of about 64 KiB)
 /// and dropped in turn, so the tips are never all held at once. Returns whether
 /// everything was read.
-fn print_text(file: &str, report: &Replay, tips: TipReplays<'_>) -> Result<bool, Failure> {
+fn print_text(
+    file: &str,
+    log: &SessionLog,
+    report: &Replay,
+    tips: TipReplays<'_>,
+) -> Result<bool, Failure> {
+    let versions = Versions::of(log);
     let mut complete = report.is_complete();
-    let mut out = head_text(file, report, tips.len());
+    let mut out = head_text(file, report, tips.len(), &versions);
     for t in tips {
         complete &= t.is_complete();
-        tip_text(report, &t, &mut out);
+        tip_text(report, &t, versions.at(log, &t.tip), &mut out);
         if out.len() >= 1 << 16 {
             emit_text(&out)?;
             out.clear();
@@ -180,12 +288,13 @@ impl<S: FnMut(&str) -> Result<(), Failure>> Output<S> {
     fn replay(
         &mut self,
         path: &Path,
+        log: &SessionLog,
         report: &Replay,
         tips: TipReplays<'_>,
     ) -> Result<bool, Failure> {
         match self {
-            Output::Text => print_text(&path.display().to_string(), report, tips),
-            Output::Json(doc) => doc.file(path, Head::Read(report), Some(tips)),
+            Output::Text => print_text(&path.display().to_string(), log, report, tips),
+            Output::Json(doc) => doc.file(path, Head::Read(report), Some((log, tips))),
         }
     }
 
@@ -318,24 +427,29 @@ impl<S: FnMut(&str) -> Result<(), Failure>> JsonDoc<S> {
         Ok(())
     }
 
-    /// One file's object, its tips (when read) printed one at a time in place of the
-    /// head's empty `tips`. Whether everything in it was read.
+    /// One file's object, its tips (when read, with the log they are of) printed one at
+    /// a time in place of the head's empty `tips`, the versions other than 1 added to the
+    /// values. Whether everything in it was read.
     fn file(
         &mut self,
         path: &Path,
         head: Head<'_>,
-        tips: Option<TipReplays<'_>>,
+        tips: Option<(&SessionLog, TipReplays<'_>)>,
     ) -> Result<bool, Failure> {
         let mut complete = match head {
             Head::Read(r) => r.is_complete(),
             Head::Failed { .. } => false,
         };
-        let Value::Object(fields) = to_value(&FileHead { file: path, head })? else {
+        let Value::Object(mut fields) = to_value(&FileHead { file: path, head })? else {
             return Err(fail(
                 "printing the report as JSON: a file's report is not an object",
             ));
         };
-        let mut tips = tips;
+        let versions = tips.as_ref().map(|(log, _)| (*log, Versions::of(log)));
+        if let Some((_, versions)) = &versions {
+            add_versions(fields.get_mut("session"), Some(&versions.session));
+        }
+        let mut tips = tips.map(|(_, tips)| tips);
         self.member();
         self.open('{');
         for (k, v) in &fields {
@@ -346,7 +460,11 @@ impl<S: FnMut(&str) -> Result<(), Failure>> JsonDoc<S> {
                     for t in tips {
                         complete &= t.is_complete();
                         self.member();
-                        self.value(&to_value(&t)?);
+                        let mut t_value = to_value(&t)?;
+                        if let Some((log, versions)) = &versions {
+                            add_versions(t_value.get_mut("branch"), versions.at(log, &t.tip));
+                        }
+                        self.value(&t_value);
                         if self.out.len() >= 1 << 16 {
                             self.flush()?;
                         }
@@ -382,7 +500,7 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
             match open_file(f, &hidden) {
                 Ok(log) => {
                     let (report, tips) = inspect::replay_tips(&log, |_| {});
-                    all_ok &= bar.suspend(|| out.replay(f, &report, tips))?;
+                    all_ok &= bar.suspend(|| out.replay(f, &log, &report, tips))?;
                 }
                 Err(error) => {
                     bar.suspend(|| out.failed(f, &error))?;
@@ -398,7 +516,7 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
         let bar = progress(|| log.tips().len() as u64, "tips");
         let (report, tips) = inspect::replay_tips(&log, |_| bar.inc(1));
         bar.finish_and_clear();
-        all_ok = out.replay(&args.path, &report, tips)?;
+        all_ok = out.replay(&args.path, &log, &report, tips)?;
     }
     out.finish()?;
     Ok(if all_ok { 0 } else { 1 })
@@ -450,7 +568,7 @@ mod tests {
             match SessionLog::open(f) {
                 Ok(log) => {
                     let (report, tips) = inspect::replay_tips(&log, |_| {});
-                    all_ok &= out.replay(f, &report, tips).unwrap();
+                    all_ok &= out.replay(f, &log, &report, tips).unwrap();
                 }
                 Err(e) => {
                     out.failed(f, &e.to_string()).unwrap();
@@ -537,6 +655,85 @@ mod tests {
         assert!(!all_ok, "bad files and events make the replay incomplete");
         assert!(text.contains(r#""x": "cut \ud83d""#) && text.contains(r#""big": 1e+21"#));
         assert_eq!(streamed(&[]).0, "{\n  \"sessions\": []\n}\n");
+    }
+
+    /// The versions the replay shows are the library's fold's: at every tip of random
+    /// trees with forks, each plugin's branch version is the version of the last event of
+    /// its history there (1 when none), and its session version the same over the file.
+    #[test]
+    fn the_versions_are_the_folds() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = session_state::Store::at(dir.path().join("unused.sqlite")).unwrap();
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut versioned_tips = 0;
+        for round in 0..20 {
+            let path = dir.path().join(format!("r{round}.jsonl"));
+            let mut text = format!("{HEADER}\n");
+            for i in 0..120u64 {
+                // A child of one of the last few entries: forks, and branches that end.
+                let parent = (i > 0).then(|| format!("e{}", i - 1 - next(i.min(4))));
+                let plugin = ["a", "b", "c"][next(3) as usize];
+                let scope = if next(4) == 0 { "session" } else { "branch" };
+                let version = [1, 1, 2, 3, 7][next(5) as usize];
+                let envelope = match version {
+                    1 => r#"{"v":1"#.to_owned(),
+                    n => format!(r#"{{"v":2,"stateVersion":{n}"#),
+                };
+                let op = match next(3) {
+                    0 => r#""op":"drop""#.to_owned(),
+                    1 => format!(r#""op":"patch","patch":{{"k":{i}}}"#),
+                    _ => format!(r#""op":"set","value":{i}"#),
+                };
+                let data = format!(r#"{envelope},"scope":"{scope}",{op}}}"#);
+                let ct = format!("session-state/{plugin}");
+                let _ = writeln!(
+                    text,
+                    "{}",
+                    custom(&format!("e{i}"), parent.as_deref(), &ct, &data)
+                );
+            }
+            std::fs::write(&path, text).unwrap();
+            let view = SessionLog::open(&path).unwrap();
+            let versions = Versions::of(&view);
+            // A second log of the file, whose leaf moves to each tip for the fold.
+            let mut log = SessionLog::open(&path).unwrap();
+            let fold = |log: &SessionLog, plugin: &str, scope: Scope| {
+                let state = store.state::<Value>(plugin, scope).unwrap();
+                let history = state.history(log).unwrap();
+                history.last().map_or(1, |h| h.state_version)
+            };
+            for plugin in ["a", "b", "c"] {
+                let shown = versions.session.get(plugin).copied().unwrap_or(1);
+                assert_eq!(
+                    shown,
+                    fold(&log, plugin, Scope::Session),
+                    "{round} {plugin}"
+                );
+            }
+            let tips: Vec<String> = log.tips().iter().map(|t| (*t).to_owned()).collect();
+            assert!(tips.len() > 1, "{round}: forks");
+            for tip in &tips {
+                let at = versions.at(&view, tip).cloned();
+                versioned_tips += usize::from(at.as_ref().is_some_and(|t| !t.is_empty()));
+                log.navigate(tip).unwrap();
+                for plugin in ["a", "b", "c"] {
+                    let shown = at
+                        .as_ref()
+                        .and_then(|t| t.get(plugin))
+                        .copied()
+                        .unwrap_or(1);
+                    let folded = fold(&log, plugin, Scope::Branch);
+                    assert_eq!(shown, folded, "{round}: {plugin} at {tip}");
+                }
+            }
+        }
+        assert!(versioned_tips > 20, "{versioned_tips}");
     }
 
     #[test]

@@ -1,18 +1,31 @@
-//! `read`, `write`, `patch`, `drop`: one plugin's state in one session, a file or a
-//! stored session.
+//! `read`, `write`, `patch`, `drop`, `history`: one plugin's state in one session, a file
+//! or a stored session.
 //!
 //! On a file, `read` goes through the projection, so a cold read of an unchanged file does
 //! not scan it. The writes are the library's file write ([`SessionState::apply_file`]):
 //! decided from the projection's rows when they can, else through the opened log with its
 //! leaf at `--at`, under the session's write lock. On a stored session, the `*_stored`
-//! calls of [`SessionState`].
+//! calls of [`SessionState`]. `history` folds the opened log (`SessionState::history`).
+//!
+//! State versions: the command line has no schema, so it never migrates. `read` shows the
+//! value as stored ([`Store::read_versioned`]), whatever version it was written under;
+//! `--json` says which. A write is decided by a key at one version: `--version N` as
+//! given, else the version the stored value was written under (1 where there is none), so
+//! `patch`, `drop` and a `write` without `--version` keep it. A stored value of a newer
+//! version than `--version` is refused by the library ([`Error::NewerStateVersion`]),
+//! nothing written.
 
 use super::store::{Sessions, Stored, Target};
 use super::{
-    CmdResult, DbArgs, Failure, ScopeArg, emit, emit_text, fail, require_regular, strict_error,
+    CmdResult, DbArgs, Failure, ScopeArg, emit, emit_json, emit_text, fail, is_refusal, open_log,
+    require_regular, short_json, strict_error,
 };
-use serde_json::Value;
-use session_state::{FileWriteStep, Op, Scope, SessionState, Store, validate_plugin_id};
+use serde_json::{Map, Value};
+use session_state::{
+    Error, FileWriteStep, HistoryEntry, Op, ReadMode, Scope, SessionLog, SessionState, StateKey,
+    Store, validate_plugin_id,
+};
+use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
@@ -21,8 +34,14 @@ Examples:
   session-state read s.jsonl --plugin role
   session-state read s.jsonl --plugin role --at 1a2b3c4d
   session-state read s.jsonl --plugin counter --scope session --db /tmp/states.sqlite
+  session-state read s.jsonl --plugin role --json
 
-Exit codes: 0 the value was printed; 1 absent (no output); 2 error (message on stderr).";
+The value is printed as stored, whatever state version it was written under (the command
+line has no migration). --json adds which: {\"value\": …, \"stateVersion\": N, \"entry\":
+\"<id of the event that set it>\"}; an absent value has no \"value\" (a written null is
+\"value\": null), and \"entry\" is null when no event set it.
+Exit codes: 0 the value was printed; 1 absent (no output; with --json, the object without
+\"value\"); 2 error (message on stderr).";
 
 pub(crate) const WRITE_EXAMPLES: &str = "\
 Examples:
@@ -31,16 +50,22 @@ Examples:
   session-state write s.jsonl --plugin counter --value -1
   session-state write s.jsonl --plugin role --value '\"planner\"' --at 1a2b3c4d
       (a child of 1a2b3c4d: it extends that branch at a tip, forks anywhere else)
+  session-state write s.jsonl --plugin role --value '{\"name\":\"reviewer\"}' --version 2
 
-Prints the new entry's id, or nothing when the value was already equal.
-Exit codes: 0 done; 2 error (invalid JSON, unknown entry, lock held by another process...).";
+Prints the new entry's id, or nothing when the value was already equal (a write at a new
+--version is always recorded). Without --version the value keeps the state version of the
+stored one (1 where there is none). A stored value written under a newer version than
+--version is refused, as an extension at that version refuses it: nothing is written.
+Exit codes: 0 done; 2 error (invalid JSON, unknown entry, lock held by another process, a
+newer stored version...).";
 
 pub(crate) const PATCH_EXAMPLES: &str = "\
 Examples:
   session-state patch s.jsonl --plugin role --merge '{\"model\":\"fast\"}'
   session-state patch s.jsonl --plugin role --merge '{\"model\":null}'   # removes `model`
 
-Prints the new entry's id, or nothing when the patch changed nothing.
+Prints the new entry's id, or nothing when the patch changed nothing. The patch keeps the
+state version of the stored value.
 Exit codes: 0 done; 2 error.";
 
 pub(crate) const DROP_EXAMPLES: &str = "\
@@ -48,8 +73,25 @@ Examples:
   session-state drop s.jsonl --plugin role
   session-state drop s.jsonl --plugin counter --scope session
 
-Prints the new entry's id, or nothing when the value was already absent.
+Prints the new entry's id, or nothing when the value was already absent. The drop keeps
+the state version of the stored value.
 Exit codes: 0 done; 2 error.";
+
+pub(crate) const HISTORY_EXAMPLES: &str = "\
+Examples:
+  session-state history s.jsonl --plugin role
+  session-state history s.jsonl --plugin role --at 1a2b3c4d --json
+  session-state history s.jsonl --plugin todo --scope session
+
+One line per event of the plugin, oldest first: its entry id, its line in the file, the
+op, the state version it was written under, and the value after it (as stored: the
+command line has no migration). Branch scope: the events on the path from the root to the
+leaf (the last entry, or --at); session scope: every event of the file in append order.
+--json: {\"plugin\", \"scope\", \"leaf\", \"events\": [{\"entry\", \"line\", \"op\",
+\"stateVersion\", \"argument\", \"value\"}, …]}; a drop has no \"argument\", an absent
+value no \"value\" (a written null is \"value\": null).
+Exit codes: 0 events were listed; 1 the plugin has no events there (no output; with
+--json, the document with no events); 2 error (message on stderr).";
 
 /// Which state, where.
 #[derive(Debug, clap::Args)]
@@ -77,6 +119,10 @@ pub(crate) struct StateArgs {
 pub(crate) struct ReadArgs {
     #[command(flatten)]
     target: StateArgs,
+    /// Print {"value": …, "stateVersion": N, "entry": "<id>"}: the value with the state
+    /// version it was written under and the event that set it
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -86,6 +132,11 @@ pub(crate) struct WriteArgs {
     /// The new value as JSON, any JSON text (`--value -1` works) [default: read from stdin]
     #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
     value: Option<String>,
+    /// The state version to record the value under (1 or more), as given [default: the
+    /// stored value's version, 1 where there is none]. A stored value of a newer version
+    /// is refused: nothing is written
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    version: Option<u32>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -104,9 +155,34 @@ pub(crate) struct DropArgs {
     target: StateArgs,
 }
 
+#[derive(Debug, clap::Args)]
+pub(crate) struct HistoryArgs {
+    /// The session: a Pi JSONL file, or with a store a session id or a unique prefix of one
+    #[arg(value_name = "SESSION")]
+    session: PathBuf,
+    /// The plugin id: lowercase letters, digits, '-' and '.'
+    #[arg(long, value_name = "ID")]
+    plugin: String,
+    /// Which events: `branch`, the plugin's events along the current branch (those a fork
+    /// inherits; a sibling's are not on it), or `session`, every event of the file in
+    /// append order
+    #[arg(long, value_enum, default_value_t = ScopeArg::Branch)]
+    scope: ScopeArg,
+    /// Act as if the active leaf were this entry: the events on the path to it
+    #[arg(long, value_name = "ENTRY")]
+    at: Option<String>,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
+}
+
 /// The library's refusal, word for word, after the option it names.
 fn check_plugin(t: &StateArgs) -> Result<(), Failure> {
-    validate_plugin_id(&t.plugin).map_err(|e| match e {
+    check_plugin_id(&t.plugin)
+}
+
+fn check_plugin_id(plugin: &str) -> Result<(), Failure> {
+    validate_plugin_id(plugin).map_err(|e| match e {
         session_state::Error::InvalidOption { detail, .. } => {
             fail(format_args!("--plugin: {detail}"))
         }
@@ -124,29 +200,62 @@ fn parse_json(text: &str, source: &str) -> Result<Value, Failure> {
     })
 }
 
+/// A plugin's value as stored (not migrated), the state version it was written under
+/// and the entry of the event that set it.
+struct Versioned {
+    value: Option<Value>,
+    version: u32,
+    entry: Option<String>,
+}
+
+/// The stored value of `t`'s plugin in `target`, as if the leaf were `--at`.
+fn read_versioned(
+    t: &StateArgs,
+    store: &Store,
+    target: &Target,
+) -> session_state::Result<Versioned> {
+    let (plugin, scope, at) = (t.plugin.as_str(), Scope::from(t.scope), t.at.as_deref());
+    let v = match target {
+        Target::File(file) => store.read_versioned(file, plugin, scope, at)?,
+        Target::Stored(stored) => {
+            store.read_stored_versioned(&stored.session(), plugin, scope, at)?
+        }
+    };
+    Ok(Versioned {
+        value: v.value,
+        version: v.state_version,
+        entry: v.entry,
+    })
+}
+
+/// `read --json`'s object: `value` only when present (a written `null` is `"value":
+/// null`), then `stateVersion` and `entry` (`null`: no event).
+fn versioned_json(v: Versioned) -> Value {
+    let mut m = Map::new();
+    if let Some(value) = v.value {
+        m.insert("value".into(), value);
+    }
+    m.insert("stateVersion".into(), v.version.into());
+    m.insert("entry".into(), v.entry.map_or(Value::Null, Value::String));
+    Value::Object(m)
+}
+
 pub(crate) fn read(args: ReadArgs, sessions: &Sessions) -> CmdResult {
     let t = args.target;
     check_plugin(&t)?;
-    let db = t.db.resolve()?;
-    let at = t.at.as_deref();
-    let value = match sessions.target(&t.session)? {
-        Target::File(file) => {
-            require_regular(&file)?;
-            state_key(&t, db)?
-                .read_file_value(&file, at)
-                .map_err(fail)?
-        }
-        Target::Stored(stored) => state_key(&t, db)?
-            .read_stored_value(&stored.session(), at)
-            .map_err(fail)?,
-    };
-    match value {
-        Some(v) => {
-            emit(&format!("{}\n", session_state::json::to_string(&v)))?;
-            Ok(0)
-        }
-        None => Ok(1),
+    let store = open_store(&t)?;
+    let target = sessions.target(&t.session)?;
+    if let Target::File(file) = &target {
+        require_regular(file)?;
     }
+    let read = read_versioned(&t, &store, &target).map_err(fail)?;
+    let present = read.value.is_some();
+    if args.json {
+        emit_json(&versioned_json(read))?;
+    } else if let Some(v) = &read.value {
+        emit(&format!("{}\n", session_state::json::to_string(v)))?;
+    }
+    Ok(if present { 0 } else { 1 })
 }
 
 pub(crate) fn write(args: WriteArgs, sessions: &Sessions) -> CmdResult {
@@ -164,33 +273,56 @@ pub(crate) fn write(args: WriteArgs, sessions: &Sessions) -> CmdResult {
             parse_json(&text, "the value on stdin")?
         }
     };
-    apply(&args.target, Op::Set(value), sessions)
+    apply(&args.target, Op::Set(value), args.version, sessions)
 }
 
 pub(crate) fn patch(args: PatchArgs, sessions: &Sessions) -> CmdResult {
     check_plugin(&args.target)?;
     let merge = parse_json(&args.merge, "--merge")?;
-    apply(&args.target, Op::Patch(merge), sessions)
+    apply(&args.target, Op::Patch(merge), None, sessions)
 }
 
 pub(crate) fn drop(args: DropArgs, sessions: &Sessions) -> CmdResult {
     check_plugin(&args.target)?;
-    apply(&args.target, Op::Drop, sessions)
+    apply(&args.target, Op::Drop, None, sessions)
 }
 
-/// The plugin's state on the projection at `db`.
-fn state_key(t: &StateArgs, db: PathBuf) -> Result<SessionState<Value>, Failure> {
-    Store::at(db)
-        .and_then(|store| store.state(&t.plugin, Scope::from(t.scope)))
+/// The projection database `t` names.
+fn open_store(t: &StateArgs) -> Result<Store, Failure> {
+    Store::at(t.db.resolve()?).map_err(fail)
+}
+
+/// The plugin's state at state version `version`. The command line has no schema: a
+/// value written under an older version is taken as it is (a `set` replaces it anyway).
+fn state_at(t: &StateArgs, store: &Store, version: u32) -> Result<SessionState<Value>, Failure> {
+    StateKey::new(&t.plugin, Scope::from(t.scope))
+        .and_then(|key| key.versioned(version, |v, _| Ok(v)))
+        .map(|key| store.state_of(&key))
         .map_err(fail)
 }
 
-/// A write, on a file or a stored session; prints the new entry's id.
-fn apply(t: &StateArgs, op: Op, sessions: &Sessions) -> CmdResult {
-    let db = t.db.resolve()?;
-    let id = match sessions.target(&t.session)? {
-        Target::File(file) => apply_file(t, &file, db, op)?,
-        Target::Stored(stored) => apply_stored(t, &stored, db, op)?,
+/// A write, on a file or a stored session; prints the new entry's id. `version`: the
+/// state version to record (`write --version`), else the stored value's.
+fn apply(t: &StateArgs, op: Op, version: Option<u32>, sessions: &Sessions) -> CmdResult {
+    let store = open_store(t)?;
+    let target = sessions.target(&t.session)?;
+    if let Target::File(file) = &target {
+        require_regular(file)?;
+    }
+    let kept = match version {
+        Some(n) => n,
+        // Decided again under the write lock: a value written meanwhile under a newer
+        // version is refused, one under an older version is replaced as a whole.
+        None => {
+            read_versioned(t, &store, &target)
+                .map_err(|e| at_error(t, e))?
+                .version
+        }
+    };
+    let state = state_at(t, &store, kept)?;
+    let id = match &target {
+        Target::File(file) => apply_file(t, &state, file, op, version)?,
+        Target::Stored(stored) => apply_stored(t, &state, stored, op, version)?,
     };
     if let Some(id) = id {
         emit_text(&format!("{id}\n"))?;
@@ -198,27 +330,53 @@ fn apply(t: &StateArgs, op: Op, sessions: &Sessions) -> CmdResult {
     Ok(0)
 }
 
+/// An error naming `--at` when it is the unknown entry.
+fn at_error(t: &StateArgs, e: Error) -> Failure {
+    match (&e, &t.at) {
+        (Error::UnknownEntry { .. }, Some(_)) => fail(format_args!("--at: {e}")),
+        _ => fail(e),
+    }
+}
+
+/// A write's error. One refused because the stored value is of a newer version than
+/// `--version` (`version`) is the library's message, then what to pass instead.
+fn write_error(e: Error, version: Option<u32>) -> Failure {
+    match (&e, version) {
+        (Error::NewerStateVersion { stored, .. }, Some(n)) => fail(format_args!(
+            "{e}\n(--version {n} is older than the stored value's stateVersion {stored}: nothing \
+             was written; pass --version {stored} or more, or leave --version out to keep \
+             {stored})"
+        )),
+        _ => fail(e),
+    }
+}
+
 /// On a file: the library's file write ([`SessionState::apply_file`]), from the
 /// projection's rows and the file's tail when they answer (no parse of the log: the cost
 /// does not grow with the session), else through the opened log; its errors worded as the
 /// other commands word them.
-fn apply_file(t: &StateArgs, file: &Path, db: PathBuf, op: Op) -> Result<Option<String>, Failure> {
-    require_regular(file)?;
-    state_key(t, db)?.apply_file(file, t.at.as_deref(), op, |step, e| match step {
+fn apply_file(
+    t: &StateArgs,
+    state: &SessionState<Value>,
+    file: &Path,
+    op: Op,
+    version: Option<u32>,
+) -> Result<Option<String>, Failure> {
+    state.apply_file(file, t.at.as_deref(), op, |step, e| match step {
         FileWriteStep::Open => fail(strict_error(&e)),
         FileWriteStep::At => fail(format_args!("--at: {e}")),
-        _ => fail(e),
+        _ => write_error(e, version),
     })
 }
 
 /// On a stored session: through the store, at its last entry or at `--at`.
 fn apply_stored(
     t: &StateArgs,
+    state: &SessionState<Value>,
     stored: &Stored,
-    db: PathBuf,
     op: Op,
+    version: Option<u32>,
 ) -> Result<Option<String>, Failure> {
-    let state = state_key(t, db)?;
     let session = stored.session();
     let at = t.at.as_deref();
     let changed = match op {
@@ -227,7 +385,105 @@ fn apply_stored(
         Op::Drop => state.drop_stored(&session, at),
     };
     changed.map_err(|e| match (&e, at) {
-        (session_state::Error::UnknownEntry { .. }, Some(_)) => fail(format_args!("--at: {e}")),
-        _ => fail(e),
+        (Error::UnknownEntry { .. }, Some(_)) => fail(format_args!("--at: {e}")),
+        _ => write_error(e, version),
     })
+}
+
+pub(crate) fn history(args: HistoryArgs, sessions: &Sessions) -> CmdResult {
+    check_plugin_id(&args.plugin)?;
+    let mut log = match sessions.target(&args.session)? {
+        Target::File(file) => open_log(&file)?,
+        Target::Stored(stored) => stored.session().read_log(ReadMode::Strict).map_err(|e| {
+            if is_refusal(&e) {
+                fail(strict_error(&e))
+            } else {
+                fail(e)
+            }
+        })?,
+    };
+    if let Some(at) = &args.at {
+        log.navigate(at).map_err(fail)?;
+    }
+    let scope = Scope::from(args.scope);
+    // The history is folded from the opened log, in memory: the store is only where the
+    // fold's memo lives, and its database is never opened, so none is created. Were it
+    // ever opened, this path under a file that is not a folder would fail at once rather
+    // than leave a database behind.
+    let events = Store::at("/dev/null/history-opens-no-database")
+        .and_then(|store| store.state::<Value>(&args.plugin, scope))
+        .and_then(|state| state.history(&log))
+        .map_err(fail)?;
+    let found = !events.is_empty();
+    if args.json {
+        emit_json(&history_json(&args.plugin, scope, &log, events))?;
+    } else if found {
+        emit_text(&history_text(&events))?;
+    }
+    Ok(if found { 0 } else { 1 })
+}
+
+/// `history --json`'s document: the plugin, the scope, the leaf the branch ends at, and
+/// each event (no `argument` for a drop, no `value` where the value is absent).
+fn history_json(plugin: &str, scope: Scope, log: &SessionLog, events: Vec<HistoryEntry>) -> Value {
+    let events = events
+        .into_iter()
+        .map(|e| {
+            let mut m = Map::new();
+            m.insert("entry".into(), Value::String(e.entry_id));
+            m.insert("line".into(), e.line.into());
+            m.insert("op".into(), e.op.into());
+            m.insert("stateVersion".into(), e.state_version.into());
+            if let Some(a) = e.argument {
+                m.insert("argument".into(), a);
+            }
+            if let Some(v) = e.value {
+                m.insert("value".into(), v);
+            }
+            Value::Object(m)
+        })
+        .collect();
+    let mut doc = Map::new();
+    doc.insert("plugin".into(), plugin.into());
+    doc.insert("scope".into(), scope.to_string().into());
+    doc.insert(
+        "leaf".into(),
+        log.leaf_id().map_or(Value::Null, |l| l.into()),
+    );
+    doc.insert("events".into(), Value::Array(events));
+    Value::Object(doc)
+}
+
+/// `history`'s text: a table of the events, oldest first, with the value after each.
+fn history_text(events: &[HistoryEntry]) -> String {
+    let id_width = events
+        .iter()
+        .map(|e| e.entry_id.chars().count())
+        .chain([5])
+        .max()
+        .unwrap_or(5);
+    let line_width = events
+        .iter()
+        .map(|e| e.line.to_string().len())
+        .chain([4])
+        .max()
+        .unwrap_or(4);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<id_width$}  {:>line_width$}  {:<5}  {:>7}  VALUE AFTER",
+        "ENTRY", "LINE", "OP", "VERSION"
+    );
+    for e in events {
+        let value = match &e.value {
+            Some(v) => short_json(v, 200),
+            None => "(absent)".into(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<id_width$}  {:>line_width$}  {:<5}  {:>7}  {value}",
+            e.entry_id, e.line, e.op, e.state_version
+        );
+    }
+    out
 }

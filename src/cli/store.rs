@@ -10,8 +10,8 @@
 //! `read`, `write`, `patch` and `drop` go through [`SessionState`]'s backend calls
 //! (`read_stored`, `write_stored`, …), which read the store's lines through the
 //! projection: no local copy of the session is kept. `list` lists the store's headers.
-//! `status` and `verify` read the store's lines too ([`StoredSession::read_log`]) and name
-//! the session `<store>#<session id>` ([`StoredSession::label`]). `tree`, `replay` and
+//! `history` reads the store's lines ([`StoredSession::read_log`]); `status` and `verify`
+//! do too, and name the session `<store>#<session id>` ([`StoredSession::label`]). `tree`, `replay` and
 //! `force-refresh` run as on a file, on a temporary export of the stored session that is
 //! removed when the command ends ([`Sessions::local_file`]).
 

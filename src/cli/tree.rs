@@ -19,7 +19,8 @@ Examples:
 
 Markers: [key] the branch key (top of a run of single children), [fork: N] an entry with
 N children, [leaf] the active leaf (the last entry in file order). State events show the
-plugin, the op, the scope and the value. Stretches of 4 or more other entries are folded.
+plugin, the op, the scope (with the state version, where it is not 1) and the value.
+Stretches of 4 or more other entries are folded.
 Forks nested more than 12 deep are not indented further: such lines start with [+N], the
 number of levels of indentation left out.
 Exit codes: 0 drawn; 2 the session could not be read.";
@@ -60,7 +61,12 @@ fn describe(e: EntryRef<'_>, log: &SessionLog) -> String {
                         Op::Set(v) | Op::Patch(v) => format!(" {}", short_json(v, VALUE_WIDTH)),
                         Op::Drop => String::new(),
                     };
-                    format!("state {} {} ({}){arg}", ev.plugin, env.op.name(), env.scope)
+                    let version = match env.state_version {
+                        1 => String::new(),
+                        n => format!(", stateVersion {n}"),
+                    };
+                    let (op, scope) = (env.op.name(), env.scope);
+                    format!("state {} {op} ({scope}{version}){arg}", ev.plugin)
                 }
                 Err(detail) => format!("state {} INVALID: {detail}", ev.plugin),
             },
