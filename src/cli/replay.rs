@@ -1,6 +1,6 @@
 //! `replay`: the state of every plugin at every branch tip, folded from the log alone (no
 //! database), plus the last `data` of every other extension's `custom` entries, and each
-//! plugin's state version where it is not 1 ([`Versions`]).
+//! plugin's state version where it is not 1 (as the replay's walk carries it).
 
 use super::{
     CmdResult, Failure, emit, emit_text, fail, jsonl_files, require_regular, short_json,
@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) const EXAMPLES: &str = "\
@@ -56,81 +55,10 @@ fn failed_text(file: &str, error: &str) -> String {
     format!("{file}: ERROR: {}\n", without_path(error, file))
 }
 
-/// Each plugin's state version where it is not 1, in session scope and along every branch:
-/// the version of the last event folded in, as the library's fold has it. The replay
-/// report carries no versions, so they come from the file's state events, decoded once
-/// more here; only when one of them is at a version other than 1 are the branch versions
-/// carried down the tree, one pass over the entries in file order (a parent is always
-/// before its children), each entry sharing its parent's table unless it changes it.
-/// Undecodable events are left out: the values they poison are shown as errors.
-struct Versions<'a> {
-    session: BTreeMap<&'a str, u32>,
-    /// Per entry, in file order: the branch versions other than 1 on the path to it.
-    /// Empty when every branch event is at version 1.
-    branch: Vec<Arc<BTreeMap<&'a str, u32>>>,
-}
-
-/// A plugin's carried version: `version` set, 1 meaning none.
-fn carry<'a>(table: &mut BTreeMap<&'a str, u32>, plugin: &'a str, version: u32) {
-    if version == 1 {
-        table.remove(plugin);
-    } else {
-        table.insert(plugin, version);
-    }
-}
-
-impl<'a> Versions<'a> {
-    fn of(log: &'a SessionLog) -> Versions<'a> {
-        let mut session = BTreeMap::new();
-        // (entry index, plugin, version) of every decodable branch-scope event.
-        let mut branch_events = Vec::new();
-        let mut versioned = false;
-        for e in log.entries().filter(|e| e.state_plugin().is_some()) {
-            let Some(ev) = inspect::state_event(log, e.id()) else {
-                continue;
-            };
-            let Ok(env) = ev.envelope else { continue };
-            match env.scope {
-                Scope::Session => carry(&mut session, ev.plugin, env.state_version),
-                Scope::Branch => {
-                    versioned |= env.state_version != 1;
-                    branch_events.push((e.index(), ev.plugin, env.state_version));
-                }
-            }
-        }
-        if !versioned {
-            return Versions {
-                session,
-                branch: Vec::new(),
-            };
-        }
-        let none = Arc::new(BTreeMap::new());
-        let mut branch: Vec<Arc<BTreeMap<&'a str, u32>>> = Vec::with_capacity(log.len());
-        let mut events = branch_events.into_iter().peekable();
-        for e in log.entries() {
-            let parent = e.parent_id().and_then(|p| log.entry(p));
-            let mut table = parent.map_or_else(|| none.clone(), |p| branch[p.index()].clone());
-            if let Some((_, plugin, version)) = events.next_if(|(i, ..)| *i == e.index())
-                && table.get(plugin).copied().unwrap_or(1) != version
-            {
-                carry(Arc::make_mut(&mut table), plugin, version);
-            }
-            branch.push(table);
-        }
-        Versions { session, branch }
-    }
-
-    /// The branch versions other than 1 at the tip `tip`.
-    fn at(&self, log: &SessionLog, tip: &str) -> Option<&BTreeMap<&'a str, u32>> {
-        let i = log.entry(tip)?.index();
-        self.branch.get(i).map(|t| &**t)
-    }
-}
-
 /// How the text output shows a value's version: ` (stateVersion N)` for a value that could
 /// be read (present or absent) at a version N other than 1, else nothing.
-fn version_text(versions: Option<&BTreeMap<&str, u32>>, plugin: &str, v: &ReplayValue) -> String {
-    match versions.and_then(|t| t.get(plugin)) {
+fn version_text(versions: &BTreeMap<String, u32>, plugin: &str, v: &ReplayValue) -> String {
+    match versions.get(plugin) {
         Some(n) if v.is_readable() => format!(" (stateVersion {n})"),
         _ => String::new(),
     }
@@ -138,12 +66,12 @@ fn version_text(versions: Option<&BTreeMap<&str, u32>>, plugin: &str, v: &Replay
 
 /// `--json`: `"stateVersion": N` beside each readable value of a version other than 1, in
 /// a report's map of plugins to values.
-fn add_versions(values: Option<&mut Value>, versions: Option<&BTreeMap<&str, u32>>) {
-    let (Some(Value::Object(values)), Some(versions)) = (values, versions) else {
+fn add_versions(values: Option<&mut Value>, versions: &BTreeMap<String, u32>) {
+    let Some(Value::Object(values)) = values else {
         return;
     };
     for (plugin, n) in versions {
-        if let Some(Value::Object(v)) = values.get_mut(*plugin)
+        if let Some(Value::Object(v)) = values.get_mut(plugin)
             && !v.contains_key("error")
         {
             v.insert("stateVersion".into(), (*n).into());
@@ -153,7 +81,7 @@ fn add_versions(values: Option<&mut Value>, versions: Option<&BTreeMap<&str, u32
 
 /// The text output's lines before the tips: the file, its session and counts, and the
 /// session-scope values.
-fn head_text(file: &str, r: &Replay, tips: usize, versions: &Versions<'_>) -> String {
+fn head_text(file: &str, r: &Replay, tips: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -168,7 +96,7 @@ fn head_text(file: &str, r: &Replay, tips: usize, versions: &Versions<'_>) -> St
     if !session.is_empty() {
         let _ = writeln!(out, "  session scope (the same at every tip):");
         for (p, v) in session {
-            let version = version_text(Some(&versions.session), p, v);
+            let version = version_text(&r.session_versions, p, v);
             let _ = writeln!(out, "    {p}{version} = {}", value_text(v));
         }
     }
@@ -181,7 +109,7 @@ fn wrote(r: &Replay, plugin: &str, scope: Scope) -> bool {
 }
 
 /// One tip's lines of the text output, appended to `out`.
-fn tip_text(r: &Replay, t: &TipReplay, versions: Option<&BTreeMap<&str, u32>>, out: &mut String) {
+fn tip_text(r: &Replay, t: &TipReplay, out: &mut String) {
     let marks = if t.leaf { " [leaf]" } else { "" };
     let _ = writeln!(
         out,
@@ -197,7 +125,7 @@ fn tip_text(r: &Replay, t: &TipReplay, versions: Option<&BTreeMap<&str, u32>>, o
         let _ = writeln!(out, "    (no branch state)");
     }
     for (p, v) in branch {
-        let version = version_text(versions, p, v);
+        let version = version_text(&t.versions, p, v);
         let _ = writeln!(out, "    {p}{version} = {}", value_text(v));
     }
     for (ct, c) in &t.custom {
@@ -214,18 +142,12 @@ fn tip_text(r: &Replay, t: &TipReplay, versions: Option<&BTreeMap<&str, u32>>, o
 /// Prints a replay as text, each tip's report built, printed (in chunks of about 64 KiB)
 /// and dropped in turn, so the tips are never all held at once. Returns whether
 /// everything was read.
-fn print_text(
-    file: &str,
-    log: &SessionLog,
-    report: &Replay,
-    tips: TipReplays<'_>,
-) -> Result<bool, Failure> {
-    let versions = Versions::of(log);
+fn print_text(file: &str, report: &Replay, tips: TipReplays<'_>) -> Result<bool, Failure> {
     let mut complete = report.is_complete();
-    let mut out = head_text(file, report, tips.len(), &versions);
+    let mut out = head_text(file, report, tips.len());
     for t in tips {
         complete &= t.is_complete();
-        tip_text(report, &t, versions.at(log, &t.tip), &mut out);
+        tip_text(report, &t, &mut out);
         if out.len() >= 1 << 16 {
             emit_text(&out)?;
             out.clear();
@@ -293,7 +215,7 @@ impl<S: FnMut(&str) -> Result<(), Failure>> Output<S> {
         tips: TipReplays<'_>,
     ) -> Result<bool, Failure> {
         match self {
-            Output::Text => print_text(&path.display().to_string(), log, report, tips),
+            Output::Text => print_text(&path.display().to_string(), report, tips),
             Output::Json(doc) => doc.file(path, Head::Read(report), Some((log, tips))),
         }
     }
@@ -440,14 +362,17 @@ impl<S: FnMut(&str) -> Result<(), Failure>> JsonDoc<S> {
             Head::Read(r) => r.is_complete(),
             Head::Failed { .. } => false,
         };
+        let session_versions = match &head {
+            Head::Read(r) => Some(r.session_versions.clone()),
+            Head::Failed { .. } => None,
+        };
         let Value::Object(mut fields) = to_value(&FileHead { file: path, head })? else {
             return Err(fail(
                 "printing the report as JSON: a file's report is not an object",
             ));
         };
-        let versions = tips.as_ref().map(|(log, _)| (*log, Versions::of(log)));
-        if let Some((_, versions)) = &versions {
-            add_versions(fields.get_mut("session"), Some(&versions.session));
+        if let Some(versions) = &session_versions {
+            add_versions(fields.get_mut("session"), versions);
         }
         let mut tips = tips.map(|(_, tips)| tips);
         self.member();
@@ -461,9 +386,7 @@ impl<S: FnMut(&str) -> Result<(), Failure>> JsonDoc<S> {
                         complete &= t.is_complete();
                         self.member();
                         let mut t_value = to_value(&t)?;
-                        if let Some((log, versions)) = &versions {
-                            add_versions(t_value.get_mut("branch"), versions.at(log, &t.tip));
-                        }
+                        add_versions(t_value.get_mut("branch"), &t.versions);
                         self.value(&t_value);
                         if self.out.len() >= 1 << 16 {
                             self.flush()?;
@@ -700,7 +623,7 @@ mod tests {
             }
             std::fs::write(&path, text).unwrap();
             let view = SessionLog::open(&path).unwrap();
-            let versions = Versions::of(&view);
+            let replayed = inspect::replay(&view, |_| {});
             // A second log of the file, whose leaf moves to each tip for the fold.
             let mut log = SessionLog::open(&path).unwrap();
             let fold = |log: &SessionLog, plugin: &str, scope: Scope| {
@@ -709,7 +632,7 @@ mod tests {
                 history.last().map_or(1, |h| h.state_version)
             };
             for plugin in ["a", "b", "c"] {
-                let shown = versions.session.get(plugin).copied().unwrap_or(1);
+                let shown = replayed.session_versions.get(plugin).copied().unwrap_or(1);
                 assert_eq!(
                     shown,
                     fold(&log, plugin, Scope::Session),
@@ -719,15 +642,16 @@ mod tests {
             let tips: Vec<String> = log.tips().iter().map(|t| (*t).to_owned()).collect();
             assert!(tips.len() > 1, "{round}: forks");
             for tip in &tips {
-                let at = versions.at(&view, tip).cloned();
-                versioned_tips += usize::from(at.as_ref().is_some_and(|t| !t.is_empty()));
+                let at = &replayed
+                    .tips
+                    .iter()
+                    .find(|t| &t.tip == tip)
+                    .expect("a tip of the replay")
+                    .versions;
+                versioned_tips += usize::from(!at.is_empty());
                 log.navigate(tip).unwrap();
                 for plugin in ["a", "b", "c"] {
-                    let shown = at
-                        .as_ref()
-                        .and_then(|t| t.get(plugin))
-                        .copied()
-                        .unwrap_or(1);
+                    let shown = at.get(plugin).copied().unwrap_or(1);
                     let folded = fold(&log, plugin, Scope::Branch);
                     assert_eq!(shown, folded, "{round}: {plugin} at {tip}");
                 }

@@ -206,6 +206,10 @@ pub struct TipReplay {
     pub branch: BTreeMap<String, ReplayValue>,
     /// Every other extension's `custom` entries on the path, by `customType`.
     pub custom: BTreeMap<String, CustomReplay>,
+    /// The plugins whose readable branch value here was written under a state version
+    /// other than 1, with that version (the version of the last event folded in).
+    #[serde(skip)]
+    pub versions: BTreeMap<String, u32>,
 }
 
 /// The state of every plugin at every branch tip of a file: what `session-state replay`
@@ -222,6 +226,10 @@ pub struct Replay {
     pub events: EventCounts,
     /// Every plugin's session-scope value (the same at every tip).
     pub session: BTreeMap<String, ReplayValue>,
+    /// The plugins whose readable session-scope value was written under a state version
+    /// other than 1, with that version.
+    #[serde(skip)]
+    pub session_versions: BTreeMap<String, u32>,
     /// Every branch tip, in file order.
     pub tips: Vec<TipReplay>,
 }
@@ -275,9 +283,11 @@ pub fn replay_tips<'a>(
     let mut walk = Walk::of(log);
     let events = std::mem::take(&mut walk.counts);
     let plugins = walk.plugins.clone();
+    let (session_slots, session_versions) = walk.session();
+    let session_versions = versions_of(&plugins, &session_slots, &session_versions);
     let session = plugins
         .iter()
-        .zip(walk.session())
+        .zip(session_slots)
         .map(|(p, v)| ((*p).to_owned(), ReplayValue::from(slot_value(log, p, &v))))
         .collect();
     let leaf = log.leaf_id();
@@ -290,6 +300,7 @@ pub fn replay_tips<'a>(
             depth: t.depth,
             key: t.key,
             values: t.values.clone(),
+            versions: t.versions.clone(),
             custom: t.custom.clone(),
         });
     });
@@ -300,6 +311,7 @@ pub fn replay_tips<'a>(
         leaf: leaf.map(str::to_owned),
         events,
         session,
+        session_versions,
         tips: Vec::new(),
     };
     let tips = TipReplays {
@@ -316,7 +328,18 @@ struct Kept<'a> {
     depth: usize,
     key: u32,
     values: Arc<Vec<Slot>>,
+    versions: Arc<Vec<u32>>,
     custom: Arc<Customs<'a>>,
+}
+
+/// The plugins whose readable value was written under a version other than 1.
+fn versions_of(plugins: &[&str], slots: &[Slot], versions: &[u32]) -> BTreeMap<String, u32> {
+    plugins
+        .iter()
+        .zip(slots.iter().zip(versions))
+        .filter(|(_, (slot, v))| slot.is_ok() && **v != 1)
+        .map(|(p, (_, v))| ((*p).to_owned(), *v))
+        .collect()
 }
 
 /// The tips of a [`replay_tips`] in file order, each [`TipReplay`] built when asked for.
@@ -370,6 +393,7 @@ impl Iterator for TipReplays<'_> {
                 .map(|(p, v)| ((*p).to_owned(), ReplayValue::from(slot_value(log, p, v))))
                 .collect(),
             custom,
+            versions: versions_of(&self.plugins, &k.values, &k.versions),
         })
     }
 

@@ -81,6 +81,8 @@ pub(super) type Slot = std::result::Result<Option<Arc<Value>>, (u32, Arc<str>)>;
 struct Carry<'a> {
     /// Per plugin slot (see [`Walk::plugins`]).
     values: Arc<Vec<Slot>>,
+    /// Per plugin slot: the state version of the last branch event folded in (1: none).
+    versions: Arc<Vec<u32>>,
     /// Per other `customType` on the path: how many, and the node of the last one.
     custom: Arc<Customs<'a>>,
     depth: usize,
@@ -98,6 +100,7 @@ pub(super) struct TipAt<'w, 'a> {
     pub(super) depth: usize,
     pub(super) key: u32,
     pub(super) values: &'w Arc<Vec<Slot>>,
+    pub(super) versions: &'w Arc<Vec<u32>>,
     pub(super) custom: &'w Arc<Customs<'a>>,
 }
 
@@ -161,15 +164,18 @@ impl<'a> Walk<'a> {
 
     /// Every plugin's session-scope value: its session events folded in file order; the
     /// first event that cannot be decoded (and may be of session scope) poisons it. The
-    /// session events' envelopes are taken.
-    pub(super) fn session(&mut self) -> Vec<Slot> {
+    /// session events' envelopes are taken. With each value, the state version of the last
+    /// event folded in (1: none).
+    pub(super) fn session(&mut self) -> (Vec<Slot>, Vec<u32>) {
         let mut values: Vec<Slot> = vec![Ok(None); self.plugins.len()];
+        let mut versions = vec![1; self.plugins.len()];
         for (ev, d) in self.decoded.iter_mut().enumerate() {
             let v = &mut values[self.slot[ev]];
             let Ok(cur) = v else { continue };
             match d {
                 Some(Ok(env)) if env.scope == Scope::Session => {
                     if let Some(Ok(env)) = d.take() {
+                        versions[self.slot[ev]] = env.state_version;
                         step::apply_shared(env.op, cur);
                     }
                 }
@@ -179,7 +185,7 @@ impl<'a> Walk<'a> {
                 _ => {}
             }
         }
-        values
+        (values, versions)
     }
 
     /// The depth-first walk of [`fold_tips`]: `each` gets every tip with the carried
@@ -188,6 +194,7 @@ impl<'a> Walk<'a> {
         use crate::log::entry::EntryType;
         let tree = log.tree();
         let fresh = Arc::new(vec![Ok(None); self.plugins.len()]);
+        let ones = Arc::new(vec![1; self.plugins.len()]);
         let mut stack: Vec<(u32, Carry<'a>)> = tree
             .roots()
             .into_iter()
@@ -195,6 +202,7 @@ impl<'a> Walk<'a> {
             .map(|r| {
                 let c = Carry {
                     values: fresh.clone(),
+                    versions: ones.clone(),
                     custom: Arc::default(),
                     depth: 0,
                     key: r,
@@ -212,6 +220,9 @@ impl<'a> Walk<'a> {
                             && let Some(Ok(env)) = self.decoded[ev].take()
                             && let Ok(cur) = &mut Arc::make_mut(&mut c.values)[p]
                         {
+                            if c.versions[p] != env.state_version {
+                                Arc::make_mut(&mut c.versions)[p] = env.state_version;
+                            }
                             step::apply_shared(env.op, cur);
                         }
                     }
@@ -237,6 +248,7 @@ impl<'a> Walk<'a> {
                     depth: c.depth,
                     key: c.key,
                     values: &c.values,
+                    versions: &c.versions,
                     custom: &c.custom,
                 });
                 continue;
