@@ -44,6 +44,7 @@ mod seam_faults;
 mod settings_location;
 mod store;
 mod torn_cuts;
+mod versions;
 mod write_lock;
 mod write_path;
 

@@ -232,6 +232,41 @@ mod tests {
             }
         }
 
+        /// With versions: on a present value of an older version (already migrated to
+        /// this one) the event is always appended, a whole `set` of the value after the
+        /// op or a `drop`, never a `patch`; otherwise it is what [`decide`] decides. The
+        /// event records the version either way.
+        #[test]
+        fn decide_versioned_never_patches_across_versions(
+            current in prop::option::of(value()),
+            op in op(),
+            scope in scope(),
+            version in 1u32..5,
+            same_version in any::<bool>(),
+        ) {
+            let decided = decide_versioned(scope, current.as_ref(), op.clone(), version, same_version)
+                .expect("a small value");
+            if !same_version && current.is_some() {
+                let event = decided.expect("always appended").event;
+                prop_assert_eq!((event.scope, event.state_version), (scope, version));
+                match (event.op, naive_next(current.as_ref(), &op)) {
+                    (Op::Set(v), Some(want)) => prop_assert!(naive_eq(&v, &want), "{v:?} != {want:?}"),
+                    (Op::Drop, None) => {}
+                    (got, want) => prop_assert!(false, "{got:?} for the value {want:?}"),
+                }
+            } else {
+                let plain = decide(scope, current.as_ref(), op.clone()).expect("a small value");
+                let decided = decided.map(|d| {
+                    // A patch keeps the value it leaves.
+                    if let Op::Patch(_) = d.event.op {
+                        assert_eq!(d.patched.as_ref(), d.event.op.apply(current.as_ref()).as_ref());
+                    }
+                    d.event
+                });
+                prop_assert_eq!(decided, plain.map(|e| Envelope { state_version: version, ..e }));
+            }
+        }
+
         /// Applying the decided event gives what the naive model gives.
         #[test]
         fn the_decided_event_leaves_the_naive_value(

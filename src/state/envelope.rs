@@ -329,4 +329,38 @@ mod tests {
                 .contains("unknown envelope version")
         );
     }
+
+    #[test]
+    fn a_state_version_out_of_range_is_refused_in_its_scope_only() {
+        for sv in ["-1", "4294967296", "1e3", "null", "true"] {
+            let data = format!(r#"{{"v":2,"stateVersion":{sv},"scope":"session","op":"drop"}}"#);
+            let e = Envelope::decode(Some(&data)).expect_err(&data);
+            // The scope is known: the error affects only that scope's fold.
+            assert_eq!(e.scope, Some(Scope::Session), "{data}");
+            assert!(e.detail.contains("stateVersion"), "{data}: {}", e.detail);
+        }
+        let top = format!(
+            r#"{{"v":2,"stateVersion":{},"scope":"branch","op":"set","value":{{"a":[1]}}}}"#,
+            u32::MAX
+        );
+        assert_eq!(
+            Envelope::decode(Some(&top)).expect("the largest version"),
+            Envelope {
+                scope: Scope::Branch,
+                op: Op::Set(json!({"a": [1]})),
+                state_version: u32::MAX,
+            }
+        );
+        // The version does not depend on the member order.
+        let reordered =
+            r#"{"op":"patch","patch":{"b":null},"scope":"branch","stateVersion":7,"v":2}"#;
+        assert_eq!(
+            Envelope::decode(Some(reordered)).expect("decodes"),
+            Envelope {
+                scope: Scope::Branch,
+                op: Op::Patch(json!({"b": null})),
+                state_version: 7,
+            }
+        );
+    }
 }

@@ -447,6 +447,7 @@ pub(crate) fn history(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::fmt::Write as _;
 
     /// A session file of raw lines: `(plugin, scope)` events with the values `0, 1, …`,
@@ -472,6 +473,120 @@ mod tests {
         let path = dir.join("s.jsonl");
         std::fs::write(&path, text).expect("write the session");
         SessionLog::open(&path).expect("open the session")
+    }
+
+    /// A session file of raw events `(plugin, data)` on one line of descent.
+    fn raw_session(dir: &std::path::Path, events: &[(&str, &str)]) -> SessionLog {
+        let mut text = String::from(
+            "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"2026-01-01T00:00:00.000Z\",\"cwd\":\"/p\"}\n",
+        );
+        for (i, (plugin, data)) in events.iter().enumerate() {
+            let parent = match i {
+                0 => "null".to_string(),
+                _ => format!("\"e{}\"", i - 1),
+            };
+            let _ = writeln!(
+                text,
+                "{{\"type\":\"custom\",\"customType\":\"session-state/{plugin}\",\"data\":{data},\"id\":\"e{i}\",\"parentId\":{parent},\"timestamp\":\"2026-01-01T00:00:00.000Z\"}}"
+            );
+        }
+        let path = dir.join("s.jsonl");
+        std::fs::write(&path, text).expect("write the session");
+        SessionLog::open(&path).expect("open the session")
+    }
+
+    /// The fold's version is the version of the last event folded in (1 when none), in
+    /// both scopes: a drop leaves an absent value of its own version; `history` reports
+    /// each event's; the memo remembers a write's.
+    #[test]
+    fn the_folds_version_is_the_last_events_in_both_scopes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = raw_session(
+            dir.path(),
+            &[
+                ("a", r#"{"v":1,"scope":"branch","op":"set","value":1}"#),
+                (
+                    "a",
+                    r#"{"v":2,"stateVersion":2,"scope":"branch","op":"set","value":{"n":2}}"#,
+                ),
+                (
+                    "a",
+                    r#"{"v":2,"stateVersion":3,"scope":"session","op":"set","value":3}"#,
+                ),
+                (
+                    "a",
+                    r#"{"v":2,"stateVersion":2,"scope":"branch","op":"patch","patch":{"x":1}}"#,
+                ),
+                (
+                    "a",
+                    r#"{"v":2,"stateVersion":3,"scope":"branch","op":"drop"}"#,
+                ),
+                ("a", r#"{"v":1,"scope":"session","op":"drop"}"#),
+            ],
+        );
+        let at = |f: &mut Folds, scope, node| {
+            let got = value_at(f, &log, "a", scope, node).expect("fold");
+            (got.value.map(|v| (*v).clone()), got.version, got.last)
+        };
+        let branch = [
+            (Some(json!(1)), 1, Some(0)),
+            (Some(json!({"n": 2})), 2, Some(1)),
+            (Some(json!({"n": 2})), 2, Some(1)),
+            (Some(json!({"n": 2, "x": 1})), 2, Some(3)),
+            (None, 3, Some(4)),
+            (None, 3, Some(4)),
+        ];
+        let mut memo = Folds::of(&log);
+        for (node, want) in branch.iter().enumerate() {
+            let node = Some(node as u32);
+            assert_eq!(
+                &at(&mut memo, Scope::Branch, node),
+                want,
+                "memo at {node:?}"
+            );
+            assert_eq!(
+                &at(&mut Folds::of(&log), Scope::Branch, node),
+                want,
+                "fresh at {node:?}"
+            );
+        }
+        assert_eq!(at(&mut memo, Scope::Branch, None), (None, 1, None));
+        assert_eq!(at(&mut memo, Scope::Session, Some(2)), (None, 1, Some(5)));
+        let quiet = value_at(&mut memo, &log, "b", Scope::Branch, Some(5)).expect("fold");
+        assert_eq!((quiet.value, quiet.version, quiet.last), (None, 1, None));
+        let versions = |scope| -> Vec<(String, u32)> {
+            history(&mut Folds::of(&log), &log, "a", scope, Some(5))
+                .expect("history")
+                .into_iter()
+                .map(|h| (h.entry_id, h.state_version))
+                .collect()
+        };
+        let named = |v: &[(usize, u32)]| -> Vec<(String, u32)> {
+            v.iter().map(|&(i, sv)| (format!("e{i}"), sv)).collect()
+        };
+        assert_eq!(
+            versions(Scope::Branch),
+            named(&[(0, 1), (1, 2), (3, 2), (4, 3)])
+        );
+        assert_eq!(versions(Scope::Session), named(&[(2, 3), (5, 1)]));
+        // A write this process appended is remembered with its version.
+        remember_appended(
+            &mut memo,
+            "a",
+            5,
+            Decided {
+                event: Envelope {
+                    scope: Scope::Branch,
+                    op: Op::Set(json!(9)),
+                    state_version: 4,
+                },
+                patched: None,
+            },
+        );
+        assert_eq!(
+            at(&mut memo, Scope::Branch, Some(5)),
+            (Some(json!(9)), 4, Some(5))
+        );
     }
 
     fn read(f: &mut Folds, log: &SessionLog, plugin: &str, scope: Scope) -> Option<Value> {

@@ -478,4 +478,259 @@ mod tests {
         );
         assert!(k.check_op(&Op::Drop).is_ok());
     }
+
+    /// A key at `version` whose `migrate` wraps the value with the version it came from.
+    fn tagging(version: u32) -> StateKey<Value> {
+        StateKey::<Value>::new("todo", Scope::Branch)
+            .expect("valid")
+            .versioned(version, |v, from| Ok(json!({"from": from, "v": v})))
+            .expect("a version")
+    }
+
+    /// An entry closure that counts its calls.
+    fn counted(calls: &std::cell::Cell<u32>) -> impl FnOnce() -> Option<String> + '_ {
+        move || {
+            calls.set(calls.get() + 1);
+            Some("e7".to_owned())
+        }
+    }
+
+    #[test]
+    fn version_0_is_refused_and_a_key_keeps_its_version_when_cast() {
+        let e = StateKey::<Value>::new("todo", Scope::Branch)
+            .expect("valid")
+            .versioned(0, |v, _| Ok(v))
+            .expect_err("version 0");
+        assert!(
+            matches!(&e, Error::InvalidOption { option: "version", detail } if detail.contains("0 is not a state version")),
+            "{e}"
+        );
+        assert_eq!(
+            StateKey::<Value>::new("todo", Scope::Branch)
+                .expect("valid")
+                .version(),
+            1
+        );
+        let k = tagging(3).cast::<Vec<String>>();
+        assert_eq!(k.version(), 3);
+        // The migrate travels with the cast.
+        assert_eq!(
+            k.resolve(Some(json!(1)), 2, || None).expect("migrated"),
+            Some(json!({"from": 2, "v": 1}))
+        );
+        assert_ne!(tagging(3), tagging(2));
+    }
+
+    #[test]
+    fn resolve_keeps_its_own_version_migrates_older_and_refuses_newer() {
+        let k = tagging(3);
+        let calls = std::cell::Cell::new(0);
+        // The key's version: the value as it is; the entry is not asked for.
+        assert_eq!(
+            k.resolve(Some(json!([1])), 3, counted(&calls))
+                .expect("same"),
+            Some(json!([1]))
+        );
+        // Older: migrated from the version it was written under; absent stays absent.
+        assert_eq!(
+            k.resolve(Some(json!([1])), 1, counted(&calls))
+                .expect("older"),
+            Some(json!({"from": 1, "v": [1]}))
+        );
+        assert_eq!(k.resolve(None, 2, counted(&calls)).expect("absent"), None);
+        assert_eq!(calls.get(), 0, "no error, no entry asked for");
+        // Newer: refused, present or absent, naming plugin, versions and entry, once.
+        for value in [Some(json!([1])), None] {
+            match k.resolve(value, 4, counted(&calls)) {
+                Err(Error::NewerStateVersion {
+                    plugin,
+                    stored,
+                    known,
+                    entry_id,
+                }) => assert_eq!(
+                    (plugin.as_str(), stored, known, entry_id.as_deref()),
+                    ("todo", 4, 3, Some("e7"))
+                ),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(calls.get(), 2);
+        assert!(k.check_version(3, || None).is_ok());
+        assert!(k.check_version(4, || None).is_err());
+        // A plain key is of version 1: anything above is newer.
+        let plain = StateKey::<Value>::new("todo", Scope::Branch).expect("valid");
+        assert!(matches!(
+            plain.resolve(Some(json!(1)), 2, || None),
+            Err(Error::NewerStateVersion {
+                stored: 2,
+                known: 1,
+                entry_id: None,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_failing_migrate_is_an_error_naming_versions_and_entry_on_read_and_write() {
+        let k = StateKey::<Value>::new("todo", Scope::Session)
+            .expect("valid")
+            .versioned(4, |_, from| Err(format!("no way from {from}")))
+            .expect("a version");
+        let check = |r: Result<()>| match r {
+            Err(e @ Error::Migrate { .. }) => {
+                let text = e.to_string();
+                let Error::Migrate {
+                    plugin,
+                    from,
+                    to,
+                    entry_id,
+                    detail,
+                } = e
+                else {
+                    unreachable!()
+                };
+                assert_eq!(
+                    (
+                        plugin.as_str(),
+                        from,
+                        to,
+                        entry_id.as_deref(),
+                        detail.as_str()
+                    ),
+                    ("todo", 2, 4, Some("e7"), "no way from 2")
+                );
+                assert!(
+                    text.contains("from version 2 to 4") && text.contains("e7"),
+                    "{text}"
+                );
+            }
+            other => panic!("{other:?}"),
+        };
+        let calls = std::cell::Cell::new(0);
+        check(k.resolve(Some(json!(1)), 2, counted(&calls)).map(|_| ()));
+        for op in [Op::Set(json!(2)), Op::Patch(json!({"a": 1}))] {
+            check(
+                k.decide_on(Some(&json!(1)), 2, counted(&calls), op)
+                    .map(|_| ()),
+            );
+        }
+        assert_eq!(calls.get(), 3, "the entry asked for once per error");
+        // Nothing to migrate: an absent value of an older version.
+        assert!(matches!(
+            k.decide_on(None, 2, || None, Op::Set(json!(2))),
+            Ok(Some(Envelope {
+                state_version: 4,
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn decide_on_an_older_value_writes_a_whole_set_at_the_keys_version() {
+        let k = tagging(3);
+        let old = json!({"a": 1});
+        let migrated = json!({"from": 2, "v": {"a": 1}});
+        let set_at_3 = |v: Value| Envelope {
+            scope: Scope::Branch,
+            op: Op::Set(v),
+            state_version: 3,
+        };
+        let decided = |op| k.decide_on(Some(&old), 2, || None, op).expect("decided");
+        // A write that leaves the migrated value as it is still appends its set, which
+        // records the version.
+        assert_eq!(
+            decided(Op::Set(migrated.clone())),
+            Some(set_at_3(migrated.clone()))
+        );
+        // A patch is applied to the migrated value and written whole.
+        assert_eq!(
+            decided(Op::Patch(json!({"b": 2}))),
+            Some(set_at_3(json!({"from": 2, "v": {"a": 1}, "b": 2})))
+        );
+        // Even a patch that changes nothing in the migrated value.
+        assert_eq!(
+            decided(Op::Patch(json!({"from": 2}))),
+            Some(set_at_3(migrated))
+        );
+        assert_eq!(
+            decided(Op::Drop),
+            Some(Envelope {
+                scope: Scope::Branch,
+                op: Op::Drop,
+                state_version: 3
+            })
+        );
+        assert_eq!(
+            set_at_3(json!(1)).data_text(),
+            r#"{"v":2,"stateVersion":3,"scope":"branch","op":"set","value":1}"#
+        );
+    }
+
+    #[test]
+    fn decide_on_an_older_absent_value_decides_as_on_any_absent_value() {
+        let k = tagging(3);
+        // A drop over an older absent value changes nothing.
+        assert_eq!(
+            k.decide_on(None, 1, || None, Op::Drop).expect("decided"),
+            None
+        );
+        assert_eq!(
+            k.decide_on(None, 2, || None, Op::Drop).expect("decided"),
+            None
+        );
+        // A patch on it stays a patch (nothing of another version under it), at 3.
+        assert_eq!(
+            k.decide_on(None, 1, || None, Op::Patch(json!({"a": 1})))
+                .expect("decided"),
+            Some(Envelope {
+                scope: Scope::Branch,
+                op: Op::Patch(json!({"a": 1})),
+                state_version: 3
+            })
+        );
+    }
+
+    #[test]
+    fn decide_on_a_value_of_the_keys_version_is_decide_at_that_version() {
+        let k = tagging(3);
+        let cur = json!({"a": 1});
+        for op in [
+            Op::Set(json!({"a": 1.0})),
+            Op::Patch(json!({"a": 1})),
+            Op::Set(json!(2)),
+            Op::Patch(json!({"b": 2})),
+            Op::Drop,
+        ] {
+            let on = k
+                .decide_on(Some(&cur), 3, || None, op.clone())
+                .expect("decided");
+            let plain = k.decide(Some(&cur), op.clone()).expect("decided");
+            assert_eq!(on, plain, "{op:?}");
+            if let Some(env) = on {
+                assert_eq!((env.op, env.state_version), (op, 3));
+            }
+        }
+    }
+
+    #[test]
+    fn decide_on_a_newer_value_is_refused_for_every_op() {
+        let k = tagging(2);
+        for (cur, op) in [
+            (Some(json!(1)), Op::Set(json!(2))),
+            (Some(json!({})), Op::Patch(json!({"a": 1}))),
+            (Some(json!(1)), Op::Drop),
+            (None, Op::Drop),
+            (None, Op::Set(json!(1))),
+        ] {
+            match k.decide_on(cur.as_ref(), 5, || Some("e9".into()), op.clone()) {
+                Err(Error::NewerStateVersion {
+                    stored: 5,
+                    known: 2,
+                    entry_id: Some(e),
+                    ..
+                }) if e == "e9" => {}
+                other => panic!("{op:?} on {cur:?}: {other:?}"),
+            }
+        }
+    }
 }
