@@ -406,13 +406,9 @@ pub(crate) fn history(args: HistoryArgs, sessions: &Sessions) -> CmdResult {
         log.navigate(at).map_err(fail)?;
     }
     let scope = Scope::from(args.scope);
-    // The history is folded from the opened log, in memory: the store is only where the
-    // fold's memo lives, and its database is never opened, so none is created. Were it
-    // ever opened, this path under a file that is not a folder would fail at once rather
-    // than leave a database behind.
-    let events = Store::at("/dev/null/history-opens-no-database")
-        .and_then(|store| store.state::<Value>(&args.plugin, scope))
-        .and_then(|state| state.history(&log))
+    // Folded from the opened log, in memory: no database is opened or created.
+    let events = StateKey::<Value>::new(&args.plugin, scope)
+        .and_then(|key| key.history(&log))
         .map_err(fail)?;
     let found = !events.is_empty();
     if args.json {

@@ -359,6 +359,21 @@ impl<T> StateKey<T> {
             .map_err(|e| self.too_deep_result(e))
     }
 
+    /// The events that made this state's value at the log's active leaf, oldest first,
+    /// folded for this call alone (no [`crate::Store`], no database: for tools that look
+    /// at a log once; [`crate::SessionState::history`] keeps its fold memo). Each entry
+    /// names its event's `state_version`; values are as stored, never migrated.
+    pub fn history(&self, log: &crate::tree::SessionLog) -> Result<Vec<super::fold::HistoryEntry>> {
+        let mut folds = super::fold::Folds::of(log);
+        super::fold::history(
+            &mut folds,
+            log,
+            self.plugin_id(),
+            self.scope,
+            log.tree().leaf_index(),
+        )
+    }
+
     /// Refuses the value a write would leave when this crate could not read it back, as
     /// [`StateKey::decide`] refuses it: for hosts that compute the next value themselves.
     pub fn check_result(&self, next: &Value) -> Result<()> {
