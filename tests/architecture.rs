@@ -13,10 +13,11 @@
 //! place.
 //!
 //! The table between its `rules:begin` and `rules:end` markers says where each of the
-//! crate's small rules lives, as `file:function`: every row must name a file of the
-//! repository and a function defined in it exactly once (in code, not in a comment), and
-//! no function may be named by two rows, so that the map cannot point at nothing or at
-//! two places.
+//! crate's small rules lives, as `file:function` (a free function by its name, a method
+//! as `Type::method`, found in the `impl` or `trait` blocks of that type): every row must
+//! name a file of the repository and a function defined in it exactly once (in code, not
+//! in a comment), and no function may be named by two rows, so that the map can point
+//! neither at nothing nor at two places.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
