@@ -11,6 +11,13 @@
 //! module must not import each other in a cycle either (`super::<file>`, or a name the
 //! folder's `mod.rs` takes from a file), nor may any path name something this test cannot
 //! place.
+//!
+//! The table between its `rules:begin` and `rules:end` markers says where each of the
+//! crate's small rules lives, as `file:function` (a free function by its name, a method
+//! as `Type::method`, found in the `impl` or `trait` blocks of that type): every row must
+//! name a file of the repository and a function defined in it exactly once (in code, not
+//! in a comment), and no function may be named by two rows, so that the map can point
+//! neither at nothing nor at two places.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -377,10 +384,13 @@ fn find_cycles(g: &Graph) -> Vec<Vec<String>> {
     found.into_iter().collect()
 }
 
+fn architecture_doc() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+        .expect("read docs/architecture.md")
+}
+
 fn documented() -> Graph {
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
-            .expect("read docs/architecture.md");
+    let doc = architecture_doc();
     let begin = doc.find("layers:begin").expect("a layers:begin marker");
     let end = doc.find("layers:end").expect("a layers:end marker");
     let mut g = Graph::new();
@@ -459,6 +469,282 @@ fn no_two_files_of_a_module_import_each_other() {
         cycles.is_empty(),
         "cycles inside a module:\n{}",
         cycles.join("\n")
+    );
+}
+
+/// One row of the rule table: the rule, and where it lives (`src/sqlite.rs` and
+/// `end_transaction`, or `src/log/writer.rs` and `LogWriter::append` for a method).
+#[derive(Debug, PartialEq)]
+struct Rule {
+    /// The row's line in the document (1-based).
+    line: usize,
+    rule: String,
+    file: String,
+    function: String,
+}
+
+/// The rows of the table between the `rules:begin` and `rules:end` markers of `doc`: a
+/// Markdown table whose first cell is the rule and whose last cell is one
+/// `` `file:function` ``. A row of any other shape is a problem, and so is a table
+/// without rows.
+fn rules_in(doc: &str) -> Result<Vec<Rule>, Vec<String>> {
+    let (Some(begin), Some(end)) = (
+        doc.find("<!-- rules:begin -->"),
+        doc.find("<!-- rules:end -->"),
+    ) else {
+        return Err(vec![
+            "docs/architecture.md has no `<!-- rules:begin -->` … `<!-- rules:end -->` table"
+                .to_owned(),
+        ]);
+    };
+    let first_line = doc[..begin].lines().count() + 1;
+    let mut rules = Vec::new();
+    let mut problems = Vec::new();
+    let mut header_seen = false;
+    for (k, row) in doc[begin..end].lines().enumerate() {
+        let line = first_line + k;
+        let row = row.trim();
+        if !row.starts_with('|') {
+            continue;
+        }
+        if !header_seen {
+            header_seen = true; // the table's header row
+            continue;
+        }
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        if cells
+            .iter()
+            .all(|c| c.chars().all(|ch| matches!(ch, '-' | ':')))
+        {
+            continue; // the separator row
+        }
+        let target = cells
+            .last()
+            .and_then(|c| c.strip_prefix('`'))
+            .and_then(|c| c.strip_suffix('`'))
+            .and_then(|c| c.split_once(".rs:"));
+        match (cells.len(), target) {
+            (2.., Some((file, function)))
+                if !function.is_empty()
+                    && function
+                        .split("::")
+                        .all(|p| !p.is_empty() && p.bytes().all(is_ident)) =>
+            {
+                rules.push(Rule {
+                    line,
+                    rule: cells[0].to_owned(),
+                    file: format!("{file}.rs"),
+                    function: function.to_owned(),
+                });
+            }
+            _ => problems.push(format!(
+                "docs/architecture.md:{line}: a rule's row must end in one `path/file.rs:function` \
+                 (or `path/file.rs:Type::method`) cell, not: {row}"
+            )),
+        }
+    }
+    if rules.is_empty() && problems.is_empty() {
+        problems.push("docs/architecture.md: the rule table has no rows".to_owned());
+    }
+    if problems.is_empty() {
+        Ok(rules)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Whether the word `w` stands at `i` in `code`, with no identifier character on either
+/// side.
+fn word_at(code: &str, i: usize, w: &str) -> bool {
+    let b = code.as_bytes();
+    code[i..].starts_with(w)
+        && (i == 0 || !is_ident(b[i - 1]))
+        && b.get(i + w.len()).is_none_or(|&c| !is_ident(c))
+}
+
+/// The byte after the `}` that closes the `{` at `open` (the end of `code` if none).
+fn block_end(code: &str, open: usize) -> usize {
+    let mut depth = 0usize;
+    for (k, c) in code[open..].bytes().enumerate() {
+        match c {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return open + k + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    code.len()
+}
+
+/// The type an `impl` header (the text between `impl` and its `{`) is for:
+/// `<T> SessionState<T>` → `SessionState`, `std::fmt::Display for Scope` → `Scope`.
+fn impl_type(header: &str) -> String {
+    let mut h = header.trim();
+    if h.starts_with('<') {
+        // The impl's generics; the `>` of a `->` inside them closes nothing.
+        let mut depth = 0i32;
+        let b = h.as_bytes();
+        for (k, &c) in b.iter().enumerate() {
+            match c {
+                b'<' => depth += 1,
+                b'>' if k == 0 || b[k - 1] != b'-' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        h = &h[k + 1..];
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(k) = (0..h.len()).rev().find(|&k| word_at(h, k, "for")) {
+        h = &h[k + 3..];
+    }
+    if let Some(k) = (0..h.len()).find(|&k| word_at(h, k, "where")) {
+        h = &h[..k];
+    }
+    let path: String = h
+        .trim()
+        .trim_start_matches(['&', ' '])
+        .trim_start_matches("dyn ")
+        .chars()
+        .take_while(|&c| c.is_ascii() && (is_ident(c as u8) || c == ':'))
+        .collect();
+    path.rsplit("::").next().unwrap_or_default().to_owned()
+}
+
+/// Every function defined in `code` (comments and literals blanked by [`code_of`]): the
+/// type or trait whose `impl` or `trait` block it is in (`None`: a free function), its
+/// name, and its line.
+fn definitions(code: &str) -> Vec<(Option<String>, String, usize)> {
+    let b = code.as_bytes();
+    let mut blocks: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+    for kw in ["impl", "trait"] {
+        for (i, _) in code.match_indices(kw) {
+            if !word_at(code, i, kw) {
+                continue;
+            }
+            if kw == "impl" {
+                // An item, not a type in a signature (`-> impl Trait`, `x: impl Fn()`).
+                let before = code[..i].trim_end();
+                let unsafe_impl = before
+                    .strip_suffix("unsafe")
+                    .is_some_and(|r| r.bytes().last().is_none_or(|c| !is_ident(c)));
+                let item =
+                    unsafe_impl || before.is_empty() || before.ends_with(['}', ';', '{', ']']);
+                if !item {
+                    continue;
+                }
+            }
+            let from = i + kw.len();
+            let Some(open) = code[from..].find(['{', ';']).map(|k| from + k) else {
+                continue;
+            };
+            if b[open] != b'{' {
+                continue;
+            }
+            let header = &code[from..open];
+            let owner = if kw == "trait" {
+                header
+                    .trim_start()
+                    .bytes()
+                    .take_while(|&c| is_ident(c))
+                    .map(char::from)
+                    .collect()
+            } else {
+                impl_type(header)
+            };
+            blocks.push((owner, open..block_end(code, open)));
+        }
+    }
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("fn") {
+        if !word_at(code, i, "fn") {
+            continue;
+        }
+        let rest = code[i + 2..].trim_start();
+        let n = rest.bytes().take_while(|&c| is_ident(c)).count();
+        let after = rest[n..].trim_start();
+        if n == 0 || !(after.starts_with('(') || after.starts_with('<')) {
+            continue;
+        }
+        let owner = blocks
+            .iter()
+            .filter(|(_, r)| r.contains(&i))
+            .min_by_key(|(_, r)| r.len())
+            .map(|(t, _)| t.clone());
+        let line = code[..i].matches('\n').count() + 1;
+        out.push((owner, rest[..n].to_owned(), line));
+    }
+    out
+}
+
+/// What is wrong with `rules`, given the text of each file they name (`None`: no such
+/// file): a file that does not exist, a function it does not define or defines more
+/// than once, a function listed twice.
+fn rule_problems(rules: &[Rule], text_of: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for r in rules {
+        let at = format!(
+            "docs/architecture.md:{} (\"{}\"): `{}:{}`",
+            r.line, r.rule, r.file, r.function
+        );
+        if let Some(first) = seen.insert((&r.file, &r.function), r.line) {
+            problems.push(format!("{at} is listed twice (also on line {first})"));
+        }
+        let Some(text) = text_of(&r.file) else {
+            problems.push(format!("{at}: {} does not exist", r.file));
+            continue;
+        };
+        let (owner, name) = match r.function.rsplit_once("::") {
+            Some((t, n)) => (Some(t.rsplit("::").next().unwrap_or(t)), n),
+            None => (None, r.function.as_str()),
+        };
+        let lines: Vec<usize> = definitions(&code_of(&text))
+            .into_iter()
+            .filter(|(o, n, _)| n == name && o.as_deref() == owner)
+            .map(|(_, _, line)| line)
+            .collect();
+        let what = match owner {
+            Some(t) => format!("method `{name}` of `{t}`"),
+            None => format!("free function `{name}`"),
+        };
+        match lines.len() {
+            1 => {}
+            0 => problems.push(format!(
+                "{at}: {} defines no {what}{}",
+                r.file,
+                if owner.is_none() {
+                    " (a method is named `Type::method`)"
+                } else {
+                    ""
+                }
+            )),
+            _ => problems.push(format!(
+                "{at}: {} defines the {what} {} times (lines {lines:?}): a rule names one",
+                r.file,
+                lines.len()
+            )),
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_rule_in_the_table_names_one_function_that_exists() {
+    let rules = rules_in(&architecture_doc()).unwrap_or_else(|p| panic!("{}", p.join("\n")));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let problems = rule_problems(&rules, |file| std::fs::read_to_string(root.join(file)).ok());
+    assert!(
+        problems.is_empty(),
+        "the rule table of docs/architecture.md does not match the code:\n{}",
+        problems.join("\n")
     );
 }
 
@@ -586,5 +872,98 @@ mod parser {
               re-exports"
             ]
         );
+    }
+
+    #[test]
+    fn a_rule_names_a_free_function_or_a_method_defined_once() {
+        let text = "//! fn in_a_comment() {}\n\
+                    pub(crate) fn apply(x: u8) -> u8 { x }\n\
+                    impl Op {\n    pub fn apply(&self) -> u8 { apply(1) }\n}\n\
+                    impl<T: Fn() -> u8> std::fmt::Display for Wrap<T> {\n    \
+                    fn fmt(&self, f: &mut Formatter<'_>) -> Result { todo!() }\n}\n\
+                    fn uses(f: impl Fn() -> u8) -> impl Iterator<Item = u8> { todo!() }\n\
+                    fn twice() {}\nmod tests { fn twice() {} }\n\
+                    const S: &str = \"fn in_a_string() {}\";\n\
+                    trait Seam { fn len(&self) -> u64; }\n";
+        let rule = |line, function: &str| Rule {
+            line,
+            rule: format!("rule {line}"),
+            file: "src/a.rs".to_owned(),
+            function: function.to_owned(),
+        };
+        let rules = [
+            rule(1, "apply"),
+            rule(2, "Op::apply"),
+            rule(3, "Wrap::fmt"),
+            rule(4, "uses"),
+            rule(5, "Seam::len"),
+        ];
+        let text_of = |f: &str| (f == "src/a.rs").then(|| text.to_owned());
+        assert!(
+            rule_problems(&rules, text_of).is_empty(),
+            "{:?}",
+            rule_problems(&rules, text_of)
+        );
+        let bad = [
+            rule(10, "twice"),
+            rule(11, "in_a_comment"),
+            rule(12, "in_a_string"),
+            rule(13, "fmt"),
+            rule(14, "Op::apply"),
+            rule(15, "Op::apply"),
+            Rule {
+                file: "src/gone.rs".to_owned(),
+                ..rule(16, "apply")
+            },
+        ];
+        let problems = rule_problems(&bad, text_of);
+        let expect = [
+            "twice` 2 times",
+            "no free function `in_a_comment`",
+            "no free function `in_a_string`",
+            "no free function `fmt`",
+            "listed twice (also on line 14)",
+            "src/gone.rs does not exist",
+        ];
+        assert_eq!(problems.len(), expect.len(), "{problems:#?}");
+        for (p, e) in problems.iter().zip(expect) {
+            assert!(p.contains(e), "{p:?} should say {e:?}");
+        }
+    }
+
+    #[test]
+    fn the_rule_table_is_read_between_its_markers() {
+        let doc = "# Map\n\n| rule | where |\n|---|---|\n| not in the table | `src/x.rs:f` |\n\
+                   <!-- rules:begin -->\n| rule | where |\n|---|:--|\n\
+                   | the one decision | `src/state/decide.rs:decide_versioned` |\n\
+                   | the fold step | `src/state/step.rs:Op::apply` |\n\
+                   <!-- rules:end -->\n";
+        let rules = rules_in(doc).expect("a table");
+        assert_eq!(
+            rules,
+            [
+                Rule {
+                    line: 9,
+                    rule: "the one decision".to_owned(),
+                    file: "src/state/decide.rs".to_owned(),
+                    function: "decide_versioned".to_owned(),
+                },
+                Rule {
+                    line: 10,
+                    rule: "the fold step".to_owned(),
+                    file: "src/state/step.rs".to_owned(),
+                    function: "Op::apply".to_owned(),
+                },
+            ]
+        );
+        let bad = "<!-- rules:begin -->\n| rule | where |\n|---|---|\n| a rule | somewhere |\n\
+                   <!-- rules:end -->";
+        let problems = rules_in(bad).expect_err("a row without a file:function");
+        assert!(
+            problems[0].contains("docs/architecture.md:4"),
+            "{problems:?}"
+        );
+        assert!(rules_in("no markers").is_err());
+        assert!(rules_in("<!-- rules:begin -->\n<!-- rules:end -->").is_err());
     }
 }

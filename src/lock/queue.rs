@@ -21,12 +21,12 @@
 //! as two processes do.
 //!
 //! The queue orders writers; it never decides who may write. SQLite's write lock still
-//! does. So a writer that cannot queue writes as before, possibly out of turn: on
-//! another operating system, on a file system without byte-range locks, when the
-//! `-queue` file is not ours (then it is never written), or with an older version of
-//! this crate. A writer waits in line at most the wait it is given (the database's busy
-//! timeout), then goes to SQLite's lock without its turn; a stalled writer ahead of it
-//! therefore delays it by at most that wait.
+//! does. So a writer that cannot queue relies on SQLite's busy handler alone, possibly
+//! out of turn: on another operating system, on a file system without byte-range locks,
+//! when the `-queue` file is not ours (then it is never written), or with an older
+//! version of this crate. A writer waits in line at most the wait it is given (the
+//! database's busy timeout), then goes to SQLite's lock without its turn; a stalled
+//! writer ahead of it therefore delays it by at most that wait.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -96,8 +96,8 @@ impl WriterQueue {
     }
 
     /// Takes this writer's place in line and waits, at most `wait`, for the writers ahead
-    /// of it. `None` when this writer cannot queue (it then writes as before); a turn that
-    /// waited in vain is still a place in line, which the writers behind it wait for.
+    /// of it. `None` when this writer cannot queue (it then writes without a turn); a turn
+    /// that waited in vain is still a place in line, which the writers behind it wait for.
     ///
     /// Inside a turn of this same queue (the caller holds one), the turn is the one held:
     /// it neither queues again nor waits for itself. The queue's owner (a projection, a
