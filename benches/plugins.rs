@@ -1,4 +1,4 @@
-//! Costs linear in events and independent of other plugins (docs/architecture.md,
+//! Costs linear in events and independent of other plugins (docs/projection.md,
 //! "Segments"), and the check after a foreign append.
 //!
 //! ```text

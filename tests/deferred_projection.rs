@@ -1,5 +1,5 @@
 //! The in-process write leaves the projection to the next reader (`src/store/write.rs`,
-//! `docs/architecture.md` "The write path"): a write commits nothing to the database; the
+//! `docs/projection.md` "The write path"): a write commits nothing to the database; the
 //! next read through the projection, in this process or another, catches the rows up from
 //! their watermark, reading only the appended bytes; a writer killed after its appends
 //! leaves rows behind the file that every reader catches up the same way.

@@ -1,5 +1,5 @@
-//! Costs linear in events and independent of other plugins (docs/architecture.md, "The
-//! SQLite projection"): building a session of N events of N plugins does O(N) work, a read
+//! Costs linear in events and independent of other plugins (docs/projection.md,
+//! "Segments"): building a session of N events of N plugins does O(N) work, a read
 //! of one plugin does not grow with the other plugins' events, and the check of the folded
 //! events after a foreign append reads few rows and no byte the prefix digests already
 //! proved. Work is counted through the projection's counters, never timed; every answer

@@ -3,7 +3,7 @@
 //! scopes, `set` / `patch` / `drop` and envelopes this crate cannot read, other
 //! extensions' entries, stages at which the file is read before the rest is appended),
 //! a naive reference fold (each position's path folded from the root, as
-//! `docs/architecture.md` defines the value), and a scratch directory.
+//! `docs/data-flow.md` ("Fold") defines the value), and a scratch directory.
 
 use serde_json::Value;
 use session_state::{Error, Scope, SessionLog, json};

@@ -10,7 +10,7 @@
 //! prefix digests and every folded state event's bytes are checked, then only the bytes
 //! after the watermark are read, committed in bounded chunks; when the prefix changed, the
 //! session is rebuilt from the log. Only a database that is provably ours is ever
-//! modified or deleted. See `docs/architecture.md`.
+//! modified or deleted. See `docs/projection.md`.
 //!
 //! The fold itself is the state layer's ([`crate::state::step`]: the value after each
 //! event and whether it is stored whole or as a delta); this module only moves it in and

@@ -4,7 +4,7 @@
 //! with in-memory caches for what this pass added.
 //!
 //! A new event's fold continues its plugin's nearest branch event above its parent. That
-//! event is found segment by segment (see `docs/architecture.md`, "Segments"): in each
+//! event is found segment by segment (see `docs/projection.md`, "Segments"): in each
 //! segment on the path, the plugin's greatest event at or above the path's node there,
 //! from this pass's events in memory or the `events_by_plugin` index. No other plugin's
 //! event is looked at, so a build is linear in the events whatever the number of plugins.

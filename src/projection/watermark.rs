@@ -223,7 +223,7 @@ pub(super) fn plan(
 /// and last [`DIGEST_SPAN`] bytes, and the bytes of every state event folded (their
 /// offsets, lengths and digests are in `spans`, a row per group of events). `Some(bytes
 /// read)` if intact. Entries that are not state events are checked only inside the two
-/// spans (docs/architecture.md, "Limits").
+/// spans (docs/projection.md, "Limits").
 ///
 /// The events are read in file order, close ones together (at most [`GAP`] apart, in
 /// reads of at most [`MAX_READ`]) into one reused buffer; an event inside one of the two

@@ -15,7 +15,7 @@
 //! The projection is not updated here: the log in memory answers this process's reads
 //! (its fold memo), and the next read through the projection, in this process or any
 //! other, catches the rows up from their watermark, checking the consumed prefix first
-//! (`docs/architecture.md`, "The write path leaves the projection to the next reader";
+//! (`docs/projection.md`, "The write path leaves the projection to the next reader";
 //! `docs/durability.md`). So the projection is never ahead of the log, and a crash
 //! anywhere leaves at most rows behind the file, which every reader catches up the same
 //! way.
