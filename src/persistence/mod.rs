@@ -149,6 +149,25 @@ pub trait SessionStore: Send + Sync {
     /// The store, for messages and cache keys: never a password.
     fn describe(&self) -> String;
 
+    /// Waits for this writer's turn on the session at the store, first come first served
+    /// among the writers of every process and machine, and holds it until
+    /// [`SessionStore::end_turn`]: a state write takes its turn from its decision to its
+    /// append, so that writers take turns instead of racing for the next sequence number
+    /// (a writer that keeps losing the race would be refused as contended). Waits at most
+    /// the store's lock wait ([`StoreError::Busy`], retried within the retry window). A
+    /// turn ends with the connection that holds it. Default: no turns (the writers race,
+    /// and a loser decides again on what the winner stored).
+    fn begin_turn(&self, session_id: &str) -> Result<(), StoreError> {
+        let _ = session_id;
+        Ok(())
+    }
+
+    /// Ends the turn [`SessionStore::begin_turn`] took (a failure to end it is logged:
+    /// the turn then ends with its connection).
+    fn end_turn(&self, session_id: &str) {
+        let _ = session_id;
+    }
+
     /// How long the crate retries this store when it is unavailable or busy
     /// ([`StoreError::is_transient`]) before it refuses. Default:
     /// [`DEFAULT_RETRY_WINDOW`]; the PostgreSQL backend uses its lock wait.

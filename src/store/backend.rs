@@ -252,6 +252,11 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             // catch-ups inside are part of it), so that no writer that came later can take
             // the sequence number this one decided on (docs/lock.md, "Taking turns").
             let _turn = db.turn();
+            // And one turn among the session's writers at the store, of every process and
+            // machine, for the same span: writers take turns instead of racing for the
+            // sequence number (`SessionStore::begin_turn`).
+            session.store.begin_turn(session.session_id)?;
+            let _store_turn = StoreTurn(session);
             let d = db.decide_stored(session, self.plugin_id(), self.scope(), at)?;
             let key = StoredLines::key(session);
             let entry = || d.current.event.and_then(|idx| db.entry_by_key(&key, idx));
@@ -296,6 +301,15 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             follow(db, session, &d.tail, &line);
             Ok(Attempt::Done(Some(id)))
         })
+    }
+}
+
+/// A writer's turn on a stored session, ended when dropped.
+struct StoreTurn<'a, 'b>(&'a StoredSession<'b>);
+
+impl Drop for StoreTurn<'_, '_> {
+    fn drop(&mut self) {
+        self.0.store.end_turn(self.0.session_id);
     }
 }
 

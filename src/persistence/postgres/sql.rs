@@ -66,6 +66,16 @@ WITH s AS MATERIALIZED (
 SELECT (SELECT next_seq FROM s), (SELECT count(*) FROM upd)
 ";
 
+/// A writer's turn on a session: a session-level advisory lock on the session id (granted
+/// in the order asked, waiting at most `lock_timeout`), released by [`TURN_END`] or with
+/// the connection.
+pub(super) const TURN_BEGIN: &str =
+    "SELECT pg_advisory_lock(hashtextextended('session-state/turn/' || $1::text, 0))";
+
+/// Ends a turn [`TURN_BEGIN`] took.
+pub(super) const TURN_END: &str =
+    "SELECT pg_advisory_unlock(hashtextextended('session-state/turn/' || $1::text, 0))";
+
 /// A new session: its row and its first lines, one statement.
 pub(super) const CREATE_WITH_ENTRIES: &str = "
 WITH s AS (

@@ -1,7 +1,9 @@
 //! [`PostgresStore`] as a [`SessionStore`]: the statements of each call.
 
 use super::errors::{classify, name_append};
-use super::sql::{APPEND, COPY_LINES, CREATE_WITH_ENTRIES, READ_PAGE, READ_PAGE_SQL};
+use super::sql::{
+    APPEND, COPY_LINES, CREATE_WITH_ENTRIES, READ_PAGE, READ_PAGE_SQL, TURN_BEGIN, TURN_END,
+};
 use super::wire::{seq_from_db, seq_to_db};
 use super::{Phase, PostgresStore, Prepared};
 use crate::error::{Result, StoreError};
@@ -248,6 +250,29 @@ impl SessionStore for PostgresStore {
             })
         });
         r.map_err(|e| name_append(e, session_id, first_seq))
+    }
+
+    fn begin_turn(&self, session_id: &str) -> Result<(), StoreError> {
+        let action = format!("waiting for the turn to write to session {session_id}");
+        self.run(|client| match client.execute(TURN_BEGIN, &[&session_id]) {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                Err(self.busy(client, session_id))
+            }
+            Err(e) => Err(self.failed(action, Phase::Before)(e)),
+        })
+    }
+
+    fn end_turn(&self, session_id: &str) {
+        let ended = self.run(|client| {
+            client
+                .execute(TURN_END, &[&session_id])
+                .map(|_| ())
+                .map_err(self.failed("ending the turn", Phase::Before))
+        });
+        if let Err(e) = ended {
+            tracing::debug!(error = %e, session_id, "the turn ends with its connection");
+        }
     }
 
     fn describe(&self) -> String {
