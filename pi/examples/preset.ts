@@ -35,6 +35,9 @@
  * prompt, and the next turn writes it into that branch; a preset activated and never
  * followed by a turn is lost on resume; a cleared preset is restored on resume (clearing
  * writes nothing); and "(none)" after a resume restores only the four built-in tools.
+ * One difference is a choice: `--preset` naming no defined preset warns in both, and the
+ * original then leaves the branch's preset out for the whole run (any flag skips its
+ * restore); the port keeps it, since nothing replaced it.
  *
  * TUI-only behaviour: the selector is the same pi-tui `SelectList` in a `ctx.ui.custom`
  * component (keys: arrows, Enter, Escape); the footer status is `ctx.ui.setStatus`.
