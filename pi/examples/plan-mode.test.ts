@@ -9,7 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { createJiti } from "jiti";
 import { startPi, toolCall } from "@session-state/pi/testing";
-import { original, port, resumeInNewProcess, step, visible, Watcher, STATE, type Seen } from "./ports.ts";
+import { original, port, resumeInNewProcess, step, surface, visible, Watcher, STATE, type Seen } from "./ports.ts";
 import { allStepsComplete, extractTodoItems, isSafeCommand, markCompletedSteps } from "./plan-mode/rules.ts";
 
 const ORIGINAL = original("plan-mode");
@@ -39,7 +39,7 @@ const planEntries = (s: Seen) => s.customs.filter((c) => c === "plan-mode" || c 
 type Steps = Record<string, Seen & { asked: string[] }>;
 
 /** The whole script, on `extension`: commands, the model's tool calls, /tree, execution, compact, reload, clone, fork, the shortcut. */
-async function script(extension: string, dir: string): Promise<{ steps: Steps; file: string }> {
+async function script(extension: string, dir: string): Promise<{ steps: Steps; file: string; offered: ReturnType<typeof surface> }> {
   const choices: string[] = [];
   const asked: string[] = [];
   const pi = await startPi({
@@ -55,6 +55,7 @@ async function script(extension: string, dir: string): Promise<{ steps: Steps; f
       editor: () => "Also cover the tests",
     },
   });
+  const offered = surface(pi);
   const w = new Watcher(pi);
   const steps: Steps = {};
   const at = async (name: string, f: () => Promise<unknown>) => {
@@ -102,7 +103,7 @@ async function script(extension: string, dir: string): Promise<{ steps: Steps; f
   await at("a turn out of plan mode", () => pi.prompt("go on"));
   const file = pi.file!;
   await pi.shutdown();
-  return { steps, file };
+  return { steps, file, offered };
 }
 
 test("plan-mode: the port and Pi's original through commands, tool calls, /tree, execution, compact, reload, clone, fork, the shortcut and a resume in a new process", async (t) => {
@@ -111,6 +112,9 @@ test("plan-mode: the port and Pi's original through commands, tool calls, /tree,
   const orig = await script(ORIGINAL, dirs.orig);
   const p = ported.steps;
   const o = orig.steps;
+  assert.deepEqual(ported.offered, orig.offered, "the same commands, flag and shortcut");
+  assert.deepEqual(ported.offered.flags, [{ name: "plan", description: "Start in plan mode (read-only exploration)", type: "boolean", default: false }]);
+  assert.deepEqual(ported.offered.shortcuts, [{ key: "ctrl+alt+p", description: "Toggle plan mode" }]);
 
   // The port, step by step: what the user and the model see.
   assert.deepEqual([p["hi"]!.statuses, p["hi"]!.tools, sentPlanMode(p["hi"]!)], [{}, NORMAL_TOOLS, false]);

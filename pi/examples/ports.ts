@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
+import { stripTerminalSequences } from "@earendil-works/pi-tui";
 import { messageText, startPi, toolCall, toolCalls, type Note, type Reply, type StartOptions, type TestPi, type ToolArgs } from "@session-state/pi/testing";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -117,6 +118,101 @@ export function visible(s: Seen): Omit<Seen, "customs"> {
 }
 
 // ---------------------------------------------------------------------------------------
+// What an extension offers, and how the transcript draws it
+// ---------------------------------------------------------------------------------------
+
+interface Runner {
+  getRegisteredCommands(): Array<{ name: string; description?: string; extensionPath?: string }>;
+  getAllRegisteredTools(): Array<{ definition: Record<string, any> }>;
+  getFlags(): Map<string, { name: string; description?: string; type: string; default?: unknown }>;
+  getShortcuts(bindings: unknown): Map<string, { description?: string }>;
+  getMessageRenderer(customType: string): ((message: unknown, options: unknown, theme: unknown) => { render(w: number): string[] } | undefined) | undefined;
+  getToolDefinition(name: string): Record<string, any> | undefined;
+}
+const runner = (pi: TestPi) => pi.session.extensionRunner as unknown as Runner;
+const theme = (pi: TestPi) => (pi.context() as unknown as { ui: { theme: unknown } }).ui.theme;
+
+/**
+ * What an extension offers the user and the model: its commands (name, description),
+ * tools (everything the model is told: name, label, description, snippet, guidelines, the
+ * parameters' schema, and how calls run), flags and shortcuts. The package's own
+ * `/state:*` commands are left out.
+ */
+export function surface(pi: TestPi) {
+  const r = runner(pi);
+  return {
+    commands: r
+      .getRegisteredCommands()
+      .filter((c) => !c.name.startsWith("state:"))
+      .map((c) => ({ name: c.name, description: c.description })),
+    tools: r.getAllRegisteredTools().map(({ definition: d }) => ({
+      name: d.name,
+      label: d.label,
+      description: d.description,
+      promptSnippet: d.promptSnippet,
+      promptGuidelines: d.promptGuidelines,
+      parameters: JSON.parse(JSON.stringify(d.parameters)),
+      executionMode: d.executionMode,
+    })),
+    flags: [...r.getFlags().values()].map((f) => ({ name: f.name, description: f.description, type: f.type, default: f.default })),
+    shortcuts: [...r.getShortcuts({}).entries()].map(([k, s]) => ({ key: k, description: s.description })),
+  };
+}
+
+const plainLines = (lines: string[]) => lines.map((l) => stripTerminalSequences(l).trimEnd());
+
+/** Draws `f`'s component, or the error drawing it threw. */
+function drawn(f: () => { render(w: number): string[] } | undefined, width: number): string[] | { error: string } {
+  try {
+    const c = f();
+    return c ? plainLines(c.render(width)) : [];
+  } catch (e) {
+    return { error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
+  }
+}
+
+/**
+ * How Pi's TUI transcript draws what is on the branch through the extension's renderers,
+ * collapsed and expanded, without colours: each custom message with a message renderer,
+ * and each call and result of a tool with renderers. A renderer that throws gives
+ * `{ error }` (Pi would show the error in its place).
+ */
+export function transcript(pi: TestPi, width = 60) {
+  const r = runner(pi);
+  const t = theme(pi);
+  const calls = new Map<string, { name: string; arguments: unknown }>();
+  const out: Array<{ what: string; collapsed: unknown; expanded: unknown }> = [];
+  for (const e of pi.sessionManager.getBranch() as any[]) {
+    if (e.type === "custom_message") {
+      const render = r.getMessageRenderer(e.customType);
+      if (!render) continue;
+      const message = { role: "custom", customType: e.customType, content: e.content, display: e.display, details: e.details };
+      out.push({
+        what: e.customType,
+        collapsed: drawn(() => render(message, { expanded: false }, t), width),
+        expanded: drawn(() => render(message, { expanded: true }, t), width),
+      });
+      continue;
+    }
+    if (e.type !== "message") continue;
+    const m = e.message;
+    if (m.role === "assistant") for (const c of m.content) if (c.type === "toolCall") calls.set(c.id, c);
+    if (m.role !== "toolResult") continue;
+    const def = r.getToolDefinition(m.toolName);
+    if (!def?.renderResult) continue;
+    const call = calls.get(m.toolCallId);
+    const context = { args: call?.arguments ?? {}, toolCallId: m.toolCallId, invalidate() {}, lastComponent: undefined, state: {}, cwd: pi.cwd, isError: m.isError };
+    const result = { content: m.content, details: m.details };
+    out.push({
+      what: `${m.toolName}${m.isError ? " (error)" : ""}`,
+      collapsed: [drawn(() => def.renderCall?.(call?.arguments ?? {}, t, context), width), drawn(() => def.renderResult(result, { expanded: false, isPartial: false }, t, context), width)],
+      expanded: drawn(() => def.renderResult(result, { expanded: true, isPartial: false }, t, context), width),
+    });
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
 // A resume in a new process
 // ---------------------------------------------------------------------------------------
 
@@ -142,6 +238,8 @@ export interface ResumeSpec {
   settings?: Record<string, unknown>;
   /** What `ctx.ui.select` answers (default: nothing). */
   select?: string;
+  /** The terminal's width (default the kit's). */
+  width?: number;
   steps: StepSpec[];
 }
 
@@ -176,9 +274,19 @@ async function child(spec: ResumeSpec): Promise<void> {
     ...(spec.flags ? { flags: spec.flags } : {}),
     ...(spec.builtinTools ? { builtinTools: true } : {}),
     ...(spec.settings ? { settings: spec.settings } : {}),
+    ...(spec.width ? { width: spec.width } : {}),
     answers: { select: () => spec.select },
   };
-  const pi = await startPi(options);
+  let pi: TestPi;
+  try {
+    pi = await startPi(options);
+  } catch (e) {
+    // An extension that throws while the session starts fails the kit's start.
+    const error = (e instanceof Error ? e.message : String(e)).split(spec.dir).join("<dir>");
+    process.stdout.write(`SEEN ${JSON.stringify([{ error }])}\n`);
+    // The kit left that Pi running (it failed to start): nothing else is to be done.
+    process.exit(0);
+  }
   const w = new Watcher(pi);
   const seen: Seen[] = [w.snap()];
   for (const s of spec.steps) {

@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { key, startPi } from "@session-state/pi/testing";
-import { original, port, resumeInNewProcess, step, visible, Watcher, STATE, type Seen } from "./ports.ts";
+import { original, port, resumeInNewProcess, step, surface, visible, Watcher, STATE, type Seen } from "./ports.ts";
 
 const ORIGINAL = original("preset.ts");
 const PORT = port("preset.ts");
@@ -57,8 +57,9 @@ const SELECTOR = [
   "(none)                          Clear active preset, restore defaults",
 ];
 
-async function script(extension: string, dir: string): Promise<{ steps: Record<string, Seen>; file: string }> {
+async function script(extension: string, dir: string): Promise<{ steps: Record<string, Seen>; file: string; offered: ReturnType<typeof surface> }> {
   const pi = await startPi({ dir, builtinTools: true, settings: SETTINGS, extensions: [extension] });
+  const offered = surface(pi);
   const w = new Watcher(pi);
   const steps: Record<string, Seen> = { start: w.snap() };
   const at = async (name: string, f: () => Promise<unknown>) => void (steps[name] = await step(w, f));
@@ -94,7 +95,7 @@ async function script(extension: string, dir: string): Promise<{ steps: Record<s
   await at("/preset implement", () => pi.command("/preset implement"));
   const file = pi.file!;
   await pi.shutdown();
-  return { steps, file };
+  return { steps, file, offered };
 }
 
 test("preset: the port and Pi's original through /preset, the selector, the shortcut, /tree, compact, reload, clone, fork and a resume in a new process", async (t) => {
@@ -103,6 +104,8 @@ test("preset: the port and Pi's original through /preset, the selector, the shor
   const orig = await script(ORIGINAL, dirs.orig);
   const p = ported.steps;
   const o = orig.steps;
+  assert.deepEqual(ported.offered, orig.offered, "the same command, flag and shortcut");
+  assert.deepEqual(ported.offered.shortcuts, [{ key: "ctrl+shift+u", description: "Cycle presets" }]);
 
   assert.deepEqual([p["start"]!.statuses, p["start"]!.tools], [{}, START_TOOLS]);
   assert.deepEqual(instructions(p["hi"]!), [null]);

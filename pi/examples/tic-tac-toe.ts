@@ -28,11 +28,13 @@
  * whether the system prompt carries the rules).
  *
  * Differences from the original, each shown by `tic-tac-toe.test.ts`: the original rebuilds
- * its game from the `details` of the tools' results on the branch; a failed `play` leaves a
- * result without a board (Pi gives a thrown error `details: {}`), so the rebuild throws on
- * `/tree`, `/fork` and resume and leaves the game as it was up to that result (the
- * model's later moves lost), and the expanded view of that result throws too. It also
- * keeps its game in module variables shared by every copy of the extension in the process.
+ * its game from the `details` of the tools' results on the branch (at session start, on
+ * `/tree` and at `/tic-tac-toe`). A failed `play` leaves a result without a board (Pi
+ * gives a thrown error `details: {}`), so from then on that rebuild throws (on `/tree`,
+ * reload, `/fork`, `/clone`, resume and `/tic-tac-toe`) and leaves the game as it was
+ * before that result (the later moves of both players lost); the expanded view of that
+ * result throws too. And the human's move is saved in entries the rebuild never reads, so
+ * a resume before the model has played loses it.
  *
  * TUI-only behaviour: the human's move is driven by keys in the `ctx.ui.custom` component
  * (`/tic-tac-toe` refuses to run outside the TUI, as the original does); the board, the
@@ -138,13 +140,14 @@ Decide the target cell first, then dump every action for the turn in one go.
 class GameView implements Component {
   private view: View;
   private cache: { width: number; lines: string[] } | undefined;
-  constructor(
-    game: Game,
-    private readonly tui: { requestRender(): void },
-    private readonly close: () => void,
-    private readonly play: (row: number, col: number) => void,
-  ) {
+  private readonly tui: { requestRender(): void };
+  private readonly close: () => void;
+  private readonly play: (row: number, col: number) => void;
+  constructor(game: Game, tui: { requestRender(): void }, close: () => void, play: (row: number, col: number) => void) {
     this.view = { game, userRow: 1, userCol: 1 };
+    this.tui = tui;
+    this.close = close;
+    this.play = play;
   }
   show(game: Game): void {
     this.view = { ...this.view, game };
@@ -570,12 +573,16 @@ function drawGame(v: View, width: number): string[] {
 
 /** A one-line banner (`title` centred between dim rules), with the board under it when expanded. */
 class Banner implements Component {
-  constructor(
-    private readonly title: string,
-    private readonly game: Partial<Game> | undefined,
-    private readonly expanded: boolean,
-    private readonly theme: Theme,
-  ) {}
+  private readonly title: string;
+  private readonly game: Partial<Game> | undefined;
+  private readonly expanded: boolean;
+  private readonly theme: Theme;
+  constructor(title: string, game: Partial<Game> | undefined, expanded: boolean, theme: Theme) {
+    this.title = title;
+    this.game = game;
+    this.expanded = expanded;
+    this.theme = theme;
+  }
   invalidate(): void {}
   render(width: number): string[] {
     const rule = (n: number) => this.theme.fg("dim", "\u2500".repeat(n));
@@ -588,11 +595,14 @@ class Banner implements Component {
 
 /** The end of a game in the transcript: who won, and the final board. */
 class GameOver implements Component {
-  constructor(
-    private readonly status: GameStatus | undefined,
-    private readonly game: Partial<Game> | undefined,
-    private readonly theme: Theme,
-  ) {}
+  private readonly status: GameStatus | undefined;
+  private readonly game: Partial<Game> | undefined;
+  private readonly theme: Theme;
+  constructor(status: GameStatus | undefined, game: Partial<Game> | undefined, theme: Theme) {
+    this.status = status;
+    this.game = game;
+    this.theme = theme;
+  }
   invalidate(): void {}
   render(width: number): string[] {
     const t = this.theme;
