@@ -299,8 +299,11 @@ export interface TestPi {
   /** The last request the model got. */
   lastRequest(): ModelRequest | undefined;
   /**
-   * How Pi's TUI transcript draws the custom entry `entryId` (through the registered entry
-   * renderer, without colours, trailing spaces trimmed); `undefined` when nothing is drawn.
+   * How Pi's TUI transcript draws the entry `entryId`, without colours, trailing spaces
+   * trimmed: a custom entry through its registered entry renderer; a tool result through
+   * its tool's `renderCall` (the call's arguments) and `renderResult`, the call's lines
+   * first, as the tool's row shows them (without the row's frame). `undefined` when
+   * nothing is registered to draw it.
    */
   render(entryId: string, options?: { expanded?: boolean; width?: number }): string[] | undefined;
   /** A context as extensions get it (for calling an API directly from the test). */
@@ -678,6 +681,49 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
   };
   loadErrors();
 
+  /** A tool result's row: the tool's renderCall with the call's arguments, then its renderResult. */
+  const renderToolRow = (msg: any, parentId: string | null, w: number, expanded: boolean): string[] | undefined => {
+    const tool = (runner() as unknown as { getToolDefinition(n: string): any }).getToolDefinition(msg.toolName);
+    if (!tool?.renderCall && !tool?.renderResult) return undefined;
+    // The call: in the assistant message above the result (Pi may put state events between them).
+    let args: unknown = {};
+    for (let id = parentId; id; ) {
+      const e = runtime.session.sessionManager.getEntry(id) as any;
+      const call = e?.type === "message" && e.message.role === "assistant" ? e.message.content.find((c: any) => c.type === "toolCall" && c.id === msg.toolCallId) : undefined;
+      if (call) {
+        args = call.arguments;
+        break;
+      }
+      id = e?.parentId ?? null;
+    }
+    const context = {
+      args,
+      toolCallId: msg.toolCallId,
+      invalidate: () => {},
+      lastComponent: undefined,
+      state: {},
+      cwd,
+      executionStarted: true,
+      argsComplete: true,
+      isPartial: false,
+      expanded,
+      showImages: false,
+      isError: msg.isError,
+      durationMs: msg.durationMs,
+      outputPad: 0,
+      keyText: () => "",
+      keyHint: () => "",
+      rawKeyHint: () => "",
+    };
+    const lines: string[] = [];
+    if (tool.renderCall) lines.push(...plain(tool.renderCall(args, piTheme(), context).render(w)));
+    if (tool.renderResult) {
+      const result = { content: msg.content, details: msg.details, isError: msg.isError };
+      lines.push(...plain(tool.renderResult(result, { expanded, isPartial: false }, piTheme(), context).render(w)));
+    }
+    return lines;
+  };
+
   let down = false;
   const pi: TestPi = {
     dir,
@@ -812,15 +858,19 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
       return requests.at(-1);
     },
     render(entryId, opts = {}) {
-      const entry = runtime.session.sessionManager.getEntry(entryId) as { type?: string; customType?: string } | undefined;
+      const sm = runtime.session.sessionManager;
+      const entry = sm.getEntry(entryId) as { type?: string; customType?: string; message?: any; parentId?: string | null } | undefined;
+      const w = opts.width ?? width;
+      const expanded = opts.expanded ?? false;
+      if (entry?.type === "message" && entry.message?.role === "toolResult") return renderToolRow(entry.message, entry.parentId ?? null, w, expanded);
       if (!entry || entry.type !== "custom" || typeof entry.customType !== "string") {
-        throw new Error(`render ${entryId}: no custom entry with that id`);
+        throw new Error(`render ${entryId}: no custom entry or tool result with that id`);
       }
       const renderer = runner().getEntryRenderer(entry.customType);
       if (!renderer) return undefined;
-      const component = renderer(entry, { expanded: opts.expanded ?? false, keyText: () => "", keyHint: () => "" }, piTheme());
+      const component = renderer(entry, { expanded, keyText: () => "", keyHint: () => "" }, piTheme());
       if (!component) return undefined;
-      return plain(component.render(opts.width ?? width) as string[]);
+      return plain(component.render(w) as string[]);
     },
     context,
     async shutdown() {
