@@ -15,8 +15,8 @@
 // Run (after `npm ci && npm run build` in pi/):
 //   node_modules/.bin/node bench/examples.ts [entries=10000] [runs=7]
 //
-// Adding an example (plan-mode, preset, tic-tac-toe): append an `Example` to EXAMPLES.
-//   name      the port's file name without .ts (`plan-mode/index` for a folder)
+// Adding an example: append an `Example` to EXAMPLES.
+//   name      the name in the table (the port's file name without .ts; the folder's for plan-mode)
 //   original  the original's path under Pi's examples/extensions/
 //   port      the port's path under pi/examples/
 //   states    the port's states ({ pluginId, scope }) read after each event
@@ -130,6 +130,83 @@ const EXAMPLES: Example[] = [
       b.write("tools", "branch", { enabledTools });
     },
     observe: (pi) => frameOf(pi, "/tools"),
+  },
+  {
+    name: "plan-mode",
+    original: "plan-mode/index.ts",
+    port: "plan-mode/index.ts",
+    states: [{ pluginId: "plan-mode", scope: "branch" }],
+    // A plan's life in four steps: /plan on, the plan's steps, "Execute the plan" (its
+    // message, which the original's resume scan starts after), a [DONE:n] at a turn's end.
+    step: (b: Builder, i: number) => {
+      const todos = [1, 2, 3].map((step) => ({ step, text: `Step ${step} of plan ${Math.floor(i / 4)}`, completed: false }));
+      const tools = ["read", "bash", "edit", "write"];
+      let value: Record<string, unknown>;
+      if (i % 4 === 0) value = { enabled: true, todos: [], executing: false, toolsBeforePlanMode: tools };
+      else if (i % 4 === 1) value = { enabled: true, todos, executing: false, toolsBeforePlanMode: tools };
+      else if (i % 4 === 2) {
+        value = { enabled: false, todos, executing: true };
+        b.sm.appendCustomMessageEntry("plan-mode-execute", `Execute the plan.\n\n${b.text(200)}`, true);
+      } else {
+        b.sm.appendMessage(assistant(`${b.text(300)} [DONE:1]`) as never);
+        value = { enabled: false, todos: todos.map((t) => ({ ...t, completed: t.step === 1 })), executing: true };
+      }
+      b.sm.appendCustomEntry("plan-mode", value);
+      b.write("plan-mode", "branch", value);
+    },
+    observe: async (pi) => {
+      await pi.command("/todos");
+      return [pi.notes.at(-1), pi.statuses()];
+    },
+  },
+  {
+    name: "preset",
+    original: "preset.ts",
+    port: "preset.ts",
+    states: [{ pluginId: "preset", scope: "branch" }],
+    // A preset chosen: the original saves its name at the next turn's start, the port when chosen.
+    step: (b: Builder, i: number) => {
+      const name = i % 2 === 0 ? "plan" : "implement";
+      b.sm.appendCustomEntry("preset-state", { name });
+      b.write("preset", "branch", { name, before: { thinkingLevel: "off", tools: ["read", "bash", "edit", "write"] } });
+    },
+    prepare: (dir: string) => {
+      fs.mkdirSync(path.join(dir, "agent"), { recursive: true });
+      fs.writeFileSync(
+        path.join(dir, "agent", "presets.json"),
+        JSON.stringify({ plan: { tools: ["read", "grep"], instructions: "Plan only." }, implement: { tools: ["read", "bash", "edit", "write"], instructions: "Implement." } }),
+      );
+    },
+    observe: async (pi) => pi.statuses(),
+  },
+  {
+    name: "tic-tac-toe",
+    original: "tic-tac-toe.ts",
+    port: "tic-tac-toe.ts",
+    states: [{ pluginId: "tic-tac-toe", scope: "branch" }],
+    // One round per step: the human's X (the original's save entry and the move message),
+    // then the model's O (its tool call and result, the board in `details`); a game of
+    // four rounds that nobody wins, then a new one.
+    step: (() => {
+      const X = [[0, 0], [0, 1], [2, 0], [1, 2]];
+      const O = [[1, 1], [0, 2], [1, 0], [2, 1]];
+      let board: string[][] = [];
+      return (b: Builder, i: number) => {
+        const round = i % 4;
+        if (round === 0) board = [0, 1, 2].map(() => [" ", " ", " "]);
+        const game = (turn: string) => ({ board: board.map((r) => [...r]), agentCursorRow: 0, agentCursorCol: 0, status: "playing", currentTurn: turn });
+        board[X[round]![0]!]![X[round]![1]!] = "X";
+        b.sm.appendCustomEntry("tic-tac-toe-save", game("O"));
+        b.sm.appendCustomMessageEntry("tic-tac-toe-move", `Player X played. ${b.text(300)}`, true, game("O"));
+        b.write("tic-tac-toe", "branch", game("O"));
+        const id = `ttt_${i}`;
+        b.sm.appendMessage(assistant(b.text(100), { id, name: "tic_tac_toe", arguments: { action: "play" } }) as never);
+        board[O[round]![0]!]![O[round]![1]!] = "O";
+        b.write("tic-tac-toe", "branch", game("X"));
+        b.sm.appendMessage(toolResultOf(id, "tic_tac_toe", "Placed O.", game("X")) as never);
+      };
+    })(),
+    observe: (pi) => frameOf(pi, "/tic-tac-toe"),
   },
 ];
 
