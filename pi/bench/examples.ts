@@ -206,7 +206,12 @@ const EXAMPLES: Example[] = [
         b.sm.appendMessage(toolResultOf(id, "tic_tac_toe", "Placed O.", game("X")) as never);
       };
     })(),
-    observe: (pi) => frameOf(pi, "/tic-tac-toe"),
+    // The board as `tic_tac_toe_see_board` tells the model, called directly: /tic-tac-toe
+    // would name the session (an entry appended) and the next run would read that too.
+    observe: async (pi) => {
+      const see = (pi.session.extensionRunner as unknown as { getToolDefinition(n: string): any }).getToolDefinition("tic_tac_toe_see_board");
+      return (await see.execute("bench", {}, undefined, undefined, pi.context())).content;
+    },
   },
 ];
 
