@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { createJiti } from "jiti";
-import { startPi, toolCall } from "@session-state/pi/testing";
+import { startPi, toolCall, type TestPi } from "@session-state/pi/testing";
 import { original, port, resumeInNewProcess, step, surface, visible, Watcher, STATE, type Seen } from "./ports.ts";
 import { allStepsComplete, extractTodoItems, isSafeCommand, markCompletedSteps } from "./plan-mode/rules.ts";
 
@@ -244,6 +244,40 @@ test("plan-mode: a resume on a branch where plan mode was never on (a new proces
   assert.deepEqual([o[0]!.statuses, o[0]!.tools], [{ "plan-mode": "⏸ plan" }, PLAN_TOOLS]);
   assert.deepEqual(noteTexts(o[1]!), [PROGRESS_NONE]);
   assert.deepEqual([sentPlanMode(o[2]!), o[2]!.requests[0]!.tools, planEntries(o[2]!)], [true, PLAN_TOOLS, 1]);
+});
+
+test("plan-mode: plan mode turned off with no turn since: after a resume (a new process) and a /tree back, Pi restores the tools of the last run, plan mode's; the port gives the tools from before plan mode back, the original leaves the model plan mode's tools", async (t) => {
+  const run = async (extension: string) => {
+    const dir = tmp(t);
+    const offNoTurn = async (pi: TestPi) => {
+      await pi.prompt("hi");
+      const hi = pi.leaf!;
+      await pi.command("/plan");
+      await pi.prompt("look"); // this run records plan mode's tools
+      await pi.command("/plan"); // off: no run records that yet
+      return { hi, off: pi.leaf! };
+    };
+    let pi = await startPi({ dir, builtinTools: true, extensions: [extension] });
+    await offNoTurn(pi);
+    const file = pi.file!;
+    await pi.shutdown();
+    // The file's last entry is the off event: the resume opens there.
+    const resumed = resumeInNewProcess({ dir, session: file, extension, builtinTools: true, steps: [{ prompt: "resumed" }] });
+    pi = await startPi({ builtinTools: true, extensions: [extension] });
+    const w = new Watcher(pi);
+    const { hi, off } = await offNoTurn(pi);
+    const seen = { off: w.snap(), back: await step(w, () => pi.navigate(hi)), again: await step(w, () => pi.navigate(off)), turn: await step(w, () => pi.prompt("edit it")) };
+    await pi.shutdown();
+    return { ...seen, resumed: resumed[0]!, resumedTurn: resumed[1]! };
+  };
+  const p = await run(PORT);
+  const o = await run(ORIGINAL);
+  for (const s of [p, o]) assert.deepEqual([s.off.tools, s.off.statuses, s.back.tools], [NORMAL_TOOLS, {}, NORMAL_TOOLS]);
+  assert.deepEqual([p.again.tools, p.turn.requests[0]!.tools, sentPlanMode(p.turn)], [NORMAL_TOOLS, NORMAL_TOOLS, false]);
+  assert.deepEqual([o.again.tools, o.turn.requests[0]!.tools, sentPlanMode(o.turn)], [PLAN_TOOLS, PLAN_TOOLS, false]);
+  assert.deepEqual([p.resumed.tools, p.resumedTurn.requests[0]!.tools], [NORMAL_TOOLS, NORMAL_TOOLS]);
+  assert.deepEqual([o.resumed.tools, o.resumedTurn.requests[0]!.tools], [PLAN_TOOLS, PLAN_TOOLS]);
+  assert.deepEqual([p.resumed.statuses, o.resumed.statuses], [{}, {}], "plan mode is off in both");
 });
 
 test("plan-mode: --plan turns plan mode on where the branch has none; /plan's off stays off on resume; both agree", async (t) => {

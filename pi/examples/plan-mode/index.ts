@@ -30,6 +30,12 @@
  * otherwise. The tools active before plan mode (`toolsBeforePlanMode`) are kept in the
  * value, so turning plan mode off restores them also after a resume.
  *
+ * The active tools are Pi's: it records them at each run (a system message) and restores
+ * the branch's last record on a resume and a tree move. Where plan mode is on at the
+ * leaf the port sets plan mode's tools; where it is off and Pi's record predates plan
+ * mode's last change on the branch (turned off, no run since), it restores the tools
+ * from before plan mode, as turning it off did.
+ *
  * Differences from the original, each shown by `plan-mode.test.ts`: the original restores
  * the last value written anywhere in the file, only at session start, so after `/tree` to
  * before `/plan` it still reports plan mode and the plan's steps, and a resume on a branch
@@ -37,7 +43,9 @@
  * branch writes that stale value into it. The original also writes its value at every
  * turn's end while executing; the port writes only a change. On resume the original
  * scans the messages after the last "Execute the plan" for `[DONE:n]` marks that its turn
- * ends already saved; the port's value has them.
+ * ends already saved; the port's value has them. After plan mode is turned off with no
+ * turn since, a resume or a tree move back there leaves the original with the tools Pi
+ * restored, plan mode's, though plan mode is off.
  *
  * TUI-only behaviour kept as text: the footer status and the widget lines are set through
  * `ctx.ui.setStatus` / `ctx.ui.setWidget` with the same theme colours. The editor opened by
@@ -319,13 +327,36 @@ After completing a step, include a [DONE:n] tag in your response.`,
     }
   });
 
+  /**
+   * Whether a run recorded its tools (Pi's system message) on the path from Pi's leaf up
+   * to the entry `stop` (the root when `undefined`). Pi restores the tools the branch's
+   * last such message records on a resume and a tree move, and keeps the tools it has
+   * where the branch records none.
+   */
+  function toolsRecordedSince(ctx: ExtensionContext, stop: string | undefined): boolean {
+    const sm = ctx.sessionManager;
+    for (let id = sm.getLeafId(); id !== null && id !== stop; ) {
+      const e = sm.getEntry(id) as { type?: string; message?: { role?: string }; parentId?: string | null } | undefined;
+      if (e?.type === "message" && e.message?.role === "system") return true;
+      id = e?.parentId ?? null;
+    }
+    return false;
+  }
+
   /** Tools, footer and widget for the branch at Pi's leaf; `from`: the leaf a tree move left. */
   function follow(ctx: ExtensionContext, from?: string | null): void {
     const s = current(ctx);
     if (s.enabled) enterPlanTools(s);
-    else if (from !== undefined) {
-      const left = at(ctx, from);
-      if (left.enabled) leavePlanTools(left);
+    else {
+      // Off here. The tools Pi restored (or kept) may be plan mode's: those of a run made
+      // before plan mode was last turned off on this branch (a change no run has recorded
+      // yet), or, with nothing recorded, those of the branch a tree move left. Then the
+      // tools from before plan mode come back, as turning it off restored them.
+      const events = plan.history(ctx);
+      const lastOn = [...events].reverse().find((e) => e.value?.enabled === true)?.value;
+      const left = from === undefined ? undefined : at(ctx, from);
+      const planned = lastOn ?? (left?.enabled ? left : undefined);
+      if (planned && !toolsRecordedSince(ctx, lastOn ? events.at(-1)!.entryId : undefined)) leavePlanTools(planned);
     }
     show(ctx, s);
   }
