@@ -152,7 +152,8 @@ const EXAMPLES: Example[] = [
         value = { enabled: false, todos: todos.map((t) => ({ ...t, completed: t.step === 1 })), executing: true };
       }
       b.sm.appendCustomEntry("plan-mode", value);
-      b.write("plan-mode", "branch", value);
+      // The port also keeps the tools turning plan mode off set, until a run records them.
+      b.write("plan-mode", "branch", i % 4 === 2 ? { ...value, toolsAfterPlanMode: tools } : value);
     },
     observe: async (pi) => {
       await pi.command("/todos");

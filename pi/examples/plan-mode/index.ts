@@ -17,7 +17,7 @@
  *   widget lists the steps while they execute.
  *
  * State (`openSessionState`, plugin `plan-mode`): one value, **branch** scope, `{ enabled,
- * todos, executing, toolsBeforePlanMode? }`. Plan mode, its plan and its progress belong to
+ * todos, executing, toolsBeforePlanMode?, toolsAfterPlanMode? }`. Plan mode, its plan and its progress belong to
  * the conversation they were made in: `/tree` back to before `/plan` is not in plan mode,
  * a sibling branch never sees another's plan, a fork or clone carries the state of the
  * path it copies, and a resumed session is in the mode of the branch it opens on. Every
@@ -33,8 +33,9 @@
  * The active tools are Pi's: it records them at each run (a system message) and restores
  * the branch's last record on a resume and a tree move. Where plan mode is on at the
  * leaf the port sets plan mode's tools; where it is off and Pi's record predates plan
- * mode's last change on the branch (turned off, no run since), it restores the tools
- * from before plan mode, as turning it off did.
+ * mode's last change on the branch (turned off, no run since), it sets the tools turning
+ * it off set (`toolsAfterPlanMode`), found by walking back from the leaf to the nearer of
+ * Pi's last record and the state's last event.
  *
  * Differences from the original, each shown by `plan-mode.test.ts`: the original restores
  * the last value written anywhere in the file, only at session start, so after `/tree` to
@@ -55,7 +56,7 @@ import type { AgentMessage } from "@earendil-works/pi-agent-core";
 import type { AssistantMessage } from "@earendil-works/pi-ai";
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { Key } from "@earendil-works/pi-tui";
-import { openSessionState } from "@session-state/pi";
+import { openSessionState, STATE_PREFIX } from "@session-state/pi";
 import { allStepsComplete, extractTodoItems, isSafeCommand, markCompletedSteps, type TodoItem } from "./rules.ts";
 
 /** The stored value: as the original's `plan-mode` entries, on this branch. */
@@ -65,6 +66,8 @@ interface PlanState {
   executing: boolean;
   /** The active tools when plan mode was turned on: what turning it off restores. */
   toolsBeforePlanMode?: string[];
+  /** The tools turning plan mode off set, until a run has recorded them (absent while it is on). */
+  toolsAfterPlanMode?: string[];
 }
 
 /** Tools plan mode turns on, and the built-in ones it turns off. */
@@ -94,6 +97,9 @@ Plan:
 ...
 
 Do NOT attempt to make changes - just describe what you would do.`;
+
+/** The customType of this state's events (entries on Pi's branch). */
+const EVENTS = `${STATE_PREFIX}plan-mode`;
 
 const CHOICES = ["Execute the plan (track progress)", "Stay in plan mode", "Refine the plan"] as const;
 
@@ -138,8 +144,13 @@ export default function planMode(pi: ExtensionAPI): void {
   /** The value as if Pi's leaf were `at` (`null`: before the first entry). */
   const at = (ctx: ExtensionContext, id: string | null): PlanState => (id === null ? undefined : plan.readAt(ctx, id)) ?? initial();
   const save = (ctx: ExtensionContext, s: PlanState): void => {
-    const { toolsBeforePlanMode, ...rest } = s;
-    plan.write(ctx, toolsBeforePlanMode === undefined ? rest : { ...rest, toolsBeforePlanMode });
+    // JSON has no undefined: a tool list that is not there is left out.
+    const { toolsBeforePlanMode, toolsAfterPlanMode, ...rest } = s;
+    plan.write(ctx, {
+      ...rest,
+      ...(toolsBeforePlanMode === undefined ? {} : { toolsBeforePlanMode }),
+      ...(toolsAfterPlanMode === undefined ? {} : { toolsAfterPlanMode }),
+    });
   };
 
   /** The tools Pi had when `--plan` turned plan mode on at start (no value holds them yet). */
@@ -157,9 +168,12 @@ export default function planMode(pi: ExtensionAPI): void {
     return before;
   }
 
-  function leavePlanTools(s: PlanState): void {
-    pi.setActiveTools(s.toolsBeforePlanMode ?? flagToolsBefore ?? normalTools(pi.getActiveTools()));
+  /** Turns plan mode's tools off; returns the tools it set. */
+  function leavePlanTools(s: PlanState): string[] {
+    const tools = s.toolsBeforePlanMode ?? flagToolsBefore ?? normalTools(pi.getActiveTools());
+    pi.setActiveTools(tools);
     flagToolsBefore = undefined;
+    return tools;
   }
 
   function show(ctx: ExtensionContext, s: PlanState): void {
@@ -189,8 +203,7 @@ export default function planMode(pi: ExtensionAPI): void {
       next = { enabled: true, todos: [], executing: false, toolsBeforePlanMode: before };
       ctx.ui.notify("Plan mode enabled. Built-in write tools disabled.");
     } else {
-      leavePlanTools(s);
-      next = { enabled: false, todos: [], executing: false };
+      next = { enabled: false, todos: [], executing: false, toolsAfterPlanMode: leavePlanTools(s) };
       ctx.ui.notify("Plan mode disabled. Full access restored.");
     }
     show(ctx, next);
@@ -262,7 +275,8 @@ After completing a step, include a [DONE:n] tag in your response.`,
   pi.on("turn_end", async (event, ctx) => {
     const s = current(ctx);
     if (!s.executing || s.todos.length === 0 || !isAssistant(event.message)) return;
-    const next = { ...s, todos: markCompletedSteps(answerText(event.message), s.todos) };
+    // Within a run, which recorded the tools turning plan mode off set: no need to keep them.
+    const next = { ...s, todos: markCompletedSteps(answerText(event.message), s.todos), toolsAfterPlanMode: undefined };
     show(ctx, next);
     save(ctx, next);
   });
@@ -277,7 +291,7 @@ After completing a step, include a [DONE:n] tag in your response.`,
           { customType: "plan-complete", content: `**Plan Complete!** ✓\n\n${todos.map((t) => `~~${t.text}~~`).join("\n")}`, display: true },
           { deliverAs: "nextTurn" },
         );
-        const next = { ...s, executing: false, todos: [] };
+        const next = { ...s, executing: false, todos: [], toolsAfterPlanMode: undefined };
         show(ctx, next);
         save(ctx, next);
       }
@@ -299,8 +313,7 @@ After completing a step, include a [DONE:n] tag in your response.`,
     const choice = await ctx.ui.select("Plan mode - what next?", [...CHOICES]);
     if (choice?.startsWith("Execute")) {
       const first = todos[0]!;
-      leavePlanTools(s);
-      const next: PlanState = { enabled: false, todos, executing: true };
+      const next: PlanState = { enabled: false, todos, executing: true, toolsAfterPlanMode: leavePlanTools(s) };
       show(ctx, next);
       save(ctx, next);
       pi.sendMessage(stepsMessage, { deliverAs: "followUp" });
@@ -328,16 +341,17 @@ After completing a step, include a [DONE:n] tag in your response.`,
   });
 
   /**
-   * Whether a run recorded its tools (Pi's system message) on the path from Pi's leaf up
-   * to the entry `stop` (the root when `undefined`). Pi restores the tools the branch's
-   * last such message records on a resume and a tree move, and keeps the tools it has
-   * where the branch records none.
+   * Whether Pi's record of the tools (the system message a run writes when they changed)
+   * on the path from Pi's leaf is newer than plan mode's last change there (its state's
+   * last event): Pi restores the branch's last record on a resume and a tree move, and
+   * keeps the tools it has where the branch holds none.
    */
-  function toolsRecordedSince(ctx: ExtensionContext, stop: string | undefined): boolean {
+  function recordIsNewer(ctx: ExtensionContext): boolean {
     const sm = ctx.sessionManager;
-    for (let id = sm.getLeafId(); id !== null && id !== stop; ) {
-      const e = sm.getEntry(id) as { type?: string; message?: { role?: string }; parentId?: string | null } | undefined;
+    for (let id = sm.getLeafId(); id !== null; ) {
+      const e = sm.getEntry(id) as { type?: string; customType?: string; message?: { role?: string }; parentId?: string | null } | undefined;
       if (e?.type === "message" && e.message?.role === "system") return true;
+      if (e?.type === "custom" && e.customType === EVENTS) return false;
       id = e?.parentId ?? null;
     }
     return false;
@@ -348,15 +362,13 @@ After completing a step, include a [DONE:n] tag in your response.`,
     const s = current(ctx);
     if (s.enabled) enterPlanTools(s);
     else {
-      // Off here. The tools Pi restored (or kept) may be plan mode's: those of a run made
-      // before plan mode was last turned off on this branch (a change no run has recorded
-      // yet), or, with nothing recorded, those of the branch a tree move left. Then the
-      // tools from before plan mode come back, as turning it off restored them.
-      const events = plan.history(ctx);
-      const lastOn = [...events].reverse().find((e) => e.value?.enabled === true)?.value;
+      // Off here, but the tools Pi restored (or kept) may be plan mode's: those of a run
+      // made before plan mode was turned off on this branch, or, where the branch records
+      // none, those of the plan-mode branch a tree move left.
       const left = from === undefined ? undefined : at(ctx, from);
-      const planned = lastOn ?? (left?.enabled ? left : undefined);
-      if (planned && !toolsRecordedSince(ctx, lastOn ? events.at(-1)!.entryId : undefined)) leavePlanTools(planned);
+      const after = s.toolsAfterPlanMode ?? (left?.enabled ? (left.toolsBeforePlanMode ?? flagToolsBefore ?? normalTools(pi.getActiveTools())) : undefined);
+      if (after && !recordIsNewer(ctx)) pi.setActiveTools(after);
+      if (left?.enabled) flagToolsBefore = undefined;
     }
     show(ctx, s);
   }
