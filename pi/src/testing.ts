@@ -20,6 +20,12 @@
  * - Each `startPi` works in a new temporary folder (Pi's agent directory, a project
  *   folder, the session files and the projection database), removed at `shutdown()`, or
  *   at the latest when the process exits.
+ * - The extensions run as in Pi's TUI (`ctx.mode` is `"tui"`, `ctx.hasUI` is true) with
+ *   Pi's own theme (`ctx.ui.theme`, "dark"): what they set with `setStatus` and
+ *   `setWidget` is kept for the test to read, and a component shown with `ctx.ui.custom`
+ *   is driven by the keys the test queued with `pi.keys(…)`.
+ * - Every request the model gets is recorded: `pi.requests()` / `pi.lastRequest()` give
+ *   its system prompt, its tools and its messages.
  * - The package's own extension (`/state:*`, the presence row, the transcript renderers)
  *   is loaded first, as `pi install` loads it; Pi's built-in tools are off.
  * - An error an extension reports (a command or event handler that throws, a failed
@@ -28,18 +34,36 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import {
   createAgentSessionFromServices,
   createAgentSessionRuntime,
   createAgentSessionServices,
+  initTheme,
   ModelRuntime,
   SessionManager,
   type AgentSession,
   type AgentSessionRuntime,
   type ExtensionFactory,
 } from "@earendil-works/pi-coding-agent";
-import { fauxAssistantMessage, fauxProvider, fauxToolCall, type AssistantMessage } from "@earendil-works/pi-ai";
+import {
+  fauxAssistantMessage,
+  fauxProvider,
+  fauxToolCall,
+  getCurrentSystemPrompt,
+  getCurrentTools,
+  type AssistantMessage,
+  type Message,
+} from "@earendil-works/pi-ai";
+import {
+  Container,
+  setKeybindings,
+  stripTerminalSequences,
+  Text,
+  TuiMainScreen,
+  type Component,
+  type Terminal,
+} from "@earendil-works/pi-tui";
 import {
   forgetStoresUnder,
   historyOf,
@@ -74,6 +98,28 @@ export function toolCalls(calls: Array<[name: string, args: ToolArgs]>): Assista
   );
 }
 
+/**
+ * Keys as a terminal sends them (legacy sequences, which Pi's TUI reads when the Kitty
+ * keyboard protocol is off), for `pi.keys(…)`. Any other string is typed as it is.
+ */
+export const key = {
+  escape: "\x1b",
+  enter: "\r",
+  tab: "\t",
+  space: " ",
+  backspace: "\x7f",
+  up: "\x1b[A",
+  down: "\x1b[B",
+  right: "\x1b[C",
+  left: "\x1b[D",
+  home: "\x1b[H",
+  end: "\x1b[F",
+  pageUp: "\x1b[5~",
+  pageDown: "\x1b[6~",
+  /** Ctrl plus a letter (`key.ctrl("c")`). */
+  ctrl: (letter: string) => String.fromCharCode(letter.toLowerCase().charCodeAt(0) & 0x1f),
+} as const;
+
 export interface StartOptions {
   /**
    * The extensions to load: files or package folders (resolved against the current
@@ -87,17 +133,24 @@ export interface StartOptions {
   /** Work in this folder and keep it (default: a new temporary folder, removed at `shutdown`). */
   dir?: string;
   /**
-   * `true` (default): a UI that records notifications and answers dialogs (`ctx.hasUI`,
-   * Pi's RPC mode). `false`: print mode (`pi -p`): no UI, and what commands print is
-   * collected in `printed`.
+   * `true` (default): a UI, as Pi's interactive TUI gives it (`ctx.hasUI`, `ctx.mode`
+   * `"tui"`, or `"rpc"` with `mode`). `false`: print mode (`pi -p`): no UI, and what
+   * commands print is collected in `printed`.
    */
   ui?: boolean;
-  /** How the UI answers `ctx.ui.confirm` (default: no), `select` and `input` (default: nothing). */
+  /** The mode the UI reports in `ctx.mode` (default `"tui"`; `"rpc"` as Pi's RPC mode). */
+  mode?: "tui" | "rpc";
+  /** How the UI answers `ctx.ui.confirm` (default: no), `select`, `input` and `editor` (default: nothing). */
   answers?: {
     confirm?: boolean | ((title: string, message: string) => boolean | Promise<boolean>);
     select?: (title: string, options: string[]) => string | undefined;
-    input?: (title: string) => string | undefined;
+    input?: (title: string, placeholder?: string) => string | undefined;
+    editor?: (title: string, prefill?: string) => string | undefined;
   };
+  /** The terminal's width in columns: what components, widgets and entries are drawn at (default 100). */
+  width?: number;
+  /** Values of extension flags, as given on Pi's command line (`{ plan: true }` for `--plan`). */
+  flags?: Record<string, boolean | string>;
   /** The agent's `settings.json` (for example `{ sessionState: { databasePath: "…" } }`). */
   settings?: Record<string, unknown>;
   /** What the model answers once the scripted replies are used up (default `"ok"`). */
@@ -110,6 +163,48 @@ export interface StartOptions {
 export interface Note {
   message: string;
   type: "info" | "warning" | "error";
+}
+
+/** A `setStatus` or `setWidget` call, as the user would see it (colours removed). */
+export type UICall =
+  | { method: "setStatus"; key: string; text: string | undefined }
+  | { method: "setWidget"; key: string; lines: string[] | undefined; placement: "aboveEditor" | "belowEditor" };
+
+/** A component an extension showed with `ctx.ui.custom`, driven by the keys queued with `pi.keys`. */
+export interface Shown {
+  /** Shown as an overlay (`{ overlay: true }`). */
+  overlay: boolean;
+  /** What it drew (colours removed, trailing spaces trimmed): before the first key, then after each key that left it open. */
+  frames: string[][];
+  /** The keys it was given, in order. */
+  keys: string[];
+  /** Whether it called `done`. */
+  closed: boolean;
+  /** The value it passed to `done`. */
+  result: unknown;
+}
+
+/** One request the model got: what it was sent. */
+export interface ModelRequest {
+  /** The system prompt in force (Pi's system messages replayed, as a provider sends it). */
+  systemPrompt: string;
+  /** The names of the tools it may call. */
+  tools: string[];
+  /** The conversation (user, assistant and tool-result messages; system messages left out), a copy. */
+  messages: Message[];
+}
+
+/** A message's text as the model reads it: text parts, tool calls as `name(args)`, tool results' text. */
+export function messageText(m: Message): string {
+  if (typeof m.content === "string") return m.content;
+  return m.content
+    .map((c) => {
+      if (c.type === "text") return c.text;
+      if (c.type === "toolCall") return `${c.name}(${JSON.stringify(c.arguments)})`;
+      if (c.type === "thinking") return "";
+      return `[${c.type}]`;
+    })
+    .join("\n");
 }
 
 /** A running Pi. */
@@ -138,34 +233,77 @@ export interface TestPi {
   readonly stderr: string[];
   /** Errors extensions reported (each also fails the call that caused it). */
   readonly errors: string[];
+  /** Every `setStatus` and `setWidget` call, oldest first. */
+  readonly uiCalls: UICall[];
+  /** The components `ctx.ui.custom` showed, oldest first. */
+  readonly shown: Shown[];
   /** Queues model replies for the next turns. */
   reply(...replies: Reply[]): void;
   /** Sends a user message; `replies` are queued first. Resolves when the run is over. */
   prompt(text: string, ...replies: Reply[]): Promise<void>;
   /** Runs a registered slash command (`"/name args"`); an unknown command throws. */
   command(line: string): Promise<void>;
+  /** Runs the handler of the shortcut an extension registered for `keyId` (`"ctrl+alt+p"`). */
+  shortcut(keyId: string): Promise<void>;
+  /**
+   * Queues keys for the next components `ctx.ui.custom` shows (see [`key`]). A component
+   * takes keys until it calls `done`; one still open when the keys run out fails the call
+   * that showed it. Keys it did not take stay queued for the next one.
+   */
+  keys(...keys: string[]): void;
   /** Moves Pi's leaf to `entryId`, as `/tree` does (no summary). */
   navigate(entryId: string): Promise<void>;
-  /** `/fork`: a new session file holding the path to `entryId` (default: the leaf); the extensions restart. */
-  fork(entryId?: string): Promise<void>;
+  /**
+   * A new session file holding the path to `entryId` (default: the leaf); the extensions
+   * restart. `position: "at"` (the default) keeps `entryId` itself; `"before"` is
+   * `/fork` on a user message: the new file stops at that message's parent.
+   */
+  fork(entryId?: string, options?: { position?: "at" | "before" }): Promise<void>;
+  /** `/clone`: a new session file holding the whole current branch; the extensions restart. */
+  clone(): Promise<void>;
   /** `/resume` of this session's file: the extensions restart on the file as it is on disk. */
   reopen(): Promise<void>;
   /** `/new`: a new, empty session. */
   newSession(): Promise<void>;
+  /** `/reload`: the extensions are loaded again and get `session_start` (reason `"reload"`). */
+  reload(): Promise<void>;
   /**
-   * The value of a plugin's state at Pi's leaf, as stored (scope default `"session"`):
-   * whatever the state version it was written under, not migrated.
+   * `/compact`: the model (the next scripted reply) summarizes the branch up to the kept
+   * recent part. A short test session needs `settings: { compaction: { keepRecentTokens: 1 } }`
+   * to have anything to compact.
    */
-  state<T = unknown>(pluginId: string, scope?: Scope): T | undefined;
+  compact(customInstructions?: string): Promise<void>;
+  /**
+   * The value of a plugin's state at Pi's leaf, as stored, in `scope` (required: the
+   * events of a state are read with the scope the extension opened it with): whatever
+   * the state version it was written under, not migrated.
+   */
+  state<T = unknown>(pluginId: string, scope: Scope): T | undefined;
   /** That value with the state version it was written under and the entry that set it. */
-  stored<T = unknown>(pluginId: string, scope?: Scope): StoredValue<T>;
+  stored<T = unknown>(pluginId: string, scope: Scope): StoredValue<T>;
   /** The events that made that value, oldest first. */
-  history<T = unknown>(pluginId: string, scope?: Scope): HistoryEntry<T>[];
+  history<T = unknown>(pluginId: string, scope: Scope): HistoryEntry<T>[];
   /** The state events in the session (of one plugin when given), in file order. */
   events(pluginId?: string): Array<{ id: string; parentId: string | null; customType: string; data: unknown }>;
+  /** The statuses set with `ctx.ui.setStatus` now, by key (colours removed). */
+  statuses(): Record<string, string>;
+  /** The widgets set with `ctx.ui.setWidget` now, by key: the lines drawn, as [`widget`]. */
+  widgets(): Record<string, string[]>;
   /**
-   * How Pi's TUI transcript draws the custom entry `entryId` (through the registered entry
-   * renderer, without colours, trailing spaces trimmed); `undefined` when nothing is drawn.
+   * How the TUI draws the widget `key` now (Pi's padding, colours removed, trailing spaces
+   * trimmed); `undefined` when there is none.
+   */
+  widget(key: string): string[] | undefined;
+  /** Every request the model got, oldest first. */
+  requests(): ModelRequest[];
+  /** The last request the model got. */
+  lastRequest(): ModelRequest | undefined;
+  /**
+   * How Pi's TUI transcript draws the entry `entryId`, without colours, trailing spaces
+   * trimmed: a custom entry through its registered entry renderer; a tool result through
+   * its tool's `renderCall` (the call's arguments) and `renderResult`, the call's lines
+   * first, as the tool's row shows them (without the row's frame). `undefined` when
+   * nothing is registered to draw it.
    */
   render(entryId: string, options?: { expanded?: boolean; width?: number }): string[] | undefined;
   /** A context as extensions get it (for calling an API directly from the test). */
@@ -190,9 +328,149 @@ function removeAtExit(dir: string): void {
   });
 }
 
-/** Answers every UI call Pi may make; records notifications and questions. */
-function uiContext(o: StartOptions, notes: Note[], confirms: string[]) {
+/** What is drawn, as a person reads it: no escape sequences, no trailing spaces. */
+function plain(lines: readonly string[]): string[] {
+  return lines.map((l) => stripTerminalSequences(l).trimEnd());
+}
+
+/** Pi's theme, as its TUI sets it up (`initTheme`, shared through `globalThis` as Pi shares it). */
+const THEME_KEY = Symbol.for("@earendil-works/pi-coding-agent:theme");
+function piTheme(): any {
+  const g = globalThis as Record<symbol, unknown>;
+  if (!g[THEME_KEY]) initTheme("dark");
+  return g[THEME_KEY];
+}
+
+/** A terminal that draws nothing and reads nothing: the components' TUI never starts. */
+class SilentTerminal implements Terminal {
+  readonly columns: number;
+  readonly rows = 40;
+  constructor(columns: number) {
+    this.columns = columns;
+  }
+  get kittyProtocolActive() {
+    return false;
+  }
+  start() {}
+  stop() {}
+  async drainInput() {}
+  write() {}
+  moveBy() {}
+  hideCursor() {}
+  showCursor() {}
+  clearLine() {}
+  clearFromCursor() {}
+  clearScreen() {}
+  setTitle() {}
+  setProgress() {}
+  setProgramStatus() {}
+}
+
+/** Pi's own keybindings manager (its interactive mode's), for `ctx.ui.custom`'s third argument. */
+async function piKeybindings(agentDir: string): Promise<any> {
+  const sdk = fileURLToPath(import.meta.resolve("@earendil-works/pi-coding-agent"));
+  const mod = await import(pathToFileURL(path.join(path.dirname(sdk), "core", "keybindings.js")).href);
+  const km = mod.KeybindingsManager.create(agentDir);
+  setKeybindings(km);
+  return km;
+}
+
+/** Everything the UI of a TUI keeps that a test reads: statuses, widgets, shown components, queued keys. */
+class TuiRecord {
+  readonly uiCalls: UICall[] = [];
+  readonly shown: Shown[] = [];
+  readonly queued: string[] = [];
+  readonly statuses = new Map<string, string>();
+  readonly widgets = new Map<string, { component: Component & { dispose?(): void }; placement: "aboveEditor" | "belowEditor" }>();
+  readonly tui: TuiMainScreen;
+  readonly width: number;
+  readonly keybindings: unknown;
+
+  constructor(width: number, keybindings: unknown) {
+    this.width = width;
+    this.keybindings = keybindings;
+    this.tui = new TuiMainScreen(new SilentTerminal(width));
+    // Never started: it never draws; components may still ask it to (requestRender).
+    this.tui.stop();
+  }
+
+  setStatus(key: string, text: string | undefined) {
+    if (text === undefined) this.statuses.delete(key);
+    else this.statuses.set(key, text);
+    this.uiCalls.push({ method: "setStatus", key, text: text === undefined ? undefined : stripTerminalSequences(text) });
+  }
+
+  /** As Pi's interactive mode: a string array becomes padded text lines (at most 10), a factory is called once. */
+  setWidget(key: string, content: unknown, options?: { placement?: "aboveEditor" | "belowEditor" }) {
+    const placement = options?.placement ?? "aboveEditor";
+    this.widgets.get(key)?.component.dispose?.();
+    this.widgets.delete(key);
+    if (content === undefined) {
+      this.uiCalls.push({ method: "setWidget", key, lines: undefined, placement });
+      return;
+    }
+    let component: Component & { dispose?(): void };
+    if (Array.isArray(content)) {
+      const c = new Container();
+      for (const line of content.slice(0, 10)) c.addChild(new Text(String(line), 1, 0));
+      if (content.length > 10) c.addChild(new Text(piTheme().fg("muted", "... (widget truncated)"), 1, 0));
+      component = c;
+    } else {
+      component = (content as (tui: unknown, theme: unknown) => Component)(this.tui, piTheme());
+    }
+    this.widgets.set(key, { component, placement });
+    this.uiCalls.push({ method: "setWidget", key, lines: plain(component.render(this.width)), placement });
+  }
+
+  widget(key: string): string[] | undefined {
+    const w = this.widgets.get(key);
+    return w ? plain(w.component.render(this.width)) : undefined;
+  }
+
+  /** Shows the component, feeds it the queued keys until it calls `done`, records what it drew. */
+  async custom(factory: (tui: unknown, theme: unknown, kb: unknown, done: (r: unknown) => void) => unknown, options?: { overlay?: boolean }) {
+    const shown: Shown = { overlay: options?.overlay ?? false, frames: [], keys: [], closed: false, result: undefined };
+    this.shown.push(shown);
+    const done = (result: unknown) => {
+      if (shown.closed) return;
+      shown.closed = true;
+      shown.result = result;
+    };
+    const component = (await factory(this.tui, piTheme(), this.keybindings, done)) as Component & { dispose?(): void };
+    try {
+      if (shown.closed) return shown.result;
+      shown.frames.push(plain(component.render(this.width)));
+      while (!shown.closed && this.queued.length > 0) {
+        const k = this.queued.shift()!;
+        shown.keys.push(k);
+        component.handleInput?.(k);
+        // One turn of the event loop: a `done` called from a promise the key started lands.
+        await new Promise((r) => setImmediate(r));
+        if (!shown.closed) shown.frames.push(plain(component.render(this.width)));
+      }
+      if (!shown.closed) {
+        throw new Error(
+          `ctx.ui.custom: the component is still open after the keys ${JSON.stringify(shown.keys)}; queue the keys that close it with pi.keys(…). It drew:\n${shown.frames.at(-1)!.join("\n")}`,
+        );
+      }
+      return shown.result;
+    } finally {
+      component.dispose?.();
+    }
+  }
+
+  /** What the TUI clears when a session is replaced or reloaded (Pi's `resetExtensionUI`). */
+  reset() {
+    for (const w of this.widgets.values()) w.component.dispose?.();
+    this.widgets.clear();
+    this.statuses.clear();
+  }
+}
+
+/** Answers every UI call Pi may make; records notifications, questions, statuses, widgets and components. */
+function uiContext(o: StartOptions, notes: Note[], confirms: string[], rec: TuiRecord) {
   const none = () => {};
+  let editorText = "";
   return {
     notify: (message: string, type: Note["type"] = "info") => void notes.push({ message, type }),
     confirm: async (title: string, message: string) => {
@@ -201,41 +479,47 @@ function uiContext(o: StartOptions, notes: Note[], confirms: string[]) {
       return typeof a === "function" ? await a(title, message) : (a ?? false);
     },
     select: async (title: string, options: string[]) => o.answers?.select?.(title, options),
-    input: async (title: string) => o.answers?.input?.(title),
-    editor: async () => undefined,
-    custom: async () => undefined,
+    input: async (title: string, placeholder?: string) => o.answers?.input?.(title, placeholder),
+    editor: async (title: string, prefill?: string) => o.answers?.editor?.(title, prefill),
+    custom: (factory: any, options?: { overlay?: boolean }) => rec.custom(factory, options),
     onTerminalInput: () => none,
-    setStatus: none,
+    setStatus: (key: string, text: string | undefined) => rec.setStatus(key, text),
     setWorkingMessage: none,
     setWorkingVisible: none,
     setWorkingIndicator: none,
     setHiddenThinkingLabel: none,
-    setWidget: none,
+    setWidget: (key: string, content: unknown, options?: { placement?: "aboveEditor" | "belowEditor" }) => rec.setWidget(key, content, options),
     setFooter: none,
     setHeader: none,
     setTitle: none,
-    pasteToEditor: none,
-    setEditorText: none,
-    getEditorText: () => "",
+    pasteToEditor: (text: string) => void (editorText += text),
+    setEditorText: (text: string) => void (editorText = text),
+    getEditorText: () => editorText,
     addAutocompleteProvider: none,
     setEditorComponent: none,
     getEditorComponent: () => undefined,
+    get theme() {
+      return piTheme();
+    },
     getAllThemes: () => [],
     getTheme: () => undefined,
-    setTheme: () => ({ success: false, error: "no UI theme in tests" }),
+    setTheme: () => ({ success: false, error: "the testing kit keeps Pi's dark theme" }),
     getToolsExpanded: () => false,
     setToolsExpanded: none,
   };
 }
 
-/** A theme that draws text as it is (no colours). */
-const plainTheme = new Proxy(
-  {},
-  { get: () => (...args: unknown[]) => args[args.length - 1] },
-);
-
 function extensionPath(e: string | URL): string {
   return e instanceof URL ? fileURLToPath(e) : path.resolve(e);
+}
+
+/** A copy of what the model was sent (messages are JSON: Pi writes them to the session file). */
+function requestOf(messages: Message[]): ModelRequest {
+  return {
+    systemPrompt: getCurrentSystemPrompt(messages),
+    tools: getCurrentTools(messages).map((t) => t.name),
+    messages: JSON.parse(JSON.stringify(messages.filter((m) => m.role !== "system"))) as Message[],
+  };
 }
 
 /** Starts Pi with `options.extensions` in a new temporary folder (see the module docs). */
@@ -266,7 +550,11 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
 
   const faux = fauxProvider();
   const queue: AssistantMessage[] = [];
-  const next = () => queue.shift() ?? fauxAssistantMessage(o.defaultReply ?? "ok");
+  const requests: ModelRequest[] = [];
+  const next = (context: { messages: Message[] }) => {
+    requests.push(requestOf(context.messages));
+    return queue.shift() ?? fauxAssistantMessage(o.defaultReply ?? "ok");
+  };
   const refill = () => {
     if (faux.getPendingResponseCount() < 16) faux.appendResponses(Array.from({ length: 64 }, () => next));
   };
@@ -292,7 +580,13 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
   const printed: string[] = [];
   const stderr: string[] = [];
   const errors: string[] = [];
-  const ui = o.ui === false ? undefined : uiContext(o, notes, confirms);
+  const width = o.width ?? 100;
+  piTheme();
+  const keybindings = await piKeybindings(agentDir);
+  const rec = new TuiRecord(width, keybindings);
+  const ui = o.ui === false ? undefined : uiContext(o, notes, confirms, rec);
+  const mode = o.mode ?? "tui";
+  const flagValues = o.flags ? new Map(Object.entries(o.flags)) : undefined;
 
   const runtime = await createAgentSessionRuntime(
     async ({ cwd, agentDir, sessionManager, sessionStartEvent }) => {
@@ -300,6 +594,7 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
         cwd,
         agentDir,
         modelRuntime,
+        ...(flagValues ? { extensionFlagValues: flagValues } : {}),
         resourceLoaderOptions: {
           additionalExtensionPaths: paths,
           extensionFactories: factories,
@@ -311,6 +606,8 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
       });
       const failed = services.resourceLoader.getExtensions().errors;
       if (failed.length > 0) throw new Error(`extensions failed to load: ${JSON.stringify(failed)}`);
+      const flagErrors = services.diagnostics.filter((d) => d.type === "error");
+      if (flagErrors.length > 0) throw new Error(`starting Pi: ${flagErrors.map((d) => d.message).join("; ")}`);
       const created = await createAgentSessionFromServices({
         services,
         sessionManager,
@@ -329,7 +626,7 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
 
   const bind = async (session: AgentSession) => {
     await session.bindExtensions({
-      ...(ui ? { uiContext: ui as never, mode: "rpc" as const } : { mode: "print" as const }),
+      ...(ui ? { uiContext: ui as never, mode } : { mode: "print" as const }),
       commandContextActions: {
         waitForIdle: () => runtime.session.waitForIdle(),
         newSession: (opts) => runtime.newSession(opts),
@@ -345,6 +642,7 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
         },
         switchSession: (p, opts) => runtime.switchSession(p, opts),
         reload: async () => {
+          rec.reset();
           await runtime.session.reload();
         },
       },
@@ -354,9 +652,19 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
     });
   };
   runtime.setRebindSession(bind);
+  // As Pi's TUI: a replaced session's statuses and widgets go with it.
+  runtime.setBeforeSessionInvalidate(() => rec.reset());
   await bind(runtime.session);
 
-  const context = () => (runtime.session.extensionRunner as unknown as { createContext(): PiContext }).createContext();
+  const runner = () =>
+    runtime.session.extensionRunner as unknown as {
+      createContext(): PiContext;
+      getCommand(n: string): unknown;
+      getRegisteredCommands(): Array<{ invocationName?: string; name: string }>;
+      getShortcuts(bindings: unknown): Map<string, { handler(ctx: unknown): unknown; extensionPath: string }>;
+      getEntryRenderer(t: string): Function | undefined;
+    };
+  const context = () => runner().createContext();
 
   /** Runs `f` as the current Pi (its print-mode capture, fresh replies); fails on a new extension error. */
   const run = async (what: string, f: () => Promise<unknown>) => {
@@ -372,6 +680,49 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
     if (errors.length > 0) throw new Error(`starting Pi: an extension reported an error:\n${errors.join("\n")}`);
   };
   loadErrors();
+
+  /** A tool result's row: the tool's renderCall with the call's arguments, then its renderResult. */
+  const renderToolRow = (msg: any, parentId: string | null, w: number, expanded: boolean): string[] | undefined => {
+    const tool = (runner() as unknown as { getToolDefinition(n: string): any }).getToolDefinition(msg.toolName);
+    if (!tool?.renderCall && !tool?.renderResult) return undefined;
+    // The call: in the assistant message above the result (Pi may put state events between them).
+    let args: unknown = {};
+    for (let id = parentId; id; ) {
+      const e = runtime.session.sessionManager.getEntry(id) as any;
+      const call = e?.type === "message" && e.message.role === "assistant" ? e.message.content.find((c: any) => c.type === "toolCall" && c.id === msg.toolCallId) : undefined;
+      if (call) {
+        args = call.arguments;
+        break;
+      }
+      id = e?.parentId ?? null;
+    }
+    const context = {
+      args,
+      toolCallId: msg.toolCallId,
+      invalidate: () => {},
+      lastComponent: undefined,
+      state: {},
+      cwd,
+      executionStarted: true,
+      argsComplete: true,
+      isPartial: false,
+      expanded,
+      showImages: false,
+      isError: msg.isError,
+      durationMs: msg.durationMs,
+      outputPad: 0,
+      keyText: () => "",
+      keyHint: () => "",
+      rawKeyHint: () => "",
+    };
+    const lines: string[] = [];
+    if (tool.renderCall) lines.push(...plain(tool.renderCall(args, piTheme(), context).render(w)));
+    if (tool.renderResult) {
+      const result = { content: msg.content, details: msg.details, isError: msg.isError };
+      lines.push(...plain(tool.renderResult(result, { expanded, isPartial: false }, piTheme(), context).render(w)));
+    }
+    return lines;
+  };
 
   let down = false;
   const pi: TestPi = {
@@ -401,6 +752,8 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
     printed,
     stderr,
     errors,
+    uiCalls: rec.uiCalls,
+    shown: rec.shown,
     reply(...replies) {
       for (const r of replies) queue.push(typeof r === "string" ? fauxAssistantMessage(r) : r);
     },
@@ -411,15 +764,26 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
     async command(line) {
       const name = /^\/(\S+)/.exec(line)?.[1];
       if (!name) throw new Error(`command ${JSON.stringify(line)}: a command starts with "/"`);
-      const runner = runtime.session.extensionRunner as unknown as {
-        getCommand(n: string): unknown;
-        getRegisteredCommands(): Array<{ invocationName?: string; name: string }>;
-      };
-      if (!runner.getCommand(name)) {
-        const known = runner.getRegisteredCommands().map((c) => `/${c.invocationName ?? c.name}`);
+      if (!runner().getCommand(name)) {
+        const known = runner().getRegisteredCommands().map((c) => `/${c.invocationName ?? c.name}`);
         throw new Error(`no command /${name} is registered (registered: ${known.join(", ") || "none"})`);
       }
       await run(line, () => runtime.session.prompt(line));
+    },
+    async shortcut(keyId) {
+      const shortcuts = runner().getShortcuts(keybindings.getEffectiveConfig());
+      const s = shortcuts.get(keyId.toLowerCase());
+      if (!s) throw new Error(`no shortcut ${keyId} is registered (registered: ${[...shortcuts.keys()].join(", ") || "none"})`);
+      await run(`shortcut ${keyId}`, async () => {
+        try {
+          await s.handler(context());
+        } catch (e) {
+          errors.push(`${s.extensionPath} (shortcut ${keyId}): ${e instanceof Error ? e.message : String(e)}`);
+        }
+      });
+    },
+    keys(...keys) {
+      rec.queued.push(...keys);
     },
     async navigate(entryId) {
       await run(`navigate ${entryId}`, async () => {
@@ -427,13 +791,17 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
         if (r.cancelled) throw new Error(`navigate ${entryId}: cancelled by an extension`);
       });
     },
-    async fork(entryId) {
+    async fork(entryId, opts) {
       const at = entryId ?? pi.leaf;
       if (!at) throw new Error("fork: the session has no entry yet");
+      const position = opts?.position ?? "at";
       await run(`fork ${at}`, async () => {
-        const r = await runtime.fork(at, { position: "at" });
+        const r = await runtime.fork(at, { position });
         if (r.cancelled) throw new Error(`fork ${at}: cancelled by an extension`);
       });
+    },
+    async clone() {
+      await pi.fork();
     },
     async reopen() {
       const file = pi.file;
@@ -449,14 +817,23 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
         if (r.cancelled) throw new Error("new session: cancelled by an extension");
       });
     },
-    state<T>(pluginId: string, scope: Scope = "session") {
-      return storedAt(context(), pluginId, scope).value as T | undefined;
+    async reload() {
+      await run("reload", async () => {
+        rec.reset();
+        await runtime.session.reload();
+      });
     },
-    stored<T>(pluginId: string, scope: Scope = "session") {
-      return storedAt(context(), pluginId, scope) as StoredValue<T>;
+    async compact(customInstructions) {
+      await run("compact", () => runtime.session.compact(customInstructions));
     },
-    history<T>(pluginId: string, scope: Scope = "session") {
-      return historyOf(context(), pluginId, scope) as HistoryEntry<T>[];
+    state<T>(pluginId: string, scope: Scope) {
+      return storedAt(context(), pluginId, needScope("state", scope)).value as T | undefined;
+    },
+    stored<T>(pluginId: string, scope: Scope) {
+      return storedAt(context(), pluginId, needScope("stored", scope)) as StoredValue<T>;
+    },
+    history<T>(pluginId: string, scope: Scope) {
+      return historyOf(context(), pluginId, needScope("history", scope)) as HistoryEntry<T>[];
     },
     events(pluginId) {
       const want = pluginId === undefined ? undefined : `${STATE_PREFIX}${pluginId}`;
@@ -465,18 +842,35 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
         .filter((e) => want === undefined || e.customType === want)
         .map((e) => ({ id: e.id as string, parentId: (e.parentId as string | null) ?? null, customType: e.customType as string, data: e.data }));
     },
+    statuses() {
+      return Object.fromEntries([...rec.statuses].map(([k, v]) => [k, stripTerminalSequences(v)]));
+    },
+    widgets() {
+      return Object.fromEntries([...rec.widgets.keys()].map((k) => [k, rec.widget(k)!]));
+    },
+    widget(k) {
+      return rec.widget(k);
+    },
+    requests() {
+      return [...requests];
+    },
+    lastRequest() {
+      return requests.at(-1);
+    },
     render(entryId, opts = {}) {
-      const entry = runtime.session.sessionManager.getEntry(entryId) as { type?: string; customType?: string } | undefined;
+      const sm = runtime.session.sessionManager;
+      const entry = sm.getEntry(entryId) as { type?: string; customType?: string; message?: any; parentId?: string | null } | undefined;
+      const w = opts.width ?? width;
+      const expanded = opts.expanded ?? false;
+      if (entry?.type === "message" && entry.message?.role === "toolResult") return renderToolRow(entry.message, entry.parentId ?? null, w, expanded);
       if (!entry || entry.type !== "custom" || typeof entry.customType !== "string") {
-        throw new Error(`render ${entryId}: no custom entry with that id`);
+        throw new Error(`render ${entryId}: no custom entry or tool result with that id`);
       }
-      const renderer = (runtime.session.extensionRunner as unknown as { getEntryRenderer(t: string): Function | undefined }).getEntryRenderer(entry.customType);
+      const renderer = runner().getEntryRenderer(entry.customType);
       if (!renderer) return undefined;
-      const component = renderer(entry, { expanded: opts.expanded ?? false, keyText: () => "", keyHint: () => "" }, plainTheme);
+      const component = renderer(entry, { expanded, keyText: () => "", keyHint: () => "" }, piTheme());
       if (!component) return undefined;
-      // eslint-disable-next-line no-control-regex
-      const sgr = /\x1b\[[0-9;]*m/g;
-      return (component.render(opts.width ?? 100) as string[]).map((l) => l.replace(sgr, "").trimEnd());
+      return plain(component.render(w) as string[]);
     },
     context,
     async shutdown() {
@@ -485,6 +879,7 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
       try {
         await runtime.dispose();
       } finally {
+        rec.reset();
         if (shared.printSink) shared.printSink = undefined;
         forgetStoresUnder(dir);
         if (process.env.PI_CODING_AGENT_DIR === agentDir) {
@@ -499,4 +894,12 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
     },
   };
   return pi;
+}
+
+/** The kit reads a state in the scope the test names: there is no default (see docs/pi-extension.md). */
+function needScope(what: string, scope: Scope): Scope {
+  if (scope !== "branch" && scope !== "session") {
+    throw new Error(`pi.${what}(pluginId, scope): name the scope, "branch" or "session", as the extension opened the state (got ${JSON.stringify(scope)})`);
+  }
+  return scope;
 }

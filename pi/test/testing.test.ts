@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { Type } from "typebox";
 import { openSessionState } from "@session-state/pi";
-import { startPi, toolCall, toolCalls } from "@session-state/pi/testing";
+import { key, messageText, startPi, toolCall, toolCalls } from "@session-state/pi/testing";
 
 /** An inline extension: a `remember` tool and a `/note` command on branch state. */
 function notes(pi: any) {
@@ -117,4 +117,190 @@ test("a folder of a Pi that was never shut down is removed when the process exit
   const dir = r.stdout.trim().split("\n").at(-1)!;
   assert.ok(dir.length > 0 && path.isAbsolute(dir), r.stdout);
   assert.equal(fs.existsSync(dir), false, `${dir} was removed at exit`);
+});
+
+// Pi's own example extensions, loaded from its installed package (not copied).
+const EXAMPLES = path.join(path.dirname(fileURLToPath(import.meta.resolve("@earendil-works/pi-coding-agent"))), "..", "examples", "extensions");
+
+test("a stock extension runs as in the TUI: /todos draws its list and closes on Escape", async () => {
+  const pi = await startPi({ extensions: [path.join(EXAMPLES, "todo.ts")] });
+  await pi.prompt("plan", toolCalls([["todo", { action: "add", text: "milk" }], ["todo", { action: "add", text: "bread" }]]), toolCall("todo", { action: "toggle", id: 1 }), "done");
+  pi.keys(key.escape);
+  await pi.command("/todos");
+  assert.equal(pi.notes.length, 0, "no '/todos requires interactive mode'");
+  const shown = pi.shown.at(-1)!;
+  assert.deepEqual(shown.frames, [
+    ["", `─── Todos ${"─".repeat(90)}`, "", "  1/2 completed", "", "  ✓ #1 milk", "  ○ #2 bread", "", "  Press Escape to close", ""],
+  ]);
+  assert.deepEqual(shown.keys, [key.escape]);
+  assert.equal(shown.closed, true);
+  // The component is left open when the keys run out: the command fails and says so.
+  pi.keys(key.down);
+  await assert.rejects(pi.command("/todos"), /the component is still open after the keys \["\\u001b\[B"\]; queue the keys that close it[\s\S]*1\/2 completed/);
+  await pi.shutdown();
+});
+
+test("the model's requests: system prompt, tools and messages, as the faux model received them", async () => {
+  const pi = await startPi({
+    extensions: [
+      (p: any) => {
+        p.on("before_agent_start", async (e: any) => ({ systemPrompt: `${e.systemPrompt}\nAlways answer in French.` }));
+        p.registerTool({
+          name: "clock",
+          label: "clock",
+          description: "the time",
+          parameters: Type.Object({}),
+          async execute() {
+            return { content: [{ type: "text", text: "noon" }], details: {} };
+          },
+        });
+      },
+    ],
+  });
+  assert.equal(pi.lastRequest(), undefined);
+  await pi.prompt("what time is it?", toolCall("clock", {}), "midi");
+  const [first, second] = pi.requests();
+  assert.equal(pi.requests().length, 2, "one request per model call");
+  assert.match(first!.systemPrompt, /\nAlways answer in French\.$/);
+  assert.deepEqual(first!.tools, ["clock"]);
+  assert.deepEqual(first!.messages.map(messageText), ["what time is it?"]);
+  assert.deepEqual(second!.messages.map((m) => [m.role, messageText(m)]), [
+    ["user", "what time is it?"],
+    ["assistant", "clock({})"],
+    ["toolResult", "noon"],
+  ]);
+  assert.deepEqual(pi.lastRequest(), second);
+  await pi.shutdown();
+});
+
+test("setStatus and setWidget are kept as the TUI shows them; a stock extension's themed status works; a session switch clears them", async () => {
+  const pi = await startPi({
+    flags: { plan: true },
+    extensions: [
+      path.join(EXAMPLES, "plan-mode", "index.ts"),
+      (p: any) => {
+        p.registerCommand("board", {
+          handler: async (args: string, ctx: any) => {
+            ctx.ui.setStatus("moves", args || undefined);
+            if (args === "lines") ctx.ui.setWidget("board", ["x o .", ". x ."], { placement: "belowEditor" });
+            else if (args === "component")
+              ctx.ui.setWidget("board", (_tui: unknown, theme: any) => ({ render: (w: number) => [theme.fg("accent", `width ${w}`)], invalidate() {} }));
+            else ctx.ui.setWidget("board", undefined);
+          },
+        });
+      },
+    ],
+  });
+  assert.deepEqual(pi.statuses(), { "plan-mode": "⏸ plan" }, "--plan: plan mode's status, drawn with ctx.ui.theme");
+  await pi.prompt("look around");
+  assert.match(pi.lastRequest()!.messages.map(messageText).join("\n"), /\[PLAN MODE ACTIVE\]/, "what plan mode sends the model");
+  await pi.shortcut("ctrl+alt+p");
+  assert.deepEqual(pi.statuses(), {}, "the shortcut turned plan mode off");
+  assert.deepEqual(pi.notes.at(-1), { message: "Plan mode disabled. Full access restored.", type: "info" });
+  await pi.command("/board lines");
+  assert.deepEqual(pi.widget("board"), [" x o .", " . x ."], "Pi's padding of a line widget");
+  await pi.command("/board component");
+  assert.deepEqual(pi.widgets(), { board: ["width 100"] });
+  await pi.command("/board");
+  assert.equal(pi.widget("board"), undefined);
+  assert.deepEqual(
+    pi.uiCalls.filter((c) => c.key === "board"),
+    [
+      { method: "setWidget", key: "board", lines: [" x o .", " . x ."], placement: "belowEditor" },
+      { method: "setWidget", key: "board", lines: ["width 100"], placement: "aboveEditor" },
+      { method: "setWidget", key: "board", lines: undefined, placement: "aboveEditor" },
+    ],
+  );
+  assert.deepEqual(pi.uiCalls.filter((c) => c.key === "plan-mode").map((c) => c.method === "setStatus" && c.text), ["⏸ plan", undefined]);
+  await pi.command("/board lines");
+  assert.deepEqual(pi.statuses(), { moves: "lines" });
+  await pi.newSession();
+  assert.deepEqual([pi.statuses(), pi.widgets()], [{ "plan-mode": "⏸ plan" }, {}], "/new: the old session's status and widget are gone; --plan turns plan mode on again");
+  await assert.rejects(pi.shortcut("ctrl+x"), /no shortcut ctrl\+x is registered \(registered: ctrl\+alt\+p\)/);
+  await pi.shutdown();
+});
+
+test("ctx.mode is tui, ctx.ui.theme is Pi's theme, a component's done value is returned, keys not taken stay queued", async () => {
+  const seen: unknown[] = [];
+  const pi = await startPi({
+    width: 40,
+    extensions: [
+      (p: any) => {
+        p.registerCommand("pick", {
+          handler: async (_a: string, ctx: any) => {
+            seen.push(ctx.mode, ctx.hasUI, ctx.ui.theme.fg("accent", "x") !== "x");
+            const choice = await ctx.ui.custom((_tui: any, theme: any, kb: any, done: (v: string) => void) => {
+              let i = 0;
+              const items = ["red", "green", "blue"];
+              return {
+                render: (w: number) => items.map((it, j) => (j === i ? theme.fg("accent", `> ${it}`) : `  ${it}`).padEnd(w)),
+                invalidate() {},
+                handleInput(data: string) {
+                  if (kb.matches(data, "tui.select.down")) i = Math.min(i + 1, items.length - 1);
+                  else if (kb.matches(data, "tui.select.confirm")) void Promise.resolve().then(() => done(items[i]!));
+                },
+              };
+            });
+            ctx.ui.notify(`picked ${choice}`);
+          },
+        });
+      },
+    ],
+  });
+  pi.keys(key.down, key.down, key.enter, "q");
+  await pi.command("/pick");
+  assert.deepEqual(seen, ["tui", true, true]);
+  assert.deepEqual(pi.notes.at(-1), { message: "picked blue", type: "info" }, "done's value, given from a promise");
+  const s = pi.shown.at(-1)!;
+  assert.deepEqual(s.frames.map((f) => f.find((l) => l.startsWith(">"))), ["> red", "> green", "> blue"]);
+  assert.deepEqual([s.keys.length, s.result, s.overlay], [3, "blue", false]);
+  pi.keys(key.enter);
+  await pi.command("/pick");
+  assert.equal(pi.shown.at(-1)!.keys[0], "q", "the key the first component left is the next one's");
+  await pi.shutdown();
+  const rpc = await startPi({ mode: "rpc", extensions: [(p: any) => p.registerCommand("mode", { handler: async (_a: string, ctx: any) => ctx.ui.notify(ctx.mode) })] });
+  await rpc.command("/mode");
+  assert.deepEqual(rpc.notes.at(-1)!.message, "rpc");
+  await rpc.shutdown();
+});
+
+test("clone, /fork before a user message, reload and compact, as Pi's commands do them", async () => {
+  const starts: string[] = [];
+  const pi = await startPi({
+    settings: { compaction: { keepRecentTokens: 1 } },
+    extensions: [notes, (p: any) => p.on("session_start", async (e: any) => void starts.push(e.reason))],
+  });
+  await pi.prompt("first");
+  const firstUser = pi.sessionManager.getBranch().find((e: any) => e.type === "message" && e.message.role === "user")!.id;
+  await pi.command("/note a");
+  await pi.prompt("second");
+  await pi.command("/note b");
+  const before = pi.file;
+  await pi.clone();
+  assert.notEqual(pi.file, before);
+  assert.deepEqual(pi.state("notes", "branch"), ["a", "b"], "a clone holds the whole branch");
+  await pi.fork(pi.sessionManager.getBranch().find((e: any) => e.type === "message" && e.message.content?.[0]?.text === "second")!.id, { position: "before" });
+  assert.deepEqual(pi.state("notes", "branch"), ["a"], "/fork on 'second' stops before it");
+  assert.ok(pi.sessionManager.getEntry(firstUser), "the fork keeps the path up to there");
+  await pi.reload();
+  assert.deepEqual(pi.state("notes", "branch"), ["a"]);
+  await pi.prompt("third");
+  await pi.prompt("fourth");
+  pi.reply("the summary");
+  await pi.compact();
+  const compaction = pi.sessionManager.getBranch().find((e: any) => e.type === "compaction") as any;
+  assert.equal(compaction?.summary.includes("the summary"), true, "the model's summary");
+  await pi.prompt("after");
+  assert.match(messageText(pi.lastRequest()!.messages[0]!), /the summary/, "the model now sees the summary first");
+  assert.deepEqual(starts, ["startup", "fork", "fork", "reload"]);
+  await pi.shutdown();
+});
+
+test("the kit reads a state in the scope the test names", async () => {
+  const pi = await startPi({ extensions: [notes] });
+  await pi.command("/note a");
+  assert.deepEqual(pi.state("notes", "branch"), ["a"]);
+  assert.throws(() => (pi.state as any)("notes"), /pi\.state\(pluginId, scope\): name the scope, "branch" or "session"/);
+  assert.throws(() => (pi.history as any)("notes"), /pi\.history\(pluginId, scope\)/);
+  await pi.shutdown();
 });
