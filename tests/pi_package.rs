@@ -26,6 +26,7 @@ pub fn assert_node_tests_passed(stdout: &str, min: u32) {
             .unwrap_or_else(|| panic!("no '# {key}' line in node's output:\n{stdout}"))
     };
     assert_eq!(count("fail"), 0, "{stdout}");
+    eprintln!("node: {} tests passed", count("pass"));
     assert!(count("pass") >= min, "the Node tests ran: {stdout}");
 }
 
@@ -42,7 +43,8 @@ fn the_pi_package_passes_its_tests_in_the_real_pi() {
         .env(ADDON_ENV, addon)
         .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
     let out = pi_addon::run("npm test (the Pi package's tests)", test);
-    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 18);
+    // Every test of `npm test`'s list: one that stops running fails here.
+    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 54);
     assert_eq!(
         before,
         listing(&native),
