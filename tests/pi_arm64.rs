@@ -218,7 +218,7 @@ fn the_arm64_package_installs_and_passes_its_agent_loop_tests_under_qemu() {
         .args(["test", "--silent"])
         .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
     let out = pi_addon::run("npm test on the installed copy, on arm64", test);
-    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 54);
+    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 56);
     eprintln!(
         "pi_arm64: the package's tests passed on arm64 in {:.0} s",
         started.elapsed().as_secs_f64()

@@ -246,7 +246,7 @@ fn pi_install_from_a_registry_gives_a_package_that_passes_its_tests_without_rust
         .args(["test", "--silent"])
         .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
     let out = pi_addon::run("npm test on the installed copy", test);
-    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 54);
+    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 56);
     drop(registry);
 }
 

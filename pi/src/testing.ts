@@ -527,9 +527,17 @@ export async function startPi(options: StartOptions = {}): Promise<TestPi> {
   const owned = options.dir === undefined;
   const dir = options.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), "pi-test-"));
   if (owned) removeAtExit(dir);
+  const previousAgentDir = process.env.PI_CODING_AGENT_DIR;
   try {
     return await start(options, dir, owned);
   } catch (e) {
+    // A Pi that failed to start leaves nothing behind: its agent directory is no longer
+    // the process's, and its folder is removed.
+    if (process.env.PI_CODING_AGENT_DIR === path.join(dir, "agent")) {
+      if (previousAgentDir === undefined) delete process.env.PI_CODING_AGENT_DIR;
+      else process.env.PI_CODING_AGENT_DIR = previousAgentDir;
+    }
+    forgetStoresUnder(dir);
     if (owned) {
       fs.rmSync(dir, { recursive: true, force: true });
       leftovers.delete(dir);
@@ -654,7 +662,12 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
   runtime.setRebindSession(bind);
   // As Pi's TUI: a replaced session's statuses and widgets go with it.
   runtime.setBeforeSessionInvalidate(() => rec.reset());
-  await bind(runtime.session);
+  try {
+    await bind(runtime.session);
+  } catch (e) {
+    await runtime.dispose().catch(() => undefined);
+    throw e;
+  }
 
   const runner = () =>
     runtime.session.extensionRunner as unknown as {
@@ -673,13 +686,22 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
     shared.printSink = (stream, text) => {
       (stream === "stdout" ? printed : stderr).push(text);
     };
-    await f();
-    if (errors.length > before) throw new Error(`${what}: an extension reported an error:\n${errors.slice(before).join("\n")}`);
+    try {
+      await f();
+      if (errors.length > before) throw new Error(`${what}: an extension reported an error:\n${errors.slice(before).join("\n")}`);
+    } catch (e) {
+      // The keys queued for a component this call would have opened are dropped with it.
+      rec.queued.length = 0;
+      throw e;
+    }
   };
-  const loadErrors = () => {
-    if (errors.length > 0) throw new Error(`starting Pi: an extension reported an error:\n${errors.join("\n")}`);
-  };
-  loadErrors();
+  // An extension that failed at start (a throwing session_start) fails startPi, and the
+  // Pi it started is shut down: there is no handle for the test to do it.
+  if (errors.length > 0) {
+    await runtime.dispose().catch(() => undefined);
+    rec.reset();
+    throw new Error(`starting Pi: an extension reported an error:\n${errors.join("\n")}`);
+  }
 
   /** A tool result's row: the tool's renderCall with the call's arguments, then its renderResult. */
   const renderToolRow = (msg: any, parentId: string | null, w: number, expanded: boolean): string[] | undefined => {

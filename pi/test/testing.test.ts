@@ -94,6 +94,61 @@ test("extension errors fail the call that caused them; an unknown command is ref
   );
 });
 
+test("an extension that throws at session_start fails startPi, and that Pi is shut down and its folder removed", async () => {
+  const events: string[] = [];
+  const before = process.env.PI_CODING_AGENT_DIR;
+  let agentDir = "";
+  await assert.rejects(
+    startPi({
+      extensions: [
+        (p: any) => {
+          p.on("session_start", async () => {
+            agentDir = process.env.PI_CODING_AGENT_DIR!;
+            throw new Error("cannot start");
+          });
+          p.on("session_shutdown", async () => void events.push("shutdown"));
+        },
+      ],
+    }),
+    /starting Pi: an extension reported an error:\n.*cannot start/,
+  );
+  assert.deepEqual(events, ["shutdown"], "the Pi that failed to start was shut down");
+  assert.ok(agentDir !== "" && !fs.existsSync(path.dirname(agentDir)), "its folder is removed");
+  assert.equal(process.env.PI_CODING_AGENT_DIR, before, "the agent directory is the process's again");
+});
+
+test("a call that fails drops the keys queued for it", async () => {
+  const pi = await startPi({
+    extensions: [
+      (p: any) => {
+        p.registerCommand("boom", {
+          handler: async () => {
+            throw new Error("no component today");
+          },
+        });
+        p.registerCommand("key", {
+          handler: async (_a: string, ctx: any) => {
+            const k = await ctx.ui.custom((_t: any, _th: any, _kb: any, done: (v: string) => void) => ({
+              render: () => ["press a key"],
+              invalidate() {},
+              handleInput(data: string) {
+                void Promise.resolve().then(() => done(data));
+              },
+            }));
+            ctx.ui.notify(`key ${k}`);
+          },
+        });
+      },
+    ],
+  });
+  pi.keys("a");
+  await assert.rejects(pi.command("/boom"), /no component today/);
+  pi.keys("b");
+  await pi.command("/key");
+  assert.deepEqual(pi.notes.at(-1), { message: "key b", type: "info" }, "not the key queued for the failed call");
+  await pi.shutdown();
+});
+
 test("print mode: no UI, and what commands print is captured", async () => {
   const pi = await startPi({ ui: false, extensions: [notes] });
   await pi.command("/state:status");
