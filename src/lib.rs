@@ -70,7 +70,9 @@ pub use state::envelope::{
     ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope, VERSIONED_ENVELOPE,
 };
 pub use state::fold::HistoryEntry;
-pub use state::{MAX_DEPTH, Migrate, StateKey, Unwritable, parse_scope, validate_plugin_id};
+pub use state::{
+    Decided, MAX_DEPTH, Migrate, StateKey, Unwritable, parse_scope, validate_plugin_id,
+};
 pub use store::state::{FileWriteStep, SessionState, StoredValue, TailWrite};
 pub use store::{
     KeptSession, Peeked, PruneReport, PrunedSession, SessionStatus, Store, StoreOptions,

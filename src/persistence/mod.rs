@@ -69,7 +69,7 @@ pub use postgres::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore};
 pub use prefix::{ResolveError, resolve_session};
 pub use read::read_stored_log;
 pub(crate) use read::stored_label;
-pub(crate) use sessions::stored_id_at;
+pub(crate) use sessions::read_id_at;
 pub use sessions::{Sessions, list_sessions};
 pub use sqlite_store::SqliteStore;
 pub use transfer::{ImportReport, export_session, import_file};

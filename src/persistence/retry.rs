@@ -101,9 +101,34 @@ impl<'s> Retry<'s> {
     }
 }
 
+/// Where an append of unknown outcome ended, told by what the store holds at the position
+/// it was for: every writer of a store resolves an unknown outcome here (the state write
+/// pipeline, `store/write.rs`, and [`crate::Sessions::append`]).
+#[derive(Debug)]
+pub(crate) enum Landed {
+    /// The line at the position is the append's own (its first entry's id).
+    Ours,
+    /// Another writer's line is there: the append lost the race.
+    Lost,
+    /// Nothing is there: the append did not get in; the transient failure it is.
+    NotWritten(StoreError),
+}
+
+impl Landed {
+    /// The append of unknown outcome `e`, whose first entry has the id `id`, judged by
+    /// `found`: the id of the entry the store holds at the append's position.
+    pub(crate) fn of(e: StoreError, id: &str, found: Option<String>) -> Landed {
+        match found {
+            Some(f) if f == id => Landed::Ours,
+            Some(_) => Landed::Lost,
+            None => Landed::NotWritten(not_written(e)),
+        }
+    }
+}
+
 /// An append of unknown outcome that the store shows did not get in: the transient
 /// failure it is (the call may try again).
-pub(crate) fn not_written(e: StoreError) -> StoreError {
+fn not_written(e: StoreError) -> StoreError {
     match e {
         StoreError::Indeterminate { store, source, .. } => StoreError::Unavailable {
             store,

@@ -3,7 +3,7 @@
 use super::interrupted::missing_tool_results;
 use super::lines::{self, LineFacts, check_ids, check_line, check_new_header, to_new_entry};
 use super::read::{read_stored_log, stored_label};
-use super::retry::{Retry, not_written};
+use super::retry::{Landed, Retry};
 use super::{ImportReport, Loaded, SessionStore};
 use crate::error::{Error, Result, StoreError};
 use crate::log::NewEntry;
@@ -254,9 +254,13 @@ impl Sessions {
                     Ok(n) => break n,
                     // Whether it got in is told by the store itself.
                     Err(e @ StoreError::Indeterminate { .. }) => {
-                        match self.stored_at(session_id, 0, &facts[0].id, &mut retry)? {
-                            true => break lines.len() as u64,
-                            false => retry.failed(not_written(e))?,
+                        let found = read_id_at(&*self.backend, session_id, 0, &mut retry)?;
+                        match Landed::of(e, &facts[0].id, found) {
+                            Landed::Ours => break lines.len() as u64,
+                            // Another writer's session: the next attempt is refused with
+                            // the store's own AlreadyExists.
+                            Landed::Lost => {}
+                            Landed::NotWritten(e) => retry.failed(e)?,
                         }
                     }
                     Err(e) => retry.failed(e)?,
@@ -280,16 +284,21 @@ impl Sessions {
             match self.backend.append_lines(session_id, first_seq, &texts) {
                 Ok(n) => break n,
                 Err(e @ StoreError::Indeterminate { .. }) => {
-                    match self.stored_at(session_id, first_seq, &facts[0].id, &mut retry)? {
-                        true => break first_seq + lines.len() as u64,
-                        false => retry.failed(not_written(e))?,
+                    let found = read_id_at(&*self.backend, session_id, first_seq, &mut retry)?;
+                    match Landed::of(e, &facts[0].id, found) {
+                        Landed::Ours => break first_seq + lines.len() as u64,
+                        // Another writer's line: the next attempt is refused with the
+                        // store's own SequenceMismatch.
+                        Landed::Lost => {}
+                        Landed::NotWritten(e) => retry.failed(e)?,
                     }
                     retried = true;
                 }
                 // After a failure, a refusal may be the earlier attempt's own success.
                 Err(StoreError::SequenceMismatch { .. })
                     if retried
-                        && self.stored_at(session_id, first_seq, &facts[0].id, &mut retry)? =>
+                        && read_id_at(&*self.backend, session_id, first_seq, &mut retry)?
+                            .is_some_and(|f| f == facts[0].id) =>
                 {
                     break first_seq + lines.len() as u64;
                 }
@@ -309,20 +318,6 @@ impl Sessions {
             k.ids.extend(facts.into_iter().map(|f| f.id));
         }
         Ok(next)
-    }
-
-    /// Whether the entry stored at `seq` is `id`: how an append whose outcome is unknown
-    /// is resolved (read back, waiting out a store that is unavailable).
-    fn stored_at(
-        &self,
-        session_id: &str,
-        seq: u64,
-        id: &str,
-        retry: &mut Retry<'_>,
-    ) -> Result<bool> {
-        retry.transient(|| {
-            stored_id_at(&*self.backend, session_id, seq).map(|f| f.as_deref() == Some(id))
-        })
     }
 
     /// What this handle knows of the session for an append at `first_seq`: as known
@@ -464,16 +459,13 @@ impl Sessions {
             let seq = log.len() as u64;
             match self.backend.append_lines(session_id, seq, &texts) {
                 Ok(_) => closed.extend(missing.into_iter().map(|(id, _)| id)),
-                Err(StoreError::Indeterminate { .. })
-                    if self.stored_at(session_id, seq, &lines[0].1.id, &mut retry)? =>
-                {
-                    closed.extend(missing.into_iter().map(|(id, _)| id));
+                Err(e @ StoreError::Indeterminate { .. }) => {
+                    let found = read_id_at(&*self.backend, session_id, seq, &mut retry)?;
+                    if let Landed::Ours = Landed::of(e, &lines[0].1.id, found) {
+                        closed.extend(missing.into_iter().map(|(id, _)| id));
+                    }
                 }
-                Err(
-                    StoreError::SequenceMismatch { .. }
-                    | StoreError::IdTaken { .. }
-                    | StoreError::Indeterminate { .. },
-                ) => {}
+                Err(StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. }) => {}
                 Err(e) => retry.failed(e)?,
             }
             lock(&self.known).remove(session_id);
@@ -545,7 +537,18 @@ pub fn list_sessions(store: &dyn SessionStore) -> Result<Vec<Header>> {
 }
 
 /// The id of the entry stored at `seq`, if any.
-pub(crate) fn stored_id_at(
+/// [`stored_id_at`], reading back with `retry` waiting out a store that is unavailable:
+/// how an append of unknown outcome is resolved ([`Landed::of`]).
+pub(crate) fn read_id_at(
+    store: &dyn SessionStore,
+    session_id: &str,
+    seq: u64,
+    retry: &mut Retry<'_>,
+) -> Result<Option<String>> {
+    retry.transient(|| stored_id_at(store, session_id, seq))
+}
+
+fn stored_id_at(
     store: &dyn SessionStore,
     session_id: &str,
     seq: u64,

@@ -34,7 +34,7 @@ mod watermark;
 #[cfg(feature = "__internal")]
 pub(crate) use ingest::ChunkHook;
 pub(crate) use read::ReadValue;
-pub(crate) use stored::{StoredLines, StoredTail};
+pub(crate) use stored::{StoredDecision, StoredLines};
 pub(crate) use tail::{Tail, tail_in_transaction};
 
 use crate::error::{DatabaseError, Error, IoContext, Result};
@@ -263,6 +263,11 @@ impl Projection {
     /// The connection (for the lock).
     pub fn connection(&mut self) -> &mut Connection {
         &mut self.conn
+    }
+
+    /// The connection, for statements that need no `&mut`.
+    pub(crate) fn sql(&self) -> &Connection {
+        &self.conn
     }
 
     /// This writer's turn among the database's writers, taken before its write

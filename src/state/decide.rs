@@ -35,12 +35,34 @@ pub(crate) fn decide(
     decide_versioned(scope, current, op, 1, true).map(|d| d.map(|d| d.event))
 }
 
-/// A decided event and, for a `patch`, the value after it (a `set`'s is its own value,
-/// a `drop`'s none): what [`decide`] computed to compare, kept for the caller.
-#[derive(Debug)]
-pub(crate) struct Decided {
+/// A decided event and the value after it ([`crate::StateKey::decide_next`]): a `set`'s is
+/// its own value, a `drop`'s none, a `patch`'s the merge the decision computed to compare.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    /// The event to append.
     pub event: Envelope,
-    pub patched: Option<Value>,
+    pub(crate) patched: Option<Value>,
+}
+
+impl Decided {
+    /// The value after the event (`None`: absent).
+    pub fn after(&self) -> Option<&Value> {
+        match &self.event.op {
+            Op::Set(v) => Some(v),
+            Op::Drop => None,
+            Op::Patch(_) => self.patched.as_ref(),
+        }
+    }
+
+    /// The event and the value after it, owned.
+    pub fn into_parts(self) -> (Envelope, Option<Value>) {
+        let after = match &self.event.op {
+            Op::Set(v) => Some(v.clone()),
+            Op::Drop => None,
+            Op::Patch(_) => self.patched,
+        };
+        (self.event, after)
+    }
 }
 
 /// [`decide`] for a state of version `version`, keeping the value a `patch` leaves (a

@@ -286,12 +286,14 @@ impl<T> StateKey<T> {
         entry: impl FnOnce() -> Option<String>,
         op: Op,
     ) -> Result<Option<Envelope>> {
-        self.decide_next_on(current, stored, entry, op)
+        self.decide_next(current, stored, entry, op)
             .map(|d| d.map(|d| d.event))
     }
 
-    /// [`StateKey::decide_on`], keeping the value a `patch` leaves (for the fold memo).
-    pub(crate) fn decide_next_on(
+    /// The decision of every write ([`StateKey::decide_on`]) with the value after the
+    /// event ([`Decided::after`]): what a writer remembers for its next read or write
+    /// without folding the event again.
+    pub fn decide_next(
         &self,
         current: Option<&Value>,
         stored: u32,

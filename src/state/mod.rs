@@ -11,5 +11,6 @@ pub(crate) mod index;
 pub mod key;
 pub(crate) mod step;
 
+pub use decide::Decided;
 pub use depth::MAX_DEPTH;
 pub use key::{Migrate, StateKey, Unwritable, parse_scope, validate_plugin_id};

@@ -33,11 +33,13 @@
 
 use super::Store;
 use super::state::{SessionState, StoredValue};
+use super::write::{Appended, Outcome, Own, Target, run};
 use crate::error::{Error, Result, StoreError};
 use crate::log::reader::ReadMode;
-use crate::persistence::retry::{Retry, not_written};
-use crate::persistence::{SessionStore, read_stored_log, stored_label};
-use crate::projection::{CatchUp, StoredLines, StoredTail};
+use crate::persistence::retry::Retry;
+use crate::persistence::{SessionStore, read_id_at, read_stored_log, stored_label};
+use crate::projection::{CatchUp, Projection, StoredDecision, StoredLines};
+use crate::state::decide::Decided;
 use crate::state::envelope::{Op, Scope};
 use crate::tree::SessionLog;
 use serde::Serialize;
@@ -133,16 +135,6 @@ impl StoredLines for StoredSession<'_> {
     }
 }
 
-/// How one attempt at a write ended.
-enum Attempt {
-    Done(Option<String>),
-    /// Another writer took the sequence number first (the id this attempt drew): decide
-    /// again.
-    LostRace(String),
-    /// Not written after all (an append of unknown outcome that did not get in).
-    NotWritten(String, StoreError),
-}
-
 impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// The value of a backend's session at its last entry (or as if the leaf were `at`),
     /// answered by the projection from the store's lines (see the module docs): flat in
@@ -219,110 +211,148 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         // a failure for a write it committed) is this write's, and is reported as such.
         let mut drawn: Vec<String> = Vec::new();
         loop {
-            match self.commit_once(session, at, &op) {
-                Ok(Attempt::Done(None)) if !drawn.is_empty() => {
+            let once = self.store().with_db(|db| {
+                let mut target = StoredTarget {
+                    db,
+                    session,
+                    at,
+                    key: StoredLines::key(session),
+                    turn: None,
+                    store_turn: false,
+                };
+                run(&mut target, self, op.clone())
+            });
+            match once {
+                Ok(Outcome::Unchanged) if !drawn.is_empty() => {
                     return self
                         .store()
                         .with_db(|db| db.stored_entries_among(session, &drawn));
                 }
-                Ok(Attempt::Done(id)) => return Ok(id),
-                Ok(Attempt::LostRace(id)) => {
+                Ok(Outcome::Unchanged) => return Ok(None),
+                Ok(Outcome::Appended(id)) => return Ok(Some(id)),
+                Ok(Outcome::Lost(id)) => {
                     drawn.push(id);
                     retry.lost_race(session.session_id)?;
                 }
-                Ok(Attempt::NotWritten(id, e)) => {
+                Ok(Outcome::NotWritten(id, e)) => {
                     drawn.push(id);
                     retry.failed(e)?;
+                }
+                Ok(Outcome::Elsewhere(why)) => {
+                    return Err(Error::Internal {
+                        what: format!("a stored write could not be decided: {why}"),
+                    });
                 }
                 Err(Error::Store(e)) if e.is_transient() => retry.failed(e)?,
                 Err(e) => return Err(e),
             }
         }
     }
+}
 
-    /// One decision and one conditional append.
-    fn commit_once(
-        &self,
-        session: &StoredSession<'_>,
-        at: Option<&str>,
-        op: &Op,
-    ) -> Result<Attempt> {
-        self.store().with_db(|db| {
-            // One turn among the projection's writers from the decision to the append (the
-            // catch-ups inside are part of it), so that no writer that came later can take
-            // the sequence number this one decided on (docs/lock.md, "Taking turns").
-            let _turn = db.turn();
-            // And one turn among the session's writers at the store, of every process and
-            // machine, for the same span: writers take turns instead of racing for the
-            // sequence number (`SessionStore::begin_turn`).
-            session.store.begin_turn(session.session_id)?;
-            let _store_turn = StoreTurn(session);
-            let d = db.decide_stored(session, self.plugin_id(), self.scope(), at)?;
-            let key = StoredLines::key(session);
-            let entry = || d.current.event.and_then(|idx| db.entry_by_key(&key, idx));
-            let Some(env) = self.key().decide_on(
-                d.current.value.as_ref(),
-                d.current.version,
-                entry,
-                op.clone(),
-            )?
-            else {
-                return Ok(Attempt::Done(None));
-            };
-            let id = crate::log::fresh_id(|id| {
-                db.stored_id_is_free(session, &d.tail, id).map(|free| !free)
-            })?;
-            let mut line = self.entry(&env).to_line(&id, d.parent.as_deref());
-            line.pop();
-            let seq = d.tail.next_seq;
-            let appended =
-                session
-                    .store
-                    .append_lines(session.session_id, seq, std::slice::from_ref(&line));
-            match appended {
-                Ok(_) => {}
-                Err(StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. }) => {
-                    return Ok(Attempt::LostRace(id));
-                }
-                Err(e @ StoreError::Indeterminate { .. }) => {
-                    // The store tells: the line at `seq` is ours, another writer's, or none.
-                    let mut retry = Retry::new(session.store);
-                    let found = retry.transient(|| {
-                        crate::persistence::stored_id_at(session.store, session.session_id, seq)
-                    })?;
-                    match found {
-                        Some(f) if f == id => {}
-                        Some(_) => return Ok(Attempt::LostRace(id)),
-                        None => return Ok(Attempt::NotWritten(id, not_written(e))),
-                    }
-                }
-                Err(e) => return Err(e.into()),
+/// A stored session, with the projection's rows of it, as the pipeline's target: one
+/// decision and one conditional append at the next sequence number.
+struct StoredTarget<'a, 'b> {
+    db: &'a mut Projection,
+    session: &'a StoredSession<'b>,
+    at: Option<&'a str>,
+    key: String,
+    turn: Option<crate::lock::Turn>,
+    /// The store's turn was taken.
+    store_turn: bool,
+}
+
+impl Target for StoredTarget<'_, '_> {
+    type Place = StoredDecision;
+
+    fn begin(&mut self, _: &'static str) -> Result<()> {
+        // One turn among the projection's writers from the decision to the append (the
+        // catch-ups inside are part of it), so that no writer that came later can take
+        // the sequence number this one decided on (docs/lock.md, "Taking turns").
+        self.turn = self.db.turn();
+        // And one turn among the session's writers at the store, of every process and
+        // machine, for the same span: writers take turns instead of racing for the
+        // sequence number (`SessionStore::begin_turn`).
+        self.session.store.begin_turn(self.session.session_id)?;
+        self.store_turn = true;
+        Ok(())
+    }
+
+    fn current<T: Serialize + DeserializeOwned>(
+        &mut self,
+        state: &SessionState<T>,
+    ) -> Result<std::result::Result<StoredDecision, &'static str>> {
+        self.db
+            .decide_stored(self.session, state.plugin_id(), state.scope(), self.at)
+            .map(Ok)
+    }
+
+    fn value(d: &StoredDecision) -> (Option<&Value>, u32) {
+        (d.current.value.as_ref(), d.current.version)
+    }
+
+    fn entry(&self, d: &StoredDecision) -> Option<String> {
+        d.current
+            .event
+            .and_then(|idx| self.db.entry_by_key(&self.key, idx))
+    }
+
+    fn id_taken(&self, d: &StoredDecision, id: &str) -> Result<bool> {
+        self.db
+            .stored_id_is_free(self.session, &d.tail, id)
+            .map(|free| !free)
+    }
+
+    fn parent<'p>(&'p self, d: &'p StoredDecision) -> Option<&'p str> {
+        d.parent.as_deref()
+    }
+
+    fn append(&mut self, d: &StoredDecision, line: &str) -> Result<Appended> {
+        let line = line.strip_suffix('\n').unwrap_or(line).to_owned();
+        let session = self.session;
+        match session.store.append_lines(
+            session.session_id,
+            d.tail.next_seq,
+            std::slice::from_ref(&line),
+        ) {
+            Ok(_) => Ok(Appended::Ours),
+            Err(StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. }) => {
+                Ok(Appended::Lost)
             }
-            follow(db, session, &d.tail, &line);
-            Ok(Attempt::Done(Some(id)))
-        })
+            Err(e @ StoreError::Indeterminate { .. }) => Ok(Appended::Unknown(e)),
+            Err(e) => Err(e.into()),
+        }
     }
-}
 
-/// A writer's turn on a stored session, ended when dropped.
-struct StoreTurn<'a, 'b>(&'a StoredSession<'b>);
-
-impl Drop for StoreTurn<'_, '_> {
-    fn drop(&mut self) {
-        self.0.store.end_turn(self.0.session_id);
+    fn id_at(&mut self, d: &StoredDecision) -> Result<Option<String>> {
+        // The store tells: the line at the sequence number is ours, another writer's, or
+        // none.
+        let store = self.session.store;
+        let mut retry = Retry::new(store);
+        read_id_at(store, self.session.session_id, d.tail.next_seq, &mut retry)
     }
-}
 
-/// After an acknowledged append: the rows fold the new line (a failure leaves that to
-/// the next catch-up; the store holds the line either way).
-fn follow(
-    db: &mut crate::projection::Projection,
-    session: &StoredSession<'_>,
-    tail: &StoredTail,
-    line: &str,
-) {
-    if let Err(e) = db.follow_own_stored(session, tail, line) {
-        tracing::debug!(error = %e, "the projection did not follow the write; the next read does");
+    fn remember<T: Serialize + DeserializeOwned>(
+        &mut self,
+        _: &SessionState<T>,
+        d: StoredDecision,
+        own: Own,
+        _: Decided,
+    ) -> Result<()> {
+        // The rows fold the new line (a failure leaves that to the next catch-up; the store
+        // holds the line either way).
+        let line = own.line.strip_suffix('\n').unwrap_or(&own.line);
+        if let Err(e) = self.db.follow_own_stored(self.session, &d.tail, line) {
+            tracing::debug!(error = %e, "the projection did not follow the write; the next read does");
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, _: &Result<Outcome>) {
+        if std::mem::take(&mut self.store_turn) {
+            self.session.store.end_turn(self.session.session_id);
+        }
+        self.turn = None;
     }
 }
 

@@ -1,7 +1,7 @@
 //! The write of a process that has not read the log (the CLI's `write`, `patch`, `drop`;
-//! [`SessionState::write_file`]): answered from the projection's rows and the file's
-//! tail, so its cost does not grow with the session (docs/spec.md §10). The same transaction as
-//! `write.rs`, without the log in memory:
+//! [`SessionState::write_file`]): the pipeline's target made of the projection's rows and
+//! the file's tail (`write.rs`), so its cost does not grow with the session (docs/spec.md
+//! §10). Without the log in memory:
 //!
 //! 1. Before the database is locked: the rows catch up with what others appended (their
 //!    bytes only, as a read does). Rows that cannot answer (none yet, another file at the
@@ -25,18 +25,145 @@
 
 use super::Store;
 use super::state::{SessionState, TailWrite};
+use super::write::{Appended, Outcome, Own, Target, run};
 use crate::error::{DatabaseError, Error, Result};
+use crate::log::io::FileSystem;
 use crate::log::writer::append_if_unchanged;
-use crate::projection::{Tail, tail_in_transaction};
+use crate::projection::{Projection, Tail, tail_in_transaction};
 use crate::sqlite::end_transaction;
+use crate::state::decide::Decided;
 use crate::state::envelope::Op;
-use rusqlite::Connection;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::path::Path;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
 
-/// A write decided from the rows: the tail it extends, the line, the new id.
-type Decided = (Tail, String, String);
+/// The rows and the file's tail as the pipeline's target.
+struct TailTarget<'a> {
+    db: &'a mut Projection,
+    db_path: PathBuf,
+    fs: &'a dyn FileSystem,
+    file: &'a Path,
+    at: Option<&'a str>,
+    session_id: String,
+    action: &'static str,
+    /// The transaction is open.
+    open: bool,
+    _turn: Option<crate::lock::Turn>,
+}
+
+impl Target for TailTarget<'_> {
+    type Place = Tail;
+
+    fn begin(&mut self, action: &'static str) -> Result<()> {
+        self.action = action;
+        // In line behind the database's other writers, if any, to the end of the write.
+        self._turn = self.db.begin_write(&self.session_id, action, self.file)?;
+        self.open = true;
+        Ok(())
+    }
+
+    fn current<T: Serialize + DeserializeOwned>(
+        &mut self,
+        state: &SessionState<T>,
+    ) -> Result<std::result::Result<Tail, &'static str>> {
+        let conn = self.db.sql();
+        tail_in_transaction(
+            conn,
+            &self.db_path,
+            self.file,
+            self.at,
+            state.plugin_id(),
+            state.scope(),
+        )
+    }
+
+    fn value(tail: &Tail) -> (Option<&Value>, u32) {
+        (tail.current.value.as_ref(), tail.current.version)
+    }
+
+    fn entry(&self, tail: &Tail) -> Option<String> {
+        tail.current_entry(self.db.sql())
+    }
+
+    fn id_taken(&self, tail: &Tail, id: &str) -> Result<bool> {
+        tail.id_is_free(self.db.sql(), &self.db_path, id)
+            .map(|free| !free)
+    }
+
+    fn parent<'p>(&'p self, tail: &'p Tail) -> Option<&'p str> {
+        tail.parent.as_deref()
+    }
+
+    fn append(&mut self, tail: &Tail, line: &str) -> Result<Appended> {
+        let (identity, len) = (tail.identity, tail.len);
+        match append_if_unchanged(
+            self.fs,
+            self.file,
+            identity,
+            len,
+            line.as_bytes(),
+            self.action,
+        )? {
+            true => Ok(Appended::Ours),
+            false => Ok(Appended::Lost),
+        }
+    }
+
+    fn id_at(&mut self, _: &Tail) -> Result<Option<String>> {
+        // A file append's outcome is known: it is written and synced, or an error.
+        Ok(None)
+    }
+
+    fn remember<T: Serialize + DeserializeOwned>(
+        &mut self,
+        _: &SessionState<T>,
+        tail: Tail,
+        _: Own,
+        _: Decided,
+    ) -> Result<()> {
+        // The rows fold the new line, from the watermark on, and commit.
+        self.open = false;
+        let conn = self.db.sql();
+        let committed = tail
+            .catch_up(conn, &self.db_path, self.file)
+            .and_then(|caught| {
+                conn.execute_batch("COMMIT")
+                    .map(|()| caught)
+                    .map_err(|source| Error::Database {
+                        path: self.db_path.clone(),
+                        action: "committing",
+                        source: DatabaseError(source),
+                    })
+            });
+        match committed {
+            Ok(caught) => self.db.record_catch_up(caught),
+            Err(e) => {
+                // The event is durable; the projection follows it on its own, or drops
+                // the session's rows for the next reader to rebuild.
+                tracing::debug!(error = %e, "the write's catch-up did not commit");
+                let conn = self.db.sql();
+                if !conn.is_autocommit() {
+                    end_transaction(conn, "ROLLBACK");
+                }
+                self.db.sync_file(self.file);
+            }
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, written: &Result<Outcome>) {
+        if !std::mem::take(&mut self.open) {
+            return;
+        }
+        let conn = self.db.sql();
+        match written {
+            // Unchanged: what stands is at most a dead holder's row deleted.
+            Ok(Outcome::Unchanged) => end_transaction(conn, "COMMIT"),
+            _ => end_transaction(conn, "ROLLBACK"),
+        }
+    }
+}
 
 impl Store {
     /// Appends `op` for `state` at the tail of the session file `file` (as a child of
@@ -57,91 +184,29 @@ impl Store {
                     return Ok(TailWrite::NeedsLog);
                 }
             };
-            let db_path = db.path().to_path_buf();
-            let action = super::write::action_of(&op);
-            // In line behind the database's other writers, if any, to the end of the write.
-            let _turn = db.begin_write(&session_id, action, file)?;
-            let (conn, _) = db.write_parts();
-            let (tail, line, id) = match decide(conn, &db_path, file, at, state, op) {
-                Ok(Ok(Some(decided))) => decided,
-                Ok(Ok(None)) => {
-                    // Unchanged: what stands is at most a dead holder's row deleted.
-                    end_transaction(conn, "COMMIT");
-                    return Ok(TailWrite::Unchanged);
-                }
-                Ok(Err(why)) => {
-                    end_transaction(conn, "ROLLBACK");
-                    tracing::debug!(file = %file.display(), why, "writing through the log");
-                    return Ok(TailWrite::NeedsLog);
-                }
-                Err(e) => {
-                    end_transaction(conn, "ROLLBACK");
-                    return Err(e);
-                }
+            let mut target = TailTarget {
+                db_path: db.path().to_path_buf(),
+                db,
+                fs: &**self.file_system(),
+                file,
+                at,
+                session_id,
+                action: "write",
+                open: false,
+                _turn: None,
             };
-            let fs = &**self.file_system();
-            match append_if_unchanged(fs, file, tail.identity, tail.len, line.as_bytes(), action) {
-                Ok(true) => {}
-                Ok(false) => {
-                    end_transaction(conn, "ROLLBACK");
+            Ok(match run(&mut target, state, op)? {
+                Outcome::Appended(id) => TailWrite::Appended(id),
+                Outcome::Unchanged => TailWrite::Unchanged,
+                Outcome::Elsewhere(why) => {
+                    tracing::debug!(file = %file.display(), why, "writing through the log");
+                    TailWrite::NeedsLog
+                }
+                Outcome::Lost(_) | Outcome::NotWritten(..) => {
                     tracing::debug!(file = %file.display(), "appended to meanwhile: writing through the log");
-                    return Ok(TailWrite::NeedsLog);
+                    TailWrite::NeedsLog
                 }
-                Err(e) => {
-                    end_transaction(conn, "ROLLBACK");
-                    return Err(e);
-                }
-            }
-            let committed = tail.catch_up(conn, &db_path, file).and_then(|caught| {
-                conn.execute_batch("COMMIT")
-                    .map(|()| caught)
-                    .map_err(|source| Error::Database {
-                        path: db_path.clone(),
-                        action: "committing",
-                        source: DatabaseError(source),
-                    })
-            });
-            match committed {
-                Ok(caught) => db.record_catch_up(caught),
-                Err(e) => {
-                    // The event is durable; the projection follows it on its own, or drops
-                    // the session's rows for the next reader to rebuild.
-                    tracing::debug!(error = %e, "the write's catch-up did not commit");
-                    let conn = db.connection();
-                    if !conn.is_autocommit() {
-                        end_transaction(conn, "ROLLBACK");
-                    }
-                    db.sync_file(file);
-                }
-            }
-            Ok(TailWrite::Appended(id))
+            })
         })
     }
-}
-
-/// The write, decided from the rows inside the transaction: `Ok(None)` when it changes
-/// nothing, `Err(why)` when the rows cannot answer.
-fn decide<T: Serialize + DeserializeOwned>(
-    conn: &Connection,
-    db: &Path,
-    file: &Path,
-    at: Option<&str>,
-    state: &SessionState<T>,
-    op: Op,
-) -> Result<std::result::Result<Option<Decided>, &'static str>> {
-    let tail = match tail_in_transaction(conn, db, file, at, state.plugin_id(), state.scope())? {
-        Ok(tail) => tail,
-        Err(why) => return Ok(Err(why)),
-    };
-    let current = &tail.current;
-    let entry = || tail.current_entry(conn);
-    let Some(env) = state
-        .key()
-        .decide_on(current.value.as_ref(), current.version, entry, op)?
-    else {
-        return Ok(Ok(None));
-    };
-    let id = crate::log::fresh_id(|id| tail.id_is_free(conn, db, id).map(|free| !free))?;
-    let line = state.entry(&env).to_line(&id, tail.parent.as_deref());
-    Ok(Ok(Some((tail, line, id))))
 }

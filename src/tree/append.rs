@@ -88,16 +88,10 @@ impl SessionLog {
         Ok(())
     }
 
-    fn fresh_id(&self) -> String {
-        let taken = |id: &str| {
-            Ok::<_, std::convert::Infallible>(
-                self.index.tree.contains(id) || id == self.header.id(),
-            )
-        };
-        match crate::log::fresh_id(taken) {
-            Ok(id) => id,
-            Err(never) => match never {},
-        }
+    /// Whether an entry of the log (or its header) has the id `id`: a new entry's id
+    /// must not.
+    pub(crate) fn id_taken(&self, id: &str) -> bool {
+        self.index.tree.contains(id) || id == self.header.id()
     }
 
     /// Appends an entry as a child of the active leaf, which then moves to it.
@@ -112,25 +106,24 @@ impl SessionLog {
     /// the log is poisoned: reopen it to see what reached the disk. A detached log is
     /// refused ([`Error::Detached`]) before anything is written.
     pub fn append(&mut self, entry: NewEntry) -> Result<String> {
-        match self.append_decided(|_| Ok(Some(entry)))? {
-            Some(id) => Ok(id),
-            None => Err(Error::Internal {
-                what: format!(
-                    "{}: an entry to append was not appended",
-                    self.index.path.display()
-                ),
-            }),
-        }
+        let written = self.begin_append().and_then(|()| {
+            let taken = |id: &str| Ok::<_, Error>(self.id_taken(id));
+            let id = crate::log::fresh_id(taken)?;
+            let line = entry.to_line(&id, self.leaf_id());
+            self.write_line(&line).map(|()| (id, line))
+        });
+        let indexed =
+            written.and_then(|(id, line)| self.ingest_written(entry, &id, &line).map(|()| id));
+        self.end_append();
+        indexed
     }
 
-    /// [`SessionLog::append`] of the entry that `decide` makes from the log as it is
-    /// under the file lock, after others' appends were read: the decision and the
-    /// append see the same end of the file, whatever database another writer uses.
-    /// `Ok(None)` when `decide` appends nothing (the lock is released, nothing written).
-    pub(crate) fn append_decided(
-        &mut self,
-        decide: impl FnOnce(&SessionLog) -> Result<Option<NewEntry>>,
-    ) -> Result<Option<String>> {
+    /// The start of an append (the state write pipeline's, `store/write.rs`, and
+    /// [`SessionLog::append`]'s): refuses a detached or poisoned log; once the file
+    /// exists, takes the session file's lock and reads what others appended, so that what
+    /// is decided next sees the file's end. [`SessionLog::end_append`] must follow,
+    /// whatever happens.
+    pub(crate) fn begin_append(&mut self) -> Result<()> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
             return Err(Error::Poisoned {
@@ -139,54 +132,36 @@ impl SessionLog {
             });
         }
         if !self.is_materialized() {
-            return match decide(self)? {
-                Some(entry) => self.append_in_memory(entry).map(Some),
-                None => Ok(None),
-            };
+            return Ok(());
         }
         // IMPORTANT: the file lock is held from the check of the file's end (in
         // `prepare_file_append`) to the end of the `fdatasync`.
-        let written = self
-            .prepare_file_append()
-            .and_then(|()| match decide(self)? {
-                Some(entry) => self.write_entry(&entry).map(|w| Some((w, entry))),
-                None => Ok(None),
-            });
-        self.unlock_file();
-        let Some(((id, line, start), entry)) = written? else {
-            return Ok(None);
-        };
-        self.ingest_own(entry, &id, &line, start)?;
-        Ok(Some(id))
+        self.prepare_file_append()
     }
 
-    /// The entry's line as a child of the leaf, with a fresh id: the id, the line and
-    /// where it starts.
-    fn next_line(&self, entry: &NewEntry) -> (String, String, Location) {
-        let id = self.fresh_id();
-        let parent = self.index.tree.leaf_index().map(|p| self.index.tree.id(p));
-        let line = entry.to_line(&id, parent);
-        (id, line, self.scan.next)
-    }
-
-    /// The entry's line, as a child of the leaf, written to the file: its id, line and
-    /// place.
-    fn write_entry(&mut self, entry: &NewEntry) -> Result<(String, String, Location)> {
-        let (id, line, start) = self.next_line(entry);
-        let Storage::File(Some(writer)) = &mut self.storage else {
-            return unreachable_writer(&self.index.path);
-        };
-        writer.append(line.as_bytes())?;
-        Ok((id, line, start))
-    }
-
-    /// An entry of a session not yet on disk: kept in memory, and the session
-    /// materialized once it holds a conversation (or at once, with `FirstAppend`).
-    fn append_in_memory(&mut self, entry: NewEntry) -> Result<String> {
-        let (id, line, start) = self.next_line(&entry);
+    /// Writes `line` (a whole entry line, a child of the leaf) after
+    /// [`SessionLog::begin_append`]: to the file with one `write()` and `fdatasync`, or
+    /// to the memory of a session not on disk yet.
+    pub(crate) fn write_line(&mut self, line: &str) -> Result<()> {
         match &mut self.storage {
-            Storage::Memory(buf) => buf.extend_from_slice(line.as_bytes()),
-            _ => return unreachable_writer(&self.index.path),
+            Storage::File(Some(writer)) => writer.append(line.as_bytes()),
+            Storage::Memory(buf) => {
+                buf.extend_from_slice(line.as_bytes());
+                Ok(())
+            }
+            Storage::File(None) | Storage::Detached(_) => unreachable_writer(&self.index.path),
+        }
+    }
+
+    /// After [`SessionLog::write_line`] of `line`, the line of `entry` with the id `id`:
+    /// the file lock is released and the log indexes the entry (as built, for a state
+    /// event), its leaf moving to it; a session in memory is materialized once it holds
+    /// a conversation (or at once, with `FirstAppend`).
+    pub(crate) fn ingest_written(&mut self, entry: NewEntry, id: &str, line: &str) -> Result<()> {
+        let start = self.scan.next;
+        if let Storage::File(_) = self.storage {
+            self.unlock_file();
+            return self.ingest_own(entry, id, line, start);
         }
         self.ingest_own_line(line.as_bytes(), start)?;
         if !self.hold {
@@ -199,7 +174,12 @@ impl SessionLog {
                 self.materialize()?;
             }
         }
-        Ok(id)
+        Ok(())
+    }
+
+    /// The end of an append: the file lock, if taken, is released.
+    pub(crate) fn end_append(&mut self) {
+        self.unlock_file();
     }
 
     /// Opens the writer if it is not open, and takes the session file's advisory lock on
