@@ -57,7 +57,7 @@ pub use persistence::{
     DEFAULT_RETRY_WINDOW, HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ImportReport, LineVisitor,
     ListProblem, ListedSession, Listing, Loaded, PiJsonlStore, RedactedUrl, SessionStore, Sessions,
     SqliteStore, export_session, import_file, list_sessions, open_store_url, pi_session_dir_name,
-    pi_session_file_name, read_stored_log,
+    pi_session_file_name, read_stored_log, session_files,
 };
 pub use persistence::{ResolveError, resolve_session};
 pub use projection::CatchUp;

@@ -1081,6 +1081,21 @@ fn status_shows_a_live_lock_holder() {
     assert_eq!(v["lock"]["liveness"], json!("alive"));
     assert_eq!(v["lock"]["blocks_writers"], json!(true));
     assert_eq!(v["lock"]["action"], json!("write"));
+    assert_eq!(v["lock"]["may_be_alive"], json!(true));
+    // The file's facts around the library's report of the rows; no Pi holds the session.
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "file",
+            "session_id",
+            "entries",
+            "readable",
+            "database",
+            "lock",
+            "events"
+        ]
+    );
 }
 
 #[test]
@@ -1547,7 +1562,7 @@ fn directory_scans_skip_what_is_not_a_regular_file() {
         assert_eq!(files, ["sessions/a.jsonl", "sessions/link.jsonl"], "{cmd}");
         for (name, kind) in [
             ("fifo.jsonl", "a FIFO"),
-            ("zero.jsonl", "a device"),
+            ("zero.jsonl", "a character device"),
             ("dangling.jsonl", "No such file"),
         ] {
             assert!(
@@ -1579,18 +1594,66 @@ fn directory_scans_skip_what_is_not_a_regular_file() {
 }
 
 #[test]
-fn list_header_has_a_size_limit() {
+fn list_walks_and_limits_headers_as_the_library_does() {
     let w = World::new();
     let dir = w.work.join("sessions");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("huge.jsonl"), vec![b' '; 200 * 1024]).unwrap();
-    let out = w.run(&["list", "sessions"]);
+    let folder = dir.join("--p--");
+    std::fs::create_dir_all(&folder).unwrap();
+    // Line 1 over the one header limit (1 MiB, Pi's own), and a valid header of 200 KiB.
+    std::fs::write(folder.join("huge.jsonl"), vec![b' '; (1 << 20) + 1]).unwrap();
+    let pad = "x".repeat(200 << 10);
+    std::fs::write(
+        folder.join("long.jsonl"),
+        format!(
+            "{{\"type\":\"session\",\"version\":3,\"id\":\"long\",\"timestamp\":\"2025-01-01T00:00:00.000Z\",\"cwd\":\"/{pad}\"}}\n"
+        ),
+    )
+    .unwrap();
+    // In DIR itself, and two folders down (not walked).
+    make_session(&dir, "/p", 1);
+    let deeper = dir.join("archive").join("--old--");
+    make_session(&deeper, "/old", 1);
+
+    let out = w.run(&["list", "sessions", "--json"]);
     assert_eq!(out.code, 0, "{}", out.shown());
     assert!(
         out.stderr
-            .contains("skipped sessions/huge.jsonl: line 1 is longer than 64 KiB"),
+            .contains("skipped sessions/--p--/huge.jsonl: line 1 is longer than 1 MiB"),
         "{}",
         out.stderr
+    );
+    let listed: Vec<String> = out.json()["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap().to_owned())
+        .collect();
+    // The library's listing of the same folder: the same files, in the same order, and
+    // the same file refused.
+    let library = session_state::PiJsonlStore::new(&dir).scan().unwrap();
+    let expected: Vec<String> = library
+        .sessions
+        .iter()
+        .map(|s| {
+            Path::new("sessions")
+                .join(s.path.strip_prefix(&dir).unwrap())
+                .display()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(listed, expected);
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.contains(&"sessions/--p--/long.jsonl".to_owned()));
+    assert!(listed.iter().all(|p| !p.contains("archive")), "{listed:?}");
+    let problems: Vec<_> = library.problems.iter().map(|p| &p.path).collect();
+    assert_eq!(problems, [&folder.join("huge.jsonl")]);
+    assert!(
+        library.problems[0]
+            .error
+            .to_string()
+            .contains("line 1 is longer than 1 MiB"),
+        "{}",
+        library.problems[0].error
     );
 }
 

@@ -236,6 +236,10 @@ pub(crate) mod suite {
         assert!(b.store.list().unwrap().is_empty());
         // Another handle never sees it.
         assert!((b.reopen)().list().unwrap().is_empty());
+        assert!(matches!(
+            (b.reopen)().load("lazy"),
+            Err(Error::Store(StoreError::NotFound { .. }))
+        ));
         assert_eq!(b.store.append("lazy", 0, &[user("hi")]).unwrap(), 1);
         let listed = b.store.list().unwrap();
         assert_eq!(listed.len(), 1);
@@ -294,27 +298,40 @@ pub(crate) mod suite {
     pub fn refusals_name_the_event_and_write_nothing(b: TestBackend) {
         let id = seeded(&b, "refuse", 1);
         let cases = [
-            json!(5),
-            json!({"no": "type"}),
-            json!({"type": "session"}),
-            json!({"type": "custom", "id": "x"}),
-            json!({"type": "custom", "parentId": "x"}),
-            json!({"type": "custom", "timestamp": "x"}),
+            (json!(5), "is not a JSON object"),
+            (json!({"no": "type"}), "has no string `type`"),
+            (json!({"type": "session"}), "has type `session`"),
+            (json!({"type": "custom", "id": "x"}), "has a `id` field"),
+            (
+                json!({"type": "custom", "parentId": "x"}),
+                "has a `parentId` field",
+            ),
+            (json!({"type": "custom", "timestamp": "x"}), "`timestamp`"),
         ];
-        for bad in cases {
+        for (bad, why) in cases {
             match b.store.append(&id, 1, &[user("ok"), bad.clone()]) {
-                Err(Error::InvalidEvent {
-                    index: 1, seq: 2, ..
-                }) => {}
+                Err(
+                    e @ Error::InvalidEvent {
+                        index: 1, seq: 2, ..
+                    },
+                ) => {
+                    let shown = e.to_string();
+                    assert!(
+                        shown.contains("event 1 (seq 2)") && shown.contains(why),
+                        "{bad}: {shown}"
+                    );
+                }
                 other => panic!("{bad}: {other:?}"),
             }
         }
         let mut map = std::collections::HashMap::new();
         map.insert((1, 2), "non-string key");
         match b.store.append_serialized(&id, 1, &[map]) {
-            Err(Error::EventNotSerializable {
-                index: 0, seq: 1, ..
-            }) => {}
+            Err(
+                e @ Error::EventNotSerializable {
+                    index: 0, seq: 1, ..
+                },
+            ) => assert!(e.to_string().contains("event 0 (seq 1)"), "{e}"),
             other => panic!("{other:?}"),
         }
         assert_eq!(b.store.load(&id).unwrap().next_seq(), 1, "nothing written");
@@ -380,10 +397,35 @@ pub(crate) mod suite {
         let closing = loaded.event(3).unwrap();
         assert_eq!(closing["message"]["toolCallId"], json!("call_2"));
         assert_eq!(closing["message"]["isError"], json!(true));
-        // Durable, and closed once: another handle reads it and closes nothing.
+        assert_eq!(
+            closing["message"]["content"],
+            json!([{"type": "text", "text": INTERRUPTED_TOOL_RESULT}])
+        );
+        // Durable, and closed once: another handle reads it and closes nothing, and
+        // this one too.
         let again = (b.reopen)().load(id).unwrap();
         assert!(again.closed_tool_calls().is_empty());
         assert_eq!(again.next_seq(), 4);
+        assert!(b.store.load(id).unwrap().closed_tool_calls().is_empty());
+        assert_eq!(lines_of(&b, id).len(), 4, "one closing result, stored once");
+        // The numbering goes on after it.
+        assert_eq!(b.store.append(id, 4, &[user("go on")]).unwrap(), 5);
+        // A finished turn is left alone.
+        b.store.create(header("finished")).unwrap();
+        let failed = json!({"type": "message", "message": {"role": "assistant",
+            "stopReason": "error", "timestamp": 0, "content": [
+            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {}}]}});
+        b.store
+            .append("finished", 0, &[user("hi"), failed, user("again")])
+            .unwrap();
+        assert!(
+            b.store
+                .load("finished")
+                .unwrap()
+                .closed_tool_calls()
+                .is_empty()
+        );
+        assert_eq!(lines_of(&b, "finished").len(), 3);
     }
 
     pub fn load_refuses_corruption(b: TestBackend) {

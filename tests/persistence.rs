@@ -679,7 +679,8 @@ fn list_reads_only_headers() {
     std::fs::write(&path, body).expect("write");
 
     // Beside it: an ordinary session, a non-session file, an empty file, and files that
-    // Pi's listing ignores too (not `*.jsonl`, or directly in the root).
+    // Pi's listing ignores too (not `*.jsonl`, or two folders down: the walk,
+    // `session_files`, goes one level down, as Pi lays sessions out).
     store
         .create(header(ID, "/home/me/project"))
         .expect("create");
@@ -688,7 +689,9 @@ fn list_reads_only_headers() {
     std::fs::write(other_dir.join("notes.jsonl"), "{\"type\":\"message\"}\n").expect("write");
     std::fs::write(other_dir.join("empty.jsonl"), "").expect("write");
     std::fs::write(other_dir.join("readme.txt"), "hello\n").expect("write");
-    std::fs::write(dir.path().join("stray.jsonl"), big.to_line()).expect("write");
+    let deeper = dir.path().join("archive").join("--old--");
+    std::fs::create_dir_all(&deeper).expect("mkdir");
+    std::fs::write(deeper.join("stray.jsonl"), big.to_line()).expect("write");
 
     let mut listed = store.list().expect("list");
     listed.sort_by(|a, b| a.id().cmp(b.id()));

@@ -8,8 +8,7 @@ use crate::common::examples::example;
 use crate::common::pg::{self, Server, ServerOptions};
 use serde_json::{Value, json};
 use session_state::{
-    Error, Header, INTERRUPTED_TOOL_RESULT, LogOptions, PostgresStore, SessionLog, SessionStore,
-    Sessions, StoreError,
+    Error, Header, LogOptions, PostgresStore, SessionLog, SessionStore, Sessions, StoreError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -27,24 +26,6 @@ fn header(id: &str) -> Header {
 fn user(text: &str) -> Value {
     json!({"type": "message",
            "message": {"role": "user", "content": text, "timestamp": 1733234401000u64}})
-}
-
-fn assistant(calls: &[(&str, &str)], stop: &str) -> Value {
-    let mut content = vec![json!({"type": "text", "text": "Let me look."})];
-    for (id, name) in calls {
-        content.push(json!({"type": "toolCall", "id": id, "name": name,
-                            "arguments": {"path": "README.md"}}));
-    }
-    json!({"type": "message",
-           "message": {"role": "assistant", "content": content, "stopReason": stop,
-                       "timestamp": 1733234402000u64}})
-}
-
-fn tool_result(call: &str, name: &str) -> Value {
-    json!({"type": "message",
-           "message": {"role": "toolResult", "toolCallId": call, "toolName": name,
-                       "content": [{"type": "text", "text": "ok"}], "isError": false,
-                       "timestamp": 1733234403000u64}})
 }
 
 fn custom(n: u64) -> Value {
@@ -199,40 +180,6 @@ fn the_schema_is_created_once_and_a_newer_one_is_refused() {
 }
 
 #[test]
-fn created_session_is_absent_until_first_append() {
-    let (url, guard) = pg::fresh_database();
-    let store = pgs(&url);
-    store.create(header(ID)).expect("create");
-    assert!(store.list().expect("list").is_empty());
-    assert!(matches!(store.load(ID), Err(Error::NotMaterialized { .. })));
-    let err = store.create(header(ID)).expect_err("twice");
-    assert!(matches!(err, Error::AlreadyCreated { .. }), "{err:?}");
-    // An empty batch stores nothing either.
-    assert_eq!(store.append(ID, 0, &[]).expect("empty"), 0);
-    let count: i64 = guard
-        .server()
-        .admin(guard.name())
-        .query_one("SELECT count(*) FROM session_state_sessions", &[])
-        .expect("count")
-        .get(0);
-    assert_eq!(count, 0, "nothing is stored before the first append");
-    // Another store (another machine) knows nothing of it.
-    let other = pgs(&url);
-    assert!(matches!(
-        other.load(ID),
-        Err(Error::Store(StoreError::NotFound { .. }))
-    ));
-
-    assert_eq!(store.append(ID, 0, &[user("hi")]).expect("append"), 1);
-    assert_eq!(other.list().expect("list"), [header(ID)]);
-    let err = other.create(header(ID)).expect_err("exists");
-    assert!(
-        matches!(err, Error::Store(StoreError::AlreadyExists { .. })),
-        "{err:?}"
-    );
-}
-
-#[test]
 fn append_assigns_contiguous_sequence_numbers() {
     let (url, guard, store) = store_with(&[user("one"), custom(1)]);
     assert_eq!(store.append(ID, 2, &[custom(2)]).expect("append"), 3);
@@ -298,62 +245,6 @@ fn append_assigns_contiguous_sequence_numbers() {
         loaded.log().entries().nth(2).map(|e| e.id()),
         "another machine's first event is a child of the last stored one"
     );
-}
-
-struct Unserializable;
-
-impl serde::Serialize for Unserializable {
-    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
-        Err(serde::ser::Error::custom("this value refuses to serialize"))
-    }
-}
-
-#[test]
-fn unserializable_or_malformed_event_is_refused_naming_it() {
-    let (_url, guard, store) = store_with(&[user("one")]);
-    let err = store
-        .append_serialized(ID, 1, &[Unserializable])
-        .expect_err("refused");
-    assert!(
-        matches!(
-            err,
-            Error::EventNotSerializable {
-                index: 0,
-                seq: 1,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    for (bad, detail) in [
-        (json!([1]), "is not a JSON object"),
-        (json!({"customType": "x"}), "has no string `type`"),
-        (json!({"type": "session"}), "has type `session`"),
-        (
-            json!({"type": "custom", "id": "abcd1234"}),
-            "has a `id` field",
-        ),
-        (
-            json!({"type": "custom", "parentId": null}),
-            "has a `parentId` field",
-        ),
-    ] {
-        let err = store
-            .append(ID, 1, &[custom(1), bad.clone()])
-            .expect_err("refused");
-        assert!(
-            matches!(
-                &err,
-                Error::InvalidEvent {
-                    index: 1,
-                    seq: 2,
-                    ..
-                }
-            ) && err.to_string().contains(detail),
-            "{bad}: {err}"
-        );
-    }
-    assert_eq!(rows(&guard, ID).len(), 1, "nothing written");
 }
 
 #[test]
@@ -462,63 +353,6 @@ fn pi_made_sessions_round_trip_byte_for_byte() {
 }
 
 #[test]
-fn interrupted_turn_is_closed_durably_once() {
-    let (url, guard, store) = store_with(&[
-        user("read two files"),
-        assistant(&[("call_1", "read"), ("call_2", "grep")], "toolUse"),
-        tool_result("call_1", "read"),
-        custom(1),
-    ]);
-    let other = pgs(&url);
-    let loaded = other.load(ID).expect("load");
-    assert_eq!(loaded.closed_tool_calls(), ["call_2".to_string()]);
-    assert_eq!(loaded.next_seq(), 5);
-    let stored = rows(&guard, ID);
-    assert_eq!(
-        stored.len(),
-        5,
-        "closed in the database, not only in memory"
-    );
-    let line: Value = serde_json::from_str(&stored[4].1).expect("json");
-    assert_eq!(line["message"]["toolCallId"], "call_2");
-    assert_eq!(line["message"]["isError"], true);
-    assert_eq!(
-        line["message"]["content"],
-        json!([{"type": "text", "text": INTERRUPTED_TOOL_RESULT}])
-    );
-    for s in [&store, &other] {
-        let again = s.load(ID).expect("load");
-        assert!(again.closed_tool_calls().is_empty());
-        assert_eq!(again.next_seq(), 5);
-    }
-    assert_eq!(rows(&guard, ID).len(), 5);
-    assert_eq!(store.append(ID, 5, &[user("go on")]).expect("append"), 6);
-
-    // Finished turns are left alone.
-    let done = "finished";
-    store.create(header(done)).expect("create");
-    store
-        .append(
-            done,
-            0,
-            &[
-                user("hi"),
-                assistant(&[("c1", "read")], "error"),
-                user("again"),
-            ],
-        )
-        .expect("append");
-    assert!(
-        store
-            .load(done)
-            .expect("load")
-            .closed_tool_calls()
-            .is_empty()
-    );
-    assert_eq!(rows(&guard, done).len(), 3);
-}
-
-#[test]
 fn corruption_in_the_rows_is_refused_naming_the_line() {
     let (_url, guard, store) = store_with(&[user("one"), custom(1), custom(2)]);
     let mut admin = guard.server().admin(guard.name());
@@ -574,35 +408,6 @@ fn corruption_in_the_rows_is_refused_naming_the_line() {
         .expect("plant");
     let err = store.load(id2).expect_err("refused");
     assert!(matches!(err, Error::UnsupportedVersion { .. }), "{err:?}");
-}
-
-#[test]
-fn list_reads_headers_only() {
-    let (url, guard) = pg::fresh_database();
-    let store = pgs(&url);
-    let (a, b) = (
-        header("b-second").with_timestamp("2024-12-04T00:00:00.000Z"),
-        header("a-first"),
-    );
-    for h in [&a, &b] {
-        store.create(h.clone()).expect("create");
-        store.append(h.id(), 0, &[user("hi")]).expect("append");
-    }
-    // A body that no reader accepts does not keep its session out of the list.
-    guard
-        .server()
-        .admin(guard.name())
-        .execute(
-            "UPDATE session_state_entries SET line = 'garbage' WHERE session_id = $1",
-            &[&a.id()],
-        )
-        .expect("plant");
-    assert_eq!(
-        store.list().expect("list"),
-        [b, a.clone()],
-        "by timestamp, then id"
-    );
-    assert!(store.load(a.id()).is_err());
 }
 
 #[test]

@@ -80,8 +80,9 @@ export function say(ctx: UiContext, text: string, level: Level = "info"): void {
 }
 
 /**
- * `store.status()`: the session's rows as the core reads and judges them, with the field
- * names of `session-state status --json`.
+ * `store.status()`: the session's rows as the core reads and judges them, the core's
+ * `inspect::StatusReport`: the members `database`, `lock` and `pi` of `session-state status
+ * --json` (`pi` left out when no Pi holds the session).
  */
 interface StatusJson {
   database: { path: string; exists: boolean };
@@ -95,7 +96,7 @@ interface StatusJson {
     /** The core's answer: the holder is not known to be gone. */
     may_be_alive: boolean;
   } | null;
-  pi: { holder: string; liveness: string; liveness_reason: string; this_process: boolean } | null;
+  pi?: { holder: string; liveness: string; liveness_reason: string; this_process: boolean };
 }
 
 /**

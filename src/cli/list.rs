@@ -1,14 +1,11 @@
-//! `list`: sessions from their header lines only. Only the first line of each file is
-//! read (at most 64 KiB of it), so thousands of large sessions list in moments.
+//! `list`: sessions from their header lines only, as the library lists them
+//! ([`PiJsonlStore::scan`]: the one walk, the one header reader and its one limit). Only
+//! the first line of each file is read, so thousands of large sessions list in moments.
 
 use super::store::{Origin, Sessions};
-use super::{
-    CmdResult, Failure, emit_json, emit_text, fail, jsonl_files, term_safe, warn, without_path,
-};
+use super::{CmdResult, Failure, emit_json, emit_text, fail, skipped, term_safe};
 use serde::Serialize;
-use session_state::LocationInputs;
-use session_state::read_header;
-use session_state::{Error, ProjectTrust};
+use session_state::{ListedSession, LocationInputs, PiJsonlStore, ProjectTrust};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -23,12 +20,9 @@ line is not a session header are skipped with a warning on stderr. With a store,
 sessions are listed (from their headers), and there is no DIR.
 Exit codes: 0 listed (an absent default directory lists nothing); 2 DIR cannot be read.";
 
-/// Headers longer than this are not headers.
-const MAX_HEADER: usize = 64 * 1024;
-
 #[derive(Debug, clap::Args)]
 pub(crate) struct ListArgs {
-    /// The folder to search recursively for *.jsonl [default: $PI_CODING_AGENT_DIR/sessions]
+    /// The folder whose *.jsonl files, and its folders' (one level down), are listed [default: $PI_CODING_AGENT_DIR/sessions]
     dir: Option<PathBuf>,
     /// Print JSON instead of text
     #[arg(long)]
@@ -57,22 +51,16 @@ fn emit_listing(listing: &Listing<'_>) -> Result<(), Failure> {
     emit_json(&value)
 }
 
-/// The header of one file (through the library's one header reader), or why it is not
-/// one, in words that follow the file's name.
-fn header(path: &Path) -> Result<Row<'_>, String> {
-    let h = read_header(path, MAX_HEADER).map_err(|e| match e {
-        Error::MissingHeader { detail, .. } | Error::InvalidHeader { detail, .. } => detail,
-        Error::Io { source, .. } => source.to_string(),
-        e => without_path(&e.to_string(), &path.display().to_string()).to_owned(),
-    })?;
-    Ok(Row {
-        path,
+fn row(s: &ListedSession) -> Row<'_> {
+    let h = &s.header;
+    Row {
+        path: &s.path,
         id: h.id().to_owned(),
         cwd: h.cwd().map(str::to_owned),
         timestamp: h.timestamp().map(str::to_owned),
         version: h.version(),
         parent_session: h.parent_session().map(str::to_owned),
-    })
+    }
 }
 
 fn default_dir() -> Result<PathBuf, Failure> {
@@ -118,27 +106,27 @@ pub(crate) fn run(args: ListArgs, sessions: &Sessions) -> CmdResult {
             d
         }
     };
-    let files = jsonl_files(&dir)?;
-    if files.is_empty() {
-        eprintln!(
-            "no *.jsonl session files in {}",
-            term_safe(&dir.display().to_string())
-        );
+    // An explicit DIR must be there (the library lists a missing root as empty).
+    std::fs::metadata(&dir).map_err(|e| fail(format_args!("reading {}: {e}", dir.display())))?;
+    let listing = PiJsonlStore::new(&dir).scan().map_err(fail)?;
+    for p in &listing.problems {
+        skipped(p);
     }
-    let mut sessions = Vec::with_capacity(files.len());
-    for f in &files {
-        match header(f) {
-            Ok(h) => sessions.push(h),
-            Err(why) => warn(format_args!("skipped {}: {why}", f.display())),
+    if listing.sessions.is_empty() {
+        if listing.problems.is_empty() {
+            eprintln!(
+                "no *.jsonl session files in {}",
+                term_safe(&dir.display().to_string())
+            );
+        } else {
+            eprintln!(
+                "no sessions in {}: none of its {} *.jsonl file(s) starts with a session header",
+                term_safe(&dir.display().to_string()),
+                listing.problems.len()
+            );
         }
     }
-    if sessions.is_empty() && !files.is_empty() {
-        eprintln!(
-            "no sessions in {}: none of its {} *.jsonl file(s) starts with a session header",
-            term_safe(&dir.display().to_string()),
-            files.len()
-        );
-    }
+    let sessions: Vec<Row<'_>> = listing.sessions.iter().map(row).collect();
     if args.json {
         emit_listing(&Listing { sessions })?;
         return Ok(0);

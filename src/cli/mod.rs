@@ -24,6 +24,7 @@ mod verify;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use session_state::{Error, LogOptions, ProjectTrust, ReadMode, Scope, SessionLog, StoredSession};
+use session_state::{ListProblem, session_files};
 use session_state::{LocationInputs, ResolvedLocation};
 use std::fmt::Display;
 use std::fmt::Write as _;
@@ -456,58 +457,32 @@ pub(crate) fn require_regular(path: &Path) -> Result<(), Failure> {
     )))
 }
 
-/// Every `*.jsonl` regular file below `dir` (recursive, symlinked folders not followed,
-/// symlinks to regular files followed), sorted. A `*.jsonl` name that is not a regular
-/// file (a FIFO, a device, a dangling link...) and unreadable subfolders are reported on
-/// stderr and skipped, so a scan never blocks or reads without end.
+/// The `*.jsonl` files of `dir` by the library's one walk ([`session_files`]: `dir`'s own
+/// and those of its folders one level down, sorted). What is not a regular file (a FIFO,
+/// a device, a dangling link...) and unreadable folders are reported on stderr and
+/// skipped, so a scan never blocks or reads without end. A `dir` that cannot be read is
+/// the error.
 pub(crate) fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
     let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    let mut first = true;
-    while let Some(d) = stack.pop() {
-        let entries = match std::fs::read_dir(&d) {
-            Ok(e) => e,
-            Err(e) if first => return Err(fail(format_args!("reading {}: {e}", d.display()))),
-            Err(e) => {
-                warn(format_args!("skipped {}: {e}", d.display()));
-                continue;
-            }
-        };
-        first = false;
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Ok(ty) = entry.file_type() else { continue };
-            if ty.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|x| x != "jsonl") {
-                continue;
-            }
-            let target = if ty.is_symlink() {
-                match std::fs::metadata(&path) {
-                    Ok(m) => m.file_type(),
-                    Err(e) => {
-                        warn(format_args!("skipped {}: {e}", path.display()));
-                        continue;
-                    }
-                }
-            } else {
-                ty
-            };
-            if target.is_file() {
-                files.push(path);
-            } else {
-                warn(format_args!(
-                    "skipped {}: {}, not a regular file",
-                    path.display(),
-                    kind_of(target)
-                ));
-            }
+    for f in session_files(dir).map_err(fail)? {
+        match f {
+            Ok(path) => files.push(path),
+            Err(problem) => skipped(&problem),
         }
     }
-    files.sort();
     Ok(files)
+}
+
+/// `warning: skipped PATH: why` for a file a directory scan leaves out.
+pub(crate) fn skipped(problem: &ListProblem) {
+    let path = &problem.path;
+    let why = match &problem.error {
+        Error::MissingHeader { detail, .. } | Error::InvalidHeader { detail, .. } => detail.clone(),
+        Error::Io { source, .. } => source.to_string(),
+        Error::NotARegularFile { kind, .. } => format!("{kind}, not a regular file"),
+        e => without_path(&e.to_string(), &path.display().to_string()).to_owned(),
+    };
+    warn(format_args!("skipped {}: {why}", path.display()));
 }
 
 /// A library error's message without its leading `PATH: `, for outputs that already

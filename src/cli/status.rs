@@ -10,8 +10,8 @@ use super::{
     term_safe, warn,
 };
 use serde::Serialize;
-use session_state::inspect::{self, EventCount};
-use session_state::{Liveness, LockStatus, Peeked, PresenceStatus, Store, StoredSession};
+use session_state::inspect::{self, EventCount, LockReport, StatusReport};
+use session_state::{Liveness, Store, StoredSession};
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -60,95 +60,17 @@ pub(crate) struct ForceRefreshArgs {
     pub(crate) db: DbArgs,
 }
 
-/// A session's write-lock row as `status --json` shows it: a [`LockStatus`] with the facts derived
-/// from it, serializable (`liveness` as its text: `"alive"`, `"not alive"`, `"unknown"`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-struct LockReport {
-    /// The holder as stored.
-    holder: String,
-    /// What the holder said it was doing, when recorded.
-    action: Option<String>,
-    /// When the lock was taken, ms since the Unix epoch.
-    acquired_at_ms: i64,
-    /// How long ago that was, in ms.
-    age_ms: u64,
-    /// Whether the holder still runs.
-    #[serde(serialize_with = "as_text")]
-    liveness: Liveness,
-    /// Why `liveness` is what it is.
-    liveness_reason: String,
-    /// Whether the lease has run out.
-    lease_expired: bool,
-    /// Whether a writer in another process would be refused now
-    /// (`LockStatus::blocks_writers`).
-    blocks_writers: bool,
-}
-
-fn as_text<S: serde::Serializer>(
-    v: &impl std::fmt::Display,
-    s: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    s.collect_str(v)
-}
-
-impl From<&LockStatus> for LockReport {
-    fn from(st: &LockStatus) -> LockReport {
-        LockReport {
-            holder: st.holder.clone(),
-            action: st.action.clone(),
-            acquired_at_ms: st.acquired_at_ms,
-            age_ms: u64::try_from(st.age.as_millis()).unwrap_or(u64::MAX),
-            liveness: st.liveness,
-            liveness_reason: st.liveness_reason.clone(),
-            lease_expired: st.lease_expired,
-            blocks_writers: st.blocks_writers(),
-        }
-    }
-}
-
-/// `status --json`.
+/// `status --json`: the session file's facts around the library's [`StatusReport`], whose
+/// members (`database`, `lock`, `pi`) come in between.
 #[derive(Serialize)]
-struct StatusReport<'a> {
+struct CliStatusReport<'a> {
     file: &'a Path,
     session_id: &'a str,
     entries: usize,
     readable: bool,
-    database: Database<'a>,
-    lock: Option<LockReport>,
-    /// The running Pi that holds the session (`docs/pi-extension.md`), when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pi: Option<PiReport>,
+    #[serde(flatten)]
+    rows: &'a StatusReport,
     events: Vec<EventCount>,
-}
-
-/// `status --json`'s `pi`: the presence row of a running Pi.
-#[derive(Serialize)]
-struct PiReport {
-    holder: String,
-    since_ms: i64,
-    session_file: Option<String>,
-    liveness: String,
-    liveness_reason: String,
-    blocks_writers: bool,
-}
-
-impl From<&PresenceStatus> for PiReport {
-    fn from(p: &PresenceStatus) -> Self {
-        PiReport {
-            holder: p.holder.clone(),
-            since_ms: p.since_ms,
-            session_file: p.session_file.clone(),
-            liveness: p.liveness.to_string(),
-            liveness_reason: p.liveness_reason.clone(),
-            blocks_writers: p.blocks_writers(),
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct Database<'a> {
-    path: &'a Path,
-    exists: bool,
 }
 
 fn lock_text(st: &LockReport) -> String {
@@ -194,26 +116,16 @@ pub(crate) fn status(args: StatusArgs, stored: Option<&StoredSession<'_>>) -> Cm
     // Both rows on one read-only connection; a missing database is not created.
     let rows = Store::at(&db)
         .and_then(|store| store.session_status(log.session_id()))
+        .map(|st| inspect::status_report(&st))
         .map_err(fail)?;
-    let lock = match (rows.exists, rows.lock) {
-        (false, _) => Peeked::NoDatabase,
-        (true, None) => Peeked::NoRow,
-        (true, Some(row)) => Peeked::Row(row),
-    };
-    let pi = rows.presence;
     let counts = inspect::event_counts(&log);
     if args.json {
-        return emit_json(&StatusReport {
+        return emit_json(&CliStatusReport {
             file: &name,
             session_id: log.session_id(),
             entries: log.len(),
             readable: strict_error.is_none(),
-            database: Database {
-                path: &db,
-                exists: lock.database_exists(),
-            },
-            lock: lock.row().as_ref().map(LockReport::from),
-            pi: pi.as_ref().map(PiReport::from),
+            rows: &rows,
             events: counts.rows(),
         })
         .map(|()| 0);
@@ -221,31 +133,31 @@ pub(crate) fn status(args: StatusArgs, stored: Option<&StoredSession<'_>>) -> Cm
     let mut out = String::new();
     let _ = writeln!(out, "session   {} ({})", log.session_id(), name.display());
     let _ = writeln!(out, "entries   {}", log.len());
-    match &lock {
-        Peeked::NoDatabase => {
-            let _ = writeln!(
-                out,
-                "database  {} (does not exist: nothing cached, no lock)",
-                db.display()
-            );
-        }
-        Peeked::NoRow => {
-            let _ = writeln!(out, "database  {}", db.display());
-            let _ = writeln!(out, "lock      none");
-        }
-        Peeked::Row(st) => {
-            let _ = writeln!(out, "database  {}", db.display());
-            let _ = writeln!(out, "lock      {}", lock_text(&st.into()));
+    if !rows.database.exists {
+        let _ = writeln!(
+            out,
+            "database  {} (does not exist: nothing cached, no lock)",
+            db.display()
+        );
+    } else {
+        let _ = writeln!(out, "database  {}", db.display());
+        match &rows.lock {
+            None => {
+                let _ = writeln!(out, "lock      none");
+            }
+            Some(st) => {
+                let _ = writeln!(out, "lock      {}", lock_text(st));
+            }
         }
     }
-    if let Some(p) = &pi {
+    if let Some(p) = &rows.pi {
         let _ = writeln!(
             out,
             "pi        held by a running Pi {} ({}: {}){}",
             p.holder,
             p.liveness,
             p.liveness_reason,
-            if p.blocks_writers() {
+            if p.blocks_writers {
                 "; write/patch/drop are refused while it runs"
             } else {
                 "; the next writer deletes the row"
@@ -375,28 +287,4 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
     );
     emit_text(&out)?;
     Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_lock_report_shows_liveness_as_text() {
-        let report = LockReport {
-            holder: "pid:1".into(),
-            action: None,
-            acquired_at_ms: 5,
-            age_ms: 2_500,
-            liveness: Liveness::NotAlive,
-            liveness_reason: "gone".into(),
-            lease_expired: false,
-            blocks_writers: false,
-        };
-        let v = serde_json::to_value(&report).expect("serializes");
-        assert_eq!(
-            session_state::json::to_string(&v),
-            r#"{"holder":"pid:1","action":null,"acquired_at_ms":5,"age_ms":2500,"liveness":"not alive","liveness_reason":"gone","lease_expired":false,"blocks_writers":false}"#
-        );
-    }
 }

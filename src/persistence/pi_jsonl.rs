@@ -89,50 +89,33 @@ impl PiJsonlStore {
 
     /// Every session under the root, with the files that could not be listed.
     ///
-    /// Reads only the first line of each `*.jsonl` file in each subdirectory of the root
-    /// (at most [`HEADER_SCAN_LIMIT`] bytes), as Pi's session list does, and parses it
-    /// with the strict header parser. A missing root lists nothing.
+    /// Reads only the first line (at most [`HEADER_SCAN_LIMIT`] bytes) of each file
+    /// [`session_files`] finds, with the strict header parser. A missing root lists
+    /// nothing.
     pub fn scan(&self) -> Result<Listing> {
         let mut listing = Listing::default();
-        let dirs = match std::fs::read_dir(&self.root) {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(listing),
-            Err(e) => return Err(e).ctx("listing", &self.root),
-        };
-        for dir in dirs {
-            let dir = dir.ctx("listing", &self.root)?.path();
-            // Pi's layout: session files live one level down; follow symlinked folders.
-            if !dir.is_dir() {
-                continue;
+        let files = match session_files(&self.root) {
+            Ok(f) => f,
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(listing);
             }
-            let files = match std::fs::read_dir(&dir) {
-                Ok(f) => f,
-                Err(e) => {
-                    listing.problems.push(problem_io(&dir, e));
+            Err(e) => return Err(e),
+        };
+        for file in files {
+            let path = match file {
+                Ok(path) => path,
+                Err(problem) => {
+                    listing.problems.push(problem);
                     continue;
                 }
             };
-            for file in files {
-                let path = match file {
-                    Ok(f) => f.path(),
-                    Err(e) => {
-                        listing.problems.push(problem_io(&dir, e));
-                        continue;
-                    }
-                };
-                if path.extension().is_none_or(|x| x != "jsonl") {
-                    continue;
-                }
-                // A FIFO, a device or a folder named `*.jsonl` is reported, never opened
-                // (reading a FIFO would block, a link to /dev/zero would never end).
-                match header_of(&path) {
-                    Ok((header, header_line)) => listing.sessions.push(ListedSession {
-                        header,
-                        header_line,
-                        path,
-                    }),
-                    Err(error) => listing.problems.push(ListProblem { path, error }),
-                }
+            match header_of(&path) {
+                Ok((header, header_line)) => listing.sessions.push(ListedSession {
+                    header,
+                    header_line,
+                    path,
+                }),
+                Err(error) => listing.problems.push(ListProblem { path, error }),
             }
         }
         listing.sessions.sort_by(|a, b| {
@@ -142,7 +125,6 @@ impl PiJsonlStore {
                 &b.path,
             ))
         });
-        listing.problems.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(listing)
     }
 
@@ -168,20 +150,12 @@ impl PiJsonlStore {
             p.file_name()
                 .is_some_and(|n| n.to_string_lossy().ends_with(&suffix))
         };
-        let mut by_name = Vec::new();
-        if let Ok(dirs) = std::fs::read_dir(&self.root) {
-            for dir in dirs.flatten() {
-                let Ok(files) = std::fs::read_dir(dir.path()) else {
-                    continue;
-                };
-                for file in files.flatten() {
-                    let path = file.path();
-                    if named(&path) && header_of(&path).is_ok_and(|(h, _)| h.id() == session_id) {
-                        by_name.push(path);
-                    }
-                }
-            }
-        }
+        let by_name: Vec<PathBuf> = session_files(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|p| named(p) && header_of(p).is_ok_and(|(h, _)| h.id() == session_id))
+            .collect();
         if let [one] = by_name.as_slice() {
             return Ok(one.clone());
         }
@@ -248,6 +222,72 @@ impl PiJsonlStore {
             }
         }
     }
+}
+
+/// The `*.jsonl` files where Pi keeps sessions under `dir`, in path order: those in `dir`
+/// itself and those in each of its folders, one level down (Pi's layout is
+/// `<sessions>/<cwd folder>/<file>.jsonl`, so `dir` may be the sessions directory or one
+/// cwd's folder). Symlinked folders and files are followed; deeper folders are not
+/// entered. The one walk behind [`PiJsonlStore::scan`] and the CLI's `list` and `replay
+/// DIR`.
+///
+/// Nothing is opened: a `*.jsonl` that is not a regular file (a FIFO, a device, a folder,
+/// a dangling link) and a folder that cannot be read are [`ListProblem`]s in their place,
+/// so a walk never blocks. A `dir` that cannot be read is the error.
+pub fn session_files(dir: &Path) -> Result<Vec<std::result::Result<PathBuf, ListProblem>>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).ctx("listing", dir)? {
+        let path = match entry {
+            Ok(e) => e.path(),
+            Err(e) => {
+                out.push(Err(problem_io(dir, e)));
+                continue;
+            }
+        };
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
+            let files = match std::fs::read_dir(&path) {
+                Ok(f) => f,
+                Err(e) => {
+                    out.push(Err(problem_io(&path, e)));
+                    continue;
+                }
+            };
+            for file in files {
+                match file {
+                    Ok(f) if is_jsonl(&f.path()) => push_regular(&mut out, f.path()),
+                    Ok(_) => {}
+                    Err(e) => out.push(Err(problem_io(&path, e))),
+                }
+            }
+        } else if is_jsonl(&path) {
+            push_regular(&mut out, path);
+        }
+    }
+    out.sort_by(|a, b| {
+        let path = |r: &std::result::Result<PathBuf, ListProblem>| match r {
+            Ok(p) => p.clone(),
+            Err(p) => p.path.clone(),
+        };
+        path(a).cmp(&path(b))
+    });
+    Ok(out)
+}
+
+fn is_jsonl(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x == "jsonl")
+}
+
+/// Adds `path` when it is (or links to) a regular file, else why not; never opened.
+fn push_regular(out: &mut Vec<std::result::Result<PathBuf, ListProblem>>, path: PathBuf) {
+    let error = match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() => return out.push(Ok(path)),
+        Ok(m) => Error::NotARegularFile {
+            path: path.clone(),
+            kind: reader::file_kind(&m.file_type()).into(),
+        },
+        Err(e) => Error::io("opening", &path, e),
+    };
+    out.push(Err(ListProblem { path, error }));
 }
 
 /// Line 1 of a file, parsed by the strict header parser, with its text.

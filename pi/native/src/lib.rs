@@ -713,44 +713,14 @@ impl NativeStore {
     }
 
     /// `/state:status`: the lock row and the presence row of `session_id`, as the core
-    /// reads and judges them (`Store::session_status`), without creating anything. JSON
-    /// text with the field names of `session-state status --json`: `{database: {path,
-    /// exists}, lock: {holder, action, acquired_at_ms, age_ms, liveness, liveness_reason,
-    /// lease_expired, blocks_writers, may_be_alive} | null, pi: {holder, since_ms,
-    /// session_file, liveness, liveness_reason, blocks_writers, this_process} | null}`.
+    /// reads and judges them (`Store::session_status`), without creating anything: JSON
+    /// text of the core's `inspect::StatusReport`, the members `database`, `lock` and `pi`
+    /// of `session-state status --json` (`pi` left out when no Pi holds the session).
     #[napi]
     pub fn status(&self, session_id: String) -> napi::Result<String> {
         let st = self.store.session_status(&session_id).map_err(js_err)?;
-        let lock = st.lock.map(|l| {
-            serde_json::json!({
-                "holder": l.holder,
-                "action": l.action,
-                "acquired_at_ms": l.acquired_at_ms,
-                "age_ms": u64::try_from(l.age.as_millis()).unwrap_or(u64::MAX),
-                "liveness": l.liveness.to_string(),
-                "liveness_reason": l.liveness_reason,
-                "lease_expired": l.lease_expired,
-                "blocks_writers": l.blocks_writers(),
-                "may_be_alive": l.liveness.may_be_alive(),
-            })
-        });
-        let pi = st.presence.map(|p| {
-            serde_json::json!({
-                "holder": p.holder,
-                "since_ms": p.since_ms,
-                "session_file": p.session_file,
-                "liveness": p.liveness.to_string(),
-                "liveness_reason": p.liveness_reason,
-                "blocks_writers": p.blocks_writers(),
-                "this_process": p.is_this_process(),
-            })
-        });
-        Ok(serde_json::json!({
-            "database": { "path": st.database.to_string_lossy(), "exists": st.exists },
-            "lock": lock,
-            "pi": pi,
-        })
-        .to_string())
+        let report = serde_json::to_value(inspect::status_report(&st)).map_err(js_err)?;
+        Ok(json::to_string(&report))
     }
 
     /// `/state:force-refresh`: clears the session's lock row, drops the cached rows of
