@@ -13,6 +13,7 @@
 use crate::common;
 use common::backend::TestBackend;
 use serde_json::{Value, json};
+use session_state::format::{MAX_SESSION_ID_BYTES, read_header};
 use session_state::*;
 use std::ops::ControlFlow;
 

@@ -8,8 +8,8 @@ use crate::common::examples::example;
 use crate::common::pg::{self, Server, ServerOptions};
 use serde_json::{Value, json};
 use session_state::{
-    Error, Header, INTERRUPTED_TOOL_RESULT, LogOptions, PostgresStore, SessionLog, SessionStore,
-    Sessions, StoreError,
+    Error, Header, LogOptions, PostgresStore, SessionLog, SessionStore, Sessions, StoreError,
+    format::INTERRUPTED_TOOL_RESULT,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};

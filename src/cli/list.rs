@@ -6,9 +6,9 @@ use super::{
     CmdResult, Failure, emit_json, emit_text, fail, jsonl_files, term_safe, warn, without_path,
 };
 use serde::Serialize;
-use session_state::LocationInputs;
-use session_state::read_header;
-use session_state::{Error, ProjectTrust};
+use session_state::format::read_header;
+use session_state::settings::LocationInputs;
+use session_state::{Error, settings::ProjectTrust};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

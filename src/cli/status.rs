@@ -11,7 +11,11 @@ use super::{
 };
 use serde::Serialize;
 use session_state::inspect::{self, EventCount};
-use session_state::{Liveness, LockStatus, Peeked, PresenceStatus, Store, StoredSession};
+use session_state::{
+    Store, StoredSession,
+    lock::{Liveness, LockStatus, PresenceStatus},
+    maintenance::Peeked,
+};
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
