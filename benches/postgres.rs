@@ -166,7 +166,7 @@ fn copy_file(file: &Path, id: &str, out: &Path) {
 fn import_vs_copy(server: &pg::Server, dir: &Path, n: usize, rounds: usize) {
     let file = dir.join("import.jsonl");
     let g = common::write_session(&file, n, 7);
-    let id = session_state::read_header(&file, 1 << 20)
+    let id = session_state::format::read_header(&file, 1 << 20)
         .expect("header")
         .id()
         .to_owned();

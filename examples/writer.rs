@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
-use session_state::{Error, LockError, Scope, SessionLog, SessionState, Store};
+use session_state::{Error, Scope, SessionLog, SessionState, Store, lock::LockError};
 
 struct Args {
     file: PathBuf,

@@ -353,7 +353,7 @@ pub enum Error {
     },
 
     /// A new session's id (created or imported) breaks the one session-id rule of every
-    /// backend ([`crate::MAX_SESSION_ID_BYTES`]; see `docs/persistence.md`).
+    /// backend ([`crate::format::MAX_SESSION_ID_BYTES`]; see `docs/persistence.md`).
     #[error(
         "session id {session_id:?} cannot be part of a Pi session file name: an id is 1 to \
          {max} bytes, without `/`, `\\`, a newline or a NUL, and not `.` or `..`",

@@ -22,10 +22,16 @@
 //! `sqlite` → `lock` (the write lock) → `error` → `log` (docs/spec.md §2: bytes ↔
 //! entries, durable append) → `tree` (petgraph) → `state` (envelope, index, fold) →
 //! `projection` (the SQLite cache) → `persistence` (the seam and its backends) → `store`
-//! (the handle, the write transaction, [`SessionState`]) → `inspect` → the CLI. Every
-//! module is private; this crate root is the public surface, plus two namespaces of
-//! functions: [`json`] (the lossless JSON codec Pi's strings need) and [`inspect`]
-//! (read-only views for tools).
+//! (the handle, the write transaction, [`SessionState`]) → `inspect` → the CLI.
+//!
+//! The crate root holds what a host needs: the [`Store`] handle and its typed keys, the
+//! session log, the persistence seam and its backends, and the errors. What tools need
+//! beyond that lives in named modules: [`json`] (the lossless JSON codec Pi's strings
+//! need), [`inspect`] (read-only views), [`settings`] (where the projection database
+//! is), [`lock`] (the write lock's rows and judgements), [`listing`] (finding sessions),
+//! [`maintenance`] (status and prune reports), [`format`](mod@format) (the file format's
+//! constants and checks) and [`io`] (the I/O seam). `docs/api.md` lists every public
+//! name, and `tests/api_surface.rs` checks that it does.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::unwrap_used)]
@@ -33,11 +39,11 @@
 mod error;
 pub mod inspect;
 pub mod json;
-mod lock;
+pub mod lock;
 mod log;
 mod persistence;
 mod projection;
-mod settings;
+pub mod settings;
 mod sqlite;
 mod state;
 mod store;
@@ -45,40 +51,61 @@ mod sync;
 mod tree;
 
 pub use error::{BackendError, DatabaseError, Error, Location, Result, StoreError};
-pub use lock::{Holder, LEASE, Liveness, LockError, LockRow, LockStatus, PresenceStatus};
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
-pub use log::header::{MAX_SESSION_ID_BYTES, read_header};
-pub use log::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
-pub use log::reader::{Finding, FindingKind, MAX_HEADER_LINE, ReadMode, Severity};
+pub use log::reader::{Finding, FindingKind, ReadMode, Severity};
 #[cfg(feature = "postgres")]
 pub use persistence::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore};
 pub use persistence::{
-    DEFAULT_RETRY_WINDOW, HEADER_SCAN_LIMIT, INTERRUPTED_TOOL_RESULT, ImportReport, LineVisitor,
-    ListProblem, ListedSession, Listing, Loaded, PiJsonlStore, RedactedUrl, SessionStore, Sessions,
-    SqliteStore, export_session, import_file, list_sessions, open_store_url, pi_session_dir_name,
-    pi_session_file_name, read_stored_log, session_files,
+    DEFAULT_RETRY_WINDOW, ImportReport, LineVisitor, Loaded, PiJsonlStore, RedactedUrl,
+    SessionStore, Sessions, SqliteStore, export_session, import_file, open_store_url,
+    read_stored_log,
 };
-pub use persistence::{ResolveError, resolve_session};
 pub use projection::CatchUp;
-pub use settings::{
-    AGENT_DIR_ENV, Fallback, LocationInputs, LocationSource, ProjectTrust, ResolvedLocation,
-    SettingsDiagnostic, SettingsError, SettingsProblem, agent_dir, default_database_path,
-    resolve_location,
-};
-pub use state::envelope::{
-    ENVELOPE_VERSION, Envelope, Op, STATE_PREFIX, Scope, VERSIONED_ENVELOPE,
-};
+pub use state::envelope::{Op, Scope};
 pub use state::fold::HistoryEntry;
-pub use state::{
-    Decided, MAX_DEPTH, Migrate, StateKey, Unwritable, parse_scope, validate_plugin_id,
-};
+pub use state::{Decided, Migrate, StateKey, Unwritable};
 pub use store::state::{FileWriteStep, SessionState, StoredValue, TailWrite};
-pub use store::{
-    KeptSession, Peeked, PruneReport, PrunedSession, SessionStatus, Store, StoreOptions,
-    StoredSession, WriteLock,
-};
+pub use store::{Store, StoreOptions, StoredSession, WriteLock};
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
+
+/// The session file's format as data (docs/spec.md §2–§3): the state envelope, its
+/// `customType` prefix and versions, and the limits and checks every reader and writer
+/// applies, for a tool that reads or writes the file on its own.
+pub mod format {
+    pub use crate::log::header::{MAX_SESSION_ID_BYTES, read_header};
+    pub use crate::log::reader::MAX_HEADER_LINE;
+    pub use crate::persistence::INTERRUPTED_TOOL_RESULT;
+    pub use crate::state::envelope::{
+        ENVELOPE_VERSION, Envelope, STATE_PREFIX, VERSIONED_ENVELOPE,
+    };
+    pub use crate::state::{MAX_DEPTH, parse_scope, validate_plugin_id};
+}
+
+/// The I/O seam under every byte the log writer puts on disk (redb's `StorageBackend`
+/// manner): [`LogOptions::file_system`](crate::LogOptions::file_system) and
+/// [`StoreOptions::file_system`](crate::StoreOptions::file_system) take one, so a
+/// test can inject short writes, failed syncs and a full disk.
+pub mod io {
+    pub use crate::log::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
+}
+
+/// Finding sessions: the sessions of a store or of Pi's session folders, a session by an
+/// id or its prefix, and Pi's names for its folders and files (docs/persistence.md).
+pub mod listing {
+    pub use crate::persistence::{
+        HEADER_SCAN_LIMIT, ListProblem, ListedSession, Listing, ResolveError, list_sessions,
+        pi_session_dir_name, pi_session_file_name, resolve_session, session_files,
+    };
+}
+
+/// What the `status` and `prune` commands report: a session's lock and presence rows
+/// ([`Store::session_status`](crate::Store::session_status)), a read that never creates a
+/// database ([`Peeked`](maintenance::Peeked)), and the rows
+/// [`Store::prune`](crate::Store::prune) deletes or keeps.
+pub mod maintenance {
+    pub use crate::store::{KeptSession, Peeked, PruneReport, PrunedSession, SessionStatus};
+}
 
 /// The branch key of the log's active leaf (docs/spec.md §3): a stable id for "this branch".
 /// From the leaf, climb while the parent has exactly one child; the node reached (or the

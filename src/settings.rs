@@ -19,7 +19,7 @@
 //! [`SettingsDiagnostic`] says which file and what is wrong. The caller reports it once.
 //!
 //! ```
-//! use session_state::{LocationInputs, LocationSource, ProjectTrust};
+//! use session_state::settings::{LocationInputs, LocationSource, ProjectTrust};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let agent_dir = dir.path().join("agent");
@@ -69,7 +69,7 @@ pub fn default_database_path(agent_dir: &Path) -> PathBuf {
 ///
 /// ```
 /// use std::path::Path;
-/// use session_state::agent_dir;
+/// use session_state::settings::agent_dir;
 ///
 /// let home = Path::new("/home/ada");
 /// assert_eq!(agent_dir(None, Some(home)), Some(home.join(".pi/agent")));
@@ -309,7 +309,7 @@ impl ResolvedLocation {
     /// nothing is read, created or checked on disk.
     ///
     /// ```
-    /// use session_state::{LocationSource, ResolvedLocation, SettingsError};
+    /// use session_state::settings::{LocationSource, ResolvedLocation, SettingsError};
     ///
     /// let at = ResolvedLocation::explicit("/tmp/states.sqlite")?;
     /// assert_eq!(at.source, LocationSource::Option);

@@ -64,7 +64,7 @@ fn sources() -> Vec<Source> {
 
 /// `text` with every comment (doc comments and their links included) and every string
 /// and char literal replaced by spaces, so that only code is left to search.
-fn code_of(text: &str) -> String {
+pub(crate) fn code_of(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = b.to_vec();
     let blank = |out: &mut Vec<u8>, from: usize, to: usize| {

@@ -13,6 +13,7 @@ use crate::common;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use serde_json::{Value, json};
+use session_state::settings::SettingsError;
 use session_state::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,10 @@
 
 use crate::common;
 use serde_json::{Value, json};
-use session_state::{Holder, Liveness, LogOptions, Materialize, NewEntry, SessionLog, Store};
+use session_state::{
+    LogOptions, Materialize, NewEntry, SessionLog, Store,
+    lock::{Holder, Liveness},
+};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::process::Command;
@@ -724,7 +727,7 @@ fn bad_input_exits_2_naming_what_failed() {
 fn an_invalid_plugin_id_is_refused_in_the_librarys_words() {
     let w = World::example();
     for id in ["Role!", "", "a b"] {
-        let detail = match session_state::validate_plugin_id(id) {
+        let detail = match session_state::format::validate_plugin_id(id) {
             Err(session_state::Error::InvalidOption { detail, .. }) => detail,
             other => panic!("{id:?}: {other:?}"),
         };

@@ -35,9 +35,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use session_state::{
-    Error, FileSystem, Header, Holder, LEASE, Liveness, LockError, LockStatus, LogOptions,
-    Materialize, NewEntry, Scope, SessionLog, SessionState, Sessions, SqliteStore, Store,
-    StoreOptions, StoredSession,
+    Error, Header, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Sessions,
+    SqliteStore, Store, StoreOptions, StoredSession,
+    io::FileSystem,
+    lock::{Holder, LEASE, Liveness, LockError, LockStatus},
 };
 use tempfile::TempDir;
 

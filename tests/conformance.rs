@@ -13,6 +13,7 @@
 use crate::common;
 use common::backend::TestBackend;
 use serde_json::{Value, json};
+use session_state::format::{MAX_SESSION_ID_BYTES, read_header};
 use session_state::*;
 use std::ops::ControlFlow;
 
@@ -399,7 +400,7 @@ pub(crate) mod suite {
         assert_eq!(closing["message"]["isError"], json!(true));
         assert_eq!(
             closing["message"]["content"],
-            json!([{"type": "text", "text": INTERRUPTED_TOOL_RESULT}])
+            json!([{"type": "text", "text": session_state::format::INTERRUPTED_TOOL_RESULT}])
         );
         // Durable, and closed once: another handle reads it and closes nothing, and
         // this one too.

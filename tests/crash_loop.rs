@@ -25,7 +25,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use session_state::{Liveness, LogOptions, Materialize, NewEntry, Scope, SessionLog, Store};
+use session_state::{LogOptions, Materialize, NewEntry, Scope, SessionLog, Store, lock::Liveness};
 
 const PLUGIN: &str = "crash";
 

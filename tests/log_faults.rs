@@ -4,6 +4,7 @@
 #![expect(clippy::unwrap_used)]
 
 use serde_json::json;
+use session_state::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 use session_state::*;
 use std::io;
 use std::path::Path;

@@ -8,7 +8,7 @@ use crate::common;
 
 use serde_json::{Value, json};
 use session_state::{Error, Header, SessionLog, StoreError};
-use session_state::{INTERRUPTED_TOOL_RESULT, PiJsonlStore, SessionStore, Sessions};
+use session_state::{PiJsonlStore, SessionStore, Sessions, format::INTERRUPTED_TOOL_RESULT};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -796,37 +796,37 @@ struct Racing {
 
 struct Fs(std::sync::Arc<Racing>);
 
-impl session_state::FileSystem for Fs {
-    fn open_append(&self, path: &Path) -> std::io::Result<Box<dyn session_state::AppendFile>> {
+impl session_state::io::FileSystem for Fs {
+    fn open_append(&self, path: &Path) -> std::io::Result<Box<dyn session_state::io::AppendFile>> {
         self.0
             .calls
             .lock()
             .expect("lock")
             .push("open_append".into());
-        session_state::StdFileSystem.open_append(path)
+        session_state::io::StdFileSystem.open_append(path)
     }
-    fn create_new(&self, path: &Path) -> std::io::Result<Box<dyn session_state::AppendFile>> {
+    fn create_new(&self, path: &Path) -> std::io::Result<Box<dyn session_state::io::AppendFile>> {
         self.0.calls.lock().expect("lock").push("create_new".into());
         if let Some(p) = &self.0.squat {
             std::fs::write(p, "somebody else's session\n")?;
         }
-        session_state::StdFileSystem.create_new(path)
+        session_state::io::StdFileSystem.create_new(path)
     }
     fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
         self.0.calls.lock().expect("lock").push("sync_dir".into());
-        session_state::StdFileSystem.sync_dir(dir)
+        session_state::io::StdFileSystem.sync_dir(dir)
     }
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
         self.0.calls.lock().expect("lock").push("rename".into());
-        session_state::StdFileSystem.rename(from, to)
+        session_state::io::StdFileSystem.rename(from, to)
     }
     fn remove(&self, path: &Path) -> std::io::Result<()> {
         self.0.calls.lock().expect("lock").push("remove".into());
-        session_state::StdFileSystem.remove(path)
+        session_state::io::StdFileSystem.remove(path)
     }
     fn link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
         self.0.calls.lock().expect("lock").push("link".into());
-        session_state::StdFileSystem.link(from, to)
+        session_state::io::StdFileSystem.link(from, to)
     }
 }
 

@@ -14,8 +14,8 @@ use common::pi;
 use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
 use session_state::{
-    CatchUp, Error, LogOptions, Materialize, NewEntry, Peeked, Scope, SessionLog, SessionState,
-    Store,
+    CatchUp, Error, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store,
+    maintenance::Peeked,
 };
 use tempfile::TempDir;
 

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod api_surface;
 mod architecture;
 mod bad_input;
 mod cli;

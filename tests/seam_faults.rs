@@ -23,6 +23,7 @@
 
 use crate::common;
 use serde_json::{Value, json};
+use session_state::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 use session_state::*;
 use std::collections::{HashMap, HashSet};
 use std::io;

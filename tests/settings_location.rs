@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use session_state::{
+use session_state::settings::{
     Fallback, LocationInputs, LocationSource, ProjectTrust, ResolvedLocation, SettingsDiagnostic,
     SettingsError, SettingsProblem, agent_dir, default_database_path,
 };

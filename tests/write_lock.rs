@@ -14,8 +14,9 @@ use crate::common::now_ms;
 use crate::common::seams::Hooked;
 use rusqlite::{Connection, params};
 use session_state::{
-    Holder, LEASE, Liveness, LockError, LogOptions, Materialize, NewEntry, Peeked, Scope,
-    SessionLog, SessionState, Store, StoreOptions,
+    LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store, StoreOptions,
+    lock::{Holder, LEASE, Liveness, LockError},
+    maintenance::Peeked,
 };
 use tempfile::TempDir;
 

@@ -7,7 +7,9 @@
 use crate::common::{self, holders::Proc};
 
 use serde_json::{Value, json};
-use session_state::{Error, LockError, Op, Scope, SessionLog, SessionState, Store, TailWrite};
+use session_state::{
+    Error, Op, Scope, SessionLog, SessionState, Store, TailWrite, lock::LockError,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

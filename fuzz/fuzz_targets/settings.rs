@@ -14,7 +14,8 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use session_state::{
-    LocationInputs, LocationSource, ProjectTrust, agent_dir, default_database_path, json,
+    json,
+    settings::{LocationInputs, LocationSource, ProjectTrust, agent_dir, default_database_path},
 };
 use session_state_fuzz::{Input, scratch_dir};
 use std::ffi::OsString;

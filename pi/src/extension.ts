@@ -23,6 +23,7 @@
  *   `session-state status` shows it. A killed Pi's row is judged dead by the lock's
  *   liveness test and never seals the session.
  */
+import { STATE_PREFIX, type PiContext, type PiHandle, type Scope } from "./index.ts";
 import {
   closeSession,
   eventCountReport,
@@ -32,15 +33,11 @@ import {
   newerStatesOf,
   registerRenderer,
   shared,
-  STATE_PREFIX,
   storeFor,
   syncSession,
   writeOut,
   type EventCount,
-  type PiContext,
-  type PiHandle,
-  type Scope,
-} from "./index.ts";
+} from "./internal.ts";
 import { shortJson, termSafe } from "./render.ts";
 
 interface UiContext extends PiContext {

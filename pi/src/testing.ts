@@ -64,18 +64,8 @@ import {
   type Component,
   type Terminal,
 } from "@earendil-works/pi-tui";
-import {
-  forgetStoresUnder,
-  historyOf,
-  shared,
-  STATE_PREFIX,
-  storeFor,
-  storedAt,
-  type HistoryEntry,
-  type PiContext,
-  type Scope,
-  type StoredValue,
-} from "./index.ts";
+import { STATE_PREFIX, type HistoryEntry, type PiContext, type Scope, type StoredValue } from "./index.ts";
+import { forgetStoresUnder, historyOf, shared, storedAt, storeFor } from "./internal.ts";
 
 export { fauxAssistantMessage, fauxToolCall };
 

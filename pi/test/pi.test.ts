@@ -8,7 +8,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { eventOf, openSessionState } from "@session-state/pi";
+import { openSessionState } from "@session-state/pi";
+import { eventOf } from "@session-state/pi/internal";
 import { startPi } from "@session-state/pi/testing";
 import { checkReads, cli, customs, fold, last, probe, probeCmd, TEST_EXTENSION, tmpDir, toolTurn } from "./helpers.ts";
 
@@ -512,4 +513,22 @@ test("/state:status counts the events as `session-state status` does: an envelop
   assert.match(history, /^late \(branch scope\) at \S+: 1 event, oldest first$/m, history);
   assert.match(history, /^  value: 1$/m, history);
   await pi.shutdown();
+});
+
+test("the main entry exports what an extension uses; the package's own internals are at ./internal", async () => {
+  const main = await import("@session-state/pi");
+  assert.deepEqual(Object.keys(main).sort(), [
+    "STATE_PREFIX",
+    "StateMigrationError",
+    "StateValidationError",
+    "StateVersionError",
+    "branchKey",
+    "openSessionState",
+  ]);
+  const internal = await import("@session-state/pi/internal");
+  for (const name of ["eventOf", "native", "shared", "storeFor", "syncSession", "writeOut"]) {
+    assert.ok(name in internal, `${name} is in @session-state/pi/internal`);
+    assert.ok(!(name in main), `${name} is not in the main entry`);
+  }
+  assert.equal(internal.eventOf, eventOf, "one module behind both entries");
 });

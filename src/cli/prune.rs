@@ -4,7 +4,7 @@
 
 use super::{CmdResult, DbArgs, emit_json, emit_text, fail, term_safe};
 use serde::Serialize;
-use session_state::{PruneReport, Store};
+use session_state::{Store, maintenance::PruneReport};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 

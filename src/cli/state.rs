@@ -23,7 +23,7 @@ use super::{
 use serde_json::{Map, Value};
 use session_state::{
     Error, FileWriteStep, HistoryEntry, Op, ReadMode, Scope, SessionLog, SessionState, StateKey,
-    Store, validate_plugin_id,
+    Store, format::validate_plugin_id,
 };
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};

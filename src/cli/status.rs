@@ -11,7 +11,7 @@ use super::{
 };
 use serde::Serialize;
 use session_state::inspect::{self, EventCount, LockReport, StatusReport};
-use session_state::{Liveness, Store, StoredSession};
+use session_state::{Store, StoredSession, lock::Liveness};
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //!
 //! The grammar has one positional per command; after parsing, [`Sessions::target`]
 //! turns it into a [`Target`]: a file, or a stored session whose id (or unique prefix,
-//! [`session_state::resolve_session`]) it is. A message caused by the store says which
+//! [`session_state::listing::resolve_session`]) it is. A message caused by the store says which
 //! of `--store` and the variable chose it, except a server that stayed unavailable
 //! through the library's retries: that is the server's message.
 //!
@@ -189,9 +189,9 @@ impl Opened {
                 arg.display()
             )));
         };
-        session_state::resolve_session(&*self.backend, given).map_err(|e| {
+        session_state::listing::resolve_session(&*self.backend, given).map_err(|e| {
             let mut message = e.to_string();
-            let not_found = matches!(e, session_state::ResolveError::NotFound { .. });
+            let not_found = matches!(e, session_state::listing::ResolveError::NotFound { .. });
             let looks_like_a_file = given.contains('/') || given.ends_with(".jsonl");
             match self.origin {
                 Origin::Env => message.push_str(&format!(
@@ -229,7 +229,7 @@ struct Row {
 
 /// `list` with a store: its sessions, from their headers only.
 pub(crate) fn list(store: &Opened, json: bool) -> CmdResult {
-    let headers = session_state::list_sessions(store.backend()).map_err(fail)?;
+    let headers = session_state::listing::list_sessions(store.backend()).map_err(fail)?;
     let rows: Vec<Row> = headers
         .iter()
         .map(|h| Row {

@@ -1,5 +1,5 @@
 //! Read-only views for inspection tools (the `session-state` CLI): state values and
-//! decoded events straight from a [`SessionLog`], with no projection database, and the
+//! decoded events straight from a [`SessionLog`](crate::SessionLog), with no projection database, and the
 //! typed reports the CLI prints ([`Replay`], [`EventCounts`], [`Integrity`], [`StatusReport`]). Every report derives `serde::Serialize`; a tool prints it with
 //! [`crate::json::to_string_pretty`] of `serde_json::to_value(&report)`, which keeps the
 //! lone surrogates and JavaScript number forms that `serde_json::to_string` would not.

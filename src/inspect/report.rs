@@ -259,7 +259,7 @@ impl Replay {
 
 /// Replays a file from the log alone (no database): every plugin's session-scope value,
 /// and at every branch tip its branch-scope values and the other extensions' `custom`
-/// entries, in one [`fold_tips`] walk. `on_tip` is called as each tip is done (for a
+/// entries, in one [`fold_tips`](crate::inspect::fold_tips) walk. `on_tip` is called as each tip is done (for a
 /// progress display). A bad event makes the values it poisons
 /// [`ReplayValue::Unreadable`], never the whole replay.
 ///

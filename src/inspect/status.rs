@@ -61,7 +61,7 @@ pub struct LockReport {
     /// Whether a writer in another process would be refused now
     /// ([`LockStatus::blocks_writers`]).
     pub blocks_writers: bool,
-    /// Whether the holder is not known to be gone ([`crate::Liveness::may_be_alive`]):
+    /// Whether the holder is not known to be gone ([`crate::lock::Liveness::may_be_alive`]):
     /// `force-refresh` asks before clearing such a row.
     pub may_be_alive: bool,
 }

@@ -329,7 +329,7 @@ pub fn fold_tips<'a>(log: &'a SessionLog, mut each: impl FnMut(TipFold<'a>)) {
 }
 
 /// Counts the state events of every plugin, by scope, over every entry of the file (all
-/// branches). Undecodable events count as [`EventScope::Invalid`].
+/// branches). Undecodable events count as [`EventScope::Invalid`](crate::inspect::EventScope::Invalid).
 pub fn event_counts(log: &SessionLog) -> EventCounts {
     Walk::of(log).counts
 }

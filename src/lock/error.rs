@@ -39,7 +39,7 @@ pub enum LockError {
         row_recovery(*.row, .database.as_deref(), .session_file.as_deref(), .object)
     )]
     Held {
-        /// The holder of the lock, as stored (see [`Holder`]).
+        /// The holder of the lock, as stored (see [`Holder`](super::Holder)).
         initiator: String,
         /// What was refused ("write", "patch", "drop", ...).
         action: String,
@@ -72,7 +72,7 @@ pub enum LockError {
         file_recovery(*.pid, .object)
     )]
     FileHeld {
-        /// The process holding the lock, as a [`Holder`] string, or "another process"
+        /// The process holding the lock, as a [`Holder`](super::Holder) string, or "another process"
         /// when it cannot be told (no `/proc/locks`).
         initiator: String,
         /// What was refused ("append", "write", "patch", "drop").

@@ -27,7 +27,7 @@ use std::sync::OnceLock;
 /// such a holder is then never judged dead, only its lease frees the row.
 ///
 /// ```
-/// use session_state::Holder;
+/// use session_state::lock::Holder;
 /// let h = Holder::parse("pid:1234;start:567890;boot:eef3f6c1").expect("valid");
 /// assert_eq!(h.pid(), 1234);
 /// assert_eq!(h.to_string(), "pid:1234;start:567890;boot:eef3f6c1");

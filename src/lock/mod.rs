@@ -11,19 +11,19 @@
 //! );
 //! ```
 //!
-//! [`acquire_at`] takes the row over when there is none, when the holder is this process,
+//! `acquire_at` takes the row over when there is none, when the holder is this process,
 //! when the holder is provably gone ([`Liveness::NotAlive`]), or when the row is at least
 //! [`LEASE`] old (even if its holder is alive); otherwise it refuses with
 //! [`LockError::Held`]. A process that crashes while holding the lock therefore seals
 //! the session for at most one lease, and usually not at all (its pid is gone).
 //!
-//! A write (`src/store/write.rs`) writes no row: [`begin_write`] opens its transaction
+//! A write (`src/store/write.rs`) writes no row: `begin_write` opens its transaction
 //! under SQLite's write lock and judges the row that stands, if any, by the same rules.
 //! Because two writers of one file may use two databases, each append also holds the
-//! advisory lock on the session file itself ([`file`], taken in `src/log/writer.rs`).
+//! advisory lock on the session file itself (`file`, taken in `src/log/writer.rs`).
 //!
 //! The module never opens a database: the projection owns the connection (WAL,
-//! `busy_timeout`). [`status`] and [`clear`] never create the table.
+//! `busy_timeout`). `status` and `clear` never create the table.
 //!
 //! Every refusal names what blocks (a `write_lock` row, a running Pi's `pi_presence`
 //! row, or the file lock) and a command that clears it, e.g.

@@ -10,7 +10,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockStatus {
-    /// The holder as stored (see [`Holder`]); may be a foreign format.
+    /// The holder as stored (see [`Holder`](super::Holder)); may be a foreign format.
     pub holder: String,
     /// What the holder said it was doing, when recorded.
     pub action: Option<String>,
@@ -22,7 +22,7 @@ pub struct LockStatus {
     pub liveness: Liveness,
     /// Why `liveness` is what it is, e.g. "holder pid 1234 is gone".
     pub liveness_reason: String,
-    /// Whether the row is at least [`LEASE`] old (or implausibly in the future).
+    /// Whether the row is at least [`LEASE`](super::LEASE) old (or implausibly in the future).
     pub lease_expired: bool,
 }
 

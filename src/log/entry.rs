@@ -417,7 +417,7 @@ pub(crate) fn raw_str<'a>(raw: &'a RawValue) -> Option<Cow<'a, str>> {
 
 /// The session header (line 1).
 ///
-/// Read from a file by the one header reader ([`crate::read_header`], the log's reader),
+/// Read from a file by the one header reader ([`crate::format::read_header`], the log's reader),
 /// or made for a new session with [`Header::new`]. Its fields are read through accessors.
 ///
 /// ```
@@ -472,7 +472,7 @@ impl Header {
     }
 
     /// This header with another creation time (ISO 8601), which also names the file
-    /// ([`crate::pi_session_file_name`]).
+    /// ([`crate::listing::pi_session_file_name`]).
     pub fn with_timestamp(mut self, timestamp: impl Into<String>) -> Header {
         self.timestamp = Some(timestamp.into());
         self

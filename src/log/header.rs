@@ -25,7 +25,7 @@ use std::path::Path;
 /// link to `/dev/zero` cannot make it read without end.
 ///
 /// ```no_run
-/// use session_state::{MAX_HEADER_LINE, read_header};
+/// use session_state::format::{MAX_HEADER_LINE, read_header};
 /// use std::path::Path;
 /// let header = read_header(Path::new("session.jsonl"), MAX_HEADER_LINE)?;
 /// println!("session {} in {:?}", header.id(), header.cwd());

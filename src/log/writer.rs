@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How long a writer waits for another writer's lock on the session file before it
-/// refuses with [`crate::LockError::FileHeld`]. A writer holds it for one append and one
+/// refuses with [`crate::lock::LockError::FileHeld`]. A writer holds it for one append and one
 /// `fdatasync`; the wait is SQLite's `busy_timeout` for the database's write lock.
 pub(crate) const FILE_LOCK_WAIT: Duration = Duration::from_secs(10);
 
@@ -36,7 +36,7 @@ impl LogWriter {
 
     /// Takes the session file's advisory lock for one append of `action` (a no-op while
     /// held): waits at most [`FILE_LOCK_WAIT`] for another holder, then refuses with
-    /// [`crate::LockError::FileHeld`], naming the file and the holder. A file system
+    /// [`crate::lock::LockError::FileHeld`], naming the file and the holder. A file system
     /// without such locks is written without one, with a warning.
     pub(crate) fn lock(&mut self, action: &str) -> Result<()> {
         if self.locked {

@@ -14,7 +14,7 @@ const MAX_FILE_NAME: usize = 212;
 /// `/`, `\` and `:` with `-`, and wrap the result in `--…--`.
 ///
 /// ```
-/// use session_state::pi_session_dir_name;
+/// use session_state::listing::pi_session_dir_name;
 /// assert_eq!(pi_session_dir_name("/home/me/project"), "--home-me-project--");
 /// assert_eq!(pi_session_dir_name(r"C:\Users\me"), "--C--Users-me--");
 /// ```

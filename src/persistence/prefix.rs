@@ -70,7 +70,7 @@ fn shown(candidates: &[String]) -> String {
 /// within its retry window ([`Error::StoreUnavailable`] after it).
 ///
 /// ```no_run
-/// use session_state::{SqliteStore, resolve_session};
+/// use session_state::{SqliteStore, listing::resolve_session};
 /// let store = SqliteStore::open("/srv/sessions.sqlite")?;
 /// let id = resolve_session(&store, "0195f1d0")?; // "0195f1d0-7c4e-7000-8000-…"
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -113,7 +113,7 @@ impl StoreOptions {
     }
     /// The file-system seam that the store's writes to session files without an open log
     /// go through ([`SessionState::write_file`]; tests inject faults and pauses through
-    /// it). Default: [`crate::StdFileSystem`].
+    /// it). Default: [`crate::io::StdFileSystem`].
     pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = Some(SharedFs(fs));
         self
@@ -353,7 +353,7 @@ impl Store {
 
     /// Takes the write lock on `session_id` for this process, for work beyond one
     /// `write` (the state's writes take it themselves). Refused with the four-element
-    /// [`crate::LockError::Held`] while another live process holds it within its lease.
+    /// [`crate::lock::LockError::Held`] while another live process holds it within its lease.
     pub fn lock(&self, session_id: &str, action: &str) -> Result<WriteLock<'_>> {
         self.lock_with(session_id, action, lock::now_ms(), &Holder::current())
     }
@@ -521,8 +521,8 @@ impl WriteLock<'_> {
         self.acquired_at_ms
     }
 
-    /// Restarts the lease, for work that may outlast [`crate::LEASE`]. Fails with
-    /// [`crate::LockError::Lost`] when the row no longer names this holder.
+    /// Restarts the lease, for work that may outlast [`crate::lock::LEASE`]. Fails with
+    /// [`crate::lock::LockError::Lost`] when the row no longer names this holder.
     pub fn renew(&mut self) -> Result<()> {
         let (session, holder) = (&self.session_id, &self.holder);
         let at = self

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// A session's rows in the projection database, as `status` shows them (the CLI's
 /// `session-state status` and the Pi package's `/state:status`): read-only, never
 /// creating anything. Each front end words it its own way; what the rows mean
-/// ([`LockStatus::blocks_writers`], [`crate::Liveness::may_be_alive`],
+/// ([`LockStatus::blocks_writers`], [`crate::lock::Liveness::may_be_alive`],
 /// [`PresenceStatus::is_this_process`]) is decided here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

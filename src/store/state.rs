@@ -260,7 +260,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// equal (nothing is appended). Durable when it returns (once the session file
     /// exists; see [`crate::Materialize`]).
     ///
-    /// Refused before anything is written: a value nested deeper than [`crate::MAX_DEPTH`], NaN
+    /// Refused before anything is written: a value nested deeper than [`crate::format::MAX_DEPTH`], NaN
     /// or ±Infinity ([`Error::Serialize`]: JSON has no such number; serde_json and Pi's
     /// `JSON.stringify` would write `null`), and an integer that Pi's JavaScript would not
     /// read back as written, such as one beyond 2^53 that a double cannot hold exactly
@@ -302,7 +302,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// Refuses the value a write would leave if this crate could not read it back: one
     /// nested deeper than [`crate::json::MAX_READ_DEPTH`] levels with its event's `data`
     /// ([`StateKey::check_result`]). The caller's own value or patch was held to
-    /// [`crate::MAX_DEPTH`] before; what the value inherits from the file (a value Pi wrote
+    /// [`crate::format::MAX_DEPTH`] before; what the value inherits from the file (a value Pi wrote
     /// thousands of levels deep, ±Infinity, an integer beyond 2^53) passes, so that writes
     /// on top of it keep working. For hosts that compute the next value themselves.
     pub fn check_result(&self, next: &Value) -> Result<()> {

@@ -101,7 +101,7 @@ impl SessionLog {
     /// advisory lock from its check of the file's end to the sync, so another writer of
     /// this crate never appends beside it (`docs/lock.md`, "The file lock"); when another
     /// writer keeps that lock longer than the wait (10 s), the append is refused with
-    /// [`crate::LockError::FileHeld`] and nothing is written. Before the session is
+    /// [`crate::lock::LockError::FileHeld`] and nothing is written. Before the session is
     /// materialized, the entry is kept in memory (see [`Materialize`]). On an I/O failure
     /// the log is poisoned: reopen it to see what reached the disk. A detached log is
     /// refused ([`Error::Detached`]) before anything is written.

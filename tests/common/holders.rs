@@ -2,7 +2,7 @@
 
 use std::process::{Child, Command};
 
-use session_state::Holder;
+use session_state::lock::Holder;
 
 /// A child process that is killed and reaped however the test ends.
 pub struct Proc(pub Child);

@@ -2,7 +2,7 @@
 //! system, and can pause its writer in front of its first append (holding the file lock)
 //! or report when its writer finds the lock held.
 
-use session_state::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
+use session_state::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;

@@ -29,8 +29,13 @@ use napi::bindgen_prelude::{Buffer, Either};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
-    Envelope, Error, FileIdentity, HistoryEntry, LogOptions, Op, ProjectTrust, ReadMode,
-    STATE_PREFIX, Scope, SessionLog, StateKey, Store, StoreOptions, Unwritable, inspect, json,
+    Error, HistoryEntry, LogOptions, Op, ReadMode, Scope, SessionLog, StateKey, Store,
+    StoreOptions, Unwritable,
+    format::{Envelope, STATE_PREFIX},
+    inspect,
+    io::FileIdentity,
+    json,
+    settings::ProjectTrust,
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
