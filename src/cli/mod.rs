@@ -23,11 +23,11 @@ mod verify;
 
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use session_state::listing::{ListProblem, session_files};
 use session_state::settings::{LocationInputs, ResolvedLocation};
 use session_state::{
     Error, LogOptions, ReadMode, Scope, SessionLog, StoredSession, settings::ProjectTrust,
 };
-use session_state::listing::{ListProblem, session_files};
 use std::fmt::Display;
 use std::fmt::Write as _;
 use std::io::Write;
