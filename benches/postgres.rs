@@ -281,9 +281,18 @@ fn prepare(url: &str, dir: &Path, sizes: &[usize]) -> Vec<Prepared> {
     prepared
 }
 
+/// The URL of `db` without TLS, as the bare INSERT's process connects (`NoTls` sends no
+/// `SSLRequest`): the loopback server has none, and the default `sslmode=prefer` would
+/// ask for it first, one round trip more for the store's processes only. Set
+/// `BENCH_PG_SSLMODE` (e.g. `prefer`) to measure another mode.
+fn plain(server: &pg::Server, db: &str) -> String {
+    let mode = std::env::var("BENCH_PG_SSLMODE").unwrap_or_else(|_| "disable".into());
+    format!("{}?sslmode={mode}", server.url(db))
+}
+
 /// 2: whole-process writes at each size and the bare INSERT, interleaved.
 fn writes(server: &pg::Server, db: &str, prepared: &[Prepared], rounds: usize) {
-    let url = server.url(db);
+    let url = plain(server, db);
     server
         .admin(db)
         .batch_execute(
@@ -428,7 +437,7 @@ fn main() {
         import_vs_copy(&server, dir.path(), big, if quick { 2 } else { 3 });
     }
     let db = server.create_database();
-    let url = server.url(&db);
+    let url = plain(&server, &db);
     let prepared = prepare(&url, dir.path(), &[1_000, big]);
     writes(&server, &db, &prepared, rounds);
     appends(&server, &db, if quick { 100 } else { 500 });

@@ -254,19 +254,22 @@ impl SessionStore for PostgresStore {
 
     fn begin_turn(&self, session_id: &str) -> Result<(), StoreError> {
         let action = format!("waiting for the turn to write to session {session_id}");
-        self.run(|client| match client.execute(TURN_BEGIN, &[&session_id]) {
-            Ok(_) => Ok(()),
-            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
-                Err(self.busy(client, session_id))
-            }
-            Err(e) => Err(self.failed(action, Phase::Before)(e)),
-        })
+        // One round trip: the statement typed here, not prepared by the server first.
+        self.run(
+            |client| match client.query_typed(TURN_BEGIN, &[(&session_id, Type::TEXT)]) {
+                Ok(_) => Ok(()),
+                Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                    Err(self.busy(client, session_id))
+                }
+                Err(e) => Err(self.failed(action, Phase::Before)(e)),
+            },
+        )
     }
 
     fn end_turn(&self, session_id: &str) {
         let ended = self.run(|client| {
             client
-                .execute(TURN_END, &[&session_id])
+                .query_typed(TURN_END, &[(&session_id, Type::TEXT)])
                 .map(|_| ())
                 .map_err(self.failed("ending the turn", Phase::Before))
         });
