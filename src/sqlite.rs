@@ -58,6 +58,43 @@ pub(crate) fn switch_to_wal(conn: &rusqlite::Connection) -> rusqlite::Result<()>
     }
 }
 
+/// The most a WAL kept between processes may hold ([`keep_wal_on_close`]): past it, the
+/// close checkpoints and truncates it ([`checkpoint_big_wal`]). Every process's first
+/// connection reads the whole WAL to rebuild its index, so a WAL kept small keeps that
+/// read short; a smaller bound would checkpoint more often.
+pub(crate) const WAL_KEEP_BYTES: u64 = 1 << 20;
+
+/// The last connection to close leaves the WAL as it is, neither checkpointed nor
+/// deleted: a process that writes once (the CLI, a whole-process store write) then syncs
+/// only its commit, instead of also creating the WAL (a sync of it and of its directory)
+/// and checkpointing it on close (a sync of the WAL and of the database). The WAL is
+/// checkpointed as it fills (SQLite's `wal_autocheckpoint`, 1,000 pages), by whichever
+/// writer commits then, or on a close that finds it over [`WAL_KEEP_BYTES`]. Durability
+/// is the `synchronous` setting's: a commit in the WAL is as durable as in the database.
+pub(crate) fn keep_wal_on_close(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )
+    .map(drop)
+}
+
+/// Before a connection that keeps its WAL ([`keep_wal_on_close`]) closes: a WAL of
+/// `db` grown past [`WAL_KEEP_BYTES`] is checkpointed and truncated, without waiting; one
+/// that would wait for other connections' readers or writer is left to a later close (or
+/// to SQLite's own checkpoint, as the WAL fills).
+pub(crate) fn checkpoint_big_wal(conn: &rusqlite::Connection, db: &std::path::Path) {
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEEP_BYTES)
+        && let Err(e) = conn
+            .busy_timeout(std::time::Duration::ZERO)
+            .and_then(|()| conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))
+    {
+        tracing::debug!(error = %e, db = %db.display(), "the WAL was not checkpointed on close");
+    }
+}
+
 /// Ends the open transaction with `how` (`"COMMIT"` or `"ROLLBACK"`), and rolls back
 /// if that fails with the transaction still open: the connection is left outside any
 /// transaction. For paths that have their answer (or error) already; a failure leaves

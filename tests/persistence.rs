@@ -1214,3 +1214,50 @@ fn a_backend_without_files_loads_through_a_detached_log() {
     ));
     assert_eq!(std::fs::read(&path).expect("read"), before);
 }
+
+/// The SQLite store keeps its WAL between processes (no checkpoint on close): a process
+/// that appends once syncs its commit only. The commit is durable in the WAL, which the
+/// next connection reads; a WAL grown past 1 MiB is checkpointed and truncated on close.
+#[test]
+fn the_sqlite_store_keeps_a_small_wal_between_processes_and_truncates_a_big_one() {
+    use session_state::SqliteStore;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("sessions.sqlite");
+    let mut wal = path.clone().into_os_string();
+    wal.push("-wal");
+    let wal = PathBuf::from(wal);
+    let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).ok();
+    {
+        let sessions = Sessions::new(SqliteStore::open(&path).expect("store"));
+        sessions.create(header(ID, "/work")).expect("create");
+        sessions.append(ID, 0, &[user("hi")]).expect("append");
+    }
+    let kept = wal_len().expect("the WAL stays after the last connection closed");
+    assert!(
+        kept > 0 && kept <= 1 << 20,
+        "a WAL of {kept} bytes is kept as it is"
+    );
+    // The next process reads the append from the WAL.
+    let sessions = Sessions::new(SqliteStore::open(&path).expect("store"));
+    let log = sessions
+        .read_log(ID, session_state::ReadMode::Strict)
+        .expect("read");
+    assert_eq!(log.len(), 1, "the appended entry, read back");
+    // Appends until the WAL holds more than 1 MiB (64 KiB pages: a few commits).
+    let mut next = 1;
+    while wal_len().unwrap_or(0) <= 1 << 20 {
+        next = sessions.append(ID, next, &[custom(next)]).expect("append");
+        assert!(next < 1_000, "the WAL did not grow");
+    }
+    drop(sessions);
+    assert_eq!(
+        wal_len(),
+        Some(0),
+        "a WAL past 1 MiB is checkpointed and truncated on close"
+    );
+    let sessions = Sessions::new(SqliteStore::open(&path).expect("store"));
+    let log = sessions
+        .read_log(ID, session_state::ReadMode::Strict)
+        .expect("read");
+    assert_eq!(log.len() as u64, next, "every entry, from the database");
+}

@@ -6,7 +6,9 @@ use super::lines::line_ids;
 use super::{LineVisitor, SessionStore};
 use crate::error::{BackendError, Error, IoContext, Result, StoreError};
 use crate::log::entry::Header;
-use crate::sqlite::{FileHead, file_head, is_busy, switch_to_wal};
+use crate::sqlite::{
+    FileHead, checkpoint_big_wal, file_head, is_busy, keep_wal_on_close, switch_to_wal,
+};
 use crate::sync::lock;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -60,6 +62,15 @@ pub struct SqliteStore {
     conn: Mutex<Connection>,
     /// The line of the database's writers (`docs/lock.md`, "Taking turns").
     queue: crate::lock::WriterQueue,
+}
+
+impl Drop for SqliteStore {
+    /// A WAL grown past `sqlite::WAL_KEEP_BYTES` is checkpointed and truncated on close:
+    /// the connection does not checkpoint on close otherwise (`connect`).
+    fn drop(&mut self) {
+        let conn = lock(&self.conn);
+        checkpoint_big_wal(&conn, &self.path);
+    }
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -384,6 +395,9 @@ fn connect(path: &Path, fresh: bool) -> rusqlite::Result<Connection> {
     switch_to_wal(&conn)?;
     // IMPORTANT: durability lives here (unlike the projection's NORMAL).
     conn.pragma_update(None, "synchronous", "FULL")?;
+    // Every commit is synced in the WAL; the WAL stays between processes, so a process
+    // that appends once syncs its commit only (docs/backends.md, "The WAL stays between processes").
+    keep_wal_on_close(&conn)?;
     // 16 MiB of page cache (the default 2 MiB is 32 of its 64 KiB pages): an import's
     // inserts keep the indexes' pages in memory.
     conn.pragma_update(None, "cache_size", -16384)?;

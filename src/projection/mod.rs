@@ -545,29 +545,12 @@ fn restore_rows(conn: &Connection, rows: &[crate::lock::LiveRow]) -> rusqlite::R
     Ok(())
 }
 
-/// The largest WAL a process leaves behind (docs/spec.md §4 keeps it a cache; see
-/// docs/durability.md, "The projection's syncs"). The first connection of a process
-/// reads the whole WAL to rebuild its index (SQLite truncates the `-shm` file then), so a
-/// bigger WAL would make every process pay for it; a smaller one would checkpoint more
-/// often. About 50 CLI writes of one event each.
-const WAL_KEEP_BYTES: u64 = 1 << 20;
-
 impl Drop for Projection {
-    /// A WAL grown past [`WAL_KEEP_BYTES`] is checkpointed and truncated on close: the
-    /// connection does not checkpoint on close otherwise (`schema::connect`).
+    /// A WAL grown past `sqlite::WAL_KEEP_BYTES` (1 MiB, about 50 CLI writes of one event
+    /// each) is checkpointed and truncated on close: the connection does not checkpoint on
+    /// close otherwise (`schema::connect`).
     fn drop(&mut self) {
-        let mut wal = self.path.clone().into_os_string();
-        wal.push("-wal");
-        // Without waiting: a checkpoint that would wait for other connections' readers or
-        // writer is left to a later close (or to SQLite's own, as the WAL fills).
-        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEEP_BYTES)
-            && let Err(e) = self.conn.busy_timeout(Duration::ZERO).and_then(|()| {
-                self.conn
-                    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            })
-        {
-            tracing::debug!(error = %e, "the projection's WAL was not checkpointed on close");
-        }
+        crate::sqlite::checkpoint_big_wal(&self.conn, &self.path);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::{db_err, is_corruption};
 use crate::error::{Error, IoContext, Result};
-use crate::sqlite::{FileHead, file_head, switch_to_wal};
+use crate::sqlite::{FileHead, file_head, keep_wal_on_close, switch_to_wal};
 use crate::state::step::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -114,16 +114,9 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     switch_to_wal(&conn)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    // The last connection to close leaves the WAL as it is, neither checkpointed nor
-    // deleted: a process that writes once (the CLI) then costs one `fdatasync`, the log's,
-    // instead of five (creating the WAL syncs it and its directory, the checkpoint on close
-    // syncs the WAL and the database). The WAL is checkpointed as it fills (SQLite's
-    // `wal_autocheckpoint`, 1,000 pages), by whichever writer commits then. Safe because
-    // the projection is a cache: see docs/durability.md, "The projection's syncs".
-    conn.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-        true,
-    )?;
+    // The WAL stays between processes (`sqlite::keep_wal_on_close`). Safe because the
+    // projection is a cache: see docs/durability.md, "The projection's syncs".
+    keep_wal_on_close(&conn)?;
     Ok(conn)
 }
 
