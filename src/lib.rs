@@ -73,8 +73,8 @@ pub use state::fold::HistoryEntry;
 pub use state::{MAX_DEPTH, Migrate, StateKey, Unwritable, parse_scope, validate_plugin_id};
 pub use store::state::{FileWriteStep, SessionState, StoredValue, TailWrite};
 pub use store::{
-    KeptSession, Peeked, PruneReport, PrunedSession, SessionStatus, Store, StoreOptions,
-    StoredSession, WriteLock,
+    Appended, KeptSession, LastEvent, Peeked, PruneReport, PrunedSession, SessionStatus, Store,
+    StoreOptions, StoredSession, WriteLock,
 };
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 
