@@ -250,23 +250,18 @@ interface NativeStoreHandle {
   catchUp(file: string): void;
 }
 
-/** An entry Pi appended, as the core's memo of a state's last event reads it (absent: `undefined`, not `null`). */
-interface PiEntry {
-  id: string;
-  parentId: string | undefined;
-  customType: string | undefined;
-}
-
 /** One state (plugin id, scope and version, checked by the core) and the core's memo of its last decided event. */
 interface NativeStateHandle {
   readonly customType: string;
   readonly version: number;
   /**
    * `prepare` on top of the state's last event, when the core finds Pi's leaf standing on
-   * it (`since`: Pi's entries from the leaf up, newest first, as many as Pi appended after
-   * it): the data, `null` (unchanged) or `false` (cannot answer so).
+   * it. `since`: Pi's entries from the leaf up, newest first, as many as Pi appended after
+   * it, two values each: its `parentId` and its `customType` (`undefined` when absent; the
+   * first pair is the leaf's, each next one its parent's). The data, `null` (unchanged) or
+   * `false` (cannot answer so).
    */
-  prepareOnLast(file: string, leaf: string | null, since: PiEntry[], op: string, argument: string | null): string | null | false;
+  prepareOnLast(file: string, leaf: string | null, since: (string | undefined)[], op: string, argument: string | null): string | null | false;
   /** Pi appended the decided event as `id` under `parentId`: whether the memo keeps it. */
   appended(id: string, parentId: string | null): boolean;
   /** Forgets the last event. */
@@ -816,7 +811,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
    * when the last event was appended in another session manager or before a
    * force-refresh (the core then forgets it), or when Pi cannot be asked.
    */
-  const appendedSince = (sm: PiContext["sessionManager"], leaf: string | null): PiEntry[] | undefined => {
+  const appendedSince = (sm: PiContext["sessionManager"], leaf: string | null): (string | undefined)[] | undefined => {
     if (!last) return undefined;
     if (last.sm !== sm || last.gen !== shared.generation) {
       last = undefined;
@@ -824,12 +819,14 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
       return undefined;
     }
     if (typeof sm.getEntry !== "function") return undefined;
-    const since: PiEntry[] = [];
+    // Each entry's parent and customType (the ids follow from the leaf): an array of
+    // strings crosses into the addon faster than objects.
+    const since: (string | undefined)[] = [];
     let id = leaf;
     for (let k = entryCount(sm) - last.count; k > 0 && id !== null; k--) {
       const e = sm.getEntry(id) as { parentId?: string | null; customType?: unknown } | undefined;
       if (!e) break;
-      since.push({ id, parentId: e.parentId ?? undefined, customType: typeof e.customType === "string" ? e.customType : undefined });
+      since.push(e.parentId ?? undefined, typeof e.customType === "string" ? e.customType : undefined);
       id = e.parentId ?? null;
     }
     return since;

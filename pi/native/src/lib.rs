@@ -227,16 +227,23 @@ pub struct NativeState {
     after: Option<String>,
 }
 
-/// An entry Pi appended, as the package hands it over from Pi's memory (an absent field
-/// is `undefined`: napi's object fields take no `null`).
-#[napi(object)]
-pub struct PiEntry {
-    /// The entry's id.
-    pub id: String,
-    /// Its parent's id (absent for a root).
-    pub parent_id: Option<String>,
-    /// Its `customType`, when it has one.
-    pub custom_type: Option<String>,
+/// Pi's entries from `leaf` up as the package hands them over: `since` holds two values
+/// per entry, its `parentId` and its `customType` (`None`: absent), the first pair the
+/// leaf's and each next one that of the previous entry's parent. An array of strings
+/// crosses into the addon for a fraction of the cost of as many objects.
+fn path_up<'a>(
+    leaf: Option<&'a str>,
+    since: &'a [Option<String>],
+) -> impl Iterator<Item = Appended<'a>> {
+    let parents = since.chunks_exact(2).map(|e| e[0].as_deref());
+    std::iter::once(leaf)
+        .chain(parents.clone())
+        .zip(parents.zip(since.chunks_exact(2).map(|e| e[1].as_deref())))
+        .map(|(id, (parent_id, custom_type))| Appended {
+            id: id.unwrap_or_default(),
+            parent_id,
+            custom_type,
+        })
 }
 
 /// A decided `event`, as the package hands it over: its `data` as JSON text, and the
@@ -305,7 +312,7 @@ impl NativeState {
     /// [`NativeStore::prepare`] on top of the state's last event, when the core's memo
     /// ([`LastEvent::value_at`]) finds Pi's `leaf` in `file` standing on it: `since` holds
     /// Pi's entries from `leaf` up, newest first, as many as Pi appended after the event
-    /// (the package reads them from Pi's memory). The value where the write lands is then
+    /// (the package reads them from Pi's memory), as [`path_up`] reads them. The value where the write lands is then
     /// the value after that event: what Pi appended since is not read (the next read reads
     /// it). That value is at the state's own version (its own write left it), so no version
     /// is checked. Returns the `data` (JSON text), `null` when the write changes nothing, or
@@ -318,7 +325,7 @@ impl NativeState {
         &mut self,
         file: String,
         leaf: Option<String>,
-        since: Vec<PiEntry>,
+        since: Vec<Option<String>>,
         op: String,
         argument: Option<String>,
     ) -> napi::Result<Either<Option<String>, bool>> {
@@ -330,11 +337,7 @@ impl NativeState {
             ..
         } = self;
         let op = op_of(key, &op, argument)?;
-        let since = since.iter().map(|e| Appended {
-            id: &e.id,
-            parent_id: e.parent_id.as_deref(),
-            custom_type: e.custom_type.as_deref(),
-        });
+        let since = path_up(leaf.as_deref(), &since);
         let Some(current) = last.value_at(&file, leaf.as_deref(), since) else {
             return Ok(Either::B(false));
         };
