@@ -66,7 +66,7 @@ pub use state::envelope::{Op, Scope};
 pub use state::fold::HistoryEntry;
 pub use state::{Decided, Migrate, StateKey, Unwritable};
 pub use store::state::{FileWriteStep, SessionState, StoredValue, TailWrite};
-pub use store::{Store, StoreOptions, StoredSession, WriteLock};
+pub use store::{Appended, LastEvent, Store, StoreOptions, StoredSession, WriteLock};
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 
 /// The session file's format as data (docs/spec.md §2–§3): the state envelope, its

@@ -234,12 +234,22 @@ interface NativeStoreHandle {
   catchUp(file: string): void;
 }
 
-/** One state (plugin id, scope and version, checked by the core) and what its last decided event left. */
+/** One state (plugin id, scope and version, checked by the core) and the core's memo of its last decided event. */
 interface NativeStateHandle {
   readonly customType: string;
   readonly version: number;
-  /** `prepare` on top of the state's last event: the data, `null` (unchanged) or `false` (cannot answer so). */
-  prepareOnLast(op: string, argument: string | null): string | null | false;
+  /**
+   * `prepare` on top of the state's last event, when the core finds Pi's leaf standing on
+   * it. `since`: Pi's entries from the leaf up, newest first, as many as Pi appended after
+   * it, two values each: its `parentId` and its `customType` (`undefined` when absent; the
+   * first pair is the leaf's, each next one its parent's). The data, `null` (unchanged) or
+   * `false` (cannot answer so).
+   */
+  prepareOnLast(file: string, leaf: string | null, since: (string | undefined)[], op: string, argument: string | null): string | null | false;
+  /** Pi appended the decided event as `id` under `parentId`: whether the memo keeps it. */
+  appended(id: string, parentId: string | null): boolean;
+  /** Forgets the last event. */
+  forget(): void;
   /** The value the last decided patch leaves (JSON text), kept when the state was made with `keepAfter`. */
   takeAfter(): string | null;
 }
@@ -676,15 +686,15 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
    */
   let hot: { sm: unknown; leaf: string | null; count: number; gen: number; text: string | null } | undefined;
   /**
-   * The last event this state's write appended, while the addon keeps the value after it
-   * (branch scope, in a session file): Pi's session manager, the file, the generation,
-   * the entry and Pi's entry count after it. While every entry Pi appends after it lies on
-   * the path from Pi's leaf up to it and none is of this customType (`onLast`), the next
-   * write starts from that value (`prepareOnLast`) and does not read what Pi appended
-   * since (a 6.6 KB message costs 15–25 µs to read); the next read does. That value is
-   * at this state's version (this state wrote it), so it needs no version check.
+   * Pi's side of the core's memo of this state's last event (`nstate`): the session
+   * manager and the generation it was appended under (a different one, or a force-refresh
+   * since, makes the core forget it) and Pi's entry count after it, which bounds the
+   * entries handed to the core (`appendedSince`). When the core finds Pi's leaf standing on
+   * that event, the next write starts from the value after it (`prepareOnLast`) and does
+   * not read what Pi appended since (a 6.6 KB message costs 15–25 µs to read); the next
+   * read does.
    */
-  let last: { sm: unknown; file: string; gen: number; id: string; count: number } | undefined;
+  let last: { sm: unknown; gen: number; count: number } | undefined;
 
   // Pi creates the file at the first user or assistant message: entries that waited in
   // memory are synced then (and its directory, once).
@@ -693,6 +703,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
     syncSession(ctx, true);
     hot = undefined;
     last = undefined;
+    nstate.forget();
     shared.opened.delete(opened);
   });
 
@@ -779,22 +790,30 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
   };
 
   /**
-   * Whether Pi's leaf stands on `last`: the same session manager, file and generation,
-   * and the entries Pi appended since are exactly the path from its leaf up to that
-   * event (a child comes after its parent, so each of them lies on it), none of this
-   * customType.
+   * Pi's entries from `leaf` up, newest first, as many as Pi appended after the last event
+   * (fewer at the root or an entry Pi does not hold), for the core to judge; `undefined`
+   * when the last event was appended in another session manager or before a
+   * force-refresh (the core then forgets it), or when Pi cannot be asked.
    */
-  const onLast = (sm: PiContext["sessionManager"], file: string, leaf: string | null, count: number): boolean => {
-    if (!last || last.sm !== sm || last.file !== file || last.gen !== shared.generation) return false;
-    if (typeof sm.getEntry !== "function") return false;
+  const appendedSince = (sm: PiContext["sessionManager"], leaf: string | null): (string | undefined)[] | undefined => {
+    if (!last) return undefined;
+    if (last.sm !== sm || last.gen !== shared.generation) {
+      last = undefined;
+      nstate.forget();
+      return undefined;
+    }
+    if (typeof sm.getEntry !== "function") return undefined;
+    // Each entry's parent and customType (the ids follow from the leaf): an array of
+    // strings crosses into the addon faster than objects.
+    const since: (string | undefined)[] = [];
     let id = leaf;
-    for (let k = count - last.count; k > 0; k--) {
-      if (id === null) return false;
+    for (let k = entryCount(sm) - last.count; k > 0 && id !== null; k--) {
       const e = sm.getEntry(id) as { parentId?: string | null; customType?: unknown } | undefined;
-      if (!e || e.customType === customType) return false;
+      if (!e) break;
+      since.push(e.parentId ?? undefined, typeof e.customType === "string" ? e.customType : undefined);
       id = e.parentId ?? null;
     }
-    return id === last.id;
+    return since;
   };
 
   const commit = (ctx: PiContext, op: "set" | "patch" | "drop", argument: string | null): string | undefined => {
@@ -802,12 +821,13 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
     let file = sessionFile(sm);
     let leaf = sm.getLeafId();
     let data: string | null | false | NativeStored = false;
-    if (file !== null && onLast(sm, file, leaf, entryCount(sm))) {
+    const since = file !== null ? appendedSince(sm, leaf) : undefined;
+    if (file !== null && since !== undefined) {
       // The file exists and was synced when the last event was written.
       shared.lastCtx = ctx;
       syncIfNew(file);
       try {
-        data = nstate.prepareOnLast(op, argument);
+        data = nstate.prepareOnLast(file, leaf, since, op, argument);
       } catch (e) {
         rethrow(e);
       }
@@ -830,8 +850,8 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
       }
     }
     if (data === undefined) data = null;
-    // Until this event is known to be in Pi's session, the addon's value after it is not
-    // the value at any entry.
+    // Until this event is known to be in Pi's session (`appended`), the core's value after
+    // it is not the value at any entry.
     if (data !== null) last = undefined;
     if (check !== undefined) {
       // The value the write leaves: a set's own, a patch's from the core's merge (the
@@ -849,9 +869,10 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
     if (file !== null) syncAppended(file);
     else syncSession(ctx);
     if (file !== null && id !== undefined && scope === "branch" && typeof sm.getEntry === "function") {
-      // Pi appended this very event at its leaf, as a child of where it was decided.
+      // Pi appended this very event at its leaf; the core keeps it when that is a child of
+      // where it was decided.
       const e = sm.getEntry(id) as { parentId?: string | null; data?: unknown } | undefined;
-      if (e !== undefined && e.data === event && e.parentId === leaf) last = { sm, file, gen: shared.generation, id, count: entryCount(sm) };
+      if (e !== undefined && e.data === event && nstate.appended(id, e.parentId ?? null)) last = { sm, gen: shared.generation, count: entryCount(sm) };
     }
     return id;
   };

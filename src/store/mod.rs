@@ -16,6 +16,7 @@
 //! ```
 
 mod backend;
+mod last;
 mod presence;
 mod prune;
 pub(crate) mod state;
@@ -23,6 +24,7 @@ mod tail;
 mod write;
 
 pub use backend::StoredSession;
+pub use last::{Appended, LastEvent};
 pub use presence::SessionStatus;
 pub use prune::{KeptSession, PruneReport, PrunedSession};
 

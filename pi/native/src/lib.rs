@@ -9,9 +9,11 @@
 //!   JSONL bytes ([`NativeStore::load_pending`]) and folded from a detached log.
 //!
 //! A write's event is decided by the core ([`StateKey::decide`]) on the value where it
-//! lands, read as a read reads it ([`NativeStore::prepare`]), or, when Pi's leaf stands on
-//! the state's own last event with nothing of that state appended since, the value after
-//! that event ([`NativeState::prepare_on_last`]).
+//! lands, read as a read reads it ([`NativeStore::prepare`]), or, when the core's memo of
+//! the state's last event ([`LastEvent`]) finds Pi's leaf standing on it with nothing of
+//! that state appended since, the value after that event
+//! ([`NativeState::prepare_on_last`]). The package hands the memo Pi's leaf and the entries
+//! Pi appended since; the core decides.
 //!
 //! State versions: a state is opened at a version of its shape (`openSessionState`'s
 //! `version`, 1 by default), and its key is the core's [`StateKey::versioned`] at that
@@ -29,12 +31,10 @@ use napi::bindgen_prelude::{Buffer, Either};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
-    Error, HistoryEntry, LogOptions, Op, ReadMode, Scope, SessionLog, StateKey, Store,
-    StoreOptions, Unwritable,
+    Appended, Error, HistoryEntry, LastEvent, LogOptions, Op, ReadMode, Scope, SessionLog,
+    StateKey, Store, StoreOptions, Unwritable,
     format::{Envelope, STATE_PREFIX},
-    inspect,
-    io::FileIdentity,
-    json,
+    inspect, json,
     settings::ProjectTrust,
 };
 use std::fmt::Display;
@@ -216,55 +216,37 @@ fn stored_state(
 }
 
 /// One state (a plugin id in a scope, at a version of its shape) as `openSessionState`
-/// holds it: the key, checked once, what the state's last decided event left, for the
-/// next write, and the value a patch left, for `validate`.
+/// holds it: the key, checked once, the core's memo of the state's last decided event,
+/// for the next write, and the value a patch left, for `validate`.
 #[napi]
 pub struct NativeState {
     key: StateKey,
     /// What the key's probe `migrate` was handed on the last read ([`probe_key`]).
     handed: Handed,
-    last: Option<LastEvent>,
+    last: LastEvent,
     /// Whether a patch keeps the value it leaves as JSON text in `after` (the state has a
     /// `validate`).
     keep_after: bool,
     after: Option<String>,
 }
 
-/// The event a state's write decided last, in a session file: the value after it (the
-/// core's fold step, [`Op::apply`], on the value the core decided it on) and the file as
-/// it was then.
-struct LastEvent {
-    file: String,
-    identity: FileIdentity,
-    len: u64,
-    value: Option<Value>,
-}
-
-impl LastEvent {
-    /// The last event in `file`, as `seen` (identity, length) when it was decided, and
-    /// the value after it.
-    fn new(file: String, seen: (FileIdentity, u64), value: Option<Value>) -> LastEvent {
-        LastEvent {
-            file,
-            identity: seen.0,
-            len: seen.1,
-            value,
-        }
-    }
-
-    /// The file's identity and length now, when it is still the file the event was
-    /// decided in: the same identity at the path, not shorter than it was. `None`
-    /// otherwise, or when it cannot be looked at (a read then reports what changed).
-    fn still_there(&self) -> Option<(FileIdentity, u64)> {
-        let seen = seen(&self.file)?;
-        (seen.0 == self.identity && seen.1 >= self.len).then_some(seen)
-    }
-}
-
-/// The identity and length of the file at `path`.
-fn seen(path: &str) -> Option<(FileIdentity, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((FileIdentity::of(&meta), meta.len()))
+/// Pi's entries from `leaf` up as the package hands them over: `since` holds two values
+/// per entry, its `parentId` and its `customType` (`None`: absent), the first pair the
+/// leaf's and each next one that of the previous entry's parent. An array of strings
+/// crosses into the addon for a fraction of the cost of as many objects.
+fn path_up<'a>(
+    leaf: Option<&'a str>,
+    since: &'a [Option<String>],
+) -> impl Iterator<Item = Appended<'a>> {
+    let parents = since.chunks_exact(2).map(|e| e[0].as_deref());
+    std::iter::once(leaf)
+        .chain(parents.clone())
+        .zip(parents.zip(since.chunks_exact(2).map(|e| e[1].as_deref())))
+        .map(|(id, (parent_id, custom_type))| Appended {
+            id: id.unwrap_or_default(),
+            parent_id,
+            custom_type,
+        })
 }
 
 /// A decided `event`, as the package hands it over: its `data` as JSON text, and the
@@ -301,10 +283,11 @@ impl NativeState {
     ) -> napi::Result<Self> {
         let handed: Handed = Arc::new(Mutex::new(None));
         let key = probe_key(key_of(&plugin_id, &scope)?, version.unwrap_or(1), &handed)?;
+        let last = LastEvent::new(&key);
         Ok(NativeState {
             key,
             handed,
-            last: None,
+            last,
             keep_after: keep_after.unwrap_or(false),
             after: None,
         })
@@ -329,20 +312,23 @@ impl NativeState {
         self.after.take()
     }
 
-    /// [`NativeStore::prepare`] where the caller has seen that Pi's leaf stands on the
-    /// last event this state decided: Pi appended it, and every entry Pi appended since
-    /// lies on the path from its leaf up to it, none of this state's `customType` (the
-    /// package checks Pi's entries in memory). For a branch-scope state, the value where
-    /// the write lands is then the value after that event, which the core's fold step gave
-    /// when it was decided: the entries Pi appended since are not read (the next read
-    /// reads them). That value is at the state's own version (its own write left it), so
-    /// no version is checked. Returns the `data` (JSON text), `null` when the write changes
-    /// nothing, or `false` when it cannot answer so (a session-scope state, no last event,
-    /// or a session file replaced or shorter since): then `NativeStore.prepare` reads the
-    /// file. The value is checked first, so a refusal is the same either way.
+    /// [`NativeStore::prepare`] on top of the state's last event, when the core's memo
+    /// ([`LastEvent::value_at`]) finds Pi's `leaf` in `file` standing on it: `since` holds
+    /// Pi's entries from `leaf` up, newest first, as many as Pi appended after the event
+    /// (the package reads them from Pi's memory), as [`path_up`] reads them. The value where the write lands is then
+    /// the value after that event: what Pi appended since is not read (the next read reads
+    /// it). That value is at the state's own version (its own write left it), so no version
+    /// is checked. Returns the `data` (JSON text), `null` when the write changes nothing, or
+    /// `false` when the memo cannot answer (a session-scope state, no appended last event,
+    /// another file or one replaced or shorter, a leaf off the event's path, an event of
+    /// this state since): then `NativeStore.prepare` reads the file. The value is checked
+    /// first, so a refusal is the same either way.
     #[napi]
     pub fn prepare_on_last(
         &mut self,
+        file: String,
+        leaf: Option<String>,
+        since: Vec<Option<String>>,
         op: String,
         argument: Option<String>,
     ) -> napi::Result<Either<Option<String>, bool>> {
@@ -354,22 +340,33 @@ impl NativeState {
             ..
         } = self;
         let op = op_of(key, &op, argument)?;
-        let Some(last) = last.as_mut().filter(|_| key.scope() == Scope::Branch) else {
-            return Ok(Either::B(false));
-        };
-        let Some(seen) = last.still_there() else {
+        let since = path_up(leaf.as_deref(), &since);
+        let Some(current) = last.value_at(&file, leaf.as_deref(), since) else {
             return Ok(Either::B(false));
         };
         let patch = matches!(op, Op::Patch(_));
-        let Some((data, after)) = decide(key, last.value.as_ref(), op)? else {
+        let Some((data, after)) = decide(key, current, op)? else {
             return Ok(Either::A(None));
         };
         if *keep_after && patch {
             *kept = after.as_ref().map(json::to_string);
         }
-        (last.identity, last.len) = seen;
-        last.value = after;
+        last.decided(Some(&file), leaf.as_deref(), after);
         Ok(Either::A(Some(data)))
+    }
+
+    /// Pi appended the event the last `prepare` or `prepareOnLast` decided as entry
+    /// `id`, a child of `parent_id`: the memo keeps it (`true`) only when that is the
+    /// entry it was decided at ([`LastEvent::appended`]).
+    #[napi]
+    pub fn appended(&mut self, id: String, parent_id: Option<String>) -> bool {
+        self.last.appended(&id, parent_id.as_deref())
+    }
+
+    /// Forgets the last event (another session manager, or a force-refresh).
+    #[napi]
+    pub fn forget(&mut self) {
+        self.last.forget();
     }
 }
 
@@ -554,8 +551,8 @@ impl NativeStore {
     /// text) would append for `state` at `at`, as JSON text; `null` when it would change
     /// nothing. Refused with the core's errors (and nothing to append) for a value it
     /// refuses. The core decides ([`StateKey::decide`]) on the value at `at`, read as
-    /// `read_state` reads it; `state` keeps the value after the event for the next write
-    /// ([`NativeState::prepare_on_last`]).
+    /// `read_state` reads it; the state's memo keeps the value after the event for the
+    /// next write ([`LastEvent::decided`], [`NativeState::prepare_on_last`]).
     ///
     /// When the value there is stored under another version than the state's, the answer
     /// is the [`StoredState`] `read_state` gives, and nothing is decided: a newer one is
@@ -617,7 +614,7 @@ impl NativeStore {
         if *keep_after && patch {
             *kept = after.as_ref().map(json::to_string);
         }
-        *last = file.and_then(|f| seen(&f).map(|s| LastEvent::new(f, s, after)));
+        last.decided(file.as_deref(), at.as_deref(), after);
         Ok(Either::A(Some(data)))
     }
 
