@@ -58,6 +58,41 @@ pub(crate) fn switch_to_wal(conn: &rusqlite::Connection) -> rusqlite::Result<()>
     }
 }
 
+/// How a database's commits reach the disk (SQLite's `synchronous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Synchronous {
+    /// `FULL`: every commit is synced before it returns (a store of sessions).
+    Full,
+    /// `NORMAL`: synced at checkpoints only; a power loss may lose the last commits,
+    /// never the database's consistency (the projection, a cache of the log).
+    Normal,
+}
+
+/// Opens a connection of this crate to the database at `path`: waiting at most `busy`
+/// for another connection's lock, in WAL mode ([`switch_to_wal`]), with `synchronous`,
+/// the WAL kept between processes ([`keep_wal_on_close`]). `page_size` applies to a new
+/// file only (it must be set before the database is created).
+pub(crate) fn open(
+    path: &std::path::Path,
+    busy: std::time::Duration,
+    synchronous: Synchronous,
+    page_size: Option<u32>,
+) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(busy)?;
+    if let Some(size) = page_size {
+        conn.pragma_update(None, "page_size", size)?;
+    }
+    switch_to_wal(&conn)?;
+    let mode = match synchronous {
+        Synchronous::Full => "FULL",
+        Synchronous::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", mode)?;
+    keep_wal_on_close(&conn)?;
+    Ok(conn)
+}
+
 /// The most a WAL kept between processes may hold ([`keep_wal_on_close`]): past it, the
 /// close checkpoints and truncates it ([`checkpoint_big_wal`]). Every process's first
 /// connection reads the whole WAL to rebuild its index, so a WAL kept small keeps that

@@ -100,7 +100,7 @@ pub(crate) fn begin_write(
     {
         Ok(v) => (v, conn.total_changes()),
         Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
+            crate::sqlite::end_transaction(conn, "ROLLBACK");
             return Err(err()(e));
         }
     };
@@ -131,7 +131,7 @@ pub(crate) fn begin_write(
     })();
     match &judged {
         Err(_) => {
-            let _ = conn.execute_batch("ROLLBACK");
+            crate::sqlite::end_transaction(conn, "ROLLBACK");
         }
         // Nothing deleted: the rows are as they were read.
         Ok(()) if conn.total_changes() == version.1 => clear.remember(session_id, version),

@@ -6,9 +6,7 @@ use super::lines::line_ids;
 use super::{LineVisitor, SessionStore};
 use crate::error::{BackendError, Error, IoContext, Result, StoreError};
 use crate::log::entry::Header;
-use crate::sqlite::{
-    FileHead, checkpoint_big_wal, file_head, is_busy, keep_wal_on_close, switch_to_wal,
-};
+use crate::sqlite::{FileHead, Synchronous, checkpoint_big_wal, file_head, is_busy};
 use crate::sync::lock;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -385,19 +383,17 @@ fn check_ours(path: &Path) -> Result<bool> {
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn connect(path: &Path, fresh: bool) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
-    conn.busy_timeout(BUSY_TIMEOUT)?;
-    if fresh {
-        // Entries are kilobytes each (6.6 KB on average in Pi's sessions): large pages
-        // keep most of them off overflow chains. Only a new file takes a page size.
-        conn.pragma_update(None, "page_size", 65536)?;
-    }
-    switch_to_wal(&conn)?;
-    // IMPORTANT: durability lives here (unlike the projection's NORMAL).
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    // Every commit is synced in the WAL; the WAL stays between processes, so a process
-    // that appends once syncs its commit only (docs/backends.md, "The WAL stays between processes").
-    keep_wal_on_close(&conn)?;
+    // Entries are kilobytes each (6.6 KB on average in Pi's sessions): large pages keep
+    // most of them off overflow chains; only a new file takes a page size. IMPORTANT:
+    // durability lives here (`FULL`, unlike the projection's `NORMAL`). Every commit is
+    // synced in the WAL, and the WAL stays between processes, so a process that appends
+    // once syncs its commit only (docs/backends.md, "The WAL stays between processes").
+    let conn = crate::sqlite::open(
+        path,
+        BUSY_TIMEOUT,
+        Synchronous::Full,
+        fresh.then_some(65536),
+    )?;
     // 16 MiB of page cache (the default 2 MiB is 32 of its 64 KiB pages): an import's
     // inserts keep the indexes' pages in memory.
     conn.pragma_update(None, "cache_size", -16384)?;
@@ -418,7 +414,7 @@ fn connect(path: &Path, fresh: bool) -> rusqlite::Result<Connection> {
         match r {
             Ok(()) => conn.execute_batch("COMMIT")?,
             Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
+                crate::sqlite::end_transaction(&conn, "ROLLBACK");
                 return Err(e);
             }
         }

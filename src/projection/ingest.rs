@@ -110,7 +110,7 @@ pub(super) fn catch_up(
         Err(e) => {
             // Chunks committed before stand: each is a consistent prefix.
             if !conn.is_autocommit() {
-                let _ = conn.execute_batch("ROLLBACK");
+                crate::sqlite::end_transaction(conn, "ROLLBACK");
             }
             Err(e)
         }

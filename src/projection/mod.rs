@@ -304,7 +304,7 @@ impl Projection {
                 Ok((Err(e), Ok(()))) if !is_busy(&e) => return Err(e),
                 Ok((Ok(()), Err(e))) => {
                     // In the transaction, without its busy timeout: end it, then refuse.
-                    let _ = self.conn.execute_batch("ROLLBACK");
+                    crate::sqlite::end_transaction(&self.conn, "ROLLBACK");
                     return Err(crate::lock::LockError::database_error(
                         "acquire the lock",
                         session_id,

@@ -101,7 +101,7 @@ fn in_transaction<R>(
             Ok(r)
         }
         Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
+            crate::sqlite::end_transaction(conn, "ROLLBACK");
             Err(db_err(db, "removing a session's rows")(e))
         }
     }

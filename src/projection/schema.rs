@@ -4,7 +4,7 @@
 
 use super::{db_err, is_corruption};
 use crate::error::{Error, IoContext, Result};
-use crate::sqlite::{FileHead, file_head, keep_wal_on_close, switch_to_wal};
+use crate::sqlite::{FileHead, Synchronous, file_head};
 use crate::state::step::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -108,16 +108,11 @@ CREATE TABLE IF NOT EXISTS session_values(
 /// writer for its turn among the database's writers (`lock::WriterQueue`).
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Opens a connection with the pragmas of docs/spec.md §4.
+/// Opens a connection with the pragmas of docs/spec.md §4: `synchronous=NORMAL` (a
+/// cache of the log; see docs/durability.md, "The projection's syncs", for why the WAL
+/// may stay between processes).
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
-    conn.busy_timeout(BUSY_TIMEOUT)?;
-    switch_to_wal(&conn)?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    // The WAL stays between processes (`sqlite::keep_wal_on_close`). Safe because the
-    // projection is a cache: see docs/durability.md, "The projection's syncs".
-    keep_wal_on_close(&conn)?;
-    Ok(conn)
+    crate::sqlite::open(path, BUSY_TIMEOUT, Synchronous::Normal, None)
 }
 
 /// What a database of ours holds, as its `meta` says.
