@@ -203,8 +203,9 @@ fn fail_over(sync: bool) -> Outcome {
         (0..WRITERS).all(|k| tally.acked_by(k, false) >= ROUND)
     });
     let t = Instant::now();
-    killed.store(true, Ordering::SeqCst);
     primary.kill_hard();
+    // Set once the primary is gone: a write begun after this cannot have reached it.
+    killed.store(true, Ordering::SeqCst);
     standby.promote();
     let failover = t.elapsed();
     wait_until(
