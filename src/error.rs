@@ -435,62 +435,9 @@ pub enum Error {
         what: String,
     },
 
-    /// The projection database failed.
-    #[error("projection database {path}: {action}: {source}")]
-    Database {
-        /// The database file.
-        path: PathBuf,
-        /// What we were doing.
-        action: &'static str,
-        /// SQLite's error.
-        #[source]
-        source: DatabaseError,
-    },
-
-    /// The file at the projection database's path is not provably session-state's own
-    /// database (docs/spec.md §4): it was neither opened for writing nor modified.
-    #[error(
-        "projection database {path}: refusing to use this file: it {what}; it was left \
-         untouched (choose another database path)"
-    )]
-    NotOurDatabase {
-        /// The file at the database path.
-        path: PathBuf,
-        /// What is there ("is not a SQLite database (starts with …)", ...).
-        what: String,
-    },
-
-    /// The projection database was made by a later version of session-state (its schema
-    /// version is newer than this one knows): it is never written, deleted or trusted,
-    /// so every command that would use it refuses.
-    #[error(
-        "projection database {path}: made by a newer session-state (schema version \
-         {version}; this session-state knows versions up to {known}); it was left untouched. \
-         Upgrade this session-state (the command line, or the Pi package) to the version \
-         that made it, or use another database (--db, or sessionState.databasePath in \
-         Pi's settings)"
-    )]
-    NewerDatabase {
-        /// The database file.
-        path: PathBuf,
-        /// Its schema version, as written in it.
-        version: String,
-        /// The newest schema version this session-state knows.
-        known: i64,
-    },
-
-    /// A row of the projection database does not decode (damaged or edited). Readers
-    /// rebuild the session from its log and answer from the rebuild; this error is
-    /// returned only when the rebuilt rows do not decode either.
-    #[error("projection database {path}: a stored row for {file} does not decode: {detail}")]
-    CorruptProjection {
-        /// The database file.
-        path: PathBuf,
-        /// The session file whose rows are affected.
-        file: PathBuf,
-        /// Which row and what is wrong with it.
-        detail: String,
-    },
+    /// The projection database failed or refused (see [`ProjectionError`]).
+    #[error(transparent)]
+    Projection(ProjectionError),
 
     /// A store URL that cannot be opened ([`crate::open_store_url`]). The URL in the
     /// message is redacted: it never shows a password.
@@ -565,6 +512,74 @@ pub enum Error {
     /// The database location could not be resolved.
     #[error(transparent)]
     Settings(#[from] crate::settings::SettingsError),
+}
+
+/// The projection database's failures: opening, reading and writing it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProjectionError {
+    /// The projection database failed.
+    #[error("projection database {path}: {action}: {source}")]
+    Database {
+        /// The database file.
+        path: PathBuf,
+        /// What we were doing.
+        action: &'static str,
+        /// SQLite's error.
+        #[source]
+        source: DatabaseError,
+    },
+
+    /// The file at the projection database's path is not provably session-state's own
+    /// database (docs/spec.md §4): it was neither opened for writing nor modified.
+    #[error(
+        "projection database {path}: refusing to use this file: it {what}; it was left \
+         untouched (choose another database path)"
+    )]
+    NotOurDatabase {
+        /// The file at the database path.
+        path: PathBuf,
+        /// What is there ("is not a SQLite database (starts with …)", ...).
+        what: String,
+    },
+
+    /// The projection database was made by a later version of session-state (its schema
+    /// version is newer than this one knows): it is never written, deleted or trusted,
+    /// so every command that would use it refuses.
+    #[error(
+        "projection database {path}: made by a newer session-state (schema version \
+         {version}; this session-state knows versions up to {known}); it was left untouched. \
+         Upgrade this session-state (the command line, or the Pi package) to the version \
+         that made it, or use another database (--db, or sessionState.databasePath in \
+         Pi's settings)"
+    )]
+    NewerDatabase {
+        /// The database file.
+        path: PathBuf,
+        /// Its schema version, as written in it.
+        version: String,
+        /// The newest schema version this session-state knows.
+        known: i64,
+    },
+
+    /// A row of the projection database does not decode (damaged or edited). Readers
+    /// rebuild the session from its log and answer from the rebuild; this error is
+    /// returned only when the rebuilt rows do not decode either.
+    #[error("projection database {path}: a stored row for {file} does not decode: {detail}")]
+    CorruptProjection {
+        /// The database file.
+        path: PathBuf,
+        /// The session file whose rows are affected.
+        file: PathBuf,
+        /// Which row and what is wrong with it.
+        detail: String,
+    },
+}
+
+impl From<ProjectionError> for Error {
+    fn from(e: ProjectionError) -> Self {
+        Error::Projection(e)
+    }
 }
 
 impl From<StoreError> for Error {

@@ -5,6 +5,7 @@
 //! hold on this path too.
 
 use crate::common::{self, holders::Proc};
+use session_state::ProjectionError;
 
 use serde_json::{Value, json};
 use session_state::{
@@ -431,7 +432,7 @@ fn a_wal_of_ours_left_beside_another_programs_database_never_makes_it_ours() {
     std::fs::rename(&elsewhere, &db).expect("move into place");
     let before = std::fs::read(&db).expect("read");
     match common::open_store(&db) {
-        Err(Error::NotOurDatabase { what, .. }) => {
+        Err(Error::Projection(ProjectionError::NotOurDatabase { what, .. })) => {
             assert!(what.contains("users"), "{what}")
         }
         other => panic!("{other:?}"),

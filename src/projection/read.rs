@@ -51,7 +51,7 @@ pub(crate) fn entry_id_at(
 /// The error of a fold that met a bad event (stored as the event's index), naming the
 /// event's entry and place from the rows. `Err`: the lookup failed (the database error),
 /// or the rows do not hold the event the fold error names
-/// ([`Error::CorruptProjection`]: the session is rebuilt and read again).
+/// ([`ProjectionError::CorruptProjection`](crate::ProjectionError::CorruptProjection): the session is rebuilt and read again).
 fn bad_event(
     conn: &Connection,
     rows: Rows<'_>,
@@ -291,6 +291,7 @@ fn node_of(conn: &Connection, key: &str, id: &str) -> rusqlite::Result<Option<(i
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ProjectionError;
     use crate::projection::schema::SCHEMA;
 
     /// A fold error names its bad event by index; the entry behind it is looked up when
@@ -305,10 +306,19 @@ mod tests {
         let conn = Connection::open_in_memory().expect("open");
         // No tables: the lookup fails.
         let e = bad_event(&conn, rows, "/s.jsonl", "p", "bad".into(), 3);
-        assert!(matches!(e, Err(Error::Database { .. })), "{e:?}");
+        assert!(
+            matches!(e, Err(Error::Projection(ProjectionError::Database { .. }))),
+            "{e:?}"
+        );
         conn.execute_batch(SCHEMA).expect("schema");
         let e = bad_event(&conn, rows, "/s.jsonl", "p", "bad".into(), 3);
-        assert!(matches!(e, Err(Error::CorruptProjection { .. })), "{e:?}");
+        assert!(
+            matches!(
+                e,
+                Err(Error::Projection(ProjectionError::CorruptProjection { .. }))
+            ),
+            "{e:?}"
+        );
         conn.execute_batch(
             "INSERT INTO nodes(file, idx, entry_id, parent, seg) \
              VALUES ('/s.jsonl', 3, 'abc123', NULL, 3);

@@ -746,6 +746,7 @@ impl EntrySink for SqlSink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ProjectionError;
 
     /// `assign_id` cannot return an error through the scanner's interface; a database
     /// error while checking an id for collisions is kept and returned by the next entry
@@ -765,7 +766,10 @@ mod tests {
         );
         let _ = sink.assign_id(0);
         assert!(
-            matches!(sink.deferred, Some(Error::Database { .. })),
+            matches!(
+                sink.deferred,
+                Some(Error::Projection(ProjectionError::Database { .. }))
+            ),
             "{:?}",
             sink.deferred
         );

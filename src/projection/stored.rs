@@ -22,6 +22,7 @@ use super::read::{ReadValue, read_value};
 use super::sink::SqlSink;
 use super::watermark::span_digest;
 use super::{CatchUp, Projection, db_err, forget};
+use crate::ProjectionError;
 use crate::error::{Error, Location, Result};
 use crate::log::header::parse_header;
 use crate::log::reader::{ReadMode, ScanState};
@@ -508,12 +509,14 @@ impl Projection {
             )
         };
         let value = match read(self) {
-            Err(Error::Database { source, .. }) if source.is_corrupt() => {
+            Err(Error::Projection(ProjectionError::Database { source, .. }))
+                if source.is_corrupt() =>
+            {
                 self.reopen_rebuilt(&format!("corrupt ({source})"))?;
                 self.catch_up_stored(src)?;
                 read(self)?
             }
-            Err(e @ Error::CorruptProjection { .. }) => {
+            Err(e @ Error::Projection(ProjectionError::CorruptProjection { .. })) => {
                 tracing::warn!(error = %e, "rebuilding the stored session's rows");
                 self.catch_up_stored_with(src, true)?;
                 read(self)?

@@ -26,6 +26,7 @@
 use super::Store;
 use super::state::{SessionState, TailWrite};
 use super::write::{Appended, Outcome, Own, Target, run};
+use crate::ProjectionError;
 use crate::error::{DatabaseError, Error, Result};
 use crate::log::io::FileSystem;
 use crate::log::writer::append_if_unchanged;
@@ -130,10 +131,12 @@ impl Target for TailTarget<'_> {
             .and_then(|caught| {
                 conn.execute_batch("COMMIT")
                     .map(|()| caught)
-                    .map_err(|source| Error::Database {
-                        path: self.db_path.clone(),
-                        action: "committing",
-                        source: DatabaseError(source),
+                    .map_err(|source| {
+                        Error::Projection(ProjectionError::Database {
+                            path: self.db_path.clone(),
+                            action: "committing",
+                            source: DatabaseError(source),
+                        })
                     })
             });
         match committed {
