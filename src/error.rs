@@ -239,97 +239,6 @@ pub enum Error {
         path: PathBuf,
     },
 
-    /// A value could not be serialized to JSON; nothing was written.
-    #[error("plugin '{plugin}': the value cannot be serialized to JSON: {source}")]
-    Serialize {
-        /// The plugin id.
-        plugin: String,
-        /// serde_json's error.
-        #[source]
-        source: serde_json::Error,
-    },
-
-    /// A value JSON as Pi's JavaScript reads it cannot carry exactly (an integer beyond
-    /// 2^53 that a double cannot hold, ...); nothing was written.
-    #[error("plugin '{plugin}': {detail}; nothing was written")]
-    UnrepresentableValue {
-        /// The plugin id.
-        plugin: String,
-        /// Which number, and what JavaScript would read instead.
-        detail: String,
-    },
-
-    /// A stored value does not deserialize into the caller's type (the type is the
-    /// state's schema: this is the read's validation).
-    #[error(
-        "plugin '{plugin}': the stored value{} does not deserialize into the requested \
-         type at `{path}`: {source}",
-        fmt_id(.entry_id)
-    )]
-    Deserialize {
-        /// The plugin id.
-        plugin: String,
-        /// The entry whose fold produced the value, when known.
-        entry_id: Option<String>,
-        /// The first path in the value that fails (`.` for the value itself).
-        path: String,
-        /// serde_json's error.
-        #[source]
-        source: serde_json::Error,
-    },
-
-    /// A state written under a newer version of its shape than the reader knows: every
-    /// read and write of it is refused, and nothing is written over it.
-    #[error(
-        "plugin '{plugin}': the state{} was written under stateVersion {stored}, newer than \
-         version {known} that this code knows; it is neither read nor written over \
-         (upgrade the extension that reads it)",
-        fmt_id(.entry_id)
-    )]
-    NewerStateVersion {
-        /// The plugin id.
-        plugin: String,
-        /// The version the state was written under.
-        stored: u32,
-        /// The version the reader knows (its key's version).
-        known: u32,
-        /// The event that wrote it, when known.
-        entry_id: Option<String>,
-    },
-
-    /// The key's `migrate` function refused a value written under an older version.
-    #[error(
-        "plugin '{plugin}': migrating the state{} from version {from} to {to} failed: {detail}",
-        fmt_id(.entry_id)
-    )]
-    Migrate {
-        /// The plugin id.
-        plugin: String,
-        /// The version the value was written under.
-        from: u32,
-        /// The key's version.
-        to: u32,
-        /// The event that wrote the value, when known.
-        entry_id: Option<String>,
-        /// What `migrate` said.
-        detail: String,
-    },
-
-    /// A state event that this crate cannot interpret.
-    #[error("{path}: plugin '{plugin}': bad state event '{entry_id}' at {at}: {detail}")]
-    BadEvent {
-        /// The session file.
-        path: PathBuf,
-        /// The plugin id.
-        plugin: String,
-        /// The entry id.
-        entry_id: String,
-        /// Where the entry starts.
-        at: Location,
-        /// What is wrong (unknown `v`, op or scope, missing value...).
-        detail: String,
-    },
-
     /// An invalid option or argument (a [`crate::LogOptions`] session id, a plugin id).
     #[error("invalid option {option}: {detail}")]
     InvalidOption {
@@ -434,6 +343,11 @@ pub enum Error {
         /// What went wrong, with the file it concerns.
         what: String,
     },
+
+    /// A plugin's state value or state event cannot be written or read (see
+    /// [`StateError`]).
+    #[error(transparent)]
+    State(StateError),
 
     /// The projection database failed or refused (see [`ProjectionError`]).
     #[error(transparent)]
@@ -579,6 +493,109 @@ pub enum ProjectionError {
 impl From<ProjectionError> for Error {
     fn from(e: ProjectionError) -> Self {
         Error::Projection(e)
+    }
+}
+
+/// A plugin's state: its value (serializing, deserializing, its version of the shape) and the
+/// events that store it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// A value could not be serialized to JSON; nothing was written.
+    #[error("plugin '{plugin}': the value cannot be serialized to JSON: {source}")]
+    Serialize {
+        /// The plugin id.
+        plugin: String,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A value JSON as Pi's JavaScript reads it cannot carry exactly (an integer beyond
+    /// 2^53 that a double cannot hold, ...); nothing was written.
+    #[error("plugin '{plugin}': {detail}; nothing was written")]
+    UnrepresentableValue {
+        /// The plugin id.
+        plugin: String,
+        /// Which number, and what JavaScript would read instead.
+        detail: String,
+    },
+
+    /// A stored value does not deserialize into the caller's type (the type is the
+    /// state's schema: this is the read's validation).
+    #[error(
+        "plugin '{plugin}': the stored value{} does not deserialize into the requested \
+         type at `{path}`: {source}",
+        fmt_id(.entry_id)
+    )]
+    Deserialize {
+        /// The plugin id.
+        plugin: String,
+        /// The entry whose fold produced the value, when known.
+        entry_id: Option<String>,
+        /// The first path in the value that fails (`.` for the value itself).
+        path: String,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A state written under a newer version of its shape than the reader knows: every
+    /// read and write of it is refused, and nothing is written over it.
+    #[error(
+        "plugin '{plugin}': the state{} was written under stateVersion {stored}, newer than \
+         version {known} that this code knows; it is neither read nor written over \
+         (upgrade the extension that reads it)",
+        fmt_id(.entry_id)
+    )]
+    NewerStateVersion {
+        /// The plugin id.
+        plugin: String,
+        /// The version the state was written under.
+        stored: u32,
+        /// The version the reader knows (its key's version).
+        known: u32,
+        /// The event that wrote it, when known.
+        entry_id: Option<String>,
+    },
+
+    /// The key's `migrate` function refused a value written under an older version.
+    #[error(
+        "plugin '{plugin}': migrating the state{} from version {from} to {to} failed: {detail}",
+        fmt_id(.entry_id)
+    )]
+    Migrate {
+        /// The plugin id.
+        plugin: String,
+        /// The version the value was written under.
+        from: u32,
+        /// The key's version.
+        to: u32,
+        /// The event that wrote the value, when known.
+        entry_id: Option<String>,
+        /// What `migrate` said.
+        detail: String,
+    },
+
+    /// A state event that this crate cannot interpret.
+    #[error("{path}: plugin '{plugin}': bad state event '{entry_id}' at {at}: {detail}")]
+    BadEvent {
+        /// The session file.
+        path: PathBuf,
+        /// The plugin id.
+        plugin: String,
+        /// The entry id.
+        entry_id: String,
+        /// Where the entry starts.
+        at: Location,
+        /// What is wrong (unknown `v`, op or scope, missing value...).
+        detail: String,
+    },
+}
+
+impl From<StateError> for Error {
+    fn from(e: StateError) -> Self {
+        Error::State(e)
     }
 }
 

@@ -13,6 +13,7 @@ use crate::common;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use serde_json::{Value, json};
+use session_state::StateError;
 use session_state::settings::SettingsError;
 use session_state::*;
 use std::collections::HashMap;
@@ -197,7 +198,7 @@ fn a_value_that_does_not_serialize_is_refused_and_nothing_is_appended() {
         .unwrap();
     let value = HashMap::from([((1, 2), 3)]);
     let err = st.write(&mut log, &value).unwrap_err();
-    let Error::Serialize { plugin, .. } = &err else {
+    let Error::State(StateError::Serialize { plugin, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(plugin, "grid");
@@ -255,7 +256,10 @@ fn non_finite_numbers_are_refused_before_writing() {
             .unwrap_err(),
     );
     for err in &errors {
-        assert!(matches!(err, Error::Serialize { .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::State(StateError::Serialize { .. })),
+            "{err:?}"
+        );
         let msg = err.to_string();
         assert!(
             msg.contains("plugin 'num'") || msg.contains("plugin 'gauge'"),
@@ -290,7 +294,7 @@ fn integers_pi_would_not_read_back_are_refused_before_writing() {
         .and_then(|store| store.state::<Vec<u64>>("ids", Scope::Branch))
         .unwrap();
     let err = st.write(&mut log, &vec![1, u64::MAX]).unwrap_err();
-    let Error::UnrepresentableValue { plugin, detail } = &err else {
+    let Error::State(StateError::UnrepresentableValue { plugin, detail }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(plugin, "ids");
@@ -300,7 +304,7 @@ fn integers_pi_would_not_read_back_are_refused_before_writing() {
     let patch = json!({"n": 9007199254740993u64});
     assert!(matches!(
         state(dir.path(), "ids").patch(&mut log, &patch),
-        Err(Error::UnrepresentableValue { .. })
+        Err(Error::State(StateError::UnrepresentableValue { .. }))
     ));
     assert_eq!(
         std::fs::read(log.path()).unwrap(),
@@ -436,7 +440,7 @@ fn a_state_value_deeper_than_serde_json_reads_is_read_and_kept() {
     assert_eq!(json::to_string(&projected), deep);
     // The `data` object is one level more: this one is past the limit.
     let err = state(dir.path(), "too").read_value(&log).unwrap_err();
-    let Error::BadEvent { entry_id, at, .. } = &err else {
+    let Error::State(StateError::BadEvent { entry_id, at, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!((entry_id.as_str(), at.line), ("f0000001", 4));
@@ -659,7 +663,10 @@ fn a_number_beyond_the_double_range_is_infinity_and_seals_nothing() {
     // A value holding it is not a value to write.
     let before = std::fs::read(&path).unwrap();
     let err = st.write(&mut log, &v).unwrap_err();
-    assert!(matches!(err, Error::UnrepresentableValue { .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::State(StateError::UnrepresentableValue { .. })),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("Infinity"), "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), before, "nothing appended");
 
@@ -911,12 +918,12 @@ fn a_line_with_100k_nested_arrays_never_overflows_the_stack() {
     );
     let log = open(&path, ReadMode::Strict).unwrap();
     let err = state(dir.path(), "deep").read(&log).unwrap_err();
-    let Error::BadEvent {
+    let Error::State(StateError::BadEvent {
         plugin,
         entry_id,
         at,
         ..
-    } = &err
+    }) = &err
     else {
         panic!("{err:?}")
     };
@@ -1707,7 +1714,7 @@ fn arbitrary_state_event_data_never_panics_a_read() {
                     if let Err(e) = r {
                         errors.set(errors.get() + 1);
                         prop_assert!(
-                            matches!(e, Error::BadEvent { ref plugin, .. } if plugin == "p"),
+                            matches!(e, Error::State(StateError::BadEvent { ref plugin, .. }) if plugin == "p"),
                             "{}",
                             e
                         );

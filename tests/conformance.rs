@@ -13,6 +13,7 @@
 use crate::common;
 use common::backend::TestBackend;
 use serde_json::{Value, json};
+use session_state::StateError;
 use session_state::format::{MAX_SESSION_ID_BYTES, read_header};
 use session_state::*;
 use std::ops::ControlFlow;
@@ -581,7 +582,7 @@ pub(crate) mod suite {
         // Refused before anything is stored: an integer Pi's JavaScript would not read back.
         assert!(matches!(
             role.write_stored(&s, None, &json!(9007199254740993u64)),
-            Err(Error::UnrepresentableValue { .. })
+            Err(Error::State(StateError::UnrepresentableValue { .. }))
         ));
         assert_eq!((b.reopen)().load(&id).unwrap().next_seq(), 5);
     }

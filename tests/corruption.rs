@@ -19,6 +19,7 @@
 
 use crate::common;
 use common::examples::Rng;
+use session_state::StateError;
 
 use serde_json::{Value, json};
 use session_state::*;
@@ -328,12 +329,12 @@ fn classify(
             if let Some(id) = o.id_at.get(&d.line).filter(|id| log.entry(id).is_some()) {
                 for st in states {
                     if let Err(e) = st.read_at(&log, id) {
-                        let Error::BadEvent {
+                        let Error::State(StateError::BadEvent {
                             at,
                             entry_id,
                             plugin,
                             ..
-                        } = &e
+                        }) = &e
                         else {
                             panic!("{what}: reading {}: {e}", st.plugin_id())
                         };

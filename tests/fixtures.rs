@@ -4,6 +4,7 @@
 
 use crate::common;
 use serde_json::json;
+use session_state::StateError;
 use session_state::*;
 use std::path::{Path, PathBuf};
 
@@ -248,12 +249,12 @@ fn bad_envelopes_fail_only_their_plugin() {
         .unwrap();
     let err = role.read(&log).unwrap_err();
     match &err {
-        Error::BadEvent {
+        Error::State(StateError::BadEvent {
             entry_id,
             at,
             plugin,
             ..
-        } => {
+        }) => {
             assert_eq!(
                 (entry_id.as_str(), at.line, plugin.as_str()),
                 ("a0000004", 5, "role")
@@ -264,7 +265,7 @@ fn bad_envelopes_fail_only_their_plugin() {
     assert!(err.to_string().contains("frobnicate"), "{err}");
     let err = role.read_at(&log, "a0000003").unwrap_err();
     assert!(
-        matches!(&err, Error::BadEvent { entry_id, .. } if entry_id == "a0000003"),
+        matches!(&err, Error::State(StateError::BadEvent { entry_id, .. }) if entry_id == "a0000003"),
         "{err}"
     );
     assert!(err.to_string().contains("v=9"), "{err}");

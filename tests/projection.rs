@@ -6,6 +6,7 @@
 
 use crate::common;
 use session_state::ProjectionError;
+use session_state::StateError;
 
 use std::fs::{self, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
@@ -1229,9 +1230,9 @@ fn a_stored_bad_event_naming_a_missing_event_is_rebuilt() {
     let file = s.file();
     let proj = common::open_store(&s.db).expect("open");
     let named = |proj: &Store| match proj.read_value(&file, "p", Scope::Branch, None) {
-        Err(Error::BadEvent {
+        Err(Error::State(StateError::BadEvent {
             entry_id, at: got, ..
-        }) => (entry_id, got),
+        })) => (entry_id, got),
         other => panic!("expected BadEvent, got {other:?}"),
     };
     assert_eq!(named(&proj), (bad.clone(), at));

@@ -6,6 +6,7 @@
 
 use crate::common::{self, holders::Proc};
 use session_state::ProjectionError;
+use session_state::StateError;
 
 use serde_json::{Value, json};
 use session_state::{
@@ -480,7 +481,7 @@ fn apply_file_hands_each_error_its_step() {
         Op::Set(json!(9_007_199_254_740_993_u64)),
         step,
     ) {
-        Err((FileWriteStep::Write, Error::UnrepresentableValue { .. })) => {}
+        Err((FileWriteStep::Write, Error::State(StateError::UnrepresentableValue { .. }))) => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(w.len(), len, "nothing appended");

@@ -5,6 +5,7 @@
 //! Proptest equivalent: `tests/bad_input.rs::arbitrary_state_event_data_never_panics_a_read`.
 #![no_main]
 
+use session_state::StateError;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use session_state::{Error, Scope, SessionLog, SessionState, Store};
@@ -64,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
         for r in results {
             if let Err(e) = r {
                 assert!(
-                    matches!(&e, Error::BadEvent { plugin, .. } if plugin == "p"),
+                    matches!(&e, Error::State(StateError::BadEvent { plugin, .. }) if plugin == "p"),
                     "{e}"
                 );
             }

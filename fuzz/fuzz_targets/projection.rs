@@ -11,6 +11,7 @@
 //! Proptest relatives: `tests/projection.rs`, `tests/differential.rs`.
 #![no_main]
 
+use session_state::StateError;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use session_state::{Error, SessionLog, SessionState, Store, json};
@@ -147,9 +148,9 @@ fn library_write(s: &Scratch, file: &Path, inp: &mut Input<'_>) {
     };
     let after = SessionLog::open(file).expect("reads strictly after a write");
     match (&result, &current) {
-        (Err(Error::BadEvent { plugin, .. }), Err(Unreadable)) if plugin == st.plugin_id() => {}
+        (Err(Error::State(StateError::BadEvent { plugin, .. })), Err(Unreadable)) if plugin == st.plugin_id() => {}
         // A value JavaScript would not read back (an integer beyond 2^53).
-        (Err(Error::UnrepresentableValue { .. }), _) => {}
+        (Err(Error::State(StateError::UnrepresentableValue { .. })), _) => {}
         (Err(e), _) => panic!("a write of {} failed: {e}", st.plugin_id()),
         (Ok(_), Err(Unreadable)) => {
             panic!("a write over a bad event of {} succeeded", st.plugin_id())

@@ -5,6 +5,7 @@
 //! a naive reference fold (each position's path folded from the root, as
 //! `docs/data-flow.md` ("Fold") defines the value), and a scratch directory.
 
+use session_state::StateError;
 use serde_json::Value;
 use session_state::{Error, Scope, SessionLog, json};
 use std::collections::HashMap;
@@ -395,7 +396,7 @@ pub fn expected(log: &SessionLog, plugin: &str, scope: Scope, at: &str) -> Expec
 pub fn agree(what: &str, got: &Result<Option<Value>, Error>, want: &Expected, plugin: &str) {
     match (got, want) {
         (Ok(g), Ok(w)) => assert!(g == w, "{what}: got {g:?}, the reference folds {w:?}"),
-        (Err(Error::BadEvent { plugin: p, .. }), Err(Unreadable)) if p == plugin => {}
+        (Err(Error::State(StateError::BadEvent { plugin: p, .. })), Err(Unreadable)) if p == plugin => {}
         (Err(e), Err(Unreadable)) => panic!("{what}: expected a bad event of {plugin}, got: {e}"),
         (Err(e), Ok(w)) => panic!("{what}: the reference folds {w:?}, got: {e}"),
         (Ok(g), Err(Unreadable)) => panic!("{what}: got {g:?}, the reference meets a bad event"),

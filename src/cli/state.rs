@@ -12,7 +12,7 @@
 //! `--json` says which. A write is decided by a key at one version: `--version N` as
 //! given, else the version the stored value was written under (1 where there is none), so
 //! `patch`, `drop` and a `write` without `--version` keep it. A stored value of a newer
-//! version than `--version` is refused by the library ([`Error::NewerStateVersion`]),
+//! version than `--version` is refused by the library ([`StateError::NewerStateVersion`]),
 //! nothing written.
 
 use super::store::{Sessions, Stored, Target};
@@ -21,6 +21,7 @@ use super::{
     require_regular, short_json, strict_error,
 };
 use serde_json::{Map, Value};
+use session_state::StateError;
 use session_state::{
     Error, FileWriteStep, HistoryEntry, Op, ReadMode, Scope, SessionLog, SessionState, StateKey,
     Store, format::validate_plugin_id,
@@ -342,11 +343,13 @@ fn at_error(t: &StateArgs, e: Error) -> Failure {
 /// `--version` (`version`) is the library's message, then what to pass instead.
 fn write_error(e: Error, version: Option<u32>) -> Failure {
     match (&e, version) {
-        (Error::NewerStateVersion { stored, .. }, Some(n)) => fail(format_args!(
-            "{e}\n(--version {n} is older than the stored value's stateVersion {stored}: nothing \
+        (Error::State(StateError::NewerStateVersion { stored, .. }), Some(n)) => {
+            fail(format_args!(
+                "{e}\n(--version {n} is older than the stored value's stateVersion {stored}: nothing \
              was written; pass --version {stored} or more, or leave --version out to keep \
              {stored})"
-        )),
+            ))
+        }
         _ => fail(e),
     }
 }

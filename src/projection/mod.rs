@@ -185,11 +185,11 @@ impl Projection {
     /// Opens (or creates) the projection database. Only a file that is provably ours
     /// (docs/spec.md §4: our `application_id` in its header, or `meta.app` of an older version)
     /// is used. An earlier version's schema is migrated in place, its lock and presence
-    /// rows kept; a later version's is refused with [`ProjectionError::NewerDatabase`](crate::ProjectionError::NewerDatabase) and left
+    /// rows kept; a later version's is refused with [`ProjectionError::NewerDatabase`] and left
     /// untouched; a corrupt one is deleted and rebuilt unless it holds the row of a live
     /// holder other than this process, which is refused with [`LockError::Held`]
     /// (this process's own rows are carried over). Anything else at the path is refused
-    /// with [`ProjectionError::NotOurDatabase`](crate::ProjectionError::NotOurDatabase) and left untouched; a database that cannot be opened
+    /// with [`ProjectionError::NotOurDatabase`] and left untouched; a database that cannot be opened
     /// at all is an error.
     ///
     /// [`LockError::Held`]: crate::lock::LockError::Held
@@ -239,7 +239,7 @@ impl Projection {
 
     /// Opens an existing database read-only, never creating it (for `status`). Nothing
     /// (or an empty file) is `None`; a file that is not provably ours is
-    /// [`ProjectionError::NotOurDatabase`](crate::ProjectionError::NotOurDatabase).
+    /// [`ProjectionError::NotOurDatabase`].
     pub fn open_existing(path: &Path) -> Result<Option<Connection>> {
         if schema::ownership(path)? == Found::Absent {
             return Ok(None);
@@ -621,7 +621,7 @@ impl Rows<'_> {
 
     /// The value stored as `at` ([`step::unfold`]); `stored_at(idx)` reads another event's
     /// storage. A missing base or a text that does not parse is
-    /// [`ProjectionError::CorruptProjection`](crate::ProjectionError::CorruptProjection).
+    /// [`ProjectionError::CorruptProjection`].
     fn unfold(
         &self,
         at: Stored,

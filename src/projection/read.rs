@@ -6,6 +6,7 @@
 
 use super::schema::from_columns;
 use super::{Rows, db_err};
+use crate::StateError;
 use crate::error::{Error, Location, Result};
 use crate::state::envelope::Scope;
 use crate::state::step::Stored;
@@ -75,7 +76,7 @@ fn bad_event(
             "event {idx}, named by the error of plugin {plugin:?}'s fold, is missing"
         )));
     };
-    Ok(Error::BadEvent {
+    Ok(Error::State(StateError::BadEvent {
         path: rows.file.to_path_buf(),
         plugin: plugin.into(),
         entry_id,
@@ -84,7 +85,7 @@ fn bad_event(
             offset: offset as u64,
         },
         detail,
-    })
+    }))
 }
 
 pub(super) fn read_value(
@@ -327,13 +328,13 @@ mod tests {
         )
         .expect("rows");
         match bad_event(&conn, rows, "/s.jsonl", "p", "unknown op".into(), 3) {
-            Ok(Error::BadEvent {
+            Ok(Error::State(StateError::BadEvent {
                 entry_id,
                 at,
                 plugin,
                 detail,
                 ..
-            }) => {
+            })) => {
                 assert_eq!(entry_id, "abc123");
                 assert_eq!((at.line, at.offset), (5, 812));
                 assert_eq!((plugin.as_str(), detail.as_str()), ("p", "unknown op"));

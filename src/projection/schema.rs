@@ -249,7 +249,7 @@ pub(super) enum Found {
 }
 
 /// Decides, without modifying anything, whether the file at `path` is provably our
-/// projection (docs/spec.md §4). A file that is not is an [`ProjectionError::NotOurDatabase`](crate::ProjectionError::NotOurDatabase) naming what is
+/// projection (docs/spec.md §4). A file that is not is an [`ProjectionError::NotOurDatabase`] naming what is
 /// there.
 pub(super) fn ownership(path: &Path) -> Result<Found> {
     let not_ours = |what: String| {

@@ -126,7 +126,7 @@ impl StoreOptions {
 ///
 /// The database is opened on first use ([`Store::connect`] opens it now), so resolving a
 /// location never creates a file. Only a database that is provably ours is used
-/// (docs/spec.md §4); anything else at the path is refused with [`ProjectionError::NotOurDatabase`](crate::ProjectionError::NotOurDatabase).
+/// (docs/spec.md §4); anything else at the path is refused with [`ProjectionError::NotOurDatabase`].
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
