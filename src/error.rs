@@ -34,211 +34,6 @@ pub const MAX_SESSION_ID_BYTES: usize = 128;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An I/O operation on a file failed.
-    #[error("{action} {path}: {source}")]
-    Io {
-        /// What we were doing ("reading", "appending to", ...).
-        action: &'static str,
-        /// The file or directory.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: io::Error,
-    },
-
-    /// The file has no session header line.
-    #[error("{path}: not a Pi session file: {detail}")]
-    MissingHeader {
-        /// The session file.
-        path: PathBuf,
-        /// Why ("the file is empty", "line 1 is a message entry", ...).
-        detail: String,
-    },
-
-    /// The header line exists but is not a valid session header.
-    #[error("{path}: invalid session header on line 1: {detail}")]
-    InvalidHeader {
-        /// The session file.
-        path: PathBuf,
-        /// What is wrong with it.
-        detail: String,
-    },
-
-    /// The session file was written by a newer Pi than this crate understands.
-    #[error(
-        "{path}: session format version {version} is newer than the supported version 3; \
-         upgrade session-state"
-    )]
-    UnsupportedVersion {
-        /// The session file.
-        path: PathBuf,
-        /// The version found in the header.
-        version: String,
-    },
-
-    /// A complete line that is not valid JSON, followed by valid lines.
-    #[error(
-        "{path}: corrupt line at {at}: {detail}; valid entries follow it, so this is not a \
-         torn write (run `session-state verify --salvage` to see what a salvage read keeps)"
-    )]
-    Corrupt {
-        /// The session file.
-        path: PathBuf,
-        /// Where the line starts.
-        at: Location,
-        /// The parser's complaint.
-        detail: String,
-    },
-
-    /// A line that is valid JSON but not a valid entry (missing `id`, wrong types, ...).
-    #[error("{path}: invalid entry at {at}{}: {detail}", fmt_id(.id))]
-    InvalidEntry {
-        /// The session file.
-        path: PathBuf,
-        /// Where the line starts.
-        at: Location,
-        /// The entry id, when the line has one.
-        id: Option<String>,
-        /// What is wrong.
-        detail: String,
-    },
-
-    /// Two entries share an id.
-    #[error("{path}: duplicate entry id '{id}' at {at} ({})", fmt_first_line(.first_line))]
-    DuplicateId {
-        /// The session file.
-        path: PathBuf,
-        /// Where the second use starts.
-        at: Location,
-        /// The id.
-        id: String,
-        /// Line of the first entry with this id; `None` when the reader no longer knows it
-        /// (the projection's catch-up keeps ids, not the lines they came from).
-        first_line: Option<u64>,
-    },
-
-    /// An entry's `parentId` names no earlier entry.
-    #[error(
-        "{path}: entry '{id}' at {at} has parentId '{parent}', which names no earlier entry \
-         (a missing entry or a forward reference)"
-    )]
-    DanglingParent {
-        /// The session file.
-        path: PathBuf,
-        /// Where the entry starts.
-        at: Location,
-        /// The entry id.
-        id: String,
-        /// The parent id it names.
-        parent: String,
-    },
-
-    /// An entry is its own ancestor.
-    #[error("{path}: entry '{id}' at {at} is its own parent (a cycle)")]
-    Cycle {
-        /// The session file.
-        path: PathBuf,
-        /// Where the entry starts.
-        at: Location,
-        /// The entry id.
-        id: String,
-    },
-
-    /// An entry id that the session does not contain.
-    #[error("{path}: no entry with id '{id}' in this session")]
-    UnknownEntry {
-        /// The session file.
-        path: PathBuf,
-        /// The id that was asked for.
-        id: String,
-    },
-
-    /// The file changed behind our back in a way appends cannot explain.
-    #[error("{path}: the file changed behind this process's back ({detail}); reopen the session")]
-    ChangedOnDisk {
-        /// The session file.
-        path: PathBuf,
-        /// What changed.
-        detail: String,
-    },
-
-    /// The last complete line does not parse; appending after it would turn it into
-    /// corruption in the middle of the file.
-    #[error(
-        "{path}: the last complete line, at {at}, is not valid JSON: {detail}; refusing to \
-         append after it. Inspect it with `session-state verify`"
-    )]
-    TrailingGarbage {
-        /// The session file.
-        path: PathBuf,
-        /// Where the line starts.
-        at: Location,
-        /// The parser's complaint.
-        detail: String,
-    },
-
-    /// A v1/v2 file cannot be migrated to version 3 without changing or losing content;
-    /// the file was not touched.
-    #[error(
-        "{path}: cannot migrate this version 1/2 session to version 3: {at}: {detail}; the \
-         file was not changed"
-    )]
-    MigrationRefused {
-        /// The session file.
-        path: PathBuf,
-        /// The line that cannot be migrated (line 1 for a whole-file check).
-        at: Location,
-        /// Why.
-        detail: String,
-    },
-
-    /// A session path that does not name a regular file (a FIFO, a device, a directory).
-    #[error("{path}: not a regular file ({kind}); a session log must be a regular file")]
-    NotARegularFile {
-        /// The path as given (or as resolved through a symlink).
-        path: PathBuf,
-        /// What is there instead ("a FIFO", "a character device", ...).
-        kind: String,
-    },
-
-    /// An earlier write or sync failed; the writer refuses further appends.
-    #[error(
-        "{path}: an earlier append failed ({cause}); this writer is poisoned and appends \
-         nothing more. Reopen the session: the reader will show what reached the disk"
-    )]
-    Poisoned {
-        /// The session file.
-        path: PathBuf,
-        /// The first failure.
-        cause: String,
-    },
-
-    /// The session exists only in memory; the operation needs the file.
-    #[error("session {session_id} has not been written to disk yet")]
-    NotMaterialized {
-        /// The session id.
-        session_id: String,
-    },
-
-    /// A write to a detached log: one read from a store's entries
-    /// ([`crate::LogOptions::read`]), not opened on its file. Nothing was written, and no
-    /// file was created at the label.
-    #[error(
-        "{label}: this session was read from its store, not opened on a file; it cannot be \
-         appended to, materialized or refreshed here: append through the store that holds it"
-    )]
-    Detached {
-        /// The label the log was read under (it names no file).
-        label: PathBuf,
-    },
-
-    /// The session file already exists.
-    #[error("{path}: a file already exists at this path")]
-    AlreadyExists {
-        /// The path.
-        path: PathBuf,
-    },
-
     /// An invalid option or argument (a [`crate::LogOptions`] session id, a plugin id).
     #[error("invalid option {option}: {detail}")]
     InvalidOption {
@@ -248,101 +43,16 @@ pub enum Error {
         detail: String,
     },
 
-    /// A new session's header (created or imported) is not in format version 3, the only
-    /// one new sessions are written in.
-    #[error(
-        "session {session_id}: new sessions are written in format version 3, the header \
-         says {version}"
-    )]
-    UnsupportedNewVersion {
-        /// The session id.
-        session_id: String,
-        /// The header's version.
-        version: u32,
-    },
-
-    /// A new session's id (created or imported) breaks the one session-id rule of every
-    /// backend ([`crate::format::MAX_SESSION_ID_BYTES`]; see `docs/persistence.md`).
-    #[error(
-        "session id {session_id:?} cannot be part of a Pi session file name: an id is 1 to \
-         {max} bytes, without `/`, `\\`, a newline or a NUL, and not `.` or `..`",
-        max = MAX_SESSION_ID_BYTES
-    )]
-    InvalidSessionId {
-        /// The session id.
-        session_id: String,
-    },
-
-    /// A new session's header cannot name a Pi session file (every backend keeps this
-    /// rule, so that any stored session can be exported as one).
-    #[error(
-        "session {session_id}: the header cannot name a session file (it needs a cwd, and \
-         a timestamp and an id without path separators)"
-    )]
-    UnlocatableHeader {
-        /// The session id.
-        session_id: String,
-    },
-
-    /// [`crate::Sessions::create`] twice for a session that is still only in memory.
-    #[error(
-        "session {session_id} was already created in this store (it is written on its \
-         first append)"
-    )]
-    AlreadyCreated {
-        /// The session id.
-        session_id: String,
-    },
-
-    /// [`crate::Sessions::append`] or [`crate::Sessions::append_lines`]: an event or a
-    /// line is not acceptable. Nothing was written.
-    #[error("session {session_id}: event {index} (seq {seq}) {detail}; nothing was written")]
-    InvalidEvent {
-        /// The session id.
-        session_id: String,
-        /// The event's index in the batch.
-        index: usize,
-        /// The sequence number it would have had.
-        seq: u64,
-        /// What is wrong ("is not a JSON object", "has a `parentId` field; …").
-        detail: String,
-    },
-
-    /// [`crate::Sessions::append_serialized`]: an event cannot be serialized to JSON.
-    /// Nothing was written.
-    #[error(
-        "session {session_id}: event {index} (seq {seq}) cannot be serialized to JSON: \
-         {source}; nothing was written"
-    )]
-    EventNotSerializable {
-        /// The session id.
-        session_id: String,
-        /// The event's index in the batch.
-        index: usize,
-        /// The sequence number it would have had.
-        seq: u64,
-        /// serde_json's error.
-        #[source]
-        source: serde_json::Error,
-    },
-
-    /// [`crate::Loaded::event`]: no event has this sequence number.
-    #[error("session {session_id}: no event with seq {seq} (next_seq is {next_seq})")]
-    NoSuchEvent {
-        /// The session id.
-        session_id: String,
-        /// The sequence number asked for.
-        seq: u64,
-        /// The session's next sequence number (its number of events).
-        next_seq: u64,
-    },
-
     /// Something this crate's own invariants rule out happened: a bug in session-state.
     #[error("internal error in session-state: {what}; please report it")]
     Internal {
         /// What went wrong, with the file it concerns.
         what: String,
     },
+
+    /// A session's log cannot be read or appended to (see [`LogError`]).
+    #[error(transparent)]
+    Log(LogError),
 
     /// A plugin's state value or state event cannot be written or read (see
     /// [`StateError`]).
@@ -596,6 +306,313 @@ pub enum StateError {
 impl From<StateError> for Error {
     fn from(e: StateError) -> Self {
         Error::State(e)
+    }
+}
+
+/// A session's log: reading and appending to it (its file's I/O, the strict reader's
+/// refusals with file, line and byte offset, the writer's), and the rules every new session
+/// and every appended event keeps, in a file or in a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// An I/O operation on a file failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What we were doing ("reading", "appending to", ...).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The file has no session header line.
+    #[error("{path}: not a Pi session file: {detail}")]
+    MissingHeader {
+        /// The session file.
+        path: PathBuf,
+        /// Why ("the file is empty", "line 1 is a message entry", ...).
+        detail: String,
+    },
+
+    /// The header line exists but is not a valid session header.
+    #[error("{path}: invalid session header on line 1: {detail}")]
+    InvalidHeader {
+        /// The session file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+
+    /// The session file was written by a newer Pi than this crate understands.
+    #[error(
+        "{path}: session format version {version} is newer than the supported version 3; \
+         upgrade session-state"
+    )]
+    UnsupportedVersion {
+        /// The session file.
+        path: PathBuf,
+        /// The version found in the header.
+        version: String,
+    },
+
+    /// A complete line that is not valid JSON, followed by valid lines.
+    #[error(
+        "{path}: corrupt line at {at}: {detail}; valid entries follow it, so this is not a \
+         torn write (run `session-state verify --salvage` to see what a salvage read keeps)"
+    )]
+    Corrupt {
+        /// The session file.
+        path: PathBuf,
+        /// Where the line starts.
+        at: Location,
+        /// The parser's complaint.
+        detail: String,
+    },
+
+    /// A line that is valid JSON but not a valid entry (missing `id`, wrong types, ...).
+    #[error("{path}: invalid entry at {at}{}: {detail}", fmt_id(.id))]
+    InvalidEntry {
+        /// The session file.
+        path: PathBuf,
+        /// Where the line starts.
+        at: Location,
+        /// The entry id, when the line has one.
+        id: Option<String>,
+        /// What is wrong.
+        detail: String,
+    },
+
+    /// Two entries share an id.
+    #[error("{path}: duplicate entry id '{id}' at {at} ({})", fmt_first_line(.first_line))]
+    DuplicateId {
+        /// The session file.
+        path: PathBuf,
+        /// Where the second use starts.
+        at: Location,
+        /// The id.
+        id: String,
+        /// Line of the first entry with this id; `None` when the reader no longer knows it
+        /// (the projection's catch-up keeps ids, not the lines they came from).
+        first_line: Option<u64>,
+    },
+
+    /// An entry's `parentId` names no earlier entry.
+    #[error(
+        "{path}: entry '{id}' at {at} has parentId '{parent}', which names no earlier entry \
+         (a missing entry or a forward reference)"
+    )]
+    DanglingParent {
+        /// The session file.
+        path: PathBuf,
+        /// Where the entry starts.
+        at: Location,
+        /// The entry id.
+        id: String,
+        /// The parent id it names.
+        parent: String,
+    },
+
+    /// An entry is its own ancestor.
+    #[error("{path}: entry '{id}' at {at} is its own parent (a cycle)")]
+    Cycle {
+        /// The session file.
+        path: PathBuf,
+        /// Where the entry starts.
+        at: Location,
+        /// The entry id.
+        id: String,
+    },
+
+    /// An entry id that the session does not contain.
+    #[error("{path}: no entry with id '{id}' in this session")]
+    UnknownEntry {
+        /// The session file.
+        path: PathBuf,
+        /// The id that was asked for.
+        id: String,
+    },
+
+    /// The file changed behind our back in a way appends cannot explain.
+    #[error("{path}: the file changed behind this process's back ({detail}); reopen the session")]
+    ChangedOnDisk {
+        /// The session file.
+        path: PathBuf,
+        /// What changed.
+        detail: String,
+    },
+
+    /// The last complete line does not parse; appending after it would turn it into
+    /// corruption in the middle of the file.
+    #[error(
+        "{path}: the last complete line, at {at}, is not valid JSON: {detail}; refusing to \
+         append after it. Inspect it with `session-state verify`"
+    )]
+    TrailingGarbage {
+        /// The session file.
+        path: PathBuf,
+        /// Where the line starts.
+        at: Location,
+        /// The parser's complaint.
+        detail: String,
+    },
+
+    /// A v1/v2 file cannot be migrated to version 3 without changing or losing content;
+    /// the file was not touched.
+    #[error(
+        "{path}: cannot migrate this version 1/2 session to version 3: {at}: {detail}; the \
+         file was not changed"
+    )]
+    MigrationRefused {
+        /// The session file.
+        path: PathBuf,
+        /// The line that cannot be migrated (line 1 for a whole-file check).
+        at: Location,
+        /// Why.
+        detail: String,
+    },
+
+    /// A session path that does not name a regular file (a FIFO, a device, a directory).
+    #[error("{path}: not a regular file ({kind}); a session log must be a regular file")]
+    NotARegularFile {
+        /// The path as given (or as resolved through a symlink).
+        path: PathBuf,
+        /// What is there instead ("a FIFO", "a character device", ...).
+        kind: String,
+    },
+
+    /// An earlier write or sync failed; the writer refuses further appends.
+    #[error(
+        "{path}: an earlier append failed ({cause}); this writer is poisoned and appends \
+         nothing more. Reopen the session: the reader will show what reached the disk"
+    )]
+    Poisoned {
+        /// The session file.
+        path: PathBuf,
+        /// The first failure.
+        cause: String,
+    },
+
+    /// The session exists only in memory; the operation needs the file.
+    #[error("session {session_id} has not been written to disk yet")]
+    NotMaterialized {
+        /// The session id.
+        session_id: String,
+    },
+
+    /// A write to a detached log: one read from a store's entries
+    /// ([`crate::LogOptions::read`]), not opened on its file. Nothing was written, and no
+    /// file was created at the label.
+    #[error(
+        "{label}: this session was read from its store, not opened on a file; it cannot be \
+         appended to, materialized or refreshed here: append through the store that holds it"
+    )]
+    Detached {
+        /// The label the log was read under (it names no file).
+        label: PathBuf,
+    },
+
+    /// The session file already exists.
+    #[error("{path}: a file already exists at this path")]
+    AlreadyExists {
+        /// The path.
+        path: PathBuf,
+    },
+
+    /// A new session's header (created or imported) is not in format version 3, the only
+    /// one new sessions are written in.
+    #[error(
+        "session {session_id}: new sessions are written in format version 3, the header \
+         says {version}"
+    )]
+    UnsupportedNewVersion {
+        /// The session id.
+        session_id: String,
+        /// The header's version.
+        version: u32,
+    },
+
+    /// A new session's id (created or imported) breaks the one session-id rule of every
+    /// backend ([`crate::format::MAX_SESSION_ID_BYTES`]; see `docs/persistence.md`).
+    #[error(
+        "session id {session_id:?} cannot be part of a Pi session file name: an id is 1 to \
+         {max} bytes, without `/`, `\\`, a newline or a NUL, and not `.` or `..`",
+        max = MAX_SESSION_ID_BYTES
+    )]
+    InvalidSessionId {
+        /// The session id.
+        session_id: String,
+    },
+
+    /// A new session's header cannot name a Pi session file (every backend keeps this
+    /// rule, so that any stored session can be exported as one).
+    #[error(
+        "session {session_id}: the header cannot name a session file (it needs a cwd, and \
+         a timestamp and an id without path separators)"
+    )]
+    UnlocatableHeader {
+        /// The session id.
+        session_id: String,
+    },
+
+    /// [`crate::Sessions::create`] twice for a session that is still only in memory.
+    #[error(
+        "session {session_id} was already created in this store (it is written on its \
+         first append)"
+    )]
+    AlreadyCreated {
+        /// The session id.
+        session_id: String,
+    },
+
+    /// [`crate::Sessions::append`] or [`crate::Sessions::append_lines`]: an event or a
+    /// line is not acceptable. Nothing was written.
+    #[error("session {session_id}: event {index} (seq {seq}) {detail}; nothing was written")]
+    InvalidEvent {
+        /// The session id.
+        session_id: String,
+        /// The event's index in the batch.
+        index: usize,
+        /// The sequence number it would have had.
+        seq: u64,
+        /// What is wrong ("is not a JSON object", "has a `parentId` field; …").
+        detail: String,
+    },
+
+    /// [`crate::Sessions::append_serialized`]: an event cannot be serialized to JSON.
+    /// Nothing was written.
+    #[error(
+        "session {session_id}: event {index} (seq {seq}) cannot be serialized to JSON: \
+         {source}; nothing was written"
+    )]
+    EventNotSerializable {
+        /// The session id.
+        session_id: String,
+        /// The event's index in the batch.
+        index: usize,
+        /// The sequence number it would have had.
+        seq: u64,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// [`crate::Loaded::event`]: no event has this sequence number.
+    #[error("session {session_id}: no event with seq {seq} (next_seq is {next_seq})")]
+    NoSuchEvent {
+        /// The session id.
+        session_id: String,
+        /// The sequence number asked for.
+        seq: u64,
+        /// The session's next sequence number (its number of events).
+        next_seq: u64,
+    },
+}
+
+impl From<LogError> for Error {
+    fn from(e: LogError) -> Self {
+        Error::Log(e)
     }
 }
 
@@ -895,14 +912,14 @@ fn fmt_id(id: &Option<String>) -> String {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// The one constructor of [`Error::Io`]: what was being done, to which file. Prefer
+    /// The one constructor of [`LogError::Io`]: what was being done, to which file. Prefer
     /// [`IoContext::ctx`] on an `io::Result`.
     pub(crate) fn io(action: &'static str, path: &std::path::Path, source: io::Error) -> Error {
-        Error::Io {
+        Error::Log(LogError::Io {
             action,
             path: path.to_path_buf(),
             source,
-        }
+        })
     }
 }
 

@@ -51,7 +51,8 @@ mod sync;
 mod tree;
 
 pub use error::{
-    BackendError, DatabaseError, Error, Location, ProjectionError, Result, StateError, StoreError,
+    BackendError, DatabaseError, Error, Location, LogError, ProjectionError, Result, StateError,
+    StoreError,
 };
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};

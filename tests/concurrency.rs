@@ -25,6 +25,7 @@ use crate::common;
 use crate::common::holders::{Proc, dead_holder};
 use crate::common::now_ms;
 use crate::common::seams::Hooked;
+use session_state::LogError;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -1016,7 +1017,10 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
         .set_len(original.len() as u64)
         .expect("truncate");
     let err = log.append(entry()).expect_err("shrunk");
-    assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Log(LogError::ChangedOnDisk { .. })),
+        "{err}"
+    );
     assert!(
         err.to_string().contains("shrank") && err.to_string().contains("reopen"),
         "{err}"
@@ -1027,7 +1031,10 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
         "nothing appended"
     );
     let err = log.refresh().expect_err("shrunk");
-    assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Log(LogError::ChangedOnDisk { .. })),
+        "{err}"
+    );
 
     // Replaced (a new file renamed over the path): refused, the new file untouched.
     let mut log = SessionLog::open(&file).expect("open");
@@ -1035,7 +1042,10 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
     std::fs::write(&other, &original).expect("write");
     std::fs::rename(&other, &file).expect("rename");
     let err = log.append(entry()).expect_err("replaced");
-    assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Log(LogError::ChangedOnDisk { .. })),
+        "{err}"
+    );
     assert!(err.to_string().contains("another file"), "{err}");
     assert_eq!(
         std::fs::read(&file).expect("read"),

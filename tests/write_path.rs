@@ -5,6 +5,7 @@
 //! hold on this path too.
 
 use crate::common::{self, holders::Proc};
+use session_state::LogError;
 use session_state::ProjectionError;
 use session_state::StateError;
 
@@ -294,7 +295,7 @@ fn what_the_rows_cannot_answer_goes_through_the_log() {
         TailWrite::NeedsLog
     );
     match role.write_file(&w.file, Some("deadbeef"), &json!(1)) {
-        Err(Error::UnknownEntry { id, .. }) => assert_eq!(id, "deadbeef"),
+        Err(Error::Log(LogError::UnknownEntry { id, .. })) => assert_eq!(id, "deadbeef"),
         other => panic!("{other:?}"),
     }
 
@@ -488,7 +489,9 @@ fn apply_file_hands_each_error_its_step() {
 
     // An entry neither the rows nor the log know.
     match role.apply_file(&w.file, Some("deadbeef"), Op::Drop, step) {
-        Err((FileWriteStep::At, Error::UnknownEntry { id, .. })) => assert_eq!(id, "deadbeef"),
+        Err((FileWriteStep::At, Error::Log(LogError::UnknownEntry { id, .. }))) => {
+            assert_eq!(id, "deadbeef")
+        }
         other => panic!("{other:?}"),
     }
 

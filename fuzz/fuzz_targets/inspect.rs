@@ -11,6 +11,7 @@
 //! Proptest relatives: `tests/replay.rs`, `src/inspect/tests.rs`.
 #![no_main]
 
+use session_state::LogError;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use session_state::inspect::{self, IntegrityKind, ReplayValue};
@@ -116,12 +117,12 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => {
             // Where the refusal points (the line and byte `verify` reports): in the file.
             let at = match &e {
-                Error::Corrupt { at, .. }
-                | Error::TrailingGarbage { at, .. }
-                | Error::InvalidEntry { at, .. }
-                | Error::DuplicateId { at, .. }
-                | Error::DanglingParent { at, .. }
-                | Error::Cycle { at, .. } => Some(*at),
+                Error::Log(LogError::Corrupt { at, .. })
+                | Error::Log(LogError::TrailingGarbage { at, .. })
+                | Error::Log(LogError::InvalidEntry { at, .. })
+                | Error::Log(LogError::DuplicateId { at, .. })
+                | Error::Log(LogError::DanglingParent { at, .. })
+                | Error::Log(LogError::Cycle { at, .. }) => Some(*at),
                 _ => None,
             };
             if let Some(at) = at {

@@ -21,6 +21,7 @@ use super::{
     require_regular, short_json, strict_error,
 };
 use serde_json::{Map, Value};
+use session_state::LogError;
 use session_state::StateError;
 use session_state::{
     Error, FileWriteStep, HistoryEntry, Op, ReadMode, Scope, SessionLog, SessionState, StateKey,
@@ -334,7 +335,7 @@ fn apply(t: &StateArgs, op: Op, version: Option<u32>, sessions: &Sessions) -> Cm
 /// An error naming `--at` when it is the unknown entry.
 fn at_error(t: &StateArgs, e: Error) -> Failure {
     match (&e, &t.at) {
-        (Error::UnknownEntry { .. }, Some(_)) => fail(format_args!("--at: {e}")),
+        (Error::Log(LogError::UnknownEntry { .. }), Some(_)) => fail(format_args!("--at: {e}")),
         _ => fail(e),
     }
 }
@@ -388,7 +389,7 @@ fn apply_stored(
         Op::Drop => state.drop_stored(&session, at),
     };
     changed.map_err(|e| match (&e, at) {
-        (Error::UnknownEntry { .. }, Some(_)) => fail(format_args!("--at: {e}")),
+        (Error::Log(LogError::UnknownEntry { .. }), Some(_)) => fail(format_args!("--at: {e}")),
         _ => write_error(e, version),
     })
 }

@@ -5,6 +5,7 @@
 use super::lines::line_id;
 use super::pi_names::{pi_session_dir_name, pi_session_file_name};
 use super::{LineVisitor, ListProblem, ListedSession, Listing, SessionStore};
+use crate::LogError;
 use crate::error::{Error, IoContext, Location, Result, StoreError};
 use crate::log::entry::Header;
 use crate::log::header::{parse_header, read_header_line};
@@ -96,7 +97,9 @@ impl PiJsonlStore {
         let mut listing = Listing::default();
         let files = match session_files(&self.root) {
             Ok(f) => f,
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::Log(LogError::Io { source, .. }))
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
                 return Ok(listing);
             }
             Err(e) => return Err(e),
@@ -202,13 +205,15 @@ impl PiJsonlStore {
                 let path = self.find(session_id)?;
                 let log = self.options.open(&path)?;
                 if log.session_id() != session_id {
-                    return Err(StoreError::File(Box::new(Error::ChangedOnDisk {
-                        path,
-                        detail: format!(
-                            "the header names session {}, not {session_id}",
-                            log.session_id()
-                        ),
-                    })));
+                    return Err(StoreError::File(Box::new(Error::Log(
+                        LogError::ChangedOnDisk {
+                            path,
+                            detail: format!(
+                                "the header names session {}, not {session_id}",
+                                log.session_id()
+                            ),
+                        },
+                    ))));
                 }
                 log
             }
@@ -281,10 +286,10 @@ fn is_jsonl(path: &Path) -> bool {
 fn push_regular(out: &mut Vec<std::result::Result<PathBuf, ListProblem>>, path: PathBuf) {
     let error = match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => return out.push(Ok(path)),
-        Ok(m) => Error::NotARegularFile {
+        Ok(m) => Error::Log(LogError::NotARegularFile {
             path: path.clone(),
             kind: reader::file_kind(&m.file_type()).into(),
-        },
+        }),
         Err(e) => Error::io("opening", &path, e),
     };
     out.push(Err(ListProblem { path, error }));
@@ -306,9 +311,11 @@ impl SessionStore for PiJsonlStore {
         lines: &[String],
     ) -> Result<u64, StoreError> {
         let Some(path) = self.locate(header) else {
-            return Err(StoreError::File(Box::new(Error::UnlocatableHeader {
-                session_id: header.id().to_owned(),
-            })));
+            return Err(StoreError::File(Box::new(Error::Log(
+                LogError::UnlocatableHeader {
+                    session_id: header.id().to_owned(),
+                },
+            ))));
         };
         let slot = self.slot(header.id());
         let mut slot = lock_slot(&slot);
@@ -327,7 +334,7 @@ impl SessionStore for PiJsonlStore {
             tmp.write(&bytes)
         }) {
             Ok(()) => {}
-            Err(f) if matches!(f.error, Error::AlreadyExists { .. }) => {
+            Err(f) if matches!(f.error, Error::Log(LogError::AlreadyExists { .. })) => {
                 return Err(StoreError::AlreadyExists {
                     store: self.describe(),
                     session_id: header.id().to_owned(),
@@ -437,10 +444,10 @@ impl SessionStore for PiJsonlStore {
 fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) -> Result<u64> {
     let path = log.path().to_path_buf();
     if log.header().version() != 3 {
-        return Err(Error::UnsupportedNewVersion {
+        return Err(Error::Log(LogError::UnsupportedNewVersion {
             session_id: log.session_id().to_owned(),
             version: log.header().version(),
-        });
+        }));
     }
     // Decide before touching the file: a last complete line that does not parse would
     // turn into corruption in the middle of the file.
@@ -449,11 +456,11 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         .into_iter()
         .find(|f| f.kind == FindingKind::UnparsableFinalLine)
     {
-        return Err(Error::TrailingGarbage {
+        return Err(Error::Log(LogError::TrailingGarbage {
             path,
             at: f.at,
             detail: f.message,
-        });
+        }));
     }
     if log.tail_bytes() != 0 {
         let mut f = reader::open_regular(&path)?;
@@ -467,14 +474,14 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         if let reader::LineClass::Bad(detail) | reader::LineClass::Invalid(detail) =
             reader::classify(&tail)
         {
-            return Err(Error::TrailingGarbage {
+            return Err(Error::Log(LogError::TrailingGarbage {
                 path,
                 at: Location {
                     line: 0,
                     offset: log.consumed_bytes(),
                 },
                 detail,
-            });
+            }));
         }
     }
     let mut bytes = Vec::new();
@@ -499,10 +506,10 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         &bytes,
         "appending stored lines to",
     )? {
-        return Err(Error::ChangedOnDisk {
+        return Err(Error::Log(LogError::ChangedOnDisk {
             path,
             detail: "it changed while appending".into(),
-        });
+        }));
     }
     log.refresh()?;
     Ok(log.len() as u64)

@@ -6,6 +6,7 @@
 
 use super::schema::from_columns;
 use super::{Rows, db_err};
+use crate::LogError;
 use crate::StateError;
 use crate::error::{Error, Location, Result};
 use crate::state::envelope::Scope;
@@ -105,12 +106,12 @@ pub(super) fn read_value(
     match scope {
         Scope::Session => {
             if let Some(at) = at {
-                node_of(conn, key, at)
-                    .map_err(q)?
-                    .ok_or_else(|| Error::UnknownEntry {
+                node_of(conn, key, at).map_err(q)?.ok_or_else(|| {
+                    Error::Log(LogError::UnknownEntry {
                         path: file.to_path_buf(),
                         id: at.into(),
-                    })?;
+                    })
+                })?;
             }
             type SessionRow = (
                 Option<String>,
@@ -144,25 +145,24 @@ pub(super) fn read_value(
             }
         }
         Scope::Branch => {
-            let start =
-                match at {
-                    Some(at) => Some(node_of(conn, key, at).map_err(q)?.ok_or_else(|| {
-                        Error::UnknownEntry {
-                            path: file.to_path_buf(),
-                            id: at.into(),
-                        }
-                    })?),
-                    None => conn
-                        .prepare_cached(
-                            "SELECT n.idx, n.seg FROM sessions s JOIN nodes n ON n.file = s.file \
+            let start = match at {
+                Some(at) => Some(node_of(conn, key, at).map_err(q)?.ok_or_else(|| {
+                    Error::Log(LogError::UnknownEntry {
+                        path: file.to_path_buf(),
+                        id: at.into(),
+                    })
+                })?),
+                None => conn
+                    .prepare_cached(
+                        "SELECT n.idx, n.seg FROM sessions s JOIN nodes n ON n.file = s.file \
                          AND n.idx = s.entry_count - 1 WHERE s.file = ?1",
-                        )
-                        .and_then(|mut stmt| {
-                            stmt.query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
-                                .optional()
-                        })
-                        .map_err(q)?,
-                };
+                    )
+                    .and_then(|mut stmt| {
+                        stmt.query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+                            .optional()
+                    })
+                    .map_err(q)?,
+            };
             let Some((bound, seg)) = start else {
                 return Ok(ReadValue::NONE);
             };

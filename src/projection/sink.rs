@@ -12,6 +12,7 @@
 use super::schema::{columns, from_columns};
 use super::watermark::{SpanGroup, read_span, span_digest};
 use super::{Rows, db_err};
+use crate::LogError;
 use crate::error::{Error, IoContext, Result};
 use crate::log::entry::raw_str;
 use crate::log::reader::{EntrySink, Finding, ScanState, ScannedEntry};
@@ -554,31 +555,31 @@ impl EntrySink for SqlSink<'_> {
         }
         let id = &*e.id;
         if self.node_by_id(id)?.is_some() {
-            return Err(Error::DuplicateId {
+            return Err(Error::Log(LogError::DuplicateId {
                 path: self.file.clone(),
                 at: e.at,
                 id: id.into(),
                 first_line: None,
-            });
+            }));
         }
         let parent = match e.parent.as_deref() {
             None => None,
             Some(p) => match self.node_by_id(p)? {
                 Some(n) => Some(n),
                 None if p == id => {
-                    return Err(Error::Cycle {
+                    return Err(Error::Log(LogError::Cycle {
                         path: self.file.clone(),
                         at: e.at,
                         id: id.into(),
-                    });
+                    }));
                 }
                 None => {
-                    return Err(Error::DanglingParent {
+                    return Err(Error::Log(LogError::DanglingParent {
                         path: self.file.clone(),
                         at: e.at,
                         id: id.into(),
                         parent: p.into(),
-                    });
+                    }));
                 }
             },
         };

@@ -22,6 +22,7 @@ use super::read::{ReadValue, read_value};
 use super::sink::SqlSink;
 use super::watermark::span_digest;
 use super::{CatchUp, Projection, db_err, forget};
+use crate::LogError;
 use crate::ProjectionError;
 use crate::error::{Error, Location, Result};
 use crate::log::header::parse_header;
@@ -206,14 +207,14 @@ impl<'c> Folder<'c> {
             offset: self.mark.consumed,
         };
         if seq != self.mark.entry_count {
-            return Err(Error::Corrupt {
+            return Err(Error::Log(LogError::Corrupt {
                 path: self.label.clone(),
                 at,
                 detail: format!(
                     "the stored entries skip from seq {} to seq {seq}",
                     self.mark.entry_count
                 ),
-            });
+            }));
         }
         let bytes = line.as_bytes();
         let digest = span_digest(bytes);
@@ -226,11 +227,11 @@ impl<'c> Folder<'c> {
             return Err(e);
         }
         if self.sink.added == before {
-            return Err(Error::Corrupt {
+            return Err(Error::Log(LogError::Corrupt {
                 path: self.label.clone(),
                 at,
                 detail: "a stored row is not a complete entry; a row cannot be torn".into(),
-            });
+            }));
         }
         self.mark.entry_count += 1;
         self.mark.consumed += bytes.len() as u64 + 1;
@@ -463,7 +464,9 @@ impl Projection {
             tries += 1;
             let tail = self.catch_up_stored(src)?;
             match self.value_at(src, &tail, plugin, scope, at) {
-                Err(Error::UnknownEntry { .. }) if at.is_none() && tries < 5 => continue,
+                Err(Error::Log(LogError::UnknownEntry { .. })) if at.is_none() && tries < 5 => {
+                    continue;
+                }
                 r => {
                     let (parent, current) = r?;
                     return Ok(StoredDecision {
@@ -492,10 +495,10 @@ impl Projection {
         if let Some(p) = &parent
             && self.stored_node(&key, p)?.is_none()
         {
-            return Err(Error::UnknownEntry {
+            return Err(Error::Log(LogError::UnknownEntry {
                 path: label,
                 id: p.clone(),
-            });
+            }));
         }
         let read = |p: &Projection| {
             read_value(

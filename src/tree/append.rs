@@ -9,6 +9,7 @@
 use super::SessionLog;
 use super::options::Materialize;
 use super::session::Storage;
+use crate::LogError;
 use crate::error::{Error, IoContext, Location, Result};
 use crate::log::entry::Role;
 use crate::log::io::FileIdentity;
@@ -19,7 +20,7 @@ use std::path::Path;
 
 impl SessionLog {
     /// Reads another process's appends (docs/spec.md §5). Errors if the file was truncated or
-    /// replaced; then reopen. A detached log is refused ([`Error::Detached`]): it has no
+    /// replaced; then reopen. A detached log is refused ([`LogError::Detached`]): it has no
     /// file to follow.
     pub fn refresh(&mut self) -> Result<()> {
         self.refuse_detached()?;
@@ -39,9 +40,9 @@ impl SessionLog {
     /// bytes came from.
     fn refuse_detached(&self) -> Result<()> {
         match self.storage {
-            Storage::Detached(_) => Err(Error::Detached {
+            Storage::Detached(_) => Err(Error::Log(LogError::Detached {
                 label: self.index.path.clone(),
-            }),
+            })),
             _ => Ok(()),
         }
     }
@@ -104,7 +105,7 @@ impl SessionLog {
     /// [`crate::lock::LockError::FileHeld`] and nothing is written. Before the session is
     /// materialized, the entry is kept in memory (see [`Materialize`]). On an I/O failure
     /// the log is poisoned: reopen it to see what reached the disk. A detached log is
-    /// refused ([`Error::Detached`]) before anything is written.
+    /// refused ([`LogError::Detached`]) before anything is written.
     pub fn append(&mut self, entry: NewEntry) -> Result<String> {
         let written = self.begin_append().and_then(|()| {
             let taken = |id: &str| Ok::<_, Error>(self.id_taken(id));
@@ -126,10 +127,10 @@ impl SessionLog {
     pub(crate) fn begin_append(&mut self) -> Result<()> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
-            return Err(Error::Poisoned {
+            return Err(Error::Log(LogError::Poisoned {
                 path: self.index.path.clone(),
                 cause: cause.clone(),
-            });
+            }));
         }
         if !self.is_materialized() {
             return Ok(());
@@ -208,7 +209,7 @@ impl SessionLog {
         };
         if let Err(e) = w.unlock() {
             tracing::warn!(error = %e, "closing the session file to release its lock");
-            if let Err(Error::Poisoned { cause, .. }) = w.check() {
+            if let Err(Error::Log(LogError::Poisoned { cause, .. })) = w.check() {
                 self.poisoned.get_or_insert(cause);
             }
             self.storage = Storage::File(None);
@@ -253,14 +254,14 @@ impl SessionLog {
     /// exists), then fsync the directory. The real name never shows a half-written file,
     /// even after a crash; a failure leaves at most a hidden temporary file. A failed write
     /// or sync, or a failure after the file became visible, poisons the log. A detached
-    /// log is refused ([`Error::Detached`]): no file is created at its label.
+    /// log is refused ([`LogError::Detached`]): no file is created at its label.
     pub fn materialize(&mut self) -> Result<()> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
-            return Err(Error::Poisoned {
+            return Err(Error::Log(LogError::Poisoned {
                 path: self.index.path.clone(),
                 cause: cause.clone(),
-            });
+            }));
         }
         let Storage::Memory(buf) = &self.storage else {
             return Ok(());
@@ -270,7 +271,7 @@ impl SessionLog {
         let dir = reader::parent_dir(&path).to_path_buf();
         std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
         if path.exists() {
-            return Err(Error::AlreadyExists { path });
+            return Err(Error::Log(LogError::AlreadyExists { path }));
         }
         let fs = self.options.fs.clone();
         let created = io::create_durably(&*fs, &path, "creating", io::Place::Link, |tmp| {
@@ -290,7 +291,7 @@ impl SessionLog {
                 // fsync Failures?", ATC'20).
                 let cause = error.to_string();
                 self.poisoned = Some(cause.clone());
-                return Err(Error::Poisoned { path, cause });
+                return Err(Error::Log(LogError::Poisoned { path, cause }));
             }
             Err(io::CreateFailed {
                 step: io::Step::SyncDir,
@@ -377,11 +378,11 @@ impl SessionLog {
             self.ingest_from_disk()?;
         }
         if let Some((at, detail)) = self.scan.pending_bad.first() {
-            return Err(Error::TrailingGarbage {
+            return Err(Error::Log(LogError::TrailingGarbage {
                 path: self.index.path.clone(),
                 at: *at,
                 detail: detail.clone(),
-            });
+            }));
         }
         Ok(())
     }
@@ -395,10 +396,12 @@ impl SessionLog {
             self.ingest_from_disk()?;
         }
         let path = &self.index.path;
-        let refuse = |at: Location, detail: String| Error::TrailingGarbage {
-            path: path.clone(),
-            at,
-            detail,
+        let refuse = |at: Location, detail: String| {
+            Error::Log(LogError::TrailingGarbage {
+                path: path.clone(),
+                at,
+                detail,
+            })
         };
         if let Some((at, detail)) = self.scan.pending_bad.first() {
             return Err(refuse(*at, detail.clone()));
@@ -415,12 +418,12 @@ impl SessionLog {
             match reader::classify(&tail) {
                 reader::LineClass::Bad(detail) => return Err(refuse(self.scan.next, detail)),
                 reader::LineClass::Invalid(detail) if self.options.mode == ReadMode::Strict => {
-                    return Err(Error::InvalidEntry {
+                    return Err(Error::Log(LogError::InvalidEntry {
                         path: path.clone(),
                         at: self.scan.next,
                         id: None,
                         detail,
-                    });
+                    }));
                 }
                 _ => {}
             }
@@ -450,17 +453,17 @@ impl SessionLog {
 }
 
 fn changed_file(path: &Path) -> Error {
-    Error::ChangedOnDisk {
+    Error::Log(LogError::ChangedOnDisk {
         path: path.to_path_buf(),
         detail: "another file now sits at this path".into(),
-    }
+    })
 }
 
 fn shrank(path: &Path, expected: u64, len: u64) -> Error {
-    Error::ChangedOnDisk {
+    Error::Log(LogError::ChangedOnDisk {
         path: path.to_path_buf(),
         detail: format!("it shrank from {expected} to {len} bytes"),
-    }
+    })
 }
 
 fn unreachable_writer<T>(path: &Path) -> Result<T> {
