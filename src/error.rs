@@ -1,5 +1,8 @@
-//! The crate's error type. Every variant names what a user needs to act on: the file,
-//! the line and byte offset, the entry id, the plugin, or the lock holder.
+//! The crate's errors, in redb's shape: an enum per kind of operation ([`LogError`],
+//! [`StateError`], [`ProjectionError`], [`StoreError`], the lock's and the settings'),
+//! each converting into the one [`Error`] that every function returns. Every variant names
+//! what a user needs to act on: the file, the line and byte offset, the entry id, the
+//! plugin, or the lock holder.
 
 pub use crate::sqlite::DatabaseError;
 pub(crate) use crate::sqlite::is_corrupt;
@@ -30,7 +33,8 @@ impl std::fmt::Display for Location {
 /// UUIDs.
 pub const MAX_SESSION_ID_BYTES: usize = 128;
 
-/// Everything that can go wrong in this crate.
+/// Everything that can go wrong in this crate: an operation's own error (a wrapper, whose
+/// message is the inner error's), or one that the crate's layers over them decide.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -618,10 +622,12 @@ impl From<LogError> for Error {
 
 impl From<StoreError> for Error {
     /// A store error as the crate's error; the file backend's errors (its session file's
-    /// reader and I/O) come out as the log names them.
+    /// reader and I/O) come out as the log names them, and a backend's bug as
+    /// [`Error::Internal`].
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::File(e) => *e,
+            StoreError::File(e) => Error::Log(*e),
+            StoreError::Internal { what } => Error::Internal { what },
             e => Error::Store(e),
         }
     }
@@ -788,8 +794,17 @@ pub enum StoreError {
 
     /// The file backend: its session file's error, as the log names it (the strict
     /// reader's refusal with file, line and byte offset; an I/O error with its path).
+    /// Converted into [`Error::Log`].
     #[error(transparent)]
-    File(Box<Error>),
+    File(Box<LogError>),
+
+    /// Something a backend of this crate rules out happened: a bug in session-state.
+    /// Converted into [`Error::Internal`].
+    #[error("internal error in session-state: {what}; please report it")]
+    Internal {
+        /// What went wrong, with the session or file it concerns.
+        what: String,
+    },
 }
 
 impl StoreError {
@@ -820,12 +835,25 @@ impl StoreError {
     }
 }
 
-impl From<Error> for StoreError {
-    /// The file backend's errors (its file's reader, its I/O).
-    fn from(e: Error) -> Self {
+impl From<LogError> for StoreError {
+    /// The file backend's errors: its file's reader, its I/O.
+    fn from(e: LogError) -> Self {
+        StoreError::File(Box::new(e))
+    }
+}
+
+impl StoreError {
+    /// The file backend's error from the log's reader and writer, which return the
+    /// crate's [`Error`]: a log's error is [`StoreError::File`], a store's is itself, and
+    /// anything else (a bug) is [`StoreError::Internal`].
+    pub(crate) fn of_file(e: Error) -> StoreError {
         match e {
+            Error::Log(e) => StoreError::File(Box::new(e)),
             Error::Store(e) => e,
-            e => StoreError::File(Box::new(e)),
+            Error::Internal { what } => StoreError::Internal { what },
+            e => StoreError::Internal {
+                what: format!("the file backend met an error that is not a log's: {e}"),
+            },
         }
     }
 }

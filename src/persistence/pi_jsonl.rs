@@ -199,21 +199,20 @@ impl PiJsonlStore {
             Some(mut log) => match log.refresh() {
                 Ok(()) => log,
                 // Replaced or shrunk: read it again.
-                Err(_) => self.options.open(log.path())?,
+                Err(_) => self.options.open(log.path()).map_err(StoreError::of_file)?,
             },
             None => {
-                let path = self.find(session_id)?;
-                let log = self.options.open(&path)?;
+                let path = self.find(session_id).map_err(StoreError::of_file)?;
+                let log = self.options.open(&path).map_err(StoreError::of_file)?;
                 if log.session_id() != session_id {
-                    return Err(StoreError::File(Box::new(Error::Log(
-                        LogError::ChangedOnDisk {
-                            path,
-                            detail: format!(
-                                "the header names session {}, not {session_id}",
-                                log.session_id()
-                            ),
-                        },
-                    ))));
+                    return Err(LogError::ChangedOnDisk {
+                        path,
+                        detail: format!(
+                            "the header names session {}, not {session_id}",
+                            log.session_id()
+                        ),
+                    }
+                    .into());
                 }
                 log
             }
@@ -223,7 +222,7 @@ impl PiJsonlStore {
             Ok(v) => Ok(v),
             Err(e) => {
                 *slot = None;
-                Err(e.into())
+                Err(StoreError::of_file(e))
             }
         }
     }
@@ -311,16 +310,17 @@ impl SessionStore for PiJsonlStore {
         lines: &[String],
     ) -> Result<u64, StoreError> {
         let Some(path) = self.locate(header) else {
-            return Err(StoreError::File(Box::new(Error::Log(
-                LogError::UnlocatableHeader {
-                    session_id: header.id().to_owned(),
-                },
-            ))));
+            return Err(LogError::UnlocatableHeader {
+                session_id: header.id().to_owned(),
+            }
+            .into());
         };
         let slot = self.slot(header.id());
         let mut slot = lock_slot(&slot);
         let dir = reader::parent_dir(&path).to_path_buf();
-        std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
+        std::fs::create_dir_all(&dir)
+            .ctx("creating the directory", &dir)
+            .map_err(StoreError::of_file)?;
         let mut bytes = Vec::with_capacity(header_line.len() + 1);
         bytes.extend_from_slice(header_line.as_bytes());
         bytes.push(b'\n');
@@ -340,16 +340,16 @@ impl SessionStore for PiJsonlStore {
                     session_id: header.id().to_owned(),
                 });
             }
-            Err(f) => return Err(f.error.into()),
+            Err(f) => return Err(StoreError::of_file(f.error)),
         }
-        let log = self.options.open(&path)?;
+        let log = self.options.open(&path).map_err(StoreError::of_file)?;
         let next = log.len() as u64;
         *slot = Some(log);
         Ok(next)
     }
 
     fn list(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let listing = self.scan()?;
+        let listing = self.scan().map_err(StoreError::of_file)?;
         for p in &listing.problems {
             tracing::warn!(path = %p.path.display(), "not listed: {}", p.error);
         }
@@ -361,8 +361,8 @@ impl SessionStore for PiJsonlStore {
     }
 
     fn header_line(&self, session_id: &str) -> Result<String, StoreError> {
-        let path = self.file_of(session_id)?;
-        Ok(header_of(&path)?.1)
+        let path = self.file_of(session_id).map_err(StoreError::of_file)?;
+        Ok(header_of(&path).map_err(StoreError::of_file)?.1)
     }
 
     fn read_lines(

@@ -15,7 +15,7 @@ mod wire;
 
 use super::lines::line_ids;
 use super::redact::redact_config;
-use crate::error::{BackendError, Error, Result, StoreError};
+use crate::error::{BackendError, Result, StoreError};
 use postgres::error::SqlState;
 use postgres::{Client, Config};
 use std::sync::Mutex;
@@ -168,16 +168,14 @@ impl PostgresStore {
         f: impl FnOnce(&mut Client) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut guard = lock(&self.conn);
-        if guard.as_ref().is_none_or(Client::is_closed) {
-            *guard = None;
-            *lock(&self.append_stmt) = Prepared::Unused;
-            *guard = Some(self.open()?);
-        }
-        let Some(client) = guard.as_mut() else {
-            return Err(StoreError::File(Box::new(Error::Internal {
-                what: format!("{}: no connection after connecting", self.url),
-            })));
+        let client = match guard.take().filter(|c| !c.is_closed()) {
+            Some(client) => client,
+            None => {
+                *lock(&self.append_stmt) = Prepared::Unused;
+                self.open()?
+            }
         };
+        let client = guard.insert(client);
         let result = f(client);
         let lost = matches!(
             &result,
