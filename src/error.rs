@@ -38,22 +38,6 @@ pub const MAX_SESSION_ID_BYTES: usize = 128;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An invalid option or argument (a [`crate::LogOptions`] session id, a plugin id).
-    #[error("invalid option {option}: {detail}")]
-    InvalidOption {
-        /// The option's name.
-        option: &'static str,
-        /// What is wrong and what is allowed.
-        detail: String,
-    },
-
-    /// Something this crate's own invariants rule out happened: a bug in session-state.
-    #[error("internal error in session-state: {what}; please report it")]
-    Internal {
-        /// What went wrong, with the file it concerns.
-        what: String,
-    },
-
     /// A session's log cannot be read or appended to (see [`LogError`]).
     #[error(transparent)]
     Log(LogError),
@@ -67,6 +51,28 @@ pub enum Error {
     #[error(transparent)]
     Projection(ProjectionError),
 
+    /// A session store's primitive failed or refused (see [`StoreError`]).
+    #[error(transparent)]
+    Store(StoreError),
+
+    /// The write lock is held by someone else (or could not be taken).
+    #[error(transparent)]
+    Lock(Box<crate::lock::LockError>),
+
+    /// The database location could not be resolved.
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
+
+    /// An invalid option or argument (a plugin id, a scope, a key's version, a SQLite
+    /// store's path).
+    #[error("invalid option {option}: {detail}")]
+    InvalidOption {
+        /// The option's name.
+        option: &'static str,
+        /// What is wrong and what is allowed.
+        detail: String,
+    },
+
     /// A store URL that cannot be opened ([`crate::open_store_url`]). The URL in the
     /// message is redacted: it never shows a password.
     #[error("store URL {url}: {detail}")]
@@ -76,10 +82,6 @@ pub enum Error {
         /// What is wrong and what is accepted.
         detail: String,
     },
-
-    /// A session store's primitive failed or refused (see [`StoreError`]).
-    #[error(transparent)]
-    Store(StoreError),
 
     /// `import`: the store already holds this session with other content. Nothing was
     /// imported.
@@ -133,13 +135,12 @@ pub enum Error {
         source: Box<StoreError>,
     },
 
-    /// The write lock is held by someone else (or could not be taken).
-    #[error(transparent)]
-    Lock(Box<crate::lock::LockError>),
-
-    /// The database location could not be resolved.
-    #[error(transparent)]
-    Settings(#[from] crate::settings::SettingsError),
+    /// Something this crate's own invariants rule out happened: a bug in session-state.
+    #[error("internal error in session-state: {what}; please report it")]
+    Internal {
+        /// What went wrong, with the file it concerns.
+        what: String,
+    },
 }
 
 /// The projection database's failures: opening, reading and writing it.

@@ -11,8 +11,7 @@
 
 use crate::common;
 use serde_json::{Value, json};
-use session_state::Error;
-use session_state::StateError;
+use session_state::{Error, StateError};
 use std::path::PathBuf;
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/example.jsonl");

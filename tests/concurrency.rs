@@ -25,7 +25,6 @@ use crate::common;
 use crate::common::holders::{Proc, dead_holder};
 use crate::common::now_ms;
 use crate::common::seams::Hooked;
-use session_state::LogError;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -36,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use session_state::{
-    Error, Header, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Sessions,
-    SqliteStore, Store, StoreOptions, StoredSession,
+    Error, Header, LogError, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState,
+    Sessions, SqliteStore, Store, StoreOptions, StoredSession,
     io::FileSystem,
     lock::{Holder, LEASE, Liveness, LockError, LockStatus},
 };

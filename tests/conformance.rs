@@ -13,10 +13,9 @@
 use crate::common;
 use common::backend::TestBackend;
 use serde_json::{Value, json};
-use session_state::LogError;
-use session_state::StateError;
 use session_state::format::{MAX_SESSION_ID_BYTES, read_header};
 use session_state::*;
+use session_state::{LogError, StateError};
 use std::ops::ControlFlow;
 
 macro_rules! conformance {

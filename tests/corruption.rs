@@ -19,8 +19,7 @@
 
 use crate::common;
 use common::examples::Rng;
-use session_state::LogError;
-use session_state::StateError;
+use session_state::{LogError, StateError};
 
 use serde_json::{Value, json};
 use session_state::*;

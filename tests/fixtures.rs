@@ -4,9 +4,8 @@
 
 use crate::common;
 use serde_json::json;
-use session_state::LogError;
-use session_state::StateError;
 use session_state::*;
+use session_state::{LogError, StateError};
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {

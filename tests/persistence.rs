@@ -5,10 +5,9 @@
 //! store wrote.
 
 use crate::common;
-use session_state::LogError;
 
 use serde_json::{Value, json};
-use session_state::{Error, Header, SessionLog, StoreError};
+use session_state::{Error, Header, LogError, SessionLog, StoreError};
 use session_state::{PiJsonlStore, SessionStore, Sessions, format::INTERRUPTED_TOOL_RESULT};
 use std::io::Write;
 use std::path::{Path, PathBuf};

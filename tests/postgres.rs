@@ -7,9 +7,9 @@
 use crate::common::examples::example;
 use crate::common::pg::{self, Server, ServerOptions};
 use serde_json::{Value, json};
-use session_state::LogError;
 use session_state::{
-    Error, Header, LogOptions, PostgresStore, SessionLog, SessionStore, Sessions, StoreError,
+    Error, Header, LogError, LogOptions, PostgresStore, SessionLog, SessionStore, Sessions,
+    StoreError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};

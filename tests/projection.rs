@@ -5,8 +5,6 @@
 //! be opened is an error.
 
 use crate::common;
-use session_state::ProjectionError;
-use session_state::StateError;
 
 use std::fs::{self, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
@@ -16,8 +14,8 @@ use common::pi;
 use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
 use session_state::{
-    CatchUp, Error, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store,
-    maintenance::Peeked,
+    CatchUp, Error, LogOptions, Materialize, NewEntry, ProjectionError, Scope, SessionLog,
+    SessionState, StateError, Store, maintenance::Peeked,
 };
 use tempfile::TempDir;
 

@@ -12,8 +12,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use serde_json::{Map, Value, json};
-use session_state::StateError;
-use session_state::{EntryType, Error, Scope, SessionLog, inspect};
+use session_state::{EntryType, Error, Scope, SessionLog, StateError, inspect};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;

@@ -5,13 +5,11 @@
 //! hold on this path too.
 
 use crate::common::{self, holders::Proc};
-use session_state::LogError;
-use session_state::ProjectionError;
-use session_state::StateError;
 
 use serde_json::{Value, json};
 use session_state::{
-    Error, Op, Scope, SessionLog, SessionState, Store, TailWrite, lock::LockError,
+    Error, LogError, Op, ProjectionError, Scope, SessionLog, SessionState, StateError, Store,
+    TailWrite, lock::LockError,
 };
 use std::io::Write;
 use std::path::{Path, PathBuf};

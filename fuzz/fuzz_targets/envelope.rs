@@ -5,10 +5,9 @@
 //! Proptest equivalent: `tests/bad_input.rs::arbitrary_state_event_data_never_panics_a_read`.
 #![no_main]
 
-use session_state::StateError;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use session_state::{Error, Scope, SessionLog, SessionState, Store};
+use session_state::{Error, Scope, SessionLog, SessionState, Store, StateError};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::OnceLock;

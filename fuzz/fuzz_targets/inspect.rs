@@ -11,11 +11,10 @@
 //! Proptest relatives: `tests/replay.rs`, `src/inspect/tests.rs`.
 #![no_main]
 
-use session_state::LogError;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use session_state::inspect::{self, IntegrityKind, ReplayValue};
-use session_state::{EntryType, Error, LogOptions, ReadMode, Scope, json};
+use session_state::{EntryType, Error, LogOptions, ReadMode, Scope, json, LogError};
 use session_state_fuzz::{Expected, Input, PLUGINS, Reference, Session, Unreadable, scratch_dir};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -11,10 +11,9 @@
 //! Proptest relatives: `tests/projection.rs`, `tests/differential.rs`.
 #![no_main]
 
-use session_state::StateError;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use session_state::{Error, SessionLog, SessionState, Store, json};
+use session_state::{Error, SessionLog, SessionState, Store, json, StateError};
 use session_state_fuzz::{
     Input, PLUGINS, Reference, SCOPES, Session, Unreadable, agree, expected, sample, scratch_dir,
 };

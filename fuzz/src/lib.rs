@@ -5,9 +5,8 @@
 //! a naive reference fold (each position's path folded from the root, as
 //! `docs/data-flow.md` ("Fold") defines the value), and a scratch directory.
 
-use session_state::StateError;
 use serde_json::Value;
-use session_state::{Error, Scope, SessionLog, json};
+use session_state::{Error, Scope, SessionLog, json, StateError};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 

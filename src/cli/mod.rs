@@ -23,11 +23,10 @@ mod verify;
 
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use session_state::LogError;
 use session_state::listing::{ListProblem, session_files};
 use session_state::settings::{LocationInputs, ResolvedLocation};
 use session_state::{
-    Error, LogOptions, ReadMode, Scope, SessionLog, StoredSession, settings::ProjectTrust,
+    Error, LogError, LogOptions, ReadMode, Scope, SessionLog, StoredSession, settings::ProjectTrust,
 };
 use std::fmt::Display;
 use std::fmt::Write as _;

@@ -21,11 +21,9 @@ use super::{
     require_regular, short_json, strict_error,
 };
 use serde_json::{Map, Value};
-use session_state::LogError;
-use session_state::StateError;
 use session_state::{
-    Error, FileWriteStep, HistoryEntry, Op, ReadMode, Scope, SessionLog, SessionState, StateKey,
-    Store, format::validate_plugin_id,
+    Error, FileWriteStep, HistoryEntry, LogError, Op, ReadMode, Scope, SessionLog, SessionState,
+    StateError, StateKey, Store, format::validate_plugin_id,
 };
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};

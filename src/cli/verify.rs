@@ -6,9 +6,8 @@
 
 use super::{CmdResult, emit_json, emit_text, fail, is_refusal, require_regular, without_path};
 use serde::Serialize;
-use session_state::LogError;
 use session_state::inspect::{self, Integrity};
-use session_state::{Error, Location, LogOptions, ReadMode, SessionLog, StoredSession};
+use session_state::{Error, Location, LogError, LogOptions, ReadMode, SessionLog, StoredSession};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

@@ -3,8 +3,7 @@
 //! [`state_event`]) it agrees with.
 
 use super::counts::EventCounts;
-use crate::StateError;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StateError};
 use crate::state::envelope::{DecodeError, Envelope, STATE_PREFIX, Scope};
 use crate::state::fold::{self, Folds};
 use crate::state::index::{StateIndex, data_of};

@@ -14,8 +14,7 @@
 
 use super::entry::{Header, RawHeader, raw_str};
 use super::reader::{self, Finding, FindingKind, ReadMode, Severity};
-use crate::LogError;
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Location, LogError, Result};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
@@ -61,9 +60,10 @@ pub(crate) fn check_session_id(id: &str) -> Result<()> {
         || id == "."
         || id == ".."
     {
-        return Err(Error::Log(LogError::InvalidSessionId {
+        return Err(LogError::InvalidSessionId {
             session_id: id.to_owned(),
-        }));
+        }
+        .into());
     }
     Ok(())
 }
@@ -189,10 +189,11 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<
     })?;
     if raw_str(raw.ty).as_deref() != Some("session") {
         let ty = raw_str(raw.ty).unwrap_or(Cow::Borrowed(raw.ty.get()));
-        return Err(Error::Log(LogError::MissingHeader {
+        return Err(LogError::MissingHeader {
             path: path.to_path_buf(),
             detail: format!("line 1 has type {ty:?}, not \"session\""),
-        }));
+        }
+        .into());
     }
     let id = raw
         .id
@@ -203,17 +204,19 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<
         Some(v) => match serde_json::from_str::<u64>(v.get()) {
             Ok(n @ 1..=3) => n as u32,
             Ok(n) if n > 3 => {
-                return Err(Error::Log(LogError::UnsupportedVersion {
+                return Err(LogError::UnsupportedVersion {
                     path: path.to_path_buf(),
                     version: n.to_string(),
-                }));
+                }
+                .into());
             }
             _ => match serde_json::from_str::<f64>(v.get()) {
                 Ok(f) if f > 3.0 => {
-                    return Err(Error::Log(LogError::UnsupportedVersion {
+                    return Err(LogError::UnsupportedVersion {
                         path: path.to_path_buf(),
                         version: v.get().to_string(),
-                    }));
+                    }
+                    .into());
                 }
                 _ => return Err(invalid(format!("`version` {} is not 1, 2 or 3", v.get()))),
             },

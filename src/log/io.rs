@@ -13,8 +13,7 @@
 //! file lock"), so two writers of this crate never append beside each other, whatever
 //! projection database each one uses.
 
-use crate::LogError;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, LogError, Result};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};

@@ -27,8 +27,7 @@ use super::entry::{ParentKey, RawEntry, raw_str};
 use super::hash::fnv1a;
 use super::io::{FileIdentity, FileSystem, Place, create_durably};
 use super::reader::{self, LineClass, classify, for_each_line};
-use crate::LogError;
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Location, LogError, Result};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::Path;
@@ -250,14 +249,15 @@ pub(crate) fn migrate_file(
             tmp.write(&line)
         })?;
         if consumed + tail != length || (version < 2 && ordinal != assigned.len()) {
-            return Err(Error::Log(LogError::ChangedOnDisk {
+            return Err(LogError::ChangedOnDisk {
                 path: path.to_path_buf(),
                 detail: format!(
                     "it changed while being migrated ({} bytes, {length} when first read); \
                      nothing was replaced",
                     consumed + tail
                 ),
-            }));
+            }
+            .into());
         }
         let mut rest = Vec::new();
         if tail > 0 {
@@ -267,14 +267,15 @@ pub(crate) fn migrate_file(
             f.seek(SeekFrom::Start(consumed)).ctx("reading", path)?;
             f.take(tail).read_to_end(&mut rest).ctx("reading", path)?;
             if rest.len() as u64 != tail {
-                return Err(Error::Log(LogError::ChangedOnDisk {
+                return Err(LogError::ChangedOnDisk {
                     path: path.to_path_buf(),
                     detail: format!(
                         "it shrank while being migrated ({} of {tail} tail bytes left); \
                          nothing was replaced",
                         rest.len()
                     ),
-                }));
+                }
+                .into());
             }
             tmp.write(&rest)?;
         }
@@ -284,7 +285,7 @@ pub(crate) fn migrate_file(
         // The original must not have changed since it was read (Pi appends without a lock).
         let meta = std::fs::metadata(path).ctx("checking", path)?;
         if meta.len() != consumed + tail || identity.is_some_and(|i| i != FileIdentity::of(&meta)) {
-            return Err(Error::Log(LogError::ChangedOnDisk {
+            return Err(LogError::ChangedOnDisk {
                 path: path.to_path_buf(),
                 detail: format!(
                     "it changed while being migrated ({} bytes, {} when read); nothing was \
@@ -292,7 +293,8 @@ pub(crate) fn migrate_file(
                     meta.len(),
                     consumed + tail
                 ),
-            }));
+            }
+            .into());
         }
         Ok(())
     });

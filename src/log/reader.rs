@@ -5,8 +5,7 @@
 //! classified once; bytes after the last `\n` are the tail, invisible to readers.
 
 use super::entry::{Header, ParentKey, RawEntry, raw_str};
-use crate::LogError;
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Location, LogError, Result};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
@@ -409,11 +408,12 @@ impl ScanState {
         }
         if mode == ReadMode::Strict {
             let (at, detail) = self.pending_bad[0].clone();
-            return Err(Error::Log(LogError::Corrupt {
+            return Err(LogError::Corrupt {
                 path: path.to_path_buf(),
                 at,
                 detail,
-            }));
+            }
+            .into());
         }
         for (at, detail) in self.pending_bad.drain(..) {
             sink.finding(Finding {
@@ -469,12 +469,13 @@ impl ScanState {
             LineClass::Invalid(detail) => {
                 self.flush_pending(path, mode, sink)?;
                 if mode == ReadMode::Strict {
-                    return Err(Error::Log(LogError::InvalidEntry {
+                    return Err(LogError::InvalidEntry {
                         path: path.to_path_buf(),
                         at,
                         id: None,
                         detail,
-                    }));
+                    }
+                    .into());
                 }
                 sink.finding(Finding {
                     severity: Severity::Error,
@@ -513,12 +514,13 @@ impl ScanState {
         }
         let invalid = |sink: &mut dyn EntrySink, id: Option<String>, detail: String| {
             if mode == ReadMode::Strict {
-                return Err(Error::Log(LogError::InvalidEntry {
+                return Err(LogError::InvalidEntry {
                     path: path.to_path_buf(),
                     at,
                     id,
                     detail,
-                }));
+                }
+                .into());
             }
             sink.finding(Finding {
                 severity: Severity::Error,

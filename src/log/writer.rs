@@ -5,8 +5,7 @@
 //! (`docs/lock.md`, "The file lock").
 
 use super::io::{AppendFile, FileIdentity, FileSystem};
-use crate::LogError;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, LogError, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -2,8 +2,7 @@
 //! whose tool calls never returned gets one error tool result per missing result, so the
 //! provider accepts the resumed conversation.
 
-use crate::LogError;
-use crate::error::{Error, Result};
+use crate::error::{Error, LogError, Result};
 use crate::log::entry::{EntryType, Role};
 use crate::tree::SessionLog;
 use serde_json::Value;

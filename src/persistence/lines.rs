@@ -3,8 +3,7 @@
 //! complete entry lines a host appends, and a batch's ids and parents.
 
 use super::pi_names::pi_session_file_name;
-use crate::LogError;
-use crate::error::{Error, Result};
+use crate::error::{Error, LogError, Result};
 use crate::log::NewEntry;
 use crate::log::entry::Header;
 use crate::log::entry::{last_members, raw_str};
@@ -20,16 +19,18 @@ use std::collections::HashSet;
 /// that every stored session can be exported as one.
 pub(crate) fn check_new_header(header: &Header) -> Result<()> {
     if header.version() != 3 {
-        return Err(Error::Log(LogError::UnsupportedNewVersion {
+        return Err(LogError::UnsupportedNewVersion {
             session_id: header.id().to_owned(),
             version: header.version(),
-        }));
+        }
+        .into());
     }
     check_session_id(header.id())?;
     if header.cwd().is_none() || pi_session_file_name(header).is_none() {
-        return Err(Error::Log(LogError::UnlocatableHeader {
+        return Err(LogError::UnlocatableHeader {
             session_id: header.id().to_owned(),
-        }));
+        }
+        .into());
     }
     Ok(())
 }

@@ -37,8 +37,7 @@
 //! See `docs/persistence.md` for the rules in prose and `docs/backends.md` for the
 //! backends.
 
-use crate::LogError;
-use crate::error::{Error, Result, StoreError};
+use crate::error::{Error, LogError, Result, StoreError};
 use crate::log::entry::Header;
 use crate::tree::SessionLog;
 use serde_json::Value;
@@ -232,11 +231,12 @@ impl Loaded {
             .ok()
             .and_then(|i| self.log.entries().nth(i))
         else {
-            return Err(Error::Log(LogError::NoSuchEvent {
+            return Err(LogError::NoSuchEvent {
                 session_id: self.header().id().to_owned(),
                 seq,
                 next_seq: self.next_seq(),
-            }));
+            }
+            .into());
         };
         let line = self.log.raw_line(entry.id())?;
         crate::json::from_str(&line).map_err(|e| {

@@ -5,8 +5,7 @@
 use super::lines::line_id;
 use super::pi_names::{pi_session_dir_name, pi_session_file_name};
 use super::{LineVisitor, ListProblem, ListedSession, Listing, SessionStore};
-use crate::LogError;
-use crate::error::{Error, IoContext, Location, Result, StoreError};
+use crate::error::{Error, IoContext, Location, LogError, Result, StoreError};
 use crate::log::entry::Header;
 use crate::log::header::{parse_header, read_header_line};
 use crate::log::io::{FileIdentity, Place, create_durably};
@@ -444,10 +443,11 @@ impl SessionStore for PiJsonlStore {
 fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) -> Result<u64> {
     let path = log.path().to_path_buf();
     if log.header().version() != 3 {
-        return Err(Error::Log(LogError::UnsupportedNewVersion {
+        return Err(LogError::UnsupportedNewVersion {
             session_id: log.session_id().to_owned(),
             version: log.header().version(),
-        }));
+        }
+        .into());
     }
     // Decide before touching the file: a last complete line that does not parse would
     // turn into corruption in the middle of the file.
@@ -456,11 +456,12 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         .into_iter()
         .find(|f| f.kind == FindingKind::UnparsableFinalLine)
     {
-        return Err(Error::Log(LogError::TrailingGarbage {
+        return Err(LogError::TrailingGarbage {
             path,
             at: f.at,
             detail: f.message,
-        }));
+        }
+        .into());
     }
     if log.tail_bytes() != 0 {
         let mut f = reader::open_regular(&path)?;
@@ -474,14 +475,15 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         if let reader::LineClass::Bad(detail) | reader::LineClass::Invalid(detail) =
             reader::classify(&tail)
         {
-            return Err(Error::Log(LogError::TrailingGarbage {
+            return Err(LogError::TrailingGarbage {
                 path,
                 at: Location {
                     line: 0,
                     offset: log.consumed_bytes(),
                 },
                 detail,
-            }));
+            }
+            .into());
         }
     }
     let mut bytes = Vec::new();
@@ -506,10 +508,11 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         &bytes,
         "appending stored lines to",
     )? {
-        return Err(Error::Log(LogError::ChangedOnDisk {
+        return Err(LogError::ChangedOnDisk {
             path,
             detail: "it changed while appending".into(),
-        }));
+        }
+        .into());
     }
     log.refresh()?;
     Ok(log.len() as u64)

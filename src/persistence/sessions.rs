@@ -5,8 +5,7 @@ use super::lines::{self, LineFacts, check_ids, check_line, check_new_header, to_
 use super::read::{read_stored_log, stored_label};
 use super::retry::{Landed, Retry};
 use super::{ImportReport, Loaded, SessionStore};
-use crate::LogError;
-use crate::error::{Error, Result, StoreError};
+use crate::error::{Error, LogError, Result, StoreError};
 use crate::log::NewEntry;
 use crate::log::entry::Header;
 use crate::log::header::parse_header;
@@ -103,7 +102,7 @@ impl Sessions {
         check_new_header(&header)?;
         let id = header.id().to_owned();
         if lock(&self.pending).contains_key(&id) {
-            return Err(Error::Log(LogError::AlreadyCreated { session_id: id }));
+            return Err(LogError::AlreadyCreated { session_id: id }.into());
         }
         match self.backend.header_line(&id) {
             Ok(_) => {
@@ -118,7 +117,7 @@ impl Sessions {
         }
         let mut pending = lock(&self.pending);
         if pending.contains_key(&id) {
-            return Err(Error::Log(LogError::AlreadyCreated { session_id: id }));
+            return Err(LogError::AlreadyCreated { session_id: id }.into());
         }
         let mut line = header.to_line();
         line.pop();
@@ -387,10 +386,11 @@ impl Sessions {
         let label = stored_label(&*self.backend, session_id);
         let header = parse_header(&label, header.as_bytes(), ReadMode::Strict)?;
         if header.version() != 3 {
-            return Err(Error::Log(LogError::UnsupportedNewVersion {
+            return Err(LogError::UnsupportedNewVersion {
                 session_id: session_id.to_owned(),
                 version: header.version(),
-            }));
+            }
+            .into());
         }
         let mut ids = HashSet::new();
         let mut last = None;
@@ -436,9 +436,10 @@ impl Sessions {
     /// [`LogError::NotMaterialized`].
     pub fn load(&self, session_id: &str) -> Result<Loaded> {
         if self.is_pending(session_id) {
-            return Err(Error::Log(LogError::NotMaterialized {
+            return Err(LogError::NotMaterialized {
                 session_id: session_id.into(),
-            }));
+            }
+            .into());
         }
         let mut closed: Vec<String> = Vec::new();
         let mut retry = Retry::new(&*self.backend);
@@ -481,9 +482,10 @@ impl Sessions {
     /// ([`super::read_stored_log`]).
     pub fn read_log(&self, session_id: &str, mode: ReadMode) -> Result<SessionLog> {
         if self.is_pending(session_id) {
-            return Err(Error::Log(LogError::NotMaterialized {
+            return Err(LogError::NotMaterialized {
                 session_id: session_id.into(),
-            }));
+            }
+            .into());
         }
         read_stored_log(&*self.backend, session_id, mode)
     }

@@ -5,8 +5,7 @@
 use super::SessionStore;
 use super::lines::check_new_header;
 use super::retry::Retry;
-use crate::LogError;
-use crate::error::{Error, IoContext, Result, StoreError};
+use crate::error::{Error, IoContext, LogError, Result, StoreError};
 use crate::log::header::read_header_line;
 use crate::log::reader::MAX_HEADER_LINE;
 use crate::tree::LogOptions;

@@ -37,8 +37,7 @@ pub(crate) use read::ReadValue;
 pub(crate) use stored::{StoredDecision, StoredLines};
 pub(crate) use tail::{Tail, tail_in_transaction};
 
-use crate::ProjectionError;
-use crate::error::{DatabaseError, Error, IoContext, Result};
+use crate::error::{DatabaseError, Error, IoContext, ProjectionError, Result};
 use crate::state::envelope::Scope;
 use crate::state::step::{self, Stored, Unfold};
 use ingest::ChunkPolicy;
@@ -184,12 +183,12 @@ pub(crate) fn key_path(key: &str) -> PathBuf {
 impl Projection {
     /// Opens (or creates) the projection database. Only a file that is provably ours
     /// (docs/spec.md §4: our `application_id` in its header, or `meta.app` of an older version)
-    /// is used. An earlier version's schema is migrated in place, its lock and presence
-    /// rows kept; a later version's is refused with [`ProjectionError::NewerDatabase`] and left
-    /// untouched; a corrupt one is deleted and rebuilt unless it holds the row of a live
-    /// holder other than this process, which is refused with [`LockError::Held`]
-    /// (this process's own rows are carried over). Anything else at the path is refused
-    /// with [`ProjectionError::NotOurDatabase`] and left untouched; a database that cannot be opened
+    /// is used. An earlier version's schema is migrated in place, its lock and presence rows
+    /// kept; a later version's is refused with [`ProjectionError::NewerDatabase`] and left
+    /// untouched; a corrupt one is deleted and rebuilt unless it holds the row of a live holder
+    /// other than this process, which is refused with [`LockError::Held`] (this process's own
+    /// rows are carried over). Anything else at the path is refused with
+    /// [`ProjectionError::NotOurDatabase`] and left untouched; a database that cannot be opened
     /// at all is an error.
     ///
     /// [`LockError::Held`]: crate::lock::LockError::Held

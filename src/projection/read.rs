@@ -6,9 +6,7 @@
 
 use super::schema::from_columns;
 use super::{Rows, db_err};
-use crate::LogError;
-use crate::StateError;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, LogError, Result, StateError};
 use crate::state::envelope::Scope;
 use crate::state::step::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -50,10 +48,11 @@ pub(crate) fn entry_id_at(
         .optional()
 }
 
-/// The error of a fold that met a bad event (stored as the event's index), naming the
-/// event's entry and place from the rows. `Err`: the lookup failed (the database error),
-/// or the rows do not hold the event the fold error names
-/// ([`ProjectionError::CorruptProjection`](crate::ProjectionError::CorruptProjection): the session is rebuilt and read again).
+/// The error of a fold that met a bad event (stored as the event's index), naming the event's
+/// entry and place from the rows. `Err`: the lookup failed (the database error), or the rows do
+/// not hold the event the fold error names
+/// ([`ProjectionError::CorruptProjection`](crate::ProjectionError::CorruptProjection): the
+/// session is rebuilt and read again).
 fn bad_event(
     conn: &Connection,
     rows: Rows<'_>,

@@ -22,9 +22,7 @@ use super::read::{ReadValue, read_value};
 use super::sink::SqlSink;
 use super::watermark::span_digest;
 use super::{CatchUp, Projection, db_err, forget};
-use crate::LogError;
-use crate::ProjectionError;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, LogError, ProjectionError, Result};
 use crate::log::header::parse_header;
 use crate::log::reader::{ReadMode, ScanState};
 use crate::sqlite::end_transaction;
@@ -207,14 +205,15 @@ impl<'c> Folder<'c> {
             offset: self.mark.consumed,
         };
         if seq != self.mark.entry_count {
-            return Err(Error::Log(LogError::Corrupt {
+            return Err(LogError::Corrupt {
                 path: self.label.clone(),
                 at,
                 detail: format!(
                     "the stored entries skip from seq {} to seq {seq}",
                     self.mark.entry_count
                 ),
-            }));
+            }
+            .into());
         }
         let bytes = line.as_bytes();
         let digest = span_digest(bytes);
@@ -227,11 +226,12 @@ impl<'c> Folder<'c> {
             return Err(e);
         }
         if self.sink.added == before {
-            return Err(Error::Log(LogError::Corrupt {
+            return Err(LogError::Corrupt {
                 path: self.label.clone(),
                 at,
                 detail: "a stored row is not a complete entry; a row cannot be torn".into(),
-            }));
+            }
+            .into());
         }
         self.mark.entry_count += 1;
         self.mark.consumed += bytes.len() as u64 + 1;
@@ -495,10 +495,11 @@ impl Projection {
         if let Some(p) = &parent
             && self.stored_node(&key, p)?.is_none()
         {
-            return Err(Error::Log(LogError::UnknownEntry {
+            return Err(LogError::UnknownEntry {
                 path: label,
                 id: p.clone(),
-            }));
+            }
+            .into());
         }
         let read = |p: &Projection| {
             read_value(

@@ -22,8 +22,7 @@
 use super::decide::{Decided, TooDeepResult, check_result, decide_versioned};
 use super::depth::{self, MAX_DEPTH};
 use super::envelope::{Envelope, Op, STATE_PREFIX, Scope};
-use crate::StateError;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StateError};
 use serde::Serialize;
 use serde_json::Value;
 use std::marker::PhantomData;
@@ -263,12 +262,13 @@ impl<T> StateKey<T> {
     /// Refuses a state written under a newer version than the key's.
     pub fn check_version(&self, stored: u32, entry: impl FnOnce() -> Option<String>) -> Result<()> {
         if stored > self.version {
-            return Err(Error::State(StateError::NewerStateVersion {
+            return Err(StateError::NewerStateVersion {
                 plugin: self.plugin_id().to_owned(),
                 stored,
                 known: self.version,
                 entry_id: entry(),
-            }));
+            }
+            .into());
         }
         Ok(())
     }

@@ -26,8 +26,7 @@ pub use backend::StoredSession;
 pub use presence::SessionStatus;
 pub use prune::{KeptSession, PruneReport, PrunedSession};
 
-use crate::ProjectionError;
-use crate::error::{DatabaseError, Error, IoContext, Result};
+use crate::error::{DatabaseError, Error, IoContext, ProjectionError, Result};
 use crate::lock::{self, Holder, LockStatus};
 use crate::log::io::{FileSystem, StdFileSystem};
 use crate::projection::{CatchUp, Projection};
@@ -125,8 +124,8 @@ impl StoreOptions {
 /// and the fold memo); `Send + Sync`.
 ///
 /// The database is opened on first use ([`Store::connect`] opens it now), so resolving a
-/// location never creates a file. Only a database that is provably ours is used
-/// (docs/spec.md §4); anything else at the path is refused with [`ProjectionError::NotOurDatabase`].
+/// location never creates a file. Only a database that is provably ours is used (docs/spec.md
+/// §4); anything else at the path is refused with [`ProjectionError::NotOurDatabase`].
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,

@@ -2,8 +2,7 @@
 //! and what `status` shows of a session's rows.
 
 use super::{Peeked, Store};
-use crate::ProjectionError;
-use crate::error::{DatabaseError, Error, Result};
+use crate::error::{DatabaseError, Error, ProjectionError, Result};
 use crate::lock::{self, Holder, LockStatus, PresenceStatus, presence};
 use crate::projection::Projection;
 use std::path::PathBuf;

@@ -14,8 +14,7 @@
 //! ```
 
 use super::Store;
-use crate::StateError;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StateError};
 use crate::log::NewEntry;
 use crate::state::decide::Decided;
 use crate::state::envelope::{Envelope, Op, Scope};

@@ -26,8 +26,7 @@
 use super::Store;
 use super::state::{SessionState, TailWrite};
 use super::write::{Appended, Outcome, Own, Target, run};
-use crate::ProjectionError;
-use crate::error::{DatabaseError, Error, Result};
+use crate::error::{DatabaseError, Error, ProjectionError, Result};
 use crate::log::io::FileSystem;
 use crate::log::writer::append_if_unchanged;
 use crate::projection::{Projection, Tail, tail_in_transaction};

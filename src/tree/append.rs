@@ -9,8 +9,7 @@
 use super::SessionLog;
 use super::options::Materialize;
 use super::session::Storage;
-use crate::LogError;
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Location, LogError, Result};
 use crate::log::entry::Role;
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, ReadMode};
@@ -127,10 +126,11 @@ impl SessionLog {
     pub(crate) fn begin_append(&mut self) -> Result<()> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
-            return Err(Error::Log(LogError::Poisoned {
+            return Err(LogError::Poisoned {
                 path: self.index.path.clone(),
                 cause: cause.clone(),
-            }));
+            }
+            .into());
         }
         if !self.is_materialized() {
             return Ok(());
@@ -258,10 +258,11 @@ impl SessionLog {
     pub fn materialize(&mut self) -> Result<()> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
-            return Err(Error::Log(LogError::Poisoned {
+            return Err(LogError::Poisoned {
                 path: self.index.path.clone(),
                 cause: cause.clone(),
-            }));
+            }
+            .into());
         }
         let Storage::Memory(buf) = &self.storage else {
             return Ok(());
@@ -271,7 +272,7 @@ impl SessionLog {
         let dir = reader::parent_dir(&path).to_path_buf();
         std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
         if path.exists() {
-            return Err(Error::Log(LogError::AlreadyExists { path }));
+            return Err(LogError::AlreadyExists { path }.into());
         }
         let fs = self.options.fs.clone();
         let created = io::create_durably(&*fs, &path, "creating", io::Place::Link, |tmp| {
@@ -291,7 +292,7 @@ impl SessionLog {
                 // fsync Failures?", ATC'20).
                 let cause = error.to_string();
                 self.poisoned = Some(cause.clone());
-                return Err(Error::Log(LogError::Poisoned { path, cause }));
+                return Err(LogError::Poisoned { path, cause }.into());
             }
             Err(io::CreateFailed {
                 step: io::Step::SyncDir,
@@ -378,11 +379,12 @@ impl SessionLog {
             self.ingest_from_disk()?;
         }
         if let Some((at, detail)) = self.scan.pending_bad.first() {
-            return Err(Error::Log(LogError::TrailingGarbage {
+            return Err(LogError::TrailingGarbage {
                 path: self.index.path.clone(),
                 at: *at,
                 detail: detail.clone(),
-            }));
+            }
+            .into());
         }
         Ok(())
     }
@@ -418,12 +420,13 @@ impl SessionLog {
             match reader::classify(&tail) {
                 reader::LineClass::Bad(detail) => return Err(refuse(self.scan.next, detail)),
                 reader::LineClass::Invalid(detail) if self.options.mode == ReadMode::Strict => {
-                    return Err(Error::Log(LogError::InvalidEntry {
+                    return Err(LogError::InvalidEntry {
                         path: path.clone(),
                         at: self.scan.next,
                         id: None,
                         detail,
-                    }));
+                    }
+                    .into());
                 }
                 _ => {}
             }

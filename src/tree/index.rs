@@ -3,8 +3,7 @@
 //! dangling parents, self-parents; v1 ids).
 
 use super::graph::{NodeData, Tree};
-use crate::LogError;
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, LogError, Result};
 use crate::log::entry::{EntryType, Role, raw_str};
 use crate::log::migrate;
 use crate::log::reader::{
@@ -96,12 +95,13 @@ impl EntrySink for Index {
         if let Some(first) = self.tree.index_of(id) {
             let first_line = self.tree.node(first).at.line;
             if self.mode == ReadMode::Strict {
-                return Err(Error::Log(LogError::DuplicateId {
+                return Err(LogError::DuplicateId {
                     path: self.path.clone(),
                     at: e.at,
                     id: id.into(),
                     first_line: Some(first_line),
-                }));
+                }
+                .into());
             }
             self.findings.push(Finding {
                 severity: Severity::Error,

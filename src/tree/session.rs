@@ -12,8 +12,7 @@
 use super::graph::{NodeData, Tree};
 use super::index::Index;
 use super::options::LogOptions;
-use crate::LogError;
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Location, LogError, Result};
 use crate::log::entry::{EntryType, Header, Role};
 use crate::log::header;
 use crate::log::io::FileIdentity;

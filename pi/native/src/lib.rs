@@ -28,9 +28,8 @@
 use napi::bindgen_prelude::{Buffer, Either};
 use napi_derive::napi;
 use serde_json::Value;
-use session_state::StateError;
 use session_state::{
-    Error, HistoryEntry, LogOptions, Op, ReadMode, Scope, SessionLog, StateKey, Store,
+    Error, HistoryEntry, LogOptions, Op, ReadMode, Scope, SessionLog, StateError, StateKey, Store,
     StoreOptions, Unwritable,
     format::{Envelope, STATE_PREFIX},
     inspect,

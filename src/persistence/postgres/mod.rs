@@ -110,11 +110,12 @@ impl PostgresStore {
     /// (`postgres://a:5432,b:5432/db?target_session_attrs=read-write`), each attempt
     /// tries them in turn.
     ///
-    /// Errors: an unparsable URL is [`Error::StoreUrl`]; a server still unavailable at
-    /// the end of the window is [`Error::StoreUnavailable`] (how long, how many attempts,
-    /// the last failure); a server that refuses otherwise (a wrong password) is
-    /// [`StoreError::Database`] at once. Each names the URL without its password; tables
-    /// of a newer session-state are refused as [`StoreError::Database`].
+    /// Errors: an unparsable URL is [`Error::StoreUrl`](crate::Error::StoreUrl); a server still
+    /// unavailable at the end of the window is
+    /// [`Error::StoreUnavailable`](crate::Error::StoreUnavailable) (how long, how many
+    /// attempts, the last failure); a server that refuses otherwise (a wrong password) is
+    /// [`StoreError::Database`] at once. Each names the URL without its password; tables of a
+    /// newer session-state are refused as [`StoreError::Database`].
     pub fn connect(url: &str) -> Result<PostgresStore> {
         let (mut config, tls) = super::tls::parse(url, redact_config)?;
         if config.get_application_name().is_none() {
