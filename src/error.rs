@@ -1,5 +1,8 @@
-//! The crate's error type. Every variant names what a user needs to act on: the file,
-//! the line and byte offset, the entry id, the plugin, or the lock holder.
+//! The crate's errors, in redb's shape: an enum per kind of operation ([`LogError`],
+//! [`StateError`], [`ProjectionError`], [`StoreError`], the lock's and the settings'),
+//! each converting into the one [`Error`] that every function returns. Every variant names
+//! what a user needs to act on: the file, the line and byte offset, the entry id, the
+//! plugin, or the lock holder.
 
 pub use crate::sqlite::DatabaseError;
 pub(crate) use crate::sqlite::is_corrupt;
@@ -30,10 +33,293 @@ impl std::fmt::Display for Location {
 /// UUIDs.
 pub const MAX_SESSION_ID_BYTES: usize = 128;
 
-/// Everything that can go wrong in this crate.
+/// Everything that can go wrong in this crate: an operation's own error (a wrapper, whose
+/// message is the inner error's), or one that the crate's layers over them decide.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// A session's log cannot be read or appended to (see [`LogError`]).
+    #[error(transparent)]
+    Log(LogError),
+
+    /// A plugin's state value or state event cannot be written or read (see
+    /// [`StateError`]).
+    #[error(transparent)]
+    State(StateError),
+
+    /// The projection database failed or refused (see [`ProjectionError`]).
+    #[error(transparent)]
+    Projection(ProjectionError),
+
+    /// A session store's primitive failed or refused (see [`StoreError`]).
+    #[error(transparent)]
+    Store(StoreError),
+
+    /// The write lock is held by someone else (or could not be taken).
+    #[error(transparent)]
+    Lock(Box<crate::lock::LockError>),
+
+    /// The database location could not be resolved.
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
+
+    /// An invalid option or argument (a plugin id, a scope, a key's version, a SQLite
+    /// store's path).
+    #[error("invalid option {option}: {detail}")]
+    InvalidOption {
+        /// The option's name.
+        option: &'static str,
+        /// What is wrong and what is allowed.
+        detail: String,
+    },
+
+    /// A store URL that cannot be opened ([`crate::open_store_url`]). The URL in the
+    /// message is redacted: it never shows a password.
+    #[error("store URL {url}: {detail}")]
+    StoreUrl {
+        /// The URL, its password replaced by `***`.
+        url: String,
+        /// What is wrong and what is accepted.
+        detail: String,
+    },
+
+    /// `import`: the store already holds this session with other content. Nothing was
+    /// imported.
+    #[error(
+        "{file}: store {store} already holds session {session_id} with other content \
+         ({detail}); nothing was imported"
+    )]
+    ImportConflict {
+        /// The file being imported.
+        file: PathBuf,
+        /// The store, as it describes itself (never with a password).
+        store: String,
+        /// The session id.
+        session_id: String,
+        /// What differs: the header line, or the entry at some sequence number.
+        detail: String,
+    },
+
+    /// A write through a store lost the race for the session's next sequence number to
+    /// other writers every time it tried. Nothing was written by this call.
+    #[error(
+        "session {session_id}: gave up after {attempts} attempts, each lost to another \
+         writer that appended to the session first (retried with random backoff); nothing \
+         was written by this call, so running it again is safe"
+    )]
+    Contended {
+        /// The session id.
+        session_id: String,
+        /// How many times the write was decided and tried.
+        attempts: u32,
+    },
+
+    /// A store stayed unavailable or busy (a server restarting or shutting down, too
+    /// many clients, another writer holding the session) while a call retried it with
+    /// backoff for the store's retry window. Trying again is safe: a write checks what is
+    /// stored first.
+    #[error(
+        "session store {store}: gave up after {waited_ms} ms and {attempts} attempts with \
+         backoff: {source}; trying again is safe (a write that got through is refused or \
+         changes nothing the second time)"
+    )]
+    StoreUnavailable {
+        /// The store, redacted.
+        store: String,
+        /// How long the call kept retrying.
+        waited_ms: u64,
+        /// How many attempts were made.
+        attempts: u32,
+        /// The last failure.
+        #[source]
+        source: Box<StoreError>,
+    },
+
+    /// Something this crate's own invariants rule out happened: a bug in session-state.
+    #[error("internal error in session-state: {what}; please report it")]
+    Internal {
+        /// What went wrong, with the file it concerns.
+        what: String,
+    },
+}
+
+/// The projection database's failures: opening, reading and writing it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProjectionError {
+    /// The projection database failed.
+    #[error("projection database {path}: {action}: {source}")]
+    Database {
+        /// The database file.
+        path: PathBuf,
+        /// What we were doing.
+        action: &'static str,
+        /// SQLite's error.
+        #[source]
+        source: DatabaseError,
+    },
+
+    /// The file at the projection database's path is not provably session-state's own
+    /// database (docs/spec.md §4): it was neither opened for writing nor modified.
+    #[error(
+        "projection database {path}: refusing to use this file: it {what}; it was left \
+         untouched (choose another database path)"
+    )]
+    NotOurDatabase {
+        /// The file at the database path.
+        path: PathBuf,
+        /// What is there ("is not a SQLite database (starts with …)", ...).
+        what: String,
+    },
+
+    /// The projection database was made by a later version of session-state (its schema
+    /// version is newer than this one knows): it is never written, deleted or trusted,
+    /// so every command that would use it refuses.
+    #[error(
+        "projection database {path}: made by a newer session-state (schema version \
+         {version}; this session-state knows versions up to {known}); it was left untouched. \
+         Upgrade this session-state (the command line, or the Pi package) to the version \
+         that made it, or use another database (--db, or sessionState.databasePath in \
+         Pi's settings)"
+    )]
+    NewerDatabase {
+        /// The database file.
+        path: PathBuf,
+        /// Its schema version, as written in it.
+        version: String,
+        /// The newest schema version this session-state knows.
+        known: i64,
+    },
+
+    /// A row of the projection database does not decode (damaged or edited). Readers
+    /// rebuild the session from its log and answer from the rebuild; this error is
+    /// returned only when the rebuilt rows do not decode either.
+    #[error("projection database {path}: a stored row for {file} does not decode: {detail}")]
+    CorruptProjection {
+        /// The database file.
+        path: PathBuf,
+        /// The session file whose rows are affected.
+        file: PathBuf,
+        /// Which row and what is wrong with it.
+        detail: String,
+    },
+}
+
+impl From<ProjectionError> for Error {
+    fn from(e: ProjectionError) -> Self {
+        Error::Projection(e)
+    }
+}
+
+/// A plugin's state: its value (serializing, deserializing, its version of the shape) and the
+/// events that store it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// A value could not be serialized to JSON; nothing was written.
+    #[error("plugin '{plugin}': the value cannot be serialized to JSON: {source}")]
+    Serialize {
+        /// The plugin id.
+        plugin: String,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A value JSON as Pi's JavaScript reads it cannot carry exactly (an integer beyond
+    /// 2^53 that a double cannot hold, ...); nothing was written.
+    #[error("plugin '{plugin}': {detail}; nothing was written")]
+    UnrepresentableValue {
+        /// The plugin id.
+        plugin: String,
+        /// Which number, and what JavaScript would read instead.
+        detail: String,
+    },
+
+    /// A stored value does not deserialize into the caller's type (the type is the
+    /// state's schema: this is the read's validation).
+    #[error(
+        "plugin '{plugin}': the stored value{} does not deserialize into the requested \
+         type at `{path}`: {source}",
+        fmt_id(.entry_id)
+    )]
+    Deserialize {
+        /// The plugin id.
+        plugin: String,
+        /// The entry whose fold produced the value, when known.
+        entry_id: Option<String>,
+        /// The first path in the value that fails (`.` for the value itself).
+        path: String,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A state written under a newer version of its shape than the reader knows: every
+    /// read and write of it is refused, and nothing is written over it.
+    #[error(
+        "plugin '{plugin}': the state{} was written under stateVersion {stored}, newer than \
+         version {known} that this code knows; it is neither read nor written over \
+         (upgrade the extension that reads it)",
+        fmt_id(.entry_id)
+    )]
+    NewerStateVersion {
+        /// The plugin id.
+        plugin: String,
+        /// The version the state was written under.
+        stored: u32,
+        /// The version the reader knows (its key's version).
+        known: u32,
+        /// The event that wrote it, when known.
+        entry_id: Option<String>,
+    },
+
+    /// The key's `migrate` function refused a value written under an older version.
+    #[error(
+        "plugin '{plugin}': migrating the state{} from version {from} to {to} failed: {detail}",
+        fmt_id(.entry_id)
+    )]
+    Migrate {
+        /// The plugin id.
+        plugin: String,
+        /// The version the value was written under.
+        from: u32,
+        /// The key's version.
+        to: u32,
+        /// The event that wrote the value, when known.
+        entry_id: Option<String>,
+        /// What `migrate` said.
+        detail: String,
+    },
+
+    /// A state event that this crate cannot interpret.
+    #[error("{path}: plugin '{plugin}': bad state event '{entry_id}' at {at}: {detail}")]
+    BadEvent {
+        /// The session file.
+        path: PathBuf,
+        /// The plugin id.
+        plugin: String,
+        /// The entry id.
+        entry_id: String,
+        /// Where the entry starts.
+        at: Location,
+        /// What is wrong (unknown `v`, op or scope, missing value...).
+        detail: String,
+    },
+}
+
+impl From<StateError> for Error {
+    fn from(e: StateError) -> Self {
+        Error::State(e)
+    }
+}
+
+/// A session's log: reading and appending to it (its file's I/O, the strict reader's
+/// refusals with file, line and byte offset, the writer's), and the rules every new session
+/// and every appended event keeps, in a file or in a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
     /// An I/O operation on a file failed.
     #[error("{action} {path}: {source}")]
     Io {
@@ -239,106 +525,6 @@ pub enum Error {
         path: PathBuf,
     },
 
-    /// A value could not be serialized to JSON; nothing was written.
-    #[error("plugin '{plugin}': the value cannot be serialized to JSON: {source}")]
-    Serialize {
-        /// The plugin id.
-        plugin: String,
-        /// serde_json's error.
-        #[source]
-        source: serde_json::Error,
-    },
-
-    /// A value JSON as Pi's JavaScript reads it cannot carry exactly (an integer beyond
-    /// 2^53 that a double cannot hold, ...); nothing was written.
-    #[error("plugin '{plugin}': {detail}; nothing was written")]
-    UnrepresentableValue {
-        /// The plugin id.
-        plugin: String,
-        /// Which number, and what JavaScript would read instead.
-        detail: String,
-    },
-
-    /// A stored value does not deserialize into the caller's type (the type is the
-    /// state's schema: this is the read's validation).
-    #[error(
-        "plugin '{plugin}': the stored value{} does not deserialize into the requested \
-         type at `{path}`: {source}",
-        fmt_id(.entry_id)
-    )]
-    Deserialize {
-        /// The plugin id.
-        plugin: String,
-        /// The entry whose fold produced the value, when known.
-        entry_id: Option<String>,
-        /// The first path in the value that fails (`.` for the value itself).
-        path: String,
-        /// serde_json's error.
-        #[source]
-        source: serde_json::Error,
-    },
-
-    /// A state written under a newer version of its shape than the reader knows: every
-    /// read and write of it is refused, and nothing is written over it.
-    #[error(
-        "plugin '{plugin}': the state{} was written under stateVersion {stored}, newer than \
-         version {known} that this code knows; it is neither read nor written over \
-         (upgrade the extension that reads it)",
-        fmt_id(.entry_id)
-    )]
-    NewerStateVersion {
-        /// The plugin id.
-        plugin: String,
-        /// The version the state was written under.
-        stored: u32,
-        /// The version the reader knows (its key's version).
-        known: u32,
-        /// The event that wrote it, when known.
-        entry_id: Option<String>,
-    },
-
-    /// The key's `migrate` function refused a value written under an older version.
-    #[error(
-        "plugin '{plugin}': migrating the state{} from version {from} to {to} failed: {detail}",
-        fmt_id(.entry_id)
-    )]
-    Migrate {
-        /// The plugin id.
-        plugin: String,
-        /// The version the value was written under.
-        from: u32,
-        /// The key's version.
-        to: u32,
-        /// The event that wrote the value, when known.
-        entry_id: Option<String>,
-        /// What `migrate` said.
-        detail: String,
-    },
-
-    /// A state event that this crate cannot interpret.
-    #[error("{path}: plugin '{plugin}': bad state event '{entry_id}' at {at}: {detail}")]
-    BadEvent {
-        /// The session file.
-        path: PathBuf,
-        /// The plugin id.
-        plugin: String,
-        /// The entry id.
-        entry_id: String,
-        /// Where the entry starts.
-        at: Location,
-        /// What is wrong (unknown `v`, op or scope, missing value...).
-        detail: String,
-    },
-
-    /// An invalid option or argument (a [`crate::LogOptions`] session id, a plugin id).
-    #[error("invalid option {option}: {detail}")]
-    InvalidOption {
-        /// The option's name.
-        option: &'static str,
-        /// What is wrong and what is allowed.
-        detail: String,
-    },
-
     /// A new session's header (created or imported) is not in format version 3, the only
     /// one new sessions are written in.
     #[error(
@@ -427,152 +613,22 @@ pub enum Error {
         /// The session's next sequence number (its number of events).
         next_seq: u64,
     },
+}
 
-    /// Something this crate's own invariants rule out happened: a bug in session-state.
-    #[error("internal error in session-state: {what}; please report it")]
-    Internal {
-        /// What went wrong, with the file it concerns.
-        what: String,
-    },
-
-    /// The projection database failed.
-    #[error("projection database {path}: {action}: {source}")]
-    Database {
-        /// The database file.
-        path: PathBuf,
-        /// What we were doing.
-        action: &'static str,
-        /// SQLite's error.
-        #[source]
-        source: DatabaseError,
-    },
-
-    /// The file at the projection database's path is not provably session-state's own
-    /// database (docs/spec.md §4): it was neither opened for writing nor modified.
-    #[error(
-        "projection database {path}: refusing to use this file: it {what}; it was left \
-         untouched (choose another database path)"
-    )]
-    NotOurDatabase {
-        /// The file at the database path.
-        path: PathBuf,
-        /// What is there ("is not a SQLite database (starts with …)", ...).
-        what: String,
-    },
-
-    /// The projection database was made by a later version of session-state (its schema
-    /// version is newer than this one knows): it is never written, deleted or trusted,
-    /// so every command that would use it refuses.
-    #[error(
-        "projection database {path}: made by a newer session-state (schema version \
-         {version}; this session-state knows versions up to {known}); it was left untouched. \
-         Upgrade this session-state (the command line, or the Pi package) to the version \
-         that made it, or use another database (--db, or sessionState.databasePath in \
-         Pi's settings)"
-    )]
-    NewerDatabase {
-        /// The database file.
-        path: PathBuf,
-        /// Its schema version, as written in it.
-        version: String,
-        /// The newest schema version this session-state knows.
-        known: i64,
-    },
-
-    /// A row of the projection database does not decode (damaged or edited). Readers
-    /// rebuild the session from its log and answer from the rebuild; this error is
-    /// returned only when the rebuilt rows do not decode either.
-    #[error("projection database {path}: a stored row for {file} does not decode: {detail}")]
-    CorruptProjection {
-        /// The database file.
-        path: PathBuf,
-        /// The session file whose rows are affected.
-        file: PathBuf,
-        /// Which row and what is wrong with it.
-        detail: String,
-    },
-
-    /// A store URL that cannot be opened ([`crate::open_store_url`]). The URL in the
-    /// message is redacted: it never shows a password.
-    #[error("store URL {url}: {detail}")]
-    StoreUrl {
-        /// The URL, its password replaced by `***`.
-        url: String,
-        /// What is wrong and what is accepted.
-        detail: String,
-    },
-
-    /// A session store's primitive failed or refused (see [`StoreError`]).
-    #[error(transparent)]
-    Store(StoreError),
-
-    /// `import`: the store already holds this session with other content. Nothing was
-    /// imported.
-    #[error(
-        "{file}: store {store} already holds session {session_id} with other content \
-         ({detail}); nothing was imported"
-    )]
-    ImportConflict {
-        /// The file being imported.
-        file: PathBuf,
-        /// The store, as it describes itself (never with a password).
-        store: String,
-        /// The session id.
-        session_id: String,
-        /// What differs: the header line, or the entry at some sequence number.
-        detail: String,
-    },
-
-    /// A write through a store lost the race for the session's next sequence number to
-    /// other writers every time it tried. Nothing was written by this call.
-    #[error(
-        "session {session_id}: gave up after {attempts} attempts, each lost to another \
-         writer that appended to the session first (retried with random backoff); nothing \
-         was written by this call, so running it again is safe"
-    )]
-    Contended {
-        /// The session id.
-        session_id: String,
-        /// How many times the write was decided and tried.
-        attempts: u32,
-    },
-
-    /// A store stayed unavailable or busy (a server restarting or shutting down, too
-    /// many clients, another writer holding the session) while a call retried it with
-    /// backoff for the store's retry window. Trying again is safe: a write checks what is
-    /// stored first.
-    #[error(
-        "session store {store}: gave up after {waited_ms} ms and {attempts} attempts with \
-         backoff: {source}; trying again is safe (a write that got through is refused or \
-         changes nothing the second time)"
-    )]
-    StoreUnavailable {
-        /// The store, redacted.
-        store: String,
-        /// How long the call kept retrying.
-        waited_ms: u64,
-        /// How many attempts were made.
-        attempts: u32,
-        /// The last failure.
-        #[source]
-        source: Box<StoreError>,
-    },
-
-    /// The write lock is held by someone else (or could not be taken).
-    #[error(transparent)]
-    Lock(Box<crate::lock::LockError>),
-
-    /// The database location could not be resolved.
-    #[error(transparent)]
-    Settings(#[from] crate::settings::SettingsError),
+impl From<LogError> for Error {
+    fn from(e: LogError) -> Self {
+        Error::Log(e)
+    }
 }
 
 impl From<StoreError> for Error {
     /// A store error as the crate's error; the file backend's errors (its session file's
-    /// reader and I/O) come out as the log names them.
+    /// reader and I/O) come out as the log names them, and a backend's bug as
+    /// [`Error::Internal`].
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::File(e) => *e,
+            StoreError::File(e) => Error::Log(*e),
+            StoreError::Internal { what } => Error::Internal { what },
             e => Error::Store(e),
         }
     }
@@ -739,8 +795,17 @@ pub enum StoreError {
 
     /// The file backend: its session file's error, as the log names it (the strict
     /// reader's refusal with file, line and byte offset; an I/O error with its path).
+    /// Converted into [`Error::Log`].
     #[error(transparent)]
-    File(Box<Error>),
+    File(Box<LogError>),
+
+    /// Something a backend of this crate rules out happened: a bug in session-state.
+    /// Converted into [`Error::Internal`].
+    #[error("internal error in session-state: {what}; please report it")]
+    Internal {
+        /// What went wrong, with the session or file it concerns.
+        what: String,
+    },
 }
 
 impl StoreError {
@@ -771,12 +836,25 @@ impl StoreError {
     }
 }
 
-impl From<Error> for StoreError {
-    /// The file backend's errors (its file's reader, its I/O).
-    fn from(e: Error) -> Self {
+impl From<LogError> for StoreError {
+    /// The file backend's errors: its file's reader, its I/O.
+    fn from(e: LogError) -> Self {
+        StoreError::File(Box::new(e))
+    }
+}
+
+impl StoreError {
+    /// The file backend's error from the log's reader and writer, which return the
+    /// crate's [`Error`]: a log's error is [`StoreError::File`], a store's is itself, and
+    /// anything else (a bug) is [`StoreError::Internal`].
+    pub(crate) fn of_file(e: Error) -> StoreError {
         match e {
+            Error::Log(e) => StoreError::File(Box::new(e)),
             Error::Store(e) => e,
-            e => StoreError::File(Box::new(e)),
+            Error::Internal { what } => StoreError::Internal { what },
+            e => StoreError::Internal {
+                what: format!("the file backend met an error that is not a log's: {e}"),
+            },
         }
     }
 }
@@ -863,14 +941,14 @@ fn fmt_id(id: &Option<String>) -> String {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// The one constructor of [`Error::Io`]: what was being done, to which file. Prefer
+    /// The one constructor of [`LogError::Io`]: what was being done, to which file. Prefer
     /// [`IoContext::ctx`] on an `io::Result`.
     pub(crate) fn io(action: &'static str, path: &std::path::Path, source: io::Error) -> Error {
-        Error::Io {
+        Error::Log(LogError::Io {
             action,
             path: path.to_path_buf(),
             source,
-        }
+        })
     }
 }
 

@@ -50,7 +50,10 @@ mod store;
 mod sync;
 mod tree;
 
-pub use error::{BackendError, DatabaseError, Error, Location, Result, StoreError};
+pub use error::{
+    BackendError, DatabaseError, Error, Location, LogError, ProjectionError, Result, StateError,
+    StoreError,
+};
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
 pub use log::reader::{Finding, FindingKind, ReadMode, Severity};

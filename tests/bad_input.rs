@@ -15,6 +15,7 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use serde_json::{Value, json};
 use session_state::settings::SettingsError;
 use session_state::*;
+use session_state::{LogError, StateError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -197,7 +198,7 @@ fn a_value_that_does_not_serialize_is_refused_and_nothing_is_appended() {
         .unwrap();
     let value = HashMap::from([((1, 2), 3)]);
     let err = st.write(&mut log, &value).unwrap_err();
-    let Error::Serialize { plugin, .. } = &err else {
+    let Error::State(StateError::Serialize { plugin, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(plugin, "grid");
@@ -255,7 +256,10 @@ fn non_finite_numbers_are_refused_before_writing() {
             .unwrap_err(),
     );
     for err in &errors {
-        assert!(matches!(err, Error::Serialize { .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::State(StateError::Serialize { .. })),
+            "{err:?}"
+        );
         let msg = err.to_string();
         assert!(
             msg.contains("plugin 'num'") || msg.contains("plugin 'gauge'"),
@@ -290,7 +294,7 @@ fn integers_pi_would_not_read_back_are_refused_before_writing() {
         .and_then(|store| store.state::<Vec<u64>>("ids", Scope::Branch))
         .unwrap();
     let err = st.write(&mut log, &vec![1, u64::MAX]).unwrap_err();
-    let Error::UnrepresentableValue { plugin, detail } = &err else {
+    let Error::State(StateError::UnrepresentableValue { plugin, detail }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!(plugin, "ids");
@@ -300,7 +304,7 @@ fn integers_pi_would_not_read_back_are_refused_before_writing() {
     let patch = json!({"n": 9007199254740993u64});
     assert!(matches!(
         state(dir.path(), "ids").patch(&mut log, &patch),
-        Err(Error::UnrepresentableValue { .. })
+        Err(Error::State(StateError::UnrepresentableValue { .. }))
     ));
     assert_eq!(
         std::fs::read(log.path()).unwrap(),
@@ -436,7 +440,7 @@ fn a_state_value_deeper_than_serde_json_reads_is_read_and_kept() {
     assert_eq!(json::to_string(&projected), deep);
     // The `data` object is one level more: this one is past the limit.
     let err = state(dir.path(), "too").read_value(&log).unwrap_err();
-    let Error::BadEvent { entry_id, at, .. } = &err else {
+    let Error::State(StateError::BadEvent { entry_id, at, .. }) = &err else {
         panic!("{err:?}")
     };
     assert_eq!((entry_id.as_str(), at.line), ("f0000001", 4));
@@ -659,7 +663,10 @@ fn a_number_beyond_the_double_range_is_infinity_and_seals_nothing() {
     // A value holding it is not a value to write.
     let before = std::fs::read(&path).unwrap();
     let err = st.write(&mut log, &v).unwrap_err();
-    assert!(matches!(err, Error::UnrepresentableValue { .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::State(StateError::UnrepresentableValue { .. })),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("Infinity"), "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), before, "nothing appended");
 
@@ -911,12 +918,12 @@ fn a_line_with_100k_nested_arrays_never_overflows_the_stack() {
     );
     let log = open(&path, ReadMode::Strict).unwrap();
     let err = state(dir.path(), "deep").read(&log).unwrap_err();
-    let Error::BadEvent {
+    let Error::State(StateError::BadEvent {
         plugin,
         entry_id,
         at,
         ..
-    } = &err
+    }) = &err
     else {
         panic!("{err:?}")
     };
@@ -946,7 +953,10 @@ fn a_line_with_100k_nested_arrays_never_overflows_the_stack() {
     let header = format!(r#"{{"type":"session","version":3,"id":"x","cwd":{deep}}}"#);
     std::fs::write(&path, format!("{header}\n{a}\n")).unwrap();
     let (err, _) = refused(&path);
-    assert!(matches!(err, Error::InvalidHeader { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Log(LogError::InvalidHeader { .. })),
+        "{err}"
+    );
 
     // As a whole line between entries (not an entry): refused at its line, in strict mode.
     let path = file_of(
@@ -956,7 +966,7 @@ fn a_line_with_100k_nested_arrays_never_overflows_the_stack() {
     );
     let (err, msg) = refused(&path);
     assert!(
-        matches!(err, Error::InvalidEntry { at, .. } if at.line == 3),
+        matches!(err, Error::Log(LogError::InvalidEntry { at, .. }) if at.line == 3),
         "{msg}"
     );
 }
@@ -1146,7 +1156,7 @@ fn invalid_utf8_and_nul_bytes_are_corruption_in_the_middle_and_torn_at_the_end()
             &[a.as_bytes(), bad, c.as_bytes()],
         );
         let (err, msg) = refused(&path);
-        let Error::Corrupt { at, .. } = err else {
+        let Error::Log(LogError::Corrupt { at, .. }) = err else {
             panic!("{name}: {msg}")
         };
         assert_eq!(at.line, 3, "{msg}");
@@ -1179,7 +1189,7 @@ fn invalid_utf8_and_nul_bytes_are_corruption_in_the_middle_and_torn_at_the_end()
             .append(NewEntry::message(json!({"role": "user", "content": "x"})))
             .unwrap_err();
         assert!(
-            matches!(err, Error::TrailingGarbage { at, .. } if at.line == 3),
+            matches!(err, Error::Log(LogError::TrailingGarbage { at, .. }) if at.line == 3),
             "{err}"
         );
         assert!(err.to_string().contains("verify"), "says what to do: {err}");
@@ -1268,7 +1278,10 @@ fn a_byte_order_mark_is_refused_strictly_and_skipped_by_salvage() {
     )
     .unwrap();
     let (err, msg) = refused(&path);
-    assert!(matches!(err, Error::InvalidHeader { .. }), "{msg}");
+    assert!(
+        matches!(err, Error::Log(LogError::InvalidHeader { .. })),
+        "{msg}"
+    );
     assert!(
         msg.contains("byte order mark") && msg.contains("line 1"),
         "{msg}"
@@ -1323,13 +1336,13 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 b.clone(),
                 entry("b0000001", Some("a0000001"), "again"),
             ],
-            |e| matches!(e, Error::DuplicateId { at, first_line: Some(3), .. } if at.line == 4),
+            |e| matches!(e, Error::Log(LogError::DuplicateId { at, first_line: Some(3), .. }) if at.line == 4),
             vec!["'b0000001'", "line 4", "first used on line 3"],
         ),
         (
             "self-parent",
             vec![a.clone(), entry("s0000001", Some("s0000001"), "me")],
-            |e| matches!(e, Error::Cycle { at, .. } if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::Cycle { at, .. }) if at.line == 3),
             vec!["'s0000001'", "line 3", "its own parent"],
         ),
         (
@@ -1339,19 +1352,19 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 entry("x0000001", Some("y0000001"), "x"),
                 entry("y0000001", Some("x0000001"), "y"),
             ],
-            |e| matches!(e, Error::DanglingParent { at, .. } if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::DanglingParent { at, .. }) if at.line == 3),
             vec!["'x0000001'", "'y0000001'", "line 3", "forward reference"],
         ),
         (
             "a dangling parent",
             vec![a.clone(), entry("d0000001", Some("gone0000"), "d")],
-            |e| matches!(e, Error::DanglingParent { at, .. } if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::DanglingParent { at, .. }) if at.line == 3),
             vec!["'d0000001'", "'gone0000'", "line 3"],
         ),
         (
             "an empty id",
             vec![a.clone(), entry("", Some("a0000001"), "e")],
-            |e| matches!(e, Error::InvalidEntry { at, .. } if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::InvalidEntry { at, .. }) if at.line == 3),
             vec!["line 3", "`id` is empty"],
         ),
         (
@@ -1360,7 +1373,7 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 a.clone(),
                 r#"{"type":"message","id":7,"parentId":null}"#.to_owned(),
             ],
-            |e| matches!(e, Error::InvalidEntry { at, .. } if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::InvalidEntry { at, .. }) if at.line == 3),
             vec!["line 3", "`id`"],
         ),
         (
@@ -1369,19 +1382,19 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 a.clone(),
                 r#"{"type":"message","id":"n0000001","parentId":7}"#.to_owned(),
             ],
-            |e| matches!(e, Error::InvalidEntry { at, id: Some(id), .. } if at.line == 3 && id == "n0000001"),
+            |e| matches!(e, Error::Log(LogError::InvalidEntry { at, id: Some(id), .. }) if at.line == 3 && id == "n0000001"),
             vec!["line 3", "'n0000001'", "`parentId` is 7"],
         ),
         (
             "a JSON array line",
             vec![a.clone(), "[1,2,3]".to_owned(), b.clone()],
-            |e| matches!(e, Error::InvalidEntry { at, .. } if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::InvalidEntry { at, .. }) if at.line == 3),
             vec!["line 3"],
         ),
         (
             "a JSON number line",
             vec![a.clone(), "42".to_owned(), b.clone()],
-            |e| matches!(e, Error::InvalidEntry { at, .. } if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::InvalidEntry { at, .. }) if at.line == 3),
             vec!["line 3"],
         ),
         (
@@ -1391,7 +1404,7 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 r#"{"type":"message","id":"aa",,}"#.to_owned(),
                 b.clone(),
             ],
-            |e| matches!(e, Error::Corrupt { at, .. } if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::Corrupt { at, .. }) if at.line == 3),
             vec!["line 3", "byte offset", "verify --salvage"],
         ),
     ];
@@ -1428,7 +1441,7 @@ fn the_projection_refuses_a_duplicate_id_without_inventing_the_first_line() {
     // before, not on which line.
     let err = state(dir.path(), "p").read_file(&path).unwrap_err();
     assert!(
-        matches!(&err, Error::DuplicateId { at, id, first_line: None, .. }
+        matches!(&err, Error::Log(LogError::DuplicateId { at, id, first_line: None, .. })
             if at.line == 4 && id == "b0000001"),
         "{err:?}"
     );
@@ -1442,35 +1455,37 @@ fn bad_headers_are_refused_naming_line_1() {
     let dir = tempfile::tempdir().unwrap();
     let a = entry("a0000001", None, "a");
     let cases: [(&str, &[u8], Expect); 8] = [
-        ("empty", b"", |e| matches!(e, Error::MissingHeader { .. })),
+        ("empty", b"", |e| {
+            matches!(e, Error::Log(LogError::MissingHeader { .. }))
+        }),
         ("no newline", HEADER.as_bytes(), |e| {
-            matches!(e, Error::MissingHeader { .. })
+            matches!(e, Error::Log(LogError::MissingHeader { .. }))
         }),
         (
             "version 4",
             br#"{"type":"session","version":4,"id":"v4"}"#,
-            |e| matches!(e, Error::UnsupportedVersion { .. }),
+            |e| matches!(e, Error::Log(LogError::UnsupportedVersion { .. })),
         ),
         (
             "version 3.5",
             br#"{"type":"session","version":3.5,"id":"v"}"#,
-            |e| matches!(e, Error::UnsupportedVersion { .. }),
+            |e| matches!(e, Error::Log(LogError::UnsupportedVersion { .. })),
         ),
         (
             "version \"3\"",
             br#"{"type":"session","version":"3","id":"v"}"#,
-            |e| matches!(e, Error::InvalidHeader { .. }),
+            |e| matches!(e, Error::Log(LogError::InvalidHeader { .. })),
         ),
         (
             "version 0",
             br#"{"type":"session","version":0,"id":"v"}"#,
-            |e| matches!(e, Error::InvalidHeader { .. }),
+            |e| matches!(e, Error::Log(LogError::InvalidHeader { .. })),
         ),
         ("no id", br#"{"type":"session","version":3}"#, |e| {
-            matches!(e, Error::InvalidHeader { .. })
+            matches!(e, Error::Log(LogError::InvalidHeader { .. }))
         }),
         ("an entry first", a.as_bytes(), |e| {
-            matches!(e, Error::MissingHeader { .. })
+            matches!(e, Error::Log(LogError::MissingHeader { .. }))
         }),
     ];
     for (what, first, expected) in cases {
@@ -1484,7 +1499,7 @@ fn bad_headers_are_refused_naming_line_1() {
         std::fs::write(&path, &bytes).unwrap();
         let (err, msg) = refused(&path);
         assert!(expected(&err), "{what}: {msg}");
-        if let Error::UnsupportedVersion { .. } = err {
+        if let Error::Log(LogError::UnsupportedVersion { .. }) = err {
             assert!(msg.contains("upgrade"), "{msg}");
         }
     }
@@ -1707,7 +1722,7 @@ fn arbitrary_state_event_data_never_panics_a_read() {
                     if let Err(e) = r {
                         errors.set(errors.get() + 1);
                         prop_assert!(
-                            matches!(e, Error::BadEvent { ref plugin, .. } if plugin == "p"),
+                            matches!(e, Error::State(StateError::BadEvent { ref plugin, .. }) if plugin == "p"),
                             "{}",
                             e
                         );

@@ -1734,14 +1734,14 @@ fn messages_point_to_what_exists() {
         out.stdout
     );
     // The refusal to append after an unparsable last line: no nested parentheses.
-    let e = session_state::Error::TrailingGarbage {
+    let e = session_state::Error::Log(session_state::LogError::TrailingGarbage {
         path: "s.jsonl".into(),
         at: session_state::Location {
             line: 16,
             offset: 4699,
         },
         detail: "expected value at line 1 column 1".into(),
-    };
+    });
     let text = e.to_string();
     assert!(
         text.starts_with(

@@ -11,7 +11,7 @@
 
 use crate::common;
 use serde_json::{Value, json};
-use session_state::Error;
+use session_state::{Error, StateError};
 use std::path::PathBuf;
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/example.jsonl");
@@ -149,12 +149,12 @@ impl World {
 
 /// The library's own message for a refused newer version, word for word.
 fn newer_message(plugin: &str, stored: u32, known: u32, entry: &str) -> String {
-    Error::NewerStateVersion {
+    Error::State(StateError::NewerStateVersion {
         plugin: plugin.into(),
         stored,
         known,
         entry_id: Some(entry.into()),
-    }
+    })
     .to_string()
 }
 

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use session_state::{
-    Error, Header, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Sessions,
-    SqliteStore, Store, StoreOptions, StoredSession,
+    Error, Header, LogError, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState,
+    Sessions, SqliteStore, Store, StoreOptions, StoredSession,
     io::FileSystem,
     lock::{Holder, LEASE, Liveness, LockError, LockStatus},
 };
@@ -1016,7 +1016,10 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
         .set_len(original.len() as u64)
         .expect("truncate");
     let err = log.append(entry()).expect_err("shrunk");
-    assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Log(LogError::ChangedOnDisk { .. })),
+        "{err}"
+    );
     assert!(
         err.to_string().contains("shrank") && err.to_string().contains("reopen"),
         "{err}"
@@ -1027,7 +1030,10 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
         "nothing appended"
     );
     let err = log.refresh().expect_err("shrunk");
-    assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Log(LogError::ChangedOnDisk { .. })),
+        "{err}"
+    );
 
     // Replaced (a new file renamed over the path): refused, the new file untouched.
     let mut log = SessionLog::open(&file).expect("open");
@@ -1035,7 +1041,10 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
     std::fs::write(&other, &original).expect("write");
     std::fs::rename(&other, &file).expect("rename");
     let err = log.append(entry()).expect_err("replaced");
-    assert!(matches!(err, Error::ChangedOnDisk { .. }), "{err}");
+    assert!(
+        matches!(err, Error::Log(LogError::ChangedOnDisk { .. })),
+        "{err}"
+    );
     assert!(err.to_string().contains("another file"), "{err}");
     assert_eq!(
         std::fs::read(&file).expect("read"),

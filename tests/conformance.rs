@@ -15,6 +15,7 @@ use common::backend::TestBackend;
 use serde_json::{Value, json};
 use session_state::format::{MAX_SESSION_ID_BYTES, read_header};
 use session_state::*;
+use session_state::{LogError, StateError};
 use std::ops::ControlFlow;
 
 macro_rules! conformance {
@@ -226,11 +227,11 @@ pub(crate) mod suite {
         );
         assert!(matches!(
             b.store.load("lazy"),
-            Err(Error::NotMaterialized { .. })
+            Err(Error::Log(LogError::NotMaterialized { .. }))
         ));
         assert!(matches!(
             b.store.create(header("lazy")),
-            Err(Error::AlreadyCreated { .. })
+            Err(Error::Log(LogError::AlreadyCreated { .. }))
         ));
         // An empty append stores nothing.
         assert_eq!(b.store.append("lazy", 0, &[]).unwrap(), 0);
@@ -251,7 +252,7 @@ pub(crate) mod suite {
         ));
         assert!(matches!(
             b.store.create(Header::new("a/b", "/p")),
-            Err(Error::InvalidSessionId { .. })
+            Err(Error::Log(LogError::InvalidSessionId { .. }))
         ));
     }
 
@@ -282,7 +283,7 @@ pub(crate) mod suite {
         assert_eq!(loaded.event(3).unwrap()["message"]["content"], json!("c"));
         assert!(matches!(
             loaded.event(4),
-            Err(Error::NoSuchEvent { next_seq: 4, .. })
+            Err(Error::Log(LogError::NoSuchEvent { next_seq: 4, .. }))
         ));
         let mut seqs = Vec::new();
         let next = b
@@ -312,9 +313,9 @@ pub(crate) mod suite {
         for (bad, why) in cases {
             match b.store.append(&id, 1, &[user("ok"), bad.clone()]) {
                 Err(
-                    e @ Error::InvalidEvent {
+                    e @ Error::Log(LogError::InvalidEvent {
                         index: 1, seq: 2, ..
-                    },
+                    }),
                 ) => {
                     let shown = e.to_string();
                     assert!(
@@ -329,9 +330,9 @@ pub(crate) mod suite {
         map.insert((1, 2), "non-string key");
         match b.store.append_serialized(&id, 1, &[map]) {
             Err(
-                e @ Error::EventNotSerializable {
+                e @ Error::Log(LogError::EventNotSerializable {
                     index: 0, seq: 1, ..
-                },
+                }),
             ) => assert!(e.to_string().contains("event 0 (seq 1)"), "{e}"),
             other => panic!("{other:?}"),
         }
@@ -438,10 +439,10 @@ pub(crate) mod suite {
         assert!(
             matches!(
                 err,
-                Error::Corrupt { .. }
-                    | Error::InvalidEntry { .. }
-                    | Error::TrailingGarbage { .. }
-                    | Error::DanglingParent { .. }
+                Error::Log(LogError::Corrupt { .. })
+                    | Error::Log(LogError::InvalidEntry { .. })
+                    | Error::Log(LogError::TrailingGarbage { .. })
+                    | Error::Log(LogError::DanglingParent { .. })
             ),
             "{err:?}"
         );
@@ -509,11 +510,11 @@ pub(crate) mod suite {
             assert!(
                 matches!(
                     b.store.append_lines(&id, 3, &[line]),
-                    Err(Error::InvalidEvent {
+                    Err(Error::Log(LogError::InvalidEvent {
                         index: 0,
                         seq: 3,
                         ..
-                    })
+                    }))
                 ),
                 "{why}"
             );
@@ -581,7 +582,7 @@ pub(crate) mod suite {
         // Refused before anything is stored: an integer Pi's JavaScript would not read back.
         assert!(matches!(
             role.write_stored(&s, None, &json!(9007199254740993u64)),
-            Err(Error::UnrepresentableValue { .. })
+            Err(Error::State(StateError::UnrepresentableValue { .. }))
         ));
         assert_eq!((b.reopen)().load(&id).unwrap().next_seq(), 5);
     }
@@ -619,7 +620,7 @@ pub(crate) mod suite {
         assert_eq!(role.write_stored(&s, Some(&a), &"a".into()).unwrap(), None);
         assert!(matches!(
             role.write_stored(&s, Some("nothere"), &"z".into()),
-            Err(Error::UnknownEntry { .. })
+            Err(Error::Log(LogError::UnknownEntry { .. }))
         ));
         // History and branch key on the loaded log.
         let mut log = s.read_log(ReadMode::Strict).unwrap();
@@ -876,18 +877,24 @@ pub(crate) mod suite {
         assert_eq!(b.store.load(&id).unwrap().next_seq(), 2);
         let too_long = "y".repeat(300);
         let err = b.store.create(header(&too_long)).unwrap_err();
-        assert!(matches!(err, Error::InvalidSessionId { .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::Log(LogError::InvalidSessionId { .. })),
+            "{err:?}"
+        );
         assert!(err.to_string().contains("128"), "{err}");
         let just_over = "z".repeat(MAX_SESSION_ID_BYTES + 1);
         assert!(matches!(
             b.store.create(header(&just_over)),
-            Err(Error::InvalidSessionId { .. })
+            Err(Error::Log(LogError::InvalidSessionId { .. }))
         ));
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("long.jsonl");
         std::fs::write(&file, format!("{}\n", header_line(&too_long, ""))).unwrap();
         let err = import_file(b.store.backend(), &file).unwrap_err();
-        assert!(matches!(err, Error::InvalidSessionId { .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::Log(LogError::InvalidSessionId { .. })),
+            "{err:?}"
+        );
         let ids: Vec<String> = b
             .store
             .list()
@@ -907,7 +914,7 @@ pub(crate) mod suite {
         for bad in ["", ".", "..", "a/b", "a\\b", "a\nb", "a\0b"] {
             let err = b.store.create(header(bad)).unwrap_err();
             assert!(
-                matches!(err, Error::InvalidSessionId { .. }),
+                matches!(err, Error::Log(LogError::InvalidSessionId { .. })),
                 "{bad:?}: {err:?}"
             );
         }
@@ -921,7 +928,8 @@ pub(crate) mod suite {
             assert!(
                 matches!(
                     err,
-                    Error::UnsupportedNewVersion { .. } | Error::UnlocatableHeader { .. }
+                    Error::Log(LogError::UnsupportedNewVersion { .. })
+                        | Error::Log(LogError::UnlocatableHeader { .. })
                 ) && err.to_string().contains(why),
                 "{err}"
             );

@@ -19,6 +19,7 @@
 
 use crate::common;
 use common::examples::Rng;
+use session_state::{LogError, StateError};
 
 use serde_json::{Value, json};
 use session_state::*;
@@ -223,14 +224,14 @@ fn original(path: PathBuf) -> Original {
 /// The strict error's line, and the id the error blames on another line.
 fn error_line(e: &Error) -> Option<u64> {
     match e {
-        Error::Corrupt { at, .. }
-        | Error::InvalidEntry { at, .. }
-        | Error::DuplicateId { at, .. }
-        | Error::DanglingParent { at, .. }
-        | Error::Cycle { at, .. } => Some(at.line),
-        Error::MissingHeader { .. }
-        | Error::InvalidHeader { .. }
-        | Error::UnsupportedVersion { .. } => Some(1),
+        Error::Log(LogError::Corrupt { at, .. })
+        | Error::Log(LogError::InvalidEntry { at, .. })
+        | Error::Log(LogError::DuplicateId { at, .. })
+        | Error::Log(LogError::DanglingParent { at, .. })
+        | Error::Log(LogError::Cycle { at, .. }) => Some(at.line),
+        Error::Log(LogError::MissingHeader { .. })
+        | Error::Log(LogError::InvalidHeader { .. })
+        | Error::Log(LogError::UnsupportedVersion { .. }) => Some(1),
         _ => None,
     }
 }
@@ -278,8 +279,8 @@ fn classify(
             // damaged entry took an id that a later entry also has.
             let damaged_id = o.id_at.get(&d.line);
             let blamed = match &e {
-                Error::DanglingParent { parent, .. } => damaged_id == Some(parent),
-                Error::DuplicateId { first_line, .. } => {
+                Error::Log(LogError::DanglingParent { parent, .. }) => damaged_id == Some(parent),
+                Error::Log(LogError::DuplicateId { first_line, .. }) => {
                     first_line.is_some_and(|l| d.lines.contains(&l))
                 }
                 _ => false,
@@ -328,12 +329,12 @@ fn classify(
             if let Some(id) = o.id_at.get(&d.line).filter(|id| log.entry(id).is_some()) {
                 for st in states {
                     if let Err(e) = st.read_at(&log, id) {
-                        let Error::BadEvent {
+                        let Error::State(StateError::BadEvent {
                             at,
                             entry_id,
                             plugin,
                             ..
-                        } = &e
+                        }) = &e
                         else {
                             panic!("{what}: reading {}: {e}", st.plugin_id())
                         };
@@ -479,7 +480,7 @@ fn a_missing_parent_id_key_is_refused_by_the_strict_reader() {
         "salvage reads it as Pi does"
     );
     match SessionLog::open(&path) {
-        Err(Error::InvalidEntry { at, id, .. }) => {
+        Err(Error::Log(LogError::InvalidEntry { at, id, .. })) => {
             assert_eq!(at.line, 3);
             assert_eq!(id.as_deref(), Some(b.as_str()));
         }

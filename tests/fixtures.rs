@@ -5,6 +5,7 @@
 use crate::common;
 use serde_json::json;
 use session_state::*;
+use session_state::{LogError, StateError};
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
@@ -97,7 +98,9 @@ fn corruption_is_refused_with_line_and_offset_and_salvage_reports_it() {
         ("edge/nul-byte.jsonl", 3, 343),
     ] {
         match refused(name) {
-            Error::Corrupt { at, .. } => assert_eq!((at.line, at.offset), (line, offset), "{name}"),
+            Error::Log(LogError::Corrupt { at, .. }) => {
+                assert_eq!((at.line, at.offset), (line, offset), "{name}")
+            }
             e => panic!("{name}: expected corruption, got {e}"),
         }
         let msg = refused(name).to_string();
@@ -127,7 +130,11 @@ fn bad_headers_and_versions_are_refused() {
     ] {
         let e = refused(name);
         assert!(
-            matches!(e, Error::MissingHeader { .. } | Error::InvalidHeader { .. }),
+            matches!(
+                e,
+                Error::Log(LogError::MissingHeader { .. })
+                    | Error::Log(LogError::InvalidHeader { .. })
+            ),
             "{name}: {e}"
         );
         assert!(
@@ -151,27 +158,27 @@ fn bad_headers_and_versions_are_refused() {
             .contains("the file is empty")
     );
     match refused("edge/version-4.jsonl") {
-        Error::UnsupportedVersion { version, .. } => assert_eq!(version, "4"),
+        Error::Log(LogError::UnsupportedVersion { version, .. }) => assert_eq!(version, "4"),
         e => panic!("{e}"),
     }
     assert!(matches!(
         open("edge/version-4.jsonl", ReadMode::Salvage),
-        Err(Error::UnsupportedVersion { .. })
+        Err(Error::Log(LogError::UnsupportedVersion { .. }))
     ));
 }
 
 #[test]
 fn structural_errors_are_refused_and_salvaged_like_pi() {
     match refused("edge/duplicate-id.jsonl") {
-        Error::DuplicateId {
+        Error::Log(LogError::DuplicateId {
             id, at, first_line, ..
-        } => {
+        }) => {
             assert_eq!((id.as_str(), at.line, first_line), ("a0000002", 4, Some(3)))
         }
         e => panic!("{e}"),
     }
     match refused("edge/dangling-parent.jsonl") {
-        Error::DanglingParent { id, parent, at, .. } => {
+        Error::Log(LogError::DanglingParent { id, parent, at, .. }) => {
             assert_eq!(
                 (id.as_str(), parent.as_str(), at.line),
                 ("a0000003", "deadbeef", 4)
@@ -182,7 +189,9 @@ fn structural_errors_are_refused_and_salvaged_like_pi() {
     let log = open("edge/dangling-parent.jsonl", ReadMode::Salvage).unwrap();
     assert_eq!(log.branch(), ["a0000003", "a0000004"]);
     match refused("edge/cycle.jsonl") {
-        Error::Cycle { id, at, .. } => assert_eq!((id.as_str(), at.line), ("a0000003", 4)),
+        Error::Log(LogError::Cycle { id, at, .. }) => {
+            assert_eq!((id.as_str(), at.line), ("a0000003", 4))
+        }
         e => panic!("{e}"),
     }
     assert!(
@@ -192,7 +201,9 @@ fn structural_errors_are_refused_and_salvaged_like_pi() {
             .contains(&"a0000003")
     );
     match refused("edge/forward-parent.jsonl") {
-        Error::DanglingParent { id, at, .. } => assert_eq!((id.as_str(), at.line), ("a0000002", 3)),
+        Error::Log(LogError::DanglingParent { id, at, .. }) => {
+            assert_eq!((id.as_str(), at.line), ("a0000002", 3))
+        }
         e => panic!("{e}"),
     }
 }
@@ -248,12 +259,12 @@ fn bad_envelopes_fail_only_their_plugin() {
         .unwrap();
     let err = role.read(&log).unwrap_err();
     match &err {
-        Error::BadEvent {
+        Error::State(StateError::BadEvent {
             entry_id,
             at,
             plugin,
             ..
-        } => {
+        }) => {
             assert_eq!(
                 (entry_id.as_str(), at.line, plugin.as_str()),
                 ("a0000004", 5, "role")
@@ -264,7 +275,7 @@ fn bad_envelopes_fail_only_their_plugin() {
     assert!(err.to_string().contains("frobnicate"), "{err}");
     let err = role.read_at(&log, "a0000003").unwrap_err();
     assert!(
-        matches!(&err, Error::BadEvent { entry_id, .. } if entry_id == "a0000003"),
+        matches!(&err, Error::State(StateError::BadEvent { entry_id, .. }) if entry_id == "a0000003"),
         "{err}"
     );
     assert!(err.to_string().contains("v=9"), "{err}");
@@ -368,7 +379,7 @@ fn only_regular_files_are_read_and_the_header_line_is_bounded() {
         .recv_timeout(std::time::Duration::from_secs(20))
         .expect("opening a FIFO blocked");
     match got {
-        Err(Error::NotARegularFile { path, kind }) => {
+        Err(Error::Log(LogError::NotARegularFile { path, kind })) => {
             assert_eq!(path, fifo);
             assert_eq!(kind, "a FIFO");
         }
@@ -378,20 +389,20 @@ fn only_regular_files_are_read_and_the_header_line_is_bounded() {
     let zero = dir.path().join("zero.jsonl");
     std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
     match SessionLog::open(&zero) {
-        Err(e @ Error::NotARegularFile { .. }) => {
+        Err(e @ Error::Log(LogError::NotARegularFile { .. })) => {
             assert!(e.to_string().contains("a character device"), "{e}");
         }
         other => panic!("/dev/zero: {other:?}"),
     }
     match SessionLog::open(dir.path()) {
-        Err(Error::NotARegularFile { kind, .. }) => assert_eq!(kind, "a directory"),
+        Err(Error::Log(LogError::NotARegularFile { kind, .. })) => assert_eq!(kind, "a directory"),
         other => panic!("directory: {other:?}"),
     }
 
     let long = dir.path().join("long.jsonl");
     std::fs::write(&long, vec![b' '; (1 << 20) + (1 << 16)]).unwrap();
     match SessionLog::open(&long) {
-        Err(e @ Error::InvalidHeader { .. }) => {
+        Err(e @ Error::Log(LogError::InvalidHeader { .. })) => {
             let msg = e.to_string();
             assert!(
                 msg.contains("long.jsonl") && msg.contains("1048576"),

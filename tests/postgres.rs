@@ -8,7 +8,8 @@ use crate::common::examples::example;
 use crate::common::pg::{self, Server, ServerOptions};
 use serde_json::{Value, json};
 use session_state::{
-    Error, Header, LogOptions, PostgresStore, SessionLog, SessionStore, Sessions, StoreError,
+    Error, Header, LogError, LogOptions, PostgresStore, SessionLog, SessionStore, Sessions,
+    StoreError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -366,7 +367,7 @@ fn corruption_in_the_rows_is_refused_naming_the_line() {
         .expect("plant");
     let err = store.load(ID).expect_err("refused");
     assert!(
-        matches!(&err, Error::Corrupt { at, .. } if at.line == 4),
+        matches!(&err, Error::Log(LogError::Corrupt { at, .. }) if at.line == 4),
         "{err:?}"
     );
     // A middle row.
@@ -378,7 +379,7 @@ fn corruption_in_the_rows_is_refused_naming_the_line() {
         .expect("plant");
     let err = store.load(ID).expect_err("refused");
     assert!(
-        matches!(&err, Error::Corrupt { at, .. } if at.line == 3),
+        matches!(&err, Error::Log(LogError::Corrupt { at, .. }) if at.line == 3),
         "{err:?}"
     );
     assert!(err.to_string().contains(ID), "names the session: {err}");
@@ -407,7 +408,10 @@ fn corruption_in_the_rows_is_refused_naming_the_line() {
         )
         .expect("plant");
     let err = store.load(id2).expect_err("refused");
-    assert!(matches!(err, Error::UnsupportedVersion { .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::Log(LogError::UnsupportedVersion { .. })),
+        "{err:?}"
+    );
 }
 
 #[test]

@@ -14,8 +14,8 @@ use common::pi;
 use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
 use session_state::{
-    CatchUp, Error, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store,
-    maintenance::Peeked,
+    CatchUp, Error, LogOptions, Materialize, NewEntry, ProjectionError, Scope, SessionLog,
+    SessionState, StateError, Store, maintenance::Peeked,
 };
 use tempfile::TempDir;
 
@@ -688,7 +688,7 @@ fn a_database_overwritten_with_garbage_header_and_all_is_refused_and_left_alone(
     fs::write(&s.db, &garbage).expect("scribble");
     let err = common::open_store(&s.db).expect_err("not provably ours");
     assert!(
-        matches!(&err, Error::NotOurDatabase { path, what }
+        matches!(&err, Error::Projection(ProjectionError::NotOurDatabase { path, what })
             if path == &s.db && what.starts_with("is not a SQLite database")),
         "{err:?}"
     );
@@ -745,7 +745,7 @@ fn a_foreign_database_is_refused_and_left_byte_identical() {
     let err = common::open_store(&s.db).expect_err("not ours");
     let msg = err.to_string();
     assert!(
-        matches!(&err, Error::NotOurDatabase { path, .. } if path == &s.db),
+        matches!(&err, Error::Projection(ProjectionError::NotOurDatabase { path, .. }) if path == &s.db),
         "{err:?}"
     );
     assert!(
@@ -756,14 +756,26 @@ fn a_foreign_database_is_refused_and_left_byte_identical() {
     let err = Store::at(&s.db)
         .and_then(|store| store.peek_lock_status("s"))
         .expect_err("status refuses it too");
-    assert!(matches!(err, Error::NotOurDatabase { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Projection(ProjectionError::NotOurDatabase { .. })
+        ),
+        "{err:?}"
+    );
     // The write path refuses before it appends anything.
     let mut log = SessionLog::open(s.file()).expect("open");
     let log_before = fs::read(s.file()).expect("read");
     let err = state(&s.db, "p", Scope::Branch)
         .write(&mut log, &json!("x"))
         .expect_err("the lock lives in the database");
-    assert!(matches!(err, Error::NotOurDatabase { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Projection(ProjectionError::NotOurDatabase { .. })
+        ),
+        "{err:?}"
+    );
     assert_eq!(fs::read(s.file()).expect("read"), log_before);
     assert_eq!(fs::read(&s.db).expect("read"), before, "byte-identical");
 }
@@ -1042,7 +1054,7 @@ fn a_database_that_cannot_be_opened_is_an_error_not_an_empty_answer() {
         .write(&mut s.log, &json!(1))
         .expect_err("a write needs its lock, which lives in the database");
     assert!(
-        matches!(err, Error::Database { .. }),
+        matches!(err, Error::Projection(ProjectionError::Database { .. })),
         "a database error: {err:?}"
     );
     assert_eq!(fs::read(&file).expect("read"), before, "nothing appended");
@@ -1216,9 +1228,9 @@ fn a_stored_bad_event_naming_a_missing_event_is_rebuilt() {
     let file = s.file();
     let proj = common::open_store(&s.db).expect("open");
     let named = |proj: &Store| match proj.read_value(&file, "p", Scope::Branch, None) {
-        Err(Error::BadEvent {
+        Err(Error::State(StateError::BadEvent {
             entry_id, at: got, ..
-        }) => (entry_id, got),
+        })) => (entry_id, got),
         other => panic!("expected BadEvent, got {other:?}"),
     };
     assert_eq!(named(&proj), (bad.clone(), at));
@@ -1370,7 +1382,13 @@ fn a_first_write_refuses_a_database_that_is_not_ours_before_creating_the_session
         .and_then(|store| store.state::<String>("role", Scope::Branch))
         .unwrap();
     let err = role.write(&mut log, &"x".to_string()).unwrap_err();
-    assert!(matches!(err, Error::NotOurDatabase { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Projection(ProjectionError::NotOurDatabase { .. })
+        ),
+        "{err}"
+    );
     assert!(!log.is_materialized(), "no session file was created");
     assert!(!log.path().exists(), "{}", log.path().display());
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "# my notes\n");

@@ -12,7 +12,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use serde_json::{Map, Value, json};
-use session_state::{EntryType, Error, Scope, SessionLog, inspect};
+use session_state::{EntryType, Error, Scope, SessionLog, StateError, inspect};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -128,13 +128,13 @@ type Folded = Result<Option<Value>, Error>;
 
 fn bad_event(log: &SessionLog, plugin: &str, id: &str, detail: String) -> Error {
     let e = log.entry(id).unwrap();
-    Error::BadEvent {
+    Error::State(StateError::BadEvent {
         path: log.path().to_path_buf(),
         plugin: plugin.to_owned(),
         entry_id: id.to_owned(),
         at: e.location(),
         detail,
-    }
+    })
 }
 
 /// Folds `plugin`'s events of `scope` over the entries `ids`, in order: each decodable

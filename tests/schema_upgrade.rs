@@ -214,7 +214,7 @@ fn a_newer_schema_is_refused_by_every_command_and_left_byte_for_byte() {
     );
     let err = common::open_store(&db).unwrap_err();
     assert!(
-        matches!(&err, session_state::Error::NewerDatabase { version, known: 5, .. } if version == "6"),
+        matches!(&err, session_state::Error::Projection(session_state::ProjectionError::NewerDatabase { version, known: 5, .. }) if version == "6"),
         "{err:?}"
     );
 }

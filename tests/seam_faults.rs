@@ -23,6 +23,7 @@
 
 use crate::common;
 use serde_json::{Value, json};
+use session_state::LogError;
 use session_state::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 use session_state::*;
 use std::collections::{HashMap, HashSet};
@@ -515,11 +516,14 @@ fn check(kind: Kind, fault: Option<Injected>, counts: &mut Counts) {
             Some((_, (Call::Write | Call::SyncData, false), f)) if f != Fault::Crash
         );
         if wrote {
-            assert!(matches!(e, Error::Poisoned { .. }), "{what}: {e}");
+            assert!(
+                matches!(e, Error::Log(LogError::Poisoned { .. })),
+                "{what}: {e}"
+            );
             for later in &r.results[i + 1..] {
                 let later = later.as_ref().err();
                 assert!(
-                    matches!(later, Some(Error::Poisoned { .. })),
+                    matches!(later, Some(Error::Log(LogError::Poisoned { .. }))),
                     "{what}: the append after a failed write was not refused: {later:?}"
                 );
             }

@@ -10,6 +10,7 @@
 //! session whose `todo` state was written at version 1, then 2, then 3.
 
 use crate::common::reference::merge_patch;
+use session_state::StateError;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -198,12 +199,12 @@ fn outcome(
 ) -> std::result::Result<Option<Value>, (u32, Option<usize>)> {
     match r {
         Ok(v) => Ok(v),
-        Err(Error::NewerStateVersion {
+        Err(Error::State(StateError::NewerStateVersion {
             plugin: p,
             stored,
             known: k,
             entry_id,
-        }) => {
+        })) => {
             assert_eq!((p.as_str(), k), (plugin, known));
             Err((stored, entry_id.map(|id| node_of[&id])))
         }
@@ -606,12 +607,12 @@ fn siblings_written_under_different_versions_stay_isolated() {
         assert_eq!(v3.read_at(&log, &b1).unwrap(), Some(json!({"n": 30})));
         // Each sibling's version is seen only on its own branch.
         let newer = |r: Result<Option<Value>>| match r {
-            Err(Error::NewerStateVersion {
+            Err(Error::State(StateError::NewerStateVersion {
                 stored,
                 known,
                 entry_id,
                 ..
-            }) => (stored, known, entry_id.unwrap()),
+            })) => (stored, known, entry_id.unwrap()),
             other => panic!("{other:?}"),
         };
         assert_eq!(newer(v1.read_at(&log, &a1)), (2, 1, a1.clone()));
@@ -799,12 +800,12 @@ fn run_writes(acts: &[Act]) {
         let what = format!("{act:?} at version {k} on {under:?}");
         match (r, expect) {
             (
-                Err(Error::NewerStateVersion {
+                Err(Error::State(StateError::NewerStateVersion {
                     stored,
                     known,
                     entry_id,
                     ..
-                }),
+                })),
                 Err(()),
             ) => {
                 assert_eq!(
@@ -1177,12 +1178,12 @@ fn an_old_reader_refuses_every_versioned_event_of_the_fixture() {
 /// event.
 fn assert_newer<T: std::fmt::Debug>(r: Result<T>, known: u32, what: &str) {
     match r {
-        Err(Error::NewerStateVersion {
+        Err(Error::State(StateError::NewerStateVersion {
             plugin,
             stored,
             known: k,
             entry_id,
-        }) => assert_eq!(
+        })) => assert_eq!(
             (plugin.as_str(), stored, k, entry_id.as_deref()),
             ("todo", 3, known, Some(LAST)),
             "{what}"
@@ -1491,12 +1492,12 @@ fn the_first_write_at_version_4_appends_a_set_recorded_at_4() {
                 Path4::Stored => v3.read_stored(&session, None),
             };
             match refused {
-                Err(Error::NewerStateVersion {
+                Err(Error::State(StateError::NewerStateVersion {
                     stored: 4,
                     known: 3,
                     entry_id,
                     ..
-                }) => assert_eq!(entry_id, Some(id.clone()), "{what}"),
+                })) => assert_eq!(entry_id, Some(id.clone()), "{what}"),
                 other => panic!("{what}: version 3 reads {other:?}"),
             }
             // The projection now stores the set at version 4.
@@ -1553,14 +1554,14 @@ struct Todo {
 
 fn assert_deserialize<T: std::fmt::Debug>(r: Result<T>, entry: &str, at: &str, what: &str) {
     match r {
-        Err(e @ Error::Deserialize { .. }) => {
+        Err(e @ Error::State(StateError::Deserialize { .. })) => {
             let text = e.to_string();
-            let Error::Deserialize {
+            let Error::State(StateError::Deserialize {
                 plugin,
                 entry_id,
                 path,
                 ..
-            } = e
+            }) = e
             else {
                 unreachable!()
             };
@@ -1578,7 +1579,7 @@ fn assert_deserialize<T: std::fmt::Debug>(r: Result<T>, entry: &str, at: &str, w
     }
 }
 
-/// A value that does not deserialize into the caller's type is an `Error::Deserialize`
+/// A value that does not deserialize into the caller's type is an `StateError::Deserialize`
 /// naming the plugin, the entry that set it and the first failing path, on the open log,
 /// the file and a stored session; so is a migrated value that does not.
 #[test]
@@ -1649,7 +1650,7 @@ fn a_value_that_does_not_fit_the_serde_type_names_entry_and_path() {
     assert_deserialize(v2.read_file(&file), &old, "items[0].done", "migrated, file");
 }
 
-/// A `migrate` that fails is `Error::Migrate` naming plugin, versions and entry, on the
+/// A `migrate` that fails is `StateError::Migrate` naming plugin, versions and entry, on the
 /// log and the file; nothing is written by a write on top of it.
 #[test]
 fn a_failing_migrate_names_plugin_versions_and_entry() {
@@ -1675,13 +1676,13 @@ fn a_failing_migrate_names_plugin_versions_and_entry() {
     ];
     for (what, r) in checks {
         match r {
-            Err(Error::Migrate {
+            Err(Error::State(StateError::Migrate {
                 plugin,
                 from,
                 to,
                 entry_id,
                 detail,
-            }) => assert_eq!(
+            })) => assert_eq!(
                 (
                     plugin.as_str(),
                     from,

@@ -8,7 +8,8 @@ use crate::common::{self, holders::Proc};
 
 use serde_json::{Value, json};
 use session_state::{
-    Error, Op, Scope, SessionLog, SessionState, Store, TailWrite, lock::LockError,
+    Error, LogError, Op, ProjectionError, Scope, SessionLog, SessionState, StateError, Store,
+    TailWrite, lock::LockError,
 };
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -292,7 +293,7 @@ fn what_the_rows_cannot_answer_goes_through_the_log() {
         TailWrite::NeedsLog
     );
     match role.write_file(&w.file, Some("deadbeef"), &json!(1)) {
-        Err(Error::UnknownEntry { id, .. }) => assert_eq!(id, "deadbeef"),
+        Err(Error::Log(LogError::UnknownEntry { id, .. })) => assert_eq!(id, "deadbeef"),
         other => panic!("{other:?}"),
     }
 
@@ -431,7 +432,7 @@ fn a_wal_of_ours_left_beside_another_programs_database_never_makes_it_ours() {
     std::fs::rename(&elsewhere, &db).expect("move into place");
     let before = std::fs::read(&db).expect("read");
     match common::open_store(&db) {
-        Err(Error::NotOurDatabase { what, .. }) => {
+        Err(Error::Projection(ProjectionError::NotOurDatabase { what, .. })) => {
             assert!(what.contains("users"), "{what}")
         }
         other => panic!("{other:?}"),
@@ -479,14 +480,16 @@ fn apply_file_hands_each_error_its_step() {
         Op::Set(json!(9_007_199_254_740_993_u64)),
         step,
     ) {
-        Err((FileWriteStep::Write, Error::UnrepresentableValue { .. })) => {}
+        Err((FileWriteStep::Write, Error::State(StateError::UnrepresentableValue { .. }))) => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(w.len(), len, "nothing appended");
 
     // An entry neither the rows nor the log know.
     match role.apply_file(&w.file, Some("deadbeef"), Op::Drop, step) {
-        Err((FileWriteStep::At, Error::UnknownEntry { id, .. })) => assert_eq!(id, "deadbeef"),
+        Err((FileWriteStep::At, Error::Log(LogError::UnknownEntry { id, .. }))) => {
+            assert_eq!(id, "deadbeef")
+        }
         other => panic!("{other:?}"),
     }
 

@@ -120,7 +120,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(st.read(&fresh).expect("read"), Some(v.clone()));
             assert_eq!(st.read_file(&s.file).expect("read the file"), Some(v));
         }
-        Err(session_state::Error::BadEvent { .. }) => {}
+        Err(session_state::Error::State(session_state::StateError::BadEvent { .. })) => {}
         Err(e) => panic!("a write to the appended file: {e}"),
     }
 });

@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use session_state::{Error, Scope, SessionLog, SessionState, Store};
+use session_state::{Error, Scope, SessionLog, SessionState, Store, StateError};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -64,7 +64,7 @@ fuzz_target!(|data: &[u8]| {
         for r in results {
             if let Err(e) = r {
                 assert!(
-                    matches!(&e, Error::BadEvent { plugin, .. } if plugin == "p"),
+                    matches!(&e, Error::State(StateError::BadEvent { plugin, .. }) if plugin == "p"),
                     "{e}"
                 );
             }

@@ -14,7 +14,7 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use session_state::inspect::{self, IntegrityKind, ReplayValue};
-use session_state::{EntryType, Error, LogOptions, ReadMode, Scope, json};
+use session_state::{EntryType, Error, LogOptions, ReadMode, Scope, json, LogError};
 use session_state_fuzz::{Expected, Input, PLUGINS, Reference, Session, Unreadable, scratch_dir};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -116,12 +116,12 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => {
             // Where the refusal points (the line and byte `verify` reports): in the file.
             let at = match &e {
-                Error::Corrupt { at, .. }
-                | Error::TrailingGarbage { at, .. }
-                | Error::InvalidEntry { at, .. }
-                | Error::DuplicateId { at, .. }
-                | Error::DanglingParent { at, .. }
-                | Error::Cycle { at, .. } => Some(*at),
+                Error::Log(LogError::Corrupt { at, .. })
+                | Error::Log(LogError::TrailingGarbage { at, .. })
+                | Error::Log(LogError::InvalidEntry { at, .. })
+                | Error::Log(LogError::DuplicateId { at, .. })
+                | Error::Log(LogError::DanglingParent { at, .. })
+                | Error::Log(LogError::Cycle { at, .. }) => Some(*at),
                 _ => None,
             };
             if let Some(at) = at {

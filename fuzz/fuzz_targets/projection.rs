@@ -13,7 +13,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use session_state::{Error, SessionLog, SessionState, Store, json};
+use session_state::{Error, SessionLog, SessionState, Store, json, StateError};
 use session_state_fuzz::{
     Input, PLUGINS, Reference, SCOPES, Session, Unreadable, agree, expected, sample, scratch_dir,
 };
@@ -147,9 +147,9 @@ fn library_write(s: &Scratch, file: &Path, inp: &mut Input<'_>) {
     };
     let after = SessionLog::open(file).expect("reads strictly after a write");
     match (&result, &current) {
-        (Err(Error::BadEvent { plugin, .. }), Err(Unreadable)) if plugin == st.plugin_id() => {}
+        (Err(Error::State(StateError::BadEvent { plugin, .. })), Err(Unreadable)) if plugin == st.plugin_id() => {}
         // A value JavaScript would not read back (an integer beyond 2^53).
-        (Err(Error::UnrepresentableValue { .. }), _) => {}
+        (Err(Error::State(StateError::UnrepresentableValue { .. })), _) => {}
         (Err(e), _) => panic!("a write of {} failed: {e}", st.plugin_id()),
         (Ok(_), Err(Unreadable)) => {
             panic!("a write over a bad event of {} succeeded", st.plugin_id())

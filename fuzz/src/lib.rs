@@ -6,7 +6,7 @@
 //! `docs/data-flow.md` ("Fold") defines the value), and a scratch directory.
 
 use serde_json::Value;
-use session_state::{Error, Scope, SessionLog, json};
+use session_state::{Error, Scope, SessionLog, json, StateError};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -395,7 +395,7 @@ pub fn expected(log: &SessionLog, plugin: &str, scope: Scope, at: &str) -> Expec
 pub fn agree(what: &str, got: &Result<Option<Value>, Error>, want: &Expected, plugin: &str) {
     match (got, want) {
         (Ok(g), Ok(w)) => assert!(g == w, "{what}: got {g:?}, the reference folds {w:?}"),
-        (Err(Error::BadEvent { plugin: p, .. }), Err(Unreadable)) if p == plugin => {}
+        (Err(Error::State(StateError::BadEvent { plugin: p, .. })), Err(Unreadable)) if p == plugin => {}
         (Err(e), Err(Unreadable)) => panic!("{what}: expected a bad event of {plugin}, got: {e}"),
         (Err(e), Ok(w)) => panic!("{what}: the reference folds {w:?}, got: {e}"),
         (Ok(g), Err(Unreadable)) => panic!("{what}: got {g:?}, the reference meets a bad event"),

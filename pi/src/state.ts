@@ -84,7 +84,7 @@ export interface HistoryEntry<T> {
 /**
  * A state written under a newer version of its shape than the state's `version`: every
  * read, write, patch and drop of it is refused, and nothing is appended. The message is the
- * Rust core's (`Error::NewerStateVersion`).
+ * Rust core's (`StateError::NewerStateVersion`).
  */
 export class StateVersionError extends Error {
   override readonly name = "StateVersionError";
@@ -132,7 +132,7 @@ export class StateValidationError extends Error {
 /**
  * The state's `migrate` failed on a value written under an older version (it threw, or
  * returned what JSON cannot carry). The message names the plugin, the entry and the versions
- * as the Rust core's `Error::Migrate` does.
+ * as the Rust core's `StateError::Migrate` does.
  */
 export class StateMigrationError extends Error {
   override readonly name = "StateMigrationError";

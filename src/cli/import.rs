@@ -66,7 +66,7 @@ pub(crate) fn export(args: ExportArgs, sessions: &Sessions) -> CmdResult {
             let mut out = std::io::BufWriter::new(stdout.lock());
             match session_state::export_session(backend, &id, &mut out) {
                 Ok(_) => Ok(0),
-                Err(session_state::Error::Io { source, .. })
+                Err(session_state::Error::Log(session_state::LogError::Io { source, .. }))
                     if source.kind() == std::io::ErrorKind::BrokenPipe =>
                 {
                     Ok(0)

@@ -26,7 +26,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use session_state::listing::{ListProblem, session_files};
 use session_state::settings::{LocationInputs, ResolvedLocation};
 use session_state::{
-    Error, LogOptions, ReadMode, Scope, SessionLog, StoredSession, settings::ProjectTrust,
+    Error, LogError, LogOptions, ReadMode, Scope, SessionLog, StoredSession, settings::ProjectTrust,
 };
 use std::fmt::Display;
 use std::fmt::Write as _;
@@ -309,7 +309,7 @@ pub(crate) fn open_log(file: &Path) -> Result<SessionLog, Failure> {
 /// The strict reader's error, with a pointer to `verify` when the file itself is bad.
 pub(crate) fn strict_error(e: &Error) -> String {
     match e {
-        Error::Io { .. } => e.to_string(),
+        Error::Log(LogError::Io { .. }) => e.to_string(),
         _ => {
             let text = e.to_string();
             if text.contains("session-state verify") {
@@ -329,7 +329,7 @@ pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String
     require_regular(file)?;
     match SessionLog::open(file) {
         Ok(log) => Ok((log, None)),
-        Err(e @ Error::Io { .. }) => Err(fail(e)),
+        Err(e @ Error::Log(LogError::Io { .. })) => Err(fail(e)),
         Err(strict) => match LogOptions::new().mode(ReadMode::Salvage).open(file) {
             Ok(log) => Ok((log, Some(strict.to_string()))),
             Err(salvage) => {
@@ -345,7 +345,7 @@ pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String
 pub(crate) fn is_refusal(e: &Error) -> bool {
     !matches!(
         e,
-        Error::Io { .. } | Error::Store(_) | Error::StoreUnavailable { .. }
+        Error::Log(LogError::Io { .. }) | Error::Store(_) | Error::StoreUnavailable { .. }
     )
 }
 
@@ -479,9 +479,10 @@ pub(crate) fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
 pub(crate) fn skipped(problem: &ListProblem) {
     let path = &problem.path;
     let why = match &problem.error {
-        Error::MissingHeader { detail, .. } | Error::InvalidHeader { detail, .. } => detail.clone(),
-        Error::Io { source, .. } => source.to_string(),
-        Error::NotARegularFile { kind, .. } => format!("{kind}, not a regular file"),
+        Error::Log(LogError::MissingHeader { detail, .. })
+        | Error::Log(LogError::InvalidHeader { detail, .. }) => detail.clone(),
+        Error::Log(LogError::Io { source, .. }) => source.to_string(),
+        Error::Log(LogError::NotARegularFile { kind, .. }) => format!("{kind}, not a regular file"),
         e => without_path(&e.to_string(), &path.display().to_string()).to_owned(),
     };
     warn(format_args!("skipped {}: {why}", path.display()));

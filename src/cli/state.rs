@@ -12,7 +12,7 @@
 //! `--json` says which. A write is decided by a key at one version: `--version N` as
 //! given, else the version the stored value was written under (1 where there is none), so
 //! `patch`, `drop` and a `write` without `--version` keep it. A stored value of a newer
-//! version than `--version` is refused by the library ([`Error::NewerStateVersion`]),
+//! version than `--version` is refused by the library ([`StateError::NewerStateVersion`]),
 //! nothing written.
 
 use super::store::{Sessions, Stored, Target};
@@ -22,8 +22,8 @@ use super::{
 };
 use serde_json::{Map, Value};
 use session_state::{
-    Error, FileWriteStep, HistoryEntry, Op, ReadMode, Scope, SessionLog, SessionState, StateKey,
-    Store, format::validate_plugin_id,
+    Error, FileWriteStep, HistoryEntry, LogError, Op, ReadMode, Scope, SessionLog, SessionState,
+    StateError, StateKey, Store, format::validate_plugin_id,
 };
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};
@@ -333,7 +333,7 @@ fn apply(t: &StateArgs, op: Op, version: Option<u32>, sessions: &Sessions) -> Cm
 /// An error naming `--at` when it is the unknown entry.
 fn at_error(t: &StateArgs, e: Error) -> Failure {
     match (&e, &t.at) {
-        (Error::UnknownEntry { .. }, Some(_)) => fail(format_args!("--at: {e}")),
+        (Error::Log(LogError::UnknownEntry { .. }), Some(_)) => fail(format_args!("--at: {e}")),
         _ => fail(e),
     }
 }
@@ -342,11 +342,13 @@ fn at_error(t: &StateArgs, e: Error) -> Failure {
 /// `--version` (`version`) is the library's message, then what to pass instead.
 fn write_error(e: Error, version: Option<u32>) -> Failure {
     match (&e, version) {
-        (Error::NewerStateVersion { stored, .. }, Some(n)) => fail(format_args!(
-            "{e}\n(--version {n} is older than the stored value's stateVersion {stored}: nothing \
+        (Error::State(StateError::NewerStateVersion { stored, .. }), Some(n)) => {
+            fail(format_args!(
+                "{e}\n(--version {n} is older than the stored value's stateVersion {stored}: nothing \
              was written; pass --version {stored} or more, or leave --version out to keep \
              {stored})"
-        )),
+            ))
+        }
         _ => fail(e),
     }
 }
@@ -385,7 +387,7 @@ fn apply_stored(
         Op::Drop => state.drop_stored(&session, at),
     };
     changed.map_err(|e| match (&e, at) {
-        (Error::UnknownEntry { .. }, Some(_)) => fail(format_args!("--at: {e}")),
+        (Error::Log(LogError::UnknownEntry { .. }), Some(_)) => fail(format_args!("--at: {e}")),
         _ => write_error(e, version),
     })
 }

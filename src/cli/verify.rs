@@ -7,7 +7,7 @@
 use super::{CmdResult, emit_json, emit_text, fail, is_refusal, require_regular, without_path};
 use serde::Serialize;
 use session_state::inspect::{self, Integrity};
-use session_state::{Error, Location, LogOptions, ReadMode, SessionLog, StoredSession};
+use session_state::{Error, Location, LogError, LogOptions, ReadMode, SessionLog, StoredSession};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -53,14 +53,17 @@ struct Refusal {
 impl From<&Error> for Refusal {
     fn from(e: &Error) -> Refusal {
         let (at, entry_id) = match e {
-            Error::Corrupt { at, .. } | Error::TrailingGarbage { at, .. } => (Some(*at), None),
-            Error::InvalidEntry { at, id, .. } => (Some(*at), id.clone()),
-            Error::DuplicateId { at, id, .. }
-            | Error::DanglingParent { at, id, .. }
-            | Error::Cycle { at, id, .. } => (Some(*at), Some(id.clone())),
-            Error::MissingHeader { .. }
-            | Error::InvalidHeader { .. }
-            | Error::UnsupportedVersion { .. } => (Some(Location { line: 1, offset: 0 }), None),
+            Error::Log(LogError::Corrupt { at, .. })
+            | Error::Log(LogError::TrailingGarbage { at, .. }) => (Some(*at), None),
+            Error::Log(LogError::InvalidEntry { at, id, .. }) => (Some(*at), id.clone()),
+            Error::Log(LogError::DuplicateId { at, id, .. })
+            | Error::Log(LogError::DanglingParent { at, id, .. })
+            | Error::Log(LogError::Cycle { at, id, .. }) => (Some(*at), Some(id.clone())),
+            Error::Log(LogError::MissingHeader { .. })
+            | Error::Log(LogError::InvalidHeader { .. })
+            | Error::Log(LogError::UnsupportedVersion { .. }) => {
+                (Some(Location { line: 1, offset: 0 }), None)
+            }
             _ => (None, None),
         };
         Refusal {
@@ -143,7 +146,7 @@ fn salvage_text(out: &mut String, s: &Verdict<String>) {
 /// report that follows it.
 fn strict_message(e: &Error, file: &str) -> String {
     match e {
-        Error::Corrupt { detail, .. } => {
+        Error::Log(LogError::Corrupt { detail, .. }) => {
             format!("corrupt line: {detail}; valid entries follow it, so this is not a torn write")
         }
         _ => without_path(&e.to_string(), file).to_owned(),

@@ -136,7 +136,8 @@ pub enum ReplayValue {
     Present(Value),
     /// No value (never set, or dropped).
     Absent,
-    /// The fold fails on a bad event of the plugin ([`Error::BadEvent`]).
+    /// The fold fails on a bad event of the plugin
+    /// ([`StateError::BadEvent`](crate::StateError::BadEvent)).
     Unreadable(Error),
 }
 

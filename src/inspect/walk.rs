@@ -3,7 +3,7 @@
 //! [`state_event`]) it agrees with.
 
 use super::counts::EventCounts;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StateError};
 use crate::state::envelope::{DecodeError, Envelope, STATE_PREFIX, Scope};
 use crate::state::fold::{self, Folds};
 use crate::state::index::{StateIndex, data_of};
@@ -18,7 +18,7 @@ use std::sync::Arc;
 ///
 /// Unlike [`crate::SessionState::read_at`] this needs no database location, so it suits
 /// tools that only look. Errors: an unknown entry id, or a bad event of this plugin
-/// ([`crate::Error::BadEvent`]).
+/// ([`crate::StateError::BadEvent`]).
 pub fn value_at(
     log: &SessionLog,
     plugin: &str,
@@ -275,19 +275,19 @@ impl<'a> Walk<'a> {
 }
 
 /// A carried slot as the reports give it: the value (a copy), or the bad event as
-/// [`Error::BadEvent`].
+/// [`StateError::BadEvent`].
 pub(super) fn slot_value(log: &SessionLog, plugin: &str, slot: &Slot) -> Result<Option<Value>> {
     match slot {
         Ok(v) => Ok(v.as_deref().map(crate::json::clone_value)),
         Err((bad, detail)) => {
             let e = log.entry_at(*bad);
-            Err(Error::BadEvent {
+            Err(Error::State(StateError::BadEvent {
                 path: log.path().to_path_buf(),
                 plugin: plugin.to_owned(),
                 entry_id: e.id().to_owned(),
                 at: e.location(),
                 detail: detail.to_string(),
-            })
+            }))
         }
     }
 }

@@ -7,14 +7,14 @@
 //! - `scan_line` and `not_found` are the same rules for the log reader, which streams
 //!   the whole file and, in salvage mode, looks past lines that do not parse (as Pi does).
 //!
-//! Every failure is a typed error naming the file: [`Error::MissingHeader`] (no line 1, or
-//! not a session), [`Error::InvalidHeader`] (a session line that is malformed or too long),
-//! [`Error::UnsupportedVersion`], and from [`read_header`] also
-//! [`Error::NotARegularFile`] and [`Error::Io`].
+//! Every failure is a typed error naming the file: [`LogError::MissingHeader`] (no line 1, or
+//! not a session), [`LogError::InvalidHeader`] (a session line that is malformed or too long),
+//! [`LogError::UnsupportedVersion`], and from [`read_header`] also
+//! [`LogError::NotARegularFile`] and [`LogError::Io`].
 
 use super::entry::{Header, RawHeader, raw_str};
 use super::reader::{self, Finding, FindingKind, ReadMode, Severity};
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Location, LogError, Result};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
@@ -60,9 +60,10 @@ pub(crate) fn check_session_id(id: &str) -> Result<()> {
         || id == "."
         || id == ".."
     {
-        return Err(Error::InvalidSessionId {
+        return Err(LogError::InvalidSessionId {
             session_id: id.to_owned(),
-        });
+        }
+        .into());
     }
     Ok(())
 }
@@ -126,7 +127,7 @@ pub(crate) fn scan_line(
     match parse_header(path, bytes, mode) {
         Ok(header) => Ok(ScannedLine::Header(header)),
         Err(e) if mode == ReadMode::Strict => Err(e),
-        Err(e @ Error::UnsupportedVersion { .. }) => Err(e),
+        Err(e @ Error::Log(LogError::UnsupportedVersion { .. })) => Err(e),
         Err(e) => {
             let blank = bytes.iter().all(u8::is_ascii_whitespace);
             let parses = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
@@ -154,17 +155,19 @@ pub(crate) fn not_found(path: &Path, len: u64, tail: u64) -> Error {
     } else {
         "no session header found".to_string()
     };
-    Error::MissingHeader {
+    Error::Log(LogError::MissingHeader {
         path: path.to_path_buf(),
         detail,
-    }
+    })
 }
 
 /// Parses line 1. `bytes` excludes the newline.
 pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<Header> {
-    let invalid = |detail: String| Error::InvalidHeader {
-        path: path.to_path_buf(),
-        detail,
+    let invalid = |detail: String| {
+        Error::Log(LogError::InvalidHeader {
+            path: path.to_path_buf(),
+            detail,
+        })
     };
     let mut bytes = bytes;
     if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF") {
@@ -186,10 +189,11 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<
     })?;
     if raw_str(raw.ty).as_deref() != Some("session") {
         let ty = raw_str(raw.ty).unwrap_or(Cow::Borrowed(raw.ty.get()));
-        return Err(Error::MissingHeader {
+        return Err(LogError::MissingHeader {
             path: path.to_path_buf(),
             detail: format!("line 1 has type {ty:?}, not \"session\""),
-        });
+        }
+        .into());
     }
     let id = raw
         .id
@@ -200,17 +204,19 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<
         Some(v) => match serde_json::from_str::<u64>(v.get()) {
             Ok(n @ 1..=3) => n as u32,
             Ok(n) if n > 3 => {
-                return Err(Error::UnsupportedVersion {
+                return Err(LogError::UnsupportedVersion {
                     path: path.to_path_buf(),
                     version: n.to_string(),
-                });
+                }
+                .into());
             }
             _ => match serde_json::from_str::<f64>(v.get()) {
                 Ok(f) if f > 3.0 => {
-                    return Err(Error::UnsupportedVersion {
+                    return Err(LogError::UnsupportedVersion {
                         path: path.to_path_buf(),
                         version: v.get().to_string(),
-                    });
+                    }
+                    .into());
                 }
                 _ => return Err(invalid(format!("`version` {} is not 1, 2 or 3", v.get()))),
             },
@@ -245,13 +251,13 @@ mod tests {
         let (h, len) = read(&file, line.len()).expect("exactly the limit");
         assert_eq!((h.id(), len), ("h", line.len() as u64 + 1));
         match read(&file, line.len() - 1) {
-            Err(Error::InvalidHeader { detail, .. }) => {
+            Err(Error::Log(LogError::InvalidHeader { detail, .. })) => {
                 assert!(detail.starts_with("line 1 is longer than"), "{detail}")
             }
             other => panic!("{other:?}"),
         }
         match read(&line[..], 1 << 20) {
-            Err(Error::MissingHeader { detail, .. }) => assert_eq!(
+            Err(Error::Log(LogError::MissingHeader { detail, .. })) => assert_eq!(
                 detail,
                 format!(
                     "no complete line: {} bytes without a terminating newline",
@@ -261,7 +267,9 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match read(b"", 1 << 20) {
-            Err(Error::MissingHeader { detail, .. }) => assert_eq!(detail, "the file is empty"),
+            Err(Error::Log(LogError::MissingHeader { detail, .. })) => {
+                assert_eq!(detail, "the file is empty")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -280,7 +288,9 @@ mod tests {
         let long = "a".repeat(MAX_SESSION_ID_BYTES + 1);
         for bad in ["", ".", "..", "a/b", "a\\b", "a\nb", "a\0b", long.as_str()] {
             match check_session_id(bad) {
-                Err(Error::InvalidSessionId { session_id }) => assert_eq!(session_id, bad),
+                Err(Error::Log(LogError::InvalidSessionId { session_id })) => {
+                    assert_eq!(session_id, bad)
+                }
                 other => panic!("{bad:?}: {other:?}"),
             }
         }

@@ -13,7 +13,7 @@
 //! file lock"), so two writers of this crate never append beside each other, whatever
 //! projection database each one uses.
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, LogError, Result};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -169,7 +169,7 @@ impl FileSystem for StdFileSystem {
 /// How [`create_durably`] gives the new file its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Place {
-    /// A hard link, which fails if the name exists ([`Error::AlreadyExists`]): a new
+    /// A hard link, which fails if the name exists ([`LogError::AlreadyExists`]): a new
     /// session never replaces a file that appeared meanwhile. There is no rename fallback.
     Link,
     /// A rename over the file at the name, which it replaces atomically (a migration).
@@ -283,9 +283,9 @@ pub(crate) fn create_durably(
             // Linked or not, the temporary name goes: the file keeps its real name.
             let _ = fs.remove(&temp.path);
             linked.map_err(|source| match source.kind() {
-                io::ErrorKind::AlreadyExists => Error::AlreadyExists {
+                io::ErrorKind::AlreadyExists => Error::Log(LogError::AlreadyExists {
                     path: path.to_path_buf(),
-                },
+                }),
                 _ => Error::io("linking the new file to", path, source),
             })
         }

@@ -15,7 +15,7 @@
 //!   compaction (`firstKeptEntryIndex` → `firstKeptEntryId`), a v1 line that already has
 //!   an `id` or `parentId` key, and a `hookMessage` message (role → `custom`). If such a
 //!   line cannot be transformed, the migration is refused before the file is touched
-//!   ([`Error::MigrationRefused`], naming the line).
+//!   ([`LogError::MigrationRefused`], naming the line).
 //! - Lines that are not entries (torn records, corrupt lines, blank lines) and the torn
 //!   tail are copied verbatim: nothing is lost.
 //! - Before the rename, the temporary file is read back and checked: the same lines, each
@@ -27,7 +27,7 @@ use super::entry::{ParentKey, RawEntry, raw_str};
 use super::hash::fnv1a;
 use super::io::{FileIdentity, FileSystem, Place, create_durably};
 use super::reader::{self, LineClass, classify, for_each_line};
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Location, LogError, Result};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::Path;
@@ -168,10 +168,12 @@ pub(crate) fn migrate_file(
     version: u32,
     assigned: &[(String, Option<String>)],
 ) -> Result<()> {
-    let refuse = |detail: String| Error::MigrationRefused {
-        path: path.to_path_buf(),
-        at: Location { line: 1, offset: 0 },
-        detail,
+    let refuse = |detail: String| {
+        Error::Log(LogError::MigrationRefused {
+            path: path.to_path_buf(),
+            at: Location { line: 1, offset: 0 },
+            detail,
+        })
     };
     let start = Location { line: 1, offset: 0 };
     let file = reader::open_regular(path)?;
@@ -247,14 +249,15 @@ pub(crate) fn migrate_file(
             tmp.write(&line)
         })?;
         if consumed + tail != length || (version < 2 && ordinal != assigned.len()) {
-            return Err(Error::ChangedOnDisk {
+            return Err(LogError::ChangedOnDisk {
                 path: path.to_path_buf(),
                 detail: format!(
                     "it changed while being migrated ({} bytes, {length} when first read); \
                      nothing was replaced",
                     consumed + tail
                 ),
-            });
+            }
+            .into());
         }
         let mut rest = Vec::new();
         if tail > 0 {
@@ -264,14 +267,15 @@ pub(crate) fn migrate_file(
             f.seek(SeekFrom::Start(consumed)).ctx("reading", path)?;
             f.take(tail).read_to_end(&mut rest).ctx("reading", path)?;
             if rest.len() as u64 != tail {
-                return Err(Error::ChangedOnDisk {
+                return Err(LogError::ChangedOnDisk {
                     path: path.to_path_buf(),
                     detail: format!(
                         "it shrank while being migrated ({} of {tail} tail bytes left); \
                          nothing was replaced",
                         rest.len()
                     ),
-                });
+                }
+                .into());
             }
             tmp.write(&rest)?;
         }
@@ -281,7 +285,7 @@ pub(crate) fn migrate_file(
         // The original must not have changed since it was read (Pi appends without a lock).
         let meta = std::fs::metadata(path).ctx("checking", path)?;
         if meta.len() != consumed + tail || identity.is_some_and(|i| i != FileIdentity::of(&meta)) {
-            return Err(Error::ChangedOnDisk {
+            return Err(LogError::ChangedOnDisk {
                 path: path.to_path_buf(),
                 detail: format!(
                     "it changed while being migrated ({} bytes, {} when read); nothing was \
@@ -289,7 +293,8 @@ pub(crate) fn migrate_file(
                     meta.len(),
                     consumed + tail
                 ),
-            });
+            }
+            .into());
         }
         Ok(())
     });
@@ -312,10 +317,12 @@ impl LineCtx<'_> {
         bytes: &[u8],
         at: Location,
     ) -> Result<(Plan, Option<Link>, Vec<u8>)> {
-        let refuse = |detail: String| Error::MigrationRefused {
-            path: self.path.to_path_buf(),
-            at,
-            detail,
+        let refuse = |detail: String| {
+            Error::Log(LogError::MigrationRefused {
+                path: self.path.to_path_buf(),
+                at,
+                detail,
+            })
         };
         let parse = |what: &str| -> Result<Value> {
             let text = std::str::from_utf8(bytes).map_err(|e| refuse(e.to_string()))?;
@@ -399,12 +406,14 @@ fn check_copy(
     links: &[Option<Link>],
     rest: &[u8],
 ) -> Result<()> {
-    let mismatch = |at: Location, what: &str| Error::MigrationRefused {
-        path: path.to_path_buf(),
-        at,
-        detail: format!(
-            "the migrated copy does not match the original ({what}); nothing was replaced"
-        ),
+    let mismatch = |at: Location, what: &str| {
+        Error::Log(LogError::MigrationRefused {
+            path: path.to_path_buf(),
+            at,
+            detail: format!(
+                "the migrated copy does not match the original ({what}); nothing was replaced"
+            ),
+        })
     };
     let file = reader::open_regular(tmp)?;
     let mut n = 0usize;

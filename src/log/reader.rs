@@ -5,7 +5,7 @@
 //! classified once; bytes after the last `\n` are the tail, invisible to readers.
 
 use super::entry::{Header, ParentKey, RawEntry, raw_str};
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Location, LogError, Result};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
@@ -203,13 +203,13 @@ pub(crate) fn too_long(path: &Path, limit: usize) -> Error {
         n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
         n => format!("{n} bytes"),
     };
-    Error::InvalidHeader {
+    Error::Log(LogError::InvalidHeader {
         path: path.to_path_buf(),
         detail: format!(
             "line 1 is longer than {size} ({limit} bytes, the header size limit) without a \
              newline"
         ),
-    }
+    })
 }
 
 /// Opens a session file for reading, refusing anything but a regular file before it is
@@ -220,10 +220,10 @@ pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File> {
         if meta.is_file() {
             return Ok(());
         }
-        Err(Error::NotARegularFile {
+        Err(Error::Log(LogError::NotARegularFile {
             path: path.to_path_buf(),
             kind: file_kind(&meta.file_type()).into(),
-        })
+        }))
     };
     check(&std::fs::metadata(path).ctx("opening", path)?)?;
     let file = std::fs::File::open(path).ctx("opening", path)?;
@@ -408,11 +408,12 @@ impl ScanState {
         }
         if mode == ReadMode::Strict {
             let (at, detail) = self.pending_bad[0].clone();
-            return Err(Error::Corrupt {
+            return Err(LogError::Corrupt {
                 path: path.to_path_buf(),
                 at,
                 detail,
-            });
+            }
+            .into());
         }
         for (at, detail) in self.pending_bad.drain(..) {
             sink.finding(Finding {
@@ -468,12 +469,13 @@ impl ScanState {
             LineClass::Invalid(detail) => {
                 self.flush_pending(path, mode, sink)?;
                 if mode == ReadMode::Strict {
-                    return Err(Error::InvalidEntry {
+                    return Err(LogError::InvalidEntry {
                         path: path.to_path_buf(),
                         at,
                         id: None,
                         detail,
-                    });
+                    }
+                    .into());
                 }
                 sink.finding(Finding {
                     severity: Severity::Error,
@@ -512,12 +514,13 @@ impl ScanState {
         }
         let invalid = |sink: &mut dyn EntrySink, id: Option<String>, detail: String| {
             if mode == ReadMode::Strict {
-                return Err(Error::InvalidEntry {
+                return Err(LogError::InvalidEntry {
                     path: path.to_path_buf(),
                     at,
                     id,
                     detail,
-                });
+                }
+                .into());
             }
             sink.finding(Finding {
                 severity: Severity::Error,

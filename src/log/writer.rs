@@ -5,7 +5,7 @@
 //! (`docs/lock.md`, "The file lock").
 
 use super::io::{AppendFile, FileIdentity, FileSystem};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, LogError, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -71,20 +71,20 @@ impl LogWriter {
 
     pub(crate) fn check(&self) -> Result<()> {
         match &self.poisoned {
-            Some(cause) => Err(Error::Poisoned {
+            Some(cause) => Err(Error::Log(LogError::Poisoned {
                 path: self.path.clone(),
                 cause: cause.clone(),
-            }),
+            })),
             None => Ok(()),
         }
     }
 
     pub(crate) fn poison(&mut self, cause: String) -> Error {
         self.poisoned = Some(cause.clone());
-        Error::Poisoned {
+        Error::Log(LogError::Poisoned {
             path: self.path.clone(),
             cause,
-        }
+        })
     }
 
     /// Appends `bytes` with exactly one `write()` and makes them durable.

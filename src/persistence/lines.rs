@@ -3,7 +3,7 @@
 //! complete entry lines a host appends, and a batch's ids and parents.
 
 use super::pi_names::pi_session_file_name;
-use crate::error::{Error, Result};
+use crate::error::{Error, LogError, Result};
 use crate::log::NewEntry;
 use crate::log::entry::Header;
 use crate::log::entry::{last_members, raw_str};
@@ -19,16 +19,18 @@ use std::collections::HashSet;
 /// that every stored session can be exported as one.
 pub(crate) fn check_new_header(header: &Header) -> Result<()> {
     if header.version() != 3 {
-        return Err(Error::UnsupportedNewVersion {
+        return Err(LogError::UnsupportedNewVersion {
             session_id: header.id().to_owned(),
             version: header.version(),
-        });
+        }
+        .into());
     }
     check_session_id(header.id())?;
     if header.cwd().is_none() || pi_session_file_name(header).is_none() {
-        return Err(Error::UnlocatableHeader {
+        return Err(LogError::UnlocatableHeader {
             session_id: header.id().to_owned(),
-        });
+        }
+        .into());
     }
     Ok(())
 }
@@ -41,11 +43,13 @@ pub(crate) fn to_new_entry(
     index: usize,
     event: &Value,
 ) -> Result<NewEntry> {
-    let refuse = |detail: String| Error::InvalidEvent {
-        session_id: session_id.into(),
-        index,
-        seq,
-        detail,
+    let refuse = |detail: String| {
+        Error::Log(LogError::InvalidEvent {
+            session_id: session_id.into(),
+            index,
+            seq,
+            detail,
+        })
     };
     let Value::Object(map) = event else {
         return Err(refuse("is not a JSON object".into()));
@@ -120,11 +124,13 @@ pub(crate) fn check_line(
     index: usize,
     line: &str,
 ) -> Result<LineFacts> {
-    let refuse = |detail: String| Error::InvalidEvent {
-        session_id: session_id.into(),
-        index,
-        seq,
-        detail,
+    let refuse = |detail: String| {
+        Error::Log(LogError::InvalidEvent {
+            session_id: session_id.into(),
+            index,
+            seq,
+            detail,
+        })
     };
     if line.contains(['\n', '\r']) {
         return Err(refuse("is not one line (it holds a line break)".into()));
@@ -211,11 +217,13 @@ pub(crate) fn check_ids(
 ) -> Result<()> {
     let mut seen: HashSet<&str> = HashSet::new();
     for (i, f) in facts.iter().enumerate() {
-        let refuse = |detail: String| Error::InvalidEvent {
-            session_id: session_id.into(),
-            index: i,
-            seq: first_seq + i as u64,
-            detail,
+        let refuse = |detail: String| {
+            Error::Log(LogError::InvalidEvent {
+                session_id: session_id.into(),
+                index: i,
+                seq: first_seq + i as u64,
+                detail,
+            })
         };
         if f.id == session_id || known(&f.id) || seen.contains(f.id.as_str()) {
             return Err(refuse(format!(

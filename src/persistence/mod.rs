@@ -37,7 +37,7 @@
 //! See `docs/persistence.md` for the rules in prose and `docs/backends.md` for the
 //! backends.
 
-use crate::error::{Error, Result, StoreError};
+use crate::error::{Error, LogError, Result, StoreError};
 use crate::log::entry::Header;
 use crate::tree::SessionLog;
 use serde_json::Value;
@@ -218,31 +218,34 @@ impl Loaded {
         &self.log
     }
 
-    /// The log itself (detached: it refuses writes, [`Error::Detached`]).
+    /// The log itself (detached: it refuses writes, [`LogError::Detached`]).
     pub fn into_log(self) -> SessionLog {
         self.log
     }
 
     /// The event with sequence number `seq`: the entry's whole line as JSON, `id`,
     /// `parentId` and `timestamp` included. A `seq` past the end is
-    /// [`Error::NoSuchEvent`].
+    /// [`LogError::NoSuchEvent`].
     pub fn event(&self, seq: u64) -> Result<Value> {
         let Some(entry) = usize::try_from(seq)
             .ok()
             .and_then(|i| self.log.entries().nth(i))
         else {
-            return Err(Error::NoSuchEvent {
+            return Err(LogError::NoSuchEvent {
                 session_id: self.header().id().to_owned(),
                 seq,
                 next_seq: self.next_seq(),
-            });
+            }
+            .into());
         };
         let line = self.log.raw_line(entry.id())?;
-        crate::json::from_str(&line).map_err(|e| Error::InvalidEntry {
-            path: self.log.path().to_path_buf(),
-            at: entry.location(),
-            id: Some(entry.id().to_owned()),
-            detail: e.to_string(),
+        crate::json::from_str(&line).map_err(|e| {
+            Error::Log(LogError::InvalidEntry {
+                path: self.log.path().to_path_buf(),
+                at: entry.location(),
+                id: Some(entry.id().to_owned()),
+                detail: e.to_string(),
+            })
         })
     }
 }

@@ -5,7 +5,7 @@
 use super::lines::line_id;
 use super::pi_names::{pi_session_dir_name, pi_session_file_name};
 use super::{LineVisitor, ListProblem, ListedSession, Listing, SessionStore};
-use crate::error::{Error, IoContext, Location, Result, StoreError};
+use crate::error::{Error, IoContext, Location, LogError, Result, StoreError};
 use crate::log::entry::Header;
 use crate::log::header::{parse_header, read_header_line};
 use crate::log::io::{FileIdentity, Place, create_durably};
@@ -96,7 +96,9 @@ impl PiJsonlStore {
         let mut listing = Listing::default();
         let files = match session_files(&self.root) {
             Ok(f) => f,
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::Log(LogError::Io { source, .. }))
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
                 return Ok(listing);
             }
             Err(e) => return Err(e),
@@ -196,19 +198,20 @@ impl PiJsonlStore {
             Some(mut log) => match log.refresh() {
                 Ok(()) => log,
                 // Replaced or shrunk: read it again.
-                Err(_) => self.options.open(log.path())?,
+                Err(_) => self.options.open(log.path()).map_err(StoreError::of_file)?,
             },
             None => {
-                let path = self.find(session_id)?;
-                let log = self.options.open(&path)?;
+                let path = self.find(session_id).map_err(StoreError::of_file)?;
+                let log = self.options.open(&path).map_err(StoreError::of_file)?;
                 if log.session_id() != session_id {
-                    return Err(StoreError::File(Box::new(Error::ChangedOnDisk {
+                    return Err(LogError::ChangedOnDisk {
                         path,
                         detail: format!(
                             "the header names session {}, not {session_id}",
                             log.session_id()
                         ),
-                    })));
+                    }
+                    .into());
                 }
                 log
             }
@@ -218,7 +221,7 @@ impl PiJsonlStore {
             Ok(v) => Ok(v),
             Err(e) => {
                 *slot = None;
-                Err(e.into())
+                Err(StoreError::of_file(e))
             }
         }
     }
@@ -281,10 +284,10 @@ fn is_jsonl(path: &Path) -> bool {
 fn push_regular(out: &mut Vec<std::result::Result<PathBuf, ListProblem>>, path: PathBuf) {
     let error = match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => return out.push(Ok(path)),
-        Ok(m) => Error::NotARegularFile {
+        Ok(m) => Error::Log(LogError::NotARegularFile {
             path: path.clone(),
             kind: reader::file_kind(&m.file_type()).into(),
-        },
+        }),
         Err(e) => Error::io("opening", &path, e),
     };
     out.push(Err(ListProblem { path, error }));
@@ -306,14 +309,17 @@ impl SessionStore for PiJsonlStore {
         lines: &[String],
     ) -> Result<u64, StoreError> {
         let Some(path) = self.locate(header) else {
-            return Err(StoreError::File(Box::new(Error::UnlocatableHeader {
+            return Err(LogError::UnlocatableHeader {
                 session_id: header.id().to_owned(),
-            })));
+            }
+            .into());
         };
         let slot = self.slot(header.id());
         let mut slot = lock_slot(&slot);
         let dir = reader::parent_dir(&path).to_path_buf();
-        std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
+        std::fs::create_dir_all(&dir)
+            .ctx("creating the directory", &dir)
+            .map_err(StoreError::of_file)?;
         let mut bytes = Vec::with_capacity(header_line.len() + 1);
         bytes.extend_from_slice(header_line.as_bytes());
         bytes.push(b'\n');
@@ -327,22 +333,22 @@ impl SessionStore for PiJsonlStore {
             tmp.write(&bytes)
         }) {
             Ok(()) => {}
-            Err(f) if matches!(f.error, Error::AlreadyExists { .. }) => {
+            Err(f) if matches!(f.error, Error::Log(LogError::AlreadyExists { .. })) => {
                 return Err(StoreError::AlreadyExists {
                     store: self.describe(),
                     session_id: header.id().to_owned(),
                 });
             }
-            Err(f) => return Err(f.error.into()),
+            Err(f) => return Err(StoreError::of_file(f.error)),
         }
-        let log = self.options.open(&path)?;
+        let log = self.options.open(&path).map_err(StoreError::of_file)?;
         let next = log.len() as u64;
         *slot = Some(log);
         Ok(next)
     }
 
     fn list(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let listing = self.scan()?;
+        let listing = self.scan().map_err(StoreError::of_file)?;
         for p in &listing.problems {
             tracing::warn!(path = %p.path.display(), "not listed: {}", p.error);
         }
@@ -354,8 +360,8 @@ impl SessionStore for PiJsonlStore {
     }
 
     fn header_line(&self, session_id: &str) -> Result<String, StoreError> {
-        let path = self.file_of(session_id)?;
-        Ok(header_of(&path)?.1)
+        let path = self.file_of(session_id).map_err(StoreError::of_file)?;
+        Ok(header_of(&path).map_err(StoreError::of_file)?.1)
     }
 
     fn read_lines(
@@ -437,10 +443,11 @@ impl SessionStore for PiJsonlStore {
 fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) -> Result<u64> {
     let path = log.path().to_path_buf();
     if log.header().version() != 3 {
-        return Err(Error::UnsupportedNewVersion {
+        return Err(LogError::UnsupportedNewVersion {
             session_id: log.session_id().to_owned(),
             version: log.header().version(),
-        });
+        }
+        .into());
     }
     // Decide before touching the file: a last complete line that does not parse would
     // turn into corruption in the middle of the file.
@@ -449,11 +456,12 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         .into_iter()
         .find(|f| f.kind == FindingKind::UnparsableFinalLine)
     {
-        return Err(Error::TrailingGarbage {
+        return Err(LogError::TrailingGarbage {
             path,
             at: f.at,
             detail: f.message,
-        });
+        }
+        .into());
     }
     if log.tail_bytes() != 0 {
         let mut f = reader::open_regular(&path)?;
@@ -467,14 +475,15 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         if let reader::LineClass::Bad(detail) | reader::LineClass::Invalid(detail) =
             reader::classify(&tail)
         {
-            return Err(Error::TrailingGarbage {
+            return Err(LogError::TrailingGarbage {
                 path,
                 at: Location {
                     line: 0,
                     offset: log.consumed_bytes(),
                 },
                 detail,
-            });
+            }
+            .into());
         }
     }
     let mut bytes = Vec::new();
@@ -499,10 +508,11 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         &bytes,
         "appending stored lines to",
     )? {
-        return Err(Error::ChangedOnDisk {
+        return Err(LogError::ChangedOnDisk {
             path,
             detail: "it changed while appending".into(),
-        });
+        }
+        .into());
     }
     log.refresh()?;
     Ok(log.len() as u64)

@@ -5,7 +5,7 @@ use super::lines::{self, LineFacts, check_ids, check_line, check_new_header, to_
 use super::read::{read_stored_log, stored_label};
 use super::retry::{Landed, Retry};
 use super::{ImportReport, Loaded, SessionStore};
-use crate::error::{Error, Result, StoreError};
+use crate::error::{Error, LogError, Result, StoreError};
 use crate::log::NewEntry;
 use crate::log::entry::Header;
 use crate::log::header::parse_header;
@@ -94,15 +94,15 @@ impl Sessions {
 
     /// Registers a new session. Nothing is stored until its first non-empty append.
     ///
-    /// Refused: a header no backend stores ([`Error::UnsupportedNewVersion`],
-    /// [`Error::InvalidSessionId`], [`Error::UnlocatableHeader`]: no `cwd` or
+    /// Refused: a header no backend stores ([`LogError::UnsupportedNewVersion`],
+    /// [`LogError::InvalidSessionId`], [`LogError::UnlocatableHeader`]: no `cwd` or
     /// `timestamp`), a session already stored ([`StoreError::AlreadyExists`]) or already
-    /// created through this handle ([`Error::AlreadyCreated`]).
+    /// created through this handle ([`LogError::AlreadyCreated`]).
     pub fn create(&self, header: Header) -> Result<()> {
         check_new_header(&header)?;
         let id = header.id().to_owned();
         if lock(&self.pending).contains_key(&id) {
-            return Err(Error::AlreadyCreated { session_id: id });
+            return Err(LogError::AlreadyCreated { session_id: id }.into());
         }
         match self.backend.header_line(&id) {
             Ok(_) => {
@@ -117,7 +117,7 @@ impl Sessions {
         }
         let mut pending = lock(&self.pending);
         if pending.contains_key(&id) {
-            return Err(Error::AlreadyCreated { session_id: id });
+            return Err(LogError::AlreadyCreated { session_id: id }.into());
         }
         let mut line = header.to_line();
         line.pop();
@@ -138,7 +138,7 @@ impl Sessions {
     ///
     /// **Refusals** (nothing is written): `first_seq` is not the stored next sequence
     /// number ([`StoreError::SequenceMismatch`] names both), or an event is not
-    /// acceptable ([`Error::InvalidEvent`] names it by its index and sequence number).
+    /// acceptable ([`LogError::InvalidEvent`] names it by its index and sequence number).
     pub fn append(&self, session_id: &str, first_seq: u64, events: &[Value]) -> Result<u64> {
         let entries = events
             .iter()
@@ -149,7 +149,7 @@ impl Sessions {
     }
 
     /// [`Sessions::append`] for events of any `Serialize` type. An event that cannot be
-    /// serialized is refused with [`Error::EventNotSerializable`], naming its index and
+    /// serialized is refused with [`LogError::EventNotSerializable`], naming its index and
     /// sequence number; then nothing is written.
     pub fn append_serialized<E: Serialize>(
         &self,
@@ -161,11 +161,13 @@ impl Sessions {
             .iter()
             .enumerate()
             .map(|(i, e)| {
-                serde_json::to_value(e).map_err(|source| Error::EventNotSerializable {
-                    session_id: session_id.into(),
-                    index: i,
-                    seq: first_seq + i as u64,
-                    source,
+                serde_json::to_value(e).map_err(|source| {
+                    Error::Log(LogError::EventNotSerializable {
+                        session_id: session_id.into(),
+                        index: i,
+                        seq: first_seq + i as u64,
+                        source,
+                    })
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -177,7 +179,7 @@ impl Sessions {
     /// last). The rules of [`Sessions::append`] hold; besides, each line must be one JSON
     /// object with a string `type` other than `session`, a new `id`, a `parentId` that is
     /// null or names an entry of the session (or an earlier line of the batch) and a
-    /// `timestamp` ([`Error::InvalidEvent`] names the line).
+    /// `timestamp` ([`LogError::InvalidEvent`] names the line).
     pub fn append_lines(&self, session_id: &str, first_seq: u64, lines: &[String]) -> Result<u64> {
         let facts = lines
             .iter()
@@ -384,10 +386,11 @@ impl Sessions {
         let label = stored_label(&*self.backend, session_id);
         let header = parse_header(&label, header.as_bytes(), ReadMode::Strict)?;
         if header.version() != 3 {
-            return Err(Error::UnsupportedNewVersion {
+            return Err(LogError::UnsupportedNewVersion {
                 session_id: session_id.to_owned(),
                 version: header.version(),
-            });
+            }
+            .into());
         }
         let mut ids = HashSet::new();
         let mut last = None;
@@ -430,12 +433,13 @@ impl Sessions {
     /// or write never does (a live agent may be in the middle of a tool call). Corruption
     /// and an unknown format version are refused with the reader's error. An unknown
     /// session is [`StoreError::NotFound`]; one created but never appended to
-    /// [`Error::NotMaterialized`].
+    /// [`LogError::NotMaterialized`].
     pub fn load(&self, session_id: &str) -> Result<Loaded> {
         if self.is_pending(session_id) {
-            return Err(Error::NotMaterialized {
+            return Err(LogError::NotMaterialized {
                 session_id: session_id.into(),
-            });
+            }
+            .into());
         }
         let mut closed: Vec<String> = Vec::new();
         let mut retry = Retry::new(&*self.backend);
@@ -478,9 +482,10 @@ impl Sessions {
     /// ([`super::read_stored_log`]).
     pub fn read_log(&self, session_id: &str, mode: ReadMode) -> Result<SessionLog> {
         if self.is_pending(session_id) {
-            return Err(Error::NotMaterialized {
+            return Err(LogError::NotMaterialized {
                 session_id: session_id.into(),
-            });
+            }
+            .into());
         }
         read_stored_log(&*self.backend, session_id, mode)
     }

@@ -5,7 +5,7 @@
 use super::SessionStore;
 use super::lines::check_new_header;
 use super::retry::Retry;
-use crate::error::{Error, IoContext, Result, StoreError};
+use crate::error::{Error, IoContext, LogError, Result, StoreError};
 use crate::log::header::read_header_line;
 use crate::log::reader::MAX_HEADER_LINE;
 use crate::tree::LogOptions;
@@ -67,7 +67,7 @@ impl FileLines {
 /// appended to it appends only the new entries. Refused, with nothing written: a file the
 /// strict reader refuses (its error names line and byte offset), a format version other
 /// than 3 (open it with Pi or session-state once to migrate it), a header no backend
-/// stores for a new session (the session-id rule: [`Error::InvalidSessionId`]), and a
+/// stores for a new session (the session-id rule: [`LogError::InvalidSessionId`]), and a
 /// file that disagrees with what the store holds for that session
 /// ([`Error::ImportConflict`]: a different header line, or a different line at some
 /// sequence number).
@@ -82,10 +82,10 @@ pub fn import_file(store: &dyn SessionStore, file: &Path) -> Result<ImportReport
     let header = log.header().clone();
     check_new_header(&header)?;
     let header_line = String::from_utf8(read_header_line(file, MAX_HEADER_LINE)?).map_err(|e| {
-        Error::InvalidHeader {
+        Error::Log(LogError::InvalidHeader {
             path: file.to_path_buf(),
             detail: format!("line 1 is not UTF-8: {e}"),
-        }
+        })
     })?;
     let id = header.id().to_owned();
     let conflict = |detail: String| Error::ImportConflict {

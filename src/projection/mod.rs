@@ -37,7 +37,7 @@ pub(crate) use read::ReadValue;
 pub(crate) use stored::{StoredDecision, StoredLines};
 pub(crate) use tail::{Tail, tail_in_transaction};
 
-use crate::error::{DatabaseError, Error, IoContext, Result};
+use crate::error::{DatabaseError, Error, IoContext, ProjectionError, Result};
 use crate::state::envelope::Scope;
 use crate::state::step::{self, Stored, Unfold};
 use ingest::ChunkPolicy;
@@ -126,10 +126,12 @@ pub(crate) fn db_err(
     action: &'static str,
 ) -> impl FnOnce(rusqlite::Error) -> Error + use<> {
     let path = path.to_path_buf();
-    move |source| Error::Database {
-        path,
-        action,
-        source: DatabaseError(source),
+    move |source| {
+        Error::Projection(ProjectionError::Database {
+            path,
+            action,
+            source: DatabaseError(source),
+        })
     }
 }
 
@@ -181,12 +183,12 @@ pub(crate) fn key_path(key: &str) -> PathBuf {
 impl Projection {
     /// Opens (or creates) the projection database. Only a file that is provably ours
     /// (docs/spec.md §4: our `application_id` in its header, or `meta.app` of an older version)
-    /// is used. An earlier version's schema is migrated in place, its lock and presence
-    /// rows kept; a later version's is refused with [`Error::NewerDatabase`] and left
-    /// untouched; a corrupt one is deleted and rebuilt unless it holds the row of a live
-    /// holder other than this process, which is refused with [`LockError::Held`]
-    /// (this process's own rows are carried over). Anything else at the path is refused
-    /// with [`Error::NotOurDatabase`] and left untouched; a database that cannot be opened
+    /// is used. An earlier version's schema is migrated in place, its lock and presence rows
+    /// kept; a later version's is refused with [`ProjectionError::NewerDatabase`] and left
+    /// untouched; a corrupt one is deleted and rebuilt unless it holds the row of a live holder
+    /// other than this process, which is refused with [`LockError::Held`] (this process's own
+    /// rows are carried over). Anything else at the path is refused with
+    /// [`ProjectionError::NotOurDatabase`] and left untouched; a database that cannot be opened
     /// at all is an error.
     ///
     /// [`LockError::Held`]: crate::lock::LockError::Held
@@ -236,7 +238,7 @@ impl Projection {
 
     /// Opens an existing database read-only, never creating it (for `status`). Nothing
     /// (or an empty file) is `None`; a file that is not provably ours is
-    /// [`Error::NotOurDatabase`].
+    /// [`ProjectionError::NotOurDatabase`].
     pub fn open_existing(path: &Path) -> Result<Option<Connection>> {
         if schema::ownership(path)? == Found::Absent {
             return Ok(None);
@@ -352,12 +354,14 @@ impl Projection {
     pub fn catch_up(&mut self, file: &Path) -> Result<CatchUp> {
         let r = self.ingest(file, false);
         let r = match r {
-            Err(Error::Database { source, .. }) if source.is_corrupt() => {
+            Err(Error::Projection(ProjectionError::Database { source, .. }))
+                if source.is_corrupt() =>
+            {
                 self.reopen_rebuilt(&format!("corrupt ({source})"))?;
                 self.ingest(file, false)
             }
             // Rows of this session that do not decode: rebuild it from the log, once.
-            Err(e @ Error::CorruptProjection { .. }) => {
+            Err(e @ Error::Projection(ProjectionError::CorruptProjection { .. })) => {
                 tracing::warn!(error = %e, "rebuilding the session's projection");
                 self.ingest(file, true)
             }
@@ -393,12 +397,14 @@ impl Projection {
         match read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at) {
             // Corruption found by the read itself (pages the catch-up did not touch):
             // rebuild the database from the log and answer from the new one.
-            Err(Error::Database { source, .. }) if source.is_corrupt() => {
+            Err(Error::Projection(ProjectionError::Database { source, .. }))
+                if source.is_corrupt() =>
+            {
                 self.reopen_rebuilt(&format!("corrupt ({source})"))?;
                 self.catch_up(file)?;
                 read::read_value(&self.conn, &self.path, file, &key, plugin, scope, at)
             }
-            Err(e @ Error::CorruptProjection { .. }) => {
+            Err(e @ Error::Projection(ProjectionError::CorruptProjection { .. })) => {
                 tracing::warn!(error = %e, "rebuilding the session's projection");
                 let c = self.ingest(file, true)?;
                 self.last_catch_up = Some(c);
@@ -453,20 +459,20 @@ impl Projection {
 
 /// A database of a later version's schema: the error that names it.
 fn newer(path: &Path, version: String) -> Error {
-    Error::NewerDatabase {
+    Error::Projection(ProjectionError::NewerDatabase {
         path: path.to_path_buf(),
         version,
         known: schema::SCHEMA_VERSION,
-    }
+    })
 }
 
 fn replaced(path: &Path) -> Error {
-    Error::NotOurDatabase {
+    Error::Projection(ProjectionError::NotOurDatabase {
         path: path.to_path_buf(),
         what: "was replaced while being opened by a file that is not a session-state \
                database"
             .into(),
-    }
+    })
 }
 
 /// Before a corrupt database is deleted: the live rows of this process, to be written
@@ -582,11 +588,11 @@ struct Rows<'a> {
 
 impl Rows<'_> {
     fn corrupt(&self, detail: impl Into<String>) -> Error {
-        Error::CorruptProjection {
+        Error::Projection(ProjectionError::CorruptProjection {
             path: self.db.to_path_buf(),
             file: self.file.to_path_buf(),
             detail: detail.into(),
-        }
+        })
     }
 
     /// Parses a stored JSON text (a folded value or a patch); one small function, so the
@@ -597,7 +603,7 @@ impl Rows<'_> {
 
     /// The value stored as `at` ([`step::unfold`]); `stored_at(idx)` reads another event's
     /// storage. A missing base or a text that does not parse is
-    /// [`Error::CorruptProjection`].
+    /// [`ProjectionError::CorruptProjection`].
     fn unfold(
         &self,
         at: Stored,
@@ -629,7 +635,7 @@ mod tests {
         let base = |_| Ok(Some(Stored::Snapshot("{\"a\":1}".into())));
         assert!(matches!(
             rows.unfold(delta, base),
-            Err(Error::CorruptProjection { .. })
+            Err(Error::Projection(ProjectionError::CorruptProjection { .. }))
         ));
         let missing = Stored::Delta {
             base: 1,
@@ -638,7 +644,7 @@ mod tests {
         };
         assert!(matches!(
             rows.unfold(missing, |_| Ok(None)),
-            Err(Error::CorruptProjection { .. })
+            Err(Error::Projection(ProjectionError::CorruptProjection { .. }))
         ));
         assert!(from_columns(None, Some(1), None, 0).is_err());
         assert!(from_columns(None, None, Some("{}".into()), 0).is_err());

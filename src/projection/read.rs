@@ -6,7 +6,7 @@
 
 use super::schema::from_columns;
 use super::{Rows, db_err};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, LogError, Result, StateError};
 use crate::state::envelope::Scope;
 use crate::state::step::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -48,10 +48,11 @@ pub(crate) fn entry_id_at(
         .optional()
 }
 
-/// The error of a fold that met a bad event (stored as the event's index), naming the
-/// event's entry and place from the rows. `Err`: the lookup failed (the database error),
-/// or the rows do not hold the event the fold error names
-/// ([`Error::CorruptProjection`]: the session is rebuilt and read again).
+/// The error of a fold that met a bad event (stored as the event's index), naming the event's
+/// entry and place from the rows. `Err`: the lookup failed (the database error), or the rows do
+/// not hold the event the fold error names
+/// ([`ProjectionError::CorruptProjection`](crate::ProjectionError::CorruptProjection): the
+/// session is rebuilt and read again).
 fn bad_event(
     conn: &Connection,
     rows: Rows<'_>,
@@ -75,7 +76,7 @@ fn bad_event(
             "event {idx}, named by the error of plugin {plugin:?}'s fold, is missing"
         )));
     };
-    Ok(Error::BadEvent {
+    Ok(Error::State(StateError::BadEvent {
         path: rows.file.to_path_buf(),
         plugin: plugin.into(),
         entry_id,
@@ -84,7 +85,7 @@ fn bad_event(
             offset: offset as u64,
         },
         detail,
-    })
+    }))
 }
 
 pub(super) fn read_value(
@@ -104,12 +105,12 @@ pub(super) fn read_value(
     match scope {
         Scope::Session => {
             if let Some(at) = at {
-                node_of(conn, key, at)
-                    .map_err(q)?
-                    .ok_or_else(|| Error::UnknownEntry {
+                node_of(conn, key, at).map_err(q)?.ok_or_else(|| {
+                    Error::Log(LogError::UnknownEntry {
                         path: file.to_path_buf(),
                         id: at.into(),
-                    })?;
+                    })
+                })?;
             }
             type SessionRow = (
                 Option<String>,
@@ -143,25 +144,24 @@ pub(super) fn read_value(
             }
         }
         Scope::Branch => {
-            let start =
-                match at {
-                    Some(at) => Some(node_of(conn, key, at).map_err(q)?.ok_or_else(|| {
-                        Error::UnknownEntry {
-                            path: file.to_path_buf(),
-                            id: at.into(),
-                        }
-                    })?),
-                    None => conn
-                        .prepare_cached(
-                            "SELECT n.idx, n.seg FROM sessions s JOIN nodes n ON n.file = s.file \
+            let start = match at {
+                Some(at) => Some(node_of(conn, key, at).map_err(q)?.ok_or_else(|| {
+                    Error::Log(LogError::UnknownEntry {
+                        path: file.to_path_buf(),
+                        id: at.into(),
+                    })
+                })?),
+                None => conn
+                    .prepare_cached(
+                        "SELECT n.idx, n.seg FROM sessions s JOIN nodes n ON n.file = s.file \
                          AND n.idx = s.entry_count - 1 WHERE s.file = ?1",
-                        )
-                        .and_then(|mut stmt| {
-                            stmt.query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
-                                .optional()
-                        })
-                        .map_err(q)?,
-                };
+                    )
+                    .and_then(|mut stmt| {
+                        stmt.query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+                            .optional()
+                    })
+                    .map_err(q)?,
+            };
             let Some((bound, seg)) = start else {
                 return Ok(ReadValue::NONE);
             };
@@ -291,6 +291,7 @@ fn node_of(conn: &Connection, key: &str, id: &str) -> rusqlite::Result<Option<(i
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ProjectionError;
     use crate::projection::schema::SCHEMA;
 
     /// A fold error names its bad event by index; the entry behind it is looked up when
@@ -305,10 +306,19 @@ mod tests {
         let conn = Connection::open_in_memory().expect("open");
         // No tables: the lookup fails.
         let e = bad_event(&conn, rows, "/s.jsonl", "p", "bad".into(), 3);
-        assert!(matches!(e, Err(Error::Database { .. })), "{e:?}");
+        assert!(
+            matches!(e, Err(Error::Projection(ProjectionError::Database { .. }))),
+            "{e:?}"
+        );
         conn.execute_batch(SCHEMA).expect("schema");
         let e = bad_event(&conn, rows, "/s.jsonl", "p", "bad".into(), 3);
-        assert!(matches!(e, Err(Error::CorruptProjection { .. })), "{e:?}");
+        assert!(
+            matches!(
+                e,
+                Err(Error::Projection(ProjectionError::CorruptProjection { .. }))
+            ),
+            "{e:?}"
+        );
         conn.execute_batch(
             "INSERT INTO nodes(file, idx, entry_id, parent, seg) \
              VALUES ('/s.jsonl', 3, 'abc123', NULL, 3);
@@ -317,13 +327,13 @@ mod tests {
         )
         .expect("rows");
         match bad_event(&conn, rows, "/s.jsonl", "p", "unknown op".into(), 3) {
-            Ok(Error::BadEvent {
+            Ok(Error::State(StateError::BadEvent {
                 entry_id,
                 at,
                 plugin,
                 detail,
                 ..
-            }) => {
+            })) => {
                 assert_eq!(entry_id, "abc123");
                 assert_eq!((at.line, at.offset), (5, 812));
                 assert_eq!((plugin.as_str(), detail.as_str()), ("p", "unknown op"));

@@ -3,7 +3,7 @@
 //! it, removing it for a rebuild, and the columns an event's storage is kept in.
 
 use super::{db_err, is_corruption};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, ProjectionError, Result};
 use crate::sqlite::{FileHead, Synchronous, file_head};
 use crate::state::step::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -235,13 +235,15 @@ pub(super) enum Found {
     Unstamped,
 }
 
-/// Decides, without modifying anything, whether the file at `path` is provably our
-/// projection (docs/spec.md §4). A file that is not is an [`Error::NotOurDatabase`] naming what is
-/// there.
+/// Decides, without modifying anything, whether the file at `path` is provably our projection
+/// (docs/spec.md §4). A file that is not is an [`ProjectionError::NotOurDatabase`] naming what
+/// is there.
 pub(super) fn ownership(path: &Path) -> Result<Found> {
-    let not_ours = |what: String| Error::NotOurDatabase {
-        path: path.to_path_buf(),
-        what,
+    let not_ours = |what: String| {
+        Error::Projection(ProjectionError::NotOurDatabase {
+            path: path.to_path_buf(),
+            what,
+        })
     };
     let app_id = match file_head(path).ctx("inspecting", path)? {
         FileHead::Absent => return Ok(Found::Absent),
@@ -328,10 +330,11 @@ const APPLICATION_ID: i32 = 0x5353_7431;
 /// before) that it is provably ours.
 pub(super) fn remove_our_files(path: &Path) -> Result<()> {
     if ownership(path)? == Found::Special {
-        return Err(Error::NotOurDatabase {
+        return Err(ProjectionError::NotOurDatabase {
             path: path.to_path_buf(),
             what: "is not a regular file".into(),
-        });
+        }
+        .into());
     }
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let mut p = path.as_os_str().to_owned();

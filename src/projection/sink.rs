@@ -12,7 +12,7 @@
 use super::schema::{columns, from_columns};
 use super::watermark::{SpanGroup, read_span, span_digest};
 use super::{Rows, db_err};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, LogError, Result};
 use crate::log::entry::raw_str;
 use crate::log::reader::{EntrySink, Finding, ScanState, ScannedEntry};
 use crate::state::envelope::{Envelope, STATE_PREFIX, Scope};
@@ -554,31 +554,34 @@ impl EntrySink for SqlSink<'_> {
         }
         let id = &*e.id;
         if self.node_by_id(id)?.is_some() {
-            return Err(Error::DuplicateId {
+            return Err(LogError::DuplicateId {
                 path: self.file.clone(),
                 at: e.at,
                 id: id.into(),
                 first_line: None,
-            });
+            }
+            .into());
         }
         let parent = match e.parent.as_deref() {
             None => None,
             Some(p) => match self.node_by_id(p)? {
                 Some(n) => Some(n),
                 None if p == id => {
-                    return Err(Error::Cycle {
+                    return Err(LogError::Cycle {
                         path: self.file.clone(),
                         at: e.at,
                         id: id.into(),
-                    });
+                    }
+                    .into());
                 }
                 None => {
-                    return Err(Error::DanglingParent {
+                    return Err(LogError::DanglingParent {
                         path: self.file.clone(),
                         at: e.at,
                         id: id.into(),
                         parent: p.into(),
-                    });
+                    }
+                    .into());
                 }
             },
         };
@@ -746,6 +749,7 @@ impl EntrySink for SqlSink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ProjectionError;
 
     /// `assign_id` cannot return an error through the scanner's interface; a database
     /// error while checking an id for collisions is kept and returned by the next entry
@@ -765,7 +769,10 @@ mod tests {
         );
         let _ = sink.assign_id(0);
         assert!(
-            matches!(sink.deferred, Some(Error::Database { .. })),
+            matches!(
+                sink.deferred,
+                Some(Error::Projection(ProjectionError::Database { .. }))
+            ),
             "{:?}",
             sink.deferred
         );

@@ -22,7 +22,7 @@ use super::read::{ReadValue, read_value};
 use super::sink::SqlSink;
 use super::watermark::span_digest;
 use super::{CatchUp, Projection, db_err, forget};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, LogError, ProjectionError, Result};
 use crate::log::header::parse_header;
 use crate::log::reader::{ReadMode, ScanState};
 use crate::sqlite::end_transaction;
@@ -205,14 +205,15 @@ impl<'c> Folder<'c> {
             offset: self.mark.consumed,
         };
         if seq != self.mark.entry_count {
-            return Err(Error::Corrupt {
+            return Err(LogError::Corrupt {
                 path: self.label.clone(),
                 at,
                 detail: format!(
                     "the stored entries skip from seq {} to seq {seq}",
                     self.mark.entry_count
                 ),
-            });
+            }
+            .into());
         }
         let bytes = line.as_bytes();
         let digest = span_digest(bytes);
@@ -225,11 +226,12 @@ impl<'c> Folder<'c> {
             return Err(e);
         }
         if self.sink.added == before {
-            return Err(Error::Corrupt {
+            return Err(LogError::Corrupt {
                 path: self.label.clone(),
                 at,
                 detail: "a stored row is not a complete entry; a row cannot be torn".into(),
-            });
+            }
+            .into());
         }
         self.mark.entry_count += 1;
         self.mark.consumed += bytes.len() as u64 + 1;
@@ -462,7 +464,9 @@ impl Projection {
             tries += 1;
             let tail = self.catch_up_stored(src)?;
             match self.value_at(src, &tail, plugin, scope, at) {
-                Err(Error::UnknownEntry { .. }) if at.is_none() && tries < 5 => continue,
+                Err(Error::Log(LogError::UnknownEntry { .. })) if at.is_none() && tries < 5 => {
+                    continue;
+                }
                 r => {
                     let (parent, current) = r?;
                     return Ok(StoredDecision {
@@ -491,10 +495,11 @@ impl Projection {
         if let Some(p) = &parent
             && self.stored_node(&key, p)?.is_none()
         {
-            return Err(Error::UnknownEntry {
+            return Err(LogError::UnknownEntry {
                 path: label,
                 id: p.clone(),
-            });
+            }
+            .into());
         }
         let read = |p: &Projection| {
             read_value(
@@ -508,12 +513,14 @@ impl Projection {
             )
         };
         let value = match read(self) {
-            Err(Error::Database { source, .. }) if source.is_corrupt() => {
+            Err(Error::Projection(ProjectionError::Database { source, .. }))
+                if source.is_corrupt() =>
+            {
                 self.reopen_rebuilt(&format!("corrupt ({source})"))?;
                 self.catch_up_stored(src)?;
                 read(self)?
             }
-            Err(e @ Error::CorruptProjection { .. }) => {
+            Err(e @ Error::Projection(ProjectionError::CorruptProjection { .. })) => {
                 tracing::warn!(error = %e, "rebuilding the stored session's rows");
                 self.catch_up_stored_with(src, true)?;
                 read(self)?

@@ -15,7 +15,7 @@ use super::decide::Decided;
 use super::envelope::{DecodeError, Envelope, Op, Scope};
 use super::index::{StateIndex, data_of};
 use super::step;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StateError};
 use crate::sync::FastMap as HashMap;
 use crate::tree::SessionLog;
 use serde_json::Value;
@@ -337,13 +337,13 @@ pub(crate) fn remember_appended(folds: &mut Folds, plugin: &str, node: u32, deci
 
 fn to_error(log: &SessionLog, plugin: &str, bad: BadEvent) -> Error {
     let e = log.entry_at(bad.node);
-    Error::BadEvent {
+    Error::State(StateError::BadEvent {
         path: log.path().to_path_buf(),
         plugin: plugin.into(),
         entry_id: e.id().into(),
         at: e.location(),
         detail: bad.detail,
-    }
+    })
 }
 
 /// The folded value at `node` (`None`: before any entry, e.g. after `reset_leaf`).

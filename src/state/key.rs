@@ -22,7 +22,7 @@
 use super::decide::{Decided, TooDeepResult, check_result, decide_versioned};
 use super::depth::{self, MAX_DEPTH};
 use super::envelope::{Envelope, Op, STATE_PREFIX, Scope};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StateError};
 use serde::Serialize;
 use serde_json::Value;
 use std::marker::PhantomData;
@@ -191,7 +191,7 @@ impl<T> StateKey<T> {
     /// result, in memory only (nothing is written, and the projection keeps the stored
     /// value); the next write is a whole `set` of the migrated value at this version. A
     /// state written under a newer version is refused by every read and write
-    /// ([`Error::NewerStateVersion`]). Version 0 is refused ([`Error::InvalidOption`]).
+    /// ([`StateError::NewerStateVersion`]). Version 0 is refused ([`Error::InvalidOption`]).
     ///
     /// ```
     /// use session_state::{Scope, StateKey};
@@ -244,17 +244,15 @@ impl<T> StateKey<T> {
         let mut named = || entry.take().and_then(|f| f());
         self.check_version(stored, &mut named)?;
         match (value, &self.migrate) {
-            (Some(v), Some(migrate)) => {
-                migrate(v, stored)
-                    .map(Some)
-                    .map_err(|detail| Error::Migrate {
-                        plugin: self.plugin_id().to_owned(),
-                        from: stored,
-                        to: self.version,
-                        entry_id: named(),
-                        detail,
-                    })
-            }
+            (Some(v), Some(migrate)) => migrate(v, stored).map(Some).map_err(|detail| {
+                Error::State(StateError::Migrate {
+                    plugin: self.plugin_id().to_owned(),
+                    from: stored,
+                    to: self.version,
+                    entry_id: named(),
+                    detail,
+                })
+            }),
             // Absent stays absent; and a key without `migrate` is of version 1, below
             // which nothing is written.
             (value, _) => Ok(value),
@@ -264,12 +262,13 @@ impl<T> StateKey<T> {
     /// Refuses a state written under a newer version than the key's.
     pub fn check_version(&self, stored: u32, entry: impl FnOnce() -> Option<String>) -> Result<()> {
         if stored > self.version {
-            return Err(Error::NewerStateVersion {
+            return Err(StateError::NewerStateVersion {
                 plugin: self.plugin_id().to_owned(),
                 stored,
                 known: self.version,
                 entry_id: entry(),
-            });
+            }
+            .into());
         }
         Ok(())
     }
@@ -311,10 +310,10 @@ impl<T> StateKey<T> {
 
     /// The JSON value a write would store for `value` (or a patch apply), refused before
     /// anything is written: a value that cannot be serialized, is nested deeper than
-    /// [`MAX_DEPTH`] or holds NaN or ±Infinity ([`Error::Serialize`]: JSON has no such
+    /// [`MAX_DEPTH`] or holds NaN or ±Infinity ([`StateError::Serialize`]: JSON has no such
     /// number; serde_json and Pi's `JSON.stringify` would write `null`), and an integer
     /// that Pi's JavaScript would not read back as written, such as one beyond 2^53
-    /// ([`Error::UnrepresentableValue`]; store it as a string).
+    /// ([`StateError::UnrepresentableValue`]; store it as a string).
     pub fn check_value<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
         let v = depth::to_value_limited(value).map_err(|source| self.serialize_error(source))?;
         self.check_json(&v)?;
@@ -346,7 +345,7 @@ impl<T> StateKey<T> {
     /// the event itself (its `data` is [`Envelope::to_data`], its `customType`
     /// [`StateKey::custom_type`]).
     ///
-    /// Refused ([`Error::Serialize`]) when the value it would leave could not be read
+    /// Refused ([`StateError::Serialize`]) when the value it would leave could not be read
     /// back by this crate: one nested [`crate::json::MAX_READ_DEPTH`] levels or deeper.
     /// The op's own value or patch is not checked here ([`StateKey::check_op`] does, and
     /// the writers call it first, before anything is opened); what the value inherits
@@ -408,17 +407,19 @@ impl<T> StateKey<T> {
         if depth > MAX_DEPTH {
             return Err(self.refusal(Unwritable::TooDeep));
         }
-        numbers.map_err(|e| Error::UnrepresentableValue {
-            plugin: self.plugin_id().to_owned(),
-            detail: e.to_string(),
+        numbers.map_err(|e| {
+            Error::State(StateError::UnrepresentableValue {
+                plugin: self.plugin_id().to_owned(),
+                detail: e.to_string(),
+            })
         })
     }
 
     fn serialize_error(&self, source: serde_json::Error) -> Error {
-        Error::Serialize {
+        Error::State(StateError::Serialize {
             plugin: self.plugin_id().to_owned(),
             source,
-        }
+        })
     }
 }
 
@@ -453,7 +454,7 @@ mod tests {
             ("op", k.check_op(&Op::Patch(big.clone()))),
         ] {
             assert!(
-                matches!(r, Err(Error::UnrepresentableValue { ref plugin, .. }) if plugin == "todo"),
+                matches!(r, Err(Error::State(StateError::UnrepresentableValue { ref plugin, .. })) if plugin == "todo"),
                 "{what}: {r:?}"
             );
         }
@@ -559,12 +560,12 @@ mod tests {
         // Newer: refused, present or absent, naming plugin, versions and entry, once.
         for value in [Some(json!([1])), None] {
             match k.resolve(value, 4, counted(&calls)) {
-                Err(Error::NewerStateVersion {
+                Err(Error::State(StateError::NewerStateVersion {
                     plugin,
                     stored,
                     known,
                     entry_id,
-                }) => assert_eq!(
+                })) => assert_eq!(
                     (plugin.as_str(), stored, known, entry_id.as_deref()),
                     ("todo", 4, 3, Some("e7"))
                 ),
@@ -578,12 +579,12 @@ mod tests {
         let plain = StateKey::<Value>::new("todo", Scope::Branch).expect("valid");
         assert!(matches!(
             plain.resolve(Some(json!(1)), 2, || None),
-            Err(Error::NewerStateVersion {
+            Err(Error::State(StateError::NewerStateVersion {
                 stored: 2,
                 known: 1,
                 entry_id: None,
                 ..
-            })
+            }))
         ));
     }
 
@@ -594,15 +595,15 @@ mod tests {
             .versioned(4, |_, from| Err(format!("no way from {from}")))
             .expect("a version");
         let check = |r: Result<()>| match r {
-            Err(e @ Error::Migrate { .. }) => {
+            Err(e @ Error::State(StateError::Migrate { .. })) => {
                 let text = e.to_string();
-                let Error::Migrate {
+                let Error::State(StateError::Migrate {
                     plugin,
                     from,
                     to,
                     entry_id,
                     detail,
-                } = e
+                }) = e
                 else {
                     unreachable!()
                 };
@@ -740,12 +741,12 @@ mod tests {
             (None, Op::Set(json!(1))),
         ] {
             match k.decide_on(cur.as_ref(), 5, || Some("e9".into()), op.clone()) {
-                Err(Error::NewerStateVersion {
+                Err(Error::State(StateError::NewerStateVersion {
                     stored: 5,
                     known: 2,
                     entry_id: Some(e),
                     ..
-                }) if e == "e9" => {}
+                })) if e == "e9" => {}
                 other => panic!("{op:?} on {cur:?}: {other:?}"),
             }
         }

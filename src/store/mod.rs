@@ -28,7 +28,7 @@ pub use last::{Appended, LastEvent};
 pub use presence::SessionStatus;
 pub use prune::{KeptSession, PruneReport, PrunedSession};
 
-use crate::error::{DatabaseError, Error, IoContext, Result};
+use crate::error::{DatabaseError, Error, IoContext, ProjectionError, Result};
 use crate::lock::{self, Holder, LockStatus};
 use crate::log::io::{FileSystem, StdFileSystem};
 use crate::projection::{CatchUp, Projection};
@@ -126,8 +126,8 @@ impl StoreOptions {
 /// and the fold memo); `Send + Sync`.
 ///
 /// The database is opened on first use ([`Store::connect`] opens it now), so resolving a
-/// location never creates a file. Only a database that is provably ours is used
-/// (docs/spec.md §4); anything else at the path is refused with [`Error::NotOurDatabase`].
+/// location never creates a file. Only a database that is provably ours is used (docs/spec.md
+/// §4); anything else at the path is refused with [`ProjectionError::NotOurDatabase`].
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
@@ -285,10 +285,12 @@ impl Store {
                     rusqlite::types::Value::Integer(i) => i.to_string(),
                     other => format!("{other:?}"),
                 })
-                .map_err(|source| Error::Database {
-                    path,
-                    action: "reading a pragma",
-                    source: DatabaseError(source),
+                .map_err(|source| {
+                    Error::Projection(ProjectionError::Database {
+                        path,
+                        action: "reading a pragma",
+                        source: DatabaseError(source),
+                    })
                 })
         })
     }
@@ -313,10 +315,12 @@ impl Store {
     fn status_at(&self, session_id: &str, now_ms: i64) -> Result<Option<LockStatus>> {
         self.with_db(|db| {
             let path = db.path().to_path_buf();
-            lock::status_at(db.connection(), session_id, now_ms).map_err(|source| Error::Database {
-                path,
-                action: "reading the write lock",
-                source: DatabaseError(source),
+            lock::status_at(db.connection(), session_id, now_ms).map_err(|source| {
+                Error::Projection(ProjectionError::Database {
+                    path,
+                    action: "reading the write lock",
+                    source: DatabaseError(source),
+                })
             })
         })
     }
@@ -332,10 +336,12 @@ impl Store {
         };
         lock::status(&conn, session_id)
             .map(|row| row.map_or(Peeked::NoRow, Peeked::Row))
-            .map_err(|source| Error::Database {
-                path: path.to_path_buf(),
-                action: "reading the lock",
-                source: DatabaseError(source),
+            .map_err(|source| {
+                Error::Projection(ProjectionError::Database {
+                    path: path.to_path_buf(),
+                    action: "reading the lock",
+                    source: DatabaseError(source),
+                })
             })
     }
 
@@ -345,10 +351,12 @@ impl Store {
     pub fn clear_lock(&self, session_id: &str) -> Result<bool> {
         self.with_db(|db| {
             let path = db.path().to_path_buf();
-            lock::clear(db.connection(), session_id).map_err(|source| Error::Database {
-                path,
-                action: "clearing the lock",
-                source: DatabaseError(source),
+            lock::clear(db.connection(), session_id).map_err(|source| {
+                Error::Projection(ProjectionError::Database {
+                    path,
+                    action: "clearing the lock",
+                    source: DatabaseError(source),
+                })
             })
         })
     }

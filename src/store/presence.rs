@@ -2,7 +2,7 @@
 //! and what `status` shows of a session's rows.
 
 use super::{Peeked, Store};
-use crate::error::{DatabaseError, Error, Result};
+use crate::error::{DatabaseError, Error, ProjectionError, Result};
 use crate::lock::{self, Holder, LockStatus, PresenceStatus, presence};
 use crate::projection::Projection;
 use std::path::PathBuf;
@@ -40,10 +40,12 @@ impl Store {
                 session_file,
                 lock::now_ms(),
             )
-            .map_err(|source| Error::Database {
-                path,
-                action: "recording the Pi presence row",
-                source: DatabaseError(source),
+            .map_err(|source| {
+                Error::Projection(ProjectionError::Database {
+                    path,
+                    action: "recording the Pi presence row",
+                    source: DatabaseError(source),
+                })
             })
         })
     }
@@ -53,11 +55,11 @@ impl Store {
         self.with_db(|db| {
             let path = db.path().to_path_buf();
             presence::leave(db.connection(), session_id, &Holder::current()).map_err(|source| {
-                Error::Database {
+                Error::Projection(ProjectionError::Database {
                     path,
                     action: "removing the Pi presence row",
                     source: DatabaseError(source),
-                }
+                })
             })
         })
     }
@@ -66,10 +68,12 @@ impl Store {
     pub fn clear_presence(&self, session_id: &str) -> Result<bool> {
         self.with_db(|db| {
             let path = db.path().to_path_buf();
-            presence::clear(db.connection(), session_id).map_err(|source| Error::Database {
-                path,
-                action: "clearing the Pi presence row",
-                source: DatabaseError(source),
+            presence::clear(db.connection(), session_id).map_err(|source| {
+                Error::Projection(ProjectionError::Database {
+                    path,
+                    action: "clearing the Pi presence row",
+                    source: DatabaseError(source),
+                })
             })
         })
     }
@@ -85,10 +89,12 @@ impl Store {
         };
         presence::status(&conn, session_id)
             .map(|row| row.map_or(Peeked::NoRow, Peeked::Row))
-            .map_err(|source| Error::Database {
-                path: path.to_path_buf(),
-                action: "reading the Pi presence row",
-                source: DatabaseError(source),
+            .map_err(|source| {
+                Error::Projection(ProjectionError::Database {
+                    path: path.to_path_buf(),
+                    action: "reading the Pi presence row",
+                    source: DatabaseError(source),
+                })
             })
     }
 
@@ -106,10 +112,12 @@ impl Store {
             return Ok(status);
         };
         let read = |action| {
-            move |source| Error::Database {
-                path: path.to_path_buf(),
-                action,
-                source: DatabaseError(source),
+            move |source| {
+                Error::Projection(ProjectionError::Database {
+                    path: path.to_path_buf(),
+                    action,
+                    source: DatabaseError(source),
+                })
             }
         };
         status.exists = true;

@@ -14,7 +14,7 @@
 //! ```
 
 use super::Store;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StateError};
 use crate::log::NewEntry;
 use crate::state::decide::Decided;
 use crate::state::envelope::{Envelope, Op, Scope};
@@ -203,11 +203,13 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             None => Ok(None),
             Some(v) => crate::json::deserialize_with_path::<T>(v)
                 .map(Some)
-                .map_err(|(path, source)| Error::Deserialize {
-                    plugin: self.plugin_id().to_owned(),
-                    entry_id: entry(),
-                    path,
-                    source,
+                .map_err(|(path, source)| {
+                    Error::State(StateError::Deserialize {
+                        plugin: self.plugin_id().to_owned(),
+                        entry_id: entry(),
+                        path,
+                        source,
+                    })
                 }),
         }
     }
@@ -261,10 +263,10 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// exists; see [`crate::Materialize`]).
     ///
     /// Refused before anything is written: a value nested deeper than [`crate::format::MAX_DEPTH`], NaN
-    /// or ±Infinity ([`Error::Serialize`]: JSON has no such number; serde_json and Pi's
+    /// or ±Infinity ([`StateError::Serialize`]: JSON has no such number; serde_json and Pi's
     /// `JSON.stringify` would write `null`), and an integer that Pi's JavaScript would not
     /// read back as written, such as one beyond 2^53 that a double cannot hold exactly
-    /// ([`Error::UnrepresentableValue`]; store it as a string).
+    /// ([`StateError::UnrepresentableValue`]; store it as a string).
     pub fn write(&self, log: &mut SessionLog, value: &T) -> Result<Option<String>> {
         let value = self.key.check_value(value)?;
         self.apply(log, Op::Set(value))

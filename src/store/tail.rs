@@ -26,7 +26,7 @@
 use super::Store;
 use super::state::{SessionState, TailWrite};
 use super::write::{Appended, Outcome, Own, Target, run};
-use crate::error::{DatabaseError, Error, Result};
+use crate::error::{DatabaseError, Error, ProjectionError, Result};
 use crate::log::io::FileSystem;
 use crate::log::writer::append_if_unchanged;
 use crate::projection::{Projection, Tail, tail_in_transaction};
@@ -130,10 +130,12 @@ impl Target for TailTarget<'_> {
             .and_then(|caught| {
                 conn.execute_batch("COMMIT")
                     .map(|()| caught)
-                    .map_err(|source| Error::Database {
-                        path: self.db_path.clone(),
-                        action: "committing",
-                        source: DatabaseError(source),
+                    .map_err(|source| {
+                        Error::Projection(ProjectionError::Database {
+                            path: self.db_path.clone(),
+                            action: "committing",
+                            source: DatabaseError(source),
+                        })
                     })
             });
         match committed {

@@ -9,7 +9,7 @@
 use super::SessionLog;
 use super::options::Materialize;
 use super::session::Storage;
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Location, LogError, Result};
 use crate::log::entry::Role;
 use crate::log::io::FileIdentity;
 use crate::log::reader::{self, ReadMode};
@@ -19,7 +19,7 @@ use std::path::Path;
 
 impl SessionLog {
     /// Reads another process's appends (docs/spec.md §5). Errors if the file was truncated or
-    /// replaced; then reopen. A detached log is refused ([`Error::Detached`]): it has no
+    /// replaced; then reopen. A detached log is refused ([`LogError::Detached`]): it has no
     /// file to follow.
     pub fn refresh(&mut self) -> Result<()> {
         self.refuse_detached()?;
@@ -39,9 +39,9 @@ impl SessionLog {
     /// bytes came from.
     fn refuse_detached(&self) -> Result<()> {
         match self.storage {
-            Storage::Detached(_) => Err(Error::Detached {
+            Storage::Detached(_) => Err(Error::Log(LogError::Detached {
                 label: self.index.path.clone(),
-            }),
+            })),
             _ => Ok(()),
         }
     }
@@ -104,7 +104,7 @@ impl SessionLog {
     /// [`crate::lock::LockError::FileHeld`] and nothing is written. Before the session is
     /// materialized, the entry is kept in memory (see [`Materialize`]). On an I/O failure
     /// the log is poisoned: reopen it to see what reached the disk. A detached log is
-    /// refused ([`Error::Detached`]) before anything is written.
+    /// refused ([`LogError::Detached`]) before anything is written.
     pub fn append(&mut self, entry: NewEntry) -> Result<String> {
         let written = self.begin_append().and_then(|()| {
             let taken = |id: &str| Ok::<_, Error>(self.id_taken(id));
@@ -126,10 +126,11 @@ impl SessionLog {
     pub(crate) fn begin_append(&mut self) -> Result<()> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
-            return Err(Error::Poisoned {
+            return Err(LogError::Poisoned {
                 path: self.index.path.clone(),
                 cause: cause.clone(),
-            });
+            }
+            .into());
         }
         if !self.is_materialized() {
             return Ok(());
@@ -208,7 +209,7 @@ impl SessionLog {
         };
         if let Err(e) = w.unlock() {
             tracing::warn!(error = %e, "closing the session file to release its lock");
-            if let Err(Error::Poisoned { cause, .. }) = w.check() {
+            if let Err(Error::Log(LogError::Poisoned { cause, .. })) = w.check() {
                 self.poisoned.get_or_insert(cause);
             }
             self.storage = Storage::File(None);
@@ -253,14 +254,15 @@ impl SessionLog {
     /// exists), then fsync the directory. The real name never shows a half-written file,
     /// even after a crash; a failure leaves at most a hidden temporary file. A failed write
     /// or sync, or a failure after the file became visible, poisons the log. A detached
-    /// log is refused ([`Error::Detached`]): no file is created at its label.
+    /// log is refused ([`LogError::Detached`]): no file is created at its label.
     pub fn materialize(&mut self) -> Result<()> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
-            return Err(Error::Poisoned {
+            return Err(LogError::Poisoned {
                 path: self.index.path.clone(),
                 cause: cause.clone(),
-            });
+            }
+            .into());
         }
         let Storage::Memory(buf) = &self.storage else {
             return Ok(());
@@ -270,7 +272,7 @@ impl SessionLog {
         let dir = reader::parent_dir(&path).to_path_buf();
         std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
         if path.exists() {
-            return Err(Error::AlreadyExists { path });
+            return Err(LogError::AlreadyExists { path }.into());
         }
         let fs = self.options.fs.clone();
         let created = io::create_durably(&*fs, &path, "creating", io::Place::Link, |tmp| {
@@ -290,7 +292,7 @@ impl SessionLog {
                 // fsync Failures?", ATC'20).
                 let cause = error.to_string();
                 self.poisoned = Some(cause.clone());
-                return Err(Error::Poisoned { path, cause });
+                return Err(LogError::Poisoned { path, cause }.into());
             }
             Err(io::CreateFailed {
                 step: io::Step::SyncDir,
@@ -377,11 +379,12 @@ impl SessionLog {
             self.ingest_from_disk()?;
         }
         if let Some((at, detail)) = self.scan.pending_bad.first() {
-            return Err(Error::TrailingGarbage {
+            return Err(LogError::TrailingGarbage {
                 path: self.index.path.clone(),
                 at: *at,
                 detail: detail.clone(),
-            });
+            }
+            .into());
         }
         Ok(())
     }
@@ -395,10 +398,12 @@ impl SessionLog {
             self.ingest_from_disk()?;
         }
         let path = &self.index.path;
-        let refuse = |at: Location, detail: String| Error::TrailingGarbage {
-            path: path.clone(),
-            at,
-            detail,
+        let refuse = |at: Location, detail: String| {
+            Error::Log(LogError::TrailingGarbage {
+                path: path.clone(),
+                at,
+                detail,
+            })
         };
         if let Some((at, detail)) = self.scan.pending_bad.first() {
             return Err(refuse(*at, detail.clone()));
@@ -415,12 +420,13 @@ impl SessionLog {
             match reader::classify(&tail) {
                 reader::LineClass::Bad(detail) => return Err(refuse(self.scan.next, detail)),
                 reader::LineClass::Invalid(detail) if self.options.mode == ReadMode::Strict => {
-                    return Err(Error::InvalidEntry {
+                    return Err(LogError::InvalidEntry {
                         path: path.clone(),
                         at: self.scan.next,
                         id: None,
                         detail,
-                    });
+                    }
+                    .into());
                 }
                 _ => {}
             }
@@ -450,17 +456,17 @@ impl SessionLog {
 }
 
 fn changed_file(path: &Path) -> Error {
-    Error::ChangedOnDisk {
+    Error::Log(LogError::ChangedOnDisk {
         path: path.to_path_buf(),
         detail: "another file now sits at this path".into(),
-    }
+    })
 }
 
 fn shrank(path: &Path, expected: u64, len: u64) -> Error {
-    Error::ChangedOnDisk {
+    Error::Log(LogError::ChangedOnDisk {
         path: path.to_path_buf(),
         detail: format!("it shrank from {expected} to {len} bytes"),
-    }
+    })
 }
 
 fn unreachable_writer<T>(path: &Path) -> Result<T> {

@@ -3,7 +3,7 @@
 //! dangling parents, self-parents; v1 ids).
 
 use super::graph::{NodeData, Tree};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Location, LogError, Result};
 use crate::log::entry::{EntryType, Role, raw_str};
 use crate::log::migrate;
 use crate::log::reader::{
@@ -95,12 +95,13 @@ impl EntrySink for Index {
         if let Some(first) = self.tree.index_of(id) {
             let first_line = self.tree.node(first).at.line;
             if self.mode == ReadMode::Strict {
-                return Err(Error::DuplicateId {
+                return Err(LogError::DuplicateId {
                     path: self.path.clone(),
                     at: e.at,
                     id: id.into(),
                     first_line: Some(first_line),
-                });
+                }
+                .into());
             }
             self.findings.push(Finding {
                 severity: Severity::Error,
@@ -119,21 +120,21 @@ impl EntrySink for Index {
                     let (kind, err) = if p == id {
                         (
                             FindingKind::Cycle,
-                            Error::Cycle {
+                            Error::Log(LogError::Cycle {
                                 path: self.path.clone(),
                                 at: e.at,
                                 id: id.into(),
-                            },
+                            }),
                         )
                     } else {
                         (
                             FindingKind::DanglingParent,
-                            Error::DanglingParent {
+                            Error::Log(LogError::DanglingParent {
                                 path: self.path.clone(),
                                 at: e.at,
                                 id: id.into(),
                                 parent: p.into(),
-                            },
+                            }),
                         )
                     };
                     if self.mode == ReadMode::Strict {

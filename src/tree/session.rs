@@ -12,7 +12,7 @@
 use super::graph::{NodeData, Tree};
 use super::index::Index;
 use super::options::LogOptions;
-use crate::error::{Error, IoContext, Location, Result};
+use crate::error::{Error, IoContext, Location, LogError, Result};
 use crate::log::entry::{EntryType, Header, Role};
 use crate::log::header;
 use crate::log::io::FileIdentity;
@@ -298,7 +298,7 @@ impl SessionLog {
     }
     /// Whether this log was read from a byte source ([`LogOptions::read`]) rather than
     /// a file: it reads like any log and refuses `append`, `materialize` and `refresh`
-    /// with [`Error::Detached`].
+    /// with [`LogError::Detached`].
     pub fn is_detached(&self) -> bool {
         matches!(self.storage, Storage::Detached(_))
     }
@@ -353,13 +353,12 @@ impl SessionLog {
     }
 
     pub(crate) fn require(&self, id: &str) -> Result<u32> {
-        self.index
-            .tree
-            .index_of(id)
-            .ok_or_else(|| Error::UnknownEntry {
+        self.index.tree.index_of(id).ok_or_else(|| {
+            Error::Log(LogError::UnknownEntry {
                 path: self.index.path.clone(),
                 id: id.into(),
             })
+        })
     }
 
     /// All entries in file order.
@@ -506,7 +505,7 @@ impl LogOptions {
     /// (from the bytes read, which it keeps in memory), findings and folds
     /// ([`crate::SessionState::read`]) work as on a file; [`SessionLog::append`],
     /// [`SessionLog::materialize`] and [`SessionLog::refresh`] are refused with
-    /// [`crate::Error::Detached`]: the session belongs to its store, append through it.
+    /// [`crate::LogError::Detached`]: the session belongs to its store, append through it.
     ///
     /// ```
     /// use session_state::LogOptions;

@@ -32,7 +32,7 @@ use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
     Appended, Error, HistoryEntry, LastEvent, LogOptions, Op, ReadMode, Scope, SessionLog,
-    StateKey, Store, StoreOptions, Unwritable,
+    StateError, StateKey, Store, StoreOptions, Unwritable,
     format::{Envelope, STATE_PREFIX},
     inspect, json,
     settings::ProjectTrust,
@@ -119,7 +119,7 @@ const PROBE: &str = "handed to JavaScript's migrate";
 
 /// `base` at `version` with a `migrate` that keeps what the core hands it in `handed`
 /// and refuses: a read of a value stored under an older version then ends in
-/// [`Error::Migrate`] naming the entry, with the stored value and its version in
+/// [`StateError::Migrate`] naming the entry, with the stored value and its version in
 /// `handed` (the migration itself is the extension's, in JavaScript).
 fn probe_key(base: StateKey, version: u32, handed: &Handed) -> napi::Result<StateKey> {
     let slot = Arc::clone(handed);
@@ -141,7 +141,7 @@ pub struct StoredState {
     /// The entry of the event that set it.
     pub entry: Option<String>,
     /// The core's refusal when the version is newer than the state's
-    /// ([`Error::NewerStateVersion`]'s message); `None` for an older one.
+    /// ([`StateError::NewerStateVersion`]'s message); `None` for an older one.
     pub refusal: Option<String>,
 }
 
@@ -160,18 +160,18 @@ enum Stored {
 
 impl Stored {
     /// A read's answer for `key`, `Ok(v)` or the core's error, sorted into [`Stored`]:
-    /// the probe's [`Error::Migrate`] is an older value (the stored value is in
-    /// `handed`), [`Error::NewerStateVersion`] a newer one.
+    /// the probe's [`StateError::Migrate`] is an older value (the stored value is in
+    /// `handed`), [`StateError::NewerStateVersion`] a newer one.
     fn of(read: session_state::Result<Option<Value>>, handed: &Handed) -> napi::Result<Stored> {
         let taken = handed.lock().unwrap_or_else(PoisonError::into_inner).take();
         match read {
             Ok(v) => Ok(Stored::Same(v)),
-            Err(Error::Migrate {
+            Err(Error::State(StateError::Migrate {
                 from,
                 entry_id,
                 detail,
                 ..
-            }) if detail == PROBE => {
+            })) if detail == PROBE => {
                 let Some((value, _)) = taken else {
                     return Err(js_err("the core refused a migration the addon did not see"));
                 };
@@ -185,9 +185,9 @@ impl Stored {
             Err(e) => {
                 let message = e.to_string();
                 match e {
-                    Error::NewerStateVersion {
+                    Error::State(StateError::NewerStateVersion {
                         stored, entry_id, ..
-                    } => Ok(Stored::Other {
+                    }) => Ok(Stored::Other {
                         value: None,
                         version: stored,
                         entry: entry_id,

@@ -15,7 +15,7 @@ mod wire;
 
 use super::lines::line_ids;
 use super::redact::redact_config;
-use crate::error::{BackendError, Error, Result, StoreError};
+use crate::error::{BackendError, Result, StoreError};
 use postgres::error::SqlState;
 use postgres::{Client, Config};
 use std::sync::Mutex;
@@ -110,11 +110,12 @@ impl PostgresStore {
     /// (`postgres://a:5432,b:5432/db?target_session_attrs=read-write`), each attempt
     /// tries them in turn.
     ///
-    /// Errors: an unparsable URL is [`Error::StoreUrl`]; a server still unavailable at
-    /// the end of the window is [`Error::StoreUnavailable`] (how long, how many attempts,
-    /// the last failure); a server that refuses otherwise (a wrong password) is
-    /// [`StoreError::Database`] at once. Each names the URL without its password; tables
-    /// of a newer session-state are refused as [`StoreError::Database`].
+    /// Errors: an unparsable URL is [`Error::StoreUrl`](crate::Error::StoreUrl); a server still
+    /// unavailable at the end of the window is
+    /// [`Error::StoreUnavailable`](crate::Error::StoreUnavailable) (how long, how many
+    /// attempts, the last failure); a server that refuses otherwise (a wrong password) is
+    /// [`StoreError::Database`] at once. Each names the URL without its password; tables of a
+    /// newer session-state are refused as [`StoreError::Database`].
     pub fn connect(url: &str) -> Result<PostgresStore> {
         let (mut config, tls) = super::tls::parse(url, redact_config)?;
         if config.get_application_name().is_none() {
@@ -168,16 +169,14 @@ impl PostgresStore {
         f: impl FnOnce(&mut Client) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut guard = lock(&self.conn);
-        if guard.as_ref().is_none_or(Client::is_closed) {
-            *guard = None;
-            *lock(&self.append_stmt) = Prepared::Unused;
-            *guard = Some(self.open()?);
-        }
-        let Some(client) = guard.as_mut() else {
-            return Err(StoreError::File(Box::new(Error::Internal {
-                what: format!("{}: no connection after connecting", self.url),
-            })));
+        let client = match guard.take().filter(|c| !c.is_closed()) {
+            Some(client) => client,
+            None => {
+                *lock(&self.append_stmt) = Prepared::Unused;
+                self.open()?
+            }
         };
+        let client = guard.insert(client);
         let result = f(client);
         let lost = matches!(
             &result,
