@@ -25,14 +25,6 @@ impl std::fmt::Display for Location {
     }
 }
 
-/// The longest session id a new session may have, in bytes: the one session-id rule of
-/// every backend (`docs/persistence.md`, "Session ids"). Pi names a session's file
-/// `<timestamp>_<id>.jsonl` (31 bytes besides the id with Pi's timestamps) and it is
-/// created under a temporary name 43 bytes longer; a file name holds 255 bytes, so 181
-/// would fit exactly. 128 leaves room for longer timestamps; Pi's own ids are 36-byte
-/// UUIDs.
-pub const MAX_SESSION_ID_BYTES: usize = 128;
-
 /// Everything that can go wrong in this crate: an operation's own error (a wrapper, whose
 /// message is the inner error's), or one that the crate's layers over them decide.
 #[derive(Debug, thiserror::Error)]
@@ -542,12 +534,13 @@ pub enum LogError {
     /// backend ([`crate::format::MAX_SESSION_ID_BYTES`]; see `docs/persistence.md`).
     #[error(
         "session id {session_id:?} cannot be part of a Pi session file name: an id is 1 to \
-         {max} bytes, without `/`, `\\`, a newline or a NUL, and not `.` or `..`",
-        max = MAX_SESSION_ID_BYTES
+         {max} bytes, without `/`, `\\`, a newline or a NUL, and not `.` or `..`"
     )]
     InvalidSessionId {
         /// The session id.
         session_id: String,
+        /// The longest id, in bytes ([`crate::format::MAX_SESSION_ID_BYTES`]).
+        max: usize,
     },
 
     /// A new session's header cannot name a Pi session file (every backend keeps this

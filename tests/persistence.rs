@@ -215,7 +215,7 @@ fn create_refuses_headers_that_cannot_be_stored() {
     for id in ["a/b", ""] {
         let err = store.create(header(id, "/p")).expect_err("refused");
         assert!(
-            matches!(&err, Error::Log(LogError::InvalidSessionId { session_id }) if session_id == id),
+            matches!(&err, Error::Log(LogError::InvalidSessionId { session_id, max }) if session_id == id && *max == session_state::format::MAX_SESSION_ID_BYTES),
             "{err:?}"
         );
         assert!(err.to_string().contains("file name"), "{err}");

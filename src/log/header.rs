@@ -44,9 +44,13 @@ pub(crate) fn read_header_line(path: &Path, limit: usize) -> Result<Vec<u8>> {
     first_line(&mut file, path, limit)
 }
 
-// Defined in `error.rs`, whose `InvalidSessionId` message names it: `error` sits below
-// `log` in the layer order (docs/architecture.md), so it cannot import it from here.
-pub use crate::error::MAX_SESSION_ID_BYTES;
+/// The longest session id a new session may have, in bytes: the one session-id rule of
+/// every backend (`docs/persistence.md`, "Session ids"). Pi names a session's file
+/// `<timestamp>_<id>.jsonl` (31 bytes besides the id with Pi's timestamps) and it is
+/// created under a temporary name 43 bytes longer; a file name holds 255 bytes, so 181
+/// would fit exactly. 128 leaves room for longer timestamps; Pi's own ids are 36-byte
+/// UUIDs.
+pub const MAX_SESSION_ID_BYTES: usize = 128;
 
 /// The one session-id rule, for every backend and for a new [`crate::SessionLog`]: an id
 /// that can be part of Pi's file name for the session on every system. 1 to
@@ -62,6 +66,7 @@ pub(crate) fn check_session_id(id: &str) -> Result<()> {
     {
         return Err(LogError::InvalidSessionId {
             session_id: id.to_owned(),
+            max: MAX_SESSION_ID_BYTES,
         }
         .into());
     }
@@ -288,7 +293,7 @@ mod tests {
         let long = "a".repeat(MAX_SESSION_ID_BYTES + 1);
         for bad in ["", ".", "..", "a/b", "a\\b", "a\nb", "a\0b", long.as_str()] {
             match check_session_id(bad) {
-                Err(Error::Log(LogError::InvalidSessionId { session_id })) => {
+                Err(Error::Log(LogError::InvalidSessionId { session_id, .. })) => {
                     assert_eq!(session_id, bad)
                 }
                 other => panic!("{bad:?}: {other:?}"),
