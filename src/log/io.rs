@@ -239,6 +239,15 @@ impl TempFile {
     }
 }
 
+/// Removes a temporary file of [`create_durably`]'s after a failed step; the step's error is
+/// the one returned, this one leaves a tracing line (a crash may leave the name too: it is
+/// hidden and never blocks a later attempt).
+fn remove_temp(fs: &dyn FileSystem, path: &Path) {
+    if let Err(e) = fs.remove(path) {
+        tracing::warn!(path = %path.display(), error = %e, "could not remove a temporary file");
+    }
+}
+
 /// Creates the file `path` durably, all or nothing (docs/spec.md §2): `fill` writes a temporary
 /// file in the same directory, `.<name>.<purpose>-<random>` (hidden, and a crashed
 /// attempt's leftover never blocks a later one); it is `fdatasync`ed, then given its name
@@ -274,14 +283,14 @@ pub(crate) fn create_durably(
         false => Ok(()),
     });
     if let Err(error) = filled {
-        let _ = fs.remove(&temp.path);
+        remove_temp(fs, &temp.path);
         return Err(failed(Step::Fill)(error));
     }
     let placed = match place {
         Place::Link => {
             let linked = fs.link(&temp.path, path);
             // Linked or not, the temporary name goes: the file keeps its real name.
-            let _ = fs.remove(&temp.path);
+            remove_temp(fs, &temp.path);
             linked.map_err(|source| match source.kind() {
                 io::ErrorKind::AlreadyExists => Error::Log(LogError::AlreadyExists {
                     path: path.to_path_buf(),
@@ -292,7 +301,7 @@ pub(crate) fn create_durably(
         Place::Rename => {
             let renamed = fs.rename(&temp.path, path);
             if renamed.is_err() {
-                let _ = fs.remove(&temp.path);
+                remove_temp(fs, &temp.path);
             }
             renamed.ctx("renaming the new file over", path)
         }

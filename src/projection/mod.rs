@@ -444,8 +444,11 @@ impl Projection {
         if let Err(e) = self.catch_up(file) {
             // The next reader rebuilds the rows, and then reports the problem itself.
             tracing::warn!(error = %e, "projection could not follow the log; dropping its rows");
-            if let Ok(key) = file_key(file) {
-                let _ = forget(&self.conn, &key);
+            if let Ok(key) = file_key(file)
+                && let Err(e) = forget(&self.conn, &key)
+            {
+                // Rows left behind are checked against the file by the next reader.
+                tracing::warn!(error = %e, "could not drop the session's rows");
             }
         }
     }

@@ -339,7 +339,13 @@ pub(super) fn remove_our_files(path: &Path) -> Result<()> {
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);
-        let _ = std::fs::remove_file(PathBuf::from(p));
+        let p = PathBuf::from(p);
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(path = %p.display(), error = %e, "could not remove a file of our database");
+            }
+            _ => {}
+        }
     }
     Ok(())
 }

@@ -142,7 +142,9 @@ impl PostgresStore {
         self.lock_wait = wait.max(Duration::from_millis(1));
         if let Some(client) = lock(&self.conn).as_mut() {
             // Applied on the next connection if this fails.
-            let _ = set_lock_timeout(client, self.lock_wait);
+            if let Err(e) = set_lock_timeout(client, self.lock_wait) {
+                tracing::debug!(error = %e, "lock wait not set on the open connection; the next one sets it");
+            }
         }
         self
     }
