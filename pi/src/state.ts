@@ -242,12 +242,20 @@ interface NativeStateHandle {
    * `prepare` on top of the state's last event, when the core finds Pi's leaf standing on
    * it. `since`: Pi's entries from the leaf up, newest first, as many as Pi appended after
    * it, two values each: its `parentId` and its `customType` (`undefined` when absent; the
-   * first pair is the leaf's, each next one its parent's). The data, `null` (unchanged) or
-   * `false` (cannot answer so).
+   * first pair is the leaf's, each next one its parent's). `appended`: the entry Pi
+   * appended for the last decided event, under `appendedParent`, told once (`null` when
+   * told already); the memo keeps the event only when that is where it was decided. The
+   * data, `null` (unchanged) or `false` (cannot answer so).
    */
-  prepareOnLast(file: string, leaf: string | null, since: (string | undefined)[], op: string, argument: string | null): string | null | false;
-  /** Pi appended the decided event as `id` under `parentId`: whether the memo keeps it. */
-  appended(id: string, parentId: string | null): boolean;
+  prepareOnLast(
+    file: string,
+    leaf: string | null,
+    since: (string | undefined)[],
+    op: string,
+    argument: string | null,
+    appended: string | null,
+    appendedParent: string | null,
+  ): string | null | false;
   /** Forgets the last event. */
   forget(): void;
   /** The value the last decided patch leaves (JSON text), kept when the state was made with `keepAfter`. */
@@ -689,12 +697,14 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
    * Pi's side of the core's memo of this state's last event (`nstate`): the session
    * manager and the generation it was appended under (a different one, or a force-refresh
    * since, makes the core forget it) and Pi's entry count after it, which bounds the
-   * entries handed to the core (`appendedSince`). When the core finds Pi's leaf standing on
+   * entries handed to the core (`appendedSince`), and the entry Pi appended for it with its
+   * parent until the core is told (with the next `prepareOnLast`: one call into the addon
+   * per write, not two). When the core finds Pi's leaf standing on
    * that event, the next write starts from the value after it (`prepareOnLast`) and does
    * not read what Pi appended since (a 6.6 KB message costs 15–25 µs to read); the next
    * read does.
    */
-  let last: { sm: unknown; gen: number; count: number } | undefined;
+  let last: { sm: unknown; gen: number; count: number; told: boolean; id: string; parent: string | null } | undefined;
 
   // Pi creates the file at the first user or assistant message: entries that waited in
   // memory are synced then (and its directory, once).
@@ -827,7 +837,9 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
       shared.lastCtx = ctx;
       syncIfNew(file);
       try {
-        data = nstate.prepareOnLast(file, leaf, since, op, argument);
+        const tell = last !== undefined && !last.told;
+        if (last !== undefined) last.told = true;
+        data = nstate.prepareOnLast(file, leaf, since, op, argument, tell ? last!.id : null, tell ? last!.parent : null);
       } catch (e) {
         rethrow(e);
       }
@@ -850,8 +862,8 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
       }
     }
     if (data === undefined) data = null;
-    // Until this event is known to be in Pi's session (`appended`), the core's value after
-    // it is not the value at any entry.
+    // Until this event is known to be in Pi's session (`appended`, told with the next
+    // `prepareOnLast`), the core's value after it is not the value at any entry.
     if (data !== null) last = undefined;
     if (check !== undefined) {
       // The value the write leaves: a set's own, a patch's from the core's merge (the
@@ -872,7 +884,9 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
       // Pi appended this very event at its leaf; the core keeps it when that is a child of
       // where it was decided.
       const e = sm.getEntry(id) as { parentId?: string | null; data?: unknown } | undefined;
-      if (e !== undefined && e.data === event && nstate.appended(id, e.parentId ?? null)) last = { sm, gen: shared.generation, count: entryCount(sm) };
+      if (e !== undefined && e.data === event) {
+        last = { sm, gen: shared.generation, count: entryCount(sm), told: false, id, parent: e.parentId ?? null };
+      }
     }
     return id;
   };

@@ -323,6 +323,15 @@ impl NativeState {
     /// another file or one replaced or shorter, a leaf off the event's path, an event of
     /// this state since): then `NativeStore.prepare` reads the file. The value is checked
     /// first, so a refusal is the same either way.
+    ///
+    /// `appended`, when given, is the entry Pi appended for the event the last `prepare`
+    /// or `prepareOnLast` decided, a child of `appended_parent` (`None`: the root). The
+    /// memo keeps that event only when this is the entry it was decided at
+    /// ([`LastEvent::appended`]); it is told here, with the next write, and not in a call
+    /// of its own after each append: a call into the addon costs a few microseconds when
+    /// the caches are cold, as they are after Pi's `fdatasync`.
+    // Flat arguments: strings cross into the addon faster than an object of them.
+    #[allow(clippy::too_many_arguments)]
     #[napi]
     pub fn prepare_on_last(
         &mut self,
@@ -331,6 +340,8 @@ impl NativeState {
         since: Vec<Option<String>>,
         op: String,
         argument: Option<String>,
+        appended: Option<String>,
+        appended_parent: Option<String>,
     ) -> napi::Result<Either<Option<String>, bool>> {
         let NativeState {
             key,
@@ -339,7 +350,11 @@ impl NativeState {
             after: kept,
             ..
         } = self;
+        let kept_it = appended.is_none_or(|id| last.appended(&id, appended_parent.as_deref()));
         let op = op_of(key, &op, argument)?;
+        if !kept_it {
+            return Ok(Either::B(false));
+        }
         let since = path_up(leaf.as_deref(), &since);
         let Some(current) = last.value_at(&file, leaf.as_deref(), since) else {
             return Ok(Either::B(false));
@@ -353,14 +368,6 @@ impl NativeState {
         }
         last.decided(Some(&file), leaf.as_deref(), after);
         Ok(Either::A(Some(data)))
-    }
-
-    /// Pi appended the event the last `prepare` or `prepareOnLast` decided as entry
-    /// `id`, a child of `parent_id`: the memo keeps it (`true`) only when that is the
-    /// entry it was decided at ([`LastEvent::appended`]).
-    #[napi]
-    pub fn appended(&mut self, id: String, parent_id: Option<String>) -> bool {
-        self.last.appended(&id, parent_id.as_deref())
     }
 
     /// Forgets the last event (another session manager, or a force-refresh).

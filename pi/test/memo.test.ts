@@ -1,0 +1,77 @@
+// The core's memo of a state's last event, as the package drives it through the addon: a
+// write on top of the event Pi appended for the last decision starts from the value after
+// it (`prepareOnLast` answers) once the addon is told which entry that is, and only then.
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { test } from "node:test";
+import { native } from "@session-state/pi/internal";
+
+const ts = "2026-12-01T10:00:00.000Z";
+
+/** A session file with one foreign entry `m1`, a store and a `todo` state on it. */
+function setup() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "session-state-memo-"));
+  const file = path.join(dir, "s.jsonl");
+  const lines = [
+    { type: "session", version: 3, id: "memo-1", timestamp: ts, cwd: dir },
+    { type: "custom", customType: "other", data: {}, id: "m1", parentId: null, timestamp: ts },
+  ];
+  fs.writeFileSync(file, lines.map((l) => JSON.stringify(l) + "\n").join(""));
+  const store = new native.NativeStore(path.join(dir, "db.sqlite"), dir, "trusted");
+  const state = new native.NativeState("todo", "branch", 1, false);
+  return { dir, file, store, state };
+}
+
+/** Appends what Pi would for a decided event's `data`: an entry `id` under `parent`. */
+function appendEvent(file: string, data: string, id: string, parent: string) {
+  const entry = { type: "custom", customType: "session-state/todo", data: JSON.parse(data), id, parentId: parent, timestamp: ts };
+  fs.appendFileSync(file, JSON.stringify(entry) + "\n");
+}
+
+test("told which entry Pi appended, the memo answers the next write without reading the file", () => {
+  const { dir, file, store, state } = setup();
+  try {
+    const first = store.prepare(state, file, "m1", "set", "[1]", null);
+    assert.equal(typeof first, "string");
+    appendEvent(file, first as string, "e1", "m1");
+    const second = state.prepareOnLast(file, "e1", [], "set", "[2]", "e1", "m1");
+    assert.equal(typeof second, "string", "the memo answers once told");
+    assert.deepEqual(JSON.parse(second as string).value, [2]);
+    appendEvent(file, second as string, "e2", "e1");
+    // A message of Pi's on top; the equal value changes nothing, told or not.
+    fs.appendFileSync(file, JSON.stringify({ type: "custom", customType: "other", data: {}, id: "m2", parentId: "e2", timestamp: ts }) + "\n");
+    assert.equal(state.prepareOnLast(file, "m2", ["e2", undefined], "set", "[2]", "e2", "e1"), null);
+    // Told once: the next write on the same event answers without telling it again.
+    const third = state.prepareOnLast(file, "m2", ["e2", undefined], "set", "[3]", null, null);
+    assert.equal(typeof third, "string", "the memo still answers");
+    assert.deepEqual(JSON.parse(third as string).value, [3]);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("not told, told twice, or told an entry under another parent, the memo does not answer", () => {
+  for (const tell of [null, "twice", "wrong-parent"] as const) {
+    const { dir, file, store, state } = setup();
+    try {
+      const first = store.prepare(state, file, "m1", "set", "[1]", null);
+      appendEvent(file, first as string, "e1", "m1");
+      let answer;
+      if (tell === null) {
+        answer = state.prepareOnLast(file, "e1", [], "set", "[2]", null, null);
+      } else if (tell === "wrong-parent") {
+        answer = state.prepareOnLast(file, "e1", [], "set", "[2]", "e1", "x");
+      } else {
+        assert.equal(state.prepareOnLast(file, "e1", [], "set", "[1]", "e1", "m1"), null);
+        answer = state.prepareOnLast(file, "e1", [], "set", "[2]", "e1", "m1");
+      }
+      assert.equal(answer, false, `${tell}: the write reads the file`);
+      // The file's way gives the same decision.
+      assert.deepEqual(JSON.parse(store.prepare(state, file, "e1", "set", "[2]", null) as string).value, [2]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
+});
