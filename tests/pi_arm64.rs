@@ -24,7 +24,7 @@ use crate::common::pi_addon;
 use crate::pi_install::{
     World, installed_world, name_and_version, pi_install, prepare_run_dir, publish,
 };
-use crate::pi_package::assert_node_tests_passed;
+use crate::pi_package::{NODE_TESTS, assert_node_tests_passed};
 use serde_json::Value;
 use std::collections::hash_map::DefaultHasher;
 use std::ffi::OsString;
@@ -218,7 +218,7 @@ fn the_arm64_package_installs_and_passes_its_agent_loop_tests_under_qemu() {
         .args(["test", "--silent"])
         .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
     let out = pi_addon::run("npm test on the installed copy, on arm64", test);
-    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 56);
+    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), NODE_TESTS);
     eprintln!(
         "pi_arm64: the package's tests passed on arm64 in {:.0} s",
         started.elapsed().as_secs_f64()

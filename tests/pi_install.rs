@@ -22,7 +22,7 @@
 
 use crate::common::pi_addon;
 use crate::common::registry::Registry;
-use crate::pi_package::assert_node_tests_passed;
+use crate::pi_package::{NODE_TESTS, assert_node_tests_passed};
 use serde_json::Value;
 use std::ffi::OsString;
 use std::fs;
@@ -246,7 +246,7 @@ fn pi_install_from_a_registry_gives_a_package_that_passes_its_tests_without_rust
         .args(["test", "--silent"])
         .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
     let out = pi_addon::run("npm test on the installed copy", test);
-    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 56);
+    assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), NODE_TESTS);
     drop(registry);
 }
 
