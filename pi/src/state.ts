@@ -837,9 +837,10 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
       shared.lastCtx = ctx;
       syncIfNew(file);
       try {
-        const tell = last !== undefined && !last.told;
-        if (last !== undefined) last.told = true;
-        data = nstate.prepareOnLast(file, leaf, since, op, argument, tell ? last!.id : null, tell ? last!.parent : null);
+        // `since` is defined, so `last` is: the entry Pi appended for it is told once.
+        const tell = last!.told ? undefined : last!;
+        last!.told = true;
+        data = nstate.prepareOnLast(file, leaf, since, op, argument, tell?.id ?? null, tell?.parent ?? null);
       } catch (e) {
         rethrow(e);
       }

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { openSessionState } from "@session-state/pi";
-import { eventOf } from "@session-state/pi/internal";
+import { eventOf, native } from "@session-state/pi/internal";
 import { startPi } from "@session-state/pi/testing";
 import { checkReads, cli, customs, fold, last, probe, probeCmd, TEST_EXTENSION, tmpDir, toolTurn } from "./helpers.ts";
 
@@ -180,6 +180,36 @@ test("the event Pi keeps is the one in the file, a copy that the caller's later 
   assert.deepEqual(other, { v: 1, scope: "branch", op: "set", value: { a: [2] } });
   assert.deepEqual(eventOf('{"v":1,"scope":"session","op":"patch","patch":null}', "session", "patch", "null"), { v: 1, scope: "session", op: "patch", patch: null });
   assert.deepEqual(eventOf('{"v":2,"scope":"session","op":"drop"}', "session", "drop", null), { v: 2, scope: "session", op: "drop" });
+});
+
+test("in the real Pi, a write on top of the state's own last event is answered by the core's memo", async () => {
+  // Every answer of the addon's prepareOnLast: `false` means the memo could not answer and
+  // the write read the file. The package must tell the memo which entry Pi appended.
+  const proto = native.NativeState.prototype as unknown as { prepareOnLast: (...args: unknown[]) => unknown };
+  const original = proto.prepareOnLast;
+  const answers: unknown[] = [];
+  proto.prepareOnLast = function (this: unknown, ...args: unknown[]) {
+    const answer = original.apply(this, args);
+    answers.push(answer);
+    return answer;
+  };
+  try {
+    const pi = await startPi({ extensions });
+    await pi.prompt("hi");
+    await probeCmd(pi, { op: "write", value: { a: 1 } });
+    await pi.prompt("more");
+    await probeCmd(pi, { op: "write", value: { a: 2 } });
+    await probeCmd(pi, { op: "write", value: { a: 2 } });
+    await probeCmd(pi, { op: "write", value: { a: 3 } });
+    assert.deepEqual(
+      answers.map((a) => (typeof a === "string" ? "data" : a)),
+      ["data", null, "data"],
+      "the second, third and fourth writes start from the value after the last event",
+    );
+    assert.deepEqual(last().branch, { a: 3 });
+  } finally {
+    proto.prepareOnLast = original;
+  }
 });
 
 test("a write on top of the state's own last event decides as the core does on what Pi appended since", async () => {
