@@ -1095,6 +1095,107 @@ fn patch_via(
     }
 }
 
+/// Whether a blocked lock request on the file `path` stands in `/proc/locks` (a waiter's
+/// line has `->`; its device field ends with the inode).
+fn lock_waiter_on(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ino = format!(":{}", std::fs::metadata(path).expect("stat").ino());
+    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
+    locks.lines().any(|line| {
+        line.contains("->")
+            && line
+                .split_whitespace()
+                .any(|field| field.ends_with(&ino) && field.matches(':').count() == 2)
+    })
+}
+
+/// The fast path (docs/lock.md): once a connection judged a session's rows clear, its next
+/// write appends without SQLite's write lock. A `Store::lock` of another holder taken
+/// meanwhile waits for that write's append: it does not return while the write stands
+/// between its check and its append. The writer's next write sees the row and is refused.
+#[test]
+fn a_lock_taken_while_a_write_is_on_the_fast_path_waits_for_its_append() {
+    let s = session();
+    let file = std::fs::canonicalize(&s.file).expect("canonical");
+    let (fs, reached, go) = Hooked::pausing_after(1);
+    let writing = Store::open(
+        StoreOptions::new()
+            .database_path(&s.db)
+            .file_system(fs.clone()),
+    )
+    .expect("store");
+    let state: SessionState<Value> = writing.state(PLUGIN, Scope::Branch).expect("state");
+    let mut log = LogOptions::new().file_system(fs).open(&file).expect("open");
+    state.write(&mut log, &json!(1)).expect("the first write");
+    let writer = std::thread::spawn(move || {
+        let written = state.write(&mut log, &json!(2));
+        (written, state, log, writing)
+    });
+    reached
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the second write reached its append");
+
+    let live = Proc::sleep();
+    let holder = live.holder();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let locker = {
+        let (db, id, holder) = (s.db.clone(), s.id.clone(), holder.clone());
+        std::thread::spawn(move || {
+            let store = store(&db);
+            let taken = store.lock_as(&id, "prune", now_ms(), &holder);
+            let ok = taken.is_ok();
+            // The row stays: its holder is the live process.
+            taken.map(std::mem::forget).expect("the lock is taken");
+            done_tx.send(ok).expect("send");
+        })
+    };
+    // The holder waits for the write on the queue file's lock (a blocked request in
+    // /proc/locks), and is not done.
+    let mut queue = s.db.clone().into_os_string();
+    queue.push("-queue");
+    let queue = PathBuf::from(queue);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(
+            done.try_recv().is_err(),
+            "the lock was taken while a write stood between its check and its append"
+        );
+        if queue.exists() && lock_waiter_on(&queue) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the holder never waited for the write on the fast path"
+        );
+        std::thread::yield_now();
+    }
+    assert!(done.try_recv().is_err(), "still waiting");
+    go.send(()).expect("let the write go");
+    let (written, state, mut log, _store) = writer.join().expect("join");
+    written.expect("the paused write lands");
+    assert!(
+        done.recv_timeout(Duration::from_secs(60))
+            .expect("the lock once the append ended")
+    );
+    locker.join().expect("join");
+
+    let err = state
+        .write(&mut log, &json!(3))
+        .expect_err("the next write sees the row");
+    let Error::Lock(e) = err else {
+        panic!("not a lock error: {err}")
+    };
+    assert!(
+        matches!(&*e, LockError::Held { initiator, .. } if *initiator == holder.to_string()),
+        "{e:?}"
+    );
+    assert_eq!(
+        state.read(&log).expect("read"),
+        Some(json!(2)),
+        "nothing appended after the row"
+    );
+}
+
 /// A writer decides its event from the log as it ends under the file lock: one that
 /// waited for the lock while a writer through another database set the same value sees
 /// that value and appends nothing (decided before the lock, it would append a second

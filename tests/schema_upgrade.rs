@@ -1,5 +1,5 @@
 //! Projection databases across versions (docs/spec.md §4): a database of every schema
-//! session-state has shipped (`fixtures/projection/v1.sqlite` .. `v4.sqlite`, made by
+//! session-state has shipped (`fixtures/projection/v1.sqlite` .. `v5.sqlite`, made by
 //! `fixtures/projection/generate.sh`) is opened by this version with a live process
 //! holding its lock row (and, from version 3 on, a running Pi's presence row): the rows
 //! survive the upgrade and keep refusing other writers. A database of a newer schema is
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// The schema version this session-state writes.
-const CURRENT: &str = "5";
+const CURRENT: &str = "6";
 
 fn fixture(n: u32) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/projection/v{n}.sqlite"))
@@ -76,7 +76,7 @@ fn holder_in(db: &Path, table: &str, session: &str) -> Option<String> {
 
 #[test]
 fn every_earlier_schema_upgrades_keeping_a_live_holders_lock_and_presence_rows() {
-    for n in 1..=4u32 {
+    for n in 1..=5u32 {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("states.sqlite");
         std::fs::copy(fixture(n), &db).unwrap();
@@ -160,7 +160,7 @@ fn a_newer_schema_is_refused_by_every_command_and_left_byte_for_byte() {
     std::fs::copy(fixture(4), &db).unwrap();
     raw_db(&db)
         .execute(
-            "UPDATE meta SET value = '6' WHERE key = 'schema_version'",
+            "UPDATE meta SET value = '7' WHERE key = 'schema_version'",
             [],
         )
         .unwrap();
@@ -200,7 +200,7 @@ fn a_newer_schema_is_refused_by_every_command_and_left_byte_for_byte() {
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(
-            err.contains("made by a newer session-state (schema version 6")
+            err.contains("made by a newer session-state (schema version 7")
                 && err.contains(&*db.to_string_lossy())
                 && err.contains("left untouched"),
             "{args:?}: {err}"
@@ -214,7 +214,7 @@ fn a_newer_schema_is_refused_by_every_command_and_left_byte_for_byte() {
     );
     let err = common::open_store(&db).unwrap_err();
     assert!(
-        matches!(&err, session_state::Error::Projection(session_state::ProjectionError::NewerDatabase { version, known: 5, .. }) if version == "6"),
+        matches!(&err, session_state::Error::Projection(session_state::ProjectionError::NewerDatabase { version, known: 6, .. }) if version == "7"),
         "{err:?}"
     );
 }

@@ -4,7 +4,7 @@ use super::error::{LockError, LockRow, Refused};
 use super::identity::assess_raw;
 use super::presence;
 use super::table::{LEASE, Row, ensure_schema, lease, now_ms, read_row};
-use super::{Holder, Liveness};
+use super::{Holder, Liveness, WriterQueue};
 use rusqlite::{Connection, TransactionBehavior, params};
 use std::path::Path;
 
@@ -62,15 +62,16 @@ fn judge(
 /// `session_file` (`src/store/write.rs`, named in a refusal's hint): `BEGIN IMMEDIATE`,
 /// then the session's row is judged as
 /// [`acquire_at`] judges it. A live or unknown holder within its lease (a [`Store::lock`]
-/// of another process, an older version of this crate in the middle of its write, a Pi
-/// presence row) refuses with [`LockError::Held`], and the transaction is rolled back. A
-/// row of a dead holder or past its lease is deleted in the transaction; this process's
-/// own row is left to its owner.
+/// of another process, a Pi presence row) refuses with [`LockError::Held`], and the
+/// transaction is rolled back. A row of a dead holder or past its lease is deleted in the
+/// transaction; this process's own row is left to its owner.
 ///
 /// No row is written for the write itself: SQLite's write lock, held from here to the
 /// caller's `COMMIT` or `ROLLBACK`, excludes every other writer of the database for the
-/// whole operation, including an older version of this crate, which takes its row under
-/// `BEGIN IMMEDIATE` too. A crash inside leaves no row. Waiting for SQLite's write lock
+/// whole operation, and every holder taking a row, which does so under `BEGIN IMMEDIATE`
+/// too. A judgement that finds nothing in the way is remembered with the rows' generation
+/// read here ([`ClearRows::generation`]), which the next write's fast path checks
+/// (`docs/lock.md`). A crash inside leaves no row. Waiting for SQLite's write lock
 /// is bounded by the connection's `busy_timeout`; past it the result is
 /// [`LockError::Database`].
 ///
@@ -83,6 +84,7 @@ fn judge(
 /// nothing (`total_changes`), the rows are the same and are not read again.
 pub(crate) fn begin_write(
     conn: &Connection,
+    queue: &WriterQueue,
     session_id: &str,
     action: &str,
     session_file: &Path,
@@ -104,7 +106,11 @@ pub(crate) fn begin_write(
             return Err(err()(e));
         }
     };
+    // Read under SQLite's write lock, which a holder taking a row holds while it moves
+    // the generation on: every row this judgement does not see comes with a later one.
+    let generation = queue.rows_generation();
     if clear.is(session_id, version) {
+        clear.remember(session_id, version, generation);
         return Ok(());
     }
     let judged = (|| {
@@ -134,7 +140,9 @@ pub(crate) fn begin_write(
             crate::sqlite::end_transaction(conn, "ROLLBACK");
         }
         // Nothing deleted: the rows are as they were read.
-        Ok(()) if conn.total_changes() == version.1 => clear.remember(session_id, version),
+        Ok(()) if conn.total_changes() == version.1 => {
+            clear.remember(session_id, version, generation)
+        }
         Ok(()) => clear.forget(),
     }
     judged
@@ -144,20 +152,32 @@ pub(crate) fn begin_write(
 /// the version of the database it read ([`begin_write`]).
 #[derive(Debug, Default)]
 pub(crate) struct ClearRows {
-    seen: Option<(String, (i64, u64))>,
+    /// The session, the database's version (`data_version`, `total_changes`) and the
+    /// rows' generation in the writers' queue file, when it has one.
+    seen: Option<(String, (i64, u64), Option<u64>)>,
 }
 
 impl ClearRows {
     fn is(&self, session_id: &str, version: (i64, u64)) -> bool {
         self.seen
             .as_ref()
-            .is_some_and(|(s, v)| s == session_id && *v == version)
+            .is_some_and(|(s, v, _)| s == session_id && *v == version)
     }
 
-    fn remember(&mut self, session_id: &str, version: (i64, u64)) {
+    /// The rows' generation of a judgement of `session_id` that found nothing in the way:
+    /// while the generation is the same, no holder has taken a row since
+    /// ([`WriterQueue::fast_pass`]).
+    pub(crate) fn generation(&self, session_id: &str) -> Option<u64> {
+        match &self.seen {
+            Some((s, _, generation)) if s == session_id => *generation,
+            _ => None,
+        }
+    }
+
+    fn remember(&mut self, session_id: &str, version: (i64, u64), generation: Option<u64>) {
         match &mut self.seen {
-            Some((s, v)) if s == session_id => *v = version,
-            seen => *seen = Some((session_id.to_owned(), version)),
+            Some((s, v, g)) if s == session_id => (*v, *g) = (version, generation),
+            seen => *seen = Some((session_id.to_owned(), version, generation)),
         }
     }
 
@@ -190,6 +210,7 @@ pub(crate) fn end_write(conn: &Connection) -> rusqlite::Result<()> {
 /// The connection must not be inside a transaction.
 pub(crate) fn acquire_at<'c>(
     conn: &'c mut Connection,
+    queue: &WriterQueue,
     session_id: &str,
     action: &str,
     now_ms: i64,
@@ -212,6 +233,8 @@ pub(crate) fn acquire_at<'c>(
     )
     .and_then(|mut q| q.execute(params![session_id, holder_str, now_ms, action]))
     .map_err(err())?;
+    // The writers on the fast path are told before the row commits (docs/lock.md).
+    queue.announce_row("acquire the lock", session_id)?;
     tx.commit().map_err(err())?;
     Ok(LockGuard {
         conn,
@@ -324,6 +347,13 @@ mod tests {
         .expect("plant");
     }
 
+    /// A writers' queue beside a database in a directory of its own.
+    fn queue() -> (tempfile::TempDir, WriterQueue) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let q = WriterQueue::beside(&dir.path().join("lock.sqlite"));
+        (dir, q)
+    }
+
     fn holder_of(conn: &Connection) -> Option<String> {
         read_row(conn, "s", true).expect("row").map(|r| r.holder)
     }
@@ -335,8 +365,9 @@ mod tests {
     #[test]
     fn a_write_transaction_judges_the_row_and_writes_none() {
         let conn = lock_db();
+        let (_dir, q) = queue();
         let file = Path::new("/s.jsonl");
-        begin_write(&conn, "s", "write", file, &mut ClearRows::default()).expect("no row");
+        begin_write(&conn, &q, "s", "write", file, &mut ClearRows::default()).expect("no row");
         assert!(!conn.is_autocommit(), "the transaction stays open");
         assert_eq!(holder_of(&conn), None, "no row is written for the write");
         conn.execute_batch("COMMIT").expect("commit");
@@ -345,7 +376,7 @@ mod tests {
             .expect("the parent runs")
             .to_string();
         plant(&conn, &parent, now_ms());
-        let err = begin_write(&conn, "s", "patch", file, &mut ClearRows::default())
+        let err = begin_write(&conn, &q, "s", "patch", file, &mut ClearRows::default())
             .expect_err("a live holder");
         assert!(
             matches!(&*err, LockError::Held { initiator, action, object, .. }
@@ -356,7 +387,7 @@ mod tests {
         assert_eq!(holder_of(&conn), Some(parent.clone()), "its row stands");
 
         plant(&conn, &parent, now_ms() - LEASE_MS - 1);
-        begin_write(&conn, "s", "write", file, &mut ClearRows::default())
+        begin_write(&conn, &q, "s", "write", file, &mut ClearRows::default())
             .expect("an expired lease");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), None, "taken over: deleted");
@@ -366,12 +397,13 @@ mod tests {
         let dead = me.replacen(";start:", ";start:9", 1);
         assert_ne!(dead, me);
         plant(&conn, &dead, now_ms());
-        begin_write(&conn, "s", "write", file, &mut ClearRows::default()).expect("a dead holder");
+        begin_write(&conn, &q, "s", "write", file, &mut ClearRows::default())
+            .expect("a dead holder");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), None, "taken over: deleted");
 
         plant(&conn, &me, now_ms());
-        begin_write(&conn, "s", "write", file, &mut ClearRows::default()).expect("our own row");
+        begin_write(&conn, &q, "s", "write", file, &mut ClearRows::default()).expect("our own row");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), Some(me), "left to its owner");
     }
@@ -391,11 +423,12 @@ mod tests {
             c
         };
         let (mine, other) = (open(), open());
+        let q = WriterQueue::beside(&db);
         ensure_schema(&mine).expect("schema");
         let file = Path::new("/s.jsonl");
         let mut clear = ClearRows::default();
         for _ in 0..2 {
-            begin_write(&mine, "s", "write", file, &mut clear).expect("no row");
+            begin_write(&mine, &q, "s", "write", file, &mut clear).expect("no row");
             mine.execute_batch("COMMIT").expect("commit");
         }
         assert!(clear.seen.is_some(), "a clear judgement is remembered");
@@ -404,22 +437,22 @@ mod tests {
             .to_string();
         // Another connection's row.
         plant(&other, &parent, now_ms());
-        let err = begin_write(&mine, "s", "write", file, &mut clear).expect_err("seen");
+        let err = begin_write(&mine, &q, "s", "write", file, &mut clear).expect_err("seen");
         assert!(matches!(&*err, LockError::Held { .. }), "{err:?}");
         other.execute("DELETE FROM write_lock", []).expect("delete");
-        begin_write(&mine, "s", "write", file, &mut clear).expect("no row again");
+        begin_write(&mine, &q, "s", "write", file, &mut clear).expect("no row again");
         mine.execute_batch("COMMIT").expect("commit");
         // This connection's own change (no other connection committed).
         plant(&mine, &parent, now_ms());
-        let err = begin_write(&mine, "s", "patch", file, &mut clear).expect_err("seen");
+        let err = begin_write(&mine, &q, "s", "patch", file, &mut clear).expect_err("seen");
         assert!(matches!(&*err, LockError::Held { .. }), "{err:?}");
         // Another session's memo does not answer for this one.
         mine.execute("DELETE FROM write_lock", []).expect("delete");
-        begin_write(&mine, "t", "write", file, &mut clear).expect("no row for t");
+        begin_write(&mine, &q, "t", "write", file, &mut clear).expect("no row for t");
         mine.execute_batch("COMMIT").expect("commit");
         plant(&mine, &parent, now_ms());
         mine.execute("UPDATE write_lock SET session_id = 's'", [])
             .expect("move");
-        assert!(begin_write(&mine, "s", "write", file, &mut clear).is_err());
+        assert!(begin_write(&mine, &q, "s", "write", file, &mut clear).is_err());
     }
 }

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LockRow {
-    /// A row of the `write_lock` table: a [`crate::Store::lock`] of another process, or an
-    /// older version of this crate in the middle of its write.
+    /// A row of the `write_lock` table: a [`crate::Store::lock`] of another process.
     WriteLock,
     /// A row of the `pi_presence` table: a running Pi has the session open
     /// (`docs/pi-extension.md`).
@@ -98,6 +97,27 @@ pub enum LockError {
         session_id: String,
         /// Who holds it now, if anyone.
         now_held_by: Option<String>,
+    },
+
+    /// A holder taking a row could not tell the writers on the fast path
+    /// (`docs/lock.md`, "The fast path"): the writers' queue file failed, or a write
+    /// already on the fast path did not end its append within the wait (10 s). The row
+    /// was not taken.
+    #[error(
+        "write lock on session '{session_id}': could not {operation}: the writers of the \
+         database were not told of the row ({}): {source}",
+        .queue.display()
+    )]
+    Writers {
+        /// What was being done ("acquire the lock", "enter the Pi presence row").
+        operation: &'static str,
+        /// The session id.
+        session_id: String,
+        /// The writers' queue file (`<database>-queue`).
+        queue: PathBuf,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
     },
 
     /// The projection database failed.

@@ -46,6 +46,6 @@ pub use table::LEASE;
 
 pub(crate) use acquire::{ClearRows, acquire_at, begin_write, end_write, release_row, renew_row};
 pub(crate) use error::Refused;
-pub(crate) use queue::{Turn, Turns, WriterQueue};
+pub(crate) use queue::{FastPass, Turn, Turns, WriterQueue};
 pub(crate) use status::{LiveRow, clear, live_rows, status, status_at};
 pub(crate) use table::{ensure_schema, now_ms};

@@ -16,15 +16,23 @@
 //! - When its write ends it unlocks its own byte ([`Turn`]'s drop), which wakes its
 //!   successor.
 //!
+//! The same file carries the writers' fast path (`docs/lock.md`, "The fast path"): a write
+//! that finds the line empty and the lock rows' generation (bytes 16..24) unchanged since
+//! its last judgement appends without SQLite's write lock, holding a shared lock on the
+//! bytes from `ROWS` (just below the places) on for its check and its append
+//! ([`FastPass`]). A holder that takes a row moves the generation on inside its
+//! transaction, then takes the byte `ROWS` exclusively once ([`WriterQueue::announce_row`]): it waits for every fast write
+//! already in its window, and every later one sees the new generation.
+//!
 //! The locks are Linux's open file description locks (`F_OFD_SETLK`, `F_OFD_SETLKW`):
 //! they belong to an open file, not to a process, so two stores in one process queue
 //! as two processes do.
 //!
-//! The queue orders writers; it never decides who may write. SQLite's write lock still
-//! does. So a writer that cannot queue relies on SQLite's busy handler alone, possibly
-//! out of turn: on another operating system, on a file system without byte-range locks,
-//! when the `-queue` file is not ours (then it is never written), or with an older
-//! version of this crate. A writer waits in line at most the wait it is given (the
+//! The queue orders writers; it never decides who may write. SQLite's write lock (on the
+//! fast path, the session file's lock) still does. So a writer that cannot queue relies
+//! on SQLite's busy handler alone, possibly out of turn, and takes no fast path: on
+//! another operating system, on a file system without byte-range locks, or when the
+//! `-queue` file is not ours (then it is never written). A writer waits in line at most the wait it is given (the
 //! database's busy timeout), then goes to SQLite's lock without its turn; a stalled
 //! writer ahead of it therefore delays it by at most that wait.
 
@@ -32,9 +40,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-/// The first 8 bytes of a queue file of this crate; the next 8 are the ticket counter
-/// (little-endian). A file of any other content is not ours and never written.
+/// The first 8 bytes of a queue file of this crate; the next 8 are the ticket counter and
+/// the 8 after them the lock rows' generation (little-endian). A file of any other content
+/// (or a 16-byte one, without the generation, which is added) is not ours and never
+/// written.
 const MAGIC: &[u8; 8] = b"ssqueue1";
+
+/// How long a holder taking a row waits for the writes already on the fast path: each is
+/// one append and one `fdatasync`.
+pub(crate) const ANNOUNCE_WAIT: Duration = Duration::from_secs(10);
 
 /// The queue of the writers of the database at `db`, opened at its first turn.
 #[derive(Debug)]
@@ -124,6 +138,66 @@ impl WriterQueue {
         self.file().is_none_or(imp::QueueFile::line_is_empty)
     }
 
+    /// The lock rows' generation, read by a write inside its transaction (which excludes
+    /// every holder taking a row); `None` when the queue cannot serve.
+    pub(crate) fn rows_generation(&self) -> Option<u64> {
+        self.file()?.rows_generation()
+    }
+
+    /// A write's fast pass, when no writer is in line, no holder is announcing a row and
+    /// the rows' generation is still `seen`: held from before the write's check of the
+    /// file to the end of its append. `None` otherwise, and inside a turn of this owner.
+    pub(crate) fn fast_pass(&self, seen: u64) -> Option<FastPass> {
+        if crate::sync::lock(&self.held).depth > 0 {
+            return None;
+        }
+        let pass = self.file()?.fast_pass(seen)?;
+        Some(FastPass { _pass: pass })
+    }
+
+    /// Inside the transaction of a holder that has just written its row (before its
+    /// `COMMIT`): moves the rows' generation on, then waits, at most [`ANNOUNCE_WAIT`], for every
+    /// write on the fast path that started before it. An error leaves the holder to roll
+    /// back. Nothing to do when the queue cannot serve: then no writer of this database
+    /// takes the fast path.
+    pub(crate) fn announce_row(
+        &self,
+        operation: &'static str,
+        session_id: &str,
+    ) -> Result<(), super::Refused> {
+        let announced = match self.file() {
+            Some(file) => file.announce_row(ANNOUNCE_WAIT),
+            // A queue file of ours that this process could not open: writers that can may
+            // be on the fast path, and would not see the row.
+            None if imp::SERVES && self.is_ours() => Err(std::io::Error::other(
+                "the writers' queue file could not be opened",
+            )),
+            None => Ok(()),
+        };
+        announced.map_err(|source| {
+            Box::new(super::LockError::Writers {
+                operation,
+                session_id: session_id.to_owned(),
+                queue: self.path.clone(),
+                source,
+            })
+        })
+    }
+
+    /// Whether the queue file is one of this crate's (16 or 24 bytes, starting with
+    /// [`MAGIC`]).
+    fn is_ours(&self) -> bool {
+        use std::io::Read;
+        let mut head = [0u8; 8];
+        std::fs::File::open(&self.path)
+            .and_then(|mut f| {
+                let len = f.metadata()?.len();
+                f.read_exact(&mut head)?;
+                Ok(matches!(len, 16 | 24) && &head == MAGIC)
+            })
+            .unwrap_or(false)
+    }
+
     /// Between two transactions of a turn (inside an outer one, or not): the writers in
     /// line go first, then this one takes a place at the back of the line.
     pub(crate) fn pass(&self, wait: Duration) {
@@ -144,6 +218,13 @@ impl WriterQueue {
             held.place = self.file().and_then(|f| f.turn(wait));
         }
     }
+}
+
+/// A write on the fast path ([`WriterQueue::fast_pass`]); dropping it ends the window.
+#[derive(Debug)]
+#[must_use = "the fast path's window ends when it is dropped"]
+pub(crate) struct FastPass {
+    _pass: imp::PassInner,
 }
 
 /// The turn of one operation made of several transactions (a catch-up that commits in
@@ -194,9 +275,18 @@ mod imp {
 
     /// The counter's bytes: its lock is the line's entrance.
     const COUNTER: (u64, u64) = (8, 8);
+    /// The lock rows' generation.
+    const GENERATION: u64 = 16;
     /// The byte offset of ticket 0's place; tickets wrap after [`SPAN`] places.
     const SLOTS: u64 = 1 << 20;
     const SPAN: u64 = 1 << 40;
+    /// The byte a holder announcing a row locks exclusively; a write on the fast path
+    /// locks it and every place in line shared, so that one lock fails when a writer is
+    /// in line or a holder is announcing.
+    const ROWS: u64 = SLOTS - 1;
+
+    /// Writers on this platform can queue and take the fast path.
+    pub(super) const SERVES: bool = true;
 
     #[derive(Debug)]
     pub(super) struct QueueFile(Arc<File>);
@@ -205,6 +295,15 @@ mod imp {
     pub(super) struct TurnInner {
         file: Arc<File>,
         place: u64,
+    }
+
+    #[derive(Debug)]
+    pub(super) struct PassInner(Arc<File>);
+
+    impl Drop for PassInner {
+        fn drop(&mut self) {
+            unlock(&self.0, ROWS, 0);
+        }
     }
 
     impl Drop for TurnInner {
@@ -250,7 +349,7 @@ mod imp {
                 return Err(io::Error::other("the queue's counter stayed locked"));
             }
             let checked = (|| -> io::Result<bool> {
-                let mut head = [0u8; 16];
+                let mut head = [0u8; 24];
                 let len = file.metadata()?.len();
                 if len == 0 {
                     // New (or an empty file: nothing in it to lose).
@@ -258,25 +357,81 @@ mod imp {
                     file.write_all_at(&head, 0)?;
                     return Ok(true);
                 }
-                if len != 16 {
+                if len != 16 && len != 24 {
                     return Ok(false);
                 }
-                file.read_exact_at(&mut head, 0)?;
-                Ok(&head[..8] == MAGIC)
+                file.read_exact_at(&mut head[..8], 0)?;
+                if &head[..8] != MAGIC {
+                    return Ok(false);
+                }
+                if len == 16 {
+                    // Ours, without the rows' generation yet: it starts at 0.
+                    file.write_all_at(&[0u8; 8], GENERATION)?;
+                }
+                Ok(true)
             })();
             unlock(&file, COUNTER.0, COUNTER.1);
             Ok(checked?.then_some(QueueFile(file)))
         }
 
-        /// No other open file holds a place in line.
+        /// No other open file holds a place in line (a write on the fast path, which
+        /// holds the places shared, is not in line).
         pub(super) fn line_is_empty(&self) -> bool {
-            let Ok(mut lock) = flock(libc::F_WRLCK, SLOTS, SPAN) else {
+            let Ok(mut lock) = flock(libc::F_RDLCK, SLOTS, SPAN) else {
                 return false;
             };
             match fcntl(&*self.0, FcntlArg::F_OFD_GETLK(&mut lock)) {
                 Ok(_) => lock.l_type == libc::F_UNLCK as libc::c_short,
                 Err(_) => false,
             }
+        }
+
+        pub(super) fn rows_generation(&self) -> Option<u64> {
+            let mut bytes = [0u8; 8];
+            match self.0.read_exact_at(&mut bytes, GENERATION) {
+                Ok(()) => Some(u64::from_le_bytes(bytes)),
+                Err(e) => {
+                    tracing::debug!(error = %e, "the writers' queue: no rows' generation");
+                    None
+                }
+            }
+        }
+
+        pub(super) fn fast_pass(&self, seen: u64) -> Option<PassInner> {
+            // One lock: it fails when a place in line or the announcing byte is held.
+            if !set(&self.0, libc::F_RDLCK, ROWS, 0, false).ok()? {
+                return None;
+            }
+            let pass = PassInner(self.0.clone());
+            // Read under the lock: a holder moves it on before it takes `ROWS`.
+            (self.rows_generation() == Some(seen)).then_some(pass)
+        }
+
+        pub(super) fn announce_row(&self, wait: Duration) -> io::Result<()> {
+            let (file, deadline) = (&self.0, Instant::now() + wait);
+            if !lock_until(file, COUNTER.0, COUNTER.1, deadline)? {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the writers' queue's counter stayed locked",
+                ));
+            }
+            let moved = (|| {
+                let mut bytes = [0u8; 8];
+                file.read_exact_at(&mut bytes, GENERATION)?;
+                let next = u64::from_le_bytes(bytes).wrapping_add(1);
+                file.write_all_at(&next.to_le_bytes(), GENERATION)
+            })();
+            unlock(file, COUNTER.0, COUNTER.1);
+            moved?;
+            // Every write on the fast path holds `ROWS` shared until its append ends.
+            if !lock_until(file, ROWS, 1, deadline)? {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "a write on the fast path did not end its append in time",
+                ));
+            }
+            unlock(file, ROWS, 1);
+            Ok(())
         }
 
         pub(super) fn turn(&self, wait: Duration) -> Option<TurnInner> {
@@ -299,8 +454,9 @@ mod imp {
                 file.read_exact_at(&mut counter, COUNTER.0)?;
                 let ticket = u64::from_le_bytes(counter);
                 let place = SLOTS + ticket % SPAN;
-                // Held only if the line wrapped around onto a writer still in it.
-                if !set(file, libc::F_WRLCK, place, 1, false)? {
+                // Held by a write on the fast path (shared, until its append ends), or, if
+                // the line wrapped around, by a writer still in it.
+                if !lock_until(file, place, 1, deadline)? {
                     return Ok(None);
                 }
                 let turn = TurnInner {
@@ -447,7 +603,7 @@ mod imp {
             let b = waiter.join().expect("join");
             let bytes = std::fs::read(b.path()).expect("read");
             assert_eq!(&bytes[..8], MAGIC);
-            assert_eq!(u64::from_le_bytes(bytes[8..].try_into().expect("8")), 2);
+            assert_eq!(u64::from_le_bytes(bytes[8..16].try_into().expect("8")), 2);
         }
 
         /// Waiting in line is bounded: behind a turn that never ends, the next writer gets
@@ -499,7 +655,7 @@ mod imp {
             assert!(rx.recv_timeout(WAIT).expect("b's turn"));
             waiter.join().expect("join");
             let bytes = std::fs::read(dir.path().join("states.sqlite-queue")).expect("read");
-            assert_eq!(u64::from_le_bytes(bytes[8..].try_into().expect("8")), 2);
+            assert_eq!(u64::from_le_bytes(bytes[8..16].try_into().expect("8")), 2);
         }
 
         /// The line is empty until another open file takes a place in it, and again when
@@ -514,6 +670,82 @@ mod imp {
             assert!(!a.line_is_empty(), "inside its own turn, a queues (nested)");
             drop(turn);
             assert!(a.line_is_empty() && b.line_is_empty());
+        }
+
+        /// The fast path: a pass while the generation is the one seen, nobody is in line
+        /// and nobody announces a row; a turn in line, or a generation moved on, refuses it.
+        #[test]
+        fn a_fast_pass_needs_an_empty_line_and_the_same_generation() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (a, b) = queue_in(dir.path());
+            let seen = a.rows_generation().expect("a generation");
+            assert_eq!(seen, 0, "a new queue starts at 0");
+            let pass = a.fast_pass(seen).expect("a pass");
+            // Two passes at once: both are shared.
+            let other = b.fast_pass(seen).expect("a second pass");
+            assert!(b.line_is_empty(), "a pass is not a place in line");
+            drop((pass, other));
+            assert!(a.fast_pass(seen + 1).is_none(), "another generation");
+            let turn = b.turn(WAIT).expect("b queues");
+            assert!(a.fast_pass(seen).is_none(), "b is in line");
+            drop(turn);
+            b.announce_row("acquire the lock", "s").expect("announced");
+            assert_eq!(a.rows_generation(), Some(seen + 1), "moved on");
+            assert!(a.fast_pass(seen).is_none(), "the old generation");
+            assert!(a.fast_pass(seen + 1).is_some());
+        }
+
+        /// A holder's announcement waits for every pass already taken, and a writer that
+        /// queues while a pass stands gets its place when the pass ends.
+        #[test]
+        fn an_announcement_waits_for_the_passes_taken_before_it() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (a, b) = queue_in(dir.path());
+            let pass = a.fast_pass(0).expect("a pass");
+            let (tx, rx) = std::sync::mpsc::channel();
+            let holder = std::thread::spawn(move || {
+                let announced = b.announce_row("acquire the lock", "s");
+                tx.send(announced.is_ok()).expect("send");
+                b
+            });
+            assert!(
+                rx.recv_timeout(Duration::from_millis(200)).is_err(),
+                "the holder waits for the pass"
+            );
+            drop(pass);
+            assert!(
+                rx.recv_timeout(WAIT)
+                    .expect("announced once the pass ended")
+            );
+            let b = holder.join().expect("join");
+            let pass = a.fast_pass(1).expect("a pass at the new generation");
+            let (tx, rx) = std::sync::mpsc::channel();
+            let queued = std::thread::spawn(move || {
+                let turn = b.turn(WAIT);
+                tx.send(turn.is_some()).expect("send");
+            });
+            assert!(
+                rx.recv_timeout(Duration::from_millis(200)).is_err(),
+                "the place waits for the pass"
+            );
+            drop(pass);
+            assert!(rx.recv_timeout(WAIT).expect("a place once the pass ended"));
+            queued.join().expect("join");
+        }
+
+        /// A queue file of ours without the generation (16 bytes) gains it, at 0, and keeps
+        /// its counter.
+        #[test]
+        fn a_queue_file_without_the_generation_gains_it() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (q, _) = queue_in(dir.path());
+            let mut old = MAGIC.to_vec();
+            old.extend_from_slice(&7u64.to_le_bytes());
+            std::fs::write(q.path(), &old).expect("plant");
+            assert_eq!(q.rows_generation(), Some(0));
+            let bytes = std::fs::read(q.path()).expect("read");
+            assert_eq!(bytes.len(), 24);
+            assert_eq!(&bytes[..16], &old[..]);
         }
 
         /// A file at the queue's path that is not ours is never written, and its writers
@@ -546,14 +778,27 @@ mod imp {
     use std::path::Path;
     use std::time::Duration;
 
+    pub(super) const SERVES: bool = false;
+
     #[derive(Debug)]
     pub(super) enum QueueFile {}
     #[derive(Debug)]
     pub(super) struct TurnInner;
+    #[derive(Debug)]
+    pub(super) struct PassInner;
 
     impl QueueFile {
         pub(super) fn open(_: &Path) -> Option<QueueFile> {
             None
+        }
+        pub(super) fn rows_generation(&self) -> Option<u64> {
+            match *self {}
+        }
+        pub(super) fn fast_pass(&self, _: u64) -> Option<PassInner> {
+            match *self {}
+        }
+        pub(super) fn announce_row(&self, _: Duration) -> std::io::Result<()> {
+            match *self {}
         }
         pub(super) fn turn(&self, _: Duration) -> Option<TurnInner> {
             match *self {}

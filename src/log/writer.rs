@@ -39,22 +39,32 @@ impl LogWriter {
     /// [`crate::lock::LockError::FileHeld`], naming the file and the holder. A file system
     /// without such locks is written without one, with a warning.
     pub(crate) fn lock(&mut self, action: &str) -> Result<()> {
-        if self.locked {
+        if self.lock_within(FILE_LOCK_WAIT)? {
             return Ok(());
         }
-        match self.file.lock(FILE_LOCK_WAIT) {
+        let id = self.identity().map(|id| (id.dev, id.ino));
+        Err(crate::lock::file::held(&self.path, id, action, FILE_LOCK_WAIT).into())
+    }
+
+    /// [`LogWriter::lock`] without waiting: `Ok(false)` when another holder has it.
+    pub(crate) fn try_lock(&mut self) -> Result<bool> {
+        self.lock_within(Duration::ZERO)
+    }
+
+    fn lock_within(&mut self, wait: Duration) -> Result<bool> {
+        if self.locked {
+            return Ok(true);
+        }
+        match self.file.lock(wait) {
             Ok(true) => {
                 self.locked = true;
-                Ok(())
+                Ok(true)
             }
-            Ok(false) => {
-                let id = self.identity().map(|id| (id.dev, id.ino));
-                Err(crate::lock::file::held(&self.path, id, action, FILE_LOCK_WAIT).into())
-            }
+            Ok(false) => Ok(false),
             Err(e) if no_locks_here(&e) => {
                 tracing::warn!(file = %self.path.display(), error = %e,
                     "the file system has no advisory locks: appending without the file lock");
-                Ok(())
+                Ok(true)
             }
             Err(source) => Err(Error::io("locking", &self.path, source)),
         }

@@ -267,6 +267,12 @@ impl Projection {
         &mut self.conn
     }
 
+    /// The connection and the writers' queue, for a holder taking a row (`Store::lock`,
+    /// a Pi presence row), which tells the writers on the fast path of it.
+    pub(crate) fn lock_parts(&mut self) -> (&mut Connection, &crate::lock::WriterQueue) {
+        (&mut self.conn, &self.queue)
+    }
+
     /// The connection, for statements that need no `&mut`.
     pub(crate) fn sql(&self) -> &Connection {
         &self.conn
@@ -294,6 +300,7 @@ impl Projection {
             let now = self.conn.busy_timeout(Duration::ZERO).map(|()| {
                 let r = crate::lock::begin_write(
                     &self.conn,
+                    &self.queue,
                     session_id,
                     action,
                     file,
@@ -318,8 +325,24 @@ impl Projection {
             }
         }
         let turn = self.queue.turn(schema::BUSY_TIMEOUT);
-        crate::lock::begin_write(&self.conn, session_id, action, file, &mut self.clear_rows)?;
+        crate::lock::begin_write(
+            &self.conn,
+            &self.queue,
+            session_id,
+            action,
+            file,
+            &mut self.clear_rows,
+        )?;
         Ok(turn)
+    }
+
+    /// The fast path of a write of `session_id` on an open log (`docs/lock.md`, "The fast
+    /// path"): no transaction, when this connection's last judgement of the session's
+    /// rows found nothing in the way, no writer is in line and no holder has taken a row
+    /// since. Held to the end of the append.
+    pub(crate) fn fast_pass(&self, session_id: &str) -> Option<crate::lock::FastPass> {
+        let seen = self.clear_rows.generation(session_id)?;
+        self.queue.fast_pass(seen)
     }
 
     /// The connection and the memo of its last write's judgement of the lock rows.

@@ -18,11 +18,15 @@ use std::time::Duration;
 /// that a plugin's nearest event is found without looking at other plugins' events; and
 /// `spans`, the lines' offsets, lengths and digests of each 256 folded events in one row
 /// (`sessions.open_events` counts those after the last group).
+/// 5: the state version of each event and value (`events.sv`, `session_values.sv`).
+/// 6: the same tables; a holder taking a lock or presence row tells the writers on the
+/// fast path (`docs/lock.md`, "The fast path"), which an earlier version does not, so an
+/// earlier version must refuse this database (it does: a later version is refused).
 ///
 /// A database of an earlier version is migrated in place (its cached rows dropped, its
 /// lock and presence rows kept); one of a later version is refused, never written
 /// (docs/spec.md §4, P4).
-pub(super) const SCHEMA_VERSION: i64 = 5;
+pub(super) const SCHEMA_VERSION: i64 = 6;
 
 const APP: &str = "session-state";
 

@@ -390,7 +390,8 @@ impl Store {
         holder: &Holder,
     ) -> Result<WriteLock<'_>> {
         self.with_db(|db| {
-            let g = lock::acquire_at(db.connection(), session_id, action, now_ms, holder)?;
+            let (conn, queue) = db.lock_parts();
+            let g = lock::acquire_at(conn, queue, session_id, action, now_ms, holder)?;
             let (holder, acquired_at_ms) = (g.holder().to_owned(), g.acquired_at_ms());
             g.keep();
             Ok(WriteLock {

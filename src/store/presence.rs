@@ -33,20 +33,31 @@ impl Store {
     pub fn enter_presence(&self, session_id: &str, session_file: Option<&str>) -> Result<()> {
         self.with_db(|db| {
             let path = db.path().to_path_buf();
+            let failed = |source| {
+                Error::Projection(ProjectionError::Database {
+                    path: path.clone(),
+                    action: "recording the Pi presence row",
+                    source: DatabaseError(source),
+                })
+            };
+            let (conn, queue) = db.lock_parts();
+            // One transaction, in which the writers on the fast path are told of the row
+            // before it commits (docs/lock.md, "The fast path").
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(failed)?;
             presence::enter(
-                db.connection(),
+                &tx,
                 session_id,
                 &Holder::current(),
                 session_file,
                 lock::now_ms(),
             )
-            .map_err(|source| {
-                Error::Projection(ProjectionError::Database {
-                    path,
-                    action: "recording the Pi presence row",
-                    source: DatabaseError(source),
-                })
-            })
+            .map_err(failed)?;
+            queue
+                .announce_row("record the Pi presence row", session_id)
+                .map_err(Error::Lock)?;
+            tx.commit().map_err(failed)
         })
     }
 
@@ -125,5 +136,35 @@ impl Store {
         status.presence =
             presence::status(&conn, session_id).map_err(read("reading the Pi presence row"))?;
         Ok(status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Store;
+
+    /// The rows' generation in the writers' queue file, as this store sees it.
+    fn generation(store: &Store) -> Option<u64> {
+        store
+            .with_db(|db| Ok(db.lock_parts().1.rows_generation()))
+            .expect("generation")
+    }
+
+    /// A presence row, like a lock row, is announced to the writers on the fast path
+    /// (`docs/lock.md`, "The fast path"): the rows' generation moves on, so a write whose
+    /// connection judged the rows before it judges them again.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn entering_presence_or_taking_a_lock_moves_the_rows_generation_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::at(dir.path().join("states.sqlite")).expect("store");
+        let first = generation(&store).expect("a queue file");
+        store.enter_presence("s", Some("/s.jsonl")).expect("enter");
+        assert_eq!(generation(&store), Some(first + 1));
+        let lock = store.lock("t", "prune").expect("lock");
+        assert_eq!(generation(&store), Some(first + 2));
+        lock.release().expect("release");
+        assert!(store.leave_presence("s").expect("leave"));
+        assert_eq!(generation(&store), Some(first + 2), "leaving adds no row");
     }
 }

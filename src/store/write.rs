@@ -2,8 +2,9 @@
 //! [`run`]'s body.
 //!
 //! 1. **The lock judgement** ([`Target::begin`]): the session's `write_lock` row and a
-//!    running Pi's `pi_presence` row are judged in `BEGIN IMMEDIATE` (`docs/lock.md`), or,
-//!    for a stored session, the writers' turn is taken.
+//!    running Pi's `pi_presence` row are judged in `BEGIN IMMEDIATE` (`docs/lock.md`), or
+//!    the judgement of this connection's last write stands (the fast path: no holder
+//!    has taken a row since), or, for a stored session, the writers' turn is taken.
 //! 2. **The current value** ([`Target::current`]): the value where the write lands, the
 //!    state version it was written under and the entry that set it.
 //! 3. **The decision** ([`StateKey::decide_next`]): the event to append, or none, and the
@@ -22,7 +23,8 @@
 //!
 //! Three targets supply the primitives:
 //! - [`LogTarget`] (below): an open [`SessionLog`]. One short SQLite transaction that
-//!   writes nothing to the database; under the session file's advisory lock, what others
+//!   writes nothing to the database, or none on the fast path; under the session file's
+//!   advisory lock, what others
 //!   appended is read, the event decided from the log as it now ends, appended and
 //!   `fdatasync`ed; the lock, held from the check of the file's end to the sync, excludes
 //!   writers that use another database. The projection is not updated: the log in memory
@@ -204,6 +206,8 @@ struct LogTarget<'a> {
     /// The database's transaction is open (a materialized session only).
     in_transaction: bool,
     _turn: Option<lock::Turn>,
+    /// On the fast path, without a transaction (`docs/lock.md`, "The fast path").
+    fast: Option<lock::FastPass>,
 }
 
 impl Target for LogTarget<'_> {
@@ -211,7 +215,21 @@ impl Target for LogTarget<'_> {
     type Place = crate::state::fold::Folded;
 
     fn begin(&mut self, action: &'static str) -> Result<()> {
+        // The file lock refused the append: name the state write it was.
+        let named = |e| match e {
+            Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
+            other => other,
+        };
         if self.log.is_materialized() {
+            // Nothing in the way since this connection last judged the rows, and nobody in
+            // line: the file lock alone, if it is free at once.
+            // When another writer has the file: wait in line, in a transaction.
+            if let Some(pass) = self.db.fast_pass(self.log.session_id())
+                && self.log.begin_append_now().map_err(named)?
+            {
+                self.fast = Some(pass);
+                return Ok(());
+            }
             // In line behind the database's other writers, if any, to the end of the write.
             self._turn = self
                 .db
@@ -222,11 +240,7 @@ impl Target for LogTarget<'_> {
         // opened first: one that is refused (not ours) refuses before this append can
         // create the session file (decide before touching). Others' appends are read under
         // the file lock, and the event decided from the log as it then ends.
-        self.log.begin_append().map_err(|e| match e {
-            // The file lock refused the append: name the state write it was.
-            Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
-            other => other,
-        })
+        self.log.begin_append().map_err(named)
     }
 
     fn current<T: Serialize + DeserializeOwned>(
@@ -277,6 +291,8 @@ impl Target for LogTarget<'_> {
 
     fn end(&mut self, _: &Result<Outcome>) {
         self.log.end_append();
+        // The fast path's window ends after the append's `fdatasync`.
+        self.fast = None;
         if !std::mem::take(&mut self.in_transaction) {
             return;
         }
@@ -306,6 +322,7 @@ impl Store {
                 log,
                 in_transaction: false,
                 _turn: None,
+                fast: None,
             };
             match run(&mut target, state, op)? {
                 Outcome::Appended(id) => Ok(Some(id)),

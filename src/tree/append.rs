@@ -124,6 +124,17 @@ impl SessionLog {
     /// is decided next sees the file's end. [`SessionLog::end_append`] must follow,
     /// whatever happens.
     pub(crate) fn begin_append(&mut self) -> Result<()> {
+        self.begin_append_within(true).map(drop)
+    }
+
+    /// [`SessionLog::begin_append`] that does not wait for the session file's lock:
+    /// `Ok(false)` when another writer holds it, with nothing read or written
+    /// ([`SessionLog::end_append`] must follow all the same).
+    pub(crate) fn begin_append_now(&mut self) -> Result<bool> {
+        self.begin_append_within(false)
+    }
+
+    fn begin_append_within(&mut self, wait: bool) -> Result<bool> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
             return Err(LogError::Poisoned {
@@ -133,11 +144,11 @@ impl SessionLog {
             .into());
         }
         if !self.is_materialized() {
-            return Ok(());
+            return Ok(true);
         }
         // IMPORTANT: the file lock is held from the check of the file's end (in
         // `prepare_file_append`) to the end of the `fdatasync`.
-        self.prepare_file_append()
+        self.prepare_file_append(wait)
     }
 
     /// Writes `line` (a whole entry line, a child of the leaf) after
@@ -185,7 +196,7 @@ impl SessionLog {
 
     /// Opens the writer if it is not open, and takes the session file's advisory lock on
     /// it (`LogWriter::lock`: a bounded wait, then a refusal).
-    fn lock_file(&mut self) -> Result<()> {
+    fn lock_file(&mut self, wait: bool) -> Result<bool> {
         if let Storage::File(None) = self.storage {
             let w = self
                 .options
@@ -197,7 +208,10 @@ impl SessionLog {
         let Storage::File(Some(w)) = &mut self.storage else {
             return unreachable_writer(&self.index.path);
         };
-        w.lock("append")
+        match wait {
+            true => w.lock("append").map(|()| true),
+            false => w.try_lock(),
+        }
     }
 
     /// Releases the file lock. Should that fail, the writer is closed, which releases it
@@ -320,13 +334,15 @@ impl SessionLog {
     /// Before an append to an existing file: open the writer and take the file lock,
     /// check the length, ingest a foreign tail, migrate an old version, close a torn tail.
     /// The caller releases the lock ([`SessionLog::unlock_file`]) whatever the outcome.
-    fn prepare_file_append(&mut self) -> Result<()> {
+    fn prepare_file_append(&mut self, wait: bool) -> Result<bool> {
         if let Storage::File(Some(w)) = &self.storage {
             w.check()?;
         }
         // Under the lock, no other writer of this crate appends or migrates until this
         // append is done, whatever database it uses.
-        self.lock_file()?;
+        if !self.lock_file(wait)? {
+            return Ok(false);
+        }
         // Decide before touching the file (`docs/durability.md`): every refusal happens
         // here, before a migration or the newline that closes a torn tail writes a byte.
         // The identity of the file at the path, seen under the lock.
@@ -335,11 +351,11 @@ impl SessionLog {
             // The old file's writer, and its lock, go with the log it replaces; the new
             // file is locked before its length is checked.
             self.migrate_on_disk()?;
-            self.lock_file()?;
+            self.lock_file(true)?;
             on_path = None;
         }
         let Storage::File(Some(w)) = &self.storage else {
-            return unreachable_writer::<()>(&self.index.path);
+            return unreachable_writer::<bool>(&self.index.path);
         };
         let (now, was) = (w.identity(), self.identity);
         if let Some(on_path) = on_path {
@@ -386,7 +402,7 @@ impl SessionLog {
             }
             .into());
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Reads what others appended and refuses, without writing, a file this writer would

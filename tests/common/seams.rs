@@ -4,15 +4,17 @@
 
 use session_state::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 /// What a [`Hooked`] seam does besides passing every call to the real file system.
 #[derive(Default)]
 struct Hooks {
-    /// The first write: say so, then wait for the test (the writer has checked the
-    /// file's end and holds its lock, but has not appended).
+    /// The first write after `skip` others: say so, then wait for the test (the writer
+    /// has checked the file's end and holds its lock, but has not appended).
     pause: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
+    skip: AtomicUsize,
     /// The first time the file lock is found held: say so.
     blocked: Mutex<Option<mpsc::Sender<()>>>,
     /// Then wait for it as the writer asked (`true`), or give up at once (`false`).
@@ -35,10 +37,18 @@ impl Hooked {
     /// receiver told when the writer got there, and the sender that lets it go (dropping
     /// it does too).
     pub fn pausing() -> (Arc<dyn FileSystem>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        Hooked::pausing_after(0)
+    }
+
+    /// [`Hooked::pausing`] in front of the append after the first `skip` ones.
+    pub fn pausing_after(
+        skip: usize,
+    ) -> (Arc<dyn FileSystem>, mpsc::Receiver<()>, mpsc::Sender<()>) {
         let (reached_tx, reached) = mpsc::channel();
         let (go, go_rx) = mpsc::channel();
         let hooks = Hooks {
             pause: Mutex::new(Some((reached_tx, go_rx))),
+            skip: AtomicUsize::new(skip),
             ..Hooks::default()
         };
         (Arc::new(Hooked(Arc::new(hooks))), reached, go)
@@ -69,6 +79,14 @@ impl AppendFile for HookedFile {
         self.inner.len()
     }
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let skipped = self
+            .hooks
+            .skip
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if skipped {
+            return self.inner.write(buf);
+        }
         if let Some((reached, go)) = take(&self.hooks.pause) {
             let _ = reached.send(());
             // A message or a dropped sender: either lets the writer go.
