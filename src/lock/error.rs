@@ -155,15 +155,6 @@ impl LockError {
         }
     }
 
-    /// [`LockError::database`] of one error.
-    pub(crate) fn database_error(
-        operation: &'static str,
-        session_id: &str,
-        source: rusqlite::Error,
-    ) -> Refused {
-        Self::database(operation, session_id)(source)
-    }
-
     pub(super) fn database(
         operation: &'static str,
         session_id: &str,

@@ -19,9 +19,9 @@
 //! The same file carries the writers' fast path (`docs/lock.md`, "The fast path"): a write
 //! that finds the line empty and the lock rows' generation (bytes 16..24) unchanged since
 //! its last judgement appends without SQLite's write lock, holding a shared lock on the
-//! bytes from `ROWS` (just below the places) on for its check and its append
-//! ([`FastPass`]). A holder that takes a row moves the generation on inside its
-//! transaction, then takes the byte `ROWS` exclusively once ([`WriterQueue::announce_row`]): it waits for every fast write
+//! byte `ROWS` (just below the places) for its check and its append ([`FastPass`]). A
+//! holder that takes a row moves the generation on inside its transaction, then takes the
+//! byte `ROWS` exclusively once ([`WriterQueue::announce_row`]): it waits for every fast write
 //! already in its window, and every later one sees the new generation.
 //!
 //! The locks are Linux's open file description locks (`F_OFD_SETLK`, `F_OFD_SETLKW`):
@@ -127,10 +127,10 @@ impl WriterQueue {
         })
     }
 
-    /// Whether no writer of another open file is in line (one lock query, no turn taken):
-    /// a writer that finds the line empty may ask SQLite for its lock at once, without
-    /// waiting, and queues only if it is taken. `false` inside a turn of this owner, and
-    /// when the query fails; `true` when this writer cannot queue.
+    /// Whether no writer of another open file is in line (one lock query, no turn taken),
+    /// as a write on the fast path asks. `false` inside a turn of this owner, and when the
+    /// query fails; `true` when this writer cannot queue.
+    #[cfg(test)]
     pub(crate) fn line_is_empty(&self) -> bool {
         if crate::sync::lock(&self.held).depth > 0 {
             return false;
@@ -280,9 +280,9 @@ mod imp {
     /// The byte offset of ticket 0's place; tickets wrap after [`SPAN`] places.
     const SLOTS: u64 = 1 << 20;
     const SPAN: u64 = 1 << 40;
-    /// The byte a holder announcing a row locks exclusively; a write on the fast path
-    /// locks it and every place in line shared, so that one lock fails when a writer is
-    /// in line or a holder is announcing.
+    /// The byte a holder announcing a row locks exclusively, and a write on the fast path
+    /// shared. Not a place: a writer taking its place in line never waits for a write on
+    /// the fast path (which would let one writer on the fast path pass it again and again).
     const ROWS: u64 = SLOTS - 1;
 
     /// Writers on this platform can queue and take the fast path.
@@ -302,7 +302,7 @@ mod imp {
 
     impl Drop for PassInner {
         fn drop(&mut self) {
-            unlock(&self.0, ROWS, 0);
+            unlock(&self.0, ROWS, 1);
         }
     }
 
@@ -374,8 +374,7 @@ mod imp {
             Ok(checked?.then_some(QueueFile(file)))
         }
 
-        /// No other open file holds a place in line (a write on the fast path, which
-        /// holds the places shared, is not in line).
+        /// No other open file holds a place in line.
         pub(super) fn line_is_empty(&self) -> bool {
             let Ok(mut lock) = flock(libc::F_RDLCK, SLOTS, SPAN) else {
                 return false;
@@ -398,8 +397,8 @@ mod imp {
         }
 
         pub(super) fn fast_pass(&self, seen: u64) -> Option<PassInner> {
-            // One lock: it fails when a place in line or the announcing byte is held.
-            if !set(&self.0, libc::F_RDLCK, ROWS, 0, false).ok()? {
+            // A writer in line goes first; a holder announcing holds `ROWS`.
+            if !self.line_is_empty() || !set(&self.0, libc::F_RDLCK, ROWS, 1, false).ok()? {
                 return None;
             }
             let pass = PassInner(self.0.clone());
@@ -454,9 +453,8 @@ mod imp {
                 file.read_exact_at(&mut counter, COUNTER.0)?;
                 let ticket = u64::from_le_bytes(counter);
                 let place = SLOTS + ticket % SPAN;
-                // Held by a write on the fast path (shared, until its append ends), or, if
-                // the line wrapped around, by a writer still in it.
-                if !lock_until(file, place, 1, deadline)? {
+                // Held only if the line wrapped around onto a writer still in it.
+                if !set(file, libc::F_WRLCK, place, 1, false)? {
                     return Ok(None);
                 }
                 let turn = TurnInner {
@@ -695,8 +693,8 @@ mod imp {
             assert!(a.fast_pass(seen + 1).is_some());
         }
 
-        /// A holder's announcement waits for every pass already taken, and a writer that
-        /// queues while a pass stands gets its place when the pass ends.
+        /// A holder's announcement waits for every pass already taken; a writer that
+        /// queues while a pass stands gets its place at once, and then no pass is given.
         #[test]
         fn an_announcement_waits_for_the_passes_taken_before_it() {
             let dir = tempfile::tempdir().expect("tempdir");
@@ -719,18 +717,10 @@ mod imp {
             );
             let b = holder.join().expect("join");
             let pass = a.fast_pass(1).expect("a pass at the new generation");
-            let (tx, rx) = std::sync::mpsc::channel();
-            let queued = std::thread::spawn(move || {
-                let turn = b.turn(WAIT);
-                tx.send(turn.is_some()).expect("send");
-            });
-            assert!(
-                rx.recv_timeout(Duration::from_millis(200)).is_err(),
-                "the place waits for the pass"
-            );
-            drop(pass);
-            assert!(rx.recv_timeout(WAIT).expect("a place once the pass ended"));
-            queued.join().expect("join");
+            let turn = b.turn(WAIT).expect("a place at once, beside the pass");
+            assert!(a.fast_pass(1).is_none(), "b is in line");
+            drop((pass, turn));
+            assert!(a.fast_pass(1).is_some());
         }
 
         /// A queue file of ours without the generation (16 bytes) gains it, at 0, and keeps

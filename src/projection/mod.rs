@@ -285,45 +285,17 @@ impl Projection {
         self.queue.turn(schema::BUSY_TIMEOUT)
     }
 
-    /// Opens a write's transaction on `session_id` (`lock::begin_write`) in its turn: with
-    /// nobody in line, SQLite's write lock is asked for at once, without waiting, and this
-    /// writer takes no turn if it gets it (one lock query, the cost of an uncontended
-    /// write); otherwise it queues, and the turn it returns is held to the transaction's
-    /// end (`docs/lock.md`, "Taking turns").
+    /// Opens a write's transaction on `session_id` (`lock::begin_write`) in its turn, which
+    /// it holds to the transaction's end (`docs/lock.md`, "Taking turns"). Even alone, the
+    /// writer takes a place in line: it is what a write on the fast path, which takes no
+    /// turn, yields to, so that it cannot pass this one again and again while this one
+    /// waits for the session file's lock.
     pub(crate) fn begin_write(
         &mut self,
         session_id: &str,
         action: &str,
         file: &Path,
     ) -> std::result::Result<Option<crate::lock::Turn>, crate::lock::Refused> {
-        if self.queue.line_is_empty() {
-            let now = self.conn.busy_timeout(Duration::ZERO).map(|()| {
-                let r = crate::lock::begin_write(
-                    &self.conn,
-                    &self.queue,
-                    session_id,
-                    action,
-                    file,
-                    &mut self.clear_rows,
-                );
-                (r, self.conn.busy_timeout(schema::BUSY_TIMEOUT))
-            });
-            match now {
-                Ok((Ok(()), Ok(()))) => return Ok(None),
-                Ok((Err(e), Ok(()))) if !is_busy(&e) => return Err(e),
-                Ok((Ok(()), Err(e))) => {
-                    // In the transaction, without its busy timeout: end it, then refuse.
-                    crate::sqlite::end_transaction(&self.conn, "ROLLBACK");
-                    return Err(crate::lock::LockError::database_error(
-                        "acquire the lock",
-                        session_id,
-                        e,
-                    ));
-                }
-                // Taken by another writer (or the busy timeout could not be set): in line.
-                _ => {}
-            }
-        }
         let turn = self.queue.turn(schema::BUSY_TIMEOUT);
         crate::lock::begin_write(
             &self.conn,
@@ -584,11 +556,6 @@ impl Drop for Projection {
     fn drop(&mut self) {
         crate::sqlite::checkpoint_big_wal(&self.conn, &self.path);
     }
-}
-
-/// A refusal that is SQLite's write lock held by another connection.
-fn is_busy(e: &crate::lock::Refused) -> bool {
-    matches!(&**e, crate::lock::LockError::Database { source, .. } if source.is_busy())
 }
 
 fn forget(conn: &Connection, key: &str) -> rusqlite::Result<()> {
