@@ -1196,6 +1196,54 @@ fn a_lock_taken_while_a_write_is_on_the_fast_path_waits_for_its_append() {
     );
 }
 
+/// A holder's wait for the writes on the fast path is bounded (docs/lock.md, "The fast
+/// path"): behind a write that stays between its check and its append, `Store::lock`
+/// fails after 10 s with `LockError::Writers`, naming the queue file, and takes no row.
+/// Once the write goes on, it lands, and the lock is taken.
+#[test]
+fn a_holder_behind_a_stuck_write_on_the_fast_path_gives_up_and_takes_no_row() {
+    let s = session();
+    let file = std::fs::canonicalize(&s.file).expect("canonical");
+    let (fs, reached, go) = Hooked::pausing_after(1);
+    let writing = Store::open(
+        StoreOptions::new()
+            .database_path(&s.db)
+            .file_system(fs.clone()),
+    )
+    .expect("store");
+    let state: SessionState<Value> = writing.state(PLUGIN, Scope::Branch).expect("state");
+    let mut log = LogOptions::new().file_system(fs).open(&file).expect("open");
+    state.write(&mut log, &json!(1)).expect("the first write");
+    let writer = std::thread::spawn(move || state.write(&mut log, &json!(2)));
+    reached
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the second write reached its append");
+
+    let live = Proc::sleep();
+    let started = Instant::now();
+    let err = store(&s.db)
+        .lock_as(&s.id, "prune", now_ms(), &live.holder())
+        .map(drop)
+        .expect_err("the write never ends its append");
+    assert!(started.elapsed() >= Duration::from_secs(10), "it waited");
+    let Error::Lock(e) = err else {
+        panic!("not a lock error: {err}")
+    };
+    let LockError::Writers { queue, .. } = &*e else {
+        panic!("{e:?}")
+    };
+    assert!(queue.ends_with("states.sqlite-queue"), "{queue:?}");
+    assert!(e.to_string().contains("were not told of the row"), "{e}");
+    assert_eq!(lock_row(&s.db, &s.id), None, "no row taken");
+
+    go.send(()).expect("let the write go");
+    writer.join().expect("join").expect("the write lands");
+    store(&s.db)
+        .lock_as(&s.id, "prune", now_ms(), &live.holder())
+        .map(std::mem::forget)
+        .expect("taken once the write is done");
+}
+
 /// A writer decides its event from the log as it ends under the file lock: one that
 /// waited for the lock while a writer through another database set the same value sees
 /// that value and appends nothing (decided before the lock, it would append a second

@@ -879,16 +879,19 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
     const event = eventOf(data, scope, op, argument, version);
     pi.appendEntry(customType, event);
     const id = sm.getLeafId() ?? undefined;
-    if (file !== null) syncAppended(file);
-    else syncSession(ctx);
+    // Pi appended this very event at its leaf; the core keeps it when that is a child of
+    // where it was decided. Looked at before the sync, while it is at hand; kept once the
+    // event is on disk.
+    let appended: typeof last;
     if (file !== null && id !== undefined && scope === "branch" && typeof sm.getEntry === "function") {
-      // Pi appended this very event at its leaf; the core keeps it when that is a child of
-      // where it was decided.
       const e = sm.getEntry(id) as { parentId?: string | null; data?: unknown } | undefined;
       if (e !== undefined && e.data === event) {
-        last = { sm, gen: shared.generation, count: entryCount(sm), told: false, id, parent: e.parentId ?? null };
+        appended = { sm, gen: shared.generation, count: entryCount(sm), told: false, id, parent: e.parentId ?? null };
       }
     }
+    if (file !== null) syncAppended(file);
+    else syncSession(ctx);
+    last = appended;
     return id;
   };
 
