@@ -1109,13 +1109,19 @@ fn lock_waiter_on(path: &Path) -> bool {
     })
 }
 
-/// The fast path (docs/lock.md): once a connection judged a session's rows clear, its next
-/// write appends without SQLite's write lock. A `Store::lock` of another holder taken
-/// meanwhile waits for that write's append: it does not return while the write stands
-/// between its check and its append. The writer's next write sees the row and is refused.
-#[test]
-fn a_lock_taken_while_a_write_is_on_the_fast_path_waits_for_its_append() {
-    let s = session();
+/// What a write paused on the fast path returns when it is let go: its result, and the
+/// state, log and store it wrote with.
+type Paused = std::thread::JoinHandle<(
+    session_state::Result<Option<String>>,
+    SessionState<Value>,
+    SessionLog,
+    Store,
+)>;
+
+/// A writer whose first write judged the rows (so its next one takes the fast path), and
+/// that second write, in a thread, paused between its check and its append: the thread,
+/// and the sender that lets it go.
+fn a_write_paused_on_the_fast_path(s: &Session) -> (Paused, std::sync::mpsc::Sender<()>) {
     let file = std::fs::canonicalize(&s.file).expect("canonical");
     let (fs, reached, go) = Hooked::pausing_after(1);
     let writing = Store::open(
@@ -1134,6 +1140,17 @@ fn a_lock_taken_while_a_write_is_on_the_fast_path_waits_for_its_append() {
     reached
         .recv_timeout(Duration::from_secs(60))
         .expect("the second write reached its append");
+    (writer, go)
+}
+
+/// The fast path (docs/lock.md): once a connection judged a session's rows clear, its next
+/// write appends without SQLite's write lock. A `Store::lock` of another holder taken
+/// meanwhile waits for that write's append: it does not return while the write stands
+/// between its check and its append. The writer's next write sees the row and is refused.
+#[test]
+fn a_lock_taken_while_a_write_is_on_the_fast_path_waits_for_its_append() {
+    let s = session();
+    let (writer, go) = a_write_paused_on_the_fast_path(&s);
 
     let live = Proc::sleep();
     let holder = live.holder();
@@ -1203,21 +1220,7 @@ fn a_lock_taken_while_a_write_is_on_the_fast_path_waits_for_its_append() {
 #[test]
 fn a_holder_behind_a_stuck_write_on_the_fast_path_gives_up_and_takes_no_row() {
     let s = session();
-    let file = std::fs::canonicalize(&s.file).expect("canonical");
-    let (fs, reached, go) = Hooked::pausing_after(1);
-    let writing = Store::open(
-        StoreOptions::new()
-            .database_path(&s.db)
-            .file_system(fs.clone()),
-    )
-    .expect("store");
-    let state: SessionState<Value> = writing.state(PLUGIN, Scope::Branch).expect("state");
-    let mut log = LogOptions::new().file_system(fs).open(&file).expect("open");
-    state.write(&mut log, &json!(1)).expect("the first write");
-    let writer = std::thread::spawn(move || state.write(&mut log, &json!(2)));
-    reached
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the second write reached its append");
+    let (writer, go) = a_write_paused_on_the_fast_path(&s);
 
     let live = Proc::sleep();
     let started = Instant::now();
@@ -1237,7 +1240,7 @@ fn a_holder_behind_a_stuck_write_on_the_fast_path_gives_up_and_takes_no_row() {
     assert_eq!(lock_row(&s.db, &s.id), None, "no row taken");
 
     go.send(()).expect("let the write go");
-    writer.join().expect("join").expect("the write lands");
+    writer.join().expect("join").0.expect("the write lands");
     store(&s.db)
         .lock_as(&s.id, "prune", now_ms(), &live.holder())
         .map(std::mem::forget)
