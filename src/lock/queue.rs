@@ -21,8 +21,8 @@
 //! its last judgement appends without SQLite's write lock, holding a shared lock on the
 //! byte `ROWS` (just below the places) for its check and its append ([`FastPass`]). A
 //! holder that takes a row moves the generation on inside its transaction, then takes the
-//! byte `ROWS` exclusively once ([`WriterQueue::announce_row`]): it waits for every fast write
-//! already in its window, and every later one sees the new generation.
+//! byte `ROWS` exclusively once ([`WriterQueue::announce_row`]): it waits for every write
+//! already on the fast path, and every later one sees the new generation.
 //!
 //! The locks are Linux's open file description locks (`F_OFD_SETLK`, `F_OFD_SETLKW`):
 //! they belong to an open file, not to a process, so two stores in one process queue
@@ -32,9 +32,9 @@
 //! fast path, the session file's lock) still does. So a writer that cannot queue relies
 //! on SQLite's busy handler alone, possibly out of turn, and takes no fast path: on
 //! another operating system, on a file system without byte-range locks, or when the
-//! `-queue` file is not ours (then it is never written). A writer waits in line at most the wait it is given (the
-//! database's busy timeout), then goes to SQLite's lock without its turn; a stalled
-//! writer ahead of it therefore delays it by at most that wait.
+//! `-queue` file is not ours (then it is never written). A writer waits in line at most
+//! the wait it is given (the database's busy timeout), then goes to SQLite's lock without
+//! its turn; a stalled writer ahead of it therefore delays it by at most that wait.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -42,8 +42,8 @@ use std::time::Duration;
 
 /// The first 8 bytes of a queue file of this crate; the next 8 are the ticket counter and
 /// the 8 after them the lock rows' generation (little-endian). A file of any other content
-/// (or a 16-byte one, without the generation, which is added) is not ours and never
-/// written.
+/// is not ours and never written; one of ours of 16 bytes (without the generation) gains
+/// it, at 0.
 const MAGIC: &[u8; 8] = b"ssqueue1";
 
 /// How long a holder taking a row waits for the writes already on the fast path: each is
@@ -156,10 +156,10 @@ impl WriterQueue {
     }
 
     /// Inside the transaction of a holder that has just written its row (before its
-    /// `COMMIT`): moves the rows' generation on, then waits, at most [`ANNOUNCE_WAIT`], for every
-    /// write on the fast path that started before it. An error leaves the holder to roll
-    /// back. Nothing to do when the queue cannot serve: then no writer of this database
-    /// takes the fast path.
+    /// `COMMIT`): moves the rows' generation on, then waits, at most [`ANNOUNCE_WAIT`],
+    /// for every write on the fast path that started before it. An error leaves the
+    /// holder to roll back. Nothing to do when the queue cannot serve: then no writer of
+    /// this database takes the fast path.
     pub(crate) fn announce_row(
         &self,
         operation: &'static str,
