@@ -105,11 +105,14 @@ pub enum LockError {
     /// was not taken.
     #[error(
         "write lock on session '{session_id}': could not {operation}: the writers of the \
-         database were not told of the row ({}): {source}",
+         database were not told of the row ({}): {source}. Nothing was taken; try again. If \
+         it fails again, a writer is stuck in its append: find it with `fuser -v {}` (or \
+         `lslocks`) and end it",
+        .queue.display(),
         .queue.display()
     )]
     Writers {
-        /// What was being done ("acquire the lock", "enter the Pi presence row").
+        /// What was being done ("acquire the lock", "record the Pi presence row").
         operation: &'static str,
         /// The session id.
         session_id: String,
