@@ -68,6 +68,14 @@ macro_rules! conformance {
                 suite::complete_lines_fork_and_are_checked(backend())
             }
             #[test]
+            fn appends_outside_the_turns_go_only_after_the_entry_named() {
+                suite::appends_outside_the_turns_go_only_after_the_entry_named(backend())
+            }
+            #[test]
+            fn a_write_on_rows_behind_the_store_decides_again() {
+                suite::a_write_on_rows_behind_the_store_decides_again(backend())
+            }
+            #[test]
             fn state_reads_and_writes() {
                 suite::state_reads_and_writes(backend())
             }
@@ -528,6 +536,90 @@ pub(crate) mod suite {
             }))
         ));
         assert_eq!(b.store.load(&id).unwrap().next_seq(), 3);
+    }
+
+    pub fn appends_outside_the_turns_go_only_after_the_entry_named(b: TestBackend) {
+        let id = seeded(&b, "outside", 2);
+        let last: Value = serde_json::from_str(&lines_of(&b, &id)[1]).unwrap();
+        let last = last["id"].as_str().unwrap().to_owned();
+        let line = format!(
+            r#"{{"type":"custom","customType":"x","data":{{}},"id":"f0000009","parentId":"{last}","timestamp":"2026-01-05T10:00:09.000Z"}}"#
+        );
+        let store = b.store.backend();
+        let lines = std::slice::from_ref(&line);
+        for (seq, after) in [
+            (2, Some("nothere")),
+            (2, None),
+            (1, Some(last.as_str())),
+            (3, Some(last.as_str())),
+        ] {
+            assert_eq!(
+                store
+                    .append_lines_outside_turns(&id, seq, after, lines)
+                    .unwrap(),
+                None,
+                "{seq} {after:?}"
+            );
+        }
+        assert_eq!(
+            lines_of(&b, &id).len(),
+            2,
+            "a refused append writes nothing"
+        );
+        assert_eq!(
+            store
+                .append_lines_outside_turns(&id, 2, Some(&last), lines)
+                .unwrap(),
+            Some(3)
+        );
+        assert_eq!(lines_of(&b, &id)[2], line);
+    }
+
+    /// A write's first attempt decides on its projection's rows as they stand. Another
+    /// projection's writes put them behind the store: a value they already hold is
+    /// written all the same, and another one goes in after what the other wrote.
+    pub fn a_write_on_rows_behind_the_store_decides_again(b: TestBackend) {
+        let id = seeded(&b, "behind", 1);
+        let s = StoredSession::new(b.store.backend(), &b.key, &id);
+        let here = projection(&b)
+            .state::<String>("role", Scope::Branch)
+            .unwrap();
+        let there = Store::at(b.scratch.join("elsewhere.sqlite"))
+            .unwrap()
+            .state::<String>("role", Scope::Branch)
+            .unwrap();
+        let a = here.write_stored(&s, None, &"a".to_owned()).unwrap();
+        assert!(a.is_some());
+        assert!(
+            there
+                .write_stored(&s, None, &"b".to_owned())
+                .unwrap()
+                .is_some()
+        );
+        // The rows here still say "a"; the store says "b".
+        let again = here.write_stored(&s, None, &"a".to_owned()).unwrap();
+        assert!(
+            again.is_some(),
+            "the value at the leaf is b: a is written again"
+        );
+        assert_eq!(there.read_stored(&s, None).unwrap(), Some("a".to_owned()));
+        assert!(
+            there
+                .write_stored(&s, None, &"c".to_owned())
+                .unwrap()
+                .is_some()
+        );
+        let d = here
+            .write_stored(&s, None, &"d".to_owned())
+            .unwrap()
+            .unwrap();
+        assert_eq!(there.read_stored(&s, None).unwrap(), Some("d".to_owned()));
+        let stored = lines_of(&b, &id);
+        assert_eq!(stored.len(), 1 + 5, "every write stored once");
+        let last: Value = serde_json::from_str(stored.last().unwrap()).unwrap();
+        let before: Value = serde_json::from_str(&stored[stored.len() - 2]).unwrap();
+        assert_eq!(last["id"], d.as_str());
+        assert_eq!(last["parentId"], before["id"], "d follows c");
     }
 
     fn projection(b: &TestBackend) -> Store {
@@ -1098,7 +1190,8 @@ pub(crate) mod suite {
         let stored = lines_of(&b, &id);
         assert_eq!(stored.len(), 1 + 32);
         assert!(stored.iter().all(|l| !l.contains("session-state/role")));
-        // It backed off: 31 pauses of up to 50 ms, random; not a hot loop, not minutes.
+        // It backed off: 30 pauses of up to 50 ms, random (the first attempt, outside the
+        // turns, is tried again at once); not a hot loop, not minutes.
         assert!(took < std::time::Duration::from_secs(30), "{took:?}");
         // Without the racer the same write goes through on the first attempt.
         let plain = StoredSession::new(b.store.backend(), &b.key, &id);

@@ -8,14 +8,14 @@ use crate::common::examples::example;
 use crate::common::pg::{self, Server, ServerOptions};
 use serde_json::{Value, json};
 use session_state::{
-    Error, Header, LogError, LogOptions, PostgresStore, SessionLog, SessionStore, Sessions,
-    StoreError,
+    Error, Header, LogError, LogOptions, PostgresStore, Scope, SessionLog, SessionStore, Sessions,
+    Store, StoreError, StoredSession,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const ID: &str = "0195f1d0-7c4e-7000-8000-000000000001";
 const STAMP: &str = "2024-12-03T14:00:00.000Z";
@@ -733,6 +733,201 @@ fn several_writer_processes_on_one_session_never_fork_or_lose_it() {
     // One linear branch: nobody forked the session.
     assert_eq!(loaded.log().branch().len(), 201);
     eprintln!("{refusals} busy refusals");
+}
+
+/// The lock of the writers' turn on session `id`, as every version of the crate names it
+/// (docs/postgres.md, "Writers take turns").
+const TURN_KEY: &str = "hashtextextended('session-state/turn/' || $1::text, 0)";
+
+/// Waits until a connection to this test's database waits for an advisory lock (seen in
+/// `pg_locks`).
+fn until_one_waits_for_the_turn(admin: &mut postgres::Client) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[],
+            )
+            .expect("pg_locks")
+            .get(0);
+        if waiting > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nobody waits for the turn");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The id of the session's last stored entry.
+fn last_id(guard: &pg::Guard) -> String {
+    let rows = rows(guard, ID);
+    let last: Value = serde_json::from_str(&rows.last().expect("an entry").1).expect("JSON");
+    last["id"].as_str().expect("an id").to_owned()
+}
+
+/// An append outside the turns goes in only while no writer holds the session's turn
+/// or waits for one: a shared holder of the turn's lock (another append outside the
+/// turns, under way) does not stop it; an exclusive holder does, and so does a writer
+/// waiting in line behind a shared holder. It also goes in only after the entry it
+/// names, at the sequence number it names. Refused, it writes nothing.
+#[test]
+fn an_append_outside_the_turns_never_passes_a_writer_in_line() {
+    let (url, guard, _first) = store_with(&[user("one")]);
+    let store = PostgresStore::connect(&url).expect("connect");
+    let mut holder = guard.server().admin(guard.name());
+    let mut admin = guard.server().admin(guard.name());
+    let line = |id: &str, parent: &str| {
+        vec![
+            json!({"type": "custom", "customType": "host/note", "data": {}, "id": id,
+                   "parentId": parent, "timestamp": STAMP})
+            .to_string(),
+        ]
+    };
+    let first = last_id(&guard);
+
+    holder
+        .query(&format!("SELECT pg_advisory_lock({TURN_KEY})"), &[&ID])
+        .expect("take the turn");
+    let refused = store.append_lines_outside_turns(ID, 1, Some(&first), &line("0000a001", &first));
+    assert!(matches!(refused, Ok(None)), "{refused:?}");
+    assert_eq!(rows(&guard, ID).len(), 1, "a refused append writes nothing");
+    holder
+        .query(&format!("SELECT pg_advisory_unlock({TURN_KEY})"), &[&ID])
+        .expect("end the turn");
+
+    // Not after the last entry, or not at the next sequence number: refused.
+    for (seq, after) in [
+        (1, Some("0000ffff")),
+        (1, None),
+        (0, None),
+        (2, Some(first.as_str())),
+    ] {
+        let refused = store.append_lines_outside_turns(ID, seq, after, &line("0000a001", &first));
+        assert!(matches!(refused, Ok(None)), "{seq} {after:?}: {refused:?}");
+    }
+    assert_eq!(rows(&guard, ID).len(), 1);
+
+    holder
+        .query(
+            &format!("SELECT pg_advisory_lock_shared({TURN_KEY})"),
+            &[&ID],
+        )
+        .expect("share the lock");
+    let went = store.append_lines_outside_turns(ID, 1, Some(&first), &line("0000a001", &first));
+    assert!(matches!(went, Ok(Some(2))), "{went:?}");
+
+    let in_line = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+            c.query(&format!("SELECT pg_advisory_lock({TURN_KEY})"), &[&ID])
+                .expect("wait for the turn");
+            c.query(&format!("SELECT pg_advisory_unlock({TURN_KEY})"), &[&ID])
+                .expect("end the turn");
+        })
+    };
+    until_one_waits_for_the_turn(&mut admin);
+    let next = line("0000a002", "0000a001");
+    let refused = store.append_lines_outside_turns(ID, 2, Some("0000a001"), &next);
+    assert!(matches!(refused, Ok(None)), "{refused:?}");
+    assert_eq!(rows(&guard, ID).len(), 2);
+    holder
+        .query(
+            &format!("SELECT pg_advisory_unlock_shared({TURN_KEY})"),
+            &[&ID],
+        )
+        .expect("let go");
+    in_line.join().expect("the writer in line");
+
+    let went = store.append_lines_outside_turns(ID, 2, Some("0000a001"), &next);
+    assert!(matches!(went, Ok(Some(3))), "{went:?}");
+    assert_eq!(rows(&guard, ID).len(), 3);
+    assert_eq!(last_id(&guard), "0000a002");
+}
+
+/// A state write alone takes no turn at the store: it goes through while another
+/// connection shares the turn's lock, which a turn would wait for (here past a lock wait
+/// of 200 ms, a refusal). Behind a writer in its turn, its append is refused and it waits
+/// in line, then writes once the turn ends.
+#[test]
+fn a_state_write_takes_a_turn_only_behind_a_writer_in_one() {
+    let (url, guard, _first) = store_with(&[user("one")]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("states.sqlite");
+    let backend = PostgresStore::connect(&url)
+        .expect("connect")
+        .with_lock_wait(Duration::from_millis(200));
+    let key = backend.url().to_owned();
+    let session = StoredSession::new(&backend, &key, ID);
+    let role = Store::at(&db)
+        .expect("store")
+        .state::<Value>("role", Scope::Branch)
+        .expect("state");
+    let mut holder = guard.server().admin(guard.name());
+
+    holder
+        .query(
+            &format!("SELECT pg_advisory_lock_shared({TURN_KEY})"),
+            &[&ID],
+        )
+        .expect("share the lock");
+    let first = role
+        .write_stored(&session, None, &json!("reviewer"))
+        .expect("a write alone takes no turn")
+        .expect("written");
+    holder
+        .query(
+            &format!("SELECT pg_advisory_unlock_shared({TURN_KEY})"),
+            &[&ID],
+        )
+        .expect("let go");
+
+    holder
+        .query(&format!("SELECT pg_advisory_lock({TURN_KEY})"), &[&ID])
+        .expect("take the turn");
+    let writer = {
+        let (url, db) = (url.clone(), db.clone());
+        std::thread::spawn(move || {
+            let backend = PostgresStore::connect(&url).expect("connect");
+            let key = backend.url().to_owned();
+            let session = StoredSession::new(&backend, &key, ID);
+            Store::at(&db)
+                .expect("store")
+                .state::<Value>("role", Scope::Branch)
+                .expect("state")
+                .write_stored(&session, None, &json!("author"))
+        })
+    };
+    until_one_waits_for_the_turn(&mut guard.server().admin(guard.name()));
+    assert_eq!(
+        rows(&guard, ID).len(),
+        2,
+        "the writer in line wrote nothing yet"
+    );
+    holder
+        .query(&format!("SELECT pg_advisory_unlock({TURN_KEY})"), &[&ID])
+        .expect("end the turn");
+    let second = writer
+        .join()
+        .expect("the writer")
+        .expect("written in its turn")
+        .expect("a new value");
+    let ids: Vec<String> = rows(&guard, ID)
+        .iter()
+        .map(|(_, l)| {
+            serde_json::from_str::<Value>(l).expect("JSON")["id"]
+                .as_str()
+                .expect("id")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ids[1..], [first, second]);
+    assert_eq!(
+        role.read_stored(&session, None).expect("read"),
+        Some(json!("author"))
+    );
 }
 
 #[test]

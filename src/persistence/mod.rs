@@ -146,6 +146,35 @@ pub trait SessionStore: Send + Sync {
         lines: &[String],
     ) -> Result<u64, StoreError>;
 
+    /// Appends as [`SessionStore::append_lines`] does, for a writer that took no turn
+    /// ([`SessionStore::begin_turn`]) and decided on what it knew of the session: only
+    /// while the stored lines still end at `first_seq` with the entry `after` (`None`: no
+    /// entries), and no writer holds a turn on the session or waits for one. `Ok(None)`:
+    /// not so, and nothing was written; the writer takes its turn, reads what is new and
+    /// decides again. A writer that asks for its turn while such an append is under way
+    /// waits for it, so an append outside the turns never overtakes a writer in line.
+    ///
+    /// A state write's first attempt appends this way, so a writer alone makes no round
+    /// trip for a turn or for a read. Default, for a store without turns: the id at
+    /// `first_seq - 1` is read back, then [`SessionStore::append_lines`] appends (a
+    /// [`StoreError::SequenceMismatch`] is `Ok(None)`).
+    fn append_lines_outside_turns(
+        &self,
+        session_id: &str,
+        first_seq: u64,
+        after: Option<&str>,
+        lines: &[String],
+    ) -> Result<Option<u64>, StoreError> {
+        if !sessions::stored_before_is(self, session_id, first_seq, after)? {
+            return Ok(None);
+        }
+        match self.append_lines(session_id, first_seq, lines) {
+            Ok(next) => Ok(Some(next)),
+            Err(StoreError::SequenceMismatch { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The store, for messages and cache keys: never a password.
     fn describe(&self) -> String;
 

@@ -4,7 +4,8 @@
 //!   decided again at once on what that writer stored, after a pause drawn uniformly
 //!   from `[0, min(2^n ms, 50 ms)]` (n the number of races lost so far), at most
 //!   [`MAX_RACES`] times: writers that collide once spread out instead of colliding
-//!   again in lockstep.
+//!   again in lockstep. A race lost by an attempt that took no turn at the store is
+//!   counted the same, with no pause: the next attempt waits for its turn instead.
 //! - A **transient failure** (the store unavailable or busy:
 //!   [`StoreError::is_transient`]) is tried again after the same kind of pause, capped
 //!   at 250 ms, for as long as the store's [`SessionStore::retry_window`] lasts, then
@@ -54,6 +55,14 @@ impl<'s> Retry<'s> {
 
     /// After a lost race: `Err` once [`MAX_RACES`] are lost, else a short random pause.
     pub(crate) fn lost_race(&mut self, session_id: &str) -> Result<(), Error> {
+        self.lost_outside_turns(session_id)?;
+        std::thread::sleep(pause(self.races, Duration::from_millis(50)));
+        Ok(())
+    }
+
+    /// After a race lost by an attempt that took no turn: counted as [`Retry::lost_race`]
+    /// counts it, with no pause, since the next attempt waits for its turn instead.
+    pub(crate) fn lost_outside_turns(&mut self, session_id: &str) -> Result<(), Error> {
         self.races += 1;
         if self.races >= MAX_RACES {
             return Err(Error::Contended {
@@ -61,7 +70,6 @@ impl<'s> Retry<'s> {
                 attempts: self.races,
             });
         }
-        std::thread::sleep(pause(self.races, Duration::from_millis(50)));
         Ok(())
     }
 

@@ -553,8 +553,24 @@ pub(crate) fn read_id_at(
     retry.transient(|| stored_id_at(store, session_id, seq))
 }
 
-fn stored_id_at(
-    store: &dyn SessionStore,
+/// Whether the stored line before `next_seq` is the entry `after` (`None`: none there, as
+/// at the start of a session), read back from the store.
+pub(crate) fn stored_before_is<S: SessionStore + ?Sized>(
+    store: &S,
+    session_id: &str,
+    next_seq: u64,
+    after: Option<&str>,
+) -> std::result::Result<bool, StoreError> {
+    let last = match next_seq.checked_sub(1) {
+        Some(seq) => stored_id_at(store, session_id, seq)?,
+        None => None,
+    };
+    Ok(last.as_deref() == after)
+}
+
+/// The id of the stored line at `seq` (`None`: no line there, or one without an id).
+fn stored_id_at<S: SessionStore + ?Sized>(
+    store: &S,
     session_id: &str,
     seq: u64,
 ) -> std::result::Result<Option<String>, StoreError> {

@@ -179,6 +179,44 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// The session's next sequence number and last entry id, in the transaction `tx`.
+    fn end_of(
+        &self,
+        tx: &Connection,
+        session_id: &str,
+    ) -> Result<(u64, Option<String>), StoreError> {
+        tx.prepare_cached("SELECT next_seq, last_id FROM sessions WHERE session_id = ?1")
+            .and_then(|mut q| {
+                q.query_row([session_id], |r| {
+                    Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
+                })
+                .optional()
+            })
+            .map_err(db_err(&self.path, "reading the session"))?
+            .ok_or_else(|| self.not_found(session_id))
+    }
+
+    /// Appends `lines` at `first_seq`, the session's next sequence number, in `tx`.
+    fn append_in(
+        &self,
+        tx: &Connection,
+        session_id: &str,
+        first_seq: u64,
+        lines: &[String],
+    ) -> Result<u64, StoreError> {
+        if lines.is_empty() {
+            return Ok(first_seq);
+        }
+        let last = self.insert(tx, session_id, first_seq, lines)?;
+        let new_next = first_seq + lines.len() as u64;
+        tx.prepare_cached("UPDATE sessions SET next_seq = ?2, last_id = ?3 WHERE session_id = ?1")
+            .and_then(|mut q| q.execute(params![session_id, new_next as i64, last]))
+            .map_err(db_err(&self.path, "appending"))?;
+        Ok(new_next)
+    }
+}
+
 impl SessionStore for SqliteStore {
     fn create(
         &self,
@@ -211,14 +249,7 @@ impl SessionStore for SqliteStore {
                     session_id: session_id.into(),
                 });
             }
-            let last = self.insert(tx, session_id, 0, lines)?;
-            let next = lines.len() as u64;
-            tx.prepare_cached(
-                "UPDATE sessions SET next_seq = ?2, last_id = ?3 WHERE session_id = ?1",
-            )
-            .and_then(|mut q| q.execute(params![session_id, next as i64, last]))
-            .map_err(db_err(&self.path, "storing a new session"))?;
-            Ok(next)
+            self.append_in(tx, session_id, 0, lines)
         })
     }
 
@@ -289,23 +320,27 @@ impl SessionStore for SqliteStore {
         lines: &[String],
     ) -> Result<u64, StoreError> {
         self.write("appending", |tx| {
-            let next = tx
-                .prepare_cached("SELECT next_seq FROM sessions WHERE session_id = ?1")
-                .and_then(|mut q| q.query_row([session_id], |r| r.get::<_, i64>(0)).optional())
-                .map_err(db_err(&self.path, "reading the session"))?
-                .ok_or_else(|| self.not_found(session_id))? as u64;
+            let (next, _) = self.end_of(tx, session_id)?;
             StoreError::check_next(session_id, next, first_seq)?;
-            if lines.is_empty() {
-                return Ok(next);
+            self.append_in(tx, session_id, first_seq, lines)
+        })
+    }
+
+    /// No turns here: the writers of one database take turns for each transaction
+    /// (`self.write`), and the session's end is checked in it.
+    fn append_lines_outside_turns(
+        &self,
+        session_id: &str,
+        first_seq: u64,
+        after: Option<&str>,
+        lines: &[String],
+    ) -> Result<Option<u64>, StoreError> {
+        self.write("appending", |tx| {
+            let (next, last) = self.end_of(tx, session_id)?;
+            if next != first_seq || last.as_deref() != after {
+                return Ok(None);
             }
-            let last = self.insert(tx, session_id, first_seq, lines)?;
-            let new_next = first_seq + lines.len() as u64;
-            tx.prepare_cached(
-                "UPDATE sessions SET next_seq = ?2, last_id = ?3 WHERE session_id = ?1",
-            )
-            .and_then(|mut q| q.execute(params![session_id, new_next as i64, last]))
-            .map_err(db_err(&self.path, "appending"))?;
-            Ok(new_next)
+            self.append_in(tx, session_id, first_seq, lines).map(Some)
         })
     }
 

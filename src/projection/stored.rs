@@ -446,6 +446,42 @@ impl Projection {
         Ok(self.decide_stored(src, plugin, scope, at)?.current)
     }
 
+    /// What a write to a stored session decides from when it trusts the rows as they
+    /// stand, with no catch-up: their watermark as the tail. `None` when the rows hold
+    /// nothing of the session yet, or not `at`: then a catch-up is needed. Such a decision
+    /// is proven current only by an append that goes in after the rows' last entry at
+    /// their next sequence number ([`crate::SessionStore::append_lines_outside_turns`]);
+    /// a decision to write nothing proves nothing.
+    pub(crate) fn decide_stored_from_rows(
+        &mut self,
+        src: &dyn StoredLines,
+        plugin: &str,
+        scope: Scope,
+        at: Option<&str>,
+    ) -> Result<Option<StoredDecision>> {
+        ensure_table(&self.conn, &self.path)?;
+        let Some(mark) = read_mark(&self.conn, &self.path, &src.key())? else {
+            return Ok(None);
+        };
+        let tail = StoredTail {
+            session_id: mark.session_id.clone(),
+            next_seq: mark.entry_count,
+            last_entry_id: mark.last_entry_id.clone(),
+            mark,
+        };
+        match self.value_at(src, &tail, plugin, scope, at) {
+            Err(Error::Log(LogError::UnknownEntry { .. })) => Ok(None),
+            r => {
+                let (parent, current) = r?;
+                Ok(Some(StoredDecision {
+                    tail,
+                    parent,
+                    current,
+                }))
+            }
+        }
+    }
+
     /// What a write to a stored session decides from: the rows caught up with the store,
     /// the entry the new one is a child of (`at`, which must be an entry of the session,
     /// else the last one) and the plugin's value there.

@@ -9,9 +9,13 @@
 //! - **Writes** are decided from the same rows and the stored tail, as a write to a file
 //!   is decided from its rows and the file's tail (`tail.rs`): the value at the leaf (or
 //!   at `at`), a fresh id no entry of the session has, and one line appended through the
-//!   store at the next sequence number the rows know. The store refuses it when another
-//!   writer came first; the write is then decided again on what that writer stored,
-//!   after a random pause, at most 32 times ([`Error::Contended`]). A store that is
+//!   store at the next sequence number the rows know. The first attempt reads nothing
+//!   and takes no turn: it decides on the rows as they stand and appends outside the
+//!   writers' turns ([`SessionStore::append_lines_outside_turns`]), which the store
+//!   refuses when another writer came first or is in line. The write then takes its turn
+//!   ([`SessionStore::begin_turn`]), catches up and decides again; refused in its turn (a
+//!   store without turns), again after a random pause, at most 32 attempts in all
+//!   ([`Error::Contended`]). A store that is
 //!   unavailable is tried again within its retry window ([`Error::StoreUnavailable`]).
 //!   An append whose outcome is unknown (the connection broke) is resolved by reading
 //!   the store back: the write knows the id it appended. Nothing is ever lost or applied
@@ -210,7 +214,9 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         // The ids earlier attempts drew: one that got in after all (a store that reported
         // a failure for a write it committed) is this write's, and is reported as such.
         let mut drawn: Vec<String> = Vec::new();
+        let mut attempt = Attempt::FromRows;
         loop {
+            let mut from_rows = false;
             let once = self.store().with_db(|db| {
                 let mut target = StoredTarget {
                     db,
@@ -218,11 +224,18 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
                     at,
                     key: StoredLines::key(session),
                     turn: None,
+                    attempt,
+                    from_rows: false,
                     store_turn: false,
                 };
-                run(&mut target, self, op.clone())
+                let outcome = run(&mut target, self, op.clone());
+                from_rows = target.from_rows;
+                outcome
             });
             match once {
+                // Decided on rows that may be behind the store: nothing to write there
+                // proves nothing. The rows catch up and the write decides again.
+                Ok(Outcome::Unchanged) if from_rows => attempt = Attempt::CaughtUp,
                 Ok(Outcome::Unchanged) if !drawn.is_empty() => {
                     return self
                         .store()
@@ -232,7 +245,14 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
                 Ok(Outcome::Appended(id)) => return Ok(Some(id)),
                 Ok(Outcome::Lost(id)) => {
                     drawn.push(id);
-                    retry.lost_race(session.session_id)?;
+                    if attempt == Attempt::InTurn {
+                        retry.lost_race(session.session_id)?;
+                    } else {
+                        // Refused outside the turns: in line at once (it raced no writer
+                        // in line).
+                        retry.lost_outside_turns(session.session_id)?;
+                        attempt = Attempt::InTurn;
+                    }
                 }
                 Ok(Outcome::NotWritten(id, e)) => {
                     drawn.push(id);
@@ -250,6 +270,23 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     }
 }
 
+/// How an attempt of a stored write stands to the store's turns
+/// ([`SessionStore::begin_turn`]). A write's first attempt takes no turn and reads
+/// nothing from the store: it decides on the projection's rows as they stand and appends
+/// outside the turns ([`SessionStore::append_lines_outside_turns`]), which goes in only
+/// after the rows' last entry at their next sequence number and while no writer is in
+/// line. Refused, the write takes its turn.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// No turn, no catch-up: the rows as they stand (a catch-up when they hold nothing
+    /// of the session).
+    FromRows,
+    /// No turn: the rows catch up first (a first attempt that found nothing to write).
+    CaughtUp,
+    /// In the writer's turn: the rows catch up, then the append.
+    InTurn,
+}
+
 /// A stored session, with the projection's rows of it, as the pipeline's target: one
 /// decision and one conditional append at the next sequence number.
 struct StoredTarget<'a, 'b> {
@@ -258,6 +295,9 @@ struct StoredTarget<'a, 'b> {
     at: Option<&'a str>,
     key: String,
     turn: Option<crate::lock::Turn>,
+    attempt: Attempt,
+    /// The decision was made on the rows with no catch-up.
+    from_rows: bool,
     /// The store's turn was taken.
     store_turn: bool,
 }
@@ -270,11 +310,13 @@ impl Target for StoredTarget<'_, '_> {
         // catch-ups inside are part of it), so that no writer that came later can take
         // the sequence number this one decided on (docs/lock.md, "Taking turns").
         self.turn = self.db.turn();
-        // And one turn among the session's writers at the store, of every process and
-        // machine, for the same span: writers take turns instead of racing for the
-        // sequence number (`SessionStore::begin_turn`).
-        self.session.store.begin_turn(self.session.session_id)?;
-        self.store_turn = true;
+        // And, after a first attempt outside them, one turn among the session's writers
+        // at the store, of every process and machine, for the same span: writers take
+        // turns instead of racing for the sequence number (`SessionStore::begin_turn`).
+        if self.attempt == Attempt::InTurn {
+            self.session.store.begin_turn(self.session.session_id)?;
+            self.store_turn = true;
+        }
         Ok(())
     }
 
@@ -282,8 +324,17 @@ impl Target for StoredTarget<'_, '_> {
         &mut self,
         state: &SessionState<T>,
     ) -> Result<std::result::Result<StoredDecision, &'static str>> {
+        let (plugin, scope) = (state.plugin_id(), state.scope());
+        if self.attempt == Attempt::FromRows
+            && let Some(d) =
+                self.db
+                    .decide_stored_from_rows(self.session, plugin, scope, self.at)?
+        {
+            self.from_rows = true;
+            return Ok(Ok(d));
+        }
         self.db
-            .decide_stored(self.session, state.plugin_id(), state.scope(), self.at)
+            .decide_stored(self.session, plugin, scope, self.at)
             .map(Ok)
     }
 
@@ -309,13 +360,24 @@ impl Target for StoredTarget<'_, '_> {
 
     fn append(&mut self, d: &StoredDecision, line: &str) -> Result<Appended> {
         let line = line.strip_suffix('\n').unwrap_or(line).to_owned();
-        let session = self.session;
-        match session.store.append_lines(
-            session.session_id,
-            d.tail.next_seq,
-            std::slice::from_ref(&line),
-        ) {
-            Ok(_) => Ok(Appended::Ours),
+        let (session, lines) = (self.session, std::slice::from_ref(&line));
+        let appended = if self.attempt == Attempt::InTurn {
+            session
+                .store
+                .append_lines(session.session_id, d.tail.next_seq, lines)
+                .map(Some)
+        } else {
+            session.store.append_lines_outside_turns(
+                session.session_id,
+                d.tail.next_seq,
+                d.tail.last_entry_id.as_deref(),
+                lines,
+            )
+        };
+        match appended {
+            Ok(Some(_)) => Ok(Appended::Ours),
+            // Another writer appended, holds a turn or waits for one: nothing was written.
+            Ok(None) => Ok(Appended::Lost),
             Err(StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. }) => {
                 Ok(Appended::Lost)
             }

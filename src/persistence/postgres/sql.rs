@@ -47,11 +47,25 @@ CREATE TABLE IF NOT EXISTS session_state_entries (
 /// the session's row (waiting at most `lock_timeout` for another writer's transaction),
 /// and inserts the lines and advances `next_seq` only when the stored next sequence
 /// number is `$2`. It returns what it found, so a refused append tells the stored state.
+///
+/// A writer outside the turns (`$8` false) first tries the turn's lock shared, for the
+/// transaction: it appends only when no writer holds a turn or waits for one (a request
+/// that conflicts with a waiting one is not granted), and a writer that asks for its turn
+/// meanwhile waits for this commit; if not, nothing is locked or written, and the third
+/// column is false. It also appends only after the entry it decided on: the session's
+/// `last_id` must be `$9`. A writer in its turn (`$8` true) tries no lock (a writer
+/// waiting behind its own turn would refuse it) and has read the session's end.
 pub(super) const APPEND: &str = "
-WITH s AS MATERIALIZED (
-    SELECT next_seq FROM session_state_sessions WHERE session_id = $1 FOR UPDATE
+WITH t AS MATERIALIZED (
+    SELECT CASE WHEN $8::boolean THEN true ELSE pg_try_advisory_xact_lock_shared(
+        hashtextextended('session-state/turn/' || $1::text, 0)) END AS free
+), s AS MATERIALIZED (
+    SELECT next_seq, last_id FROM session_state_sessions
+    WHERE session_id = $1 AND (SELECT free FROM t)
+    FOR UPDATE
 ), ok AS MATERIALIZED (
-    SELECT 1 FROM s WHERE next_seq = $2
+    SELECT 1 FROM s
+    WHERE next_seq = $2 AND ($8::boolean OR last_id IS NOT DISTINCT FROM $9::text)
 ), ins AS (
     INSERT INTO session_state_entries (session_id, seq, entry_id, line)
     SELECT $1, e.seq, e.id, e.line
@@ -63,7 +77,7 @@ WITH s AS MATERIALIZED (
     WHERE session_id = $1 AND EXISTS (SELECT 1 FROM ok)
     RETURNING 1
 )
-SELECT (SELECT next_seq FROM s), (SELECT count(*) FROM upd)
+SELECT (SELECT next_seq FROM s), (SELECT count(*) FROM upd), (SELECT free FROM t)
 ";
 
 /// A writer's turn on a session: a session-level advisory lock on the session id (granted

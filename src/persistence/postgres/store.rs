@@ -8,6 +8,7 @@ use super::wire::{seq_from_db, seq_to_db};
 use super::{Phase, PostgresStore, Prepared};
 use crate::error::{Result, StoreError};
 use crate::log::entry::Header;
+use crate::persistence::sessions::stored_before_is;
 use crate::persistence::{LineVisitor, SessionStore};
 use crate::sync::lock;
 use postgres::error::SqlState;
@@ -162,94 +163,26 @@ impl SessionStore for PostgresStore {
         first_seq: u64,
         lines: &[String],
     ) -> Result<u64, StoreError> {
-        let ids = self.ids(session_id, lines)?;
-        let r = self.run(|client| {
-            if lines.len() >= COPY_LINES {
-                return self.append_copy(client, session_id, first_seq, &ids, lines);
-            }
-            let action = format!("appending to session {session_id} at seq {first_seq}");
-            let seqs: Vec<i64> = (0..lines.len() as u64)
-                .map(|i| seq_to_db(first_seq + i))
-                .collect();
-            let new_next = first_seq + lines.len() as u64;
-            let new_last = ids.last().cloned();
-            let (first, new_next_db) = (seq_to_db(first_seq), seq_to_db(new_next));
-            let params: [(&(dyn ToSql + Sync), Type); 7] = [
-                (&session_id, Type::TEXT),
-                (&first, Type::INT8),
-                (&seqs, Type::INT8_ARRAY),
-                (&ids, Type::TEXT_ARRAY),
-                (&lines, Type::TEXT_ARRAY),
-                (&new_next_db, Type::INT8),
-                (&new_last, Type::TEXT),
-            ];
-            // One round trip: the first append of a connection is parsed, bound and run
-            // together (typed parameters); from the second on the statement is prepared.
-            let stmt = {
-                let mut p = lock(&self.append_stmt);
-                match &*p {
-                    Prepared::Ready(stmt) => Some(stmt.clone()),
-                    Prepared::Unused => {
-                        *p = Prepared::Once;
-                        None
-                    }
-                    Prepared::Once => {
-                        let types = [
-                            Type::TEXT,
-                            Type::INT8,
-                            Type::INT8_ARRAY,
-                            Type::TEXT_ARRAY,
-                            Type::TEXT_ARRAY,
-                            Type::INT8,
-                            Type::TEXT,
-                        ];
-                        let stmt = client
-                            .prepare_typed(APPEND, &types)
-                            .map_err(self.failed(action.clone(), Phase::Before))?;
-                        *p = Prepared::Ready(stmt.clone());
-                        Some(stmt)
-                    }
-                }
-            };
-            let sent = match &stmt {
-                Some(stmt) => {
-                    let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
-                    client.query_one(stmt, &values)
-                }
-                None => client.query_typed_one(APPEND, &params),
-            };
-            let row = match sent {
-                Ok(row) => row,
-                Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
-                    return Err(self.busy(client, session_id));
-                }
-                Err(e) => {
-                    return Err(self.id_taken_or(
-                        name_append(
-                            classify(&self.url, action, Phase::Writing, e),
-                            session_id,
-                            first_seq,
-                        ),
-                        session_id,
-                    ));
-                }
-            };
-            let fail = || self.failed(action.clone(), Phase::Before);
-            let stored: Option<i64> = row.try_get(0).map_err(fail())?;
-            let updated: i64 = row.try_get(1).map_err(fail())?;
-            let Some(stored) = stored.map(seq_from_db) else {
-                return Err(self.not_found(session_id));
-            };
-            if updated == 1 {
-                return Ok(new_next);
-            }
-            Err(StoreError::SequenceMismatch {
-                session_id: session_id.into(),
-                expected: stored,
-                got: first_seq,
-            })
-        });
-        r.map_err(|e| name_append(e, session_id, first_seq))
+        self.append(session_id, first_seq, lines, Outside::No)
+            .and_then(|next| next.ok_or_else(|| unreachable_refusal(session_id)))
+    }
+
+    fn append_lines_outside_turns(
+        &self,
+        session_id: &str,
+        first_seq: u64,
+        after: Option<&str>,
+        lines: &[String],
+    ) -> Result<Option<u64>, StoreError> {
+        if lines.len() >= COPY_LINES {
+            // A batch outside the turns takes one, for its transaction (the default's
+            // check of `after`, then the append, in the turn).
+            self.begin_turn(session_id)?;
+            let r = self.append(session_id, first_seq, lines, Outside::Checked(after));
+            self.end_turn(session_id);
+            return r;
+        }
+        self.append(session_id, first_seq, lines, Outside::Yes(after))
     }
 
     fn begin_turn(&self, session_id: &str) -> Result<(), StoreError> {
@@ -284,5 +217,158 @@ impl SessionStore for PostgresStore {
 
     fn retry_window(&self) -> Duration {
         self.lock_wait
+    }
+}
+
+impl PostgresStore {
+    /// One append: with `COPY` in a transaction for a large batch, else [`APPEND`]. `None`:
+    /// refused outside the turns (a writer holds or waits for one, or the session does
+    /// not end where the writer decided).
+    fn append(
+        &self,
+        session_id: &str,
+        first_seq: u64,
+        lines: &[String],
+        outside: Outside<'_>,
+    ) -> Result<Option<u64>, StoreError> {
+        let ids = self.ids(session_id, lines)?;
+        let (in_turn, after) = match outside {
+            Outside::No => (true, None),
+            Outside::Yes(after) => (false, after),
+            Outside::Checked(after) => {
+                if !stored_before_is(self, session_id, first_seq, after)? {
+                    return Ok(None);
+                }
+                (true, None)
+            }
+        };
+        let r = self.run(|client| {
+            if lines.len() >= COPY_LINES {
+                return match self.append_copy(client, session_id, first_seq, &ids, lines) {
+                    Ok(next) => Ok(Some(next)),
+                    Err(StoreError::SequenceMismatch { .. }) if outside.is_outside() => Ok(None),
+                    Err(e) => Err(e),
+                };
+            }
+            let action = format!("appending to session {session_id} at seq {first_seq}");
+            let seqs: Vec<i64> = (0..lines.len() as u64)
+                .map(|i| seq_to_db(first_seq + i))
+                .collect();
+            let new_next = first_seq + lines.len() as u64;
+            let new_last = ids.last().cloned();
+            let (first, new_next_db) = (seq_to_db(first_seq), seq_to_db(new_next));
+            let params: [(&(dyn ToSql + Sync), Type); 9] = [
+                (&session_id, Type::TEXT),
+                (&first, Type::INT8),
+                (&seqs, Type::INT8_ARRAY),
+                (&ids, Type::TEXT_ARRAY),
+                (&lines, Type::TEXT_ARRAY),
+                (&new_next_db, Type::INT8),
+                (&new_last, Type::TEXT),
+                (&in_turn, Type::BOOL),
+                (&after, Type::TEXT),
+            ];
+            // One round trip: the first append of a connection is parsed, bound and run
+            // together (typed parameters); from the second on the statement is prepared.
+            let stmt = {
+                let mut p = lock(&self.append_stmt);
+                match &*p {
+                    Prepared::Ready(stmt) => Some(stmt.clone()),
+                    Prepared::Unused => {
+                        *p = Prepared::Once;
+                        None
+                    }
+                    Prepared::Once => {
+                        let types = [
+                            Type::TEXT,
+                            Type::INT8,
+                            Type::INT8_ARRAY,
+                            Type::TEXT_ARRAY,
+                            Type::TEXT_ARRAY,
+                            Type::INT8,
+                            Type::TEXT,
+                            Type::BOOL,
+                            Type::TEXT,
+                        ];
+                        let stmt = client
+                            .prepare_typed(APPEND, &types)
+                            .map_err(self.failed(action.clone(), Phase::Before))?;
+                        *p = Prepared::Ready(stmt.clone());
+                        Some(stmt)
+                    }
+                }
+            };
+            let sent = match &stmt {
+                Some(stmt) => {
+                    let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
+                    client.query_one(stmt, &values)
+                }
+                None => client.query_typed_one(APPEND, &params),
+            };
+            let row = match sent {
+                Ok(row) => row,
+                Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                    return Err(self.busy(client, session_id));
+                }
+                Err(e) => {
+                    return Err(self.id_taken_or(
+                        name_append(
+                            classify(&self.url, action, Phase::Writing, e),
+                            session_id,
+                            first_seq,
+                        ),
+                        session_id,
+                    ));
+                }
+            };
+            let fail = || self.failed(action.clone(), Phase::Before);
+            let free: bool = row.try_get(2).map_err(fail())?;
+            if !free {
+                return Ok(None);
+            }
+            let stored: Option<i64> = row.try_get(0).map_err(fail())?;
+            let updated: i64 = row.try_get(1).map_err(fail())?;
+            let Some(stored) = stored.map(seq_from_db) else {
+                return Err(self.not_found(session_id));
+            };
+            if updated == 1 {
+                return Ok(Some(new_next));
+            }
+            if !in_turn {
+                return Ok(None);
+            }
+            Err(StoreError::SequenceMismatch {
+                session_id: session_id.into(),
+                expected: stored,
+                got: first_seq,
+            })
+        });
+        r.map_err(|e| name_append(e, session_id, first_seq))
+    }
+}
+
+/// How an append stands to the writers' turns.
+#[derive(Clone, Copy)]
+enum Outside<'a> {
+    /// In a turn, or a host's append: the sequence number alone is checked.
+    No,
+    /// Outside the turns, after the entry named (`None`: no entries), checked by the
+    /// statement.
+    Yes(Option<&'a str>),
+    /// Outside the turns but in one taken for a batch: the entry named is read back
+    /// first.
+    Checked(Option<&'a str>),
+}
+
+impl Outside<'_> {
+    fn is_outside(self) -> bool {
+        !matches!(self, Outside::No)
+    }
+}
+
+/// An append in a turn tries no lock, so it is never refused for one.
+fn unreachable_refusal(session_id: &str) -> StoreError {
+    StoreError::Internal {
+        what: format!("session {session_id}: an append in a turn was refused for a turn"),
     }
 }
