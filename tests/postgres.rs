@@ -847,6 +847,49 @@ fn an_append_outside_the_turns_never_passes_a_writer_in_line() {
     assert_eq!(last_id(&guard), "0000a002");
 }
 
+/// A batch outside the turns (64 lines or more, `COPY`) takes a turn for its
+/// transaction: it goes in only after the entry it names, and waits in line behind a
+/// writer in its turn (here past a lock wait of 200 ms: refused, nothing written).
+#[test]
+fn a_batch_outside_the_turns_waits_in_line_and_goes_only_after_the_entry_named() {
+    let (url, guard, _first) = store_with(&[user("one")]);
+    let store = PostgresStore::connect(&url)
+        .expect("connect")
+        .with_lock_wait(Duration::from_millis(200));
+    let first = last_id(&guard);
+    let batch: Vec<String> = (0..64u32)
+        .map(|i| {
+            let parent = if i == 0 {
+                first.clone()
+            } else {
+                format!("0000b{:03x}", i - 1)
+            };
+            json!({"type": "custom", "customType": "host/note", "data": {"i": i},
+                   "id": format!("0000b{i:03x}"), "parentId": parent, "timestamp": STAMP})
+            .to_string()
+        })
+        .collect();
+    let refused = store.append_lines_outside_turns(ID, 1, Some("0000ffff"), &batch);
+    assert!(matches!(refused, Ok(None)), "{refused:?}");
+    let mut holder = guard.server().admin(guard.name());
+    holder
+        .query(&format!("SELECT pg_advisory_lock({TURN_KEY})"), &[&ID])
+        .expect("take the turn");
+    let waited = store.append_lines_outside_turns(ID, 1, Some(&first), &batch);
+    assert!(
+        matches!(waited, Err(StoreError::Busy { .. })),
+        "it waits in line, past the lock wait: {waited:?}"
+    );
+    assert_eq!(rows(&guard, ID).len(), 1, "nothing written");
+    holder
+        .query(&format!("SELECT pg_advisory_unlock({TURN_KEY})"), &[&ID])
+        .expect("end the turn");
+    let went = store.append_lines_outside_turns(ID, 1, Some(&first), &batch);
+    assert!(matches!(went, Ok(Some(65))), "{went:?}");
+    assert_eq!(rows(&guard, ID).len(), 65);
+    assert_eq!(last_id(&guard), "0000b03f");
+}
+
 /// A state write alone takes no turn at the store: it goes through while another
 /// connection shares the turn's lock, which a turn would wait for (here past a lock wait
 /// of 200 ms, a refusal). Behind a writer in its turn, its append is refused and it waits

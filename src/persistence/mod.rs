@@ -152,7 +152,9 @@ pub trait SessionStore: Send + Sync {
     /// entries), and no writer holds a turn on the session or waits for one. `Ok(None)`:
     /// not so, and nothing was written; the writer takes its turn, reads what is new and
     /// decides again. A writer that asks for its turn while such an append is under way
-    /// waits for it, so an append outside the turns never overtakes a writer in line.
+    /// waits for it, so an append outside the turns never overtakes a writer in line. A
+    /// store may instead take a turn for the append, waiting in line (PostgreSQL does for
+    /// a batch of 64 lines or more, which goes in with `COPY`).
     ///
     /// A state write's first attempt appends this way, so a writer alone makes no round
     /// trip for a turn or for a read. Default, for a store without turns: the id at
