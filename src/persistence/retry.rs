@@ -55,14 +55,14 @@ impl<'s> Retry<'s> {
 
     /// After a lost race: `Err` once [`MAX_RACES`] are lost, else a short random pause.
     pub(crate) fn lost_race(&mut self, session_id: &str) -> Result<(), Error> {
-        self.lost_outside_turns(session_id)?;
+        self.count_race(session_id)?;
         std::thread::sleep(pause(self.races, Duration::from_millis(50)));
         Ok(())
     }
 
-    /// After a race lost by an attempt that took no turn: counted as [`Retry::lost_race`]
-    /// counts it, with no pause, since the next attempt waits for its turn instead.
-    pub(crate) fn lost_outside_turns(&mut self, session_id: &str) -> Result<(), Error> {
+    /// Counts a lost race with no pause: `Err` once [`MAX_RACES`] are lost. For an
+    /// attempt that took no turn at the store, whose next attempt waits for its turn.
+    pub(crate) fn count_race(&mut self, session_id: &str) -> Result<(), Error> {
         self.races += 1;
         if self.races >= MAX_RACES {
             return Err(Error::Contended {

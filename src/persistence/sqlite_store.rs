@@ -177,9 +177,7 @@ impl SqliteStore {
         tx.commit().map_err(db_err(&self.path, "committing"))?;
         Ok(v)
     }
-}
 
-impl SqliteStore {
     /// The session's next sequence number and last entry id, in the transaction `tx`.
     fn end_of(
         &self,

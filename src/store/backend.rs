@@ -250,7 +250,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
                     } else {
                         // Refused outside the turns: in line at once (it raced no writer
                         // in line).
-                        retry.lost_outside_turns(session.session_id)?;
+                        retry.count_race(session.session_id)?;
                         attempt = Attempt::InTurn;
                     }
                 }
