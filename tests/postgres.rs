@@ -135,24 +135,53 @@ fn store_is_a_thread_safe_trait_object_that_prints_no_password() {
 }
 
 #[test]
-fn the_schema_is_created_once_and_a_newer_one_is_refused() {
+fn the_schema_is_created_once_by_a_first_use_and_a_newer_one_is_refused() {
     let (url, guard) = pg::fresh_database();
+    let mut admin = guard.server().admin(guard.name());
+    let tables = |admin: &mut postgres::Client| -> i64 {
+        admin
+            .query_one(
+                "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'session_state_%'",
+                &[],
+            )
+            .expect("tables")
+            .get(0)
+    };
+    // Connecting checks the server and the credentials, nothing of the tables.
+    let first = PostgresStore::connect(&url).expect("connect");
+    assert_eq!(tables(&mut admin), 0, "connecting makes no table");
+    // An append as a connection's first statement: no tables, so the connection is set
+    // up (the tables made), and the session is not there.
+    let err = first
+        .append_lines(ID, 0, &[line_with_id("a0000001", None)])
+        .expect_err("no session");
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    assert_eq!(tables(&mut admin), 3, "the append's set-up made the tables");
     // Several stores at once, then again: idempotent, one version row.
+    let (url2, guard2) = pg::fresh_database();
     std::thread::scope(|s| {
         for _ in 0..4 {
-            s.spawn(|| PostgresStore::connect(&url).expect("connect"));
+            s.spawn(|| {
+                PostgresStore::connect(&url2)
+                    .expect("connect")
+                    .list()
+                    .expect("list")
+            });
         }
     });
-    PostgresStore::connect(&url).expect("connect again");
-    let mut admin = guard.server().admin(guard.name());
-    let versions: Vec<i32> = admin
+    PostgresStore::connect(&url2)
+        .expect("connect again")
+        .list()
+        .expect("list again");
+    let mut admin2 = guard2.server().admin(guard2.name());
+    let versions: Vec<i32> = admin2
         .query("SELECT version FROM session_state_schema", &[])
         .expect("select")
         .iter()
         .map(|r| r.get(0))
         .collect();
     assert_eq!(versions, [session_state::POSTGRES_SCHEMA_VERSION]);
-    let types: Vec<(String, String)> = admin
+    let types: Vec<(String, String)> = admin2
         .query(
             "SELECT column_name, data_type FROM information_schema.columns \
              WHERE table_name = 'session_state_entries' ORDER BY ordinal_position",
@@ -166,18 +195,109 @@ fn the_schema_is_created_once_and_a_newer_one_is_refused() {
         types.contains(&("line".into(), "text".into())),
         "the entry's JSON is kept as text: {types:?}"
     );
-    admin
+    // Tables of a newer version: a store's first read and its first append (a
+    // connection's first statement, which sets nothing up) are both refused, and the
+    // append writes nothing.
+    let sessions = pgs(&url2);
+    sessions.create(header(ID)).expect("create");
+    sessions.append(ID, 0, &[user("one")]).expect("append");
+    let one: Value = serde_json::from_str(&rows(&guard2, ID)[0].1).expect("json");
+    let one = one["id"].as_str().expect("id").to_owned();
+    admin2
         .execute(
             "INSERT INTO session_state_schema (version) VALUES (99)",
             &[],
         )
         .expect("plant a newer version");
-    let err = PostgresStore::connect(&url).expect_err("refused");
-    assert!(
-        matches!(&err, Error::Store(StoreError::Database { .. }))
-            && err.to_string().contains("schema version 99"),
-        "{err}"
+    let newer = |err: &StoreError| {
+        matches!(err, StoreError::Database { .. }) && err.to_string().contains("schema version 99")
+    };
+    let err = PostgresStore::connect(&url2)
+        .expect("connect")
+        .list()
+        .expect_err("a read is refused");
+    assert!(newer(&err), "{err}");
+    let err = PostgresStore::connect(&url2)
+        .expect("connect")
+        .append_lines(ID, 1, &[line_with_id("a0000001", Some(&one))])
+        .expect_err("an append is refused");
+    assert!(newer(&err), "{err}");
+    let err = PostgresStore::connect(&url2)
+        .expect("connect")
+        .append_lines_outside_turns(ID, 1, Some(&one), &[line_with_id("a0000001", Some(&one))])
+        .expect_err("an append outside the turns is refused");
+    assert!(newer(&err), "{err}");
+    assert_eq!(rows(&guard2, ID).len(), 1, "nothing was written");
+}
+
+/// A custom entry's line with its id, as the crate appends it.
+fn line_with_id(id: &str, parent: Option<&str>) -> String {
+    json!({"type": "custom", "customType": "host/note", "data": {}, "id": id,
+           "parentId": parent, "timestamp": STAMP})
+    .to_string()
+}
+
+#[test]
+fn a_connections_first_append_sets_its_lock_wait_and_never_commits_unflushed() {
+    let (url, guard, _first) = store_with(&[user("one")]);
+    let stored = rows(&guard, ID);
+    let one: Value = serde_json::from_str(&stored[0].1).expect("json");
+    let one = one["id"].as_str().expect("id").to_owned();
+    let mut admin = guard.server().admin(guard.name());
+    // What the append's own transaction runs with, seen by a trigger; the database's
+    // sessions start with commits that return before the WAL is flushed.
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE \"{}\" SET synchronous_commit = off;
+             CREATE TABLE seen (lock_timeout text, synchronous_commit text);
+             CREATE FUNCTION note_settings() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 INSERT INTO seen VALUES (current_setting('lock_timeout'),
+                                          current_setting('synchronous_commit'));
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER note AFTER INSERT ON session_state_entries
+                 FOR EACH ROW EXECUTE FUNCTION note_settings();",
+            guard.name()
+        ))
+        .expect("the trigger");
+    let seen = |admin: &mut postgres::Client| -> Vec<(String, String)> {
+        admin
+            .query("SELECT * FROM seen", &[])
+            .expect("seen")
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    // Outside the turns and in one, each as a new connection's first statement.
+    let store = PostgresStore::connect(&url)
+        .expect("connect")
+        .with_lock_wait(Duration::from_millis(1234));
+    let next = store
+        .append_lines_outside_turns(ID, 1, Some(&one), &[line_with_id("a0000001", Some(&one))])
+        .expect("append");
+    assert_eq!(next, Some(2));
+    let store = PostgresStore::connect(&url)
+        .expect("connect")
+        .with_lock_wait(Duration::from_millis(4321));
+    let next = store
+        .append_lines(ID, 2, &[line_with_id("a0000002", Some("a0000001"))])
+        .expect("append");
+    assert_eq!(next, 3);
+    assert_eq!(
+        seen(&mut admin),
+        [
+            ("1234ms".into(), "on".into()),
+            ("4321ms".into(), "on".into())
+        ],
+        "each append ran with the store's lock wait and flushed commits"
     );
+    // A connection set up by another statement first keeps the same settings.
+    store.list().expect("list");
+    store
+        .append_lines(ID, 3, &[line_with_id("a0000003", Some("a0000002"))])
+        .expect("append");
+    assert_eq!(seen(&mut admin)[2], ("4321ms".into(), "on".into()));
 }
 
 #[test]

@@ -63,10 +63,19 @@ pub struct PostgresStore {
     tls: super::tls::Tls,
     url: String,
     lock_wait: Duration,
-    conn: Mutex<Option<Client>>,
+    conn: Mutex<Option<Conn>>,
     /// The append statement prepared on the current connection, once it has appended
     /// before (a process that appends once does not pay the prepare's round trip).
     append_stmt: Mutex<Prepared>,
+}
+
+/// The store's connection, and whether its session has been set up (the lock wait, the
+/// commit setting, the tables checked): every statement but the append needs that first;
+/// the append carries all three itself (`docs/postgres.md`, "A connection's first
+/// statement").
+struct Conn {
+    client: Client,
+    set_up: bool,
 }
 
 /// The append statement on the current connection.
@@ -98,7 +107,8 @@ enum Phase {
 
 impl PostgresStore {
     /// Connects to the server at `url` (`postgres://user:password@host:port/db?…` or the
-    /// `key=value` form of libpq) and creates the tables if they are missing. TLS follows
+    /// `key=value` form of libpq). The first call that uses the tables creates them if
+    /// they are missing, or checks their version (`docs/postgres.md`, "The schema"). TLS follows
     /// libpq's `sslmode` (`disable`, `prefer` (the default), `require`, `verify-ca`,
     /// `verify-full`) and `sslrootcert` (a PEM file of CA certificates, or `system`):
     /// see `docs/postgres.md`, "TLS".
@@ -114,8 +124,9 @@ impl PostgresStore {
     /// unavailable at the end of the window is
     /// [`Error::StoreUnavailable`](crate::Error::StoreUnavailable) (how long, how many
     /// attempts, the last failure); a server that refuses otherwise (a wrong password) is
-    /// [`StoreError::Database`] at once. Each names the URL without its password; tables of a
-    /// newer session-state are refused as [`StoreError::Database`].
+    /// [`StoreError::Database`] at once. Each names the URL without its password. Tables of a
+    /// newer session-state are refused by the first call that uses them, as
+    /// [`StoreError::Database`], before it writes anything.
     pub fn connect(url: &str) -> Result<PostgresStore> {
         let (mut config, tls) = super::tls::parse(url, redact_config)?;
         if config.get_application_name().is_none() {
@@ -132,7 +143,7 @@ impl PostgresStore {
             conn: Mutex::new(None),
             append_stmt: Mutex::default(),
         };
-        super::retry::Retry::new(&store).transient(|| store.run(|_| Ok(())))?;
+        super::retry::Retry::new(&store).transient(|| store.run_on(false, |_| Ok(())))?;
         Ok(store)
     }
 
@@ -140,9 +151,9 @@ impl PostgresStore {
     /// session before refusing an append with [`StoreError::Busy`] (at least 1 ms).
     pub fn with_lock_wait(mut self, wait: Duration) -> PostgresStore {
         self.lock_wait = wait.max(Duration::from_millis(1));
-        if let Some(client) = lock(&self.conn).as_mut() {
+        if let Some(conn) = lock(&self.conn).as_mut().filter(|c| c.set_up) {
             // Applied on the next connection if this fails.
-            if let Err(e) = set_lock_timeout(client, self.lock_wait) {
+            if let Err(e) = set_lock_timeout(&mut conn.client, self.lock_wait) {
                 tracing::debug!(error = %e, "lock wait not set on the open connection; the next one sets it");
             }
         }
@@ -164,38 +175,72 @@ impl PostgresStore {
         move |e| classify(&self.url, action, phase, e)
     }
 
-    /// Runs `f` on the connection, connecting first when there is none or it closed. A
-    /// lost connection is dropped, so the next call connects again.
+    /// Runs `f` on the connection, set up first (the lock wait, the commit setting, the
+    /// tables), connecting first when there is none or it closed. A lost connection is
+    /// dropped, so the next call connects again.
     fn run<T>(
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        self.run_on(true, f)
+    }
+
+    /// [`run`](Self::run), but on a connection that may not be set up yet (`set_up`
+    /// false): for the append, whose statement sets the lock wait and the commit setting
+    /// for its own transaction and checks the tables' version.
+    fn run_on<T>(
+        &self,
+        set_up: bool,
+        f: impl FnOnce(&mut Client) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut guard = lock(&self.conn);
-        let client = match guard.take().filter(|c| !c.is_closed()) {
-            Some(client) => client,
+        let conn = match guard.take().filter(|c| !c.client.is_closed()) {
+            Some(conn) => conn,
             None => {
                 *lock(&self.append_stmt) = Prepared::Unused;
-                self.open()?
+                Conn {
+                    client: self.open()?,
+                    set_up: false,
+                }
             }
         };
-        let client = guard.insert(client);
-        let result = f(client);
+        let conn = guard.insert(conn);
+        let result = if set_up && !conn.set_up {
+            self.set_up(&mut conn.client)
+                .inspect(|()| conn.set_up = true)
+                .and_then(|()| f(&mut conn.client))
+        } else {
+            f(&mut conn.client)
+        };
         let lost = matches!(
             &result,
             Err(StoreError::Unavailable { .. } | StoreError::Indeterminate { .. })
         );
-        if lost || client.is_closed() {
+        if lost || conn.client.is_closed() {
             *guard = None;
             *lock(&self.append_stmt) = Prepared::Unused;
         }
         result
     }
 
+    /// The next [`run`](Self::run) sets the connection up again: its append found the
+    /// tables of another version.
+    fn set_up_again(&self) {
+        if let Some(conn) = lock(&self.conn).as_mut() {
+            conn.set_up = false;
+        }
+    }
+
     fn open(&self) -> Result<Client, StoreError> {
+        self.tls
+            .connect(&self.config)
+            .map_err(self.failed("connecting", Phase::Before))
+    }
+
+    /// The connection's session: the lock wait, the commit setting and the tables (made
+    /// when missing, refused when newer). One round trip when the tables are there.
+    fn set_up(&self, client: &mut Client) -> Result<(), StoreError> {
         let fail = |a: &'static str| self.failed(a, Phase::Before);
-        let mut client = self.tls.connect(&self.config).map_err(fail("connecting"))?;
-        // One round trip when the tables are there: the lock wait, the commit setting and
-        // the schema's version.
         let ms = self.lock_wait.as_millis().max(1);
         let fast = client.simple_query(&format!(
             "SET lock_timeout = '{ms}ms'; SELECT current_setting('synchronous_commit'), \
@@ -217,7 +262,7 @@ impl PostgresStore {
             }
             Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
                 // A new database: the statements ran as one transaction, rolled back.
-                set_lock_timeout(&mut client, self.lock_wait).map_err(fail("configuring"))?;
+                set_lock_timeout(client, self.lock_wait).map_err(fail("configuring"))?;
                 let sync: String = client
                     .query_one("SELECT current_setting('synchronous_commit')", &[])
                     .and_then(|r| r.try_get(0))
@@ -234,16 +279,14 @@ impl PostgresStore {
                 .map_err(fail("configuring"))?;
         }
         if version != Some(POSTGRES_SCHEMA_VERSION) {
-            self.ensure_schema(&mut client)?;
+            self.ensure_schema(client)?;
         }
-        Ok(client)
+        Ok(())
     }
 
-    /// Creates the tables if they are missing, serialized between processes by an
-    /// advisory lock; refuses tables of a newer version. One query when they are there.
-    fn ensure_schema(&self, client: &mut Client) -> Result<(), StoreError> {
-        let fail = || self.failed("creating the tables", Phase::Before);
-        let newer = |v: i32| StoreError::Database {
+    /// The refusal of tables made by a newer session-state, of version `v`.
+    fn newer(&self, v: i32) -> StoreError {
+        StoreError::Database {
             store: self.url.clone(),
             action: "checking the tables".into(),
             source: BackendError {
@@ -254,7 +297,13 @@ impl PostgresStore {
                 .into(),
                 sql_state: None,
             },
-        };
+        }
+    }
+
+    /// Creates the tables if they are missing, serialized between processes by an
+    /// advisory lock; refuses tables of a newer version. One query when they are there.
+    fn ensure_schema(&self, client: &mut Client) -> Result<(), StoreError> {
+        let fail = || self.failed("creating the tables", Phase::Before);
         let current: Option<i32> =
             match client.query_one("SELECT max(version) FROM session_state_schema", &[]) {
                 Ok(row) => row.try_get(0).map_err(fail())?,
@@ -262,7 +311,7 @@ impl PostgresStore {
                 Err(e) => return Err(fail()(e)),
             };
         match current {
-            Some(v) if v > POSTGRES_SCHEMA_VERSION => return Err(newer(v)),
+            Some(v) if v > POSTGRES_SCHEMA_VERSION => return Err(self.newer(v)),
             Some(v) if v == POSTGRES_SCHEMA_VERSION => return Ok(()),
             _ => {}
         }
@@ -283,7 +332,7 @@ impl PostgresStore {
         if let Some(v) = found
             && v > POSTGRES_SCHEMA_VERSION
         {
-            return Err(newer(v));
+            return Err(self.newer(v));
         }
         tx.batch_execute(SCHEMA).map_err(fail())?;
         tx.execute(

@@ -48,6 +48,13 @@ CREATE TABLE IF NOT EXISTS session_state_entries (
 /// and inserts the lines and advances `next_seq` only when the stored next sequence
 /// number is `$2`. It returns what it found, so a refused append tells the stored state.
 ///
+/// It needs no set-up of its connection, so it can be a connection's first statement:
+/// before it touches the session's row it sets, for its own transaction, the lock wait
+/// (`$10`) and the commit setting (`on` where the connection has it `off`), and it writes
+/// only where the tables are of this build's version (`$11`; the fourth column is the
+/// version found, `NULL` for none, read together with the two settings so that the
+/// statement cannot leave them out).
+///
 /// A writer outside the turns (`$8` false) first tries the turn's lock shared, for the
 /// transaction: it appends only when no writer holds a turn or waits for one (a request
 /// that conflicts with a waiting one is not granted), and a writer that asks for its turn
@@ -57,11 +64,15 @@ CREATE TABLE IF NOT EXISTS session_state_entries (
 /// waiting behind its own turn would refuse it) and has read the session's end.
 pub(super) const APPEND: &str = "
 WITH t AS MATERIALIZED (
-    SELECT CASE WHEN $8::boolean THEN true ELSE pg_try_advisory_xact_lock_shared(
-        hashtextextended('session-state/turn/' || $1::text, 0)) END AS free
+    SELECT set_config('lock_timeout', $10::text, true) AS wait,
+           CASE WHEN current_setting('synchronous_commit') = 'off'
+                THEN set_config('synchronous_commit', 'on', true) END AS sync,
+           (SELECT max(version) FROM session_state_schema) AS version,
+           CASE WHEN $8::boolean THEN true ELSE pg_try_advisory_xact_lock_shared(
+               hashtextextended('session-state/turn/' || $1::text, 0)) END AS free
 ), s AS MATERIALIZED (
     SELECT next_seq, last_id FROM session_state_sessions
-    WHERE session_id = $1 AND (SELECT free FROM t)
+    WHERE session_id = $1 AND (SELECT free AND version IS NOT DISTINCT FROM $11::integer FROM t)
     FOR UPDATE
 ), ok AS MATERIALIZED (
     SELECT 1 FROM s
@@ -77,7 +88,8 @@ WITH t AS MATERIALIZED (
     WHERE session_id = $1 AND EXISTS (SELECT 1 FROM ok)
     RETURNING 1
 )
-SELECT (SELECT next_seq FROM s), (SELECT count(*) FROM upd), (SELECT free FROM t)
+SELECT (SELECT next_seq FROM s), (SELECT count(*) FROM upd), (SELECT free FROM t),
+       (SELECT version FROM t WHERE wait IS NOT NULL AND sync IS DISTINCT FROM 'off')
 ";
 
 /// A writer's turn on a session: a session-level advisory lock on the session id (granted

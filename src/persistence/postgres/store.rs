@@ -5,7 +5,7 @@ use super::sql::{
     APPEND, COPY_LINES, CREATE_WITH_ENTRIES, READ_PAGE, READ_PAGE_SQL, TURN_BEGIN, TURN_END,
 };
 use super::wire::{seq_from_db, seq_to_db};
-use super::{Phase, PostgresStore, Prepared};
+use super::{POSTGRES_SCHEMA_VERSION, Phase, PostgresStore, Prepared};
 use crate::error::{Result, StoreError};
 use crate::log::entry::Header;
 use crate::persistence::sessions::stored_before_is;
@@ -242,108 +242,183 @@ impl PostgresStore {
                 (true, None)
             }
         };
-        let r = self.run(|client| {
-            if lines.len() >= COPY_LINES {
-                return match self.append_copy(client, session_id, first_seq, &ids, lines) {
-                    Ok(next) => Ok(Some(next)),
-                    Err(StoreError::SequenceMismatch { .. }) if outside.is_outside() => Ok(None),
+        if lines.len() >= COPY_LINES {
+            return self
+                .run(
+                    |client| match self.append_copy(client, session_id, first_seq, &ids, lines) {
+                        Ok(next) => Ok(Some(next)),
+                        Err(StoreError::SequenceMismatch { .. }) if outside.is_outside() => {
+                            Ok(None)
+                        }
+                        Err(e) => Err(e),
+                    },
+                )
+                .map_err(|e| name_append(e, session_id, first_seq));
+        }
+        let statement = Append {
+            session_id,
+            first_seq,
+            ids: &ids,
+            lines,
+            in_turn,
+            after,
+        };
+        // The statement needs no set-up of the connection; tables it cannot use (missing,
+        // of another version) set it up once, which makes, upgrades or refuses them.
+        let r = match self.run_on(false, |client| self.append_one(client, &statement)) {
+            Ok(Sent::SetUpFirst) => {
+                self.set_up_again();
+                match self.run(|client| self.append_one(client, &statement)) {
+                    Ok(Sent::SetUpFirst) => Err(self.changed_version()),
+                    Ok(Sent::Done(next)) => Ok(next),
                     Err(e) => Err(e),
-                };
-            }
-            let action = format!("appending to session {session_id} at seq {first_seq}");
-            let seqs: Vec<i64> = (0..lines.len() as u64)
-                .map(|i| seq_to_db(first_seq + i))
-                .collect();
-            let new_next = first_seq + lines.len() as u64;
-            let new_last = ids.last().cloned();
-            let (first, new_next_db) = (seq_to_db(first_seq), seq_to_db(new_next));
-            let params: [(&(dyn ToSql + Sync), Type); 9] = [
-                (&session_id, Type::TEXT),
-                (&first, Type::INT8),
-                (&seqs, Type::INT8_ARRAY),
-                (&ids, Type::TEXT_ARRAY),
-                (&lines, Type::TEXT_ARRAY),
-                (&new_next_db, Type::INT8),
-                (&new_last, Type::TEXT),
-                (&in_turn, Type::BOOL),
-                (&after, Type::TEXT),
-            ];
-            // One round trip: the first append of a connection is parsed, bound and run
-            // together (typed parameters); from the second on the statement is prepared.
-            let stmt = {
-                let mut p = lock(&self.append_stmt);
-                match &*p {
-                    Prepared::Ready(stmt) => Some(stmt.clone()),
-                    Prepared::Unused => {
-                        *p = Prepared::Once;
-                        None
-                    }
-                    Prepared::Once => {
-                        let types = [
-                            Type::TEXT,
-                            Type::INT8,
-                            Type::INT8_ARRAY,
-                            Type::TEXT_ARRAY,
-                            Type::TEXT_ARRAY,
-                            Type::INT8,
-                            Type::TEXT,
-                            Type::BOOL,
-                            Type::TEXT,
-                        ];
-                        let stmt = client
-                            .prepare_typed(APPEND, &types)
-                            .map_err(self.failed(action.clone(), Phase::Before))?;
-                        *p = Prepared::Ready(stmt.clone());
-                        Some(stmt)
-                    }
                 }
-            };
-            let sent = match &stmt {
-                Some(stmt) => {
-                    let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
-                    client.query_one(stmt, &values)
-                }
-                None => client.query_typed_one(APPEND, &params),
-            };
-            let row = match sent {
-                Ok(row) => row,
-                Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
-                    return Err(self.busy(client, session_id));
-                }
-                Err(e) => {
-                    return Err(self.id_taken_or(
-                        name_append(
-                            classify(&self.url, action, Phase::Writing, e),
-                            session_id,
-                            first_seq,
-                        ),
-                        session_id,
-                    ));
-                }
-            };
-            let fail = || self.failed(action.clone(), Phase::Before);
-            let free: bool = row.try_get(2).map_err(fail())?;
-            if !free {
-                return Ok(None);
             }
-            let stored: Option<i64> = row.try_get(0).map_err(fail())?;
-            let updated: i64 = row.try_get(1).map_err(fail())?;
-            let Some(stored) = stored.map(seq_from_db) else {
-                return Err(self.not_found(session_id));
-            };
-            if updated == 1 {
-                return Ok(Some(new_next));
-            }
-            if !in_turn {
-                return Ok(None);
-            }
-            Err(StoreError::SequenceMismatch {
-                session_id: session_id.into(),
-                expected: stored,
-                got: first_seq,
-            })
-        });
+            Ok(Sent::Done(next)) => Ok(next),
+            Err(e) => Err(e),
+        };
         r.map_err(|e| name_append(e, session_id, first_seq))
+    }
+}
+
+/// One [`APPEND`]'s arguments.
+struct Append<'a> {
+    session_id: &'a str,
+    first_seq: u64,
+    ids: &'a [String],
+    lines: &'a [String],
+    in_turn: bool,
+    after: Option<&'a str>,
+}
+
+/// What one [`APPEND`] did.
+enum Sent {
+    /// Appended (the next sequence number), or refused outside the turns (`None`).
+    Done(Option<u64>),
+    /// Nothing: the tables are missing or of another version; the connection must be set
+    /// up first.
+    SetUpFirst,
+}
+
+impl PostgresStore {
+    /// Sends [`APPEND`] once: one round trip; the first append of a connection is parsed,
+    /// bound and run together (typed parameters), and from the second on the statement
+    /// is prepared.
+    fn append_one(
+        &self,
+        client: &mut postgres::Client,
+        a: &Append<'_>,
+    ) -> Result<Sent, StoreError> {
+        let Append {
+            session_id,
+            first_seq,
+            ids,
+            lines,
+            in_turn,
+            after,
+        } = *a;
+        let action = format!("appending to session {session_id} at seq {first_seq}");
+        let seqs: Vec<i64> = (0..lines.len() as u64)
+            .map(|i| seq_to_db(first_seq + i))
+            .collect();
+        let new_next = first_seq + lines.len() as u64;
+        let new_last = ids.last().cloned();
+        let (first, new_next_db) = (seq_to_db(first_seq), seq_to_db(new_next));
+        let wait = format!("{}ms", self.lock_wait.as_millis().max(1));
+        let params: [(&(dyn ToSql + Sync), Type); 11] = [
+            (&session_id, Type::TEXT),
+            (&first, Type::INT8),
+            (&seqs, Type::INT8_ARRAY),
+            (&ids, Type::TEXT_ARRAY),
+            (&lines, Type::TEXT_ARRAY),
+            (&new_next_db, Type::INT8),
+            (&new_last, Type::TEXT),
+            (&in_turn, Type::BOOL),
+            (&after, Type::TEXT),
+            (&wait, Type::TEXT),
+            (&POSTGRES_SCHEMA_VERSION, Type::INT4),
+        ];
+        let stmt = {
+            let mut p = lock(&self.append_stmt);
+            match &*p {
+                Prepared::Ready(stmt) => Some(stmt.clone()),
+                Prepared::Unused => {
+                    *p = Prepared::Once;
+                    None
+                }
+                Prepared::Once => {
+                    let types = params.each_ref().map(|(_, t)| t.clone());
+                    let stmt = client
+                        .prepare_typed(APPEND, &types)
+                        .map_err(self.failed(action.clone(), Phase::Before))?;
+                    *p = Prepared::Ready(stmt.clone());
+                    Some(stmt)
+                }
+            }
+        };
+        let sent = match &stmt {
+            Some(stmt) => {
+                let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
+                client.query_one(stmt, &values)
+            }
+            None => client.query_typed_one(APPEND, &params),
+        };
+        let row = match sent {
+            Ok(row) => row,
+            Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => return Ok(Sent::SetUpFirst),
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                return Err(self.busy(client, session_id));
+            }
+            Err(e) => {
+                return Err(self.id_taken_or(
+                    name_append(
+                        classify(&self.url, action, Phase::Writing, e),
+                        session_id,
+                        first_seq,
+                    ),
+                    session_id,
+                ));
+            }
+        };
+        let fail = || self.failed(action.clone(), Phase::Before);
+        let version: Option<i32> = row.try_get(3).map_err(fail())?;
+        if version != Some(POSTGRES_SCHEMA_VERSION) {
+            return Ok(Sent::SetUpFirst);
+        }
+        let free: bool = row.try_get(2).map_err(fail())?;
+        if !free {
+            return Ok(Sent::Done(None));
+        }
+        let stored: Option<i64> = row.try_get(0).map_err(fail())?;
+        let updated: i64 = row.try_get(1).map_err(fail())?;
+        let Some(stored) = stored.map(seq_from_db) else {
+            return Err(self.not_found(session_id));
+        };
+        if updated == 1 {
+            return Ok(Sent::Done(Some(new_next)));
+        }
+        if !in_turn {
+            return Ok(Sent::Done(None));
+        }
+        Err(StoreError::SequenceMismatch {
+            session_id: session_id.into(),
+            expected: stored,
+            got: first_seq,
+        })
+    }
+
+    /// The tables changed version between the connection's set-up and its append.
+    fn changed_version(&self) -> StoreError {
+        StoreError::Database {
+            store: self.url.clone(),
+            action: "appending".into(),
+            source: crate::error::BackendError {
+                source: "the tables changed version while appending; nothing was written: \
+                         try again"
+                    .into(),
+                sql_state: None,
+            },
+        }
     }
 }
 
