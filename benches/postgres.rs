@@ -8,8 +8,9 @@
 //!    the same rows (`session_id, seq, entry_id, line`, the same keys) into the same
 //!    database, rounds interleaved (targets ≥ 0.8× the throughput of `psql \copy`,
 //!    ≤ 64 MiB);
-//! 2. a **state write through the store, whole process** (connect, open the projection,
-//!    `write_stored` at the leaf; warm) at 1k and 100k entries against a **bare INSERT +
+//! 2. a **state write through the store, whole process** (connect while the projection
+//!    opens on a thread of its own, as the command line does; `write_stored` at the
+//!    leaf; warm) at 1k and 100k entries against a **bare INSERT +
 //!    commit** of the same line in a process of its own (connect, one autocommit
 //!    `INSERT`), interleaved (targets: 100k ≤ 2× 1k, ≤ 2× the bare INSERT, ≤ 100 MiB);
 //! 3. a durable append in process (`Sessions::append` of one event) against a bare
@@ -66,8 +67,15 @@ fn child(args: &str) {
             assert!(r.appended > 0);
         }
         ["write", url, db, id, k] => {
-            let backend = PostgresStore::connect(url).expect("connect");
+            // As the command line writes: the projection opened on a thread of its own
+            // while the process connects.
             let projection = Store::at(db).expect("projection");
+            let backend = std::thread::scope(|s| {
+                let opening = s.spawn(|| projection.connect());
+                let backend = PostgresStore::connect(url).expect("connect");
+                opening.join().expect("join").expect("the projection");
+                backend
+            });
             let state = projection
                 .state::<Value>("bench", Scope::Branch)
                 .expect("state");

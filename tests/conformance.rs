@@ -1662,6 +1662,33 @@ pub(crate) mod cli {
         assert_eq!(unknown.status.code(), Some(2));
         let text = String::from_utf8_lossy(&unknown.stderr);
         assert!(!text.contains("s3cret") && text.contains("***"), "{text}");
+        // A --db that is another program's database: the projection opens beside the
+        // store's connection, and its refusal is still the command's error; neither the
+        // file nor the stored session is touched.
+        let foreign = b.scratch.join("foreign.sqlite");
+        let other = rusqlite::Connection::open(&foreign).unwrap();
+        other
+            .execute_batch(
+                "CREATE TABLE users(id INTEGER PRIMARY KEY); INSERT INTO users VALUES (1);",
+            )
+            .unwrap();
+        drop(other);
+        let bytes = std::fs::read(&foreign).unwrap();
+        let stored = lines_of(&b, &id).len();
+        let args = ["write", &id, "--plugin", "role", "--value", "7", "--db"];
+        let refused = run(&b, &[&args[..], &[foreign.to_str().unwrap()]].concat());
+        assert_eq!(refused.status.code(), Some(2));
+        let text = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            text.contains("users") && text.contains("foreign.sqlite"),
+            "{text}"
+        );
+        assert_eq!(
+            std::fs::read(&foreign).unwrap(),
+            bytes,
+            "left byte-identical"
+        );
+        assert_eq!(lines_of(&b, &id).len(), stored, "nothing appended");
     }
 
     pub fn file_commands_run_on_the_stored_session(b: TestBackend) {

@@ -244,7 +244,7 @@ pub(crate) fn read(args: ReadArgs, sessions: &Sessions) -> CmdResult {
     let t = args.target;
     check_plugin(&t)?;
     let store = open_store(&t)?;
-    let target = sessions.target(&t.session)?;
+    let target = target_opening(&store, sessions, &t.session)?;
     if let Target::File(file) = &target {
         require_regular(file)?;
     }
@@ -292,6 +292,30 @@ fn open_store(t: &StateArgs) -> Result<Store, Failure> {
     Store::at(t.db.resolve()?).map_err(fail)
 }
 
+/// What `arg` names ([`Sessions::target`]); for a session in a store, with the projection
+/// opened meanwhile on a thread of its own. Connecting to the store and naming the session
+/// wait on the network, while opening the projection (SQLite, its schema, its WAL) is most
+/// of a one-command process's own work: done side by side, the command takes the longer
+/// of the two, not their sum. The opening's error is left to its first use, which
+/// reports it as before (a failed opening leaves nothing open).
+fn target_opening(store: &Store, sessions: &Sessions, arg: &Path) -> Result<Target, Failure> {
+    if matches!(sessions, Sessions::Files) {
+        return sessions.target(arg);
+    }
+    std::thread::scope(|s| {
+        let opening = s.spawn(|| store.connect());
+        let target = sessions.target(arg);
+        match opening.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "the projection did not open; its first use says why");
+            }
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        target
+    })
+}
+
 /// The plugin's state at state version `version`. The command line has no schema: a
 /// value written under an older version is taken as it is (a `set` replaces it anyway).
 fn state_at(t: &StateArgs, store: &Store, version: u32) -> Result<SessionState<Value>, Failure> {
@@ -305,7 +329,7 @@ fn state_at(t: &StateArgs, store: &Store, version: u32) -> Result<SessionState<V
 /// state version to record (`write --version`), else the stored value's.
 fn apply(t: &StateArgs, op: Op, version: Option<u32>, sessions: &Sessions) -> CmdResult {
     let store = open_store(t)?;
-    let target = sessions.target(&t.session)?;
+    let target = target_opening(&store, sessions, &t.session)?;
     if let Target::File(file) = &target {
         require_regular(file)?;
     }
