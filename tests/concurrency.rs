@@ -1122,8 +1122,20 @@ type Paused = std::thread::JoinHandle<(
 /// that second write, in a thread, paused between its check and its append: the thread,
 /// and the sender that lets it go.
 fn a_write_paused_on_the_fast_path(s: &Session) -> (Paused, std::sync::mpsc::Sender<()>) {
+    a_write_paused_on_the_fast_path_by(s, Hooked::pausing_after(1))
+}
+
+/// [`a_write_paused_on_the_fast_path`] where `hooked` pauses it.
+fn a_write_paused_on_the_fast_path_by(
+    s: &Session,
+    hooked: (
+        Arc<dyn FileSystem>,
+        std::sync::mpsc::Receiver<()>,
+        std::sync::mpsc::Sender<()>,
+    ),
+) -> (Paused, std::sync::mpsc::Sender<()>) {
     let file = std::fs::canonicalize(&s.file).expect("canonical");
-    let (fs, reached, go) = Hooked::pausing_after(1);
+    let (fs, reached, go) = hooked;
     let writing = Store::open(
         StoreOptions::new()
             .database_path(&s.db)
@@ -1211,6 +1223,30 @@ fn a_lock_taken_while_a_write_is_on_the_fast_path_waits_for_its_append() {
         Some(json!(2)),
         "nothing appended after the row"
     );
+}
+
+/// A holder taking a row waits for the line of a write on the fast path, not for its
+/// `fdatasync` (docs/lock.md, "The fast path"): with the write's line in the file and the
+/// write held in its sync, `Store::lock` returns; the write then lands, before the row.
+#[test]
+fn a_lock_taken_while_a_write_on_the_fast_path_syncs_does_not_wait_for_the_sync() {
+    let s = session();
+    let (writer, go) = a_write_paused_on_the_fast_path_by(&s, Hooked::pausing_sync_after(1));
+
+    let live = Proc::sleep();
+    let holder = live.holder();
+    let locking = store(&s.db);
+    let started = Instant::now();
+    let taken = locking.lock_as(&s.id, "prune", now_ms(), &holder);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the lock waited for the sync"
+    );
+    taken.map(std::mem::forget).expect("the lock is taken");
+    go.send(()).expect("let the sync go");
+    let (written, state, log, _store) = writer.join().expect("join");
+    written.expect("the write lands").expect("appended");
+    assert_eq!(state.read(&log).expect("read"), Some(json!(2)));
 }
 
 /// A holder's wait for the writes on the fast path is bounded (docs/lock.md, "The fast

@@ -19,10 +19,12 @@
 //! The same file carries the writers' fast path (`docs/lock.md`, "The fast path"): a write
 //! that finds the line empty and the lock rows' generation (bytes 16..24) unchanged since
 //! its last judgement appends without SQLite's write lock, holding a shared lock on the
-//! byte `ROWS` (just below the places) for its check and its append ([`FastPass`]). A
-//! holder that takes a row moves the generation on inside its transaction, then takes the
-//! byte `ROWS` exclusively once ([`WriterQueue::announce_row`]): it waits for every write
-//! already on the fast path, and every later one sees the new generation.
+//! byte `ROWS` (just below the places) from before its check until its line is written
+//! ([`FastPass`]). The line is known empty without a look while the counter is the one
+//! this open file last saw with the line empty. A holder that takes a row moves the
+//! generation on inside its transaction, then takes the byte `ROWS` exclusively once
+//! ([`WriterQueue::announce_row`]): it waits for the line of every write already on the
+//! fast path, and every later one sees the new generation.
 //!
 //! The locks are Linux's open file description locks (`F_OFD_SETLK`, `F_OFD_SETLKW`):
 //! they belong to an open file, not to a process, so two stores in one process queue
@@ -46,8 +48,8 @@ use std::time::Duration;
 /// it, at 0.
 const MAGIC: &[u8; 8] = b"ssqueue1";
 
-/// How long a holder taking a row waits for the writes already on the fast path: each is
-/// one append and one `fdatasync`.
+/// How long a holder taking a row waits for the writes already on the fast path: each
+/// holds it for one `write()` of its line.
 pub(crate) const ANNOUNCE_WAIT: Duration = Duration::from_secs(10);
 
 /// The queue of the writers of the database at `db`, opened at its first turn.
@@ -146,7 +148,8 @@ impl WriterQueue {
 
     /// A write's fast pass, when no writer is in line, no holder is announcing a row and
     /// the rows' generation is still `seen`: held from before the write's check of the
-    /// file to the end of its append. `None` otherwise, and inside a turn of this owner.
+    /// file until its line is written (before its `fdatasync`). `None` otherwise, and
+    /// inside a turn of this owner.
     pub(crate) fn fast_pass(&self, seen: u64) -> Option<FastPass> {
         if crate::sync::lock(&self.held).depth > 0 {
             return None;
@@ -157,7 +160,7 @@ impl WriterQueue {
 
     /// Inside the transaction of a holder that has just written its row (before its
     /// `COMMIT`): moves the rows' generation on, then waits, at most [`ANNOUNCE_WAIT`],
-    /// for every write on the fast path that started before it. An error leaves the
+    /// until every write on the fast path that started before it has written its line. An error leaves the
     /// holder to roll back. Nothing to do when the queue cannot serve: then no writer of
     /// this database takes the fast path.
     pub(crate) fn announce_row(
@@ -270,6 +273,7 @@ mod imp {
     use std::io;
     use std::os::unix::fs::FileExt;
     use std::path::Path;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Condvar, Mutex};
     use std::time::{Duration, Instant};
 
@@ -288,8 +292,16 @@ mod imp {
     /// Writers on this platform can queue and take the fast path.
     pub(super) const SERVES: bool = true;
 
+    /// The open queue file, and the ticket counter when this open file last knew the line
+    /// empty: when it saw no place held, or after its own place, once every place before
+    /// it had had its turn ([`NO_PLACE`] before either). A write on the fast path that
+    /// reads the same counter needs no look at the line: any place taken since moves the
+    /// counter on.
     #[derive(Debug)]
-    pub(super) struct QueueFile(Arc<File>);
+    pub(super) struct QueueFile(Arc<File>, AtomicU64);
+
+    /// The line not known empty yet (or this open file's last place waited in vain).
+    const NO_PLACE: u64 = u64::MAX;
 
     #[derive(Debug)]
     pub(super) struct TurnInner {
@@ -371,7 +383,7 @@ mod imp {
                 Ok(true)
             })();
             unlock(&file, COUNTER.0, COUNTER.1);
-            Ok(checked?.then_some(QueueFile(file)))
+            Ok(checked?.then_some(QueueFile(file, AtomicU64::new(NO_PLACE))))
         }
 
         /// No other open file holds a place in line.
@@ -397,13 +409,35 @@ mod imp {
         }
 
         pub(super) fn fast_pass(&self, seen: u64) -> Option<PassInner> {
-            // A writer in line goes first; a holder announcing holds `ROWS`.
-            if !self.line_is_empty() || !set(&self.0, libc::F_RDLCK, ROWS, 1, false).ok()? {
+            // A holder announcing holds `ROWS`.
+            if !set(&self.0, libc::F_RDLCK, ROWS, 1, false).ok()? {
                 return None;
             }
             let pass = PassInner(self.0.clone());
-            // Read under the lock: a holder moves it on before it takes `ROWS`.
-            (self.rows_generation() == Some(seen)).then_some(pass)
+            // The counter and the generation in one read, under the lock: a holder moves
+            // the generation on before it takes `ROWS`.
+            let mut bytes = [0u8; 16];
+            self.0.read_exact_at(&mut bytes, COUNTER.0).ok()?;
+            let (counter, generation) = (bytes.first_chunk(), bytes.last_chunk());
+            let (Some(&counter), Some(&generation)) = (counter, generation) else {
+                return None;
+            };
+            let (counter, generation) =
+                (u64::from_le_bytes(counter), u64::from_le_bytes(generation));
+            if generation != seen {
+                return None;
+            }
+            // A writer in line goes first. Nobody has taken a place since this file last
+            // saw the line empty (or since its own place, when every place before it had
+            // had its turn): nobody is in line. Otherwise it looks, after that read: a
+            // place taken after it moves the counter on again.
+            if counter != self.1.load(Ordering::Relaxed) {
+                if !self.line_is_empty() {
+                    return None;
+                }
+                self.1.store(counter, Ordering::Relaxed);
+            }
+            Some(pass)
         }
 
         pub(super) fn announce_row(&self, wait: Duration) -> io::Result<()> {
@@ -448,7 +482,7 @@ mod imp {
             if !lock_until(file, COUNTER.0, COUNTER.1, deadline)? {
                 return Ok(None);
             }
-            let placed = (|| -> io::Result<Option<(TurnInner, u64)>> {
+            let placed = (|| -> io::Result<Option<(TurnInner, u64, u64)>> {
                 let mut counter = [0u8; 8];
                 file.read_exact_at(&mut counter, COUNTER.0)?;
                 let ticket = u64::from_le_bytes(counter);
@@ -461,17 +495,22 @@ mod imp {
                     file: file.clone(),
                     place,
                 };
-                file.write_all_at(&ticket.wrapping_add(1).to_le_bytes(), COUNTER.0)?;
-                Ok(Some((turn, SLOTS + ticket.wrapping_sub(1) % SPAN)))
+                let next = ticket.wrapping_add(1);
+                file.write_all_at(&next.to_le_bytes(), COUNTER.0)?;
+                Ok(Some((turn, SLOTS + ticket.wrapping_sub(1) % SPAN, next)))
             })();
             unlock(file, COUNTER.0, COUNTER.1);
-            let Some((turn, ahead)) = placed? else {
+            let Some((turn, ahead, next)) = placed? else {
                 return Ok(None);
             };
             // The writer ahead holds its place until its write ends.
             if lock_until(file, ahead, 1, deadline)? {
                 unlock(file, ahead, 1);
+                // Every writer that took a place before this one has had its turn: the
+                // counter as this place left it is what the fast path expects.
+                self.1.store(next, Ordering::Relaxed);
             } else {
+                self.1.store(NO_PLACE, Ordering::Relaxed);
                 tracing::debug!("the writers' queue: the writer ahead did not finish in time");
             }
             Ok(Some(turn))
@@ -691,6 +730,28 @@ mod imp {
             assert_eq!(a.rows_generation(), Some(seen + 1), "moved on");
             assert!(a.fast_pass(seen).is_none(), "the old generation");
             assert!(a.fast_pass(seen + 1).is_some());
+        }
+
+        /// A place whose wait for the writer ahead ran out does not count as a look at the
+        /// line: while that writer is still in line, this owner gets no fast pass; after
+        /// a place that had its turn, it needs none.
+        #[test]
+        fn a_place_that_waited_in_vain_gets_no_pass_past_the_writer_ahead() {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (a, b) = queue_in(dir.path());
+            let ahead = b.turn(WAIT).expect("b queues");
+            drop(
+                a.turn(Duration::from_millis(50))
+                    .expect("a place, waited in vain"),
+            );
+            assert!(a.fast_pass(0).is_none(), "b is still in line");
+            drop(ahead);
+            assert!(a.fast_pass(0).is_some(), "the line is empty");
+            drop(a.turn(WAIT).expect("a queues"));
+            assert!(a.fast_pass(0).is_some(), "after its own turn");
+            let turn = b.turn(WAIT).expect("b queues");
+            assert!(a.fast_pass(0).is_none(), "b took a place since");
+            drop(turn);
         }
 
         /// A holder's announcement waits for every pass already taken; a writer that

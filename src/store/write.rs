@@ -267,7 +267,13 @@ impl Target for LogTarget<'_> {
     }
 
     fn append(&mut self, _: &Self::Place, line: &str) -> Result<Appended> {
-        self.log.write_line(line).map(|()| Appended::Ours)
+        // On the fast path, the window ends once the line is in the file: a holder
+        // announcing a row waits for the append, not for its `fdatasync` (the session
+        // file's lock, held to the end of the sync, keeps other writers after it).
+        let pass = self.fast.take();
+        self.log
+            .write_line_then(line, || drop(pass))
+            .map(|()| Appended::Ours)
     }
 
     fn id_at(&mut self, _: &Self::Place) -> Result<Option<String>> {
@@ -291,7 +297,7 @@ impl Target for LogTarget<'_> {
 
     fn end(&mut self, _: &Result<Outcome>) {
         self.log.end_append();
-        // The fast path's window ends after the append's `fdatasync`.
+        // A fast path that did not reach its append ends here.
         self.fast = None;
         if !std::mem::take(&mut self.in_transaction) {
             return;

@@ -19,6 +19,8 @@ struct Hooks {
     blocked: Mutex<Option<mpsc::Sender<()>>>,
     /// Then wait for it as the writer asked (`true`), or give up at once (`false`).
     wait: bool,
+    /// Pause in the `fdatasync` after the write, not in front of the write.
+    in_sync: bool,
 }
 
 pub struct Hooked(Arc<Hooks>);
@@ -54,6 +56,22 @@ impl Hooked {
         (Arc::new(Hooked(Arc::new(hooks))), reached, go)
     }
 
+    /// [`Hooked::pausing_after`] in the `fdatasync` of that append: the line is in the
+    /// file, the writer still holds the file lock.
+    pub fn pausing_sync_after(
+        skip: usize,
+    ) -> (Arc<dyn FileSystem>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let (reached_tx, reached) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel();
+        let hooks = Hooks {
+            pause: Mutex::new(Some((reached_tx, go_rx))),
+            skip: AtomicUsize::new(skip),
+            in_sync: true,
+            ..Hooks::default()
+        };
+        (Arc::new(Hooked(Arc::new(hooks))), reached, go)
+    }
+
     /// A seam that reports the first time its writer finds the file lock held, and then
     /// waits for it (`wait`) or gives up at once.
     pub fn watching(wait: bool) -> (Arc<dyn FileSystem>, mpsc::Receiver<()>) {
@@ -74,27 +92,39 @@ impl Hooked {
     }
 }
 
-impl AppendFile for HookedFile {
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
-    }
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+impl HookedFile {
+    /// The pause, if this call is the one it waits in.
+    fn pause_here(&self) {
         let skipped = self
             .hooks
             .skip
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         if skipped {
-            return self.inner.write(buf);
+            return;
         }
         if let Some((reached, go)) = take(&self.hooks.pause) {
             let _ = reached.send(());
             // A message or a dropped sender: either lets the writer go.
             let _ = go.recv();
         }
+    }
+}
+
+impl AppendFile for HookedFile {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.hooks.in_sync {
+            self.pause_here();
+        }
         self.inner.write(buf)
     }
     fn sync_data(&mut self) -> std::io::Result<()> {
+        if self.hooks.in_sync {
+            self.pause_here();
+        }
         self.inner.sync_data()
     }
     fn identity(&self) -> std::io::Result<FileIdentity> {
