@@ -90,7 +90,7 @@ pub mod format {
 /// [`StoreOptions::file_system`](crate::StoreOptions::file_system) take one, so a
 /// test can inject short writes, failed syncs and a full disk.
 pub mod io {
-    pub use crate::log::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
+    pub use crate::log::io::{AppendFile, FileIdentity, FileSystem, OpenStatus, StdFileSystem};
 }
 
 /// Finding sessions: the sessions of a store or of Pi's session folders, a session by an

@@ -1058,6 +1058,93 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
         .expect("append");
 }
 
+/// Once a log has appended, its writer checks the open file itself before each append (one
+/// `fstat`, `docs/durability.md`): a file renamed over or deleted has no name left, and one
+/// moved away had its inode changed by other than a write, so the path is looked at. Each
+/// is refused with `ChangedOnDisk`, and no file is written, through `SessionLog::append`
+/// and through a state write on the fast path.
+#[test]
+fn a_file_replaced_behind_a_writer_that_has_appended_is_refused() {
+    let entry = || NewEntry::message(json!({"role": "user", "content": "x"}));
+    let replaced = |err: &Error| {
+        matches!(err, Error::Log(LogError::ChangedOnDisk { .. }))
+            && err.to_string().contains("another file")
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, _) = new_session(dir.path());
+
+    // Renamed over: the open file has no name left.
+    let mut log = SessionLog::open(&file).expect("open");
+    log.append(entry()).expect("append");
+    let other = dir.path().join("other.jsonl");
+    std::fs::copy(&file, &other).expect("copy");
+    std::fs::rename(&other, &file).expect("rename over");
+    let at_path = std::fs::read(&file).expect("read");
+    let err = log.append(entry()).expect_err("renamed over");
+    assert!(replaced(&err), "{err}");
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        at_path,
+        "nothing appended"
+    );
+
+    // Deleted: refused, and no file is made at the path.
+    let mut log = SessionLog::open(&file).expect("open");
+    log.append(entry()).expect("append");
+    let kept = std::fs::read(&file).expect("read");
+    std::fs::remove_file(&file).expect("remove");
+    let err = log.append(entry()).expect_err("deleted");
+    assert!(replaced(&err), "{err}");
+    assert!(!file.exists(), "no file made at the path");
+    std::fs::write(&file, &kept).expect("put back");
+
+    // Moved away, another file put at the path. A rename moves the inode's change time,
+    // not its modification time; within one clock tick of the last write the two can
+    // still be equal, so the moved file's modification time is set back, as a rename a
+    // moment later would leave them.
+    let mut log = SessionLog::open(&file).expect("open");
+    log.append(entry()).expect("append");
+    let moved = dir.path().join("moved.jsonl");
+    std::fs::rename(&file, &moved).expect("move away");
+    std::fs::File::options()
+        .write(true)
+        .open(&moved)
+        .and_then(|f| f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(86_400)))
+        .expect("set the modification time");
+    let bytes = std::fs::read(&moved).expect("read");
+    std::fs::write(&file, &bytes).expect("another file at the path");
+    let err = log.append(entry()).expect_err("moved away");
+    assert!(replaced(&err), "{err}");
+    assert_eq!(
+        std::fs::read(&moved).expect("read"),
+        bytes,
+        "the moved file untouched"
+    );
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        bytes,
+        "the new file untouched"
+    );
+
+    // A state write on the fast path (its second write) refuses the same way.
+    let state = shared(&dir.path().join("states.sqlite"));
+    let mut log = SessionLog::open(&file).expect("open");
+    state.write(&mut log, &json!(1)).expect("write");
+    state
+        .write(&mut log, &json!(2))
+        .expect("write on the fast path");
+    std::fs::copy(&file, &other).expect("copy");
+    std::fs::rename(&other, &file).expect("rename over");
+    let at_path = std::fs::read(&file).expect("read");
+    let err = state.write(&mut log, &json!(3)).expect_err("renamed over");
+    assert!(replaced(&err), "{err}");
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        at_path,
+        "nothing appended"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Writers through different databases: the advisory lock on the session file
 // ---------------------------------------------------------------------------------------

@@ -39,6 +39,26 @@ pub trait AppendFile: Send {
     fn lock(&mut self, wait: Duration) -> io::Result<bool>;
     /// Releases the lock taken by [`AppendFile::lock`]. Closing the file releases it too.
     fn unlock(&mut self) -> io::Result<()>;
+    /// What the open file itself says of its length and its names (one `fstat`), for the
+    /// check before an append: `None` (the default) when it cannot tell, and then the
+    /// writer looks at the path instead.
+    fn status(&self) -> io::Result<Option<OpenStatus>> {
+        Ok(None)
+    }
+}
+
+/// The status of an open file ([`AppendFile::status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenStatus {
+    /// The file's length.
+    pub len: u64,
+    /// Its number of names (hard links): 0 once it was deleted or another file was
+    /// renamed over its path.
+    pub links: u64,
+    /// Whether the last change of its inode was a write of its content (its change time
+    /// is its modification time). A rename, a new link or a change of mode also moves the
+    /// change time, but not the modification time.
+    pub written_last: bool,
 }
 
 /// Device and inode of a file: what tells "the same file" from "another file at the
@@ -129,6 +149,16 @@ impl AppendFile for StdAppendFile {
     }
     fn unlock(&mut self) -> io::Result<()> {
         self.0.unlock()
+    }
+    #[cfg(unix)]
+    fn status(&self) -> io::Result<Option<OpenStatus>> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = self.0.metadata()?;
+        Ok(Some(OpenStatus {
+            len: meta.len(),
+            links: meta.nlink(),
+            written_last: (meta.ctime(), meta.ctime_nsec()) == (meta.mtime(), meta.mtime_nsec()),
+        }))
     }
 }
 

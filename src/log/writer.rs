@@ -4,7 +4,7 @@
 //! every append holds from its check of the file's end to its `fdatasync`
 //! (`docs/lock.md`, "The file lock").
 
-use super::io::{AppendFile, FileIdentity, FileSystem};
+use super::io::{AppendFile, FileIdentity, FileSystem, OpenStatus};
 use crate::error::{Error, IoContext, LogError, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -129,6 +129,11 @@ impl LogWriter {
 
     pub(crate) fn len(&self) -> Result<u64> {
         self.file.len().ctx("checking the length of", &self.path)
+    }
+
+    /// [`AppendFile::status`]: `None` when the open file cannot tell.
+    pub(crate) fn status(&self) -> Result<Option<OpenStatus>> {
+        self.file.status().ctx("checking", &self.path)
     }
 
     /// The open file's identity, when it could be read at open.

@@ -68,6 +68,30 @@ impl SessionLog {
         Ok((meta.len(), expected, FileIdentity::of(&meta)))
     }
 
+    /// [`SessionLog::check_same_file_at`] from the open writer alone (one `fstat`, no
+    /// look at the path), when it can tell: a file without a name left was deleted or
+    /// had another renamed over its path; one whose inode last changed by a write of its
+    /// content was not renamed or linked since. `None`: look at the path.
+    fn check_open_file(&self) -> Result<Option<(u64, u64, FileIdentity)>> {
+        let Storage::File(Some(w)) = &self.storage else {
+            return Ok(None);
+        };
+        let (Some(status), Some(open)) = (w.status()?, w.identity()) else {
+            return Ok(None);
+        };
+        if status.links == 0 {
+            return Err(changed_file(&self.index.path));
+        }
+        if !status.written_last {
+            return Ok(None);
+        }
+        let expected = self.scan.next.offset + self.tail;
+        if status.len < expected {
+            return Err(shrank(&self.index.path, expected, status.len));
+        }
+        Ok(Some((status.len, expected, open)))
+    }
+
     fn ingest_from_disk(&mut self) -> Result<()> {
         use std::io::{Seek, SeekFrom};
         let path = self.index.path.clone();
@@ -416,7 +440,10 @@ impl SessionLog {
     /// refuse after writing: an unparsable last line, or a tail that the closing newline
     /// would turn into one. Returns the identity of the file at the path.
     fn decide_before_writing(&mut self) -> Result<FileIdentity> {
-        let (len, expected, on_path) = self.check_same_file_at()?;
+        let (len, expected, on_path) = match self.check_open_file()? {
+            Some(seen) => seen,
+            None => self.check_same_file_at()?,
+        };
         if len > expected {
             self.ingest_from_disk()?;
         }

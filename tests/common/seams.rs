@@ -145,6 +145,9 @@ impl AppendFile for HookedFile {
     fn unlock(&mut self) -> std::io::Result<()> {
         self.inner.unlock()
     }
+    fn status(&self) -> std::io::Result<Option<session_state::io::OpenStatus>> {
+        self.inner.status()
+    }
 }
 
 impl FileSystem for Hooked {
