@@ -289,9 +289,18 @@ pub fn to_string_exact(v: &Value) -> String {
 /// [`to_string_exact`] of `v`, appended to `out`: the same text, without a string of its
 /// own.
 pub(crate) fn push_exact(out: &mut String, v: &Value) {
+    push_in(out, v, Mode::Exact);
+}
+
+/// [`to_string`] of `v`, appended to `out`.
+pub(crate) fn push_js(out: &mut String, v: &Value) {
+    push_in(out, v, Mode::Js);
+}
+
+fn push_in(out: &mut String, v: &Value, mode: Mode) {
     let mut bytes = std::mem::take(out).into_bytes();
     let start = bytes.len();
-    print::print_into(&mut bytes, v, Mode::Exact, false);
+    print::print_into(&mut bytes, v, mode, false);
     push_printed(out, bytes, start);
 }
 

@@ -150,15 +150,28 @@ impl AppendFile for StdAppendFile {
     fn unlock(&mut self) -> io::Result<()> {
         self.0.unlock()
     }
-    #[cfg(unix)]
     fn status(&self) -> io::Result<Option<OpenStatus>> {
+        open_status(&self.0)
+    }
+}
+
+/// [`AppendFile::status`] of an open file (one `fstat`); `None` where the platform does
+/// not tell the change time and the links.
+pub(crate) fn open_status(file: &File) -> io::Result<Option<OpenStatus>> {
+    #[cfg(unix)]
+    {
         use std::os::unix::fs::MetadataExt;
-        let meta = self.0.metadata()?;
+        let meta = file.metadata()?;
         Ok(Some(OpenStatus {
             len: meta.len(),
             links: meta.nlink(),
             written_last: (meta.ctime(), meta.ctime_nsec()) == (meta.mtime(), meta.mtime_nsec()),
         }))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        Ok(None)
     }
 }
 

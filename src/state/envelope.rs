@@ -143,6 +143,17 @@ impl Envelope {
     /// [`Envelope::to_data`] printed as [`crate::json::to_string_exact`] prints it,
     /// without building the object first.
     pub(crate) fn data_text(&self) -> String {
+        self.print_data(crate::json::push_exact)
+    }
+
+    /// [`Envelope::to_data`] printed as [`crate::json::to_string`] prints it (as Pi's
+    /// `JSON.stringify` writes the object JavaScript reads from it), without building the
+    /// object first: the text a host that appends through Pi compares with its own.
+    pub fn data_text_js(&self) -> String {
+        self.print_data(crate::json::push_js)
+    }
+
+    fn print_data(&self, push: fn(&mut String, &Value)) -> String {
         let (op, arg) = match &self.op {
             Op::Set(v) => ("set", Some(("value", v))),
             Op::Patch(p) => ("patch", Some(("patch", p))),
@@ -164,7 +175,7 @@ impl Envelope {
             s.push_str(",\"");
             s.push_str(key);
             s.push_str("\":");
-            crate::json::push_exact(&mut s, v);
+            push(&mut s, v);
         }
         s.push('}');
         s
@@ -286,6 +297,7 @@ mod tests {
                         env.data_text(),
                         crate::json::to_string_exact(&env.to_data())
                     );
+                    assert_eq!(env.data_text_js(), crate::json::to_string(&env.to_data()));
                     let back = Envelope::decode(Some(&env.data_text())).expect("decodes");
                     assert_eq!(back.state_version, state_version);
                 }

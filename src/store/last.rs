@@ -4,11 +4,13 @@
 //! its leaf is and which entries it appended; [`LastEvent::value_at`] decides whether the
 //! leaf still stands on the event.
 
-use crate::log::io::FileIdentity;
+use crate::log::io::{FileIdentity, open_status};
 use crate::state::envelope::Scope;
 use crate::state::key::StateKey;
 use serde_json::Value;
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One entry a host appended after a state's last event, as the host holds it in memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +64,9 @@ pub struct LastEvent {
 struct Kept {
     file: PathBuf,
     identity: FileIdentity,
+    /// That file, open for reading: [`LastEvent::value_at`] looks at it with one `fstat`,
+    /// and at the path only when it was renamed or linked since its last write.
+    open: Option<Arc<File>>,
     len: u64,
     value: Option<Value>,
     /// The entry the event was decided on: its parent once appended.
@@ -106,11 +111,21 @@ impl LastEvent {
         if kept.file != file || !stands_on(entry, leaf, since, &self.custom_type) {
             return None;
         }
-        let meta = std::fs::metadata(file).ok()?;
-        if FileIdentity::of(&meta) != kept.identity || meta.len() < kept.len {
+        let len = match kept.open.as_deref().map(open_status) {
+            Some(Ok(Some(open))) if open.links == 0 => return None,
+            Some(Ok(Some(open))) if open.written_last => open.len,
+            _ => {
+                let meta = std::fs::metadata(file).ok()?;
+                if FileIdentity::of(&meta) != kept.identity {
+                    return None;
+                }
+                meta.len()
+            }
+        };
+        if len < kept.len {
             return None;
         }
-        kept.len = meta.len();
+        kept.len = len;
         kept.checked = true;
         Some(kept.value.as_ref())
     }
@@ -133,13 +148,25 @@ impl LastEvent {
             return;
         };
         let file = file.as_ref();
-        let seen = match self.kept.take() {
-            Some(k) if k.checked && k.file == file => Some((k.file, k.identity, k.len)),
-            _ => std::fs::metadata(file)
-                .ok()
-                .map(|m| (file.to_path_buf(), FileIdentity::of(&m), m.len())),
+        let (seen, open) = match self.kept.take() {
+            Some(k) if k.checked && k.file == file => (Some((k.file, k.identity, k.len)), k.open),
+            k => {
+                let seen = std::fs::metadata(file)
+                    .ok()
+                    .map(|m| (file.to_path_buf(), FileIdentity::of(&m), m.len()));
+                // The file kept open, if it is still the one at the path; else opened (and
+                // kept if it is the one looked at).
+                let same = |id: FileIdentity| seen.as_ref().is_some_and(|s| s.1 == id);
+                let open = match k.filter(|k| same(k.identity)).and_then(|k| k.open) {
+                    Some(open) => Some(open),
+                    None => open_at(file)
+                        .filter(|f| f.metadata().is_ok_and(|m| same(FileIdentity::of(&m)))),
+                };
+                (seen, open)
+            }
         };
         self.kept = seen.map(|(file, identity, len)| Kept {
+            open,
             file,
             identity,
             len,
@@ -170,6 +197,11 @@ impl LastEvent {
     pub fn forget(&mut self) {
         self.kept = None;
     }
+}
+
+/// `file` opened for reading, for its `fstat`s.
+fn open_at(file: &Path) -> Option<Arc<File>> {
+    File::open(file).ok().map(Arc::new)
 }
 
 /// Whether `leaf` is the entry `event` or a descendant of it with none of `custom_type`
@@ -287,6 +319,17 @@ mod tests {
         assert_eq!(last.value_at(&file, Some("b"), []), None, "shorter");
         std::fs::write(&file, "0123456789ab").expect("grow in place");
         assert!(last.value_at(&file, Some("b"), []).is_some(), "grown");
+        // Moved away, another file at the path: the kept file's change time moved, not its
+        // modification time (set back here, as a rename after a clock tick leaves them).
+        let moved = dir.path().join("moved.jsonl");
+        std::fs::rename(&file, &moved).expect("move away");
+        std::fs::File::options()
+            .write(true)
+            .open(&moved)
+            .and_then(|f| f.set_modified(std::time::UNIX_EPOCH))
+            .expect("set the modification time");
+        std::fs::write(&file, "0123456789abcdef").expect("another file at the path");
+        assert_eq!(last.value_at(&file, Some("b"), []), None, "moved away");
         std::fs::rename(&other, &file).expect("replace");
         std::fs::write(&file, "0123456789abcdef").expect("grow the new file");
         assert_eq!(last.value_at(&file, Some("b"), []), None, "replaced");
