@@ -245,7 +245,8 @@ interface NativeStateHandle {
    * first pair is the leaf's, each next one its parent's). `appended`: the entry Pi
    * appended for the last decided event, under `appendedParent`, told once (`null` when
    * told already); the memo keeps the event only when that is where it was decided. The
-   * data, `null` (unchanged) or `false` (cannot answer so).
+   * data, `true` when it is the envelope of `argument` itself (its value printed as
+   * `argument`), `null` (unchanged) or `false` (cannot answer so).
    */
   prepareOnLast(
     file: string,
@@ -255,7 +256,7 @@ interface NativeStateHandle {
     argument: string | null,
     appended: string | null,
     appendedParent: string | null,
-  ): string | null | false;
+  ): string | boolean | null;
   /** Forgets the last event. */
   forget(): void;
   /** The value the last decided patch leaves (JSON text), kept when the state was made with `keepAfter`. */
@@ -543,37 +544,101 @@ function encode(plugin: string, value: unknown): string {
 /**
  * @internal The event object Pi appends, for `data`, the core's JSON text of it. When that text is
  * exactly the envelope of the caller's own text (`argument`, what `encode` printed: the
- * usual case), the object is built around a parse of `argument` alone, which spares
+ * usual case), the object is built around `argument` alone ([`envelopeOf`]), which spares
  * parsing the envelope; otherwise `data` is parsed whole. A fresh object either way: Pi
  * keeps it, and the caller may change its value afterwards. `version`: the state's
- * (an event of version N > 1 is `{"v":2,"stateVersion":N,…}`).
+ * (an event of version N > 1 is `{"v":2,"stateVersion":N,…}`). `original`: the value (or
+ * patch) `argument` was printed from, copied rather than parsed when it can be.
  */
-export function eventOf(data: string, scope: Scope, op: "set" | "patch" | "drop", argument: string | null, version = 1): unknown {
-  if (version > 1) {
-    const head = `{"v":2,"stateVersion":${version},"scope":"${scope}","op":"`;
-    if (op === "drop") {
-      if (data === `${head}drop"}`) return { v: 2, stateVersion: version, scope, op };
-    } else if (argument !== null) {
-      if (op === "set" && data === `${head}set","value":${argument}}`) {
-        return { v: 2, stateVersion: version, scope, op, value: JSON.parse(argument) };
-      }
-      if (op === "patch" && data === `${head}patch","patch":${argument}}`) {
-        return { v: 2, stateVersion: version, scope, op, patch: JSON.parse(argument) };
-      }
-    }
-    return JSON.parse(data);
-  }
+export function eventOf(
+  data: string,
+  scope: Scope,
+  op: "set" | "patch" | "drop",
+  argument: string | null,
+  version = 1,
+  original?: unknown,
+): unknown {
+  const head = version > 1 ? `{"v":2,"stateVersion":${version},"scope":"${scope}","op":"` : `{"v":1,"scope":"${scope}","op":"`;
   if (op === "drop") {
-    if (data === `{"v":1,"scope":"${scope}","op":"drop"}`) return { v: 1, scope, op };
-  } else if (argument !== null) {
-    if (op === "set" && data === `{"v":1,"scope":"${scope}","op":"set","value":${argument}}`) {
-      return { v: 1, scope, op, value: JSON.parse(argument) };
-    }
-    if (op === "patch" && data === `{"v":1,"scope":"${scope}","op":"patch","patch":${argument}}`) {
-      return { v: 1, scope, op, patch: JSON.parse(argument) };
-    }
+    if (data === `${head}drop"}`) return envelopeOf(scope, op, null, version);
+  } else if (argument !== null && data === `${head}${op}","${op === "set" ? "value" : "patch"}":${argument}}`) {
+    return envelopeOf(scope, op, argument, version, original);
   }
   return JSON.parse(data);
+}
+
+/**
+ * The event object of `op` with the caller's text `argument` (`null` for a drop): the
+ * envelope the core prints for it, as an object whose value is a fresh copy of `original`
+ * when that prints as `argument` ([`copyPrinting`]), else a parse of `argument`.
+ */
+function envelopeOf(scope: Scope, op: "set" | "patch" | "drop", argument: string | null, version: number, original?: unknown): unknown {
+  const of = (text: string) => copyPrinting(original, text) ?? JSON.parse(text);
+  if (version > 1) {
+    if (op === "drop" || argument === null) return { v: 2, stateVersion: version, scope, op };
+    return op === "set" ? { v: 2, stateVersion: version, scope, op, value: of(argument) } : { v: 2, stateVersion: version, scope, op, patch: of(argument) };
+  }
+  if (op === "drop" || argument === null) return { v: 1, scope, op };
+  return op === "set" ? { v: 1, scope, op, value: of(argument) } : { v: 1, scope, op, patch: of(argument) };
+}
+
+const NOT_PLAIN = Symbol("not plain");
+
+/**
+ * A fresh copy of `value` made of plain objects, arrays and JSON's primitives, when it is
+ * such a value itself and the copy prints as `text` (what `JSON.stringify(value)` printed);
+ * else `undefined`, and the caller parses `text`. It spares that parse, which costs more
+ * than the copy when the caches are cold, as they are after Pi's `fdatasync`. Anything
+ * `JSON.stringify` would print otherwise than it is (a `toJSON`, an instance of a class,
+ * an `undefined` or a function in an array) is not copied; the check against `text`
+ * catches the rest (a getter that answers differently, a proxy).
+ */
+function copyPrinting(value: unknown, text: string): unknown {
+  if (value === undefined) return undefined;
+  const copy = plainCopy(value, 0);
+  if (copy === NOT_PLAIN || JSON.stringify(copy) !== text) return undefined;
+  return copy;
+}
+
+function plainCopy(v: unknown, depth: number): unknown {
+  switch (typeof v) {
+    case "string":
+    case "boolean":
+      return v;
+    case "number":
+      // -0 prints as 0.
+      return Number.isFinite(v) ? (v === 0 ? 0 : v) : NOT_PLAIN;
+    case "object": {
+      if (v === null) return null;
+      if (depth > 64 || typeof (v as { toJSON?: unknown }).toJSON === "function") return NOT_PLAIN;
+      if (Array.isArray(v)) {
+        if (Object.getPrototypeOf(v) !== Array.prototype) return NOT_PLAIN;
+        const out: unknown[] = new Array(v.length);
+        for (let i = 0; i < v.length; i++) {
+          const m = v[i];
+          if (m === undefined || typeof m === "function" || typeof m === "symbol") return NOT_PLAIN;
+          const c = plainCopy(m, depth + 1);
+          if (c === NOT_PLAIN) return NOT_PLAIN;
+          out[i] = c;
+        }
+        return out;
+      }
+      const proto = Object.getPrototypeOf(v);
+      if (proto !== Object.prototype && proto !== null) return NOT_PLAIN;
+      const out: Record<string, unknown> = {};
+      for (const k of Object.keys(v)) {
+        const m = (v as Record<string, unknown>)[k];
+        // JSON.stringify leaves these members out.
+        if (m === undefined || typeof m === "function" || typeof m === "symbol") continue;
+        const c = plainCopy(m, depth + 1);
+        if (c === NOT_PLAIN) return NOT_PLAIN;
+        out[k] = c;
+      }
+      return out;
+    }
+    default:
+      return NOT_PLAIN;
+  }
 }
 
 function parse<T>(text: string | null): T | undefined {
@@ -826,11 +891,11 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
     return since;
   };
 
-  const commit = (ctx: PiContext, op: "set" | "patch" | "drop", argument: string | null): string | undefined => {
+  const commit = (ctx: PiContext, op: "set" | "patch" | "drop", argument: string | null, original?: unknown): string | undefined => {
     const sm = ctx.sessionManager;
     let file = sessionFile(sm);
     let leaf = sm.getLeafId();
-    let data: string | null | false | NativeStored = false;
+    let data: string | boolean | null | NativeStored = false;
     const since = file !== null ? appendedSince(sm, leaf) : undefined;
     if (file !== null && since !== undefined) {
       // The file exists and was synced when the last event was written.
@@ -876,7 +941,11 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
       }
     }
     if (data === null) return undefined; // nothing appended: the last event stands
-    const event = eventOf(data, scope, op, argument, version);
+    // The core confirmed that its data is the envelope of `argument`, or eventOf compares.
+    const event =
+      data === true && argument !== null
+        ? envelopeOf(scope, op, argument, version, original)
+        : eventOf(String(data), scope, op, argument, version, original);
     pi.appendEntry(customType, event);
     const id = sm.getLeafId() ?? undefined;
     // Pi appended this very event at its leaf; the core keeps it when that is a child of
@@ -906,10 +975,10 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
       return parse<T>(answer(entry, v, String(entryId)));
     },
     write(ctx, value) {
-      return commit(ctx, "set", encode(pluginId, value));
+      return commit(ctx, "set", encode(pluginId, value), value);
     },
     patch(ctx, patch) {
-      return commit(ctx, "patch", encode(pluginId, patch));
+      return commit(ctx, "patch", encode(pluginId, patch), patch);
     },
     drop(ctx) {
       return commit(ctx, "drop", null);

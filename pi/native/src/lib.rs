@@ -31,10 +31,8 @@ use napi::bindgen_prelude::{Buffer, Either};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
-    Appended, Error, HistoryEntry, LastEvent, LogOptions, Op, ReadMode, Scope, SessionLog,
-    StateError, StateKey, Store, StoreOptions, Unwritable,
-    format::{Envelope, STATE_PREFIX},
-    inspect, json,
+    Appended, Decided, Error, HistoryEntry, LastEvent, LogOptions, Op, ReadMode, Scope, SessionLog,
+    StateError, StateKey, Store, StoreOptions, Unwritable, format::STATE_PREFIX, inspect, json,
     settings::ProjectTrust,
 };
 use std::fmt::Display;
@@ -251,8 +249,9 @@ fn path_up<'a>(
 
 /// A decided `event`, as the package hands it over: its `data` as JSON text, and the
 /// value it leaves on `current` (the core's fold step).
-fn emit(event: &Envelope, current: Option<&Value>) -> (String, Option<Value>) {
-    (json::to_string(&event.to_data()), event.op.apply(current))
+fn emit(decided: Decided) -> (String, Option<Value>) {
+    let data = decided.event.data_text_js();
+    (data, decided.into_parts().1)
 }
 
 /// The core's decision of `op` on `current` (the value where the write lands, at the
@@ -263,10 +262,8 @@ fn decide(
     current: Option<&Value>,
     op: Op,
 ) -> napi::Result<Option<(String, Option<Value>)>> {
-    let Some(event) = key.decide(current, op).map_err(js_err)? else {
-        return Ok(None);
-    };
-    Ok(Some(emit(&event, current)))
+    let decided = key.decide_next(current, key.version(), || None, op);
+    Ok(decided.map_err(js_err)?.map(emit))
 }
 
 #[napi]
@@ -318,8 +315,10 @@ impl NativeState {
     /// (the package reads them from Pi's memory), as [`path_up`] reads them. The value where the write lands is then
     /// the value after that event: what Pi appended since is not read (the next read reads
     /// it). That value is at the state's own version (its own write left it), so no version
-    /// is checked. Returns the `data` (JSON text), `null` when the write changes nothing, or
-    /// `false` when the memo cannot answer (a session-scope state, no appended last event,
+    /// is checked. Returns the `data` (JSON text), `true` when that data is the envelope of
+    /// `argument` itself (the caller's value printed as the core prints it: the package
+    /// builds the event around its own text, [`envelope_of`]), `null` when the write
+    /// changes nothing, or `false` when the memo cannot answer (a session-scope state, no appended last event,
     /// another file or one replaced or shorter, a leaf off the event's path, an event of
     /// this state since): then `NativeStore.prepare` reads the file. The value is checked
     /// first, so a refusal is the same either way.
@@ -351,7 +350,7 @@ impl NativeState {
             ..
         } = self;
         let kept_it = appended.is_none_or(|id| last.appended(&id, appended_parent.as_deref()));
-        let op = op_of(key, &op, argument)?;
+        let op = op_of(key, &op, argument.as_deref())?;
         if !kept_it {
             return Ok(Either::B(false));
         }
@@ -367,6 +366,9 @@ impl NativeState {
             *kept = after.as_ref().map(json::to_string);
         }
         last.decided(Some(&file), leaf.as_deref(), after);
+        if argument.is_some_and(|a| envelope_of(&data, &a)) {
+            return Ok(Either::B(true));
+        }
         Ok(Either::A(Some(data)))
     }
 
@@ -377,11 +379,22 @@ impl NativeState {
     }
 }
 
+/// Whether `data`, an event's data as the core printed it for a `set` or a `patch`, is
+/// the envelope of the caller's own text `argument`: its value (or patch) printed exactly
+/// as `argument`, after the head that the package prints the same way. A head ends in
+/// `"value":` or `"patch":` only where the value begins, and no proper tail of a JSON
+/// value that starts after a `:` inside it is JSON itself, so the match is exact.
+fn envelope_of(data: &str, argument: &str) -> bool {
+    data.strip_suffix('}')
+        .and_then(|d| d.strip_suffix(argument))
+        .is_some_and(|head| head.ends_with("\"value\":") || head.ends_with("\"patch\":"))
+}
+
 /// `op` (`set`, `patch`, `drop`) with `argument` (JSON text), checked as the core checks
 /// a value for `key`.
-fn op_of(key: &StateKey, op: &str, argument: Option<String>) -> napi::Result<Op> {
+fn op_of(key: &StateKey, op: &str, argument: Option<&str>) -> napi::Result<Op> {
     let arg = argument
-        .map(|text| key.check_text(&text).map_err(js_err))
+        .map(|text| key.check_text(text).map_err(js_err))
         .transpose()?;
     match (op, arg) {
         ("set", Some(v)) => Ok(Op::Set(v)),
@@ -584,7 +597,7 @@ impl NativeStore {
             keep_after,
             after: kept,
         } = state;
-        let op = op_of(key, &op, argument)?;
+        let op = op_of(key, &op, argument.as_deref())?;
         let patch = matches!(op, Op::Patch(_));
         let read = self.resolved(file.as_deref(), key, at.as_deref())?;
         let decided = match Stored::of(read, handed)? {
@@ -612,7 +625,7 @@ impl NativeStore {
                     .map_err(js_err)?;
                 once.decide_on(Some(&value), version, || entry, op)
                     .map_err(js_err)?
-                    .map(|event| emit(&event, Some(&value)))
+                    .map(|event| (event.data_text_js(), event.op.apply(Some(&value))))
             }
         };
         let Some((data, after)) = decided else {
