@@ -94,7 +94,9 @@ impl LastEvent {
     /// `since` is the host's entries from `leaf` up, newest first, as many as it appended
     /// after the event (more are ignored): each the parent of the one before, none of this
     /// state's `customType`, reaching the event's entry. The file must still be the one the
-    /// event was decided in (the same identity at the path, not shorter; one `stat`).
+    /// event was decided in, not shorter: one `fstat` of the file the memo keeps open since
+    /// then, and a `stat` of the path as well when that file was renamed or linked since its
+    /// last write.
     /// `None` when it cannot answer so: nothing kept, the event not appended yet, another
     /// file, a leaf off the event's path, or an event of this state in between; the write
     /// then reads the value at its leaf.
@@ -133,8 +135,9 @@ impl LastEvent {
     /// Records the event a write decided at entry `at` (`None`: no entry yet) in `file`
     /// and `after`, the value after it (the core's fold step on the value it was decided
     /// on); its entry id is unknown until [`appended`](LastEvent::appended). Looks at the
-    /// file's identity and length, unless the last `value_at` answered for this file (a
-    /// write on top of the last event makes one `stat`). No
+    /// file's identity and length, and opens it for reading (the file kept open before is
+    /// kept when it is still the one at the path), unless the last `value_at` answered for
+    /// this file (a write on top of the last event makes one `fstat`, in `value_at`). No
     /// `file` (entries only in the host's memory), a file that cannot be looked at, or a
     /// session-scope state: nothing is kept.
     pub fn decided(
