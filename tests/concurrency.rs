@@ -1074,19 +1074,19 @@ fn a_file_replaced_behind_a_writer_that_has_appended_is_refused() {
     let (file, _) = new_session(dir.path());
 
     // Renamed over: the open file has no name left.
+    let other = dir.path().join("other.jsonl");
+    let renamed_over = |append: &mut dyn FnMut() -> session_state::Result<()>| {
+        std::fs::copy(&file, &other).expect("copy");
+        std::fs::rename(&other, &file).expect("rename over");
+        let at_path = std::fs::read(&file).expect("read");
+        let err = append().expect_err("renamed over");
+        assert!(replaced(&err), "{err}");
+        let now = std::fs::read(&file).expect("read");
+        assert_eq!(now, at_path, "nothing appended");
+    };
     let mut log = SessionLog::open(&file).expect("open");
     log.append(entry()).expect("append");
-    let other = dir.path().join("other.jsonl");
-    std::fs::copy(&file, &other).expect("copy");
-    std::fs::rename(&other, &file).expect("rename over");
-    let at_path = std::fs::read(&file).expect("read");
-    let err = log.append(entry()).expect_err("renamed over");
-    assert!(replaced(&err), "{err}");
-    assert_eq!(
-        std::fs::read(&file).expect("read"),
-        at_path,
-        "nothing appended"
-    );
+    renamed_over(&mut || log.append(entry()).map(drop));
 
     // Deleted: refused, and no file is made at the path.
     let mut log = SessionLog::open(&file).expect("open");
@@ -1133,16 +1133,7 @@ fn a_file_replaced_behind_a_writer_that_has_appended_is_refused() {
     state
         .write(&mut log, &json!(2))
         .expect("write on the fast path");
-    std::fs::copy(&file, &other).expect("copy");
-    std::fs::rename(&other, &file).expect("rename over");
-    let at_path = std::fs::read(&file).expect("read");
-    let err = state.write(&mut log, &json!(3)).expect_err("renamed over");
-    assert!(replaced(&err), "{err}");
-    assert_eq!(
-        std::fs::read(&file).expect("read"),
-        at_path,
-        "nothing appended"
-    );
+    renamed_over(&mut || state.write(&mut log, &json!(3)).map(drop));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -46,14 +46,7 @@ impl Hooked {
     pub fn pausing_after(
         skip: usize,
     ) -> (Arc<dyn FileSystem>, mpsc::Receiver<()>, mpsc::Sender<()>) {
-        let (reached_tx, reached) = mpsc::channel();
-        let (go, go_rx) = mpsc::channel();
-        let hooks = Hooks {
-            pause: Mutex::new(Some((reached_tx, go_rx))),
-            skip: AtomicUsize::new(skip),
-            ..Hooks::default()
-        };
-        (Arc::new(Hooked(Arc::new(hooks))), reached, go)
+        Hooked::pausing_in(skip, false)
     }
 
     /// [`Hooked::pausing_after`] in the `fdatasync` of that append: the line is in the
@@ -61,12 +54,19 @@ impl Hooked {
     pub fn pausing_sync_after(
         skip: usize,
     ) -> (Arc<dyn FileSystem>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        Hooked::pausing_in(skip, true)
+    }
+
+    fn pausing_in(
+        skip: usize,
+        in_sync: bool,
+    ) -> (Arc<dyn FileSystem>, mpsc::Receiver<()>, mpsc::Sender<()>) {
         let (reached_tx, reached) = mpsc::channel();
         let (go, go_rx) = mpsc::channel();
         let hooks = Hooks {
             pause: Mutex::new(Some((reached_tx, go_rx))),
             skip: AtomicUsize::new(skip),
-            in_sync: true,
+            in_sync,
             ..Hooks::default()
         };
         (Arc::new(Hooked(Arc::new(hooks))), reached, go)
