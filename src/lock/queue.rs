@@ -160,9 +160,9 @@ impl WriterQueue {
 
     /// Inside the transaction of a holder that has just written its row (before its
     /// `COMMIT`): moves the rows' generation on, then waits, at most [`ANNOUNCE_WAIT`],
-    /// until every write on the fast path that started before it has written its line. An error leaves the
-    /// holder to roll back. Nothing to do when the queue cannot serve: then no writer of
-    /// this database takes the fast path.
+    /// until every write on the fast path that started before it has written its line.
+    /// An error leaves the holder to roll back. Nothing to do when the queue cannot serve:
+    /// then no writer of this database takes the fast path.
     pub(crate) fn announce_row(
         &self,
         operation: &'static str,

@@ -202,9 +202,10 @@ impl LastEvent {
     }
 }
 
-/// `file` opened for reading, for its `fstat`s.
+/// `file` opened for reading, for its `fstat`s (a regular file only: a FIFO at the path
+/// is never opened).
 fn open_at(file: &Path) -> Option<Arc<File>> {
-    File::open(file).ok().map(Arc::new)
+    crate::log::reader::open_regular(file).ok().map(Arc::new)
 }
 
 /// Whether `leaf` is the entry `event` or a descendant of it with none of `custom_type`
