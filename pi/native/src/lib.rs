@@ -317,10 +317,11 @@ impl NativeState {
     /// it). That value is at the state's own version (its own write left it), so no version
     /// is checked. Returns the `data` (JSON text), `true` when that data is the envelope of
     /// `argument` itself (the caller's value printed as the core prints it: the package
-    /// builds the event around its own text, [`envelope_of`]), `null` when the write
-    /// changes nothing, or `false` when the memo cannot answer (a session-scope state, no appended last event,
-    /// another file or one replaced or shorter, a leaf off the event's path, an event of
-    /// this state since): then `NativeStore.prepare` reads the file. The value is checked
+    /// builds the event around its own text, `envelope_of`), `null` when the write
+    /// changes nothing, or `false` when the memo cannot answer (a session-scope state, no
+    /// appended last event, another file or one replaced or shorter, a leaf off the
+    /// event's path, an event of this state since): then `NativeStore.prepare` reads the
+    /// file. The value is checked
     /// first, so a refusal is the same either way.
     ///
     /// `appended`, when given, is the entry Pi appended for the event the last `prepare`
