@@ -10,8 +10,9 @@
 //!   blocks until its lease ends.
 //! - Six processes write six sessions through one database, also one that none of them
 //!   finds on disk: every write succeeds, so no `SQLITE_BUSY` reaches a caller.
-//! - An append by another program is ingested first; a file shrunk or replaced behind the
-//!   writer is refused.
+//! - An append by another program is ingested first; a file shrunk, replaced or rewritten
+//!   in place (at the same length, or longer and valid) behind the writer is refused, never
+//!   decided on memory nor called corrupt.
 //!
 //! The writers are two example programs, built once per test binary and launched one way
 //! ([`Writer::spawn`]): `examples/crash_writer.rs` alternates `write` and `patch` and

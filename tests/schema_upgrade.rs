@@ -4,7 +4,9 @@
 //! holding its lock row (and, from version 3 on, a running Pi's presence row): the rows
 //! survive the upgrade and keep refusing other writers. A database of a newer schema is
 //! refused by every command and left byte for byte; a corrupt one holding a live holder's
-//! row is refused, never deleted.
+//! row is refused, never deleted. An unstamped one whose tables are still in its `-wal` is
+//! the version they are; one stamped this version over schema 4's tables is refused naming
+//! both versions while a live holder has a row, and rebuilt once none has.
 #![expect(clippy::unwrap_used)]
 
 use crate::common::{self, holders::Proc, now_ms, raw_db};
