@@ -10,8 +10,9 @@
 //!   blocks until its lease ends.
 //! - Six processes write six sessions through one database, also one that none of them
 //!   finds on disk: every write succeeds, so no `SQLITE_BUSY` reaches a caller.
-//! - An append by another program is ingested first; a file shrunk or replaced behind the
-//!   writer is refused.
+//! - An append by another program is ingested first; a file shrunk, replaced or rewritten
+//!   in place (at the same length, or longer and valid) behind the writer is refused, never
+//!   decided on memory nor called corrupt.
 //!
 //! The writers are two example programs, built once per test binary and launched one way
 //! ([`Writer::spawn`]): `examples/crash_writer.rs` alternates `write` and `patch` and
@@ -1134,6 +1135,163 @@ fn a_file_replaced_behind_a_writer_that_has_appended_is_refused() {
         .write(&mut log, &json!(2))
         .expect("write on the fast path");
     renamed_over(&mut || state.write(&mut log, &json!(3)).map(drop));
+}
+
+/// Rewrites `file` in place (the same inode, no rename) with `bytes`, as Pi's migration and
+/// an editor saving in place do, and moves its modification time one millisecond past what
+/// it was: a rewrite within one tick of the file system's clock after the last write can
+/// leave it equal (`docs/durability.md` says where), which this test does not measure.
+fn rewrite_in_place(file: &Path, bytes: &[u8]) {
+    let before = std::fs::metadata(file)
+        .and_then(|m| m.modified())
+        .expect("modification time");
+    let f = std::fs::File::options()
+        .write(true)
+        .truncate(true)
+        .open(file)
+        .expect("open for rewriting");
+    (&f).write_all(bytes).expect("rewrite");
+    f.set_modified(before + Duration::from_millis(1))
+        .expect("set the modification time");
+}
+
+/// `bytes` with its one occurrence of `from` replaced by `to`.
+fn replaced_once(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+    let text = String::from_utf8(bytes.to_vec()).expect("UTF-8");
+    assert_eq!(text.matches(from).count(), 1, "{from} once in the file");
+    text.replacen(from, to, 1).into_bytes()
+}
+
+fn rewritten_error(err: &Error, file: &Path) -> bool {
+    matches!(err, Error::Log(LogError::ChangedOnDisk { path, .. }) if path == file)
+        && err.to_string().contains("rewritten")
+        && err.to_string().contains("reopen")
+}
+
+/// A file rewritten in place behind an open log at the same length is never decided on
+/// what the log remembers: the write of `{"n":1}` over a file that now holds `{"n":3}` is
+/// refused with `ChangedOnDisk`, naming the file and the line that changed, not answered
+/// "unchanged"; so are an append and `refresh`, and nothing is written. Reopened, the log
+/// reads the file as it is and the write appends. A touch (the stamp moved, nothing
+/// changed) is read again, found the same, and the write goes on.
+#[test]
+fn a_file_rewritten_in_place_at_the_same_length_is_never_decided_on_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, _) = new_session(dir.path());
+    let state = shared(&dir.path().join("states.sqlite"));
+    let mut log = SessionLog::open(&file).expect("open");
+    state.write(&mut log, &json!({"n": 0})).expect("write");
+    state
+        .write(&mut log, &json!({"n": 1}))
+        .expect("write on the fast path")
+        .expect("appended");
+    let rewritten = replaced_once(
+        &std::fs::read(&file).expect("read"),
+        r#"{"n":1}"#,
+        r#"{"n":3}"#,
+    );
+    rewrite_in_place(&file, &rewritten);
+
+    let err = state
+        .write(&mut log, &json!({"n": 1}))
+        .expect_err("a write on a file rewritten behind the log");
+    assert!(rewritten_error(&err, &file), "{err}");
+    assert!(err.to_string().contains("line 4"), "names the line: {err}");
+    let entry = || NewEntry::message(json!({"role": "user", "content": "x"}));
+    let err = log.append(entry()).expect_err("an append");
+    assert!(rewritten_error(&err, &file), "{err}");
+    let err = log.refresh().expect_err("refresh");
+    assert!(rewritten_error(&err, &file), "{err}");
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        rewritten,
+        "nothing written"
+    );
+
+    // Reopened: {"n":3} is the value, so {"n":1} is a change, appended.
+    let mut log = SessionLog::open(&file).expect("open");
+    assert_eq!(state.read(&log).expect("read"), Some(json!({"n": 3})));
+    assert!(
+        state
+            .write(&mut log, &json!({"n": 1}))
+            .expect("write after reopening")
+            .is_some()
+    );
+    // Touched: the same bytes with another stamp are read again and found the same.
+    let now = std::fs::read(&file).expect("read");
+    rewrite_in_place(&file, &now);
+    let id = state
+        .write(&mut log, &json!({"n": 2}))
+        .expect("write after a touch")
+        .expect("appended");
+    let reread = SessionLog::open(&file).expect("open");
+    assert_eq!(reread.leaf_id(), Some(id.as_str()));
+    assert_eq!(state.read(&reread).expect("read"), Some(json!({"n": 2})));
+}
+
+/// A file rewritten longer and valid behind an open log (a message's text made longer, in
+/// place) is a rewrite, refused with `ChangedOnDisk`, never read from the middle of a line
+/// and called corrupt, through an append, a state write on the fast path and `refresh`;
+/// nothing is written, and the file reads clean. Appends by another writer (the file grew,
+/// what was read still there) are still read as appends.
+#[test]
+fn a_longer_valid_rewrite_behind_an_open_log_is_refused_never_called_corrupt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, _) = new_session(dir.path());
+    let state = shared(&dir.path().join("states.sqlite"));
+    let mut log = SessionLog::open(&file).expect("open");
+    for i in 0..38 {
+        let text = format!("message {i}");
+        log.append(NewEntry::message(json!({"role": "user", "content": text})))
+            .expect("append");
+    }
+    state.write(&mut log, &json!(1)).expect("write");
+    state
+        .write(&mut log, &json!(2))
+        .expect("write on the fast path");
+    // Another writer appends: read as an append.
+    SessionLog::open(&file)
+        .expect("open")
+        .append(NewEntry::message(
+            json!({"role": "assistant", "content": "theirs"}),
+        ))
+        .expect("append");
+    state
+        .write(&mut log, &json!(3))
+        .expect("write after a foreign append");
+
+    let bytes = std::fs::read(&file).expect("read");
+    let longer = replaced_once(
+        &bytes,
+        "\"message 7\"",
+        "\"message 7, made longer in place\"",
+    );
+    rewrite_in_place(&file, &longer);
+    assert!(
+        SessionLog::open(&file).is_ok(),
+        "the rewritten file is valid"
+    );
+    let refused = |err: Error| {
+        assert!(rewritten_error(&err, &file), "{err}");
+        let text = err.to_string();
+        assert!(
+            !text.contains("corrupt") && !text.contains("salvage"),
+            "{text}"
+        );
+    };
+    refused(
+        log.append(NewEntry::message(json!({"role": "user", "content": "x"})))
+            .expect_err("an append"),
+    );
+    refused(state.write(&mut log, &json!(4)).expect_err("a state write"));
+    refused(log.refresh().expect_err("refresh"));
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        longer,
+        "nothing written"
+    );
+    let reread = SessionLog::open(&file).expect("a strict read");
+    assert!(reread.findings().is_empty(), "{:?}", reread.findings());
 }
 
 // ---------------------------------------------------------------------------------------

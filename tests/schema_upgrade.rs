@@ -4,7 +4,9 @@
 //! holding its lock row (and, from version 3 on, a running Pi's presence row): the rows
 //! survive the upgrade and keep refusing other writers. A database of a newer schema is
 //! refused by every command and left byte for byte; a corrupt one holding a live holder's
-//! row is refused, never deleted.
+//! row is refused, never deleted. An unstamped one whose tables are still in its `-wal` is
+//! the version they are; one stamped this version over schema 4's tables is refused naming
+//! both versions while a live holder has a row, and rebuilt once none has.
 #![expect(clippy::unwrap_used)]
 
 use crate::common::{self, holders::Proc, now_ms, raw_db};
@@ -289,4 +291,166 @@ fn a_corrupt_database_holding_a_live_holders_row_is_refused_not_rebuilt() {
     let out = write(&file, &db);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(meta_version(&db), CURRENT);
+}
+
+/// The tables of the file alone, read without its WAL (`immutable`).
+fn tables_in_the_file_alone(db: &Path) -> Vec<String> {
+    let uri = format!("file:{}?immutable=1", db.display());
+    let conn = rusqlite::Connection::open_with_flags(
+        uri,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+    )
+    .unwrap();
+    conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+/// A database of schema 1 or 2 (no stamp in its header: `meta.app` tells it ours) whose
+/// tables are all still in its `-wal` (the process that made them is still connected, so
+/// nothing was checkpointed), holding a live holder's lock row, is recognised as the version
+/// it is: never called an empty database to remove, but upgraded in place, the row kept and
+/// refusing writers until its holder exits.
+#[test]
+fn an_older_database_whose_tables_are_in_its_wal_is_recognised_as_its_version() {
+    for n in [1u32, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let live = Proc::sleep();
+        let holder = live.holder().to_string();
+        // Made as that version made it; copied while its maker is connected.
+        let made = dir.path().join("made.sqlite");
+        let maker = rusqlite::Connection::open(&made).unwrap();
+        maker
+            .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+            .unwrap();
+        let sql = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("fixtures/projection/schema-{n}.sql")),
+        )
+        .unwrap();
+        maker.execute_batch(&sql).unwrap();
+        maker
+            .execute(
+                "INSERT INTO meta(key, value) VALUES ('app', 'session-state'), \
+                 ('schema_version', ?1)",
+                [n.to_string()],
+            )
+            .unwrap();
+        maker
+            .execute(
+                "INSERT INTO write_lock(session_id, holder, acquired_at, action) \
+                 VALUES ('sess-lock', ?1, ?2, 'write')",
+                rusqlite::params![holder, now_ms()],
+            )
+            .unwrap();
+        let db = dir.path().join("states.sqlite");
+        std::fs::copy(&made, &db).unwrap();
+        std::fs::copy(
+            dir.path().join("made.sqlite-wal"),
+            dir.path().join("states.sqlite-wal"),
+        )
+        .unwrap();
+        drop(maker);
+        assert!(
+            tables_in_the_file_alone(&db).is_empty(),
+            "v{n}: tables in the WAL only"
+        );
+        let locked = session(dir.path(), "sess-lock");
+
+        let out = write(&locked, &db);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "v{n}: {err}");
+        assert!(
+            !err.contains("remove it") && !err.contains("empty"),
+            "v{n}: {err}"
+        );
+        for part in ["sess-lock", &holder, "write refused", "write_lock"] {
+            assert!(err.contains(part), "v{n}: {part:?} in {err}");
+        }
+        assert_eq!(meta_version(&db), CURRENT, "v{n}: upgraded");
+        assert_eq!(
+            holder_in(&db, "write_lock", "sess-lock"),
+            Some(holder),
+            "v{n}"
+        );
+
+        live.end();
+        let out = write(&locked, &db);
+        assert_eq!(out.status.code(), Some(0), "v{n}: {}", stderr(&out));
+    }
+}
+
+/// A database whose `meta` says this version's schema over the tables of schema 4 (the
+/// stamp moved on, the tables did not) is never used as it is (every command failed on raw
+/// SQL, `table events has no column named sv`): while a live holder has a row in it, every
+/// command refuses with the lock's four elements and a reason naming both versions, and
+/// nothing is deleted; once no live holder could be hurt, it is rebuilt and commands work.
+#[test]
+fn a_stamp_that_does_not_match_the_tables_is_refused_naming_both_then_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("states.sqlite");
+    std::fs::copy(fixture(4), &db).unwrap();
+    let locked = session(dir.path(), "sess-lock");
+    let other = session(dir.path(), "sess-other");
+    let live = Proc::sleep();
+    let holder = live.holder().to_string();
+    let conn = raw_db(&db);
+    conn.execute(
+        "UPDATE write_lock SET holder = ?1, acquired_at = ?2",
+        rusqlite::params![holder, now_ms()],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+        [CURRENT],
+    )
+    .unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    drop(conn);
+    let before = std::fs::read(&db).unwrap();
+
+    let p = ["--plugin".as_ref(), "p".as_ref()];
+    let (o, d) = (other.as_os_str(), db.as_os_str());
+    let read: Vec<&std::ffi::OsStr> = vec!["read".as_ref(), o, p[0], p[1], "--db".as_ref(), d];
+    for out in [write(&other, &db), write(&locked, &db), run(&read)] {
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(!err.contains("no column named"), "{err}");
+        for part in [
+            "schema version 6",
+            "schema version 4",
+            &holder,
+            "sess-lock",
+            "rebuilding the projection database refused",
+            "write_lock",
+        ] {
+            assert!(err.contains(part), "{part:?} in {err}");
+        }
+        assert_eq!(
+            std::fs::read(&db).unwrap(),
+            before,
+            "nothing deleted or written"
+        );
+    }
+
+    // Once its holder has exited, nobody can be hurt: rebuilt, and commands work.
+    live.end();
+    let out = write(&other, &db);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(meta_version(&db), CURRENT);
+    let sv: i64 = raw_db(&db)
+        .query_row(
+            "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'sv'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(sv, 1, "this version's tables");
+    let out = run(&read);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
 }

@@ -59,6 +59,10 @@ pub struct OpenStatus {
     /// is its modification time). A rename, a new link or a change of mode also moves the
     /// change time, but not the modification time.
     pub written_last: bool,
+    /// A stamp of its last change (its modification and change times mixed): a file
+    /// rewritten in place at the same length has another stamp, within the file system's
+    /// clock (`docs/durability.md`).
+    pub changed: i64,
 }
 
 /// Device and inode of a file: what tells "the same file" from "another file at the
@@ -166,6 +170,7 @@ pub(crate) fn open_status(file: &File) -> io::Result<Option<OpenStatus>> {
             len: meta.len(),
             links: meta.nlink(),
             written_last: (meta.ctime(), meta.ctime_nsec()) == (meta.mtime(), meta.mtime_nsec()),
+            changed: super::known::change_stamp(&meta),
         }))
     }
     #[cfg(not(unix))]

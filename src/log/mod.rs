@@ -6,6 +6,7 @@ pub(crate) mod entry;
 pub(crate) mod hash;
 pub(crate) mod header;
 pub(crate) mod io;
+pub(crate) mod known;
 pub(crate) mod migrate;
 pub(crate) mod reader;
 pub(crate) mod scan;

@@ -201,6 +201,11 @@ impl Projection {
             Ok(Ok(conn)) => return Ok(Projection::with(conn, path)),
             Ok(Err(NotOpened::Newer(version))) => return Err(newer(path, version)),
             Ok(Err(NotOpened::Replaced)) => return Err(replaced(path)),
+            Ok(Err(NotOpened::Mismatch { stamped, tables })) => format!(
+                "stamped schema version {stamped} over the tables of schema version {tables} \
+                 (this session-state reads schema version {})",
+                schema::SCHEMA_VERSION
+            ),
             Err(e) if is_corruption(&e) => format!("corrupt ({e})"),
             Err(e) => return Err(db_err(path, "opening")(e)),
         };
@@ -230,7 +235,9 @@ impl Projection {
             match schema::open_ours(path, Found::Absent).map_err(db_err(path, "recreating"))? {
                 Ok(conn) => conn,
                 Err(NotOpened::Newer(version)) => return Err(newer(path, version)),
-                Err(NotOpened::Replaced) => return Err(replaced(path)),
+                Err(NotOpened::Replaced | NotOpened::Mismatch { .. }) => {
+                    return Err(replaced(path));
+                }
             };
         restore_rows(&conn, &own).map_err(db_err(path, "restoring this process's rows"))?;
         Ok(Projection::with(conn, path))

@@ -272,29 +272,98 @@ pub(super) fn ownership(path: &Path) -> Result<Found> {
     // before the stamp, or somebody else's). The file alone is looked at (`immutable`):
     // a WAL beside it may be a leftover of ours whose database was deleted, and SQLite
     // would lay its pages over another program's file (our stamp included).
-    let inspect = || -> rusqlite::Result<(i32, Option<String>, Vec<String>)> {
+    let inspect = || -> rusqlite::Result<Inside> {
         use rusqlite::OpenFlags;
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = match immutable_uri(path) {
             Some(uri) => Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?,
             None => Connection::open_with_flags(path, flags)?,
         };
-        conn.busy_timeout(Duration::from_secs(10))?;
-        let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-        Ok((id, meta_app(&conn)?, table_names(&conn)?))
+        inside(&conn)
     };
-    match inspect() {
-        Ok((id, _, _)) if id == APPLICATION_ID => Ok(Found::Stamped),
-        Ok((_, Some(app), _)) if app == APP => Ok(Found::Unstamped),
-        Ok((_, _, tables)) if !tables.is_empty() && tables.iter().all(|t| t == "write_lock") => {
+    let seen = match inspect() {
+        // The file alone holds no tables: a database whose tables are all still in its
+        // WAL (its makers still connected, nothing checkpointed) looks so. A copy of the
+        // two is read with the WAL; nothing beside the file is read by SQLite or written.
+        Ok((id, app, tables)) if tables.is_empty() => match inside_with_wal(path) {
+            Some(Ok((wal_id, wal_app, wal_tables))) if !wal_tables.is_empty() => {
+                return match judge_inside(&not_ours, (wal_id, wal_app, wal_tables)) {
+                    // Ours: the transaction that opens it checks it again, with its WAL.
+                    Ok(_) => Ok(Found::Unstamped),
+                    Err(e) => Err(e),
+                };
+            }
+            _ => Ok((id, app, tables)),
+        },
+        seen => seen,
+    };
+    match seen {
+        Ok(inside) => judge_inside(&not_ours, inside),
+        Err(e) if is_corruption(&e) => Err(not_ours(format!(
+            "is a damaged SQLite database without session-state's stamp ({e})"
+        ))),
+        Err(e) => Err(db_err(path, "inspecting")(e)),
+    }
+}
+
+/// What a look inside an unstamped SQLite file found: its `application_id`, `meta.app`
+/// and its tables.
+type Inside = (i32, Option<String>, Vec<String>);
+
+fn inside(conn: &Connection) -> rusqlite::Result<Inside> {
+    conn.busy_timeout(Duration::from_secs(10))?;
+    let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    Ok((id, meta_app(conn)?, table_names(conn)?))
+}
+
+/// [`inside`] the database at `path` as SQLite reads it with its `-wal`: `None` when no
+/// WAL (a regular file, not empty) is beside it. The two files are copied into a new
+/// private directory and the copy is read there, so that nothing is created or written
+/// beside `path` (SQLite would make a `-shm` there) and no WAL is laid over a file not
+/// proven ours.
+fn inside_with_wal(path: &Path) -> Option<rusqlite::Result<Inside>> {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = PathBuf::from(wal);
+    match std::fs::symlink_metadata(&wal) {
+        Ok(m) if m.is_file() && m.len() > 0 => {}
+        _ => return None,
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "session-state-inspect-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    // A new directory of a random name: a directory that exists is never used.
+    std::fs::create_dir(&dir).ok()?;
+    let copy = dir.join("db");
+    let read = (|| {
+        std::fs::copy(path, &copy).ok()?;
+        std::fs::copy(&wal, dir.join("db-wal")).ok()?;
+        use rusqlite::OpenFlags;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        Some(Connection::open_with_flags(&copy, flags).and_then(|conn| inside(&conn)))
+    })();
+    if let Err(e) = std::fs::remove_dir_all(&dir) {
+        tracing::warn!(dir = %dir.display(), error = %e, "could not remove a temporary copy");
+    }
+    read
+}
+
+/// Whether what [`inside`] found is ours (stamped, `meta.app`, or only the lock table),
+/// else the refusal naming what is there.
+fn judge_inside(not_ours: &dyn Fn(String) -> Error, inside: Inside) -> Result<Found> {
+    match inside {
+        (id, _, _) if id == APPLICATION_ID => Ok(Found::Stamped),
+        (_, Some(app), _) if app == APP => Ok(Found::Unstamped),
+        (_, _, tables) if !tables.is_empty() && tables.iter().all(|t| t == "write_lock") => {
             Ok(Found::Unstamped)
         }
-        Ok((_, _, tables)) if tables.is_empty() => Err(not_ours(
+        (_, _, tables) if tables.is_empty() => Err(not_ours(
             "is an empty SQLite database without session-state's stamp (no tables; if it is \
              the leftover of an interrupted session-state run, remove it)"
                 .into(),
         )),
-        Ok((_, _, tables)) => {
+        (_, _, tables) => {
             let mut list: Vec<&str> = tables.iter().map(String::as_str).take(5).collect();
             if tables.len() > 5 {
                 list.push("…");
@@ -304,10 +373,6 @@ pub(super) fn ownership(path: &Path) -> Result<Found> {
                 list.join(", ")
             )))
         }
-        Err(e) if is_corruption(&e) => Err(not_ours(format!(
-            "is a damaged SQLite database without session-state's stamp ({e})"
-        ))),
-        Err(e) => Err(db_err(path, "inspecting")(e)),
     }
 }
 
@@ -361,6 +426,67 @@ pub(super) enum NotOpened {
     Replaced,
     /// A later version's schema (`meta.schema_version` as written): left untouched.
     Newer(String),
+    /// `meta` says this version's schema (`stamped`, as written) over the tables of an
+    /// earlier one (`tables`): rebuilt only when no live holder could be hurt.
+    Mismatch {
+        /// `meta.schema_version`.
+        stamped: String,
+        /// The version the tables are.
+        tables: i64,
+    },
+}
+
+/// The version of the projection's tables, told from the columns each version added (5
+/// and 6 share their tables: 5); `None` without an `events` table (nothing cached yet: the
+/// tables are created). Another table that is missing counts as its columns missing.
+fn tables_version(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    if !table_names(conn)?.iter().any(|t| t == "events") {
+        return Ok(None);
+    }
+    let marks: [i64; 4] = conn.query_row(
+        "SELECT \
+           (SELECT count(*) FROM pragma_table_info('events') \
+              WHERE name IN ('base', 'delta', 'chain')) = 3, \
+           (SELECT count(*) FROM pragma_table_info('events') WHERE name IN ('len', 'digest')) = 2, \
+           (SELECT count(*) FROM pragma_table_info('events') WHERE name = 'seg') \
+             + (SELECT count(*) FROM pragma_table_info('nodes') WHERE name = 'seg') \
+             + (SELECT count(*) FROM sqlite_master WHERE type = 'table' \
+                  AND name IN ('segments', 'spans')) = 4, \
+           (SELECT count(*) FROM pragma_table_info('events') WHERE name = 'sv') \
+             + (SELECT count(*) FROM pragma_table_info('session_values') WHERE name = 'sv') = 2",
+        [],
+        |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?]),
+    )?;
+    Ok(Some(
+        1 + marks.iter().take_while(|&&m| m == 1).count() as i64,
+    ))
+}
+
+/// The version of this version's tables ([`tables_version`] of [`SCHEMA`]).
+const TABLES_VERSION: i64 = 5;
+
+/// [`NotOpened::Mismatch`] when the tables of a database whose `meta` says this version
+/// are an earlier version's.
+fn mismatch(conn: &Connection) -> rusqlite::Result<Option<NotOpened>> {
+    match tables_version(conn)? {
+        Some(v) if v < TABLES_VERSION => mismatch_of(conn, v).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// [`NotOpened::Mismatch`] of a database whose tables are of version `tables`.
+fn mismatch_of(conn: &Connection, tables: i64) -> rusqlite::Result<NotOpened> {
+    let stamped: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(NotOpened::Mismatch {
+        stamped: stamped.unwrap_or_else(|| SCHEMA_VERSION.to_string()),
+        tables,
+    })
 }
 
 /// Opens (creating if needed) a database that [`ownership`] proved ours, checks and
@@ -389,7 +515,12 @@ pub(super) fn open_ours(
     if found == Found::Stamped {
         match stamped_schema(&conn)? {
             // The common case, read without a write transaction: nothing to create.
-            Some(Schema::Current) => return Ok(Ok(conn)),
+            Some(Schema::Current) => match tables_version(&conn)? {
+                Some(v) if v >= TABLES_VERSION => return Ok(Ok(conn)),
+                Some(v) => return Ok(Err(mismatch_of(&conn, v)?)),
+                // No cached tables yet: created below.
+                None => {}
+            },
             Some(Schema::Newer(v)) => return Ok(Err(NotOpened::Newer(v))),
             _ => {}
         }
@@ -414,7 +545,11 @@ pub(super) fn open_ours(
     match check_schema(&tx)? {
         Schema::Newer(v) => return Ok(Err(NotOpened::Newer(v))),
         Schema::Older => migrate(&tx)?,
-        Schema::Current => {}
+        Schema::Current => {
+            if let Some(m) = mismatch(&tx)? {
+                return Ok(Err(m));
+            }
+        }
     }
     if id != APPLICATION_ID {
         tx.pragma_update(None, "application_id", APPLICATION_ID)?;

@@ -50,25 +50,10 @@ fn mix(h: u64, x: u64) -> u64 {
     (h ^ x).wrapping_mul(MIX).rotate_left(29)
 }
 
-/// A stamp of the file's last change: mtime and ctime. A same-length rewrite moves at
-/// least the ctime, which no user-level tool can set back (`cp -p`, `touch -r` and
-/// `rsync -t` restore only the mtime).
+/// The stamp of the file's last change the watermark keeps: the log's own
+/// ([`crate::log::known::change_stamp`]), so a reader and an open log agree on a change.
 pub(super) fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as i64);
-    #[cfg(unix)]
-    let ctime = {
-        use std::os::unix::fs::MetadataExt;
-        meta.ctime()
-            .wrapping_mul(1_000_000_000)
-            .wrapping_add(meta.ctime_nsec())
-    };
-    #[cfg(not(unix))]
-    let ctime = 0i64;
-    mtime ^ ctime.rotate_left(29)
+    crate::log::known::change_stamp(meta)
 }
 
 pub(super) fn read_span(

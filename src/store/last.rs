@@ -5,6 +5,7 @@
 //! leaf still stands on the event.
 
 use crate::log::io::{FileIdentity, open_status};
+use crate::log::known::{End, Look};
 use crate::state::envelope::Scope;
 use crate::state::key::StateKey;
 use serde_json::Value;
@@ -24,7 +25,7 @@ pub struct Appended<'a> {
 }
 
 /// The memo of one branch-scope state's last decided event in a session file: the file
-/// (path, identity, length), the value after the event, the entry it was decided on (its
+/// (path, identity, length and change stamp, its last bytes), the value after the event, the entry it was decided on (its
 /// parent) and, once the host has appended it, its entry id.
 ///
 /// A write asks [`value_at`](LastEvent::value_at) first. When it answers, the write lands
@@ -67,14 +68,18 @@ struct Kept {
     /// That file, open for reading: [`LastEvent::value_at`] looks at it with one `fstat`,
     /// and at the path only when it was renamed or linked since its last write.
     open: Option<Arc<File>>,
-    len: u64,
+    /// Its length and change stamp, from one look.
+    seen: Look,
+    /// Its bytes before that length, read through `open` (`None`: they could not be): a
+    /// file that grew must still hold them, or it was rewritten.
+    end: Option<End>,
     value: Option<Value>,
     /// The entry the event was decided on: its parent once appended.
     parent: Option<String>,
     /// The event's entry id, once the host has appended it.
     entry: Option<String>,
-    /// Whether the last `value_at` answered (it looked at the file: its identity and length
-    /// are now), so that recording the event decided on its answer needs no second look.
+    /// Whether the last `value_at` answered (it looked at the file: its identity, length,
+    /// stamp and last bytes are now), so that recording the event decided on its answer needs no second look.
     checked: bool,
 }
 
@@ -96,10 +101,12 @@ impl LastEvent {
     /// state's `customType`, reaching the event's entry. The file must still be the one the
     /// event was decided in, not shorter: one `fstat` of the file the memo keeps open since
     /// then, and a `stat` of the path as well when that file was renamed or linked since its
-    /// last write.
+    /// last write. It must not have been rewritten in place: at the length last seen, its
+    /// change stamp must be the one seen then; grown, it must still hold the bytes before
+    /// that length (one `pread`, with what follows them when that is at most 4 KiB).
     /// `None` when it cannot answer so: nothing kept, the event not appended yet, another
-    /// file, a leaf off the event's path, or an event of this state in between; the write
-    /// then reads the value at its leaf.
+    /// file, a file rewritten, a leaf off the event's path, or an event of this state in
+    /// between; the write then reads the value at its leaf.
     pub fn value_at<'e>(
         &mut self,
         file: impl AsRef<Path>,
@@ -113,21 +120,28 @@ impl LastEvent {
         if kept.file != file || !stands_on(entry, leaf, since, &self.custom_type) {
             return None;
         }
-        let len = match kept.open.as_deref().map(open_status) {
+        let now = match kept.open.as_deref().map(open_status) {
             Some(Ok(Some(open))) if open.links == 0 => return None,
-            Some(Ok(Some(open))) if open.written_last => open.len,
+            Some(Ok(Some(open))) if open.written_last => Look {
+                len: open.len,
+                stamp: open.changed,
+            },
             _ => {
                 let meta = std::fs::metadata(file).ok()?;
                 if FileIdentity::of(&meta) != kept.identity {
                     return None;
                 }
-                meta.len()
+                Look::of(&meta)
             }
         };
-        if len < kept.len {
+        if now.len < kept.seen.len || kept.seen.rewritten_at_same_length(now) {
             return None;
         }
-        kept.len = len;
+        if now.len > kept.seen.len {
+            let (open, end) = (kept.open.as_deref()?, kept.end.as_ref()?);
+            kept.end = Some(end.still_then_end(open, kept.seen.len, now.len).ok()??);
+        }
+        kept.seen = now;
         kept.checked = true;
         Some(kept.value.as_ref())
     }
@@ -135,9 +149,10 @@ impl LastEvent {
     /// Records the event a write decided at entry `at` (`None`: no entry yet) in `file`
     /// and `after`, the value after it (the core's fold step on the value it was decided
     /// on); its entry id is unknown until [`appended`](LastEvent::appended). Looks at the
-    /// file's identity and length, and opens it for reading (the file kept open before is
-    /// kept when it is still the one at the path), unless the last `value_at` answered for
-    /// this file (a write on top of the last event makes one `fstat`, in `value_at`). No
+    /// file's identity, length and change stamp, opens it for reading (the file kept open
+    /// before is kept when it is still the one at the path) and reads its last bytes, unless
+    /// the last `value_at` answered for this file (a write on top of the last event makes
+    /// one `fstat` and one `pread`, in `value_at`). No
     /// `file` (entries only in the host's memory), a file that cannot be looked at, or a
     /// session-scope state: nothing is kept.
     pub fn decided(
@@ -151,12 +166,14 @@ impl LastEvent {
             return;
         };
         let file = file.as_ref();
-        let (seen, open) = match self.kept.take() {
-            Some(k) if k.checked && k.file == file => (Some((k.file, k.identity, k.len)), k.open),
+        let (seen, open, end) = match self.kept.take() {
+            Some(k) if k.checked && k.file == file => {
+                (Some((k.file, k.identity, k.seen)), k.open, k.end)
+            }
             k => {
                 let seen = std::fs::metadata(file)
                     .ok()
-                    .map(|m| (file.to_path_buf(), FileIdentity::of(&m), m.len()));
+                    .map(|m| (file.to_path_buf(), FileIdentity::of(&m), Look::of(&m)));
                 // The file kept open, if it is still the one at the path; else opened (and
                 // kept if it is the one looked at).
                 let same = |id: FileIdentity| seen.as_ref().is_some_and(|s| s.1 == id);
@@ -165,14 +182,19 @@ impl LastEvent {
                     None => open_at(file)
                         .filter(|f| f.metadata().is_ok_and(|m| same(FileIdentity::of(&m)))),
                 };
-                (seen, open)
+                let end = match (&open, &seen) {
+                    (Some(f), Some(s)) => End::read(f, s.2.len).ok(),
+                    _ => None,
+                };
+                (seen, open, end)
             }
         };
-        self.kept = seen.map(|(file, identity, len)| Kept {
+        self.kept = seen.map(|(file, identity, seen)| Kept {
             open,
             file,
             identity,
-            len,
+            seen,
+            end,
             value: after,
             parent: at.map(str::to_owned),
             entry: None,
@@ -339,6 +361,57 @@ mod tests {
         assert_eq!(last.value_at(&file, Some("b"), []), None, "replaced");
         std::fs::remove_file(&file).expect("remove");
         assert_eq!(last.value_at(&file, Some("b"), []), None, "gone");
+    }
+
+    /// Rewrites `file` in place with `bytes`, its modification time a millisecond later
+    /// than it was (a rewrite within one clock tick of the last write can leave it equal).
+    fn rewrite_in_place(file: &Path, bytes: &str) {
+        let before = std::fs::metadata(file)
+            .and_then(|m| m.modified())
+            .expect("modification time");
+        std::fs::write(file, bytes).expect("rewrite");
+        std::fs::File::options()
+            .write(true)
+            .open(file)
+            .and_then(|f| f.set_modified(before + std::time::Duration::from_millis(1)))
+            .expect("set the modification time");
+    }
+
+    #[test]
+    fn a_file_rewritten_in_place_makes_it_read_and_appends_do_not() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut last, file) = kept(dir.path(), Scope::Branch);
+        let append = |bytes: &str| {
+            use std::io::Write;
+            std::fs::File::options()
+                .append(true)
+                .open(&file)
+                .and_then(|mut f| f.write_all(bytes.as_bytes()))
+                .expect("append");
+        };
+        // The host appends (one line, then more than one read's worth): still on the event.
+        append("{\"n\":1}\n");
+        assert!(last.value_at(&file, Some("b"), []).is_some(), "appended");
+        assert!(last.value_at(&file, Some("b"), []).is_some(), "unchanged");
+        append(&format!("{}\n", "x".repeat(10_000)));
+        assert!(
+            last.value_at(&file, Some("b"), []).is_some(),
+            "a long append"
+        );
+        // Rewritten at the same length: the value is read, never answered from the memo.
+        let now = std::fs::read_to_string(&file).expect("read");
+        rewrite_in_place(&file, &now.replacen("{\"n\":1}", "{\"n\":3}", 1));
+        assert_eq!(last.value_at(&file, Some("b"), []), None, "same length");
+        // Rewritten longer, the bytes before the length last seen moved: read too.
+        let (mut last, file) = kept(dir.path(), Scope::Branch);
+        std::fs::write(&file, "0123456789ab").expect("grow in place");
+        assert!(last.value_at(&file, Some("b"), []).is_some(), "grown");
+        std::fs::write(&file, "01234567X89ab").expect("rewrite longer");
+        assert_eq!(last.value_at(&file, Some("b"), []), None, "longer");
+        // Recorded afresh on the file as it is: answers again.
+        last.decided(Some(&file), Some("b"), Some(json!(2)));
+        assert!(last.appended("c", Some("b")));
+        assert_eq!(last.value_at(&file, Some("c"), []), Some(Some(&json!(2))));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::session::Storage;
 use crate::error::{Error, IoContext, Location, LogError, Result};
 use crate::log::entry::Role;
 use crate::log::io::FileIdentity;
+use crate::log::known::{End, Look};
 use crate::log::reader::{self, ReadMode};
 use crate::log::writer::LogWriter;
 use crate::log::{NewEntry, io, migrate};
@@ -26,9 +27,9 @@ impl SessionLog {
         if !self.is_materialized() {
             return Ok(());
         }
-        let (len, expected) = self.check_same_file()?;
-        if len == expected {
-            return Ok(());
+        let at = self.check_same_file_at()?;
+        if at.look.len == at.expected {
+            return self.judge_same_length(at.look);
         }
         self.ingest_from_disk()
     }
@@ -46,13 +47,9 @@ impl SessionLog {
         }
     }
 
-    fn check_same_file(&self) -> Result<(u64, u64)> {
-        self.check_same_file_at()
-            .map(|(len, expected, _)| (len, expected))
-    }
-
-    /// [`SessionLog::check_same_file`], and the identity of the file at the path.
-    fn check_same_file_at(&self) -> Result<(u64, u64, FileIdentity)> {
+    /// Checks that the file at the path is still the one this log read (same identity,
+    /// not shorter than what was read) and returns how it ends.
+    fn check_same_file_at(&self) -> Result<AtEnd> {
         let path = &self.index.path;
         let meta = std::fs::metadata(path).ctx("checking", path)?;
         let expected = self.scan.next.offset + self.tail;
@@ -65,14 +62,18 @@ impl SessionLog {
         if meta.len() < expected {
             return Err(shrank(path, expected, meta.len()));
         }
-        Ok((meta.len(), expected, FileIdentity::of(&meta)))
+        Ok(AtEnd {
+            look: Look::of(&meta),
+            expected,
+            identity: FileIdentity::of(&meta),
+        })
     }
 
     /// [`SessionLog::check_same_file_at`] from the open writer alone (one `fstat`, no
     /// look at the path), when it can tell: a file without a name left was deleted or
     /// had another renamed over its path; one whose inode last changed by a write of its
     /// content was not renamed or linked since. `None`: look at the path.
-    fn check_open_file(&self) -> Result<Option<(u64, u64, FileIdentity)>> {
+    fn check_open_file(&self) -> Result<Option<AtEnd>> {
         let Storage::File(Some(w)) = &self.storage else {
             return Ok(None);
         };
@@ -89,26 +90,111 @@ impl SessionLog {
         if status.len < expected {
             return Err(shrank(&self.index.path, expected, status.len));
         }
-        Ok(Some((status.len, expected, open)))
+        Ok(Some(AtEnd {
+            look: Look {
+                len: status.len,
+                stamp: status.changed,
+            },
+            expected,
+            identity: open,
+        }))
     }
 
-    fn ingest_from_disk(&mut self) -> Result<()> {
-        use std::io::{Seek, SeekFrom};
+    /// A file seen at the length this log read (`now`): when its change stamp moved since
+    /// this log last saw that length, it was touched or rewritten in place, so it is read
+    /// again whole and must hold what this log holds, or the log refuses it
+    /// ([`LogError::ChangedOnDisk`]): nothing is decided on what this log remembers of a
+    /// file rewritten behind it.
+    fn judge_same_length(&mut self, now: Look) -> Result<()> {
+        match self.seen {
+            Some(seen) if seen.rewritten_at_same_length(now) => self.read_again_and_compare(),
+            Some(_) => Ok(()),
+            None => {
+                self.seen = Some(now);
+                Ok(())
+            }
+        }
+    }
+
+    /// Reads the file again whole, as it was opened: it must hold the header, the entries
+    /// (ids, parents, types, customTypes, roles, places, lengths, state data) and the end
+    /// this log holds. A touch, or a rewrite of what this log does not hold (a message's
+    /// text), is taken as the file now is; anything else refuses, naming the first line
+    /// that differs.
+    fn read_again_and_compare(&mut self) -> Result<()> {
         let path = self.index.path.clone();
-        let mut f = reader::open_regular(&path)?;
-        f.seek(SeekFrom::Start(self.scan.next.offset))
-            .ctx("reading", &path)?;
+        let fresh = SessionLog::open_with(&path, self.options.clone()).map_err(|e| {
+            rewritten(
+                &path,
+                format!(
+                    "it was rewritten in place at the {} bytes this log read, and reading it \
+                     again fails: {e}",
+                    self.scan.next.offset + self.tail
+                ),
+            )
+        })?;
+        if let Some(line) = first_difference(self, &fresh) {
+            return Err(rewritten(
+                &path,
+                format!(
+                    "it was rewritten in place at the {} bytes this log read: line {line} is \
+                     not what this log read there",
+                    self.scan.next.offset + self.tail
+                ),
+            ));
+        }
+        self.seen = fresh.seen;
+        self.end = fresh.end;
+        Ok(())
+    }
+
+    /// Reads what others appended after what this log read: the file must still be the
+    /// one this log read, not shorter, and hold the bytes before the end of what was read
+    /// (else it was rewritten: [`LogError::ChangedOnDisk`], never a line read from the
+    /// middle of another's and called corrupt). Reads up to the length one look saw, which
+    /// it remembers with that look's change stamp.
+    fn ingest_from_disk(&mut self) -> Result<()> {
+        use std::io::{Read, Seek, SeekFrom};
+        let path = self.index.path.clone();
+        let f = reader::open_regular(&path)?;
+        let meta = f.metadata().ctx("checking", &path)?;
+        if let Some(id) = self.identity
+            && id != FileIdentity::default()
+            && FileIdentity::of(&meta) != id
+        {
+            return Err(changed_file(&path));
+        }
+        let look = Look::of(&meta);
+        let from = self.scan.next.offset;
+        if look.len < from + self.tail {
+            return Err(shrank(&path, from + self.tail, look.len));
+        }
+        if !self.end.still(&f, from).ctx("reading", &path)? {
+            return Err(rewritten(
+                &path,
+                format!(
+                    "it was rewritten: the bytes before offset {from}, the end of line {} as \
+                     this log read it, are not there any more (it is {} bytes long now)",
+                    self.scan.next.line.saturating_sub(1),
+                    look.len
+                ),
+            ));
+        }
+        (&f).seek(SeekFrom::Start(from)).ctx("reading", &path)?;
         let was_last = self.leaf_follows;
         let mode = self.options.mode;
         let start = self.scan.next;
         let scan = &mut self.scan;
         let index = &mut self.index;
-        self.tail = reader::for_each_line(f, &path, start, |bytes, at| {
-            scan.line(&path, mode, bytes, at, index)
-        })?;
+        self.tail =
+            reader::for_each_line((&f).take(look.len - from), &path, start, |bytes, at| {
+                scan.line(&path, mode, bytes, at, index)
+            })?;
         if was_last {
             self.index.tree.set_leaf(self.index.tree.last_index());
         }
+        self.seen = Some(look);
+        self.end = End::read(&f, self.scan.next.offset).ctx("reading", &path)?;
         Ok(())
     }
 
@@ -186,7 +272,14 @@ impl SessionLog {
     /// memory), before its `fdatasync`.
     pub(crate) fn write_line_then(&mut self, line: &str, written: impl FnOnce()) -> Result<()> {
         match &mut self.storage {
-            Storage::File(Some(writer)) => writer.append_then(line.as_bytes(), written),
+            Storage::File(Some(writer)) => {
+                writer.append_then(line.as_bytes(), written)?;
+                // The file as this append left it (one `fstat`), so that a rewrite in place
+                // at the same length is told from it later.
+                let end_at = self.scan.next.offset + self.tail + line.len() as u64;
+                self.seen = look_at(writer, &self.index.path).filter(|l| l.len == end_at);
+                Ok(())
+            }
             Storage::Memory(buf) => {
                 buf.extend_from_slice(line.as_bytes());
                 written();
@@ -204,6 +297,7 @@ impl SessionLog {
         let start = self.scan.next;
         if let Storage::File(_) = self.storage {
             self.unlock_file();
+            self.end = self.end.then(line.as_bytes());
             return self.ingest_own(entry, id, line, start);
         }
         self.ingest_own_line(line.as_bytes(), start)?;
@@ -352,6 +446,8 @@ impl SessionLog {
             Ok(file) => {
                 let writer = LogWriter::new(&path, file);
                 self.identity = writer.identity();
+                self.seen = look_at(&writer, &path).filter(|l| l.len == buf.len() as u64);
+                self.end = End::default().then(&buf);
                 self.storage = Storage::File(Some(writer));
                 Ok(())
             }
@@ -440,12 +536,15 @@ impl SessionLog {
     /// refuse after writing: an unparsable last line, or a tail that the closing newline
     /// would turn into one. Returns the identity of the file at the path.
     fn decide_before_writing(&mut self) -> Result<FileIdentity> {
-        let (len, expected, on_path) = match self.check_open_file()? {
-            Some(seen) => seen,
+        let at = match self.check_open_file()? {
+            Some(at) => at,
             None => self.check_same_file_at()?,
         };
-        if len > expected {
+        let on_path = at.identity;
+        if at.look.len > at.expected {
             self.ingest_from_disk()?;
+        } else {
+            self.judge_same_length(at.look)?;
         }
         let path = &self.index.path;
         let refuse = |at: Location, detail: String| {
@@ -503,6 +602,67 @@ impl SessionLog {
         *self = fresh;
         Ok(())
     }
+}
+
+/// How a file ends, from one look at it, beside the length this log expects.
+struct AtEnd {
+    look: Look,
+    /// The bytes this log read (complete lines and a torn tail).
+    expected: u64,
+    /// The file's identity.
+    identity: FileIdentity,
+}
+
+/// One look at the file `writer` has open (`fstat`), or at the path when the open file
+/// cannot tell and the path names that file: `None` when neither can be had.
+fn look_at(writer: &LogWriter, path: &Path) -> Option<Look> {
+    match writer.status() {
+        Ok(Some(s)) => Some(Look {
+            len: s.len,
+            stamp: s.changed,
+        }),
+        _ => std::fs::metadata(path)
+            .ok()
+            .filter(|m| writer.identity() == Some(FileIdentity::of(m)))
+            .map(|m| Look::of(&m)),
+    }
+}
+
+/// The first line at which `fresh` (the file read again) does not hold what `log` holds:
+/// the header, each entry as indexed, and where the lines read end. `None`: the same.
+fn first_difference(log: &SessionLog, fresh: &SessionLog) -> Option<u64> {
+    if log.header != fresh.header {
+        return Some(1);
+    }
+    let same = |a: crate::EntryRef<'_>, b: crate::EntryRef<'_>| {
+        a.id() == b.id()
+            && a.parent_id() == b.parent_id()
+            && a.entry_type() == b.entry_type()
+            && a.custom_type() == b.custom_type()
+            && a.role() == b.role()
+            && a.location() == b.location()
+            && a.line_len() == b.line_len()
+            && a.custom_data() == b.custom_data()
+    };
+    let mut theirs = fresh.entries();
+    for ours in log.entries() {
+        match theirs.next() {
+            Some(t) if same(ours, t) => {}
+            _ => return Some(ours.location().line),
+        }
+    }
+    if let Some(t) = theirs.next() {
+        return Some(t.location().line);
+    }
+    let ends = |l: &SessionLog| (l.scan.next.offset, l.tail);
+    (ends(log) != ends(fresh)).then_some(log.scan.next.line)
+}
+
+fn rewritten(path: &Path, detail: String) -> Error {
+    Error::Log(LogError::ChangedOnDisk {
+        path: path.to_path_buf(),
+        detail,
+    })
 }
 
 fn changed_file(path: &Path) -> Error {

@@ -16,6 +16,7 @@ use crate::error::{Error, IoContext, Location, LogError, Result};
 use crate::log::entry::{EntryType, Header, Role};
 use crate::log::header;
 use crate::log::io::FileIdentity;
+use crate::log::known::{End, Look};
 use crate::log::reader::{self, Finding, ReadMode, ScanState};
 use crate::log::scan;
 use crate::log::writer::LogWriter;
@@ -137,6 +138,13 @@ pub struct SessionLog {
     /// Bytes after the last newline, not consumed.
     pub(super) tail: u64,
     pub(super) identity: Option<FileIdentity>,
+    /// The file's length and change stamp from one look, taken when that length was the
+    /// end of what this log read (after opening, ingesting or appending): the same length
+    /// with another stamp later is a rewrite in place (`log::known`).
+    pub(super) seen: Option<Look>,
+    /// The bytes before the end of the complete lines read (`scan.next.offset`): a file
+    /// that grew must still hold them, or it was rewritten.
+    pub(super) end: End,
     pub(super) storage: Storage,
     pub(super) options: LogOptions,
     /// The leaf is the last entry in file order and follows new appends (from this or
@@ -188,12 +196,19 @@ impl SessionLog {
         let file = reader::open_regular(path)?;
         let identity = file.metadata().ok().map(|m| FileIdentity::of(&m));
         let scanned = scan_all(path, options.mode, &file)?;
-        Ok(SessionLog::assemble(
-            scanned,
-            Storage::File(None),
-            identity,
-            options,
-        ))
+        let read = scanned.scan.next.offset + scanned.tail;
+        // What the file is now, if that is what was read (another writer may have
+        // appended during the read: then the next look sees it grown).
+        let seen = file
+            .metadata()
+            .ok()
+            .map(|m| Look::of(&m))
+            .filter(|l| l.len == read);
+        let end = End::read(&file, scanned.scan.next.offset).ctx("reading", path)?;
+        let mut log = SessionLog::assemble(scanned, Storage::File(None), identity, options);
+        log.seen = seen;
+        log.end = end;
+        Ok(log)
     }
 
     /// A detached log: `src` read by the same reader as a file (see [`LogOptions::read`]).
@@ -234,6 +249,8 @@ impl SessionLog {
             scan,
             tail,
             identity,
+            seen: None,
+            end: End::default(),
             storage,
             options,
             leaf_follows: true,
