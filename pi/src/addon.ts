@@ -232,7 +232,7 @@ export function loadAddon<T>(): T {
       // platform nor the fix.
       throw new Error(
         `session-state: the addon package ${platformPackage} for this platform, ${id}, is damaged: its package.json does not parse ` +
-          `(${message(e)}). Tried: ${[...tried, `${platformPackage}/package.json`].join("; ")}. Fix: reinstall ${manifest.name} ` +
+          `(${message(e).replace(/\.$/, "")}). Tried: ${[...tried, `${platformPackage}/package.json`].join("; ")}. Fix: reinstall ${manifest.name} ` +
           `(\`pi install npm:${manifest.name}@${manifest.version}\` again, or delete node_modules/${platformPackage} and \`npm install\`).`,
       );
     }
