@@ -407,11 +407,12 @@ struct DocsRegistry {
 
 impl Drop for DocsRegistry {
     fn drop(&mut self) {
-        // The block is a shell running npm, then node: the whole group is this test's.
+        // The block is a shell running npm, then node: the whole group is this test's
+        // (`--`: procps' kill would take `-<pgid>` for an option).
         // verdaccio handles SIGTERM by closing gracefully, which can wait on open
         // connections: SIGKILL ends it at once, as the drop of `Registry` does.
         let _ = Command::new("kill")
-            .arg("-KILL")
+            .args(["-KILL", "--"])
             .arg(format!("-{}", self.child.id()))
             .status();
         let _ = self.child.wait();
@@ -510,7 +511,7 @@ impl Docs {
             Ok(p) => u16::try_from(p).expect("a port"),
             Err(e) => {
                 let _ = Command::new("kill")
-                    .arg("-KILL")
+                    .args(["-KILL", "--"])
                     .arg(format!("-{}", child.id()))
                     .status();
                 let status = child.wait();
