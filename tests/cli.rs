@@ -1786,6 +1786,118 @@ fn write_says_when_it_waits_for_a_terminal() {
     assert_eq!((out.code, out.stderr.as_str()), (0, ""));
 }
 
+/// `write` keeps stdout the new id alone (scripts take it as it is); on a terminal it adds,
+/// on stderr, the `history --at <id>` that shows the state through the new entry: after a
+/// write `--at X`, the state at X itself does not include the entry, which is X's child.
+#[test]
+fn write_prints_the_id_alone_and_on_a_terminal_the_history_that_shows_it() {
+    let w = World::example();
+    let bin = std::path::Path::new(common::BIN);
+    let out = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!(
+                "{} write s.jsonl --plugin role --at ddd707d7 --value '{{\"name\":\"auditor\"}}'",
+                bin.display()
+            ),
+            "/dev/null",
+        ])
+        .env("PI_CODING_AGENT_DIR", &w.agent)
+        .env("HOME", w.root.join("home"))
+        .current_dir(&w.work)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let shown = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    let mut lines = shown.lines();
+    let id = lines.next().unwrap().to_owned();
+    assert_eq!(id.len(), 8, "the id alone on its line: {shown}");
+    let hint = lines.next().unwrap_or_default();
+    let history = format!("session-state history s.jsonl --plugin role --at {id}");
+    assert!(
+        hint.contains(&format!("appended {id}; its state: {history}"))
+            && hint.contains(
+                "(--at ddd707d7 shows the state before it: the new entry is a child of ddd707d7)"
+            ),
+        "{shown}"
+    );
+    // The command the hint shows lists the new entry; the one at --at does not.
+    let args: Vec<&str> = history.split(' ').skip(1).collect();
+    let through = w.run(&args);
+    assert_eq!(through.code, 0, "{}", through.shown());
+    assert!(through.stdout.contains(&id), "{}", through.shown());
+    let before = w.run(&["history", "s.jsonl", "--plugin", "role", "--at", "ddd707d7"]);
+    assert!(!before.stdout.contains(&id), "{}", before.shown());
+    // Without a terminal: the id alone on stdout, nothing on stderr.
+    let out = w.run(&[
+        "write",
+        "s.jsonl",
+        "--plugin",
+        "role",
+        "--value",
+        "{\"name\":\"x\"}",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert_eq!(out.stdout.trim_end().len(), 8, "{}", out.shown());
+    assert_eq!(out.stdout.lines().count(), 1, "{}", out.shown());
+    assert_eq!(out.stderr, "", "{}", out.shown());
+    // Session scope: the hint names the scope.
+    let out = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!(
+                "{} write s.jsonl --plugin todo --scope session --value 1",
+                bin.display()
+            ),
+            "/dev/null",
+        ])
+        .env("PI_CODING_AGENT_DIR", &w.agent)
+        .env("HOME", w.root.join("home"))
+        .current_dir(&w.work)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("--plugin todo --scope session --at "),
+        "{shown}"
+    );
+}
+
+/// `write --help` says the command line does not know an extension's `validate`, and how to
+/// check a value first.
+#[test]
+fn write_help_says_the_cli_does_not_know_an_extensions_validate() {
+    let w = World::new();
+    let help = w.run(&["write", "--help"]).stdout;
+    assert!(
+        help.contains("The command line does not know an extension's `validate`")
+            && help.contains("StateValidationError")
+            && help.contains("Check a value first with the extension")
+            && help.contains("@session-state/pi/testing"),
+        "{help}"
+    );
+}
+
+/// `status` says what each path is: the session file (or the session in a store), and the
+/// projection database, a local cache.
+#[test]
+fn status_says_what_each_path_is() {
+    let w = World::example();
+    let out = w.run(&["status", "s.jsonl"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    assert!(
+        out.stdout.contains(
+            "(s.jsonl)\n          the session file: its lines are the session and its state\n"
+        ) && out.stdout.contains(
+            "states.sqlite\n          the projection cache (SQLite): folds cached from the file, and the write lock\n"
+        ),
+        "{}",
+        out.shown()
+    );
+}
+
 #[test]
 fn library_warnings_reach_stderr() {
     let w = World::example();
@@ -2131,7 +2243,11 @@ fn status_and_verify_name_a_stored_session_by_its_store_and_id() {
     let out = run(&["status", prefix]);
     assert_eq!(out.code, 0, "{}", out.shown());
     assert!(
-        out.stdout.contains(&format!("session   {id} ({label})\n")),
+        out.stdout.contains(&format!(
+            "session   {id} ({label})\n          in the store: its lines there are the session and its state\n"
+        )) && out.stdout.contains(
+            "          this machine's projection cache (SQLite) of the stored session: folds cached from the store's lines, and this machine's write lock\n"
+        ),
         "{}",
         out.shown()
     );

@@ -237,9 +237,14 @@ fn pi_install_from_a_registry_gives_a_package_that_passes_its_tests_without_rust
     }
     eprintln!("pi_install: tarballs {tarballs:?}");
 
-    // 2.–4. Publish, `pi install`, and the package's tests on the installed copy.
-    let registry = publish(&w, &packed_dir, tarballs.iter().map(|(f, _)| f.as_str()));
-    let installed = pi_install(&w, &id);
+    // 2. The registry on loopback, the publish and `pi install`: pi/RELEASING.md's blocks,
+    //    as written there.
+    let docs = Docs::new(&w);
+    let registry = docs.start_registry();
+    docs.publish_and_pi_install(&registry, &packed_dir);
+    let installed = check_pi_installed(&w, &id);
+
+    // 3. The package's own tests on the installed copy.
     let run_dir = prepare_run_dir(&w, &installed);
     let mut test = installed_world("npm", &w);
     test.current_dir(&run_dir)
@@ -247,7 +252,419 @@ fn pi_install_from_a_registry_gives_a_package_that_passes_its_tests_without_rust
         .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
     let out = pi_addon::run("npm test on the installed copy", test);
     assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), NODE_TESTS);
+
+    // 4. An extension's own folder: README.md's install (pi/README.md shows the same
+    //    block), its ten-line extension and its test, on the pinned Node 22.
+    let ext = docs.extension_folder("my-extension", &w, &registry);
+    docs.run_readme_extension_test(&ext, &w);
+
+    // 5. The same install on Node 20, below Pi's floor: npm names the floor at install
+    //    time, installs the addon all the same, and loading the package gives no advice that
+    //    does not help.
+    let old = World::new(&w.root.join("node20"), &node20(), Vec::new());
+    let ext20 = docs.extension_folder("my-extension-node20", &old, &registry);
+    let addon20 = ext20
+        .join("node_modules")
+        .join(format!("{name}-{id}"))
+        .join(format!("session-state.{id}.node"));
+    assert!(
+        addon20.is_file(),
+        "on Node 20, npm installed the platform package too: {}",
+        addon20.display()
+    );
+    let mut load = installed_world(&old.node, &old);
+    load.current_dir(&ext20).args([
+        "--input-type=module",
+        "-e",
+        "try { const m = await import('@session-state/pi'); \
+           console.log('loaded ' + typeof m.openSessionState); } \
+         catch (e) { console.log('refused ' + e.message); }",
+    ]);
+    let said = String::from_utf8(pi_addon::run("import @session-state/pi on Node 20", load).stdout)
+        .expect("UTF-8");
+    eprintln!("pi_install: on Node 20, importing the package: {said}");
+    assert!(
+        said.starts_with("loaded function")
+            || (said.starts_with("refused ")
+                && said.contains("22.19")
+                && !said.contains("optional")),
+        "on Node 20 the package loads, or says which Node it needs: {said}"
+    );
+
+    // 6. `pi install ./pi` from a checkout (pi/README.md's block).
+    docs.pi_install_checkout(&w);
     drop(registry);
+}
+
+/// Node 20 (npm's `node@20`, pinned by `tests/node20/package-lock.json`), installed with
+/// `npm ci` into `<target>/node20/` once per lockfile; returns its `node`.
+fn node20() -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("node20");
+    let dir = pi_addon::target_dir().join("node20");
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    let lock_path = dir.join(".install.lock");
+    let lock = fs::File::create(&lock_path).expect("the install lock");
+    lock.lock().expect("lock the install lock");
+    let mut stamp_text = Vec::new();
+    for name in ["package.json", "package-lock.json"] {
+        let bytes = fs::read(src.join(name)).unwrap_or_else(|e| panic!("tests/node20/{name}: {e}"));
+        stamp_text.extend_from_slice(&bytes);
+        fs::write(dir.join(name), &bytes).unwrap_or_else(|e| panic!("write {name}: {e}"));
+    }
+    let stamp = dir.join(".npm-ci.stamp");
+    let node = dir.join("node_modules").join(".bin").join("node");
+    if fs::read(&stamp).ok().as_deref() != Some(stamp_text.as_slice()) || !node.exists() {
+        let _ = fs::remove_file(&stamp);
+        let mut c = Command::new("npm");
+        c.args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir);
+        pi_addon::run(
+            "npm ci in target/node20 (node@20, from tests/node20/package-lock.json)",
+            c,
+        );
+        fs::write(&stamp, &stamp_text).expect("write the stamp");
+    }
+    let version = Command::new(&node)
+        .arg("--version")
+        .output()
+        .expect("node20 --version");
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
+    assert!(
+        version.starts_with("v20."),
+        "{} is {version}, not Node 20",
+        node.display()
+    );
+    node
+}
+
+/// A fenced block of a doc, found by the HTML comment `<!-- install-test: NAME -->` on the
+/// line before its opening fence: the commands the docs give, as written there.
+pub(crate) fn doc_block(doc: &str, name: &str) -> String {
+    let text = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc))
+        .unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let marker = format!("<!-- install-test: {name} -->\n");
+    let mut found = text.match_indices(&marker);
+    let (at, _) = found
+        .next()
+        .unwrap_or_else(|| panic!("{doc} has no block marked {marker:?}"));
+    assert!(found.next().is_none(), "{doc} marks two blocks {marker:?}");
+    let rest = &text[at + marker.len()..];
+    assert!(
+        rest.starts_with("```"),
+        "{doc}: {marker:?} is not right before a fenced block"
+    );
+    let body = &rest[rest.find('\n').expect("a fence line") + 1..];
+    body[..body
+        .find("\n```")
+        .unwrap_or_else(|| panic!("{doc}: {name}: the block does not end"))]
+        .to_owned()
+        + "\n"
+}
+
+/// `text` with each `(from, to)` replaced; each `from` must occur, so a doc that drops a
+/// placeholder fails here rather than run with the doc's own value.
+fn substitute(text: &str, subs: &[(&str, &str)]) -> String {
+    let mut out = text.to_owned();
+    for (from, to) in subs {
+        assert!(out.contains(from), "the block has no {from:?}:\n{text}");
+        out = out.replace(from, to);
+    }
+    out
+}
+
+/// The docs' blocks, run in a world: a scratch checkout (`pi/` the real one, `tests/registry/`
+/// a copy of the repository's), `pi` on `PATH` (the checkout's, on the world's Node), and npm
+/// as this machine configures it (its user configuration, read only, and its cache), so
+/// what the blocks fetch from the registry npm normally uses comes as it would for a user.
+struct Docs {
+    checkout: PathBuf,
+    /// This machine's npm user configuration (its registry, its CA file, …).
+    userconfig: String,
+    cache: String,
+}
+
+/// The variables a user's npm and Node take the network's proxy and certificates from,
+/// passed through to the blocks that fetch from the registry npm normally uses.
+const NETWORK_ENV: [&str; 9] = [
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+];
+
+/// A registry the docs' block started: the block's process group, killed on drop.
+struct DocsRegistry {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for DocsRegistry {
+    fn drop(&mut self) {
+        // The block is a shell running npm, then node: the whole group is this test's
+        // (`--`: procps' kill would take `-<pgid>` for an option).
+        // verdaccio handles SIGTERM by closing gracefully, which can wait on open
+        // connections: SIGKILL ends it at once, as the drop of `Registry` does.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--"])
+            .arg(format!("-{}", self.child.id()))
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Docs {
+    fn new(w: &World) -> Docs {
+        let checkout = w.root.join("checkout");
+        let registry_src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join("registry");
+        let registry_dir = checkout.join("tests").join("registry");
+        fs::create_dir_all(&registry_dir).expect("mkdir checkout/tests/registry");
+        for f in ["package.json", "package-lock.json", "serve.mjs"] {
+            fs::copy(registry_src.join(f), registry_dir.join(f))
+                .unwrap_or_else(|e| panic!("copy tests/registry/{f}: {e}"));
+        }
+        std::os::unix::fs::symlink(pi_addon::pkg(), checkout.join("pi")).expect("link pi");
+        std::os::unix::fs::symlink(
+            pi_addon::pkg().join("node_modules").join(".bin").join("pi"),
+            w.root.join("bin").join("pi"),
+        )
+        .expect("link pi onto PATH");
+        let ask = |key: &str| -> String {
+            let mut c = pi_addon::command("npm");
+            c.args(["config", "get", key]);
+            String::from_utf8(pi_addon::run(&format!("npm config get {key}"), c).stdout)
+                .expect("UTF-8")
+                .trim()
+                .to_owned()
+        };
+        Docs {
+            checkout,
+            userconfig: ask("userconfig"),
+            cache: ask("cache"),
+        }
+    }
+
+    /// A `bash` running `script` in the world `w`, from `dir`, with this machine's npm
+    /// configuration and cache, and its network variables.
+    fn bash(&self, w: &World, dir: &Path, script: &str) -> Command {
+        let mut c = installed_world("bash", w);
+        c.current_dir(dir)
+            .arg("-euo")
+            .arg("pipefail")
+            .arg("-c")
+            .arg(script)
+            .env("npm_config_userconfig", &self.userconfig)
+            .env("npm_config_cache", &self.cache);
+        for name in NETWORK_ENV {
+            if let Some(v) = std::env::var_os(name) {
+                c.env(name, v);
+            }
+        }
+        c
+    }
+
+    /// pi/RELEASING.md's `start-registry` block, with a storage directory of the world's
+    /// for `/tmp/registry` and a port the system picks for `4873`; waits for the
+    /// `{"port":N}` line it prints once it accepts connections.
+    fn start_registry(&self) -> DocsRegistry {
+        use std::io::BufRead as _;
+        use std::os::unix::process::CommandExt as _;
+        let w_root = self.checkout.parent().expect("the world").to_path_buf();
+        let storage = w_root.join("registry");
+        let block = doc_block("pi/RELEASING.md", "start-registry");
+        let script = substitute(
+            &block,
+            &[
+                ("/tmp/registry", storage.to_str().expect("UTF-8")),
+                (" 4873", " 0"),
+            ],
+        );
+        let w = world_at(&w_root);
+        let mut c = self.bash(&w, &self.checkout, &script);
+        c.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .process_group(0);
+        let mut child = c.spawn().expect("start pi/RELEASING.md's registry block");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let port = serde_json::from_str::<Value>(&line)
+                    .ok()
+                    .and_then(|v| v["port"].as_u64());
+                if let Some(p) = port {
+                    let _ = tx.send(p);
+                }
+            }
+        });
+        let port = match rx.recv_timeout(std::time::Duration::from_secs(300)) {
+            Ok(p) => u16::try_from(p).expect("a port"),
+            Err(e) => {
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--"])
+                    .arg(format!("-{}", child.id()))
+                    .status();
+                let status = child.wait();
+                panic!(
+                    "pi/RELEASING.md's registry block printed no {{\"port\":N}} ({e}; exit {status:?}):\n{script}"
+                );
+            }
+        };
+        DocsRegistry { child, port }
+    }
+
+    /// pi/RELEASING.md's `publish` block: its npm configuration at a path of the world's,
+    /// the registry's port, and the tarballs the test packed for `pi/packed`.
+    fn publish_and_pi_install(&self, registry: &DocsRegistry, packed: &Path) {
+        let w_root = self.checkout.parent().expect("the world");
+        let block = doc_block("pi/RELEASING.md", "publish");
+        let port = registry.port.to_string();
+        let npmrc = w_root.join("docs-npmrc");
+        let script = substitute(
+            &block,
+            &[
+                ("/tmp/npmrc", npmrc.to_str().expect("UTF-8")),
+                ("4873", &port),
+                ("pi/packed", packed.to_str().expect("UTF-8")),
+            ],
+        );
+        let w = world_at(w_root);
+        fs::create_dir_all(w.agent()).expect("mkdir agent");
+        let c = self.bash(&w, &self.checkout, &script);
+        pi_addon::run("pi/RELEASING.md's publish block", c);
+    }
+
+    /// README.md's `extension` block (pi/README.md's is the same) in a new folder `name` of
+    /// the world `w` (its Node): the package from the registry on loopback, Pi's packages
+    /// from the normal one. On a Node below Pi's floor npm names the floor. Returns the
+    /// folder.
+    fn extension_folder(&self, name: &str, w: &World, registry: &DocsRegistry) -> PathBuf {
+        let block = doc_block("README.md", "extension");
+        assert_eq!(
+            block,
+            doc_block("pi/README.md", "extension"),
+            "README.md and pi/README.md show the same install of the package in an extension"
+        );
+        let port = registry.port.to_string();
+        let script = substitute(&block, &[("4873", &port)]);
+        let dir = w.root.join(name);
+        fs::create_dir_all(&dir).expect("mkdir the extension's folder");
+        let out = pi_addon::run(
+            &format!("README.md's extension block in {name}"),
+            self.bash(w, &dir, &script),
+        );
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let node = Command::new(&w.node)
+            .arg("--version")
+            .output()
+            .expect("node --version");
+        let old = String::from_utf8_lossy(&node.stdout).starts_with("v20.");
+        if old {
+            let (pkg_name, version) = name_and_version();
+            assert!(
+                said.lines()
+                    .any(|l| l.contains("EBADENGINE")
+                        && l.contains(&format!("'{pkg_name}@{version}'")))
+                    && said.contains("node: '>=22.19.0'"),
+                "on Node 20 npm names the package's floor, Node >= 22.19, at install time:\n{said}"
+            );
+            eprintln!("pi_install: npm on Node 20 says:\n{said}");
+        }
+        dir
+    }
+
+    /// README.md's ten-line extension and its test, written into the extension's folder
+    /// as the README shows them, and its `run-test` block run there.
+    fn run_readme_extension_test(&self, ext: &Path, w: &World) {
+        for file in ["role.ts", "role.test.ts"] {
+            fs::write(ext.join(file), doc_block("README.md", file))
+                .unwrap_or_else(|e| panic!("write {file}: {e}"));
+        }
+        let script = doc_block("README.md", "run-test");
+        let out = pi_addon::run(
+            "README.md's run-test block (node --test role.test.ts)",
+            self.bash(w, ext, &script),
+        );
+        assert_node_tests_passed(&String::from_utf8_lossy(&out.stdout), 1);
+    }
+
+    /// pi/README.md's checkout blocks: the build (`npm ci && npm run build` in `pi/`, which
+    /// the tests stand in for with the addon they built: the same `napi build` of
+    /// `pi/native`, into `target/`), then `pi install ./pi` from the checkout's root, as
+    /// written; then `pi -p /state:status` answers through the package that Pi loads from
+    /// its settings.
+    fn pi_install_checkout(&self, w: &World) {
+        let build = doc_block("pi/README.md", "checkout-build");
+        assert!(
+            build.starts_with("cd pi && npm ci && npm run build "),
+            "pi/README.md's build block: {build}"
+        );
+        let manifest: Value = serde_json::from_slice(
+            &fs::read(pi_addon::pkg().join("package.json")).expect("pi/package.json"),
+        )
+        .expect("JSON");
+        assert_eq!(
+            manifest["scripts"]["build"],
+            "napi build --manifest-path native/Cargo.toml --output-dir native --release",
+            "the build the tests stand in for"
+        );
+        let agent = w.root.join("checkout-agent");
+        fs::create_dir_all(&agent).expect("mkdir");
+        let script = doc_block("pi/README.md", "checkout");
+        let mut c = self.bash(w, &self.checkout, &script);
+        c.env("PI_CODING_AGENT_DIR", &agent);
+        pi_addon::run("pi/README.md's checkout block (pi install ./pi)", c);
+        let settings = fs::read_to_string(agent.join("settings.json")).expect("settings.json");
+        assert!(
+            settings.contains("pi"),
+            "settings.json lists the checkout: {settings}"
+        );
+        let mut status = self.bash(w, &self.checkout, "pi --offline -p /state:status");
+        status
+            .env("PI_CODING_AGENT_DIR", &agent)
+            .env(pi_addon::ADDON_ENV, pi_addon::addon());
+        let out = pi_addon::run("pi -p /state:status after pi install ./pi", status);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.starts_with("session   ") && text.contains("\ndatabase  "),
+            "the package installed from the checkout answers /state:status: {text}"
+        );
+    }
+}
+
+/// The world rooted at `root` (made by [`World::new`]): its `PATH`, its pinned Node.
+fn world_at(root: &Path) -> World {
+    World {
+        root: root.to_path_buf(),
+        path: world_path(root),
+        node: pi_addon::node(),
+        env: Vec::new(),
+    }
+}
+
+/// The `PATH` [`World::new`] made for `root`: its `bin/`, then this `PATH` without Rust.
+fn world_path(root: &Path) -> OsString {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![root.join("bin")];
+    dirs.extend(
+        std::env::split_paths(&path)
+            .filter(|d| !d.join("cargo").exists() && !d.join("rustc").exists()),
+    );
+    std::env::join_paths(dirs).expect("PATH")
 }
 
 /// The package's name and version (`pi/package.json`).
@@ -288,7 +705,6 @@ pub(crate) fn publish<'a>(
 pub(crate) fn pi_install(w: &World, id: &str) -> PathBuf {
     let pkg = pi_addon::pkg();
     let (name, version) = name_and_version();
-    let platform_pkg = format!("{name}-{id}");
     let run_dir = w.run_dir();
     fs::create_dir_all(w.agent()).expect("mkdir agent");
     let source = format!("npm:{name}@{version}");
@@ -298,6 +714,17 @@ pub(crate) fn pi_install(w: &World, id: &str) -> PathBuf {
         .arg(pkg.join("node_modules").join(".bin").join("pi"))
         .args(["install", &source]);
     pi_addon::run(&format!("pi install {source}"), install);
+    check_pi_installed(w, id)
+}
+
+/// What `pi install npm:<name>@<version>` must have left in `w`: the package in Pi's
+/// settings and under its agent directory, npm's install of the platform package `id` and
+/// no other, and that addon the one that loads. Returns the installed copy.
+pub(crate) fn check_pi_installed(w: &World, id: &str) -> PathBuf {
+    let (name, version) = name_and_version();
+    let platform_pkg = format!("{name}-{id}");
+    let run_dir = w.run_dir();
+    let source = format!("npm:{name}@{version}");
     let settings: Value = serde_json::from_slice(
         &fs::read(w.agent().join("settings.json")).expect("pi install wrote settings.json"),
     )

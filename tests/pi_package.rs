@@ -74,8 +74,9 @@ fn listing(dir: &Path) -> Vec<(OsString, u64, Option<SystemTime>)> {
 
 /// The loader's error when no addon matches, in the shapes a user meets: a checkout with
 /// no build, a published package whose platform package npm skipped, a platform with no
-/// prebuilt addon, a platform package of another version, a relative
-/// `SESSION_STATE_PI_ADDON`. Each names the platform (or the variable) and the fix.
+/// prebuilt addon, a platform package of another version or whose package.json does not
+/// parse, a relative `SESSION_STATE_PI_ADDON` or one naming a file that is not an addon.
+/// Each names the platform (or the variable) and the fix.
 #[test]
 fn the_loader_names_the_platform_and_the_fix_when_no_addon_loads() {
     pi_addon::npm_ci();
@@ -156,9 +157,49 @@ fn the_loader_names_the_platform_and_the_fix_when_no_addon_loads() {
         "a platform package of another version: {msg}"
     );
 
-    let msg = load(base, Some("relative/session-state.node"));
+    let msg = load(base.clone(), Some("relative/session-state.node"));
     assert!(
         msg.contains("SESSION_STATE_PI_ADDON must be the absolute path"),
         "a relative {ADDON_ENV}: {msg}"
+    );
+
+    // SESSION_STATE_PI_ADDON naming a file that is not an addon: a JavaScript module (which
+    // `require` would load as one), and a text file named like an addon. Each message names
+    // the platform, the file tried and the fix, never a failure further down.
+    let js = dir.path().join("not-an-addon.js");
+    fs::write(&js, "module.exports = { hello: 1 };\n").expect("write");
+    let fake = dir.path().join("session-state.node");
+    fs::write(&fake, "not an addon\n").expect("write");
+    for (file, what) in [
+        (&js, "an addon is a .node file"),
+        (&fake, "cannot load the addon"),
+    ] {
+        let out = load(base.clone(), Some(file.to_str().expect("UTF-8")));
+        let (id, msg) = out.split_once('\n').expect("two lines");
+        assert!(
+            msg.contains(what)
+                && msg.contains(id)
+                && msg.contains(file.to_str().unwrap())
+                && msg.contains("Fix: set SESSION_STATE_PI_ADDON to a session-state.node")
+                && msg.contains("npm run build")
+                && !msg.contains("is not a function"),
+            "{ADDON_ENV} naming {}: {msg}",
+            file.display()
+        );
+    }
+
+    // A platform package whose package.json does not parse: the platform, what was tried
+    // and the fix, not Node's raw "Invalid package config".
+    fs::write(other.join("package.json"), "{\"name\": ").expect("write");
+    let out = load(base, None);
+    let (id, msg) = out.split_once('\n').expect("two lines");
+    assert!(
+        msg.contains(&format!(
+            "the addon package @session-state/pi-{id} for this platform, {id}, is damaged: its package.json does not parse"
+        )) && msg.contains("Tried: ")
+            && msg.contains("native/session-state.node: not built")
+            && msg.contains("Fix: reinstall @session-state/pi")
+            && msg.contains("pi install npm:@session-state/pi@0.1.0"),
+        "a platform package whose package.json does not parse: {msg}"
     );
 }

@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 
 /// The files that hold the version, relative to the repository's root.
-const FILES: [&str; 8] = [
+const FILES: [&str; 9] = [
     "Cargo.toml",
     "Cargo.lock",
     "pi/native/Cargo.toml",
@@ -15,6 +15,7 @@ const FILES: [&str; 8] = [
     "pi/package-lock.json",
     "README.md",
     "pi/README.md",
+    "pi/RELEASING.md",
     "docs/pi-extension.md",
 ];
 
@@ -64,7 +65,12 @@ fn versions(root: &Path) -> Vec<(String, String)> {
         "pi/package-lock.json packages[\"\"]".into(),
         lock["packages"][""]["version"].as_str().unwrap().to_owned(),
     ));
-    for doc in ["README.md", "pi/README.md", "docs/pi-extension.md"] {
+    for doc in [
+        "README.md",
+        "pi/README.md",
+        "pi/RELEASING.md",
+        "docs/pi-extension.md",
+    ] {
         let text = read(doc);
         let mut any = false;
         for part in text.split("@session-state/pi@").skip(1) {

@@ -9,12 +9,12 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-/// The commands of the README's "A short CLI session" block, each with the lines shown
-/// under it.
+/// The commands of the console block of the README's "CLI users", each with the lines
+/// shown under it.
 fn walkthrough(readme: &str) -> Vec<(String, String)> {
     let section = &readme[readme
-        .find("## A short CLI session")
-        .expect("the README has its CLI session")..];
+        .find("## CLI users")
+        .expect("the README has its CLI session, under \"CLI users\"")..];
     let start = section.find("```console\n").expect("a console block") + "```console\n".len();
     let block = &section[start..start + section[start..].find("```").unwrap()];
     let mut steps: Vec<(String, String)> = Vec::new();

@@ -7,7 +7,7 @@
 // - pi/package.json and pi/package-lock.json (the package; `npm run pack` gives each
 //   platform package the same version, and the loader refuses a platform package of
 //   another one);
-// - the install commands in README.md, pi/README.md and docs/pi-extension.md
+// - the install commands in README.md, pi/README.md, pi/RELEASING.md and docs/pi-extension.md
 //   (`@session-state/pi@X.Y.Z`).
 // Each file must hold the current version where it is expected, or nothing is written.
 // `--root` names another checkout (the default: the one this script is in).
@@ -48,7 +48,7 @@ edit("pi/native/Cargo.toml", new RegExp(`^\\[package\\]\\nname = "session-state-
 edit("Cargo.lock", new RegExp(`^name = "session-state(?:-pi)?"\\nversion = "(${v})"`, "gm"), 2);
 edit("pi/package.json", new RegExp(`^  "version": "(${v})"`, "m"));
 edit("pi/package-lock.json", new RegExp(`"name": "@session-state/pi",\\n\\s*"version": "(${v})"`, "g"), 2);
-for (const doc of ["README.md", "pi/README.md", "docs/pi-extension.md"]) {
+for (const doc of ["README.md", "pi/README.md", "pi/RELEASING.md", "docs/pi-extension.md"]) {
   edit(doc, new RegExp(`@session-state/pi@(${v})`, "g"));
 }
 

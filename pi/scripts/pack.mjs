@@ -20,7 +20,8 @@
 //    (`session-state.<platform>.node`).
 // 2. One platform package per addon, `@session-state/pi-<platform>`: `napi create-npm-dirs`
 //    writes its package.json (`os`, `cpu`, `libc`, `main`) for every target in
-//    package.json's `napi.targets`; those with an addon are packed.
+//    package.json's `napi.targets`, without `engines` (npm would skip the addon silently on
+//    an older Node); those with an addon are packed.
 // 3. The package: the TypeScript compiled to dist/ (JavaScript and declarations: Node does
 //    not strip types under node_modules), README.md, CHANGELOG.md, the repository's two
 //    license texts (LICENSE-MIT, LICENSE-APACHE), and a package.json whose
@@ -185,6 +186,16 @@ try {
   const npmDir = path.join(main, "npm");
   run(bin("napi"), ["create-npm-dirs", "--cwd", main, "--npm-dir", "npm"]);
   const platforms = fs.readdirSync(npmDir).sort();
+  // napi-rs copies the package's `engines` into each platform package. npm drops an optional
+  // dependency whose engine check fails, silently: on an older Node the package would then
+  // install without its addon. The platform packages carry no `engines`; the package's own
+  // (Pi's floor) is what npm names at install time.
+  for (const id of platforms) {
+    const file = path.join(npmDir, id, "package.json");
+    const platformManifest = JSON.parse(fs.readFileSync(file, "utf8"));
+    delete platformManifest.engines;
+    fs.writeFileSync(file, JSON.stringify(platformManifest, null, 2) + "\n");
+  }
   manifest.optionalDependencies = Object.fromEntries(platforms.map((id) => [`${pkg.name}-${id}`, pkg.version]));
   fs.writeFileSync(path.join(main, "package.json"), JSON.stringify(manifest, null, 2) + "\n");
 

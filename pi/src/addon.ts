@@ -120,15 +120,48 @@ function message(e: unknown): string {
 
 const BUILD = "build it from a checkout of the repository with `npm ci && npm run build` in pi/ (Rust 1.89 or newer), then install that directory";
 
+/** The oldest Node the package runs on: Pi's own floor (its `engines`). */
+export const NODE_FLOOR = "22.19.0";
+
+/** Whether Node `version` (`"22.19.0"`, `"v20.20.2"`) is at least {@link NODE_FLOOR}. */
+export function nodeMeetsFloor(version: string): boolean {
+  const [a, b, c] = version.replace(/^v/, "").split(".").map((n) => Number.parseInt(n, 10));
+  const [x, y, z] = NODE_FLOOR.split(".").map((n) => Number.parseInt(n, 10));
+  return a !== x ? a > x : b !== y ? b > y : c >= z;
+}
+
+/** A function every build of the addon exports: what tells the addon from another module. */
+const ADDON_MARK = "statePrefix";
+
+/**
+ * `module` when it is the session-state addon (it exports {@link ADDON_MARK}); else why not,
+ * for the error that names what was loaded.
+ */
+function notTheAddon(module: unknown): string | null {
+  if (module !== null && typeof module === "object" && typeof (module as Record<string, unknown>)[ADDON_MARK] === "function") return null;
+  const keys = module !== null && typeof module === "object" ? Object.keys(module).slice(0, 5) : [];
+  return `it loaded, but it is not the session-state addon (no ${ADDON_MARK}() among its exports${keys.length > 0 ? `: ${keys.join(", ")}` : ""})`;
+}
+
 /**
  * What to do when no addon loads on the platform `id`, for a package described by
  * `manifest` (its `optionalDependencies` name the platform packages that were published).
  */
-export function missingAddonFix(id: string, manifest: Pick<Manifest, "name" | "version" | "optionalDependencies">): string {
+export function missingAddonFix(
+  id: string,
+  manifest: Pick<Manifest, "name" | "version" | "optionalDependencies">,
+  nodeVersion: string = process.versions.node,
+): string {
   const prebuilt = Object.keys(manifest.optionalDependencies ?? {})
     .filter((dep) => dep.startsWith(`${manifest.name}-`))
     .map((dep) => dep.slice(manifest.name.length + 1));
   if (prebuilt.includes(id)) {
+    if (!nodeMeetsFloor(nodeVersion)) {
+      return (
+        `this is Node ${nodeVersion}, and the package needs Node ${NODE_FLOOR} or newer (Pi's own floor): install Node ${NODE_FLOOR} or newer, ` +
+        `then reinstall the package with it (\`pi install npm:${manifest.name}@${manifest.version}\`, or \`npm install ${manifest.name}@${manifest.version}\`)`
+      );
+    }
     return (
       `npm skipped the optional dependency ${manifest.name}-${id}: reinstall the package with optional dependencies ` +
       `(\`pi install npm:${manifest.name}@${manifest.version}\` again, or \`npm install\` without --omit=optional / --no-optional)`
@@ -155,18 +188,33 @@ export function loadAddon<T>(): T {
     if (!path.isAbsolute(fromEnv)) {
       throw new Error(`session-state: ${ADDON_ENV} must be the absolute path of the addon (a .node file), not ${JSON.stringify(fromEnv)}`);
     }
-    try {
-      return require(fromEnv) as T;
-    } catch (e) {
-      throw new Error(`session-state: cannot load the addon ${fromEnv} named by ${ADDON_ENV}: ${message(e)}`);
+    const envFix =
+      `Fix: set ${ADDON_ENV} to a session-state.node that \`npm run build\` made (pi/native/session-state.node in a checkout), ` +
+      `built for ${id}, or unset it to load the package's own addon`;
+    if (path.extname(fromEnv) !== ".node") {
+      throw new Error(
+        `session-state: ${ADDON_ENV} names ${fromEnv}, which is not an addon for ${id} (Node ${process.version}): an addon is a .node file. ${envFix}.`,
+      );
     }
+    let loaded: unknown;
+    try {
+      loaded = require(fromEnv);
+    } catch (e) {
+      throw new Error(`session-state: cannot load the addon ${fromEnv} named by ${ADDON_ENV} on ${id} (Node ${process.version}): ${message(e)}. ${envFix}.`);
+    }
+    const wrong = notTheAddon(loaded);
+    if (wrong) throw new Error(`session-state: ${ADDON_ENV} names ${fromEnv} on ${id}: ${wrong}. ${envFix}.`);
+    return loaded as T;
   }
 
   const tried: string[] = [];
   const local = path.join(root, "native", `${binary}.node`);
   if (fs.existsSync(local)) {
     try {
-      return require(local) as T;
+      const loaded: unknown = require(local);
+      const wrong = notTheAddon(loaded);
+      if (!wrong) return loaded as T;
+      tried.push(`${local}: ${wrong}`);
     } catch (e) {
       tried.push(`${local}: ${message(e)}`);
     }
@@ -179,7 +227,15 @@ export function loadAddon<T>(): T {
   try {
     version = (require(`${platformPackage}/package.json`) as Manifest).version;
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== "MODULE_NOT_FOUND") throw e;
+    if ((e as NodeJS.ErrnoException).code !== "MODULE_NOT_FOUND") {
+      // Node's own error ("Invalid package config", a JSON SyntaxError) names neither the
+      // platform nor the fix.
+      throw new Error(
+        `session-state: the addon package ${platformPackage} for this platform, ${id}, is damaged: its package.json does not parse ` +
+          `(${message(e).replace(/\.$/, "")}). Tried: ${[...tried, `${platformPackage}/package.json`].join("; ")}. Fix: reinstall ${manifest.name} ` +
+          `(\`pi install npm:${manifest.name}@${manifest.version}\` again, or delete node_modules/${platformPackage} and \`npm install\`).`,
+      );
+    }
     tried.push(`${platformPackage}: not installed`);
   }
   if (version !== undefined) {
@@ -189,11 +245,19 @@ export function loadAddon<T>(): T {
           `reinstall ${manifest.name} (\`pi install npm:${manifest.name}@${manifest.version}\`, or \`npm install ${manifest.name}@${manifest.version}\`) so both match`,
       );
     }
+    let loaded: unknown;
     try {
-      return require(platformPackage) as T;
+      loaded = require(platformPackage);
     } catch (e) {
       throw new Error(`session-state: cannot load the addon of ${platformPackage} (${id}): ${message(e)}`);
     }
+    const wrong = notTheAddon(loaded);
+    if (wrong) {
+      throw new Error(
+        `session-state: the addon package ${platformPackage} (${id}): ${wrong}. Fix: reinstall ${manifest.name} (\`pi install npm:${manifest.name}@${manifest.version}\` again)`,
+      );
+    }
+    return loaded as T;
   }
 
   throw new Error(

@@ -29,7 +29,8 @@
  * - The package's own extension (`/state:*`, the presence row, the transcript renderers)
  *   is loaded first, as `pi install` loads it; Pi's built-in tools are off.
  * - An error an extension reports (a command or event handler that throws, a failed
- *   load) fails the call that caused it.
+ *   load) fails the call that caused it; `pi.command()` rejects with the error the
+ *   command's handler threw, as thrown (its class, fields and `cause`).
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -74,6 +75,9 @@ export type ToolArgs = Parameters<typeof fauxToolCall>[1];
 
 /** One scripted model reply: a text answer, or a whole assistant message (see [`toolCall`]). */
 export type Reply = string | AssistantMessage;
+
+/** A registered command's handler, as Pi calls it. */
+type CommandHandler = (args: string, ctx: unknown) => unknown;
 
 /** A model reply that calls `name` with `args` (Pi runs the tool, then asks the model again). */
 export function toolCall(name: string, args: ToolArgs): AssistantMessage {
@@ -231,7 +235,11 @@ export interface TestPi {
   reply(...replies: Reply[]): void;
   /** Sends a user message; `replies` are queued first. Resolves when the run is over. */
   prompt(text: string, ...replies: Reply[]): Promise<void>;
-  /** Runs a registered slash command (`"/name args"`); an unknown command throws. */
+  /**
+   * Runs a registered slash command (`"/name args"`); an unknown command throws. An error
+   * the command's handler throws rejects this call as thrown: the same object, so its
+   * class (`instanceof StateValidationError`), its fields (`.path`) and its `cause` hold.
+   */
   command(line: string): Promise<void>;
   /** Runs the handler of the shortcut an extension registered for `keyId` (`"ctrl+alt+p"`). */
   shortcut(keyId: string): Promise<void>;
@@ -780,7 +788,33 @@ async function start(o: StartOptions, dir: string, owned: boolean): Promise<Test
         const known = runner().getRegisteredCommands().map((c) => `/${c.invocationName ?? c.name}`);
         throw new Error(`no command /${name} is registered (registered: ${known.join(", ") || "none"})`);
       }
-      await run(line, () => runtime.session.prompt(line));
+      // Pi reports a command's error by its message only; the kit keeps the error itself
+      // (its class, its fields, its `cause`) by wrapping the registered handler for this call.
+      const resolved = runner().getCommand(name) as { handler: CommandHandler };
+      const registered = (runner() as unknown as { extensions: Array<{ commands: Map<string, { handler: CommandHandler }> }> }).extensions
+        .flatMap((e) => [...e.commands.values()])
+        .find((c) => c.handler === resolved.handler);
+      let thrown: { error: unknown } | undefined;
+      if (registered) {
+        const handler = registered.handler;
+        registered.handler = async (args, ctx) => {
+          try {
+            return await handler(args, ctx);
+          } catch (e) {
+            thrown = { error: e };
+            throw e;
+          }
+        };
+        try {
+          await run(line, () => runtime.session.prompt(line));
+        } catch (e) {
+          throw thrown ? thrown.error : e;
+        } finally {
+          registered.handler = handler;
+        }
+      } else {
+        await run(line, () => runtime.session.prompt(line));
+      }
     },
     async shortcut(keyId) {
       const shortcuts = runner().getShortcuts(keybindings.getEffectiveConfig());

@@ -2,7 +2,7 @@
 // architecture and C library Node reports, and what it says where no addon exists.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { detectLibc, missingAddonFix, platformId, type LibcProbes } from "@session-state/pi/addon";
+import { detectLibc, missingAddonFix, nodeMeetsFloor, platformId, type LibcProbes } from "@session-state/pi/addon";
 
 const manifest = {
   name: "@session-state/pi",
@@ -79,9 +79,14 @@ test("this machine's platform id is its own", () => {
 test("with no addon, the fix fits the platform", () => {
   // A published platform whose package npm skipped: reinstall.
   for (const id of ["linux-x64-gnu", "linux-arm64-musl", "darwin-arm64"]) {
-    const fix = missingAddonFix(id, manifest);
+    const fix = missingAddonFix(id, manifest, "22.19.0");
     assert.match(fix, new RegExp(`npm skipped the optional dependency @session-state/pi-${id}`));
     assert.match(fix, /pi install npm:@session-state\/pi@0\.1\.0/);
+    // On a Node below Pi's floor the advice is the Node to install, never "reinstall with
+    // optional dependencies" (which would not help).
+    const old = missingAddonFix(id, manifest, "20.20.2");
+    assert.match(old, /this is Node 20\.20\.2, and the package needs Node 22\.19\.0 or newer/);
+    assert.doesNotMatch(old, /optional/);
   }
   // Windows: no prebuilt package yet, and how to build one.
   for (const id of ["win32-x64-msvc", "win32-arm64-msvc"]) {
@@ -97,4 +102,9 @@ test("with no addon, the fix fits the platform", () => {
   assert.match(fix, /npm ci && npm run build/);
   // A checkout with nothing published: build it, or name an addon.
   assert.match(missingAddonFix("linux-x64-gnu", { name: "@session-state/pi", version: "0.1.0" }), /SESSION_STATE_PI_ADDON/);
+});
+
+test("Node's version against Pi's floor, 22.19", () => {
+  for (const v of ["22.19.0", "v22.19.0", "22.23.3", "23.0.0", "24.1.0"]) assert.equal(nodeMeetsFloor(v), true, v);
+  for (const v of ["20.20.2", "v20.19.0", "22.18.9", "22.9.0", "21.99.0"]) assert.equal(nodeMeetsFloor(v), false, v);
 });

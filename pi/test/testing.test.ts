@@ -7,7 +7,7 @@ import * as path from "node:path";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { Type } from "typebox";
-import { openSessionState } from "@session-state/pi";
+import { openSessionState, StateValidationError } from "@session-state/pi";
 import { key, messageText, startPi, toolCall, toolCalls } from "@session-state/pi/testing";
 
 /** An inline extension: a `remember` tool and a `/note` command on branch state. */
@@ -82,9 +82,56 @@ test("navigate, fork, reopen and a new session, as /tree, /fork, /resume and /ne
   await pi.shutdown();
 });
 
+test("a command's error reaches the test as thrown: its class, its fields, its cause", async () => {
+  const pi = await startPi({
+    extensions: [
+      (api: any) => {
+        const role = openSessionState<{ name: string }>(api, {
+          pluginId: "role",
+          scope: "branch",
+          validate: Type.Object({ name: Type.String({ minLength: 1 }) }),
+        });
+        api.registerCommand("role", {
+          handler: async (args: string, ctx: any) => {
+            role.write(ctx, { name: args.trim() });
+          },
+        });
+        api.registerCommand("wrapped", {
+          handler: async () => {
+            const inner = new RangeError("the inner failure");
+            throw new Error("the outer failure", { cause: inner });
+          },
+        });
+      },
+    ],
+  });
+  await pi.command("/role reviewer");
+  const refused = await pi.command("/role  ").then(
+    () => assert.fail("an empty name is refused by validate"),
+    (e: unknown) => e,
+  );
+  assert.ok(refused instanceof StateValidationError, String(refused));
+  assert.equal(refused.pluginId, "role");
+  assert.equal(refused.path, "/name");
+  assert.match(refused.detail, /\S/);
+  // Nothing was appended: the state is the last valid one.
+  assert.deepEqual(pi.state("role", "branch"), { name: "reviewer" });
+  const wrapped = await pi.command("/wrapped").then(
+    () => assert.fail("/wrapped throws"),
+    (e: unknown) => e,
+  );
+  assert.ok(wrapped instanceof Error && wrapped.message === "the outer failure", String(wrapped));
+  assert.ok(wrapped.cause instanceof RangeError && wrapped.cause.message === "the inner failure", String(wrapped.cause));
+  // The kit puts back the command's own handler: it runs again, and fails again as thrown.
+  await assert.rejects(pi.command("/role  "), StateValidationError);
+  await pi.command("/role writer");
+  assert.deepEqual(pi.state("role", "branch"), { name: "writer" });
+  await pi.shutdown();
+});
+
 test("extension errors fail the call that caused them; an unknown command is refused", async () => {
   const pi = await startPi({ extensions: [notes] });
-  await assert.rejects(pi.command("/note boom"), /\/note boom: an extension reported an error:\ncommand:note \(command\): the handler failed/);
+  await assert.rejects(pi.command("/note boom"), (e: unknown) => e instanceof Error && e.message === "the handler failed");
   await assert.rejects(pi.command("/nope"), /no command \/nope is registered \(registered: .*\/state:status.*\/note/);
   await assert.rejects(pi.command("note"), /a command starts with "\/"/);
   await pi.shutdown();

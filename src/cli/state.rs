@@ -18,7 +18,7 @@
 use super::store::{Sessions, Stored, Target};
 use super::{
     CmdResult, DbArgs, Failure, ScopeArg, emit, emit_json, emit_text, fail, is_refusal, open_log,
-    require_regular, short_json, strict_error,
+    require_regular, short_json, strict_error, term_safe,
 };
 use serde_json::{Map, Value};
 use session_state::{
@@ -52,10 +52,18 @@ Examples:
       (a child of 1a2b3c4d: it extends that branch at a tip, forks anywhere else)
   session-state write s.jsonl --plugin role --value '{\"name\":\"reviewer\"}' --version 2
 
-Prints the new entry's id, or nothing when the value was already equal (a write at a new
---version is always recorded). Without --version the value keeps the state version of the
-stored one (1 where there is none). A stored value written under a newer version than
---version is refused, as an extension at that version refuses it: nothing is written.
+Prints the new entry's id alone on stdout, or nothing when the value was already equal (a
+write at a new --version is always recorded). On a terminal, a hint on stderr shows how to
+read the state there: `history --at <new id>` (the state at the --at entry itself does not
+include the new entry, which is its child). Without --version the value keeps the state
+version of the stored one (1 where there is none). A stored value written under a newer
+version than --version is refused, as an extension at that version refuses it: nothing is
+written.
+
+The command line does not know an extension's `validate` (its schema or type guard lives
+in the extension's code): it writes any JSON value, and the extension's next read refuses
+one its `validate` rejects (StateValidationError). Check a value first with the extension
+itself, for example in a test through @session-state/pi/testing.
 Exit codes: 0 done; 2 error (invalid JSON, unknown entry, lock held by another process, a
 newer stored version...).";
 
@@ -350,8 +358,31 @@ fn apply(t: &StateArgs, op: Op, version: Option<u32>, sessions: &Sessions) -> Cm
     };
     if let Some(id) = id {
         emit_text(&format!("{id}\n"))?;
+        if std::io::stderr().is_terminal() {
+            eprintln!("{}", term_safe(&history_hint(t, &id)));
+        }
     }
     Ok(0)
+}
+
+/// The hint a write shows on a terminal: the command that reads the state through the new
+/// entry `id` (stdout keeps the id alone, for scripts).
+fn history_hint(t: &StateArgs, id: &str) -> String {
+    let scope = match Scope::from(t.scope) {
+        Scope::Session => " --scope session",
+        Scope::Branch => "",
+    };
+    let mut hint = format!(
+        "appended {id}; its state: session-state history {} --plugin {}{scope} --at {id}",
+        t.session.display(),
+        t.plugin
+    );
+    if let Some(at) = &t.at {
+        hint.push_str(&format!(
+            " (--at {at} shows the state before it: the new entry is a child of {at})"
+        ));
+    }
+    hint
 }
 
 /// An error naming `--at` when it is the unknown entry.

@@ -21,9 +21,10 @@ Examples:
   session-state status s.jsonl
   session-state status s.jsonl --db /tmp/states.sqlite --json
 
-Shows the projection database (never created by this command), the session's write-lock
-holder with alive / not alive / unknown, and the state events per plugin and scope,
-counted from the session file itself.
+Shows the session (a file, or a session in a store), the projection database (a local
+SQLite cache of folds and the write lock, never created by this command; for a stored
+session, this machine's cache of it), the session's write-lock holder with alive / not
+alive / unknown, and the state events per plugin and scope, counted from the session itself.
 Exit codes: 0 shown; 2 error.";
 
 pub(crate) const FORCE_REFRESH_EXAMPLES: &str = "\
@@ -132,15 +133,30 @@ pub(crate) fn status(args: StatusArgs, stored: Option<&StoredSession<'_>>) -> Cm
     }
     let mut out = String::new();
     let _ = writeln!(out, "session   {} ({})", log.session_id(), name.display());
+    let _ = writeln!(
+        out,
+        "          {}",
+        match stored {
+            None => "the session file: its lines are the session and its state",
+            Some(_) => "in the store: its lines there are the session and its state",
+        }
+    );
     let _ = writeln!(out, "entries   {}", log.len());
+    let _ = writeln!(out, "database  {}", db.display());
+    let _ = writeln!(
+        out,
+        "          {}",
+        match stored {
+            None => "the projection cache (SQLite): folds cached from the file, and the write lock",
+            Some(_) => {
+                "this machine's projection cache (SQLite) of the stored session: folds cached \
+                 from the store's lines, and this machine's write lock"
+            }
+        }
+    );
     if !rows.database.exists {
-        let _ = writeln!(
-            out,
-            "database  {} (does not exist: nothing cached, no lock)",
-            db.display()
-        );
+        let _ = writeln!(out, "          does not exist: nothing cached, no lock");
     } else {
-        let _ = writeln!(out, "database  {}", db.display());
         match &rows.lock {
             None => {
                 let _ = writeln!(out, "lock      none");

@@ -1,16 +1,21 @@
-// An npm registry on loopback for tests/pi_install.rs: verdaccio with its storage in the
-// directory given, no uplinks (it serves only what the test publishes, and a package it
-// does not hold is a 404, never a request elsewhere), anyone may publish.
+// An npm registry on loopback: verdaccio with its storage in the directory given, no
+// uplinks (it serves only what is published to it, and a package it does not hold is a
+// 404, never a request elsewhere), anyone may publish. tests/pi_install.rs starts it, and
+// pi/RELEASING.md shows how to start it by hand.
 //
-//   node serve.mjs <dir>
+//   node serve.mjs <absolute storage dir> [port]
 //
-// Listens on 127.0.0.1 on a port the system picks and prints `{"port":N}` once it accepts
-// connections. Runs until killed.
+// verdaccio must be installed beside this file (`npm ci` here, from package-lock.json), and
+// it needs Node 22 or newer. Listens on 127.0.0.1, on `port` (default 0: a port the system
+// picks), and prints `{"port":N}` once it accepts connections. Runs until killed.
 import * as path from "node:path";
 import { runServer } from "verdaccio";
 
 const dir = process.argv[2];
-if (!dir || !path.isAbsolute(dir)) throw new Error("usage: node serve.mjs <absolute storage dir>");
+const port = Number(process.argv[3] ?? 0);
+if (!dir || !path.isAbsolute(dir) || !Number.isInteger(port) || port < 0 || port > 65535) {
+  throw new Error("usage: node serve.mjs <absolute storage dir> [port]");
+}
 
 const server = await runServer({
   self_path: dir,
@@ -21,6 +26,6 @@ const server = await runServer({
   log: { type: "stdout", format: "json", level: "warn" },
   web: { enable: false },
 });
-server.listen(0, "127.0.0.1", () => {
+server.listen(port, "127.0.0.1", () => {
   process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
 });
