@@ -1,4 +1,4 @@
-//! The advisory lock on the session file itself (`docs/lock.md`, "The file lock"): who
+//! The advisory lock on the session file itself (`docs/lock.md`, "The one lock"): who
 //! holds it, for the refusal of a writer that waited for it in vain.
 //!
 //! The lock row and SQLite's write lock live in one projection database, but two writers
@@ -42,13 +42,13 @@ pub(crate) fn held(
         object: file.to_path_buf(),
         reason: if holder {
             format!(
-                "{why} holds the session: it holds the lock on the session file for as \
+                "{why} holds the session: it holds the advisory lock on the session file for as \
                  long as it has the session open (a running Pi with the session-state \
                  package, or a Store::lock), whatever projection database it uses"
             )
         } else {
             format!(
-                "{why} holds the lock on the session file (another writer of \
+                "{why} holds the advisory lock on the session file (another writer of \
                  session-state, between its check of the file's end and its append, perhaps \
                  through another projection database) and did not release it within {} s",
                 waited.as_secs_f64()

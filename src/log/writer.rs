@@ -2,7 +2,7 @@
 //! poisoning on the first failure (no retry after a failed fsync: "Can Applications
 //! Recover from fsync Failures?", ATC'20); and the advisory lock on the session file that
 //! every append holds from its check of the file's end to its `fdatasync`
-//! (`docs/lock.md`, "The file lock").
+//! (`docs/lock.md`, "The one lock").
 
 use super::io::{AppendFile, FileIdentity, FileSystem, OpenStatus};
 use crate::error::{Error, IoContext, LogError, Result};
