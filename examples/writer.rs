@@ -2,7 +2,7 @@
 //! values to one session with [`SessionState`], as a second agent host would.
 //!
 //! ```text
-//! cargo run --example writer -- <file> <db> <plugin> <n> [--go | --hold | --hold-file] [--patch] [--file] [--times]
+//! cargo run --example writer -- <file> <db> <plugin> <n> [--go | --hold | --presence | --hold-file] [--patch] [--file] [--times]
 //! ```
 //!
 //! Attempt `i` (from 0) writes `{"writer": <pid>, "i": i}` in branch scope and prints one
@@ -12,8 +12,12 @@
 //!
 //! - `--go`: after opening the session, print `READY` and wait for a line (or EOF) on
 //!   stdin before writing: a start barrier for tests.
-//! - `--hold`: take the session's write lock, print `HOLDING`, wait for a line (or EOF) on
-//!   stdin, release the lock, then write. A test can kill the process while it holds.
+//! - `--hold`: take the session's write lock ([`Store::lock`], after one read through the
+//!   store, so that it holds the session file too), print `HOLDING`, wait for a line (or
+//!   EOF) on stdin, release the lock, then write. A test can kill the process while it
+//!   holds.
+//! - `--presence`: the same with a running Pi's hold ([`Store::enter_presence`] with the
+//!   session file), left with [`Store::leave_presence`].
 //! - `--hold-file`: take the advisory lock on the session file itself, as a writer of
 //!   this crate holds it in the middle of an append (`docs/lock.md`, "The file lock"),
 //!   print `HOLDING`, wait for a line (or EOF) on stdin, release it, then write.
@@ -41,6 +45,7 @@ struct Args {
     n: u64,
     go: bool,
     hold: bool,
+    presence: bool,
     hold_file: bool,
     patch: bool,
     without_log: bool,
@@ -48,7 +53,7 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let usage = "usage: writer <file> <db> <plugin> <n> [--go | --hold | --hold-file] [--patch] \
+    let usage = "usage: writer <file> <db> <plugin> <n> [--go | --hold | --presence | --hold-file] [--patch] \
                  [--file] [--times]";
     let mut args = std::env::args_os().skip(1);
     let mut next = |what: &str| {
@@ -71,6 +76,7 @@ fn parse_args() -> Result<Args, String> {
         n,
         go: false,
         hold: false,
+        presence: false,
         hold_file: false,
         patch: false,
         without_log: false,
@@ -81,6 +87,7 @@ fn parse_args() -> Result<Args, String> {
         let set = match &*flag {
             "--go" => &mut parsed.go,
             "--hold" => &mut parsed.hold,
+            "--presence" => &mut parsed.presence,
             "--hold-file" => &mut parsed.hold_file,
             "--patch" => &mut parsed.patch,
             "--file" => &mut parsed.without_log,
@@ -89,9 +96,10 @@ fn parse_args() -> Result<Args, String> {
         };
         *set = true;
     }
-    if usize::from(parsed.go) + usize::from(parsed.hold) + usize::from(parsed.hold_file) > 1 {
+    let modes = [parsed.go, parsed.hold, parsed.presence, parsed.hold_file];
+    if modes.into_iter().filter(|m| *m).count() > 1 {
         return Err(format!(
-            "--go, --hold and --hold-file exclude each other\n{usage}"
+            "--go, --hold, --presence and --hold-file exclude each other\n{usage}"
         ));
     }
     Ok(parsed)
@@ -119,6 +127,21 @@ fn run(args: Args) -> Result<(), String> {
     let state: SessionState<Value> = store
         .state(&args.plugin, Scope::Branch)
         .map_err(|e| e.to_string())?;
+    if args.hold || args.presence {
+        // The store learns the session's file from a read.
+        state.read(&log).map_err(|e| e.to_string())?;
+    }
+    if args.presence {
+        let file = args.file.to_string_lossy();
+        store
+            .enter_presence(log.session_id(), Some(&file))
+            .map_err(|e| e.to_string())?;
+        say("HOLDING")?;
+        wait_for_stdin()?;
+        store
+            .leave_presence(log.session_id())
+            .map_err(|e| e.to_string())?;
+    }
     if args.hold {
         let guard = store
             .lock(log.session_id(), "write")

@@ -20,6 +20,7 @@ mod fork_inheritance;
 mod guard_example;
 mod interop;
 mod log_faults;
+mod one_lock;
 mod persistence;
 mod pi_arm64;
 mod pi_install;

@@ -16,7 +16,7 @@
 //! - the next open succeeds and the next append works.
 //!
 //! In a clean run, every write to an existing session file happens under its advisory
-//! lock, taken before its length is checked (`docs/lock.md`, "The file lock").
+//! lock, taken before its length is checked (`docs/lock.md`, "The one lock").
 //!
 //! `tests/log_faults.rs` holds the hand-picked cases; this file enumerates.
 #![expect(clippy::unwrap_used)]

@@ -39,6 +39,7 @@ import {
   type EventCount,
 } from "./internal.ts";
 import { shortJson, termSafe } from "./render.ts";
+import { existsSync as fileExists } from "node:fs";
 
 interface UiContext extends PiContext {
   hasUI: boolean;
@@ -251,7 +252,10 @@ export function historyText(ctx: PiContext, args: string): string {
 }
 
 export default function sessionStateExtension(pi: ExtensionApiLike): void {
-  let held: { sessionId: string; ctx: UiContext } | undefined;
+  // `fileHeld`: the presence holds the session file itself (the core's one lock); Pi
+  // writes a new session's file only at its first message, so until then it is held from
+  // the first message event that finds it.
+  let held: { sessionId: string; ctx: UiContext; fileHeld: boolean } | undefined;
   const rendered = new Set<string>();
 
   const enter = (ctx: UiContext) => {
@@ -263,8 +267,16 @@ export default function sessionStateExtension(pi: ExtensionApiLike): void {
       entry.reported = true;
       for (const d of entry.store.diagnostics()) ctx.ui?.notify?.(`session-state: ${d}`, "warning");
     }
-    entry.store.enterPresence(sm.getSessionId(), sm.getSessionFile() ?? null);
-    held = { sessionId: sm.getSessionId(), ctx };
+    const file = sm.getSessionFile() ?? null;
+    try {
+      entry.store.enterPresence(sm.getSessionId(), file);
+    } catch (e) {
+      // Another process holds the session (a second Pi with it open): this Pi's state
+      // writes still go through Pi, but the CLI and other processes stay out.
+      ctx.ui?.notify?.(`session-state: ${(e as Error).message}`, "warning");
+      return;
+    }
+    held = { sessionId: sm.getSessionId(), ctx, fileHeld: file !== null && fileExists(file) };
     // The renderer of every state customType in the session: its old events are drawn
     // whether or not the extension that wrote them is loaded.
     for (const e of sm.getEntries() as Array<{ type?: string; customType?: unknown }>) {
@@ -304,6 +316,15 @@ export default function sessionStateExtension(pi: ExtensionApiLike): void {
     pi.on(ev, (_e, ctx) => {
       shared.lastCtx = ctx;
       syncSession(ctx, true);
+      const file = ctx.sessionManager.getSessionFile();
+      if (held && !held.fileHeld && file && fileExists(file)) {
+        held.fileHeld = true;
+        try {
+          storeFor(ctx).store.enterPresence(held.sessionId, file);
+        } catch (e) {
+          ctx.ui?.notify?.(`session-state: ${(e as Error).message}`, "warning");
+        }
+      }
     });
   }
 

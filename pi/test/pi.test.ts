@@ -406,6 +406,13 @@ test("the CLI is refused while Pi holds the session and allowed after it shuts d
   assert.ok(w.stderr.includes(pi.sessionManager.getSessionId()), "object");
   assert.match(w.stderr, /that Pi has the session open/, "reason");
   assert.deepEqual(fs.readFileSync(file), bytes, "the file is untouched");
+  // Through another database the presence row is not seen; the session file's own lock,
+  // which the presence holds, is.
+  const other = cli(["write", file, "--plugin", "todo", "--value", '["cli"]', "--db", `${dir}/other.sqlite`], dir);
+  assert.equal(other.code, 2, other.stderr);
+  assert.match(other.stderr, new RegExp(`locked by pid:${process.pid};`), "initiator");
+  assert.match(other.stderr, /holds the session/, "reason");
+  assert.deepEqual(fs.readFileSync(file), bytes, "the file is untouched");
   const st = cli(["status", file, "--db", db, "--json"], dir);
   assert.equal(st.code, 0, st.stderr);
   const report = JSON.parse(st.stdout);

@@ -96,11 +96,8 @@ pub(crate) fn begin_write(
         .and_then(|mut q| q.execute([]))
         .map_err(err())?;
     // Read in the transaction: the version of the database this write sees.
-    let version = match conn
-        .prepare_cached("PRAGMA data_version")
-        .and_then(|mut q| q.query_row([], |r| r.get::<_, i64>(0)))
-    {
-        Ok(v) => (v, conn.total_changes()),
+    let version = match database_version(conn) {
+        Ok(v) => v,
         Err(e) => {
             crate::sqlite::end_transaction(conn, "ROLLBACK");
             return Err(err()(e));
@@ -148,6 +145,16 @@ pub(crate) fn begin_write(
     judged
 }
 
+/// The version of the database as `conn` sees it: `PRAGMA data_version`, which moves on
+/// whenever another connection (of this process or any other) has committed, and the
+/// connection's own `total_changes`.
+pub(crate) fn database_version(conn: &Connection) -> rusqlite::Result<(i64, u64)> {
+    let v = conn
+        .prepare_cached("PRAGMA data_version")?
+        .query_row([], |r| r.get::<_, i64>(0))?;
+    Ok((v, conn.total_changes()))
+}
+
 /// A judgement of the rows that found nothing in the way of a write of one session, and
 /// the version of the database it read ([`begin_write`]).
 #[derive(Debug, Default)]
@@ -158,7 +165,9 @@ pub(crate) struct ClearRows {
 }
 
 impl ClearRows {
-    fn is(&self, session_id: &str, version: (i64, u64)) -> bool {
+    /// Whether the judgement of `session_id` was made on the database at `version`
+    /// ([`database_version`]): nobody has committed since, so the rows are the ones judged.
+    pub(crate) fn is(&self, session_id: &str, version: (i64, u64)) -> bool {
         self.seen
             .as_ref()
             .is_some_and(|(s, v, _)| s == session_id && *v == version)

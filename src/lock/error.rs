@@ -60,7 +60,7 @@ pub enum LockError {
     },
 
     /// Another writer holds the advisory lock on the session file itself
-    /// (`docs/lock.md`, "The file lock") and did not release it within the wait
+    /// (`docs/lock.md`, "The one lock") and did not release it within the wait
     /// (10 s): a writer of this crate between its check of the file's end and its append,
     /// perhaps through another projection database, or a process that is stuck there.
     /// Nothing was written. The message ends with the command that ends the holder, or

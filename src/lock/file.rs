@@ -1,4 +1,4 @@
-//! The advisory lock on the session file itself (`docs/lock.md`, "The file lock"): who
+//! The advisory lock on the session file itself (`docs/lock.md`, "The one lock"): who
 //! holds it, for the refusal of a writer that waited for it in vain.
 //!
 //! The lock row and SQLite's write lock live in one projection database, but two writers
@@ -13,13 +13,15 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The refusal of a writer that waited `waited` for the lock on `file` (device and inode
-/// `identity`, when known) before its `action`: the holder read from `/proc/locks`, the
-/// reason, and what clears it.
+/// `identity`, when known) before its `action`, or that found a holder of the session
+/// there (`holder`: a `Store::lock` or a running Pi, refused at once): the holder read
+/// from `/proc/locks`, the reason, and what clears it.
 pub(crate) fn held(
     file: &Path,
     identity: Option<(u64, u64)>,
     action: &str,
     waited: Duration,
+    holder: bool,
 ) -> LockError {
     let pid = identity.and_then(|(dev, ino)| {
         let table = std::fs::read_to_string("/proc/locks").ok()?;
@@ -38,12 +40,20 @@ pub(crate) fn held(
         initiator,
         action: action.to_owned(),
         object: file.to_path_buf(),
-        reason: format!(
-            "{why} holds the advisory lock on the session file (another writer of \
-             session-state, between its check of the file's end and its append, perhaps \
-             through another projection database) and did not release it within {} s",
-            waited.as_secs_f64()
-        ),
+        reason: if holder {
+            format!(
+                "{why} holds the session: it holds the advisory lock on the session file for as \
+                 long as it has the session open (a running Pi with the session-state \
+                 package, or a Store::lock), whatever projection database it uses"
+            )
+        } else {
+            format!(
+                "{why} holds the advisory lock on the session file (another writer of \
+                 session-state, between its check of the file's end and its append, perhaps \
+                 through another projection database) and did not release it within {} s",
+                waited.as_secs_f64()
+            )
+        },
         pid,
     }
 }

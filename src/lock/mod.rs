@@ -32,6 +32,7 @@
 mod acquire;
 mod error;
 pub(crate) mod file;
+pub(crate) mod hold;
 mod identity;
 pub(crate) mod presence;
 mod queue;
@@ -44,7 +45,9 @@ pub use presence::PresenceStatus;
 pub use status::LockStatus;
 pub use table::LEASE;
 
-pub(crate) use acquire::{ClearRows, acquire_at, begin_write, end_write, release_row, renew_row};
+pub(crate) use acquire::{
+    ClearRows, acquire_at, begin_write, database_version, end_write, release_row, renew_row,
+};
 pub(crate) use error::Refused;
 pub(crate) use queue::{FastPass, Turn, Turns, WriterQueue};
 pub(crate) use status::{LiveRow, clear, live_rows, status, status_at};

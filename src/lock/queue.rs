@@ -168,13 +168,11 @@ impl WriterQueue {
         operation: &'static str,
         session_id: &str,
     ) -> Result<(), super::Refused> {
+        // Without a queue file of its own (none could be opened, or what is at the path is
+        // not ours), there is nobody to tell: writers of this release are kept out by the
+        // session file's lock, which the holder takes first (`docs/lock.md`).
         let announced = match self.file() {
             Some(file) => file.announce_row(ANNOUNCE_WAIT),
-            // A queue file of ours that this process could not open: writers that can may
-            // be on the fast path, and would not see the row.
-            None if imp::SERVES && self.is_ours() => Err(std::io::Error::other(
-                "the writers' queue file could not be opened",
-            )),
             None => Ok(()),
         };
         announced.map_err(|source| {
@@ -185,20 +183,6 @@ impl WriterQueue {
                 source,
             })
         })
-    }
-
-    /// Whether the queue file is one of this crate's (16 or 24 bytes, starting with
-    /// [`MAGIC`]).
-    fn is_ours(&self) -> bool {
-        use std::io::Read;
-        let mut head = [0u8; 8];
-        std::fs::File::open(&self.path)
-            .and_then(|mut f| {
-                let len = f.metadata()?.len();
-                f.read_exact(&mut head)?;
-                Ok(matches!(len, 16 | 24) && &head == MAGIC)
-            })
-            .unwrap_or(false)
     }
 
     /// Between two transactions of a turn (inside an outer one, or not): the writers in
@@ -289,9 +273,6 @@ mod imp {
     /// the fast path (which would let one writer on the fast path pass it again and again).
     const ROWS: u64 = SLOTS - 1;
 
-    /// Writers on this platform can queue and take the fast path.
-    pub(super) const SERVES: bool = true;
-
     /// The open queue file, and the ticket counter when this open file last knew the line
     /// empty: when it saw no place held, or after its own place, once every place before
     /// it had had its turn ([`NO_PLACE`] before either). A write on the fast path that
@@ -347,14 +328,32 @@ mod imp {
         }
 
         fn try_open(path: &Path) -> io::Result<Option<QueueFile>> {
-            let file = Arc::new(
+            use std::os::unix::fs::OpenOptionsExt;
+            // Never through a symlink (a dangling one would create its target, another
+            // would have us write a file elsewhere), never blocking on a FIFO, and only a
+            // regular file: anything else at the path is not ours and is left as it is.
+            let open = |create: bool| {
                 OpenOptions::new()
                     .read(true)
                     .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(path)?,
-            );
+                    .create_new(create)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+                    .open(path)
+            };
+            let file = match open(true) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => open(false),
+                other => other,
+            };
+            let file = match file {
+                Ok(file) => file,
+                // ELOOP: a symlink at the path.
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            if !file.metadata()?.file_type().is_file() {
+                return Ok(None);
+            }
+            let file = Arc::new(file);
             // Also the check that this file system has the locks.
             let deadline = Instant::now() + Duration::from_secs(1);
             if !lock_until(&file, COUNTER.0, COUNTER.1, deadline)? {
@@ -449,10 +448,13 @@ mod imp {
                 ));
             }
             let moved = (|| {
-                let mut bytes = [0u8; 8];
-                file.read_exact_at(&mut bytes, GENERATION)?;
-                let next = u64::from_le_bytes(bytes).wrapping_add(1);
-                file.write_all_at(&next.to_le_bytes(), GENERATION)
+                let mut head = [0u8; 24];
+                file.read_exact_at(&mut head, 0)?;
+                if !ours(&head) {
+                    return Ok(());
+                }
+                let next = u64::from_le_bytes(head[16..].try_into().expect("8 bytes"));
+                file.write_all_at(&next.wrapping_add(1).to_le_bytes(), GENERATION)
             })();
             unlock(file, COUNTER.0, COUNTER.1);
             moved?;
@@ -483,9 +485,12 @@ mod imp {
                 return Ok(None);
             }
             let placed = (|| -> io::Result<Option<(TurnInner, u64, u64)>> {
-                let mut counter = [0u8; 8];
-                file.read_exact_at(&mut counter, COUNTER.0)?;
-                let ticket = u64::from_le_bytes(counter);
+                let mut head = [0u8; 16];
+                file.read_exact_at(&mut head, 0)?;
+                if !ours(&head) {
+                    return Ok(None);
+                }
+                let ticket = u64::from_le_bytes(head[8..].try_into().expect("8 bytes"));
                 let place = SLOTS + ticket % SPAN;
                 // Held only if the line wrapped around onto a writer still in it.
                 if !set(file, libc::F_WRLCK, place, 1, false)? {
@@ -515,6 +520,19 @@ mod imp {
             }
             Ok(Some(turn))
         }
+    }
+
+    /// Whether the head of the open queue file still starts with the marker: a file
+    /// overwritten behind this writer (same inode, another program's bytes) is no longer
+    /// ours, and is never written again (the writer goes without a turn).
+    fn ours(head: &[u8]) -> bool {
+        let ours = head.starts_with(MAGIC);
+        if !ours {
+            tracing::warn!(
+                "the writers' queue file was overwritten by another program: not written"
+            );
+        }
+        ours
     }
 
     fn flock(kind: libc::c_int, start: u64, len: u64) -> io::Result<libc::flock> {
@@ -828,8 +846,6 @@ mod imp {
 mod imp {
     use std::path::Path;
     use std::time::Duration;
-
-    pub(super) const SERVES: bool = false;
 
     #[derive(Debug)]
     pub(super) enum QueueFile {}

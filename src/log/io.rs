@@ -39,6 +39,12 @@ pub trait AppendFile: Send {
     fn lock(&mut self, wait: Duration) -> io::Result<bool>;
     /// Releases the lock taken by [`AppendFile::lock`]. Closing the file releases it too.
     fn unlock(&mut self) -> io::Result<()>;
+    /// Whether the lock is held by a holder of the session (a `Store::lock` or a running
+    /// Pi, `docs/lock.md`) rather than by another writer's append: `false` (the default)
+    /// where the platform cannot tell.
+    fn holder_present(&self) -> bool {
+        false
+    }
     /// What the open file itself says of its length and its names (one `fstat`), for the
     /// check before an append: `None` (the default) when it cannot tell, and then the
     /// writer looks at the path instead.
@@ -144,7 +150,8 @@ impl AppendFile for StdAppendFile {
                 Err(std::fs::TryLockError::Error(e)) => return Err(e),
             }
             let now = Instant::now();
-            if now >= deadline {
+            // A holder keeps the session for longer than any wait: refused at once.
+            if now >= deadline || crate::lock::hold::holder_present(&self.0) {
                 return Ok(false);
             }
             std::thread::sleep(pause.min(deadline - now));
@@ -153,6 +160,9 @@ impl AppendFile for StdAppendFile {
     }
     fn unlock(&mut self) -> io::Result<()> {
         self.0.unlock()
+    }
+    fn holder_present(&self) -> bool {
+        crate::lock::hold::holder_present(&self.0)
     }
     fn status(&self) -> io::Result<Option<OpenStatus>> {
         open_status(&self.0)

@@ -2,7 +2,7 @@
 //! poisoning on the first failure (no retry after a failed fsync: "Can Applications
 //! Recover from fsync Failures?", ATC'20); and the advisory lock on the session file that
 //! every append holds from its check of the file's end to its `fdatasync`
-//! (`docs/lock.md`, "The file lock").
+//! (`docs/lock.md`, "The one lock").
 
 use super::io::{AppendFile, FileIdentity, FileSystem, OpenStatus};
 use crate::error::{Error, IoContext, LogError, Result};
@@ -20,7 +20,17 @@ pub(crate) struct LogWriter {
     /// The open file's identity, read once: an open file stays the same file.
     identity: Option<FileIdentity>,
     poisoned: Option<String>,
-    locked: bool,
+    locked: Locked,
+}
+
+/// What a writer holds for its append (`docs/lock.md`, "The one lock").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Locked {
+    No,
+    /// The session file's lock, through this writer's open file.
+    File,
+    /// This process holds the session ([`crate::lock::hold`]): its turn on the held file.
+    Turn(crate::lock::hold::FileKey),
 }
 
 impl LogWriter {
@@ -30,20 +40,24 @@ impl LogWriter {
             identity: file.identity().ok(),
             file,
             poisoned: None,
-            locked: false,
+            locked: Locked::No,
         }
     }
 
-    /// Takes the session file's advisory lock for one append of `action` (a no-op while
-    /// held): waits at most [`FILE_LOCK_WAIT`] for another holder, then refuses with
-    /// [`crate::lock::LockError::FileHeld`], naming the file and the holder. A file system
-    /// without such locks is written without one, with a warning.
+    /// Takes the session file's lock for one append of `action` (a no-op while held):
+    /// waits at most [`FILE_LOCK_WAIT`] for another writer's append, then refuses with
+    /// [`crate::lock::LockError::FileHeld`], naming the file and the holder; a holder of
+    /// the session ([`crate::Store::lock`], a running Pi) refuses at once where the
+    /// platform tells it from a writer. In the process that holds the session, its turn
+    /// on the held file instead. A file system without such locks is written without
+    /// one, with a warning.
     pub(crate) fn lock(&mut self, action: &str) -> Result<()> {
         if self.lock_within(FILE_LOCK_WAIT)? {
             return Ok(());
         }
         let id = self.identity().map(|id| (id.dev, id.ino));
-        Err(crate::lock::file::held(&self.path, id, action, FILE_LOCK_WAIT).into())
+        let holder = self.file.holder_present();
+        Err(crate::lock::file::held(&self.path, id, action, FILE_LOCK_WAIT, holder).into())
     }
 
     /// [`LogWriter::lock`] without waiting: `Ok(false)` when another holder has it.
@@ -52,12 +66,17 @@ impl LogWriter {
     }
 
     fn lock_within(&mut self, wait: Duration) -> Result<bool> {
-        if self.locked {
+        if self.locked != Locked::No {
             return Ok(true);
+        }
+        if let Some(id) = self.identity
+            && crate::lock::hold::held_here((id.dev, id.ino))
+        {
+            return Ok(self.take_turn((id.dev, id.ino), wait));
         }
         match self.file.lock(wait) {
             Ok(true) => {
-                self.locked = true;
+                self.locked = Locked::File;
                 Ok(true)
             }
             Ok(false) => Ok(false),
@@ -70,13 +89,47 @@ impl LogWriter {
         }
     }
 
+    /// In the process that holds the session: its turn on the held file, waiting at most
+    /// `wait` for another thread's append. A hold released meanwhile leaves the file to
+    /// the kernel's lock again.
+    fn take_turn(&mut self, id: crate::lock::hold::FileKey, wait: Duration) -> bool {
+        let deadline = std::time::Instant::now() + wait;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            match crate::lock::hold::begin_append(id) {
+                Some(true) => {
+                    self.locked = Locked::Turn(id);
+                    return true;
+                }
+                None => {
+                    let locked = self.file.lock(Duration::ZERO).unwrap_or(false);
+                    if locked {
+                        self.locked = Locked::File;
+                    }
+                    return locked;
+                }
+                Some(false) => {}
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+    }
+
     /// Releases the lock taken by [`LogWriter::lock`]. On `Err` the lock may still be
     /// held: drop the writer, which closes the file and so releases it.
     pub(crate) fn unlock(&mut self) -> Result<()> {
-        if !std::mem::take(&mut self.locked) {
-            return Ok(());
+        match std::mem::replace(&mut self.locked, Locked::No) {
+            Locked::No => Ok(()),
+            Locked::File => self.file.unlock().ctx("unlocking", &self.path),
+            Locked::Turn(id) => {
+                crate::lock::hold::end_append(id);
+                Ok(())
+            }
         }
-        self.file.unlock().ctx("unlocking", &self.path)
     }
 
     pub(crate) fn check(&self) -> Result<()> {
@@ -139,6 +192,15 @@ impl LogWriter {
     /// The open file's identity, when it could be read at open.
     pub(crate) fn identity(&self) -> Option<FileIdentity> {
         self.identity
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        // The file's lock goes with the file; the holder's turn must be handed back.
+        if let Locked::Turn(id) = self.locked {
+            crate::lock::hold::end_append(id);
+        }
     }
 }
 

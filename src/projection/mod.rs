@@ -321,7 +321,32 @@ impl Projection {
     /// since. Held to the end of the append.
     pub(crate) fn fast_pass(&self, session_id: &str) -> Option<crate::lock::FastPass> {
         let seen = self.clear_rows.generation(session_id)?;
-        self.queue.fast_pass(seen)
+        let pass = self.queue.fast_pass(seen)?;
+        // A row of a process that does not announce its rows (a release before the
+        // announcement, or one that found the queue file gone) is still a commit: the
+        // database's version moved on since the judgement, and the rows are judged again.
+        let version = crate::lock::database_version(&self.conn).ok()?;
+        self.clear_rows.is(session_id, version).then_some(pass)
+    }
+
+    /// The session files this database has read for `session_id` (what
+    /// [`crate::Store::lock`] holds).
+    pub(crate) fn session_files(&self, session_id: &str) -> Result<Vec<PathBuf>> {
+        let failed = |source| {
+            Error::Projection(ProjectionError::Database {
+                path: self.path.clone(),
+                action: "finding the session's files",
+                source: DatabaseError(source),
+            })
+        };
+        let mut q = self
+            .conn
+            .prepare_cached("SELECT file FROM sessions WHERE session_id = ?1")
+            .map_err(failed)?;
+        let rows = q
+            .query_map([session_id], |r| r.get::<_, String>(0))
+            .map_err(failed)?;
+        rows.map(|r| r.map(PathBuf::from).map_err(failed)).collect()
     }
 
     /// The connection and the memo of its last write's judgement of the lock rows.

@@ -140,6 +140,12 @@ struct Inner {
     /// The fold memo of each log read through this store, keyed by the log's identity;
     /// the `Weak` tells a live log from a dropped one whose address was reused.
     folds: Mutex<crate::sync::FastMap<usize, (Weak<()>, Folds)>>,
+    /// The session files held for this process's presence rows, by session
+    /// ([`Store::enter_presence`]): `None` while the file does not exist yet.
+    presence: Mutex<crate::sync::FastMap<String, Option<lock::hold::Hold>>>,
+    /// The session files of the logs read or written through this store, by session
+    /// (what [`Store::lock`] holds beside the files the database knows).
+    logs: Mutex<crate::sync::FastMap<String, Vec<PathBuf>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -190,6 +196,8 @@ impl Store {
                 fs,
                 db: Mutex::new(None),
                 folds: Mutex::new(Default::default()),
+                presence: Mutex::new(Default::default()),
+                logs: Mutex::new(Default::default()),
             }),
         }
     }
@@ -365,7 +373,25 @@ impl Store {
     /// `write` (the state's writes take it themselves). Refused with the four-element
     /// [`crate::lock::LockError::Held`] while another live process holds it within its lease.
     pub fn lock(&self, session_id: &str, action: &str) -> Result<WriteLock<'_>> {
-        self.lock_with(session_id, action, lock::now_ms(), &Holder::current())
+        let holds = self.hold_session(session_id, action)?;
+        let mut lock = self.lock_with(session_id, action, lock::now_ms(), &Holder::current())?;
+        lock.holds = holds;
+        Ok(lock)
+    }
+
+    /// The session files this database knows for `session_id`, held for this process
+    /// (`docs/lock.md`, "The one lock"): refused at once by another holder, after
+    /// [`crate::log::writer::FILE_LOCK_WAIT`] by another writer's append.
+    fn hold_session(&self, session_id: &str, action: &str) -> Result<Vec<lock::hold::Hold>> {
+        let mut files = self.with_db(|db| db.session_files(session_id))?;
+        if let Some(logs) = crate::sync::lock(&self.inner.logs).get(session_id) {
+            files.extend(logs.iter().cloned());
+        }
+        // One hold per file, however it was named (a second hold of a file counts).
+        files
+            .iter()
+            .filter_map(|file| hold_file(file, action).transpose())
+            .collect()
     }
 
     /// Test hook: [`Store::lock`] for an injected holder and time (tests stand in for
@@ -400,6 +426,7 @@ impl Store {
                 holder,
                 acquired_at_ms,
                 released: false,
+                holds: Vec::new(),
             })
         })
     }
@@ -496,6 +523,11 @@ impl Store {
             // Logs dropped since: their memo goes with them.
             map.retain(|_, (w, _)| w.strong_count() > 0);
             map.insert(key, (Arc::downgrade(token), Folds::default()));
+            let mut logs = crate::sync::lock(&self.inner.logs);
+            let files = logs.entry(log.session_id().to_owned()).or_default();
+            if !files.iter().any(|f| f == log.path()) {
+                files.push(log.path().to_path_buf());
+            }
         }
         let (_, folds) = map.get_mut(&key).expect("inserted above");
         folds.follow(log);
@@ -516,6 +548,25 @@ pub struct WriteLock<'s> {
     holder: String,
     acquired_at_ms: i64,
     released: bool,
+    /// The session files held for as long as the row stands (`docs/lock.md`).
+    holds: Vec<lock::hold::Hold>,
+}
+
+/// Holds the session file `file` for this process ([`lock::hold::hold`]): `None` when
+/// there is no file at the path; a holder or a stuck writer of another process refuses
+/// `action` with [`lock::LockError::FileHeld`].
+pub(crate) fn hold_file(file: &Path, action: &str) -> Result<Option<lock::hold::Hold>> {
+    use lock::hold::{Taken, hold};
+    match hold(file, crate::log::writer::FILE_LOCK_WAIT) {
+        Ok(Taken::Held(h)) => Ok(Some(h)),
+        Ok(Taken::NoFile) => Ok(None),
+        Ok(Taken::Refused { identity, holder }) => {
+            let id = Some(identity);
+            let wait = crate::log::writer::FILE_LOCK_WAIT;
+            Err(lock::file::held(file, id, action, wait, holder).into())
+        }
+        Err(source) => Err(Error::io("holding", file, source)),
+    }
 }
 
 impl WriteLock<'_> {

@@ -30,8 +30,32 @@ impl Store {
     /// that other processes' `write`/`patch`/`drop` refuse it until
     /// [`Store::leave_presence`] (or until this process is gone). `session_file` is shown
     /// by `status`.
+    ///
+    /// It also holds the session file itself (`docs/lock.md`, "The one lock"), which
+    /// excludes every writer of the file whatever database it uses, until
+    /// [`Store::leave_presence`] or this process's end; a file that does not exist yet
+    /// (Pi writes a new session's file at its first reply) is held by the next call once
+    /// it does. Another holder of the file (a second Pi with the session open) refuses
+    /// with [`crate::lock::LockError::FileHeld`], and no row is written.
     pub fn enter_presence(&self, session_id: &str, session_file: Option<&str>) -> Result<()> {
-        self.with_db(|db| {
+        let held = match session_file {
+            Some(file) => super::hold_file(std::path::Path::new(file), "enter the session")?,
+            None => None,
+        };
+        {
+            let mut map = crate::sync::lock(&self.inner.presence);
+            match map.get_mut(session_id) {
+                // Entered already: the row stands; the file is held now if it was not.
+                Some(slot) => {
+                    if slot.is_none() {
+                        *slot = held;
+                    }
+                    return Ok(());
+                }
+                None => drop(map.insert(session_id.to_owned(), held)),
+            }
+        }
+        let entered = self.with_db(|db| {
             let path = db.path().to_path_buf();
             let failed = |source| {
                 Error::Projection(ProjectionError::Database {
@@ -58,11 +82,16 @@ impl Store {
                 .announce_row("record the Pi presence row", session_id)
                 .map_err(Error::Lock)?;
             tx.commit().map_err(failed)
-        })
+        });
+        if entered.is_err() {
+            crate::sync::lock(&self.inner.presence).remove(session_id);
+        }
+        entered
     }
 
     /// Removes this process's presence row of `session_id`; `true` when there was one.
     pub fn leave_presence(&self, session_id: &str) -> Result<bool> {
+        crate::sync::lock(&self.inner.presence).remove(session_id);
         self.with_db(|db| {
             let path = db.path().to_path_buf();
             presence::leave(db.connection(), session_id, &Holder::current()).map_err(|source| {
@@ -77,6 +106,7 @@ impl Store {
 
     /// Removes the presence row of `session_id` whoever holds it (`force-refresh`).
     pub fn clear_presence(&self, session_id: &str) -> Result<bool> {
+        crate::sync::lock(&self.inner.presence).remove(session_id);
         self.with_db(|db| {
             let path = db.path().to_path_buf();
             presence::clear(db.connection(), session_id).map_err(|source| {

@@ -209,7 +209,7 @@ impl SessionLog {
     /// Once the file exists, the entry is durable when this returns `Ok` (one `write()`
     /// of the whole line, then `fdatasync`), and the append holds the session file's
     /// advisory lock from its check of the file's end to the sync, so another writer of
-    /// this crate never appends beside it (`docs/lock.md`, "The file lock"); when another
+    /// this crate never appends beside it (`docs/lock.md`, "The one lock"); when another
     /// writer keeps that lock longer than the wait (10 s), the append is refused with
     /// [`crate::lock::LockError::FileHeld`] and nothing is written. Before the session is
     /// materialized, the entry is kept in memory (see [`Materialize`]). On an I/O failure
