@@ -1331,20 +1331,6 @@ fn patch_via(
     }
 }
 
-/// Whether a blocked lock request on the file `path` stands in `/proc/locks` (a waiter's
-/// line has `->`; its device field ends with the inode).
-fn lock_waiter_on(path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let ino = format!(":{}", std::fs::metadata(path).expect("stat").ino());
-    let locks = std::fs::read_to_string("/proc/locks").expect("/proc/locks");
-    locks.lines().any(|line| {
-        line.contains("->")
-            && line
-                .split_whitespace()
-                .any(|field| field.ends_with(&ino) && field.matches(':').count() == 2)
-    })
-}
-
 /// What a write paused on the fast path returns when it is let go: its result, and the
 /// state, log and store it wrote with.
 type Paused = std::thread::JoinHandle<(
@@ -1391,58 +1377,28 @@ fn a_write_paused_on_the_fast_path_by(
     (writer, go)
 }
 
-/// The fast path (docs/lock.md): once a connection judged a session's rows clear, its next
-/// write appends without SQLite's write lock. A `Store::lock` of another holder taken
-/// meanwhile waits for that write's append: it does not return while the write stands
-/// between its check and its append. The writer's next write sees the row and is refused.
+/// A row taken by a holder that holds no file lock (as an earlier release takes it) while
+/// a write stands between its check and its append on the fast path: the row is taken at
+/// once (this release's writes hold nothing on the queue file), the paused write lands,
+/// and the writer's next write judges the rows again (the database's version moved) and
+/// is refused by the row. A holder of this release holds the session file's lock, which
+/// the paused write holds to the end of its sync (`one_lock::*`).
 #[test]
-fn a_lock_taken_while_a_write_is_on_the_fast_path_waits_for_its_append() {
+fn a_row_taken_while_a_write_is_on_the_fast_path_refuses_the_next_write() {
     let s = session();
     let (writer, go) = a_write_paused_on_the_fast_path(&s);
 
     let live = Proc::sleep();
     let holder = live.holder();
-    let (done_tx, done) = std::sync::mpsc::channel();
-    let locker = {
-        let (db, id, holder) = (s.db.clone(), s.id.clone(), holder.clone());
-        std::thread::spawn(move || {
-            let store = store(&db);
-            let taken = store.lock_as(&id, "prune", now_ms(), &holder);
-            let ok = taken.is_ok();
-            // The row stays: its holder is the live process.
-            taken.map(std::mem::forget).expect("the lock is taken");
-            done_tx.send(ok).expect("send");
-        })
-    };
-    // The holder waits for the write on the queue file's lock (a blocked request in
-    // /proc/locks), and is not done.
-    let mut queue = s.db.clone().into_os_string();
-    queue.push("-queue");
-    let queue = PathBuf::from(queue);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(
-            done.try_recv().is_err(),
-            "the lock was taken while a write stood between its check and its append"
-        );
-        if queue.exists() && lock_waiter_on(&queue) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the holder never waited for the write on the fast path"
-        );
-        std::thread::yield_now();
-    }
-    assert!(done.try_recv().is_err(), "still waiting");
+    let store_b = store(&s.db);
+    let taken = store_b.lock_as(&s.id, "prune", now_ms(), &holder);
+    // The row stays: its holder is the live process.
+    taken
+        .map(std::mem::forget)
+        .expect("the lock is taken at once");
     go.send(()).expect("let the write go");
     let (written, state, mut log, _store) = writer.join().expect("join");
     written.expect("the paused write lands");
-    assert!(
-        done.recv_timeout(Duration::from_secs(60))
-            .expect("the lock once the append ended")
-    );
-    locker.join().expect("join");
 
     let err = state
         .write(&mut log, &json!(3))
@@ -1485,44 +1441,48 @@ fn a_lock_taken_while_a_write_on_the_fast_path_syncs_does_not_wait_for_the_sync(
     assert_eq!(state.read(&log).expect("read"), Some(json!(2)));
 }
 
-/// A holder's wait for the writes on the fast path is bounded (docs/lock.md, "The fast
-/// path"): behind a write that stays between its check and its append, `Store::lock`
-/// fails after 10 s with `LockError::Writers`, naming the queue file, and takes no row.
-/// Once the write goes on, it lands, and the lock is taken.
+/// A holder (`Store::lock`, which takes the session file's lock) behind a write stuck
+/// between its check and its append on the fast path: the write holds the file's lock, so
+/// the holder waits its bounded wait, then gives up with the four-element refusal naming
+/// the file and this process, having taken no row; once the write is done it takes the
+/// lock.
 #[test]
 fn a_holder_behind_a_stuck_write_on_the_fast_path_gives_up_and_takes_no_row() {
     let s = session();
+    let file = std::fs::canonicalize(&s.file).expect("canonical");
     let (writer, go) = a_write_paused_on_the_fast_path(&s);
 
-    let live = Proc::sleep();
+    let holding = store(&s.db);
+    holding.catch_up(&file).expect("the store knows the session's file");
     let started = Instant::now();
-    let err = store(&s.db)
-        .lock_as(&s.id, "prune", now_ms(), &live.holder())
+    let err = holding
+        .lock(&s.id, "prune")
         .map(drop)
         .expect_err("the write never ends its append");
     assert!(started.elapsed() >= Duration::from_secs(10), "it waited");
     let Error::Lock(e) = err else {
         panic!("not a lock error: {err}")
     };
-    let LockError::Writers { queue, .. } = &*e else {
+    let LockError::FileHeld {
+        initiator,
+        action,
+        object,
+        ..
+    } = &*e
+    else {
         panic!("{e:?}")
     };
-    assert!(queue.ends_with("states.sqlite-queue"), "{queue:?}");
-    let shown = e.to_string();
-    for part in [
-        "were not told of the row",
-        "Nothing was taken; try again",
-        &format!("fuser -v {}", queue.display()),
-    ] {
-        assert!(shown.contains(part), "{part:?} in {shown}");
-    }
+    assert_eq!(*initiator, Holder::current().to_string());
+    assert_eq!(action, "prune");
+    assert_eq!(*object, file);
+    assert!(e.to_string().contains("did not release it within 10 s"), "{e}");
     assert_eq!(lock_row(&s.db, &s.id), None, "no row taken");
 
     go.send(()).expect("let the write go");
     writer.join().expect("join").0.expect("the write lands");
-    store(&s.db)
-        .lock_as(&s.id, "prune", now_ms(), &live.holder())
-        .map(std::mem::forget)
+    holding
+        .lock(&s.id, "prune")
+        .map(drop)
         .expect("taken once the write is done");
 }
 

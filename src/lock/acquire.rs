@@ -85,6 +85,7 @@ fn judge(
 pub(crate) fn begin_write(
     conn: &Connection,
     queue: &WriterQueue,
+    commits: &super::CommitStamp,
     session_id: &str,
     action: &str,
     session_file: &Path,
@@ -106,8 +107,10 @@ pub(crate) fn begin_write(
     // Read under SQLite's write lock, which a holder taking a row holds while it moves
     // the generation on: every row this judgement does not see comes with a later one.
     let generation = queue.rows_generation();
+    // Under the write lock too: nobody commits between this read and the judgement.
+    let counted = commits.read();
     if clear.is(session_id, version) {
-        clear.remember(session_id, version, generation);
+        clear.remember(session_id, version, generation, counted);
         return Ok(());
     }
     let judged = (|| {
@@ -138,7 +141,7 @@ pub(crate) fn begin_write(
         }
         // Nothing deleted: the rows are as they were read.
         Ok(()) if conn.total_changes() == version.1 => {
-            clear.remember(session_id, version, generation)
+            clear.remember(session_id, version, generation, counted)
         }
         Ok(()) => clear.forget(),
     }
@@ -159,9 +162,20 @@ pub(crate) fn database_version(conn: &Connection) -> rusqlite::Result<(i64, u64)
 /// the version of the database it read ([`begin_write`]).
 #[derive(Debug, Default)]
 pub(crate) struct ClearRows {
-    /// The session, the database's version (`data_version`, `total_changes`) and the
-    /// rows' generation in the writers' queue file, when it has one.
-    seen: Option<(String, (i64, u64), Option<u64>)>,
+    seen: Option<Judged>,
+}
+
+/// What a judgement that found nothing in the way read: the session, the database's
+/// version (`data_version`, `total_changes`), the rows' generation in the writers' queue
+/// file and the database's transaction counter ([`CommitStamp`]), each when it has one.
+///
+/// [`CommitStamp`]: super::CommitStamp
+#[derive(Debug)]
+struct Judged {
+    session_id: String,
+    version: (i64, u64),
+    generation: Option<u64>,
+    commits: Option<u32>,
 }
 
 impl ClearRows {
@@ -170,23 +184,36 @@ impl ClearRows {
     pub(crate) fn is(&self, session_id: &str, version: (i64, u64)) -> bool {
         self.seen
             .as_ref()
-            .is_some_and(|(s, v, _)| s == session_id && *v == version)
+            .is_some_and(|j| j.session_id == session_id && j.version == version)
     }
 
-    /// The rows' generation of a judgement of `session_id` that found nothing in the way:
-    /// while the generation is the same, no holder has taken a row since
-    /// ([`WriterQueue::fast_pass`]).
-    pub(crate) fn generation(&self, session_id: &str) -> Option<u64> {
-        match &self.seen {
-            Some((s, _, generation)) if s == session_id => *generation,
-            _ => None,
-        }
+    /// The rows' generation and the database's transaction counter of a judgement of
+    /// `session_id` that found nothing in the way: while both are the same, no holder has
+    /// taken a row since ([`WriterQueue::fast_pass`], `Projection::fast_pass`).
+    pub(crate) fn generation(&self, session_id: &str) -> Option<(u64, Option<u32>)> {
+        let j = self.seen.as_ref().filter(|j| j.session_id == session_id)?;
+        Some((j.generation?, j.commits))
     }
 
-    fn remember(&mut self, session_id: &str, version: (i64, u64), generation: Option<u64>) {
+    fn remember(
+        &mut self,
+        session_id: &str,
+        version: (i64, u64),
+        generation: Option<u64>,
+        commits: Option<u32>,
+    ) {
         match &mut self.seen {
-            Some((s, v, g)) if s == session_id => (*v, *g) = (version, generation),
-            seen => *seen = Some((session_id.to_owned(), version, generation)),
+            Some(j) if j.session_id == session_id => {
+                (j.version, j.generation, j.commits) = (version, generation, commits);
+            }
+            seen => {
+                *seen = Some(Judged {
+                    session_id: session_id.to_owned(),
+                    version,
+                    generation,
+                    commits,
+                });
+            }
         }
     }
 
@@ -374,9 +401,10 @@ mod tests {
     #[test]
     fn a_write_transaction_judges_the_row_and_writes_none() {
         let conn = lock_db();
-        let (_dir, q) = queue();
+        let (dir, q) = queue();
+        let c = super::super::CommitStamp::beside(&dir.path().join("lock.sqlite"));
         let file = Path::new("/s.jsonl");
-        begin_write(&conn, &q, "s", "write", file, &mut ClearRows::default()).expect("no row");
+        begin_write(&conn, &q, &c, "s", "write", file, &mut ClearRows::default()).expect("no row");
         assert!(!conn.is_autocommit(), "the transaction stays open");
         assert_eq!(holder_of(&conn), None, "no row is written for the write");
         conn.execute_batch("COMMIT").expect("commit");
@@ -385,7 +413,7 @@ mod tests {
             .expect("the parent runs")
             .to_string();
         plant(&conn, &parent, now_ms());
-        let err = begin_write(&conn, &q, "s", "patch", file, &mut ClearRows::default())
+        let err = begin_write(&conn, &q, &c, "s", "patch", file, &mut ClearRows::default())
             .expect_err("a live holder");
         assert!(
             matches!(&*err, LockError::Held { initiator, action, object, .. }
@@ -396,7 +424,7 @@ mod tests {
         assert_eq!(holder_of(&conn), Some(parent.clone()), "its row stands");
 
         plant(&conn, &parent, now_ms() - LEASE_MS - 1);
-        begin_write(&conn, &q, "s", "write", file, &mut ClearRows::default())
+        begin_write(&conn, &q, &c, "s", "write", file, &mut ClearRows::default())
             .expect("an expired lease");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), None, "taken over: deleted");
@@ -406,13 +434,14 @@ mod tests {
         let dead = me.replacen(";start:", ";start:9", 1);
         assert_ne!(dead, me);
         plant(&conn, &dead, now_ms());
-        begin_write(&conn, &q, "s", "write", file, &mut ClearRows::default())
+        begin_write(&conn, &q, &c, "s", "write", file, &mut ClearRows::default())
             .expect("a dead holder");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), None, "taken over: deleted");
 
         plant(&conn, &me, now_ms());
-        begin_write(&conn, &q, "s", "write", file, &mut ClearRows::default()).expect("our own row");
+        begin_write(&conn, &q, &c, "s", "write", file, &mut ClearRows::default())
+            .expect("our own row");
         conn.execute_batch("COMMIT").expect("commit");
         assert_eq!(holder_of(&conn), Some(me), "left to its owner");
     }
@@ -433,11 +462,12 @@ mod tests {
         };
         let (mine, other) = (open(), open());
         let q = WriterQueue::beside(&db);
+        let c = super::super::CommitStamp::beside(&db);
         ensure_schema(&mine).expect("schema");
         let file = Path::new("/s.jsonl");
         let mut clear = ClearRows::default();
         for _ in 0..2 {
-            begin_write(&mine, &q, "s", "write", file, &mut clear).expect("no row");
+            begin_write(&mine, &q, &c, "s", "write", file, &mut clear).expect("no row");
             mine.execute_batch("COMMIT").expect("commit");
         }
         assert!(clear.seen.is_some(), "a clear judgement is remembered");
@@ -446,22 +476,22 @@ mod tests {
             .to_string();
         // Another connection's row.
         plant(&other, &parent, now_ms());
-        let err = begin_write(&mine, &q, "s", "write", file, &mut clear).expect_err("seen");
+        let err = begin_write(&mine, &q, &c, "s", "write", file, &mut clear).expect_err("seen");
         assert!(matches!(&*err, LockError::Held { .. }), "{err:?}");
         other.execute("DELETE FROM write_lock", []).expect("delete");
-        begin_write(&mine, &q, "s", "write", file, &mut clear).expect("no row again");
+        begin_write(&mine, &q, &c, "s", "write", file, &mut clear).expect("no row again");
         mine.execute_batch("COMMIT").expect("commit");
         // This connection's own change (no other connection committed).
         plant(&mine, &parent, now_ms());
-        let err = begin_write(&mine, &q, "s", "patch", file, &mut clear).expect_err("seen");
+        let err = begin_write(&mine, &q, &c, "s", "patch", file, &mut clear).expect_err("seen");
         assert!(matches!(&*err, LockError::Held { .. }), "{err:?}");
         // Another session's memo does not answer for this one.
         mine.execute("DELETE FROM write_lock", []).expect("delete");
-        begin_write(&mine, &q, "t", "write", file, &mut clear).expect("no row for t");
+        begin_write(&mine, &q, &c, "t", "write", file, &mut clear).expect("no row for t");
         mine.execute_batch("COMMIT").expect("commit");
         plant(&mine, &parent, now_ms());
         mine.execute("UPDATE write_lock SET session_id = 's'", [])
             .expect("move");
-        assert!(begin_write(&mine, &q, "s", "write", file, &mut clear).is_err());
+        assert!(begin_write(&mine, &q, &c, "s", "write", file, &mut clear).is_err());
     }
 }

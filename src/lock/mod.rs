@@ -30,6 +30,7 @@
 //! `sqlite3 states.sqlite "DELETE FROM write_lock WHERE session_id = '…';"`.
 
 mod acquire;
+mod commits;
 mod error;
 pub(crate) mod file;
 pub(crate) mod hold;
@@ -48,6 +49,7 @@ pub use table::LEASE;
 pub(crate) use acquire::{
     ClearRows, acquire_at, begin_write, database_version, end_write, release_row, renew_row,
 };
+pub(crate) use commits::CommitStamp;
 pub(crate) use error::Refused;
 pub(crate) use queue::{FastPass, Turn, Turns, WriterQueue};
 pub(crate) use status::{LiveRow, clear, live_rows, status, status_at};

@@ -18,13 +18,14 @@
 //!
 //! The same file carries the writers' fast path (`docs/lock.md`, "The fast path"): a write
 //! that finds the line empty and the lock rows' generation (bytes 16..24) unchanged since
-//! its last judgement appends without SQLite's write lock, holding a shared lock on the
-//! byte `ROWS` (just below the places) from before its check until its line is written
-//! ([`FastPass`]). The line is known empty without a look while the counter is the one
-//! this open file last saw with the line empty. A holder that takes a row moves the
-//! generation on inside its transaction, then takes the byte `ROWS` exclusively once
-//! ([`WriterQueue::announce_row`]): it waits for the line of every write already on the
-//! fast path, and every later one sees the new generation.
+//! its last judgement appends without SQLite's write lock ([`FastPass`]). The line is
+//! known empty without a look while the counter is the one this open file last saw with
+//! the line empty. A holder that takes a row moves the generation on inside its
+//! transaction, then takes the byte `ROWS` (just below the places) exclusively once
+//! ([`WriterQueue::announce_row`]): writes on the fast path of releases that hold that
+//! byte shared until their line is written are waited for. This release's writes hold
+//! nothing there: the session file's lock, held by every holder of this release, keeps
+//! them out (`src/lock/hold.rs`).
 //!
 //! The locks are Linux's open file description locks (`F_OFD_SETLK`, `F_OFD_SETLKW`):
 //! they belong to an open file, not to a process, so two stores in one process queue
@@ -146,10 +147,9 @@ impl WriterQueue {
         self.file()?.rows_generation()
     }
 
-    /// A write's fast pass, when no writer is in line, no holder is announcing a row and
-    /// the rows' generation is still `seen`: held from before the write's check of the
-    /// file until its line is written (before its `fdatasync`). `None` otherwise, and
-    /// inside a turn of this owner.
+    /// A write's fast pass, when no writer is in line and the rows' generation is still
+    /// `seen`: held from before the write's check of the file until its line is written
+    /// (before its `fdatasync`). `None` otherwise, and inside a turn of this owner.
     pub(crate) fn fast_pass(&self, seen: u64) -> Option<FastPass> {
         if crate::sync::lock(&self.held).depth > 0 {
             return None;
@@ -269,7 +269,7 @@ mod imp {
     const SLOTS: u64 = 1 << 20;
     const SPAN: u64 = 1 << 40;
     /// The byte a holder announcing a row locks exclusively, and a write on the fast path
-    /// shared. Not a place: a writer taking its place in line never waits for a write on
+    /// of an earlier release shared. Not a place: a writer taking its place in line never waits for a write on
     /// the fast path (which would let one writer on the fast path pass it again and again).
     const ROWS: u64 = SLOTS - 1;
 
@@ -290,14 +290,12 @@ mod imp {
         place: u64,
     }
 
+    /// A write on the fast path. It holds no lock of the queue file: the session file's
+    /// lock, which it tries, keeps out every holder of this crate's release, and a row
+    /// taken by an earlier release moves the database's version on
+    /// (`Projection::fast_pass`).
     #[derive(Debug)]
-    pub(super) struct PassInner(Arc<File>);
-
-    impl Drop for PassInner {
-        fn drop(&mut self) {
-            unlock(&self.0, ROWS, 1);
-        }
-    }
+    pub(super) struct PassInner;
 
     impl Drop for TurnInner {
         fn drop(&mut self) {
@@ -408,13 +406,10 @@ mod imp {
         }
 
         pub(super) fn fast_pass(&self, seen: u64) -> Option<PassInner> {
-            // A holder announcing holds `ROWS`.
-            if !set(&self.0, libc::F_RDLCK, ROWS, 1, false).ok()? {
-                return None;
-            }
-            let pass = PassInner(self.0.clone());
-            // The counter and the generation in one read, under the lock: a holder moves
-            // the generation on before it takes `ROWS`.
+            let pass = PassInner;
+            // The counter and the generation in one read. A value read while another
+            // process writes it can only differ from the one expected: the write then
+            // goes the usual way.
             let mut bytes = [0u8; 16];
             self.0.read_exact_at(&mut bytes, COUNTER.0).ok()?;
             let (counter, generation) = (bytes.first_chunk(), bytes.last_chunk());
@@ -458,7 +453,8 @@ mod imp {
             })();
             unlock(file, COUNTER.0, COUNTER.1);
             moved?;
-            // Every write on the fast path holds `ROWS` shared until its append ends.
+            // A write on the fast path of an earlier release holds `ROWS` shared until its
+            // append ends.
             if !lock_until(file, ROWS, 1, deadline)? {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
@@ -772,13 +768,23 @@ mod imp {
             drop(turn);
         }
 
-        /// A holder's announcement waits for every pass already taken; a writer that
+        /// A holder's announcement waits for every pass of an earlier release already
+        /// taken (`ROWS` held shared); this release's passes hold nothing there, so it
+        /// does not wait for them (the session file's lock orders those). A writer that
         /// queues while a pass stands gets its place at once, and then no pass is given.
         #[test]
         fn an_announcement_waits_for_the_passes_taken_before_it() {
             let dir = tempfile::tempdir().expect("tempdir");
             let (a, b) = queue_in(dir.path());
-            let pass = a.fast_pass(0).expect("a pass");
+            // A write on the fast path of an earlier release: `ROWS` shared, on its own
+            // open file, until its line is written.
+            drop(a.turn(WAIT).expect("the file made"));
+            let old = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(a.path())
+                .expect("open");
+            assert!(set(&old, libc::F_RDLCK, ROWS, 1, false).expect("lock"));
             let (tx, rx) = std::sync::mpsc::channel();
             let holder = std::thread::spawn(move || {
                 let announced = b.announce_row("acquire the lock", "s");
@@ -789,17 +795,20 @@ mod imp {
                 rx.recv_timeout(Duration::from_millis(200)).is_err(),
                 "the holder waits for the pass"
             );
-            drop(pass);
+            unlock(&old, ROWS, 1);
             assert!(
                 rx.recv_timeout(WAIT)
                     .expect("announced once the pass ended")
             );
             let b = holder.join().expect("join");
+            // This release's passes hold nothing there: an announcement does not wait.
             let pass = a.fast_pass(1).expect("a pass at the new generation");
-            let turn = b.turn(WAIT).expect("a place at once, beside the pass");
-            assert!(a.fast_pass(1).is_none(), "b is in line");
-            drop((pass, turn));
-            assert!(a.fast_pass(1).is_some());
+            b.announce_row("acquire the lock", "s").expect("at once");
+            drop(pass);
+            let turn = b.turn(WAIT).expect("a place");
+            assert!(a.fast_pass(2).is_none(), "b is in line");
+            drop(turn);
+            assert!(a.fast_pass(2).is_some());
         }
 
         /// A queue file of ours without the generation (16 bytes) gains it, at 0, and keeps

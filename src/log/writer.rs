@@ -156,12 +156,6 @@ impl LogWriter {
     /// bytes may be absent, partly present (a torn tail, invisible to readers), or fully
     /// present but not known to be durable.
     pub(crate) fn append(&mut self, bytes: &[u8]) -> Result<()> {
-        self.append_then(bytes, || {})
-    }
-
-    /// [`LogWriter::append`], calling `written` once all the bytes are written, before
-    /// the `fdatasync`.
-    pub(crate) fn append_then(&mut self, bytes: &[u8], written: impl FnOnce()) -> Result<()> {
         self.check()?;
         match self.file.write(bytes) {
             Ok(n) if n == bytes.len() => {}
@@ -172,7 +166,6 @@ impl LogWriter {
             }
             Err(e) => return Err(self.poison(format!("write failed: {e}"))),
         }
-        written();
         // IMPORTANT: the append is acknowledged only after this returns Ok.
         if let Err(e) = self.file.sync_data() {
             return Err(self.poison(format!("fdatasync failed: {e}")));

@@ -119,6 +119,8 @@ pub(crate) struct Projection {
     clear_rows: crate::lock::ClearRows,
     /// The line of this database's writers (`docs/lock.md`, "Taking turns").
     queue: crate::lock::WriterQueue,
+    /// The database's transaction counter, for the fast path (`lock::CommitStamp`).
+    commits: crate::lock::CommitStamp,
 }
 
 pub(crate) fn db_err(
@@ -220,6 +222,7 @@ impl Projection {
             chunks: ChunkPolicy::default(),
             clear_rows: Default::default(),
             queue: crate::lock::WriterQueue::beside(path),
+            commits: crate::lock::CommitStamp::beside(path),
         }
     }
 
@@ -307,6 +310,7 @@ impl Projection {
         crate::lock::begin_write(
             &self.conn,
             &self.queue,
+            &self.commits,
             session_id,
             action,
             file,
@@ -320,13 +324,18 @@ impl Projection {
     /// rows found nothing in the way, no writer is in line and no holder has taken a row
     /// since. Held to the end of the append.
     pub(crate) fn fast_pass(&self, session_id: &str) -> Option<crate::lock::FastPass> {
-        let seen = self.clear_rows.generation(session_id)?;
+        let (seen, counted) = self.clear_rows.generation(session_id)?;
         let pass = self.queue.fast_pass(seen)?;
         // A row of a process that does not announce its rows (a release before the
         // announcement, or one that found the queue file gone) is still a commit: the
-        // database's version moved on since the judgement, and the rows are judged again.
-        let version = crate::lock::database_version(&self.conn).ok()?;
-        self.clear_rows.is(session_id, version).then_some(pass)
+        // database's transaction counter moved on since the judgement, and the rows are
+        // judged again. Where the counter cannot be read, SQLite's own version.
+        let same = match counted {
+            Some(counted) => self.commits.read() == Some(counted),
+            None => crate::lock::database_version(&self.conn)
+                .is_ok_and(|version| self.clear_rows.is(session_id, version)),
+        };
+        same.then_some(pass)
     }
 
     /// The session files this database has read for `session_id` (what

@@ -267,13 +267,10 @@ impl Target for LogTarget<'_> {
     }
 
     fn append(&mut self, _: &Self::Place, line: &str) -> Result<Appended> {
-        // On the fast path, the window ends once the line is in the file: a holder
-        // announcing a row waits for the append, not for its `fdatasync` (the session
-        // file's lock, held to the end of the sync, keeps other writers after it).
-        let pass = self.fast.take();
-        self.log
-            .write_line_then(line, || drop(pass))
-            .map(|()| Appended::Ours)
+        // On the fast path as in a transaction: the session file's lock, held to the end
+        // of the sync, keeps every other writer and holder after it.
+        self.fast = None;
+        self.log.write_line(line).map(|()| Appended::Ours)
     }
 
     fn id_at(&mut self, _: &Self::Place) -> Result<Option<String>> {

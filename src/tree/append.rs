@@ -265,15 +265,9 @@ impl SessionLog {
     /// [`SessionLog::begin_append`]: to the file with one `write()` and `fdatasync`, or
     /// to the memory of a session not on disk yet.
     pub(crate) fn write_line(&mut self, line: &str) -> Result<()> {
-        self.write_line_then(line, || {})
-    }
-
-    /// [`SessionLog::write_line`], calling `written` once the line is in the file (or in
-    /// memory), before its `fdatasync`.
-    pub(crate) fn write_line_then(&mut self, line: &str, written: impl FnOnce()) -> Result<()> {
         match &mut self.storage {
             Storage::File(Some(writer)) => {
-                writer.append_then(line.as_bytes(), written)?;
+                writer.append(line.as_bytes())?;
                 // The file as this append left it (one `fstat`), so that a rewrite in place
                 // at the same length is told from it later.
                 let end_at = self.scan.next.offset + self.tail + line.len() as u64;
@@ -282,7 +276,6 @@ impl SessionLog {
             }
             Storage::Memory(buf) => {
                 buf.extend_from_slice(line.as_bytes());
-                written();
                 Ok(())
             }
             Storage::File(None) | Storage::Detached(_) => unreachable_writer(&self.index.path),
