@@ -1453,7 +1453,9 @@ fn a_holder_behind_a_stuck_write_on_the_fast_path_gives_up_and_takes_no_row() {
     let (writer, go) = a_write_paused_on_the_fast_path(&s);
 
     let holding = store(&s.db);
-    holding.catch_up(&file).expect("the store knows the session's file");
+    holding
+        .catch_up(&file)
+        .expect("the store knows the session's file");
     let started = Instant::now();
     let err = holding
         .lock(&s.id, "prune")
@@ -1475,7 +1477,10 @@ fn a_holder_behind_a_stuck_write_on_the_fast_path_gives_up_and_takes_no_row() {
     assert_eq!(*initiator, Holder::current().to_string());
     assert_eq!(action, "prune");
     assert_eq!(*object, file);
-    assert!(e.to_string().contains("did not release it within 10 s"), "{e}");
+    assert!(
+        e.to_string().contains("did not release it within 10 s"),
+        "{e}"
+    );
     assert_eq!(lock_row(&s.db, &s.id), None, "no row taken");
 
     go.send(()).expect("let the write go");

@@ -382,3 +382,63 @@ fn the_holders_own_writes_go_through_and_a_second_holder_is_refused() {
     writer.refused(&file, 2);
     drop(holder);
 }
+
+/// A presence row of this release says that its holder holds the session file's lock
+/// (`holds_file`): it is judged by that lock, not by `/proc`. With the lock gone (the
+/// holder killed, in another pid namespace, on a system without `/proc`) the next writer
+/// deletes the row and proceeds at once, however `/proc` judges the pid; a row of an
+/// earlier release, which holds no file, is still judged as before and refuses while its
+/// holder may be alive. `status` reports the holder as the lock says.
+#[test]
+fn a_presence_row_is_judged_by_the_session_files_lock_not_by_proc() {
+    for holds_file in [true, false] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let file = session(tmp.path());
+        let db = tmp.path().join("db.sqlite");
+        let mut writer = FastWriter::new(&file, &db);
+        // The table as this release makes it.
+        writer.store.enter_presence("another", None).expect("enter");
+        writer.store.leave_presence("another").expect("leave");
+        let session_id = writer.log.session_id().to_owned();
+        // pid 1 runs, with no start time recorded: /proc cannot tell ("unknown").
+        common::raw_db(&db)
+            .execute(
+                "INSERT INTO pi_presence (session_id, holder, since, session_file, holds_file) \
+                 VALUES (?1, 'pid:1', ?2, ?3, ?4)",
+                rusqlite::params![
+                    session_id,
+                    common::now_ms(),
+                    file.to_str().expect("utf-8"),
+                    holds_file.then_some(1)
+                ],
+            )
+            .expect("plant the row");
+        let status = common::cli()
+            .arg("status")
+            .arg(&file)
+            .args(["--json", "--db"])
+            .arg(&db)
+            .output()
+            .expect("status");
+        let report: Value = serde_json::from_slice(&status.stdout).expect("status --json");
+        if holds_file {
+            assert_eq!(report["pi"]["liveness"], "not alive", "{report}");
+            writer
+                .write()
+                .expect("the holder is gone")
+                .expect("an entry");
+            assert_eq!(
+                writer
+                    .store
+                    .peek_presence(&session_id)
+                    .map(|p| matches!(p, session_state::maintenance::Peeked::NoRow))
+                    .ok(),
+                Some(true),
+                "the row was deleted"
+            );
+        } else {
+            assert_eq!(report["pi"]["liveness"], "unknown", "{report}");
+            writer.refused(&file, 2);
+        }
+    }
+}

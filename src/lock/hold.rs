@@ -192,6 +192,33 @@ pub(crate) fn end_append(identity: FileKey) {
     }
 }
 
+/// Whether a holder of another open file holds the session file at `path`: what says
+/// whether a holder that holds the file's lock is still there (its row is then judged by
+/// it, not by `/proc`). `None` where that cannot be told (no such file, no locks here).
+/// On Linux the holder's byte answers; elsewhere a lock tried and let go at once, which
+/// another writer's append also answers `true` for.
+pub(crate) fn held_by_another(path: &Path) -> Option<bool> {
+    if cfg!(not(unix)) {
+        return None;
+    }
+    let file = open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    if held_here(key_of(&meta)) {
+        return Some(true);
+    }
+    if cfg!(target_os = "linux") {
+        return Some(holder_present(&file));
+    }
+    match file.try_lock() {
+        Ok(()) => Some(false),
+        Err(std::fs::TryLockError::WouldBlock) => Some(true),
+        Err(std::fs::TryLockError::Error(_)) => None,
+    }
+}
+
 /// Opens the session file to lock it: read-only, never blocking on a FIFO.
 fn open(path: &Path) -> io::Result<File> {
     let mut options = std::fs::OpenOptions::new();

@@ -26,15 +26,30 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 
 /// Creates the `pi_presence` table if it does not exist.
+///
+/// A table of an earlier release gains the column `holds_file` (`1`: the holder holds the
+/// session file's lock, so the lock, not `/proc`, says whether it is still there).
 pub(crate) fn ensure_schema(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS pi_presence (
              session_id   TEXT PRIMARY KEY,
              holder       TEXT NOT NULL,
              since        INTEGER NOT NULL,
-             session_file TEXT
+             session_file TEXT,
+             holds_file   INTEGER
          );",
-    )
+    )?;
+    if !has_holds_file(conn)? {
+        conn.execute_batch("ALTER TABLE pi_presence ADD COLUMN holds_file INTEGER;")?;
+    }
+    Ok(())
+}
+
+fn has_holds_file(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('pi_presence') WHERE name = 'holds_file')",
+    )?
+    .query_row([], |row| row.get(0))
 }
 
 fn table_exists(conn: &Connection) -> rusqlite::Result<bool> {
@@ -74,26 +89,45 @@ impl PresenceStatus {
 }
 
 /// Records that `holder` (a Pi process) has `session_id` open. Replaces an older row.
+/// `holds_file`: this process holds the session file's lock (`src/lock/hold.rs`).
 pub(crate) fn enter(
     conn: &Connection,
     session_id: &str,
     holder: &Holder,
     session_file: Option<&str>,
+    holds_file: bool,
     now_ms: i64,
 ) -> rusqlite::Result<()> {
     ensure_schema(conn)?;
     conn.prepare_cached(
-        "INSERT INTO pi_presence (session_id, holder, since, session_file) VALUES (?1, ?2, ?3, ?4)
+        "INSERT INTO pi_presence (session_id, holder, since, session_file, holds_file)
+         VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (session_id) DO UPDATE SET
              holder = excluded.holder, since = excluded.since,
-             session_file = excluded.session_file",
+             session_file = excluded.session_file, holds_file = excluded.holds_file",
     )?
     .execute(params![
         session_id,
         holder.to_string(),
         now_ms,
-        session_file
+        session_file,
+        holds_file
     ])?;
+    Ok(())
+}
+
+/// Records that `holder`'s presence of `session_id` now holds the session file's lock
+/// (taken once the file exists).
+pub(crate) fn holds_file_now(
+    conn: &Connection,
+    session_id: &str,
+    holder: &Holder,
+) -> rusqlite::Result<()> {
+    ensure_schema(conn)?;
+    conn.prepare_cached(
+        "UPDATE pi_presence SET holds_file = 1 WHERE session_id = ?1 AND holder = ?2",
+    )?
+    .execute(params![session_id, holder.to_string()])?;
     Ok(())
 }
 
@@ -133,20 +167,42 @@ pub(crate) fn status(
     if !table_exists(conn)? {
         return Ok(None);
     }
+    let sql = if has_holds_file(conn)? {
+        "SELECT holder, since, session_file, holds_file FROM pi_presence WHERE session_id = ?1"
+    } else {
+        "SELECT holder, since, session_file, NULL FROM pi_presence WHERE session_id = ?1"
+    };
     let row = conn
-        .prepare_cached(
-            "SELECT holder, since, session_file FROM pi_presence WHERE session_id = ?1",
-        )?
+        .prepare_cached(sql)?
         .query_row([session_id], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, i64>(1)?,
                 r.get::<_, Option<String>>(2)?,
+                r.get::<_, Option<i64>>(3)? == Some(1),
             ))
         })
         .optional()?;
-    Ok(row.map(|(holder, since_ms, session_file)| {
-        let (liveness, liveness_reason) = assess_raw(&holder);
+    Ok(row.map(|(holder, since_ms, session_file, holds_file)| {
+        // A holder that holds the session file's lock is there exactly while the lock
+        // is: the kernel drops it with the process, whatever `/proc` can tell.
+        let held = match (&session_file, holds_file) {
+            (Some(file), true) => super::hold::held_by_another(Path::new(file)),
+            _ => None,
+        };
+        let (liveness, liveness_reason) = match held {
+            Some(true) => (
+                Liveness::Alive,
+                "it holds the session file's lock".to_owned(),
+            ),
+            Some(false) => (
+                Liveness::NotAlive,
+                "it no longer holds the session file's lock (the kernel drops it when its \
+                 process ends)"
+                    .to_owned(),
+            ),
+            None => assess_raw(&holder),
+        };
         PresenceStatus {
             holder,
             since_ms,
@@ -217,7 +273,7 @@ mod tests {
         judge_in_write(&conn, "s", "write", file).expect("no table: nothing to refuse");
 
         let parent = Holder::for_pid(std::os::unix::process::parent_id()).expect("the parent runs");
-        enter(&conn, "s", &parent, Some("/x.jsonl"), 5).expect("enter");
+        enter(&conn, "s", &parent, Some("/x.jsonl"), false, 5).expect("enter");
         let err = judge_in_write(&conn, "s", "patch", file).expect_err("a live Pi");
         assert!(
             matches!(&*err, LockError::Held { initiator, action, object, .. }
@@ -230,17 +286,17 @@ mod tests {
         );
 
         // This process's own row does not refuse it.
-        enter(&conn, "s", &Holder::current(), None, 6).expect("enter");
+        enter(&conn, "s", &Holder::current(), None, false, 6).expect("enter");
         judge_in_write(&conn, "s", "write", file).expect("our own Pi");
 
         // A reused pid (another start time): not alive, deleted.
         let me = Holder::current().to_string();
         let dead = Holder::parse(&me.replacen(";start:", ";start:9", 1)).expect("parse");
-        enter(&conn, "s", &dead, None, 7).expect("enter");
+        enter(&conn, "s", &dead, None, false, 7).expect("enter");
         judge_in_write(&conn, "s", "write", file).expect("a dead Pi");
         assert_eq!(status(&conn, "s").expect("status"), None, "deleted");
 
-        enter(&conn, "s", &parent, None, 8).expect("enter");
+        enter(&conn, "s", &parent, None, false, 8).expect("enter");
         assert!(
             !leave(&conn, "s", &Holder::current()).expect("leave"),
             "not ours"

@@ -42,19 +42,29 @@ impl Store {
             Some(file) => super::hold_file(std::path::Path::new(file), "enter the session")?,
             None => None,
         };
-        {
-            let mut map = crate::sync::lock(&self.inner.presence);
-            match map.get_mut(session_id) {
-                // Entered already: the row stands; the file is held now if it was not.
-                Some(slot) => {
-                    if slot.is_none() {
-                        *slot = held;
-                    }
-                    return Ok(());
-                }
-                None => drop(map.insert(session_id.to_owned(), held)),
+        let mut map = crate::sync::lock(&self.inner.presence);
+        // Entered already: the row stands; the file is held now if it was not.
+        if let Some(slot) = map.get_mut(session_id) {
+            if slot.is_some() || held.is_none() {
+                return Ok(());
             }
+            *slot = held;
+            drop(map);
+            return self.with_db(|db| {
+                presence::holds_file_now(db.connection(), session_id, &Holder::current()).map_err(
+                    |source| {
+                        Error::Projection(ProjectionError::Database {
+                            path: db.path().to_path_buf(),
+                            action: "recording the Pi presence row",
+                            source: DatabaseError(source),
+                        })
+                    },
+                )
+            });
         }
+        let holds_file = held.is_some();
+        map.insert(session_id.to_owned(), held);
+        drop(map);
         let entered = self.with_db(|db| {
             let path = db.path().to_path_buf();
             let failed = |source| {
@@ -75,6 +85,7 @@ impl Store {
                 session_id,
                 &Holder::current(),
                 session_file,
+                holds_file,
                 lock::now_ms(),
             )
             .map_err(failed)?;
