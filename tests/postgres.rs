@@ -1169,3 +1169,60 @@ fn the_password_never_appears_in_errors_or_output() {
         errors[2]
     );
 }
+
+/// libpq's URL grammar: the userinfo ends at the last `@` before the query, so a password
+/// with a raw `@`, `:`, `/`, `?` and `#` connects as written, in the userinfo and in
+/// `password=`; and no part of it is printed, by the store or by the command line when
+/// the connection fails (a wrong password, a port nobody listens on).
+#[test]
+fn a_password_with_url_delimiters_connects_and_no_part_of_it_is_printed() {
+    let password = "Pw@S3:c/r?e#tTail";
+    let parts = ["Pw", "S3", "c/r", "e#t", "Tail"];
+    let server = Server::start(ServerOptions {
+        password: Some(password.into()),
+    });
+    let port = server.port();
+    let raw = format!("postgres://postgres:{password}@127.0.0.1:{port}/postgres");
+    let query = format!("postgres://postgres@127.0.0.1:{port}/postgres?password={password}");
+    for url in [&raw, &query] {
+        let pg = PostgresStore::connect(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        for shown in [pg.url().to_owned(), format!("{pg:?}")] {
+            assert!(
+                shown.contains(&format!("127.0.0.1:{port}/postgres")),
+                "{shown}"
+            );
+            for part in parts {
+                assert!(!shown.contains(part), "{part} in {shown}");
+            }
+        }
+    }
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    for url in [
+        format!("postgres://postgres:{password}X@127.0.0.1:{port}/postgres"),
+        format!("postgres://postgres@127.0.0.1:{port}/postgres?password={password}X"),
+        format!("postgres://root:{password}@127.0.0.1:{closed}/sdb?connect_timeout=1"),
+        format!("postgres://root@127.0.0.1:{closed}/sdb?password={password}&connect_timeout=1"),
+    ] {
+        let out = crate::common::cli()
+            .args(["list", "--store", &url])
+            .output()
+            .expect("run session-state");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(text.contains("127.0.0.1:"), "the store is named: {text}");
+        for part in parts {
+            assert!(
+                !text.contains(part),
+                "{part} of the password printed: {text}"
+            );
+        }
+    }
+}

@@ -123,7 +123,8 @@ pub(crate) fn parse(url: &str, redact: fn(&Config) -> String) -> Result<(Config,
             source,
         })
     };
-    let (driver_url, options) = split(url).map_err(|e| unparsed(backend(e)))?;
+    let (driver_url, options) =
+        split(&super::redact::for_driver(url)).map_err(|e| unparsed(backend(e)))?;
     let config: Config = driver_url.parse().map_err(|e: postgres::Error| {
         unparsed(BackendError {
             sql_state: None,
@@ -231,8 +232,9 @@ struct Param {
     span: (usize, usize),
 }
 
-/// Where a URL's query starts (after its `?`), found as the driver finds it: the
-/// credentials end at the first `@`, the query starts at the first `?` after them.
+/// Where a URL's query starts (after its `?`), found as the driver finds it in a URL
+/// [`for_driver`](super::redact::for_driver) gave: the credentials end at the first `@`,
+/// the query starts at the first `?` after them.
 fn url_query(url: &str) -> Option<usize> {
     let after_creds = url.find('@').map_or(0, |at| at + 1);
     url[after_creds..].find('?').map(|q| after_creds + q + 1)
