@@ -5,7 +5,7 @@
 //! store).
 
 #[cfg(feature = "postgres")]
-use postgres::{Config, config::Host};
+use tokio_postgres::{Config, config::Host};
 
 /// The URL schemes [`super::open_store_url`] opens.
 const SCHEMES: [&str; 3] = ["sqlite://", "postgres://", "postgresql://"];

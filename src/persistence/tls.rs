@@ -20,9 +20,8 @@
 //!
 //! See `docs/postgres.md`, "URLs" and "TLS".
 
+use super::postgres::client::{Client, PgError};
 use crate::error::{BackendError, Error, Result, StoreError};
-use postgres::tls::NoTls;
-use postgres::{Client, Config};
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
@@ -31,6 +30,9 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio_postgres::Config;
+use tokio_postgres::tls::NoTls;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Where a connection string that cannot be used is named: not at all, since it may hold
@@ -83,11 +85,17 @@ impl std::fmt::Debug for Tls {
 }
 
 impl Tls {
-    /// Connects to the server `config` names.
-    pub(crate) fn connect(&self, config: &Config) -> std::result::Result<Client, postgres::Error> {
+    /// Connects to the first host `config` names that answers within `connect` and
+    /// suits it; the connection awaits each statement's answer at most `reply`.
+    pub(crate) fn connect(
+        &self,
+        config: &Config,
+        connect: Duration,
+        reply: Duration,
+    ) -> std::result::Result<Client, PgError> {
         match &self.0 {
-            None => config.connect(NoTls),
-            Some(tls) => config.connect(tls.clone()),
+            None => Client::connect(config, NoTls, connect, reply),
+            Some(tls) => Client::connect(config, tls.clone(), connect, reply),
         }
     }
 }
@@ -125,7 +133,7 @@ pub(crate) fn parse(url: &str, redact: fn(&Config) -> String) -> Result<(Config,
     };
     let (driver_url, options) =
         split(&super::redact::for_driver(url)).map_err(|e| unparsed(backend(e)))?;
-    let config: Config = driver_url.parse().map_err(|e: postgres::Error| {
+    let config: Config = driver_url.parse().map_err(|e: tokio_postgres::Error| {
         unparsed(BackendError {
             sql_state: None,
             source: Box::new(e),

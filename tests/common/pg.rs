@@ -605,3 +605,114 @@ pub fn write_file(path: &Path, text: &str) {
     let mut f = std::fs::File::create(path).expect("create");
     f.write_all(text.as_bytes()).expect("write");
 }
+
+/// A loopback server that accepts every connection and never answers: a hung
+/// postmaster as a client meets it. The connections are held until it is dropped.
+pub struct Unanswering {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    acceptor: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl Unanswering {
+    pub fn start() -> Unanswering {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().expect("local address").port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let acceptor = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                if stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(c) = conn {
+                    held.push(c);
+                }
+            }
+            held.len()
+        });
+        Unanswering {
+            port,
+            stop,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stops accepting, closes every connection held, and says how many were accepted.
+    pub fn finish(mut self) -> usize {
+        self.end()
+    }
+
+    fn end(&mut self) -> usize {
+        let Some(acceptor) = self.acceptor.take() else {
+            return 0;
+        };
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the acceptor, which sees the flag and ends.
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        acceptor.join().expect("the acceptor thread")
+    }
+}
+
+impl Drop for Unanswering {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// A process stopped with SIGSTOP; SIGCONT when dropped, so nothing is left stopped
+/// whatever the test does.
+pub struct Stopped(i32);
+
+impl Stopped {
+    pub fn stop(pid: i32) -> Stopped {
+        let ok = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -STOP {pid}");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let ok = Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("kill -CONT {} failed", self.0);
+        }
+    }
+}
+
+/// Runs `cmd` to its end, or kills it after `limit` and panics: a command that hangs is
+/// the failure these tests look for, told apart from a slow one by a limit far above
+/// every bound the command documents.
+pub fn output_within(mut cmd: Command, limit: Duration) -> std::process::Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("wait for the command"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("the command was still running after {limit:?}: it hung");
+        }
+    }
+}
