@@ -716,3 +716,89 @@ pub fn output_within(mut cmd: Command, limit: Duration) -> std::process::Output 
         }
     }
 }
+
+/// A loopback relay to a server that cuts a connection at its `COMMIT`, once armed: it
+/// passes the `COMMIT` to the server, lets the server commit, and closes the client's
+/// connection in place of the answer. The client cannot tell whether it committed. For
+/// URLs with `sslmode=disable` (it reads the server's messages).
+pub struct CutAtCommit {
+    port: u16,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cuts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CutAtCommit {
+    /// Relays to 127.0.0.1:`upstream`.
+    pub fn start(upstream: u16) -> CutAtCommit {
+        use std::sync::atomic::{AtomicBool, AtomicUsize};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().expect("local address").port();
+        let armed = std::sync::Arc::new(AtomicBool::new(false));
+        let cuts = std::sync::Arc::new(AtomicUsize::new(0));
+        let (a, c) = (armed.clone(), cuts.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let (a, c) = (a.clone(), c.clone());
+                std::thread::spawn(move || relay(client, server, &a, &c));
+            }
+        });
+        CutAtCommit { port, armed, cuts }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The next `COMMIT` answered by the server is cut.
+    pub fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// How many connections were cut at a `COMMIT`.
+    pub fn cuts(&self) -> usize {
+        self.cuts.load(Ordering::SeqCst)
+    }
+}
+
+/// Client to server: bytes as they come. Server to client: message by message, until an
+/// armed cut meets a `CommandComplete` of `COMMIT`.
+fn relay(
+    client: std::net::TcpStream,
+    server: std::net::TcpStream,
+    armed: &std::sync::atomic::AtomicBool,
+    cuts: &std::sync::atomic::AtomicUsize,
+) {
+    use std::io::Read;
+    let (Ok(mut up), Ok(mut from_client)) = (server.try_clone(), client.try_clone()) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from_client, &mut up);
+        let _ = up.shutdown(std::net::Shutdown::Write);
+    });
+    let (mut from_server, mut to_client) = (server, client);
+    loop {
+        let mut head = [0u8; 5];
+        if from_server.read_exact(&mut head).is_err() {
+            break;
+        }
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut body = vec![0u8; len.saturating_sub(4)];
+        if from_server.read_exact(&mut body).is_err() {
+            break;
+        }
+        if head[0] == b'C' && body == b"COMMIT\0" && armed.swap(false, Ordering::SeqCst) {
+            cuts.fetch_add(1, Ordering::SeqCst);
+            let _ = to_client.shutdown(std::net::Shutdown::Both);
+            let _ = from_server.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+        if to_client.write_all(&head).is_err() || to_client.write_all(&body).is_err() {
+            break;
+        }
+    }
+    let _ = to_client.shutdown(std::net::Shutdown::Both);
+}

@@ -375,39 +375,31 @@ impl PostgresStore {
         }
     }
 
-    /// The refusal when another writer's transaction holds the session past the wait.
+    /// The refusal when another writer holds the session past the wait: the writer in
+    /// its turn, or the transaction holding the session's row, named from what the server
+    /// knows of it ([`HOLDER`]).
     fn busy(&self, client: &mut Client, session_id: &str) -> StoreError {
         let holder = client
             .query_opt(HOLDER, &[&session_id])
             .ok()
             .flatten()
             .and_then(|r| {
-                let app: Option<String> = r.try_get(0).ok()?;
-                let pid: i32 = r.try_get(1).ok()?;
-                let addr: Option<String> = r.try_get(2).ok()?;
-                let since: Option<String> = r.try_get(3).ok()?;
-                Some((app, pid, addr, since))
+                Some(Holder {
+                    app: r.try_get(0).ok()?,
+                    pid: r.try_get(1).ok()?,
+                    addr: r.try_get(2).ok()?,
+                    since: r.try_get(3).ok()?,
+                    connected: r.try_get(4).ok()?,
+                    state: r.try_get(5).ok()?,
+                    turn: r.try_get(6).ok()?,
+                })
             });
         let wait = humantime::format_duration(self.lock_wait);
         let (initiator, reason) = match holder {
-            Some((app, pid, addr, since)) => (
-                format!(
-                    "{} (server backend pid {pid}{})",
-                    app.filter(|a| !a.is_empty())
-                        .unwrap_or_else(|| "a client without application_name".into()),
-                    addr.map(|a| format!(", client {a}")).unwrap_or_default()
-                ),
-                format!(
-                    "its transaction on the session{} is still open after the lock wait of \
-                     {wait}",
-                    since
-                        .map(|s| format!(", open since {s},"))
-                        .unwrap_or_default()
-                ),
-            ),
+            Some(h) => (h.initiator(), h.reason(&wait.to_string())),
             None => (
                 "another writer".into(),
-                format!("a transaction on the session is still open after the lock wait of {wait}"),
+                format!("it holds the session (its turn or its row) after the lock wait of {wait}"),
             ),
         };
         StoreError::Busy {
@@ -542,5 +534,88 @@ impl PostgresStore {
         .map_err(self.failed(action.clone(), Phase::Writing))?;
         tx.commit().map_err(self.failed(action, Phase::Writing))?;
         Ok(new_next)
+    }
+}
+
+/// The holder of a session, as the server knows it ([`HOLDER`]).
+struct Holder {
+    app: Option<String>,
+    pid: i32,
+    addr: Option<String>,
+    since: Option<String>,
+    connected: Option<String>,
+    state: Option<String>,
+    /// It holds the session's turn (else its transaction holds the session's row).
+    turn: bool,
+}
+
+impl Holder {
+    /// `pid:N@host` of an `application_name` a session-state connection sets
+    /// (`session-state pid:N@host`).
+    fn process(&self) -> Option<(&str, &str)> {
+        let app = self.app.as_deref()?;
+        let rest = app.strip_prefix("session-state pid:")?;
+        let (pid, host) = rest.split_once('@')?;
+        (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some((pid, host))
+    }
+
+    fn initiator(&self) -> String {
+        let name = self
+            .app
+            .clone()
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| "a client without application_name".into());
+        let process = self
+            .process()
+            .map(|(pid, host)| format!("process {pid} on {host}; "))
+            .unwrap_or_default();
+        let client = self
+            .addr
+            .as_deref()
+            .map(|a| format!(", client {a}"))
+            .unwrap_or_default();
+        format!("{name} ({process}server backend pid {}{client})", self.pid)
+    }
+
+    fn reason(&self, wait: &str) -> String {
+        let since = |label: &str, t: &Option<String>| {
+            t.as_deref()
+                .map(|t| format!(", {label} {t}"))
+                .unwrap_or_default()
+        };
+        let end = match self.process() {
+            Some((pid, host)) => format!(
+                "if it is stopped or hung, kill process {pid} on {host}, or end its server \
+                 backend with SELECT pg_terminate_backend({})",
+                self.pid
+            ),
+            None => format!(
+                "if it is stopped or hung, end it, or its server backend with SELECT \
+                 pg_terminate_backend({})",
+                self.pid
+            ),
+        };
+        if self.turn {
+            let state = self.state.as_deref().unwrap_or("unknown");
+            let idle = if state == "idle" {
+                "idle".to_owned()
+            } else {
+                format!("in state {state}")
+            };
+            format!(
+                "it holds the session's turn (a PostgreSQL advisory lock its connection \
+                 holds){}{}, and the lock wait of {wait} ran out; the turn ends when that \
+                 writer ends it or its connection closes: {end}",
+                since(&format!("its connection {idle} since"), &self.since),
+                since("connected since", &self.connected),
+            )
+        } else {
+            format!(
+                "its transaction on the session{}{} is still open after the lock wait of \
+                 {wait}; the row lock ends with that transaction: {end}",
+                since("open since", &self.since),
+                since("connected since", &self.connected),
+            )
+        }
     }
 }
