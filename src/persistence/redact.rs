@@ -95,6 +95,7 @@ fn query_start(s: &str) -> Option<usize> {
 /// A PostgreSQL URL as the driver reads it, which ends the userinfo at the first `@`:
 /// the user and the password percent-encoded, and every `@` of the query too (the
 /// driver decodes both). The same connection as `url`, which libpq's reading gives.
+#[cfg(feature = "postgres")]
 pub(crate) fn for_driver(url: &str) -> String {
     let Some(scheme) = ["postgres://", "postgresql://"]
         .into_iter()
@@ -129,6 +130,7 @@ pub(crate) fn for_driver(url: &str) -> String {
 
 /// Percent-encodes what the driver would read as structure in a userinfo part (`@`,
 /// `:`, `/`, `?`, `#`, `%` not starting an escape, and anything not printable ASCII).
+#[cfg(feature = "postgres")]
 fn encode_into(s: &str, out: &mut String) {
     let b = s.as_bytes();
     for (i, &c) in b.iter().enumerate() {

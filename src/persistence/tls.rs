@@ -20,7 +20,6 @@
 //!
 //! See `docs/postgres.md`, "URLs" and "TLS".
 
-use super::postgres::client::{Client, PgError};
 use crate::error::{BackendError, Error, Result, StoreError};
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -30,9 +29,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_postgres::Config;
-use tokio_postgres::tls::NoTls;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Where a connection string that cannot be used is named: not at all, since it may hold
@@ -85,18 +82,9 @@ impl std::fmt::Debug for Tls {
 }
 
 impl Tls {
-    /// Connects to the first host `config` names that answers within `connect` and
-    /// suits it; the connection awaits each statement's answer at most `reply`.
-    pub(crate) fn connect(
-        &self,
-        config: &Config,
-        connect: Duration,
-        reply: Duration,
-    ) -> std::result::Result<Client, PgError> {
-        match &self.0 {
-            None => Client::connect(config, NoTls, connect, reply),
-            Some(tls) => Client::connect(config, tls.clone(), connect, reply),
-        }
+    /// The rustls connector, or `None` for connections without TLS.
+    pub(crate) fn rustls(&self) -> Option<&MakeRustlsConnect> {
+        self.0.as_ref()
     }
 }
 

@@ -5,8 +5,7 @@
 use super::SessionStore;
 use super::lines::check_new_header;
 use super::lines::line_id;
-use super::retry::{Landed, Retry};
-use super::sessions::read_id_at;
+use super::retry::{Landed, Retry, read_id_at};
 use crate::error::{Error, IoContext, LogError, Result, StoreError};
 use crate::log::entry::Header;
 use crate::log::header::read_header_line;

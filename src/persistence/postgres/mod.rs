@@ -242,9 +242,12 @@ impl PostgresStore {
     }
 
     fn open(&self) -> Result<Client, StoreError> {
-        self.tls
-            .connect(&self.config, self.connect_timeout(), self.reply_wait())
-            .map_err(self.failed("connecting", Phase::Before))
+        let (connect, reply) = (self.connect_timeout(), self.reply_wait());
+        match self.tls.rustls() {
+            None => Client::connect(&self.config, tokio_postgres::NoTls, connect, reply),
+            Some(tls) => Client::connect(&self.config, tls.clone(), connect, reply),
+        }
+        .map_err(self.failed("connecting", Phase::Before))
     }
 
     /// How long one host's connection (TCP, TLS, the startup, the authentication) may

@@ -9,7 +9,7 @@ use super::wire::{seq_from_db, seq_to_db};
 use super::{POSTGRES_SCHEMA_VERSION, Phase, PostgresStore, Prepared};
 use crate::error::{Result, StoreError};
 use crate::log::entry::Header;
-use crate::persistence::sessions::stored_before_is;
+use crate::persistence::retry::stored_before_is;
 use crate::persistence::{LineVisitor, SessionStore};
 use crate::sync::lock;
 use postgres::error::SqlState;
