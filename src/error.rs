@@ -92,6 +92,30 @@ pub enum Error {
         detail: String,
     },
 
+    /// `import`: the store failed while the entries went in (it stayed unavailable
+    /// through the retries, or refused a batch). The store holds a prefix of the file,
+    /// told by `stored`; a rerun appends only the rest.
+    #[error(
+        "{file}: the import into store {store} stopped with {stored} of session {session_id} \
+         stored: {source}; running the import again is safe: it checks what is stored and \
+         appends only the rest"
+    )]
+    ImportIncomplete {
+        /// The file being imported.
+        file: PathBuf,
+        /// The store, as it describes itself (never with a password).
+        store: String,
+        /// The session id.
+        session_id: String,
+        /// What the store holds of the file's entries: `"37 of the file's 100 entries"`,
+        /// or `"40 (or 52: whether the last 12 went in is unknown) of the file's 100
+        /// entries"` when a batch's outcome could not be read back.
+        stored: String,
+        /// Why it stopped.
+        #[source]
+        source: Box<Error>,
+    },
+
     /// A write through a store lost the race for the session's next sequence number to
     /// other writers every time it tried. Nothing was written by this call.
     #[error(

@@ -1169,3 +1169,202 @@ fn the_password_never_appears_in_errors_or_output() {
         errors[2]
     );
 }
+
+/// libpq's URL grammar: the userinfo ends at the last `@` before the query, so a password
+/// with a raw `@`, `:`, `/`, `?` and `#` connects as written, in the userinfo and in
+/// `password=`; and no part of it is printed, by the store or by the command line when
+/// the connection fails (a wrong password, a port nobody listens on).
+#[test]
+fn a_password_with_url_delimiters_connects_and_no_part_of_it_is_printed() {
+    let password = "Pw@S3:c/r?e#tTail";
+    let parts = ["Pw", "S3", "c/r", "e#t", "Tail"];
+    let server = Server::start(ServerOptions {
+        password: Some(password.into()),
+    });
+    let port = server.port();
+    let raw = format!("postgres://postgres:{password}@127.0.0.1:{port}/postgres");
+    let query = format!("postgres://postgres@127.0.0.1:{port}/postgres?password={password}");
+    for url in [&raw, &query] {
+        let pg = PostgresStore::connect(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        for shown in [pg.url().to_owned(), format!("{pg:?}")] {
+            assert!(
+                shown.contains(&format!("127.0.0.1:{port}/postgres")),
+                "{shown}"
+            );
+            for part in parts {
+                assert!(!shown.contains(part), "{part} in {shown}");
+            }
+        }
+    }
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    for url in [
+        format!("postgres://postgres:{password}X@127.0.0.1:{port}/postgres"),
+        format!("postgres://postgres@127.0.0.1:{port}/postgres?password={password}X"),
+        format!("postgres://root:{password}@127.0.0.1:{closed}/sdb?connect_timeout=1"),
+        format!("postgres://root@127.0.0.1:{closed}/sdb?password={password}&connect_timeout=1"),
+    ] {
+        let out = crate::common::cli()
+            .args(["list", "--store", &url])
+            .output()
+            .expect("run session-state");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(text.contains("127.0.0.1:"), "the store is named: {text}");
+        for part in parts {
+            assert!(
+                !text.contains(part),
+                "{part} of the password printed: {text}"
+            );
+        }
+    }
+}
+
+/// A writer stalled in its turn (its connection holds the session's advisory lock and
+/// sends nothing, as a SIGSTOPped writer's does) is named in the refusal: its pid and host
+/// from the `application_name` every session-state connection sets, its server backend,
+/// and since when its connection has been idle, with what to do about it.
+#[test]
+fn a_writer_stalled_in_its_turn_is_named_with_pid_host_and_since_when() {
+    let (url, guard, _first) = store_with(&[user("one")]);
+    let mut holder = {
+        let mut c: postgres::Config = url.parse().expect("url");
+        c.application_name("session-state pid:4242@machine-b");
+        c.connect(postgres::NoTls).expect("connect")
+    };
+    let backend_pid: i32 = holder
+        .query_one("SELECT pg_backend_pid()", &[])
+        .expect("pid")
+        .get(0);
+    holder
+        .query(&format!("SELECT pg_advisory_lock({TURN_KEY})"), &[&ID])
+        .expect("take the turn");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let backend = PostgresStore::connect(&url)
+        .expect("connect")
+        .with_lock_wait(Duration::from_millis(200));
+    let key = backend.url().to_owned();
+    let session = StoredSession::new(&backend, &key, ID);
+    let role = Store::at(dir.path().join("states.sqlite"))
+        .expect("store")
+        .state::<Value>("role", Scope::Branch)
+        .expect("state");
+    let err = role
+        .write_stored(&session, None, &json!("reviewer"))
+        .expect_err("refused while the turn is held");
+    let Error::StoreUnavailable { source, .. } = &err else {
+        panic!("not the busy refusal: {err:?}")
+    };
+    let StoreError::Busy {
+        initiator,
+        action,
+        session_id,
+        reason,
+    } = &**source
+    else {
+        panic!("not busy: {source:?}")
+    };
+    for part in [
+        "session-state pid:4242@machine-b",
+        "process 4242 on machine-b",
+        &format!("server backend pid {backend_pid}"),
+    ] {
+        assert!(initiator.contains(part), "{part} not in {initiator}");
+    }
+    assert_eq!((action.as_str(), session_id.as_str()), ("append", ID));
+    for part in [
+        "holds the session's turn",
+        "idle since 20",
+        "connected since 20",
+        "lock wait of 200ms",
+        "kill process 4242 on machine-b",
+        &format!("pg_terminate_backend({backend_pid})"),
+    ] {
+        assert!(reason.contains(part), "{part} not in {reason}");
+    }
+    let shown = err.to_string();
+    for part in [initiator.as_str(), "append", ID, reason.as_str()] {
+        assert!(shown.contains(part), "{shown} lacks {part}");
+    }
+    assert_eq!(rows(&guard, ID).len(), 1, "nothing written");
+    // The turn ends with the holder's connection: the write then goes through.
+    drop(holder);
+    assert!(
+        role.write_stored(&session, None, &json!("reviewer"))
+            .expect("written")
+            .is_some()
+    );
+}
+
+/// A Pi session file of `n` entries (custom events, one branch): its lines.
+fn session_lines(id: &str, n: usize) -> Vec<String> {
+    let mut lines = vec![format!(
+        r#"{{"type":"session","version":3,"id":"{id}","timestamp":"{STAMP}","cwd":"/work/project"}}"#
+    )];
+    let mut parent = "null".to_owned();
+    for i in 0..n {
+        let eid = format!("{:08x}", 0x1000_0000 + i);
+        lines.push(format!(
+            r#"{{"type":"custom","customType":"bulk","data":{{"n":{i}}},"id":"{eid}","parentId":{parent},"timestamp":"{STAMP}"}}"#
+        ));
+        parent = format!("\"{eid}\"");
+    }
+    lines
+}
+
+/// An import whose connection is cut at its `COMMIT` (the server committed; the client got
+/// no answer) is settled as a write is: read back, found stored, and reported imported,
+/// once; the same for the batch that extends a stored session.
+#[test]
+fn an_import_cut_at_its_commit_reads_back_what_is_stored_and_stores_it_once() {
+    let (url, guard) = pg::fresh_database();
+    pgs(&url).list().expect("the tables are made");
+    let relay = pg::CutAtCommit::start(guard.server().port());
+    let via = format!(
+        "postgres://postgres@127.0.0.1:{}/{}?sslmode=disable",
+        relay.port(),
+        guard.name()
+    );
+    let id = "0195f1d0-7c4e-7000-8000-0000000000c7";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("s.jsonl");
+    let import = || {
+        let out = pg::output_within(
+            {
+                let mut c = crate::common::cli();
+                c.args(["import"]).arg(&file).args(["--store", &via]);
+                c
+            },
+            Duration::from_secs(120),
+        );
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{id}\n"));
+    };
+    // A new session: one transaction (COPY), cut at its COMMIT.
+    let lines = session_lines(id, 100);
+    std::fs::write(&file, lines.join("\n") + "\n").expect("write");
+    relay.arm();
+    import();
+    assert_eq!(relay.cuts(), 1, "the COMMIT was cut");
+    let stored: Vec<String> = rows(&guard, id).into_iter().map(|(_, l)| l).collect();
+    assert_eq!(stored, lines[1..], "every line stored, once");
+    // Pi appended: the import extends the session, cut at its COMMIT again.
+    let lines = session_lines(id, 180);
+    std::fs::write(&file, lines.join("\n") + "\n").expect("write");
+    relay.arm();
+    import();
+    assert_eq!(relay.cuts(), 2, "the COMMIT was cut");
+    let stored: Vec<String> = rows(&guard, id).into_iter().map(|(_, l)| l).collect();
+    assert_eq!(stored, lines[1..], "every line stored, once");
+    // A rerun changes nothing.
+    import();
+    assert_eq!(rows(&guard, id).len(), 180);
+}

@@ -329,3 +329,50 @@ fn an_asynchronous_standby_may_lose_only_writes_acknowledged_before_the_kill() {
         o.lost
     );
 }
+
+/// A primary that hangs instead of dying: it accepts and never answers. With
+/// `target_session_attrs=read-write`, each host is tried for at most the connect timeout,
+/// so the hung first host is passed over and the write lands on the second.
+#[test]
+fn a_hung_first_host_is_passed_over_within_the_connect_timeout_and_the_write_lands_on_the_second() {
+    let hung = crate::common::pg::Unanswering::start();
+    let (_, guard) = crate::common::pg::fresh_database();
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{}?target_session_attrs=read-write&connect_timeout=1",
+        hung.port(),
+        guard.server().port(),
+        guard.name()
+    );
+    let id = "0195f1d0-7c4e-7000-8000-00000000fa11";
+    // On a thread, bounded far above the connect timeout: a hang fails the test.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        let r = PostgresStore::connect(&url).map(|store| {
+            let sessions = Sessions::new(store);
+            sessions
+                .create(Header::new(id, "/work/project").with_timestamp("2026-12-01T12:00:00.000Z"))
+                .expect("create");
+            let user = json!({"type": "message",
+                              "message": {"role": "user", "content": "hi", "timestamp": 0}});
+            sessions.append(id, 0, &[user]).expect("append")
+        });
+        let _ = tx.send(r.map_err(|e| e.to_string()));
+    });
+    let next = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the write ended: the hung host did not hold it")
+        .expect("connected past the hung host");
+    writer.join().expect("the writer thread");
+    assert_eq!(next, 1);
+    let stored: i64 = guard
+        .server()
+        .admin(guard.name())
+        .query_one(
+            "SELECT count(*) FROM session_state_entries WHERE session_id = $1",
+            &[&id],
+        )
+        .expect("count")
+        .get(0);
+    assert_eq!(stored, 1, "the write is on the second host");
+    assert!(hung.finish() >= 1, "the hung first host was tried first");
+}

@@ -5,7 +5,7 @@
 //! is safe, in the store's words (not the `--store` option's).
 
 use crate::common;
-use crate::common::pg::{Server, ServerOptions};
+use crate::common::pg::{self, Server, ServerOptions};
 use serde_json::{Value, json};
 use session_state::{Header, PostgresStore, Sessions};
 use std::path::Path;
@@ -198,4 +198,73 @@ fn a_cli_write_to_a_server_that_stays_away_gives_up_saying_how_long_and_that_a_r
         !err.contains("--store"),
         "the server, not the option: {err}"
     );
+}
+
+/// `write` with `--store URL --db DB`, killed (and the test failed) if it runs for a
+/// minute: far above the retry window plus the connect timeout these tests give.
+fn write_within(url: &str, db: &Path, value: u64) -> std::process::Output {
+    let mut cmd = common::cli();
+    cmd.args([
+        "write",
+        ID,
+        "--plugin",
+        "role",
+        "--value",
+        &value.to_string(),
+    ])
+    .args(["--store", url, "--db"])
+    .arg(db);
+    pg::output_within(cmd, Duration::from_secs(60))
+}
+
+#[test]
+fn a_cli_write_to_a_server_that_accepts_and_never_answers_ends_saying_what_it_waited_for() {
+    let hung = pg::Unanswering::start();
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{}/sessions?connect_timeout=1",
+        hung.port()
+    );
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let out = write_within(&url, &scratch.path().join("states.sqlite"), 1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("gave up after")
+            && err.contains("no answer from the server within 1s while connecting to 127.0.0.1:")
+            && err.contains("trying again is safe"),
+        "{err}"
+    );
+    // Each attempt of the window met the hung server, and none was left waiting on it.
+    assert!(hung.finish() >= 2, "retried within the window");
+}
+
+#[test]
+fn a_cli_write_to_a_sigstopped_postmaster_ends_and_goes_through_once_it_is_continued() {
+    let server = Server::start(ServerOptions::default());
+    let db = server.create_database();
+    let url = format!("{}?connect_timeout=1", server.url(&db));
+    seeded(&url);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let states = scratch.path().join("states.sqlite");
+    let before = stored_ids(&url).len();
+    {
+        let _stopped = pg::Stopped::stop(server.postmaster_pid());
+        let out = write_within(&url, &states, 1);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("no answer from the server within 1s while connecting")
+                && err.contains("trying again is safe"),
+            "{err}"
+        );
+    }
+    // Continued: the rerun the refusal called safe stores the write, once.
+    let out = write_within(&url, &states, 1);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stored_ids(&url).len(), before + 1);
 }

@@ -69,7 +69,7 @@ pub use postgres::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore};
 pub use prefix::{ResolveError, resolve_session};
 pub use read::read_stored_log;
 pub(crate) use read::stored_label;
-pub(crate) use sessions::read_id_at;
+pub(crate) use retry::read_id_at;
 pub use sessions::{Sessions, list_sessions};
 pub use sqlite_store::SqliteStore;
 pub use transfer::{ImportReport, export_session, import_file};
@@ -167,7 +167,7 @@ pub trait SessionStore: Send + Sync {
         after: Option<&str>,
         lines: &[String],
     ) -> Result<Option<u64>, StoreError> {
-        if !sessions::stored_before_is(self, session_id, first_seq, after)? {
+        if !retry::stored_before_is(self, session_id, first_seq, after)? {
             return Ok(None);
         }
         match self.append_lines(session_id, first_seq, lines) {

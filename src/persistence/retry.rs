@@ -12,7 +12,9 @@
 //!   refused with its cause ([`Error::StoreUnavailable`]).
 
 use super::SessionStore;
+use super::lines::line_id;
 use crate::error::{Error, StoreError};
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 /// How many lost races a write tries before it gives up ([`Error::Contended`]).
@@ -145,6 +147,48 @@ fn not_written(e: StoreError) -> StoreError {
         },
         e => e,
     }
+}
+
+/// The id of the entry stored at `seq`, if any: [`stored_id_at`], reading back with `retry` waiting out a store that is unavailable:
+/// how an append of unknown outcome is resolved ([`Landed::of`]).
+pub(crate) fn read_id_at(
+    store: &dyn SessionStore,
+    session_id: &str,
+    seq: u64,
+    retry: &mut Retry<'_>,
+) -> Result<Option<String>, Error> {
+    retry.transient(|| stored_id_at(store, session_id, seq))
+}
+
+/// Whether the stored line before `next_seq` is the entry `after` (`None`: none there, as
+/// at the start of a session), read back from the store.
+pub(crate) fn stored_before_is<S: SessionStore + ?Sized>(
+    store: &S,
+    session_id: &str,
+    next_seq: u64,
+    after: Option<&str>,
+) -> std::result::Result<bool, StoreError> {
+    let last = match next_seq.checked_sub(1) {
+        Some(seq) => stored_id_at(store, session_id, seq)?,
+        None => None,
+    };
+    Ok(last.as_deref() == after)
+}
+
+/// The id of the stored line at `seq` (`None`: no line there, or one without an id).
+fn stored_id_at<S: SessionStore + ?Sized>(
+    store: &S,
+    session_id: &str,
+    seq: u64,
+) -> std::result::Result<Option<String>, StoreError> {
+    let mut found = None;
+    store.read_lines(session_id, seq, &mut |s, line| {
+        if s == seq {
+            found = line_id(line);
+        }
+        ControlFlow::Break(())
+    })?;
+    Ok(found)
 }
 
 #[cfg(test)]

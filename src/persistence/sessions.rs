@@ -3,7 +3,7 @@
 use super::interrupted::missing_tool_results;
 use super::lines::{self, LineFacts, check_ids, check_line, check_new_header, to_new_entry};
 use super::read::{read_stored_log, stored_label};
-use super::retry::{Landed, Retry};
+use super::retry::{Landed, Retry, read_id_at};
 use super::{ImportReport, Loaded, SessionStore};
 use crate::error::{Error, LogError, Result, StoreError};
 use crate::log::NewEntry;
@@ -539,47 +539,4 @@ pub fn list_sessions(store: &dyn SessionStore) -> Result<Vec<Header>> {
     }
     headers.sort_by(|a, b| (a.timestamp(), a.id()).cmp(&(b.timestamp(), b.id())));
     Ok(headers)
-}
-
-/// The id of the entry stored at `seq`, if any.
-/// [`stored_id_at`], reading back with `retry` waiting out a store that is unavailable:
-/// how an append of unknown outcome is resolved ([`Landed::of`]).
-pub(crate) fn read_id_at(
-    store: &dyn SessionStore,
-    session_id: &str,
-    seq: u64,
-    retry: &mut Retry<'_>,
-) -> Result<Option<String>> {
-    retry.transient(|| stored_id_at(store, session_id, seq))
-}
-
-/// Whether the stored line before `next_seq` is the entry `after` (`None`: none there, as
-/// at the start of a session), read back from the store.
-pub(crate) fn stored_before_is<S: SessionStore + ?Sized>(
-    store: &S,
-    session_id: &str,
-    next_seq: u64,
-    after: Option<&str>,
-) -> std::result::Result<bool, StoreError> {
-    let last = match next_seq.checked_sub(1) {
-        Some(seq) => stored_id_at(store, session_id, seq)?,
-        None => None,
-    };
-    Ok(last.as_deref() == after)
-}
-
-/// The id of the stored line at `seq` (`None`: no line there, or one without an id).
-fn stored_id_at<S: SessionStore + ?Sized>(
-    store: &S,
-    session_id: &str,
-    seq: u64,
-) -> std::result::Result<Option<String>, StoreError> {
-    let mut found = None;
-    store.read_lines(session_id, seq, &mut |s, line| {
-        if s == seq {
-            found = lines::line_id(line);
-        }
-        ControlFlow::Break(())
-    })?;
-    Ok(found)
 }

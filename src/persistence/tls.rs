@@ -21,8 +21,6 @@
 //! See `docs/postgres.md`, "URLs" and "TLS".
 
 use crate::error::{BackendError, Error, Result, StoreError};
-use postgres::tls::NoTls;
-use postgres::{Client, Config};
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
@@ -31,6 +29,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use tokio_postgres::Config;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Where a connection string that cannot be used is named: not at all, since it may hold
@@ -83,12 +82,9 @@ impl std::fmt::Debug for Tls {
 }
 
 impl Tls {
-    /// Connects to the server `config` names.
-    pub(crate) fn connect(&self, config: &Config) -> std::result::Result<Client, postgres::Error> {
-        match &self.0 {
-            None => config.connect(NoTls),
-            Some(tls) => config.connect(tls.clone()),
-        }
+    /// The rustls connector, or `None` for connections without TLS.
+    pub(crate) fn rustls(&self) -> Option<&MakeRustlsConnect> {
+        self.0.as_ref()
     }
 }
 
@@ -123,8 +119,9 @@ pub(crate) fn parse(url: &str, redact: fn(&Config) -> String) -> Result<(Config,
             source,
         })
     };
-    let (driver_url, options) = split(url).map_err(|e| unparsed(backend(e)))?;
-    let config: Config = driver_url.parse().map_err(|e: postgres::Error| {
+    let (driver_url, options) =
+        split(&super::redact::for_driver(url)).map_err(|e| unparsed(backend(e)))?;
+    let config: Config = driver_url.parse().map_err(|e: tokio_postgres::Error| {
         unparsed(BackendError {
             sql_state: None,
             source: Box::new(e),
@@ -231,8 +228,9 @@ struct Param {
     span: (usize, usize),
 }
 
-/// Where a URL's query starts (after its `?`), found as the driver finds it: the
-/// credentials end at the first `@`, the query starts at the first `?` after them.
+/// Where a URL's query starts (after its `?`), found as the driver finds it in a URL
+/// [`for_driver`](super::redact::for_driver) gave: the credentials end at the first `@`,
+/// the query starts at the first `?` after them.
 fn url_query(url: &str) -> Option<usize> {
     let after_creds = url.find('@').map_or(0, |at| at + 1);
     url[after_creds..].find('?').map(|q| after_creds + q + 1)

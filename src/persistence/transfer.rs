@@ -4,8 +4,10 @@
 
 use super::SessionStore;
 use super::lines::check_new_header;
-use super::retry::Retry;
+use super::lines::line_id;
+use super::retry::{Landed, Retry, read_id_at};
 use crate::error::{Error, IoContext, LogError, Result, StoreError};
+use crate::log::entry::Header;
 use crate::log::header::read_header_line;
 use crate::log::reader::MAX_HEADER_LINE;
 use crate::tree::LogOptions;
@@ -74,9 +76,12 @@ impl FileLines {
 ///
 /// A torn final record (a line cut by a crash) is not imported. The entries go in
 /// batches of at most 8 MiB, each durable and conditional on the sequence number (the
-/// first creates the session); an import that fails midway leaves a prefix, and the next
-/// import goes on from it. The file is read twice, sequentially: once by the strict
-/// reader, once for the lines.
+/// first creates the session). Each batch is stored as a write stores its line: a store
+/// that is unavailable is waited out for its retry window, and a batch of unknown outcome
+/// (the connection lost at its commit) is settled by reading the store back. An import
+/// that fails midway leaves a prefix and says how much of the file it holds
+/// ([`Error::ImportIncomplete`]); the next import goes on from it. The file is read
+/// twice, sequentially: once by the strict reader, once for the lines.
 pub fn import_file(store: &dyn SessionStore, file: &Path) -> Result<ImportReport> {
     let log = LogOptions::new().open(file)?;
     let header = log.header().clone();
@@ -148,12 +153,32 @@ pub fn import_file(store: &dyn SessionStore, file: &Path) -> Result<ImportReport
     let mut bytes = 0usize;
     let mut created = already.is_some();
     let mut flush = |batch: &mut Vec<String>, next: &mut u64| -> Result<()> {
-        *next = if created {
-            store.append_lines(&id, *next, batch)?
-        } else {
-            created = true;
-            store.create(&header, &header_line, batch)?
+        let to = Batch {
+            header: &header,
+            header_line: &header_line,
+            first: *next,
+            lines: batch,
+            create: !created,
         };
+        *next = store_batch(store, &to).map_err(|failed| {
+            let (source, in_doubt) = *failed;
+            let stored = match in_doubt {
+                0 => next.to_string(),
+                n => format!(
+                    "{} (or {}: whether the last {n} went in is unknown)",
+                    *next,
+                    *next + n
+                ),
+            };
+            Error::ImportIncomplete {
+                file: file.to_path_buf(),
+                store: store.describe(),
+                session_id: id.clone(),
+                stored: format!("{stored} of the file's {total} entries"),
+                source: Box::new(source),
+            }
+        })?;
+        created = true;
         batch.clear();
         Ok(())
     };
@@ -174,6 +199,70 @@ pub fn import_file(store: &dyn SessionStore, file: &Path) -> Result<ImportReport
         already_stored,
         appended: next.saturating_sub(already_stored),
     })
+}
+
+/// One batch of an import: its lines, for the session from `first` on.
+struct Batch<'a> {
+    header: &'a Header,
+    header_line: &'a str,
+    first: u64,
+    lines: &'a [String],
+    /// The batch creates the session.
+    create: bool,
+}
+
+/// A batch's failure, and how many of its lines may or may not be stored.
+type Unstored = Box<(Error, u64)>;
+
+/// Stores one batch and returns the next sequence number, as a write stores its line: a
+/// store that is unavailable is waited out for its retry window, and an append of
+/// unknown outcome is settled by reading the store back (the batch's first entry at
+/// `first` means it committed; nothing there means it did not, and it is sent again;
+/// another line there is refused by the next attempt). The error comes with how many of
+/// the batch's lines may or may not be stored (0, or all of them when the outcome could
+/// not be read back).
+fn store_batch(store: &dyn SessionStore, b: &Batch<'_>) -> std::result::Result<u64, Unstored> {
+    let id = b.header.id();
+    let mut retry = Retry::new(store);
+    let first_id = b.lines.first().and_then(|l| line_id(l));
+    let sure = |e: Error| Box::new((e, 0));
+    loop {
+        let sent = if b.create {
+            store.create(b.header, b.header_line, b.lines)
+        } else {
+            store.append_lines(id, b.first, b.lines)
+        };
+        let e = match sent {
+            Ok(next) => return Ok(next),
+            Err(e @ StoreError::Indeterminate { .. }) => e,
+            Err(e) => {
+                retry.failed(e).map_err(sure)?;
+                continue;
+            }
+        };
+        let doubt = |err: Error| Box::new((err, b.lines.len().max(1) as u64));
+        let landed = match &first_id {
+            Some(first_id) => match read_id_at(store, id, b.first, &mut retry) {
+                Ok(found) => Landed::of(e, first_id, found),
+                Err(Error::Store(StoreError::NotFound { .. })) => Landed::of(e, first_id, None),
+                Err(err) => return Err(doubt(err)),
+            },
+            // A session without entries: its header row is the whole batch.
+            None => match retry.transient(|| store.header_line(id)) {
+                Ok(stored) if stored == b.header_line => Landed::Ours,
+                Ok(_) => Landed::Lost,
+                Err(Error::Store(StoreError::NotFound { .. })) => Landed::of(e, "", None),
+                Err(err) => return Err(doubt(err)),
+            },
+        };
+        match landed {
+            Landed::Ours => return Ok(b.first + b.lines.len() as u64),
+            // Another writer's line (or session) is there: the next attempt is refused
+            // with the store's own error.
+            Landed::Lost => {}
+            Landed::NotWritten(e) => retry.failed(e).map_err(sure)?,
+        }
+    }
 }
 
 /// Writes the stored session `session_id` to `out` as a Pi JSONL file: its header line,

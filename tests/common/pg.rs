@@ -605,3 +605,200 @@ pub fn write_file(path: &Path, text: &str) {
     let mut f = std::fs::File::create(path).expect("create");
     f.write_all(text.as_bytes()).expect("write");
 }
+
+/// A loopback server that accepts every connection and never answers: a hung
+/// postmaster as a client meets it. The connections are held until it is dropped.
+pub struct Unanswering {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    acceptor: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl Unanswering {
+    pub fn start() -> Unanswering {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().expect("local address").port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let acceptor = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                if stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(c) = conn {
+                    held.push(c);
+                }
+            }
+            held.len()
+        });
+        Unanswering {
+            port,
+            stop,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stops accepting, closes every connection held, and says how many were accepted.
+    pub fn finish(mut self) -> usize {
+        self.end()
+    }
+
+    fn end(&mut self) -> usize {
+        let Some(acceptor) = self.acceptor.take() else {
+            return 0;
+        };
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wakes the acceptor, which sees the flag and ends.
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        acceptor.join().expect("the acceptor thread")
+    }
+}
+
+impl Drop for Unanswering {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// A process stopped with SIGSTOP; SIGCONT when dropped, so nothing is left stopped
+/// whatever the test does.
+pub struct Stopped(i32);
+
+impl Stopped {
+    pub fn stop(pid: i32) -> Stopped {
+        let ok = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -STOP {pid}");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let ok = Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("kill -CONT {} failed", self.0);
+        }
+    }
+}
+
+/// Runs `cmd` to its end, or kills it after `limit` and panics: a command that hangs is
+/// the failure these tests look for, told apart from a slow one by a limit far above
+/// every bound the command documents.
+pub fn output_within(mut cmd: Command, limit: Duration) -> std::process::Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("wait for the command"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("the command was still running after {limit:?}: it hung");
+        }
+    }
+}
+
+/// A loopback relay to a server that cuts a connection at its `COMMIT`, once armed: it
+/// passes the `COMMIT` to the server, lets the server commit, and closes the client's
+/// connection in place of the answer. The client cannot tell whether it committed. For
+/// URLs with `sslmode=disable` (it reads the server's messages).
+pub struct CutAtCommit {
+    port: u16,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cuts: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CutAtCommit {
+    /// Relays to 127.0.0.1:`upstream`.
+    pub fn start(upstream: u16) -> CutAtCommit {
+        use std::sync::atomic::{AtomicBool, AtomicUsize};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = listener.local_addr().expect("local address").port();
+        let armed = std::sync::Arc::new(AtomicBool::new(false));
+        let cuts = std::sync::Arc::new(AtomicUsize::new(0));
+        let (a, c) = (armed.clone(), cuts.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let (a, c) = (a.clone(), c.clone());
+                std::thread::spawn(move || relay(client, server, &a, &c));
+            }
+        });
+        CutAtCommit { port, armed, cuts }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The next `COMMIT` answered by the server is cut.
+    pub fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// How many connections were cut at a `COMMIT`.
+    pub fn cuts(&self) -> usize {
+        self.cuts.load(Ordering::SeqCst)
+    }
+}
+
+/// Client to server: bytes as they come. Server to client: message by message, until an
+/// armed cut meets a `CommandComplete` of `COMMIT`.
+fn relay(
+    client: std::net::TcpStream,
+    server: std::net::TcpStream,
+    armed: &std::sync::atomic::AtomicBool,
+    cuts: &std::sync::atomic::AtomicUsize,
+) {
+    use std::io::Read;
+    let (Ok(mut up), Ok(mut from_client)) = (server.try_clone(), client.try_clone()) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from_client, &mut up);
+        let _ = up.shutdown(std::net::Shutdown::Write);
+    });
+    let (mut from_server, mut to_client) = (server, client);
+    loop {
+        let mut head = [0u8; 5];
+        if from_server.read_exact(&mut head).is_err() {
+            break;
+        }
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut body = vec![0u8; len.saturating_sub(4)];
+        if from_server.read_exact(&mut body).is_err() {
+            break;
+        }
+        if head[0] == b'C' && body == b"COMMIT\0" && armed.swap(false, Ordering::SeqCst) {
+            cuts.fetch_add(1, Ordering::SeqCst);
+            let _ = to_client.shutdown(std::net::Shutdown::Both);
+            let _ = from_server.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+        if to_client.write_all(&head).is_err() || to_client.write_all(&body).is_err() {
+            break;
+        }
+    }
+    let _ = to_client.shutdown(std::net::Shutdown::Both);
+}

@@ -2,13 +2,14 @@
 //! flight undecided.
 
 use super::Phase;
+use super::client::PgError;
 use crate::error::{BackendError, StoreError};
 
 /// A driver error as the store's error: a server that went away or refuses for now is
 /// [`StoreError::Unavailable`]; a connection that broke while a write was in flight
 /// ([`Phase::Writing`]: no answer, or the server ending the connection) is
 /// [`StoreError::Indeterminate`].
-pub(super) fn classify(url: &str, action: String, phase: Phase, e: postgres::Error) -> StoreError {
+pub(super) fn classify(url: &str, action: String, phase: Phase, e: PgError) -> StoreError {
     let no_answer = e.code().is_none() && is_connection_lost(&e);
     let source = backend_error(e);
     let connection = no_answer || source.sql_state.as_deref().is_some_and(is_connection_state);
@@ -63,7 +64,7 @@ pub(super) fn is_connection_state(code: &str) -> bool {
     code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
 }
 
-fn backend_error(e: postgres::Error) -> BackendError {
+fn backend_error(e: PgError) -> BackendError {
     BackendError {
         sql_state: e.code().map(|c| c.code().to_owned()),
         source: Box::new(e),
@@ -72,7 +73,13 @@ fn backend_error(e: postgres::Error) -> BackendError {
 
 /// The server went away (shut down, restarted, terminated this backend) or the socket
 /// broke: the connection is gone, the next call connects again.
-fn is_connection_lost(e: &postgres::Error) -> bool {
+fn is_connection_lost(e: &PgError) -> bool {
+    let e = match e {
+        PgError::Driver(e) => e,
+        // No answer within the bound: the connection is given up.
+        PgError::TimedOut { .. } => return true,
+        PgError::Runtime(_) => return false,
+    };
     if e.is_closed() {
         return true;
     }

@@ -8,6 +8,7 @@
 //! `(session_id, seq)` primary key, committed before it returns. Large batches (an
 //! import) are streamed with `COPY`. See `docs/postgres.md`.
 
+pub(crate) mod client;
 mod errors;
 mod sql;
 mod store;
@@ -16,10 +17,11 @@ mod wire;
 use super::lines::line_ids;
 use super::redact::redact_config;
 use crate::error::{BackendError, Result, StoreError};
+use client::{Client, PgError};
 use postgres::error::SqlState;
-use postgres::{Client, Config};
 use std::sync::Mutex;
 use std::time::Duration;
+use tokio_postgres::Config;
 
 use crate::sync::lock;
 use errors::classify;
@@ -34,6 +36,10 @@ pub const POSTGRES_SCHEMA_VERSION: i32 = 1;
 /// otherwise; also how long the crate retries a server that is unavailable
 /// ([`SessionStore::retry_window`](super::SessionStore::retry_window)).
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// How long one host's connection may take (TCP, TLS, the startup, the authentication,
+/// and the check of `target_session_attrs`) when the URL gives no `connect_timeout`.
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The PostgreSQL backend of [`SessionStore`](super::SessionStore): many sessions, many machines, one server.
 ///
@@ -130,10 +136,10 @@ impl PostgresStore {
     pub fn connect(url: &str) -> Result<PostgresStore> {
         let (mut config, tls) = super::tls::parse(url, redact_config)?;
         if config.get_application_name().is_none() {
-            config.application_name(&application_name());
+            config.application_name(application_name());
         }
         if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
+            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
         }
         let store = PostgresStore {
             url: redact_config(&config),
@@ -151,6 +157,10 @@ impl PostgresStore {
     /// session before refusing an append with [`StoreError::Busy`] (at least 1 ms).
     pub fn with_lock_wait(mut self, wait: Duration) -> PostgresStore {
         self.lock_wait = wait.max(Duration::from_millis(1));
+        let reply = self.reply_wait();
+        if let Some(conn) = lock(&self.conn).as_mut() {
+            conn.client.set_reply_wait(reply);
+        }
         if let Some(conn) = lock(&self.conn).as_mut().filter(|c| c.set_up) {
             // Applied on the next connection if this fails.
             if let Err(e) = set_lock_timeout(&mut conn.client, self.lock_wait) {
@@ -170,7 +180,7 @@ impl PostgresStore {
         &self,
         action: impl Into<String>,
         phase: Phase,
-    ) -> impl FnOnce(postgres::Error) -> StoreError + '_ {
+    ) -> impl FnOnce(PgError) -> StoreError + '_ {
         let action = action.into();
         move |e| classify(&self.url, action, phase, e)
     }
@@ -232,9 +242,27 @@ impl PostgresStore {
     }
 
     fn open(&self) -> Result<Client, StoreError> {
-        self.tls
-            .connect(&self.config)
-            .map_err(self.failed("connecting", Phase::Before))
+        let (connect, reply) = (self.connect_timeout(), self.reply_wait());
+        match self.tls.rustls() {
+            None => Client::connect(&self.config, tokio_postgres::NoTls, connect, reply),
+            Some(tls) => Client::connect(&self.config, tls.clone(), connect, reply),
+        }
+        .map_err(self.failed("connecting", Phase::Before))
+    }
+
+    /// How long one host's connection (TCP, TLS, the startup, the authentication) may
+    /// take: the URL's `connect_timeout`, or [`DEFAULT_CONNECT_TIMEOUT`].
+    fn connect_timeout(&self) -> Duration {
+        self.config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+    }
+
+    /// How long a statement's answer is awaited: the lock wait (the server's own wait
+    /// for another writer) plus the connect timeout.
+    fn reply_wait(&self) -> Duration {
+        self.lock_wait + self.connect_timeout()
     }
 
     /// The connection's session: the lock wait, the commit setting and the tables (made
@@ -265,7 +293,7 @@ impl PostgresStore {
                 set_lock_timeout(client, self.lock_wait).map_err(fail("configuring"))?;
                 let sync: String = client
                     .query_one("SELECT current_setting('synchronous_commit')", &[])
-                    .and_then(|r| r.try_get(0))
+                    .and_then(|r| Ok(r.try_get(0)?))
                     .map_err(fail("configuring"))?;
                 (sync, None)
             }
@@ -306,7 +334,7 @@ impl PostgresStore {
         let fail = || self.failed("creating the tables", Phase::Before);
         let current: Option<i32> =
             match client.query_one("SELECT max(version) FROM session_state_schema", &[]) {
-                Ok(row) => row.try_get(0).map_err(fail())?,
+                Ok(row) => row.try_get(0).map_err(PgError::from).map_err(fail())?,
                 Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => None,
                 Err(e) => return Err(fail()(e)),
             };
@@ -315,7 +343,7 @@ impl PostgresStore {
             Some(v) if v == POSTGRES_SCHEMA_VERSION => return Ok(()),
             _ => {}
         }
-        let mut tx = client.transaction().map_err(fail())?;
+        let tx = client.transaction().map_err(fail())?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK_KEY])
             .map_err(fail())?;
         tx.batch_execute(
@@ -327,7 +355,7 @@ impl PostgresStore {
         .map_err(fail())?;
         let found: Option<i32> = tx
             .query_one("SELECT max(version) FROM session_state_schema", &[])
-            .and_then(|r| r.try_get(0))
+            .and_then(|r| Ok(r.try_get(0)?))
             .map_err(fail())?;
         if let Some(v) = found
             && v > POSTGRES_SCHEMA_VERSION
@@ -350,39 +378,31 @@ impl PostgresStore {
         }
     }
 
-    /// The refusal when another writer's transaction holds the session past the wait.
+    /// The refusal when another writer holds the session past the wait: the writer in
+    /// its turn, or the transaction holding the session's row, named from what the server
+    /// knows of it ([`HOLDER`]).
     fn busy(&self, client: &mut Client, session_id: &str) -> StoreError {
         let holder = client
             .query_opt(HOLDER, &[&session_id])
             .ok()
             .flatten()
             .and_then(|r| {
-                let app: Option<String> = r.try_get(0).ok()?;
-                let pid: i32 = r.try_get(1).ok()?;
-                let addr: Option<String> = r.try_get(2).ok()?;
-                let since: Option<String> = r.try_get(3).ok()?;
-                Some((app, pid, addr, since))
+                Some(Holder {
+                    app: r.try_get(0).ok()?,
+                    pid: r.try_get(1).ok()?,
+                    addr: r.try_get(2).ok()?,
+                    since: r.try_get(3).ok()?,
+                    connected: r.try_get(4).ok()?,
+                    state: r.try_get(5).ok()?,
+                    turn: r.try_get(6).ok()?,
+                })
             });
         let wait = humantime::format_duration(self.lock_wait);
         let (initiator, reason) = match holder {
-            Some((app, pid, addr, since)) => (
-                format!(
-                    "{} (server backend pid {pid}{})",
-                    app.filter(|a| !a.is_empty())
-                        .unwrap_or_else(|| "a client without application_name".into()),
-                    addr.map(|a| format!(", client {a}")).unwrap_or_default()
-                ),
-                format!(
-                    "its transaction on the session{} is still open after the lock wait of \
-                     {wait}",
-                    since
-                        .map(|s| format!(", open since {s},"))
-                        .unwrap_or_default()
-                ),
-            ),
+            Some(h) => (h.initiator(), h.reason(&wait.to_string())),
             None => (
                 "another writer".into(),
-                format!("a transaction on the session is still open after the lock wait of {wait}"),
+                format!("it holds the session (its turn or its row) after the lock wait of {wait}"),
             ),
         };
         StoreError::Busy {
@@ -412,13 +432,12 @@ impl PostgresStore {
     /// `tx`, with `COPY` (the text format, escaped).
     fn copy_lines(
         &self,
-        tx: &mut postgres::Transaction<'_>,
+        tx: &mut client::Tx<'_>,
         session_id: &str,
         first_seq: u64,
         ids: &[String],
         lines: &[String],
     ) -> Result<(), StoreError> {
-        use std::io::Write;
         let action = format!("storing entries of session {session_id}");
         let mut copy = tx
             .copy_in("COPY session_state_entries (session_id, seq, entry_id, line) FROM STDIN")
@@ -427,7 +446,7 @@ impl PostgresStore {
         copy_escape(session_id.as_bytes(), &mut prefix);
         prefix.push(b'\t');
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
-        let broken = |e: std::io::Error| StoreError::Indeterminate {
+        let broken = |e: PgError| StoreError::Indeterminate {
             store: self.url.clone(),
             session_id: session_id.into(),
             first_seq,
@@ -504,6 +523,7 @@ impl PostgresStore {
         };
         let next = seq_from_db(
             row.try_get(0)
+                .map_err(PgError::from)
                 .map_err(self.failed(action.clone(), Phase::Before))?,
         );
         StoreError::check_next(session_id, next, first_seq)?;
@@ -517,5 +537,88 @@ impl PostgresStore {
         .map_err(self.failed(action.clone(), Phase::Writing))?;
         tx.commit().map_err(self.failed(action, Phase::Writing))?;
         Ok(new_next)
+    }
+}
+
+/// The holder of a session, as the server knows it ([`HOLDER`]).
+struct Holder {
+    app: Option<String>,
+    pid: i32,
+    addr: Option<String>,
+    since: Option<String>,
+    connected: Option<String>,
+    state: Option<String>,
+    /// It holds the session's turn (else its transaction holds the session's row).
+    turn: bool,
+}
+
+impl Holder {
+    /// `pid:N@host` of an `application_name` a session-state connection sets
+    /// (`session-state pid:N@host`).
+    fn process(&self) -> Option<(&str, &str)> {
+        let app = self.app.as_deref()?;
+        let rest = app.strip_prefix("session-state pid:")?;
+        let (pid, host) = rest.split_once('@')?;
+        (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some((pid, host))
+    }
+
+    fn initiator(&self) -> String {
+        let name = self
+            .app
+            .clone()
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| "a client without application_name".into());
+        let process = self
+            .process()
+            .map(|(pid, host)| format!("process {pid} on {host}; "))
+            .unwrap_or_default();
+        let client = self
+            .addr
+            .as_deref()
+            .map(|a| format!(", client {a}"))
+            .unwrap_or_default();
+        format!("{name} ({process}server backend pid {}{client})", self.pid)
+    }
+
+    fn reason(&self, wait: &str) -> String {
+        let since = |label: &str, t: &Option<String>| {
+            t.as_deref()
+                .map(|t| format!(", {label} {t}"))
+                .unwrap_or_default()
+        };
+        let end = match self.process() {
+            Some((pid, host)) => format!(
+                "if it is stopped or hung, kill process {pid} on {host}, or end its server \
+                 backend with SELECT pg_terminate_backend({})",
+                self.pid
+            ),
+            None => format!(
+                "if it is stopped or hung, end it, or its server backend with SELECT \
+                 pg_terminate_backend({})",
+                self.pid
+            ),
+        };
+        if self.turn {
+            let state = self.state.as_deref().unwrap_or("unknown");
+            let idle = if state == "idle" {
+                "idle".to_owned()
+            } else {
+                format!("in state {state}")
+            };
+            format!(
+                "it holds the session's turn (a PostgreSQL advisory lock its connection \
+                 holds){}{}, and the lock wait of {wait} ran out; the turn ends when that \
+                 writer ends it or its connection closes: {end}",
+                since(&format!("its connection {idle} since"), &self.since),
+                since("connected since", &self.connected),
+            )
+        } else {
+            format!(
+                "its transaction on the session{}{} is still open after the lock wait of \
+                 {wait}; the row lock ends with that transaction: {end}",
+                since("open since", &self.since),
+                since("connected since", &self.connected),
+            )
+        }
     }
 }

@@ -119,13 +119,40 @@ WITH s AS (
 SELECT (SELECT count(*) FROM s)
 ";
 
-/// Who holds the session's row lock: the transaction whose id is the row's `xmax`.
+/// Who holds the session, as the server knows it: first the writer in its turn (the
+/// session-level advisory lock [`TURN_BEGIN`] takes: in `pg_locks`, a bigint key is
+/// `classid` (its high 32 bits) and `objid` (its low 32 bits) with `objsubid` 1), else the
+/// transaction holding the session's row (the row's `xmax`). Its `application_name`,
+/// backend pid, client address, since when (the turn: its connection's last change of
+/// state; the row: its transaction's start), when it connected, its state, and whether
+/// it holds the turn. Never the asking connection itself.
 pub(super) const HOLDER: &str = "
-SELECT a.application_name, a.pid, host(a.client_addr),
-       to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')
-FROM session_state_sessions s
-JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = s.xmax
-                AND l.granted AND l.mode = 'ExclusiveLock'
-JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE s.session_id = $1
+SELECT * FROM (
+    SELECT a.application_name, a.pid, host(a.client_addr),
+           to_char(a.state_change AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+           to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+           a.state, true AS turn
+    FROM pg_locks l
+    JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ExclusiveLock'
+      AND l.objsubid = 1 AND l.pid <> pg_backend_pid()
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND ((l.classid::bigint << 32) | l.objid::bigint)
+          = hashtextextended('session-state/turn/' || $1::text, 0)
+    LIMIT 1
+) turn
+UNION ALL
+SELECT * FROM (
+    SELECT a.application_name, a.pid, host(a.client_addr),
+           to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+           to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+           a.state, false AS turn
+    FROM session_state_sessions s
+    JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = s.xmax
+                    AND l.granted AND l.mode = 'ExclusiveLock'
+    JOIN pg_stat_activity a ON a.pid = l.pid
+    WHERE s.session_id = $1 AND l.pid <> pg_backend_pid()
+    LIMIT 1
+) row_lock
+LIMIT 1
 ";

@@ -1,5 +1,6 @@
 //! [`PostgresStore`] as a [`SessionStore`]: the statements of each call.
 
+use super::client::PgError;
 use super::errors::{classify, name_append};
 use super::sql::{
     APPEND, COPY_LINES, CREATE_WITH_ENTRIES, READ_PAGE, READ_PAGE_SQL, TURN_BEGIN, TURN_END,
@@ -8,7 +9,7 @@ use super::wire::{seq_from_db, seq_to_db};
 use super::{POSTGRES_SCHEMA_VERSION, Phase, PostgresStore, Prepared};
 use crate::error::{Result, StoreError};
 use crate::log::entry::Header;
-use crate::persistence::sessions::stored_before_is;
+use crate::persistence::retry::stored_before_is;
 use crate::persistence::{LineVisitor, SessionStore};
 use crate::sync::lock;
 use postgres::error::SqlState;
@@ -41,7 +42,7 @@ impl SessionStore for PostgresStore {
                 ];
                 let created: i64 = client
                     .query_one(CREATE_WITH_ENTRIES, &params)
-                    .and_then(|r| r.try_get(0))
+                    .and_then(|r| Ok(r.try_get(0)?))
                     .map_err(self.failed(action.clone(), Phase::Writing))
                     .map_err(|e| self.id_taken_or(e, session_id))?;
                 if created == 0 {
@@ -85,8 +86,10 @@ impl SessionStore for PostgresStore {
             .map(|row| {
                 Ok((
                     row.try_get::<_, String>(0)
+                        .map_err(PgError::from)
                         .map_err(self.failed("listing sessions", Phase::Before))?,
                     row.try_get::<_, String>(1)
+                        .map_err(PgError::from)
                         .map_err(self.failed("listing sessions", Phase::Before))?,
                 ))
             })
@@ -104,7 +107,10 @@ impl SessionStore for PostgresStore {
                 .map_err(self.failed(action.clone(), Phase::Before))
         })?;
         match row {
-            Some(r) => r.try_get(0).map_err(self.failed(action, Phase::Before)),
+            Some(r) => r
+                .try_get(0)
+                .map_err(PgError::from)
+                .map_err(self.failed(action, Phase::Before)),
             None => Err(self.not_found(session_id)),
         }
     }
@@ -135,16 +141,20 @@ impl SessionStore for PostgresStore {
                 let Some(first) = rows.first() else {
                     return Err(self.not_found(session_id));
                 };
-                let stored = seq_from_db(first.try_get(0).map_err(fail())?);
+                let stored = seq_from_db(first.try_get(0).map_err(PgError::from).map_err(fail())?);
                 let n = *next.get_or_insert(stored);
                 end = seq_to_db(n);
                 let mut got = 0;
                 for r in &rows {
-                    let Some(seq) = r.try_get::<_, Option<i64>>(1).map_err(fail())? else {
+                    let Some(seq) = r
+                        .try_get::<_, Option<i64>>(1)
+                        .map_err(PgError::from)
+                        .map_err(fail())?
+                    else {
                         break;
                     };
                     got += 1;
-                    let line: &str = r.try_get(2).map_err(fail())?;
+                    let line: &str = r.try_get(2).map_err(PgError::from).map_err(fail())?;
                     if visit(seq_from_db(seq), line).is_break() {
                         return Ok(n);
                     }
@@ -306,7 +316,7 @@ impl PostgresStore {
     /// is prepared.
     fn append_one(
         &self,
-        client: &mut postgres::Client,
+        client: &mut super::client::Client,
         a: &Append<'_>,
     ) -> Result<Sent, StoreError> {
         let Append {
@@ -381,16 +391,16 @@ impl PostgresStore {
             }
         };
         let fail = || self.failed(action.clone(), Phase::Before);
-        let version: Option<i32> = row.try_get(3).map_err(fail())?;
+        let version: Option<i32> = row.try_get(3).map_err(PgError::from).map_err(fail())?;
         if version != Some(POSTGRES_SCHEMA_VERSION) {
             return Ok(Sent::SetUpFirst);
         }
-        let free: bool = row.try_get(2).map_err(fail())?;
+        let free: bool = row.try_get(2).map_err(PgError::from).map_err(fail())?;
         if !free {
             return Ok(Sent::Done(None));
         }
-        let stored: Option<i64> = row.try_get(0).map_err(fail())?;
-        let updated: i64 = row.try_get(1).map_err(fail())?;
+        let stored: Option<i64> = row.try_get(0).map_err(PgError::from).map_err(fail())?;
+        let updated: i64 = row.try_get(1).map_err(PgError::from).map_err(fail())?;
         let Some(stored) = stored.map(seq_from_db) else {
             return Err(self.not_found(session_id));
         };

@@ -1,7 +1,7 @@
 //! Small helpers of the PostgreSQL store: `COPY`'s escaping, the session settings,
 //! sequence numbers as the database stores them.
 
-use postgres::Client;
+use super::client::{Client, PgError};
 use std::time::Duration;
 
 /// COPY's text format: a backslash, tab, newline or carriage return is escaped.
@@ -20,7 +20,7 @@ pub(super) fn copy_escape(bytes: &[u8], out: &mut Vec<u8>) {
 pub(super) fn set_lock_timeout(
     client: &mut Client,
     wait: Duration,
-) -> std::result::Result<(), postgres::Error> {
+) -> std::result::Result<(), PgError> {
     let ms = format!("{}ms", wait.as_millis().max(1));
     client
         .execute("SELECT set_config('lock_timeout', $1, false)", &[&ms])
