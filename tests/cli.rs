@@ -1786,28 +1786,30 @@ fn write_says_when_it_waits_for_a_terminal() {
     assert_eq!((out.code, out.stderr.as_str()), (0, ""));
 }
 
+/// The binary run with `args` (one shell word list) on a terminal that `script` gives it,
+/// in `w`, stdin empty; what it printed (stdout and stderr both come through the terminal).
+fn on_a_terminal(w: &World, args: &str) -> std::process::Output {
+    let bin = std::path::Path::new(common::BIN);
+    std::process::Command::new("script")
+        .args(["-qec", &format!("{} {args}", bin.display()), "/dev/null"])
+        .env("PI_CODING_AGENT_DIR", &w.agent)
+        .env("HOME", w.root.join("home"))
+        .current_dir(&w.work)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// `write` keeps stdout the new id alone (scripts take it as it is); on a terminal it adds,
 /// on stderr, the `history --at <id>` that shows the state through the new entry: after a
 /// write `--at X`, the state at X itself does not include the entry, which is X's child.
 #[test]
 fn write_prints_the_id_alone_and_on_a_terminal_the_history_that_shows_it() {
     let w = World::example();
-    let bin = std::path::Path::new(common::BIN);
-    let out = std::process::Command::new("script")
-        .args([
-            "-qec",
-            &format!(
-                "{} write s.jsonl --plugin role --at ddd707d7 --value '{{\"name\":\"auditor\"}}'",
-                bin.display()
-            ),
-            "/dev/null",
-        ])
-        .env("PI_CODING_AGENT_DIR", &w.agent)
-        .env("HOME", w.root.join("home"))
-        .current_dir(&w.work)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+    let out = on_a_terminal(
+        &w,
+        "write s.jsonl --plugin role --at ddd707d7 --value '{\"name\":\"auditor\"}'",
+    );
     assert!(out.status.success(), "{out:?}");
     let shown = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
     let mut lines = shown.lines();
@@ -1843,21 +1845,7 @@ fn write_prints_the_id_alone_and_on_a_terminal_the_history_that_shows_it() {
     assert_eq!(out.stdout.lines().count(), 1, "{}", out.shown());
     assert_eq!(out.stderr, "", "{}", out.shown());
     // Session scope: the hint names the scope.
-    let out = std::process::Command::new("script")
-        .args([
-            "-qec",
-            &format!(
-                "{} write s.jsonl --plugin todo --scope session --value 1",
-                bin.display()
-            ),
-            "/dev/null",
-        ])
-        .env("PI_CODING_AGENT_DIR", &w.agent)
-        .env("HOME", w.root.join("home"))
-        .current_dir(&w.work)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+    let out = on_a_terminal(&w, "write s.jsonl --plugin todo --scope session --value 1");
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(
         shown.contains("--plugin todo --scope session --at "),
