@@ -211,13 +211,15 @@ pub(super) fn redact_config(config: &Config) -> String {
     let user = config.get_user().unwrap_or("");
     let password = config.get_password().is_some();
     let ports = config.get_ports();
-    let mut hosts = Vec::new();
-    let mut sockets = Vec::new();
+    let mut hosts: Vec<String> = Vec::new();
+    #[cfg_attr(not(unix), allow(unused_mut))]
+    let mut sockets: Vec<String> = Vec::new();
     for (i, host) in config.get_hosts().iter().enumerate() {
         let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
         match host {
             Host::Tcp(h) if h.contains(':') => hosts.push(format!("[{h}]:{port}")),
             Host::Tcp(h) => hosts.push(format!("{h}:{port}")),
+            #[cfg(unix)]
             Host::Unix(p) => sockets.push(format!("host={}&port={port}", p.display())),
         }
     }

@@ -7,8 +7,6 @@ use crate::error::{Error, IoContext, Location, Result};
 use crate::log::hash::FNV_OFFSET;
 use crate::log::io::FileIdentity;
 use rusqlite::{Connection, OptionalExtension, params};
-#[cfg(not(unix))]
-use std::io::{Read, Seek};
 use std::path::Path;
 
 pub(super) const DIGEST_SPAN: u64 = 4096;
@@ -67,6 +65,14 @@ pub(super) fn read_span(
     Ok(buf)
 }
 
+/// One positioned read (`pread` on Unix, `ReadFile` at an offset on Windows).
+fn read_at(f: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+    #[cfg(unix)]
+    return std::os::unix::fs::FileExt::read_at(f, buf, at);
+    #[cfg(windows)]
+    return std::os::windows::fs::FileExt::seek_read(f, buf, at);
+}
+
 /// Reads `len` bytes at `start` into `buf` (reused: no allocation, and no page faults,
 /// once it is as large), fewer at the end of the file.
 fn read_into(
@@ -78,22 +84,15 @@ fn read_into(
 ) -> Result<()> {
     let io = |source| Error::io("reading", path, source);
     buf.resize(len as usize, 0);
-    let mut got = 0;
     // Positioned reads: no seek before each span.
-    #[cfg(unix)]
+    let mut got = 0;
     while got < buf.len() {
-        use std::os::unix::fs::FileExt;
-        match f.read_at(&mut buf[got..], start + got as u64) {
+        match read_at(f, &mut buf[got..], start + got as u64) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(io(e)),
         }
-    }
-    #[cfg(not(unix))]
-    {
-        f.seek(std::io::SeekFrom::Start(start)).map_err(io)?;
-        got = f.by_ref().take(len).read(&mut buf[..]).map_err(io)?;
     }
     buf.truncate(got);
     Ok(())
