@@ -645,6 +645,31 @@ function parse<T>(text: string | null): T | undefined {
   return text === null ? undefined : (JSON.parse(text) as T);
 }
 
+/** The deepest nesting a value may have: arrays and objects, as the core counts them. */
+const MAX_DEPTH = 100;
+
+/** Whether `v` is a Promise or another thenable (what an async function returns). */
+function isThenable(v: unknown): boolean {
+  return (typeof v === "object" || typeof v === "function") && v !== null && typeof (v as { then?: unknown }).then === "function";
+}
+
+/** The nesting depth of arrays and objects in a JSON text (0 for a scalar). */
+function jsonDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash escapes the next character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) max = Math.max(max, ++depth);
+    else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return max;
+}
+
 /** What `validate` found first: where (a JSON Pointer, `""` for the value itself) and what. */
 interface Failure {
   path: string;
@@ -671,6 +696,10 @@ function checkerOf(validate: unknown): ((value: unknown) => Failure | undefined)
         ok = guard(value);
       } catch (e) {
         return { path: "", detail: `the validate function threw: ${(e as Error)?.message ?? String(e)}` };
+      }
+      // An async validate returns a Promise, which is truthy: it would pass every value.
+      if (isThenable(ok)) {
+        return { path: "", detail: "the validate function returned a Promise; it must answer true or false itself (an async function returns a Promise)" };
       }
       return ok ? undefined : { path: "", detail: "the validate function returned false" };
     };
@@ -790,18 +819,31 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
   const migrated = (s: NativeStored): string => {
     const entryId = s.entry ?? undefined;
     let out: unknown;
+    const failed = (detail: string, cause?: unknown) =>
+      new StateMigrationError(pluginId, s.stateVersion, version, entryId, detail, cause === undefined ? undefined : { cause });
     try {
       out = migrate!(JSON.parse(s.value!), s.stateVersion);
     } catch (e) {
-      throw new StateMigrationError(pluginId, s.stateVersion, version, entryId, (e as Error)?.message ?? String(e), { cause: e });
+      throw failed((e as Error)?.message ?? String(e), e);
     }
+    // An async migrate returns a Promise, which JSON would print as `{}`: the stored value
+    // would read as `{}` and the next write would put `{}` over it for every later reader.
+    if (isThenable(out)) {
+      throw failed("migrate returned a Promise; it must return the value itself (an async function returns a Promise)");
+    }
+    let text: string;
     try {
-      return encode(pluginId, out);
+      text = encode(pluginId, out);
     } catch (e) {
-      throw new StateMigrationError(pluginId, s.stateVersion, version, entryId, `migrate returned a value that cannot be written: ${(e as Error).message}`, {
-        cause: e,
-      });
+      throw failed(`migrate returned a value that cannot be written: ${(e as Error).message}`, e);
     }
+    // The value rules every write keeps (the core refuses the same value at the write):
+    // refused here, on the read, naming the entry, not later as a write's plain error.
+    const depth = jsonDepth(text);
+    if (depth > MAX_DEPTH) {
+      throw failed(`migrate returned a value that cannot be written: it is nested ${depth} levels deep, deeper than ${MAX_DEPTH} levels of arrays and objects`);
+    }
+    return text;
   };
 
   /**

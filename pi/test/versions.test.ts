@@ -312,3 +312,74 @@ test("openSessionState refuses a version above 1 without migrate, a version that
   assert.equal(openSessionState(pi, { pluginId: "todo" }).version, 1);
   assert.equal(openSessionState(pi, { pluginId: "todo", version: 3, migrate: (v) => v, validate: Type.Array(Type.String()) }).version, 3);
 });
+
+/** A value nested `n` levels of arrays deep. */
+function nested(n: number): unknown {
+  let v: unknown = 0;
+  for (let i = 0; i < n; i++) v = [v];
+  return v;
+}
+
+/**
+ * A version-1 value, then version 2 with `migrate`: every call is refused with a
+ * `StateMigrationError` naming the entry and `detail`, nothing is written, and a `migrate`
+ * that works reads the version-1 value afterwards.
+ */
+async function migrationRefused(t: any, what: string, migrate: (value: unknown) => any, detail: RegExp) {
+  const dir = tmpDir(t);
+  const v1 = opener<{ items: string[] }>({ pluginId: "notes" });
+  let pi = await startPi({ dir, extensions: [v1.factory] });
+  await pi.prompt("hi");
+  const setAt = v1.cell.state!.write(pi.context(), { items: ["keep me"] })!;
+  const file = pi.file!;
+  await pi.shutdown();
+  const bytes = fs.readFileSync(file);
+
+  const v2 = opener<{ items: unknown }>({ pluginId: "notes", version: 2, migrate });
+  pi = await startPi({ dir, session: file, extensions: [v2.factory] });
+  const notes = v2.cell.state!;
+  const refused = (e: unknown) => {
+    assert.ok(e instanceof StateMigrationError, `${what}: ${String(e)}`);
+    assert.equal(e.entryId, setAt, what);
+    assert.equal(e.fromVersion, 1);
+    assert.equal(e.toVersion, 2);
+    assert.match(e.detail, detail, what);
+    return true;
+  };
+  assert.throws(() => notes.read(pi.context()), refused, `${what}: read`);
+  assert.throws(() => notes.patch(pi.context(), { more: 1 }), refused, `${what}: patch`);
+  assert.throws(() => notes.write(pi.context(), { items: ["x"] }), refused, `${what}: write`);
+  assert.throws(() => notes.drop(pi.context()), refused, `${what}: drop`);
+  await pi.shutdown();
+  assert.deepEqual(fs.readFileSync(file), bytes, `${what}: nothing written`);
+
+  // The value written under version 1 is still there for a migrate that works.
+  const good = opener<{ items: string[]; migrated: boolean }>({ pluginId: "notes", version: 2, migrate: (value) => ({ ...(value as object), migrated: true }) as any });
+  pi = await startPi({ dir, session: file, extensions: [good.factory] });
+  assert.deepEqual(good.cell.state!.read(pi.context()), { items: ["keep me"], migrated: true });
+  await pi.shutdown();
+}
+
+test("a migrate that returns a Promise is a StateMigrationError naming the entry; nothing is written and the stored value stays for later readers", async (t) => {
+  await migrationRefused(t, "an async migrate", async (value) => value, /migrate returned a Promise; it must return the value itself/);
+});
+
+test("a migrate that returns a value nested 150 levels deep is a StateMigrationError naming the entry, on the read and on every write; nothing is written", async (t) => {
+  await migrationRefused(t, "a migrate returning 150 levels", () => ({ items: nested(150) }), /nested 151 levels deep, deeper than 100 levels of arrays and objects$/);
+});
+
+test("a validate that returns a Promise is a StateValidationError: nothing is written", async (t) => {
+  const dir = tmpDir(t);
+  const counter = opener<number>({ pluginId: "counter", validate: (async () => true) as any });
+  const pi = await startPi({ dir, extensions: [counter.factory] });
+  await pi.prompt("hi");
+  const n = pi.events("counter").length;
+  const before = fs.readFileSync(pi.file!);
+  assert.throws(
+    () => counter.cell.state!.write(pi.context(), 1),
+    (e: unknown) => e instanceof StateValidationError && e.path === "" && /the validate function returned a Promise; it must answer true or false itself/.test(e.message) && /nothing was written$/.test(e.message),
+  );
+  assert.equal(pi.events("counter").length, n, "nothing appended");
+  assert.deepEqual(fs.readFileSync(pi.file!), before, "the file as it was");
+  await pi.shutdown();
+});
