@@ -310,44 +310,121 @@ fn the_queue_file_cannot_open_a_way_around_the_lock_and_is_never_followed() {
     }
 }
 
-/// A release before the announcement of rows (or one that cannot reach the queue file)
-/// takes a row with a plain `INSERT`, which no queue file hears of. A writer already on
-/// the fast path sees the database's version move and judges the rows again: the row
-/// refuses it, a lock row and a presence row alike.
+/// The rows of the two earlier releases, as they take them: schema 5 with a plain `INSERT`
+/// in its own transaction (no announcement, no file lock: a process that connected before
+/// the database was upgraded), schema 6 with the row and its announcement through the
+/// queue file (`Store::lock_as`: the row and the announcement, no file lock). Each row
+/// refuses this release's writers on every path: an open log on the fast path, a write
+/// without a log (`write_file`), the CLI through the same database; and once the row is
+/// gone, each of them writes again.
 #[test]
-fn a_row_taken_without_an_announcement_still_refuses_a_writer_on_the_fast_path() {
-    let parent = Holder::for_pid(std::os::unix::process::parent_id())
-        .expect("the parent runs")
-        .to_string();
-    for table in ["write_lock", "pi_presence"] {
+fn an_earlier_releases_row_refuses_this_releases_writers_on_every_path() {
+    let parent = Holder::for_pid(std::os::unix::process::parent_id()).expect("the parent runs");
+    for release in [
+        "schema 5: write_lock",
+        "schema 5: pi_presence",
+        "schema 6: write_lock",
+    ] {
         let tmp = tempfile::tempdir().expect("tempdir");
         let file = session(tmp.path());
         let db = tmp.path().join("db.sqlite");
         let mut writer = FastWriter::new(&file, &db);
         let session_id = writer.log.session_id().to_owned();
         let raw = common::raw_db(&db);
-        // As that release creates it, if this one has not yet.
-        raw.execute_batch(
-            "CREATE TABLE IF NOT EXISTS pi_presence (session_id TEXT PRIMARY KEY, \
-             holder TEXT NOT NULL, since INTEGER NOT NULL, session_file TEXT);",
-        )
-        .expect("the presence table");
-        let sql = match table {
-            "write_lock" => {
-                "INSERT INTO write_lock (session_id, holder, acquired_at, action) \
-                 VALUES (?1, ?2, ?3, 'write')"
-            }
-            _ => {
-                "INSERT INTO pi_presence (session_id, holder, since, session_file) \
-                 VALUES (?1, ?2, ?3, NULL)"
-            }
+        let table = if release.ends_with("pi_presence") {
+            "pi_presence"
+        } else {
+            "write_lock"
         };
-        raw.execute(sql, rusqlite::params![session_id, parent, common::now_ms()])
+        let holder_store = Store::at(&db).expect("store");
+        let mut row = None;
+        if release.starts_with("schema 5") {
+            // The presence table as schema 5 made it, if this release has not yet.
+            raw.execute_batch(
+                "CREATE TABLE IF NOT EXISTS pi_presence (session_id TEXT PRIMARY KEY, \
+                 holder TEXT NOT NULL, since INTEGER NOT NULL, session_file TEXT);",
+            )
+            .expect("the presence table");
+            let sql = match table {
+                "write_lock" => {
+                    "INSERT INTO write_lock (session_id, holder, acquired_at, action) \
+                     VALUES (?1, ?2, ?3, 'write')"
+                }
+                _ => {
+                    "INSERT INTO pi_presence (session_id, holder, since, session_file) \
+                     VALUES (?1, ?2, ?3, NULL)"
+                }
+            };
+            raw.execute(
+                sql,
+                rusqlite::params![session_id, parent.to_string(), common::now_ms()],
+            )
             .expect("plant the row");
+        } else {
+            row = Some(
+                holder_store
+                    .lock_as(&session_id, "write", common::now_ms(), &parent)
+                    .expect("the row, announced"),
+            );
+        }
+        let before = std::fs::read(&file).expect("read");
+        // An open log on the fast path.
         writer.refused(&file, 3);
-        raw.execute(&format!("DELETE FROM {table}"), [])
-            .expect("delete");
+        // No log in memory.
+        let state = Store::at(&db)
+            .expect("store")
+            .state::<Value>("p", Scope::Branch)
+            .expect("state");
+        match state.write_file(&file, None, &json!({"file": 1})) {
+            Err(Error::Lock(e)) if matches!(*e, LockError::Held { .. }) => {}
+            other => panic!("{release}: write_file while the row stands: {other:?}"),
+        }
+        // The CLI, through the same database.
+        let out = common::cli()
+            .args(["write"])
+            .arg(&file)
+            .args(["--plugin", "p", "--value", "7", "--db"])
+            .arg(&db)
+            .output()
+            .expect("run the CLI");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{release}: {stderr}");
+        assert!(
+            stderr.contains(&parent.pid().to_string()),
+            "{release}: names the holder: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read(&file).expect("read"),
+            before,
+            "{release}: nothing appended"
+        );
+
+        match row {
+            Some(row) => {
+                row.release().expect("release the row");
+            }
+            None => {
+                raw.execute(&format!("DELETE FROM {table}"), [])
+                    .expect("delete");
+            }
+        }
         writer.write().expect("free again").expect("an entry");
+        state
+            .write_file(&file, None, &json!({"file": 2}))
+            .expect("free again");
+        let out = common::cli()
+            .args(["write"])
+            .arg(&file)
+            .args(["--plugin", "p", "--value", "8", "--db"])
+            .arg(&db)
+            .output()
+            .expect("run the CLI");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{release}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
