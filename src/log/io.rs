@@ -297,16 +297,25 @@ pub(crate) fn open_status(file: &File) -> io::Result<Option<OpenStatus>> {
     }))
 }
 
+/// How a session file is opened for appending: `O_APPEND` (Windows: `FILE_APPEND_DATA`,
+/// and read access too, because `LockFileEx` needs a handle with read or write access and
+/// an append-only handle has neither; `FlushFileBuffers` takes the append access).
+fn append_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.append(true);
+    if cfg!(windows) {
+        options.read(true);
+    }
+    options
+}
+
 impl FileSystem for StdFileSystem {
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn AppendFile>> {
-        let f = OpenOptions::new().append(true).open(path)?;
+        let f = append_options().open(path)?;
         Ok(Box::new(StdAppendFile(f)))
     }
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn AppendFile>> {
-        let f = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(path)?;
+        let f = append_options().create_new(true).open(path)?;
         Ok(Box::new(StdAppendFile(f)))
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
