@@ -422,6 +422,7 @@ pub(crate) mod tests {
         let mut child = Command::new(std::env::current_exe().expect("this test binary"))
             .args([
                 "--exact",
+                "--ignored",
                 "lock::hold::tests::helper_process",
                 "--nocapture",
                 "--test-threads=1",
@@ -444,15 +445,13 @@ pub(crate) mod tests {
         child
     }
 
-    /// Not a test of its own: the child process of [`helper`]. With `SS_TEST_HOLD`, it
-    /// holds that session file; with either variable, it says "ready" and waits for the
-    /// end of its stdin. Without them (a plain test run) it has nothing to do.
+    /// Not a test of its own: the child process of [`helper`], which runs it (ignored in a
+    /// plain run). With `SS_TEST_HOLD`, it holds that session file; then it says "helper
+    /// ready" and waits for the end of its stdin.
     #[test]
+    #[ignore = "the child process of the tests that call `helper`, run by them"]
     fn helper_process() {
         let hold_path = std::env::var_os("SS_TEST_HOLD");
-        if hold_path.is_none() && std::env::var_os("SS_TEST_WAIT").is_none() {
-            return;
-        }
         let _hold = hold_path.map(|p| match hold(Path::new(&p), Duration::ZERO) {
             Ok(Taken::Held(h)) => h,
             other => panic!("the helper could not hold {}: {other:?}", p.display()),
