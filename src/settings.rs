@@ -813,3 +813,77 @@ fn json_type(value: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+#[cfg(all(test, windows))]
+mod tests {
+    use super::*;
+
+    /// Windows paths: `--db` with a drive letter, a `\\?\` prefix or a UNC share (a path
+    /// without a drive or a root is refused as relative), Pi's agent directory with a
+    /// drive letter, `~\` or a `file:///C:/` URL, a `databasePath` setting with a drive
+    /// letter, and `\\?\C:\…` compared equal to `c:\…` (run under Wine by
+    /// `.ci/windows-unit`).
+    #[cfg(windows)]
+    #[test]
+    fn windows_paths_with_drive_letters_and_verbatim_prefixes_resolve() {
+        for db in [
+            r"C:\Users\me\states.sqlite",
+            r"\\?\C:\Users\me\states.sqlite",
+            r"\\server\share\states.sqlite",
+        ] {
+            let loc = ResolvedLocation::explicit(db).expect(db);
+            assert_eq!(loc.path, Path::new(db));
+            assert_eq!(loc.source, LocationSource::Option);
+        }
+        for relative in [r"C:states.sqlite", r"\states.sqlite", r"states.sqlite"] {
+            assert!(
+                matches!(
+                    ResolvedLocation::explicit(relative),
+                    Err(SettingsError::RelativeDatabasePath { .. })
+                ),
+                "{relative}"
+            );
+        }
+        let home = Path::new(r"C:\Users\me");
+        assert_eq!(
+            agent_dir(Some(r"D:\pi\agent".into()), Some(home)),
+            Some(PathBuf::from(r"D:\pi\agent"))
+        );
+        assert_eq!(
+            agent_dir(Some(r"~\pi".into()), Some(home)),
+            Some(PathBuf::from(r"C:\Users\me\pi"))
+        );
+        assert_eq!(
+            agent_dir(Some("file:///C:/pi/agent".into()), None),
+            Some(PathBuf::from("C:/pi/agent"))
+        );
+        assert_eq!(
+            default_database_path(Path::new(r"C:\Users\me\.pi\agent")),
+            Path::new(r"C:\Users\me\.pi\agent\sessions\states.sqlite")
+        );
+        assert!(!looks_like_url(r"C:\x") && !looks_like_url("C://x"));
+        assert_eq!(
+            comparison_key(Path::new(r"\\?\C:\Users\Me\.\x\..\project")),
+            comparison_key(Path::new(r"c:\users\me\project"))
+        );
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let agent = dir.path().join("agent");
+        std::fs::create_dir_all(&agent).expect("mkdir");
+        std::fs::write(
+            agent.join(SETTINGS_FILE),
+            r#"{"sessionState": {"databasePath": "D:\\data\\states.sqlite"}}"#,
+        )
+        .expect("settings");
+        let loc = resolve_location(&LocationInputs {
+            database_path: None,
+            cwd: dir.path().to_path_buf(),
+            agent_dir: agent.clone(),
+            home: Some(home.to_path_buf()),
+            trust: ProjectTrust::Untrusted,
+        })
+        .expect("resolve");
+        assert_eq!(loc.path, Path::new(r"D:\data\states.sqlite"), "{loc:?}");
+        assert!(loc.diagnostics.is_empty(), "{loc:?}");
+    }
+}

@@ -364,7 +364,7 @@ impl Drop for LockGuard<'_> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::super::table::LEASE_MS;
     use super::*;

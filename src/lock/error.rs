@@ -213,9 +213,19 @@ fn row_recovery(
 /// The hint of [`LockError::FileHeld`]: the command that ends the holder, or how to find it.
 fn file_recovery(pid: Option<u32>, file: &Path) -> String {
     match pid {
+        Some(pid) if cfg!(windows) => format!(
+            "If that process is stuck, end it (Windows releases its lock when it exits): \
+             taskkill /F /PID {pid}"
+        ),
         Some(pid) => format!(
             "If that process is stuck, end it (the kernel releases its lock when it exits): \
              kill {pid}"
+        ),
+        None if cfg!(windows) => format!(
+            "Find the process that has {} open with Resource Monitor (CPU, Associated \
+             Handles) or Sysinternals' handle.exe, and end it if it is stuck (Windows \
+             releases its lock when it exits)",
+            file.display()
         ),
         None => format!(
             "Find the process that holds it with: fuser -v {}  (or lslocks), and end it if \

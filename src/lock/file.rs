@@ -23,10 +23,7 @@ pub(crate) fn held(
     waited: Duration,
     holder: bool,
 ) -> LockError {
-    let pid = identity.and_then(|(dev, ino)| {
-        let table = std::fs::read_to_string("/proc/locks").ok()?;
-        holder_pid(&table, dev, ino)
-    });
+    let pid = holder_of(file, identity, holder);
     let (initiator, why) = match pid {
         Some(pid) => {
             let holder =
@@ -58,6 +55,31 @@ pub(crate) fn held(
     }
 }
 
+/// The pid that holds the session file's lock: on Linux read from `/proc/locks`; on
+/// Windows, of a holder, from its pid bytes (`crate::lock::hold::holder_pid`); unknown
+/// elsewhere.
+fn holder_of(file: &Path, identity: Option<(u64, u64)>, holder: bool) -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = (file, holder);
+        let (dev, ino) = identity?;
+        let table = std::fs::read_to_string("/proc/locks").ok()?;
+        holder_pid(&table, dev, ino)
+    }
+    #[cfg(windows)]
+    {
+        let _ = identity;
+        holder
+            .then(|| crate::lock::hold::holder_pid(file))
+            .flatten()
+    }
+    #[cfg(not(any(target_os = "linux", windows)))]
+    {
+        let _ = (file, identity, holder);
+        None
+    }
+}
+
 /// The pid that holds a `flock` on the file `dev`/`ino`, from the text of `/proc/locks`:
 ///
 /// ```text
@@ -68,6 +90,10 @@ pub(crate) fn held(
 /// The device in the table is the file system's (`MAJOR:MINOR` in hex), which on some
 /// file systems differs from the device `stat` reports; an entry with the same inode on
 /// another device is taken when none matches both.
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "Linux's /proc/locks")
+)]
 fn holder_pid(table: &str, dev: u64, ino: u64) -> Option<u32> {
     let (major, minor) = split_dev(dev);
     let mut same_inode = None;
@@ -101,6 +127,10 @@ fn holder_pid(table: &str, dev: u64, ino: u64) -> Option<u32> {
 }
 
 /// Linux's `major()` and `minor()` of a device number.
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "Linux's /proc/locks")
+)]
 fn split_dev(dev: u64) -> (u64, u64) {
     let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & 0xffff_f000);
     let minor = (dev & 0xff) | ((dev >> 12) & 0xffff_ff00);

@@ -3,7 +3,8 @@
 //! ([`crate::Store::lock`], a running Pi's presence) for as long as it holds the session.
 //!
 //! The lock is `flock(LOCK_EX)` on an open file description of the session file (std's
-//! `File::try_lock`): it belongs to the open file, not to the process, so Pi's own
+//! `File::try_lock`; on Windows `LockFileEx` on `SESSION_BYTE`, see below): it belongs
+//! to the open file, not to the process, so Pi's own
 //! `appendFileSync`, which opens and closes the session file inside the process that
 //! holds the presence, never drops it, and the kernel drops it when the holder's process
 //! dies. Every writer of a session shares the file, whatever projection database, path,
@@ -14,8 +15,15 @@
 //! writer (wait for its one append). On Linux a holder also takes a shared open file
 //! description lock (`F_OFD_SETLK`) on one byte far past the end of any session file,
 //! [`HOLDER_BYTE`]; a writer that finds the file locked asks the kernel
-//! (`F_OFD_GETLK`) whether anyone holds that byte. Elsewhere the writer waits its bounded
+//! (`F_OFD_GETLK`) whether anyone holds that byte. On Windows the holder locks that byte
+//! exclusively, and the bytes of its pid (`PID_BYTES`); a writer asks with a shared lock
+//! on the byte, tried and let go at once. Elsewhere (macOS) the writer waits its bounded
 //! wait and is then refused ([`crate::lock::LockError::FileHeld`]).
+//!
+//! Windows byte-range locks are mandatory: a locked byte cannot be read or written through
+//! another handle. So on Windows nothing locks the file's content: the session lock is the
+//! byte `SESSION_BYTE`, next to the holder's, far past the end of any session file, which
+//! no read and no append ever reaches (`LockFileEx` locks bytes past the end of a file).
 //!
 //! Within the holder's own process its writes cannot take the file's lock (a second open
 //! file of the same process conflicts with the holder's): they take the process's turn on
@@ -30,24 +38,62 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// The byte on which a holder takes a shared lock on Linux (`F_OFD_SETLK`, `F_RDLCK`), far
-/// past the end of any session file: writers never lock it, so a lock there is a holder's.
+/// The byte on which a holder takes a shared lock on Linux (`F_OFD_SETLK`, `F_RDLCK`; on
+/// Windows an exclusive `LockFileEx`), far past the end of any session file: writers never
+/// hold it, so a lock there is a holder's.
+#[cfg_attr(
+    not(any(target_os = "linux", windows)),
+    expect(
+        dead_code,
+        reason = "no holder's byte where it cannot be asked (macOS)"
+    )
+)]
 pub(crate) const HOLDER_BYTE: u64 = 1 << 62;
 
-/// A file's device and inode: "the same file" however it is named.
+/// Windows: the byte that is the session lock itself, locked exclusively by every append
+/// and every holder (Unix: `flock` on the whole file).
+#[cfg(windows)]
+const SESSION_BYTE: u64 = HOLDER_BYTE + 1;
+
+/// Windows: the first of 32 bytes that tell a holder's pid, bit `i` of the pid locked
+/// exclusively at `PID_BYTES + i` while the holder holds (Linux reads `/proc/locks`).
+#[cfg(windows)]
+const PID_BYTES: u64 = HOLDER_BYTE + 64;
+
+/// A file's device and inode (Windows: volume serial number and file index): "the same
+/// file" however it is named.
 pub(crate) type FileKey = (u64, u64);
 
-/// The [`FileKey`] of a file from its metadata (zeros where the platform has none).
-pub(crate) fn key_of(meta: &std::fs::Metadata) -> FileKey {
-    #[cfg(unix)]
+/// The [`FileKey`] of an open file.
+fn key_of(file: &File) -> io::Result<FileKey> {
+    let id = crate::log::io::FileIdentity::of_file(file)?;
+    Ok((id.dev, id.ino))
+}
+
+/// Tries once to take the session lock through `file`: `Ok(false)` when another open file
+/// has it.
+pub(crate) fn try_lock_file(file: &File) -> io::Result<bool> {
+    #[cfg(windows)]
     {
-        use std::os::unix::fs::MetadataExt;
-        (meta.dev(), meta.ino())
+        crate::os::windows::try_lock(file, SESSION_BYTE, true)
     }
-    #[cfg(not(unix))]
+    #[cfg(not(windows))]
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// Lets the session lock taken by [`try_lock_file`] go.
+pub(crate) fn unlock_file(file: &File) -> io::Result<()> {
+    #[cfg(windows)]
     {
-        let _ = meta;
-        (0, 0)
+        crate::os::windows::unlock(file, SESSION_BYTE)
+    }
+    #[cfg(not(windows))]
+    {
+        file.unlock()
     }
 }
 
@@ -106,13 +152,8 @@ pub(crate) enum Taken {
 
 /// Takes the session file at `path` for this process, waiting at most `wait` for a
 /// writer's append to end; a holder of another process refuses at once where the
-/// platform tells holders from writers (Linux).
+/// platform tells holders from writers (Linux, Windows).
 pub(crate) fn hold(path: &Path, wait: Duration) -> io::Result<Taken> {
-    // Windows locks are mandatory: a hold there would stop Pi's own appends. Until it has
-    // a lock of its own, nothing is held there (`docs/lock.md`, "Where it holds").
-    if cfg!(not(unix)) {
-        return Ok(Taken::NoFile);
-    }
     let file = match open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Taken::NoFile),
@@ -122,7 +163,7 @@ pub(crate) fn hold(path: &Path, wait: Duration) -> io::Result<Taken> {
     if !meta.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
-    let identity = key_of(&meta);
+    let identity = key_of(&file)?;
     {
         let mut map = held();
         if let Some(h) = map.get_or_insert_with(HashMap::new).get_mut(&identity) {
@@ -133,10 +174,8 @@ pub(crate) fn hold(path: &Path, wait: Duration) -> io::Result<Taken> {
     let deadline = Instant::now() + wait;
     let mut pause = Duration::from_micros(250);
     loop {
-        match file.try_lock() {
-            Ok(()) => break,
-            Err(std::fs::TryLockError::WouldBlock) => {}
-            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        if try_lock_file(&file)? {
+            break;
         }
         if holder_present(&file) {
             return Ok(Taken::Refused {
@@ -195,27 +234,27 @@ pub(crate) fn end_append(identity: FileKey) {
 /// Whether a holder of another open file holds the session file at `path`: what says
 /// whether a holder that holds the file's lock is still there (its row is then judged by
 /// it, not by `/proc`). `None` where that cannot be told (no such file, no locks here).
-/// On Linux the holder's byte answers; elsewhere a lock tried and let go at once, which
-/// another writer's append also answers `true` for.
+/// On Linux and Windows the holder's byte answers; elsewhere a lock tried and let go at
+/// once, which another writer's append also answers `true` for.
 pub(crate) fn held_by_another(path: &Path) -> Option<bool> {
-    if cfg!(not(unix)) {
-        return None;
-    }
     let file = open(path).ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() {
+    if !file.metadata().ok()?.is_file() {
         return None;
     }
-    if held_here(key_of(&meta)) {
+    if held_here(key_of(&file).ok()?) {
         return Some(true);
     }
-    if cfg!(target_os = "linux") {
+    if cfg!(any(target_os = "linux", windows)) {
         return Some(holder_present(&file));
     }
-    match file.try_lock() {
-        Ok(()) => Some(false),
-        Err(std::fs::TryLockError::WouldBlock) => Some(true),
-        Err(std::fs::TryLockError::Error(_)) => None,
+    match try_lock_file(&file) {
+        Ok(true) => {
+            // Closing the file lets it go too.
+            let _ = unlock_file(&file);
+            Some(false)
+        }
+        Ok(false) => Some(true),
+        Err(_) => None,
     }
 }
 
@@ -231,28 +270,100 @@ fn open(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
-/// Whether another open file holds [`HOLDER_BYTE`] of `file` (one `F_OFD_GETLK`).
+/// Whether another open file holds [`HOLDER_BYTE`] of `file` (Linux: one `F_OFD_GETLK`;
+/// Windows: a shared lock on it, tried and let go at once).
 pub(crate) fn holder_present(file: &File) -> bool {
     #[cfg(target_os = "linux")]
     {
         ofd::probe(file)
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(windows)]
+    {
+        win::probe(file, HOLDER_BYTE)
+    }
+    #[cfg(not(any(target_os = "linux", windows)))]
     {
         let _ = file;
         false
     }
 }
 
-/// Marks `file`'s lock as a holder's ([`HOLDER_BYTE`]).
+/// Marks `file`'s lock as a holder's ([`HOLDER_BYTE`]; on Windows also its pid).
 fn mark(file: &File) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         ofd::mark(file)
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(windows)]
+    {
+        win::mark(file)
+    }
+    #[cfg(not(any(target_os = "linux", windows)))]
     {
         let _ = file;
+        Ok(())
+    }
+}
+
+/// Windows: the pid of the holder of the session file at `path`, read from its pid bytes
+/// (`PID_BYTES`: 32 shared locks tried and let go), while a holder holds it.
+#[cfg(windows)]
+pub(crate) fn holder_pid(path: &Path) -> Option<u32> {
+    let file = open(path).ok()?;
+    if !holder_present(&file) {
+        return None;
+    }
+    let mut pid = 0u32;
+    for bit in 0..32_u32 {
+        if win::probe(&file, PID_BYTES + u64::from(bit)) {
+            pid |= 1 << bit;
+        }
+    }
+    // A holder that let go meanwhile leaves no pid worth naming.
+    (pid != 0 && holder_present(&file)).then_some(pid)
+}
+
+#[cfg(windows)]
+mod win {
+    use super::{HOLDER_BYTE, PID_BYTES};
+    use crate::os::windows::{try_lock, unlock};
+    use std::fs::File;
+    use std::io;
+    use std::time::{Duration, Instant};
+
+    /// Whether another handle holds the byte at `offset` exclusively: a shared lock tried
+    /// and let go at once (a holder's own handle never asks).
+    pub(super) fn probe(file: &File, offset: u64) -> bool {
+        match try_lock(file, offset, false) {
+            Ok(true) => {
+                let _ = unlock(file, offset);
+                false
+            }
+            Ok(false) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// Locks the holder's pid bytes, then [`HOLDER_BYTE`], exclusively. Only the holder of
+    /// the session lock takes them; a writer's probe holds one for an instant, so a byte
+    /// in the way is tried again (for at most a second).
+    pub(super) fn mark(file: &File) -> io::Result<()> {
+        let pid = std::process::id();
+        let bytes = (0..32_u32)
+            .filter(|bit| pid & (1 << bit) != 0)
+            .map(|bit| PID_BYTES + u64::from(bit))
+            .chain([HOLDER_BYTE]);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        for offset in bytes {
+            while !try_lock(file, offset, true)? {
+                if Instant::now() >= deadline {
+                    return Err(io::Error::other(
+                        "the holder's byte stayed locked by another handle",
+                    ));
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
         Ok(())
     }
 }
@@ -298,8 +409,149 @@ mod ofd {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::io::{FileSystem, StdFileSystem};
+    use std::io::{BufRead, Read, Write};
+    use std::process::{Child, Command, Stdio};
+
+    /// Runs this test binary's [`helper_process`] in a child process with `env`, and
+    /// returns once it says "helper ready" (it holds what it was asked to hold); it ends when
+    /// its stdin is closed.
+    pub(crate) fn helper(env: &[(&str, &str)]) -> Child {
+        let mut child = Command::new(std::env::current_exe().expect("this test binary"))
+            .args([
+                "--exact",
+                "--ignored",
+                "lock::hold::tests::helper_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn the helper");
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        // libtest prints the test's name, then (without a line break) what it prints.
+        while !line.trim_end().ends_with("helper ready") {
+            line.clear();
+            let n = out.read_line(&mut line).expect("the helper's output");
+            assert!(n > 0, "the helper ended before it was ready");
+        }
+        // The rest of its output (the test's result) is read to its end, never blocking it.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        child
+    }
+
+    /// Not a test of its own: the child process of [`helper`], which runs it (ignored in a
+    /// plain run). With `SS_TEST_HOLD`, it holds that session file; then it says "helper
+    /// ready" and waits for the end of its stdin.
+    #[test]
+    #[ignore = "the child process of the tests that call `helper`, run by them"]
+    fn helper_process() {
+        let hold_path = std::env::var_os("SS_TEST_HOLD");
+        let _hold = hold_path.map(|p| match hold(Path::new(&p), Duration::ZERO) {
+            Ok(Taken::Held(h)) => h,
+            other => panic!("the helper could not hold {}: {other:?}", p.display()),
+        });
+        println!("helper ready");
+        std::io::stdout().flush().expect("flush");
+        let mut rest = Vec::new();
+        std::io::stdin().read_to_end(&mut rest).expect("stdin");
+    }
+
+    /// Appends a line through a handle of its own without any lock, as Pi does, and reads
+    /// the file back: no lock of this crate covers a byte of content (Windows locks are
+    /// mandatory for the bytes they cover).
+    fn append_as_pi(path: &Path, line: &str) -> String {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .expect("open for append");
+        f.write_all(line.as_bytes()).expect("Pi's append");
+        drop(f);
+        std::fs::read_to_string(path).expect("Pi's read")
+    }
+
+    /// A holder in another process keeps this process's holds and writers out at once
+    /// (told from a writer), is named by its pid, never stops Pi's own reads and appends,
+    /// and lets the next writer in at once when its process is killed.
+    #[cfg(any(target_os = "linux", windows))]
+    #[test]
+    fn a_holder_in_another_process_refuses_writers_at_once_and_dies_with_its_process() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, "{}\n").expect("write");
+        let mut child = helper(&[("SS_TEST_HOLD", path.to_str().expect("utf-8"))]);
+        assert_eq!(append_as_pi(&path, "{\"n\":1}\n"), "{}\n{\"n\":1}\n");
+        assert!(matches!(
+            hold(&path, Duration::from_secs(10)).expect("hold"),
+            Taken::Refused { holder: true, .. }
+        ));
+        let mut writer = StdFileSystem.open_append(&path).expect("open");
+        assert!(writer.holder_present(), "a holder, not a writer");
+        assert!(
+            !writer.lock(Duration::from_secs(10)).expect("lock"),
+            "refused"
+        );
+        let id = writer.identity().expect("identity");
+        assert_ne!(id, crate::io::FileIdentity::default());
+        let refusal = crate::lock::file::held(
+            &path,
+            Some((id.dev, id.ino)),
+            "write",
+            Duration::from_secs(10),
+            true,
+        );
+        let crate::lock::LockError::FileHeld { pid, initiator, .. } = &refusal else {
+            panic!("{refusal:?}")
+        };
+        assert_eq!(*pid, Some(child.id()), "{refusal}");
+        assert!(initiator.contains(";start:"), "{refusal}");
+        assert_eq!(held_by_another(&path), Some(true));
+
+        child.kill().expect("kill the holder");
+        child.wait().expect("wait");
+        assert!(writer.lock(Duration::ZERO).expect("lock"), "in at once");
+        assert!(!writer.holder_present());
+        writer.unlock().expect("unlock");
+        assert_eq!(held_by_another(&path), Some(false));
+        assert!(matches!(
+            hold(&path, Duration::ZERO).expect("hold"),
+            Taken::Held(_)
+        ));
+    }
+
+    /// Two writers of one file: the second finds a writer, not a holder (it waits), and
+    /// takes the lock once the first lets it go; Pi reads and appends beside both.
+    #[cfg(any(target_os = "linux", windows))]
+    #[test]
+    fn a_writer_waits_for_another_writer_and_pi_appends_beside_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, "{}\n").expect("write");
+        let mut first = StdFileSystem.open_append(&path).expect("open");
+        let mut second = StdFileSystem.open_append(&path).expect("open");
+        assert!(first.lock(Duration::ZERO).expect("lock"));
+        assert!(
+            !second.lock(Duration::ZERO).expect("lock"),
+            "one writer at a time"
+        );
+        assert!(!second.holder_present(), "a writer: wait, not refuse");
+        assert_eq!(held_by_another(&path), Some(false), "no holder");
+        assert_eq!(append_as_pi(&path, "{\"n\":1}\n"), "{}\n{\"n\":1}\n");
+        assert_eq!(first.write(b"{\"n\":2}\n").expect("append"), 8);
+        first.sync_data().expect("sync");
+        first.unlock().expect("unlock");
+        assert!(second.lock(Duration::ZERO).expect("lock"), "its turn");
+        second.unlock().expect("unlock");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            "{}\n{\"n\":1}\n{\"n\":2}\n"
+        );
+    }
 
     /// A hold keeps every other open file's lock out, is counted within the process, and
     /// tells writers that a holder (not a writer) has the file.
@@ -321,7 +573,7 @@ mod tests {
             Err(std::fs::TryLockError::WouldBlock)
         ));
         assert!(holder_present(&other), "a holder, through the symlink");
-        let id = key_of(&other.metadata().expect("meta"));
+        let id = key_of(&other).expect("identity");
         assert!(held_here(id));
         let Taken::Held(second) = hold(&path, Duration::ZERO).expect("again") else {
             panic!("counted")

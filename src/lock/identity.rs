@@ -1,9 +1,9 @@
 //! Who holds a write lock, and whether it still runs: the holder string stored in
-//! `write_lock.holder` and the `/proc` reading that judges it (Linux; elsewhere a holder
-//! is never judged dead, only its lease frees the row).
+//! `write_lock.holder` and what judges it: `/proc` on Linux, the process's creation time
+//! on Windows (`OpenProcess`, `GetProcessTimes`), its start time on macOS
+//! (`proc_pidinfo`). Elsewhere a holder is never judged dead, only its lease frees the row.
 
 use std::fmt;
-use std::path::Path;
 use std::sync::OnceLock;
 
 /// The identity of a lock holder: a process, told apart from a later process that reuses
@@ -17,14 +17,15 @@ use std::sync::OnceLock;
 ///
 /// - `pid`: the process id (required).
 /// - `start`: the process start time, field 22 of `/proc/<pid>/stat` (clock ticks since
-///   boot). A pid reused by another process has another start time.
+///   boot); on Windows its creation time (100 ns since 1601), on macOS its start time
+///   (microseconds since 1970). A pid reused by another process has another start time.
 /// - `boot`: `/proc/sys/kernel/random/boot_id`; start times are only comparable within
 ///   one boot.
 /// - `pidns`: the inode of `/proc/<pid>/ns/pid`; a pid means nothing in another pid
 ///   namespace (another container sharing the database file).
 ///
-/// The optional fields are left out where they cannot be read (no `/proc`, e.g. macOS):
-/// such a holder is then never judged dead, only its lease frees the row.
+/// The optional fields are left out where they cannot be read (`boot` and `pidns` outside
+/// Linux): a holder without `start` is never judged dead, only its lease frees the row.
 ///
 /// ```
 /// use session_state::lock::Holder;
@@ -63,9 +64,28 @@ impl Holder {
         }
     }
 
-    /// The identity of the running process `pid`, read from `/proc`; `None` when it does
-    /// not exist or `/proc` cannot tell (not Linux).
+    /// The identity of the running process `pid`, read from `/proc` (Linux), from its
+    /// creation time (Windows) or its start time (macOS); `None` when it does not run or
+    /// the system cannot tell.
     pub fn for_pid(pid: u32) -> Option<Holder> {
+        #[cfg(any(windows, target_os = "macos"))]
+        {
+            let crate::os::Process::Running(start) = os_process(pid) else {
+                return None;
+            };
+            Some(Holder {
+                pid,
+                start_ticks: Some(start),
+                boot_id: None,
+                pid_ns: None,
+            })
+        }
+        #[cfg(not(any(windows, target_os = "macos")))]
+        Holder::for_pid_proc(pid)
+    }
+
+    #[cfg(not(any(windows, target_os = "macos")))]
+    fn for_pid_proc(pid: u32) -> Option<Holder> {
         let stat = std::fs::read(stat_path(pid)).ok()?;
         let stat = parse_stat(&stat)?;
         Some(Holder {
@@ -127,22 +147,67 @@ impl Holder {
         self.boot_id.as_deref()
     }
 
-    /// Whether this process is still running, judged from `/proc`.
+    /// Whether this process is still running, judged from `/proc` (Linux), from its
+    /// creation time (Windows) or its start time (macOS).
     ///
     /// - [`Liveness::Alive`]: same boot, `/proc/<pid>` exists and has the recorded start
-    ///   time.
+    ///   time (elsewhere: the pid runs, with the recorded start time).
     /// - [`Liveness::NotAlive`]: the pid is gone or a zombie, belongs to a process with
     ///   another start time (a reused pid), or the holder ran in an earlier boot.
-    /// - [`Liveness::Unknown`]: no `/proc`, the holder is in another pid namespace, or it
-    ///   records no start time while its pid exists.
+    /// - [`Liveness::Unknown`]: no `/proc` (and no other way on this system), the holder
+    ///   is in another pid namespace, it records no start time while its pid exists, or
+    ///   the system refuses to tell.
     pub fn liveness(&self) -> Liveness {
         self.assess().0
     }
 
     /// The liveness and a phrase explaining it, for error messages.
     fn assess(&self) -> (Liveness, String) {
+        #[cfg(any(windows, target_os = "macos"))]
+        {
+            self.assess_by_start(os_process(self.pid))
+        }
+        #[cfg(not(any(windows, target_os = "macos")))]
+        self.assess_proc()
+    }
+
+    /// [`Holder::assess`] from what the system says of the process (Windows, macOS).
+    #[cfg(any(windows, target_os = "macos"))]
+    fn assess_by_start(&self, process: crate::os::Process) -> (Liveness, String) {
+        use crate::os::Process;
         let pid = self.pid;
-        if !Path::new("/proc/self/stat").exists() {
+        match (process, self.start_ticks) {
+            (Process::Gone, _) => (Liveness::NotAlive, format!("holder pid {pid} is gone")),
+            (Process::Exited, _) => (Liveness::NotAlive, format!("holder pid {pid} has exited")),
+            (Process::Unreadable(e), _) => (
+                Liveness::Unknown,
+                format!("the system does not tell whether pid {pid} runs ({e})"),
+            ),
+            (Process::Running(_), None) => (
+                Liveness::Unknown,
+                format!(
+                    "pid {pid} is running but the holder records no start time, so it may be \
+                     another process that reused the pid"
+                ),
+            ),
+            (Process::Running(now), Some(start)) if now == start => {
+                (Liveness::Alive, format!("holder pid {pid} is alive"))
+            }
+            (Process::Running(now), Some(start)) => (
+                Liveness::NotAlive,
+                format!(
+                    "pid {pid} now belongs to another process (start time {now}, the holder's \
+                     was {start})"
+                ),
+            ),
+        }
+    }
+
+    /// [`Holder::assess`] from `/proc`.
+    #[cfg(not(any(windows, target_os = "macos")))]
+    fn assess_proc(&self) -> (Liveness, String) {
+        let pid = self.pid;
+        if !std::path::Path::new("/proc/self/stat").exists() {
             return (
                 Liveness::Unknown,
                 format!("there is no /proc on this system to check whether pid {pid} runs"),
@@ -256,6 +321,19 @@ impl fmt::Display for Liveness {
     }
 }
 
+/// What the system says of the process `pid` (Windows, macOS).
+#[cfg(any(windows, target_os = "macos"))]
+fn os_process(pid: u32) -> crate::os::Process {
+    #[cfg(windows)]
+    {
+        crate::os::windows::process(pid)
+    }
+    #[cfg(target_os = "macos")]
+    {
+        crate::os::macos::process(pid)
+    }
+}
+
 /// Liveness of a raw `holder` column value, with an explanation.
 pub(super) fn assess_raw(holder: &str) -> (Liveness, String) {
     match Holder::parse(holder) {
@@ -273,16 +351,19 @@ pub(super) fn assess_raw(holder: &str) -> (Liveness, String) {
 /// a made-up start time, a few ticks off the kernel's. A holder that recorded that one
 /// would be judged dead, a reused pid, by every process reading the real one. The `.`
 /// passes qemu's check, so every process reads the kernel's.
+#[cfg(not(any(windows, target_os = "macos")))]
 fn stat_path(pid: u32) -> String {
     format!("/proc/./{pid}/stat")
 }
 
+#[cfg(not(any(windows, target_os = "macos")))]
 /// The fields of `/proc/<pid>/stat` we use.
 struct Stat {
     state: char,
     start_ticks: u64,
 }
 
+#[cfg(not(any(windows, target_os = "macos")))]
 /// Parses `/proc/<pid>/stat`. The second field (`comm`, in parentheses) may itself
 /// contain spaces, parentheses and non-UTF-8 bytes, so the fixed fields are counted from
 /// the *last* `)`.
@@ -308,6 +389,7 @@ fn parse_decimal<T: std::str::FromStr>(s: &str) -> Option<T> {
     s.parse().ok()
 }
 
+#[cfg(not(any(windows, target_os = "macos")))]
 fn boot_id() -> Option<String> {
     static BOOT: OnceLock<Option<String>> = OnceLock::new();
     BOOT.get_or_init(|| {
@@ -318,11 +400,13 @@ fn boot_id() -> Option<String> {
     .clone()
 }
 
+#[cfg(not(any(windows, target_os = "macos")))]
 fn own_pid_namespace() -> Option<u64> {
     static NS: OnceLock<Option<u64>> = OnceLock::new();
     *NS.get_or_init(|| pid_namespace("/proc/self/ns/pid"))
 }
 
+#[cfg(not(any(windows, target_os = "macos")))]
 /// The inode in a `pid:[4026531836]` namespace link.
 fn pid_namespace(link: &str) -> Option<u64> {
     let target = std::fs::read_link(link).ok()?;
@@ -352,6 +436,7 @@ mod tests {
         );
     }
 
+    #[cfg(not(any(windows, target_os = "macos")))]
     fn stat_line(comm: &str, state: char, start: u64) -> Vec<u8> {
         // Fields 4..=21 are filler; field 22 is the start time.
         let filler: Vec<String> = (4..=21).map(|n| n.to_string()).collect();
@@ -362,6 +447,7 @@ mod tests {
         .into_bytes()
     }
 
+    #[cfg(not(any(windows, target_os = "macos")))]
     #[test]
     fn stat_parse_counts_fields_from_the_last_paren() {
         for comm in ["sleep", "a b", "x) S 1 2 (y", ") )", "(", ""] {
@@ -375,6 +461,7 @@ mod tests {
         assert_eq!((stat.state, stat.start_ticks), ('Z', 5));
     }
 
+    #[cfg(not(any(windows, target_os = "macos")))]
     #[test]
     fn stat_parse_rejects_truncated_or_garbage() {
         assert!(parse_stat(b"").is_none());
@@ -387,6 +474,33 @@ mod tests {
             .expect("ascii")
             .replace(" 1 99", " -1 99");
         assert!(parse_stat(negative.as_bytes()).is_none());
+    }
+
+    /// This process, a process that has exited, and a pid whose start time is not the
+    /// holder's are judged by the system (Linux `/proc`, Windows the creation time, macOS
+    /// the start time): alive, not alive, not alive; never unknown.
+    #[test]
+    fn a_holder_is_judged_by_its_start_time_never_unknown() {
+        let me = Holder::current();
+        let start = me.start_ticks().expect("this process's start time");
+        assert_eq!(me.liveness(), Liveness::Alive, "{:?}", me.assess());
+        let reused = Holder::parse(&format!("pid:{};start:{}", me.pid(), start + 1)).expect("p");
+        assert_eq!(
+            reused.liveness(),
+            Liveness::NotAlive,
+            "{:?}",
+            reused.assess()
+        );
+
+        let mut child = crate::lock::hold::tests::helper(&[("SS_TEST_WAIT", "1")]);
+        let held = Holder::for_pid(child.id()).expect("the child runs");
+        assert!(held.start_ticks().is_some_and(|s| s != start));
+        assert_eq!(held.liveness(), Liveness::Alive, "{:?}", held.assess());
+        drop(child.stdin.take());
+        assert!(child.wait().expect("wait").success());
+        assert_eq!(held.liveness(), Liveness::NotAlive, "{:?}", held.assess());
+        drop(child);
+        assert_eq!(held.liveness(), Liveness::NotAlive, "{:?}", held.assess());
     }
 
     #[test]

@@ -256,7 +256,7 @@ pub(crate) fn judge_in_write(
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 

@@ -47,6 +47,16 @@ use std::time::Duration;
 /// the 8 after them the lock rows' generation (little-endian). A file of any other content
 /// is not ours and never written; one of ours of 16 bytes (without the generation) gains
 /// it, at 0.
+#[cfg_attr(
+    not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )),
+    expect(
+        dead_code,
+        reason = "no queue elsewhere (docs/lock.md, \"Taking turns\")"
+    )
+)]
 const MAGIC: &[u8; 8] = b"ssqueue1";
 
 /// How long a holder taking a row waits for the writes already on the fast path: each
@@ -101,7 +111,11 @@ impl WriterQueue {
     }
 
     /// The file that holds the line.
-    #[cfg(test)]
+    #[cfg(all(
+        test,
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
@@ -133,7 +147,11 @@ impl WriterQueue {
     /// Whether no writer of another open file is in line (one lock query, no turn taken),
     /// as a write on the fast path asks. `false` inside a turn of this owner, and when the
     /// query fails; `true` when this writer cannot queue.
-    #[cfg(test)]
+    #[cfg(all(
+        test,
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
     pub(crate) fn line_is_empty(&self) -> bool {
         if crate::sync::lock(&self.held).depth > 0 {
             return false;
@@ -877,9 +895,6 @@ mod imp {
             match *self {}
         }
         pub(super) fn turn(&self, _: Duration) -> Option<TurnInner> {
-            match *self {}
-        }
-        pub(super) fn line_is_empty(&self) -> bool {
             match *self {}
         }
     }

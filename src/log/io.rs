@@ -31,7 +31,8 @@ pub trait AppendFile: Send {
     fn sync_data(&mut self) -> io::Result<()>;
     /// The identity of the open file (device, inode) to detect a replaced path.
     fn identity(&self) -> io::Result<FileIdentity>;
-    /// Takes the exclusive advisory lock on the open file (`flock(LOCK_EX)` on Unix),
+    /// Takes the exclusive advisory lock on the open file (`flock(LOCK_EX)` on Unix; on
+    /// Windows `LockFileEx` on one byte past any content, `docs/lock.md`),
     /// waiting at most `wait` while another open file holds it: `Ok(true)` when this file
     /// holds it, `Ok(false)` when another still does after `wait`. Pi ignores the lock;
     /// the kernel drops it when the file is closed or its process ends. An error of kind
@@ -71,18 +72,19 @@ pub struct OpenStatus {
     pub changed: i64,
 }
 
-/// Device and inode of a file: what tells "the same file" from "another file at the
-/// same path".
+/// Device and inode of a file (on Windows: volume serial number and file index): what
+/// tells "the same file" from "another file at the same path".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct FileIdentity {
-    /// Device number.
+    /// Device number (Windows: the volume's serial number).
     pub dev: u64,
-    /// Inode number.
+    /// Inode number (Windows: the file index).
     pub ino: u64,
 }
 
 impl FileIdentity {
-    /// The identity of a file from its metadata.
+    /// The identity of a file from its metadata. std's metadata carries no file index on
+    /// Windows: there it is all zeros, and [`FileIdentity::of_file`] is the one to use.
     pub fn of(meta: &std::fs::Metadata) -> FileIdentity {
         #[cfg(unix)]
         {
@@ -97,6 +99,119 @@ impl FileIdentity {
             let _ = meta;
             FileIdentity::default()
         }
+    }
+
+    /// The identity of an open file (one `fstat`; on Windows `GetFileInformationByHandle`).
+    pub fn of_file(file: &File) -> io::Result<FileIdentity> {
+        Ok(Meta::of_file(file)?.identity())
+    }
+}
+
+/// A file's metadata with what std does not tell on every platform: on Windows, the
+/// volume serial number, file index, links and change time of the file
+/// (`GetFileInformationByHandle`, `FILE_BASIC_INFO`). On Unix it is std's metadata.
+#[derive(Debug, Clone)]
+pub(crate) struct Meta {
+    std: std::fs::Metadata,
+    #[cfg(windows)]
+    info: Option<crate::os::windows::FileInfo>,
+}
+
+impl std::ops::Deref for Meta {
+    type Target = std::fs::Metadata;
+    fn deref(&self) -> &std::fs::Metadata {
+        &self.std
+    }
+}
+
+impl Meta {
+    /// The metadata of the file at `path`, following symlinks (`stat`); on Windows the file
+    /// is opened for its attributes only, sharing everything, and closed.
+    pub(crate) fn of_path(path: &Path) -> io::Result<Meta> {
+        let std = std::fs::metadata(path)?;
+        #[cfg(windows)]
+        {
+            use std::os::windows::fs::OpenOptionsExt;
+            // FILE_READ_ATTRIBUTES; FILE_SHARE_READ | WRITE | DELETE; and
+            // FILE_FLAG_BACKUP_SEMANTICS, which a directory needs to be opened at all.
+            let info = OpenOptions::new()
+                .access_mode(0x80)
+                .share_mode(7)
+                .custom_flags(0x0200_0000)
+                .open(path)
+                .and_then(|f| crate::os::windows::file_info(&f))
+                .ok();
+            Ok(Meta { std, info })
+        }
+        #[cfg(not(windows))]
+        Ok(Meta { std })
+    }
+
+    /// The metadata of an open file (`fstat`).
+    pub(crate) fn of_file(file: &File) -> io::Result<Meta> {
+        let std = file.metadata()?;
+        #[cfg(windows)]
+        {
+            let info = Some(crate::os::windows::file_info(file)?);
+            Ok(Meta { std, info })
+        }
+        #[cfg(not(windows))]
+        Ok(Meta { std })
+    }
+
+    /// The file's [`FileIdentity`].
+    pub(crate) fn identity(&self) -> FileIdentity {
+        #[cfg(windows)]
+        {
+            self.info
+                .map_or_else(FileIdentity::default, |i| FileIdentity {
+                    dev: i.volume,
+                    ino: i.index,
+                })
+        }
+        #[cfg(not(windows))]
+        FileIdentity::of(&self.std)
+    }
+
+    /// The file's change time (`ctime`; Windows: `ChangeTime`), in the platform's unit, and
+    /// whether it equals the modification time (the last change was a write of the
+    /// content). `None` where the platform does not tell it.
+    pub(crate) fn change_time(&self) -> Option<(i64, bool)> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let m = &self.std;
+            let ctime = m
+                .ctime()
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(m.ctime_nsec());
+            let mtime = m
+                .mtime()
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(m.mtime_nsec());
+            Some((ctime, ctime == mtime))
+        }
+        #[cfg(windows)]
+        {
+            self.info.map(|i| (i.change, i.change == i.last_write))
+        }
+        #[cfg(not(any(unix, windows)))]
+        None
+    }
+
+    /// The file's number of names (hard links), where the platform tells it.
+    pub(crate) fn links(&self) -> Option<u64> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Some(self.std.nlink())
+        }
+        #[cfg(windows)]
+        {
+            self.info.map(|i| i.links)
+        }
+        #[cfg(not(any(unix, windows)))]
+        None
     }
 }
 
@@ -135,7 +250,7 @@ impl AppendFile for StdAppendFile {
         self.0.sync_data()
     }
     fn identity(&self) -> io::Result<FileIdentity> {
-        Ok(FileIdentity::of(&self.0.metadata()?))
+        FileIdentity::of_file(&self.0)
     }
     fn lock(&mut self, wait: Duration) -> io::Result<bool> {
         // std's lock has no timeout: poll the non-blocking one, as SQLite's busy handler
@@ -144,10 +259,8 @@ impl AppendFile for StdAppendFile {
         let deadline = Instant::now() + wait;
         let mut pause = Duration::from_micros(250);
         loop {
-            match self.0.try_lock() {
-                Ok(()) => return Ok(true),
-                Err(std::fs::TryLockError::WouldBlock) => {}
-                Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            if crate::lock::hold::try_lock_file(&self.0)? {
+                return Ok(true);
             }
             let now = Instant::now();
             // A holder keeps the session for longer than any wait: refused at once.
@@ -159,7 +272,7 @@ impl AppendFile for StdAppendFile {
         }
     }
     fn unlock(&mut self) -> io::Result<()> {
-        self.0.unlock()
+        crate::lock::hold::unlock_file(&self.0)
     }
     fn holder_present(&self) -> bool {
         crate::lock::hold::holder_present(&self.0)
@@ -169,37 +282,40 @@ impl AppendFile for StdAppendFile {
     }
 }
 
-/// [`AppendFile::status`] of an open file (one `fstat`); `None` where the platform does
-/// not tell the change time and the links.
+/// [`AppendFile::status`] of an open file (one `fstat`; on Windows two calls on its
+/// handle); `None` where the platform does not tell the change time and the links.
 pub(crate) fn open_status(file: &File) -> io::Result<Option<OpenStatus>> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let meta = file.metadata()?;
-        Ok(Some(OpenStatus {
-            len: meta.len(),
-            links: meta.nlink(),
-            written_last: (meta.ctime(), meta.ctime_nsec()) == (meta.mtime(), meta.mtime_nsec()),
-            changed: super::known::change_stamp(&meta),
-        }))
+    let meta = Meta::of_file(file)?;
+    let (Some((_, written_last)), Some(links)) = (meta.change_time(), meta.links()) else {
+        return Ok(None);
+    };
+    Ok(Some(OpenStatus {
+        len: meta.len(),
+        links,
+        written_last,
+        changed: super::known::change_stamp(&meta),
+    }))
+}
+
+/// How a session file is opened for appending: `O_APPEND` (Windows: `FILE_APPEND_DATA`,
+/// and read access too, because `LockFileEx` needs a handle with read or write access and
+/// an append-only handle has neither; `FlushFileBuffers` takes the append access).
+fn append_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.append(true);
+    if cfg!(windows) {
+        options.read(true);
     }
-    #[cfg(not(unix))]
-    {
-        let _ = file;
-        Ok(None)
-    }
+    options
 }
 
 impl FileSystem for StdFileSystem {
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn AppendFile>> {
-        let f = OpenOptions::new().append(true).open(path)?;
+        let f = append_options().open(path)?;
         Ok(Box::new(StdAppendFile(f)))
     }
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn AppendFile>> {
-        let f = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(path)?;
+        let f = append_options().create_new(true).open(path)?;
         Ok(Box::new(StdAppendFile(f)))
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
@@ -313,6 +429,13 @@ fn remove_temp(fs: &dyn FileSystem, path: &Path) {
 /// after a crash. On any failure the temporary name is removed; a crash may leave it.
 ///
 /// Every step goes through `fs`, the seam the fault tests inject through.
+#[cfg_attr(
+    windows,
+    expect(
+        clippy::result_large_err,
+        reason = "a Windows path is larger; the error is built once, on failure"
+    )
+)]
 pub(crate) fn create_durably(
     fs: &dyn FileSystem,
     path: &Path,
@@ -370,4 +493,47 @@ pub(crate) fn create_durably(
     fs.sync_dir(dir)
         .ctx("syncing the directory", dir)
         .map_err(failed(Step::SyncDir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file's identity (Unix: device and inode; Windows: volume serial number and file
+    /// index) is the same through a hard link and from an open file, another file's is
+    /// not, and the open file tells its links (run on Linux and, by `.ci/windows-unit`,
+    /// under Wine; on Windows without `GetFileInformationByHandle` the identity is all
+    /// zeros and the links unknown).
+    #[test]
+    fn the_identity_tells_the_same_file_and_the_open_file_its_links() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b, link) = (
+            dir.path().join("a.jsonl"),
+            dir.path().join("b.jsonl"),
+            dir.path().join("link.jsonl"),
+        );
+        std::fs::write(&a, "{}\n").expect("write");
+        std::fs::write(&b, "{}\n").expect("write");
+        std::fs::hard_link(&a, &link).expect("link");
+        let id = |p: &Path| Meta::of_path(p).expect("stat").identity();
+        assert_ne!(id(&a), FileIdentity::default(), "a real identity");
+        assert_eq!(id(&a), id(&link), "the same file through a hard link");
+        assert_ne!(id(&a), id(&b), "another file");
+        let f = OpenOptions::new().append(true).open(&a).expect("open");
+        assert_eq!(FileIdentity::of_file(&f).expect("identity"), id(&a));
+        let status = open_status(&f)
+            .expect("status")
+            .expect("the platform tells it");
+        assert_eq!((status.len, status.links), (3, 2));
+        // A name deleted while the file is open goes at once on Unix; on Windows it may
+        // stay until the file's last handle closes (Wine 8.0, and Windows without POSIX
+        // delete semantics: docs/durability.md, section 8).
+        std::fs::remove_file(&link).expect("unlink");
+        if cfg!(unix) {
+            let status = open_status(&f)
+                .expect("status")
+                .expect("the platform tells it");
+            assert_eq!(status.links, 1);
+        }
+    }
 }

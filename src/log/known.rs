@@ -4,7 +4,8 @@
 //! read ([`End`]). Pi appends without a lock, so the file growing is normal; its bytes up to
 //! what was read never change unless the file was rewritten.
 
-use std::fs::{File, Metadata};
+use super::io::Meta;
+use std::fs::File;
 use std::io;
 
 /// How many bytes before the end of what was read [`End`] keeps: a rewrite that moves
@@ -20,21 +21,13 @@ const ONE_READ: u64 = 4096;
 /// back (`cp -p`, `touch -r` and `rsync -t` restore only the modification time). Two looks
 /// with the same stamp saw no write in between, unless both fell within one tick of the
 /// file system's clock (`docs/durability.md` says which clocks tick how).
-pub(crate) fn change_stamp(meta: &Metadata) -> i64 {
+pub(crate) fn change_stamp(meta: &Meta) -> i64 {
     let mtime = meta
         .modified()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as i64);
-    #[cfg(unix)]
-    let ctime = {
-        use std::os::unix::fs::MetadataExt;
-        meta.ctime()
-            .wrapping_mul(1_000_000_000)
-            .wrapping_add(meta.ctime_nsec())
-    };
-    #[cfg(not(unix))]
-    let ctime = 0i64;
+    let ctime = meta.change_time().map_or(0, |(ctime, _)| ctime);
     mtime ^ ctime.rotate_left(29)
 }
 
@@ -49,7 +42,7 @@ pub(crate) struct Look {
 
 impl Look {
     /// The look that `meta` is.
-    pub(crate) fn of(meta: &Metadata) -> Look {
+    pub(crate) fn of(meta: &Meta) -> Look {
         Look {
             len: meta.len(),
             stamp: change_stamp(meta),

@@ -25,7 +25,7 @@
 
 use super::entry::{ParentKey, RawEntry, raw_str};
 use super::hash::fnv1a;
-use super::io::{FileIdentity, FileSystem, Place, create_durably};
+use super::io::{FileSystem, Meta, Place, create_durably};
 use super::reader::{self, LineClass, classify, for_each_line};
 use crate::error::{Error, IoContext, Location, LogError, Result};
 use serde_json::Value;
@@ -177,7 +177,7 @@ pub(crate) fn migrate_file(
     };
     let start = Location { line: 1, offset: 0 };
     let file = reader::open_regular(path)?;
-    let identity = file.metadata().ok().map(|m| FileIdentity::of(&m));
+    let identity = Meta::of_file(&file).ok().map(|m| m.identity());
 
     // Pass 1: Pi's `entries` index (every line that parses as JSON, header = 0) to ids.
     let mut by_index: Vec<Option<String>> = Vec::new();
@@ -283,8 +283,8 @@ pub(crate) fn migrate_file(
         tmp.sync()?;
         check_copy(path, tmp.path(), &plans, &links, &rest)?;
         // The original must not have changed since it was read (Pi appends without a lock).
-        let meta = std::fs::metadata(path).ctx("checking", path)?;
-        if meta.len() != consumed + tail || identity.is_some_and(|i| i != FileIdentity::of(&meta)) {
+        let meta = Meta::of_path(path).ctx("checking", path)?;
+        if meta.len() != consumed + tail || identity.is_some_and(|i| i != meta.identity()) {
             return Err(LogError::ChangedOnDisk {
                 path: path.to_path_buf(),
                 detail: format!(

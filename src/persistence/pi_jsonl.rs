@@ -8,7 +8,7 @@ use super::{LineVisitor, ListProblem, ListedSession, Listing, SessionStore};
 use crate::error::{Error, IoContext, Location, LogError, Result, StoreError};
 use crate::log::entry::Header;
 use crate::log::header::{parse_header, read_header_line};
-use crate::log::io::{FileIdentity, Place, create_durably};
+use crate::log::io::{Place, create_durably};
 use crate::log::reader::{self, FindingKind, ReadMode};
 use crate::log::writer::append_if_unchanged;
 use crate::sync::lock;
@@ -496,14 +496,14 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         bytes.extend_from_slice(l.as_bytes());
         bytes.push(b'\n');
     }
-    let meta = std::fs::metadata(&path).ctx("checking", &path)?;
+    let meta = crate::log::io::Meta::of_path(&path).ctx("checking", &path)?;
     let len = log.consumed_bytes() + log.tail_bytes();
     let fs = options.file_system_ref();
     // IMPORTANT: one write() and one fdatasync before the append is acknowledged.
     if !append_if_unchanged(
         &**fs,
         &path,
-        FileIdentity::of(&meta),
+        meta.identity(),
         len,
         &bytes,
         "appending stored lines to",

@@ -11,7 +11,7 @@ use super::watermark::{
 use super::{CatchUp, db_err, file_key, forget};
 use crate::error::{Error, IoContext, Location, Result};
 use crate::lock::{Turns, WriterQueue};
-use crate::log::io::FileIdentity;
+use crate::log::io::Meta;
 use crate::log::reader::{self, ReadMode, ScanState};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::io::{Seek, SeekFrom};
@@ -91,7 +91,7 @@ pub(super) fn catch_up(
     queue: &WriterQueue,
 ) -> Result<CatchUp> {
     let key = file_key(file)?;
-    let meta = std::fs::metadata(file).ctx("reading", file)?;
+    let meta = Meta::of_path(file).ctx("reading", file)?;
     // Fast path without a write transaction.
     if !force_rebuild && matches!(plan(conn, db, file, &key, &meta, false)?, Plan::UpToDate) {
         return Ok(CatchUp::default());
@@ -127,7 +127,7 @@ fn catch_up_locked(
     commit: Commit<'_, '_>,
 ) -> Result<CatchUp> {
     // Re-plan under the write lock: another process may have caught up meanwhile.
-    let meta = std::fs::metadata(file).ctx("reading", file)?;
+    let meta = Meta::of_path(file).ctx("reading", file)?;
     let plan = if force_rebuild {
         Plan::Rebuild
     } else {
@@ -158,13 +158,13 @@ pub(super) fn up_to_date_row(
     file: &Path,
     key: &str,
 ) -> Result<std::result::Result<SessionRow, bool>> {
-    let Ok(meta) = std::fs::metadata(file) else {
+    let Ok(meta) = Meta::of_path(file) else {
         return Ok(Err(false));
     };
     let Some(row) = session_row(conn, key).map_err(db_err(db, "reading the watermark"))? else {
         return Ok(Err(false));
     };
-    let id = FileIdentity::of(&meta);
+    let id = meta.identity();
     if !meta.is_file() || id.dev as i64 != row.dev || id.ino as i64 != row.ino {
         return Ok(Err(false));
     }
@@ -278,7 +278,7 @@ fn ingest(
             None => digest_file.insert(std::fs::File::open(file).map_err(io("opening"))?),
         };
         let (head, pre) = digests(df, file, last_good.offset, known_head)?;
-        let ident = FileIdentity::of(&f.metadata().map_err(io("reading"))?);
+        let ident = Meta::of_file(&f).map_err(io("reading"))?.identity();
         if last_good.offset >= DIGEST_SPAN {
             known_head = Some(head);
         }
@@ -355,7 +355,7 @@ fn ingest(
     // Lines still pending (unparsable, nothing valid after them yet) are re-read next time.
     let consumed = last_good;
     let file_end = scan.next.offset + tail;
-    let meta = f.metadata().ctx("reading", file)?;
+    let meta = Meta::of_file(&f).ctx("reading", file)?;
     let (head, pre) = digests(&mut f, file, consumed.offset, known_head)?;
     // If the file grew while we read, record the length we saw; the next read resumes.
     let (file_len, mtime) = if meta.len() == file_end {
@@ -368,7 +368,7 @@ fn ingest(
         tx,
         db,
         key,
-        FileIdentity::of(&meta),
+        meta.identity(),
         &Watermark {
             session_id: &header_id,
             version,

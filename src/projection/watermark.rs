@@ -5,7 +5,7 @@
 use super::db_err;
 use crate::error::{Error, IoContext, Location, Result};
 use crate::log::hash::FNV_OFFSET;
-use crate::log::io::FileIdentity;
+use crate::log::io::{FileIdentity, Meta};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 
@@ -50,7 +50,7 @@ fn mix(h: u64, x: u64) -> u64 {
 
 /// The stamp of the file's last change the watermark keeps: the log's own
 /// ([`crate::log::known::change_stamp`]), so a reader and an open log agree on a change.
-pub(super) fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+pub(super) fn mtime_ns(meta: &Meta) -> i64 {
     crate::log::known::change_stamp(meta)
 }
 
@@ -175,13 +175,13 @@ pub(super) fn plan(
     db: &Path,
     file: &Path,
     key: &str,
-    meta: &std::fs::Metadata,
+    meta: &Meta,
     verify: bool,
 ) -> Result<Plan> {
     let Some(row) = session_row(conn, key).map_err(db_err(db, "reading the watermark"))? else {
         return Ok(Plan::Rebuild);
     };
-    let id = FileIdentity::of(meta);
+    let id = meta.identity();
     if id.dev as i64 != row.dev || id.ino as i64 != row.ino {
         return Ok(Plan::Rebuild);
     }

@@ -4,7 +4,7 @@
 //! its leaf is and which entries it appended; [`LastEvent::value_at`] decides whether the
 //! leaf still stands on the event.
 
-use crate::log::io::{FileIdentity, open_status};
+use crate::log::io::{FileIdentity, Meta, open_status};
 use crate::log::known::{End, Look};
 use crate::state::envelope::Scope;
 use crate::state::key::StateKey;
@@ -127,8 +127,8 @@ impl LastEvent {
                 stamp: open.changed,
             },
             _ => {
-                let meta = std::fs::metadata(file).ok()?;
-                if FileIdentity::of(&meta) != kept.identity {
+                let meta = Meta::of_path(file).ok()?;
+                if meta.identity() != kept.identity {
                     return None;
                 }
                 Look::of(&meta)
@@ -171,16 +171,17 @@ impl LastEvent {
                 (Some((k.file, k.identity, k.seen)), k.open, k.end)
             }
             k => {
-                let seen = std::fs::metadata(file)
+                let seen = Meta::of_path(file)
                     .ok()
-                    .map(|m| (file.to_path_buf(), FileIdentity::of(&m), Look::of(&m)));
+                    .map(|m| (file.to_path_buf(), m.identity(), Look::of(&m)));
                 // The file kept open, if it is still the one at the path; else opened (and
                 // kept if it is the one looked at).
                 let same = |id: FileIdentity| seen.as_ref().is_some_and(|s| s.1 == id);
                 let open = match k.filter(|k| same(k.identity)).and_then(|k| k.open) {
                     Some(open) => Some(open),
-                    None => open_at(file)
-                        .filter(|f| f.metadata().is_ok_and(|m| same(FileIdentity::of(&m)))),
+                    None => {
+                        open_at(file).filter(|f| Meta::of_file(f).is_ok_and(|m| same(m.identity())))
+                    }
                 };
                 let end = match (&open, &seen) {
                     (Some(f), Some(s)) => End::read(f, s.2.len).ok(),

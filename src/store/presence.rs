@@ -180,7 +180,7 @@ impl Store {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use crate::Store;
 

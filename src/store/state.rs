@@ -354,6 +354,13 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// built (its value or patch checked as [`StateKey::check_op`] does), each error
     /// handed to `on_error` with the step it came from: for a tool that reports them its
     /// own way, as the command line does (`--at: ...` for an unknown `at`).
+    #[cfg_attr(
+        windows,
+        expect(
+            clippy::result_large_err,
+            reason = "a Windows path is larger; the error is built once, on failure"
+        )
+    )]
     pub fn apply_file<E>(
         &self,
         file: impl AsRef<Path>,
@@ -386,6 +393,13 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// The write of an op already checked, on the session file `file`: from the rows and
     /// the file's tail when they can answer, else through the log. An error comes with
     /// the step it came from.
+    #[cfg_attr(
+        windows,
+        expect(
+            clippy::result_large_err,
+            reason = "a Windows path is larger; the error is built once, on failure"
+        )
+    )]
     fn file_write(
         &self,
         file: &Path,

@@ -11,7 +11,7 @@ use super::options::Materialize;
 use super::session::Storage;
 use crate::error::{Error, IoContext, Location, LogError, Result};
 use crate::log::entry::Role;
-use crate::log::io::FileIdentity;
+use crate::log::io::{FileIdentity, Meta};
 use crate::log::known::{End, Look};
 use crate::log::reader::{self, ReadMode};
 use crate::log::writer::LogWriter;
@@ -51,11 +51,11 @@ impl SessionLog {
     /// not shorter than what was read) and returns how it ends.
     fn check_same_file_at(&self) -> Result<AtEnd> {
         let path = &self.index.path;
-        let meta = std::fs::metadata(path).ctx("checking", path)?;
+        let meta = Meta::of_path(path).ctx("checking", path)?;
         let expected = self.scan.next.offset + self.tail;
         if let Some(id) = self.identity
             && id != FileIdentity::default()
-            && FileIdentity::of(&meta) != id
+            && meta.identity() != id
         {
             return Err(changed_file(path));
         }
@@ -65,7 +65,7 @@ impl SessionLog {
         Ok(AtEnd {
             look: Look::of(&meta),
             expected,
-            identity: FileIdentity::of(&meta),
+            identity: meta.identity(),
         })
     }
 
@@ -157,10 +157,10 @@ impl SessionLog {
         use std::io::{Read, Seek, SeekFrom};
         let path = self.index.path.clone();
         let f = reader::open_regular(&path)?;
-        let meta = f.metadata().ctx("checking", &path)?;
+        let meta = Meta::of_file(&f).ctx("checking", &path)?;
         if let Some(id) = self.identity
             && id != FileIdentity::default()
-            && FileIdentity::of(&meta) != id
+            && meta.identity() != id
         {
             return Err(changed_file(&path));
         }
@@ -490,9 +490,7 @@ impl SessionLog {
             // After a migration: the new file, locked, looked at through the writer.
             let len = w.len()?;
             let expected = self.scan.next.offset + self.tail;
-            let on_path = std::fs::metadata(&self.index.path)
-                .ok()
-                .map(|m| FileIdentity::of(&m));
+            let on_path = Meta::of_path(&self.index.path).ok().map(|m| m.identity());
             if let (Some(now), Some(was)) = (now, was)
                 && (now != was || on_path != Some(now))
             {
@@ -614,9 +612,9 @@ fn look_at(writer: &LogWriter, path: &Path) -> Option<Look> {
             len: s.len,
             stamp: s.changed,
         }),
-        _ => std::fs::metadata(path)
+        _ => Meta::of_path(path)
             .ok()
-            .filter(|m| writer.identity() == Some(FileIdentity::of(m)))
+            .filter(|m| writer.identity() == Some(m.identity()))
             .map(|m| Look::of(&m)),
     }
 }

@@ -15,7 +15,7 @@ use super::options::LogOptions;
 use crate::error::{Error, IoContext, Location, LogError, Result};
 use crate::log::entry::{EntryType, Header, Role};
 use crate::log::header;
-use crate::log::io::FileIdentity;
+use crate::log::io::{FileIdentity, Meta};
 use crate::log::known::{End, Look};
 use crate::log::reader::{self, Finding, ReadMode, ScanState};
 use crate::log::scan;
@@ -194,13 +194,12 @@ impl SessionLog {
             _ => path,
         };
         let file = reader::open_regular(path)?;
-        let identity = file.metadata().ok().map(|m| FileIdentity::of(&m));
+        let identity = Meta::of_file(&file).ok().map(|m| m.identity());
         let scanned = scan_all(path, options.mode, &file)?;
         let read = scanned.scan.next.offset + scanned.tail;
         // What the file is now, if that is what was read (another writer may have
         // appended during the read: then the next look sees it grown).
-        let seen = file
-            .metadata()
+        let seen = Meta::of_file(&file)
             .ok()
             .map(|m| Look::of(&m))
             .filter(|l| l.len == read);
