@@ -4,6 +4,10 @@
 //! holders are filtered out of the snapshots; the assertions check them structurally.
 //!
 //! `docs/cli.md` shows outputs taken from these snapshots.
+//!
+//! With `SESSION_STATE_CLI_WINDOWS_EXE` set to the path of a Windows `session-state.exe`,
+//! every command runs as that binary under Wine instead (`.ci/windows-cli` builds it and
+//! runs the tests that way; the tests it leaves out, and why, are listed there).
 #![expect(clippy::unwrap_used)]
 
 use crate::common;
@@ -60,7 +64,7 @@ impl World {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = common::cli();
+        let mut c = cli();
         c.env("HOME", self.root.join("home"))
             .env("PI_CODING_AGENT_DIR", &self.agent)
             .current_dir(&self.work)
@@ -105,6 +109,77 @@ impl World {
         s.add_filter(r"expires in \d+ s", "expires in [N] s");
         s
     }
+}
+
+/// The variable that swaps the binary under test for a Windows build run under Wine.
+const WINDOWS_EXE: &str = "SESSION_STATE_CLI_WINDOWS_EXE";
+
+/// The binary under test, in a scrubbed environment: this build's `session-state`, or the
+/// Windows `session-state.exe` that `SESSION_STATE_CLI_WINDOWS_EXE` names, run by Wine's
+/// `wine64` (`SESSION_STATE_WINE`, else `/usr/lib/wine/wine64`, else `wine64` on `PATH`)
+/// with Wine's own variables kept: `WINEPREFIX` (default `~/.wine` of the user running the
+/// tests, since each test sets its own `HOME`) and `WINEDEBUG` (default `-all`). A missing
+/// `.exe` or Wine fails the test.
+fn cli() -> Command {
+    let Some(exe) = std::env::var_os(WINDOWS_EXE) else {
+        return common::cli();
+    };
+    assert!(
+        Path::new(&exe).is_file(),
+        "{WINDOWS_EXE}={} is not a file: build it with .ci/windows-cli",
+        Path::new(&exe).display()
+    );
+    let wine = std::env::var_os("SESSION_STATE_WINE")
+        .map(PathBuf::from)
+        .inspect(|w| {
+            assert!(
+                w.is_file(),
+                "SESSION_STATE_WINE={} is not a file: install Wine (Debian: apt-get install \
+                 wine64) or name its wine64",
+                w.display()
+            );
+        })
+        .or_else(|| {
+            let debian = PathBuf::from("/usr/lib/wine/wine64");
+            debian.is_file().then_some(debian)
+        })
+        .or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+                .map(|d| d.join("wine64"))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{WINDOWS_EXE} is set but Wine is not installed: no /usr/lib/wine/wine64, no \
+                 wine64 on PATH, no SESSION_STATE_WINE (Debian: apt-get install wine64)"
+            )
+        });
+    let prefix = std::env::var_os("WINEPREFIX").unwrap_or_else(|| {
+        let home = std::env::var_os("HOME").expect("HOME or WINEPREFIX is set");
+        Path::new(&home).join(".wine").into_os_string()
+    });
+    // As `common::cli`: only `PATH` from this process, and Wine's own two.
+    let mut c = Command::new(wine);
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("WINEPREFIX", prefix)
+        .env(
+            "WINEDEBUG",
+            std::env::var_os("WINEDEBUG").unwrap_or_else(|| "-all".into()),
+        )
+        .arg(exe);
+    c
+}
+
+/// This build's binary, for the tests that give it a terminal through `script`: with
+/// `SESSION_STATE_CLI_WINDOWS_EXE` set they would test the wrong binary, so they fail.
+fn native_bin() -> &'static Path {
+    assert!(
+        std::env::var_os(WINDOWS_EXE).is_none(),
+        "this test runs the binary on a terminal (script, a pty), which the Windows build \
+         under Wine does not get: leave it out of the Wine run"
+    );
+    Path::new(common::BIN)
 }
 
 fn regex_escape(s: &str) -> String {
@@ -200,6 +275,21 @@ fn kill(mut child: Child) {
 // ---------------------------------------------------------------------------------------
 // help
 // ---------------------------------------------------------------------------------------
+
+/// The binary under test is the one the run names: this build's, or with
+/// `SESSION_STATE_CLI_WINDOWS_EXE` the Windows `.exe` under Wine, whose usage line names
+/// the program as Windows started it.
+#[test]
+fn the_binary_under_test_is_the_one_the_run_names() {
+    let out = World::new().run(&["--help"]);
+    assert_eq!(out.code, 0, "{}", out.shown());
+    let usage = if std::env::var_os(WINDOWS_EXE).is_some() {
+        "Usage: session-state.exe [OPTIONS] <COMMAND>"
+    } else {
+        "Usage: session-state [OPTIONS] <COMMAND>"
+    };
+    assert!(out.stdout.lines().any(|l| l == usage), "{}", out.stdout);
+}
 
 #[test]
 fn help_lists_every_command_with_examples() {
@@ -1755,7 +1845,7 @@ fn messages_point_to_what_exists() {
 #[test]
 fn write_says_when_it_waits_for_a_terminal() {
     let w = World::example();
-    let bin = std::path::Path::new(common::BIN);
+    let bin = native_bin();
     // `script` gives the command a terminal on stdin; Ctrl-D (\x04) ends the value.
     let out = std::process::Command::new("script")
         .args([
@@ -1789,7 +1879,7 @@ fn write_says_when_it_waits_for_a_terminal() {
 /// The binary run with `args` (one shell word list) on a terminal that `script` gives it,
 /// in `w`, stdin empty; what it printed (stdout and stderr both come through the terminal).
 fn on_a_terminal(w: &World, args: &str) -> std::process::Output {
-    let bin = std::path::Path::new(common::BIN);
+    let bin = native_bin();
     std::process::Command::new("script")
         .args(["-qec", &format!("{} {args}", bin.display()), "/dev/null"])
         .env("PI_CODING_AGENT_DIR", &w.agent)
