@@ -31,20 +31,23 @@ export interface Read {
 export const probe: { reads: Read[]; errors: string[] } = ((globalThis as any).__stateProbe ??= { reads: [], errors: [] });
 
 /**
- * A folder for one test (shared by the Pis it starts), removed when the test ends. On
- * Windows a folder whose files this process still holds open (the store's SQLite database
- * stays open until the process exits) cannot be removed: EBUSY there leaves the folder in
- * the temporary directory instead of failing a test whose checks all passed.
+ * Removes a test's temporary folder. On Windows a folder whose files this process still
+ * holds open (the store's SQLite database stays open until the process exits) cannot be
+ * removed: EBUSY there leaves the folder in the temporary directory instead of failing a
+ * test whose checks all passed.
  */
+export function removeTmpDir(dir: string): void {
+  try {
+    fs.rmSync(dir, { recursive: true, force: true });
+  } catch (e) {
+    if (process.platform !== "win32" || (e as NodeJS.ErrnoException).code !== "EBUSY") throw e;
+  }
+}
+
+/** A folder for one test (shared by the Pis it starts), removed when the test ends ({@link removeTmpDir}). */
 export function tmpDir(t: TestContext): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pi-state-"));
-  t.after(() => {
-    try {
-      fs.rmSync(dir, { recursive: true, force: true });
-    } catch (e) {
-      if (process.platform !== "win32" || (e as NodeJS.ErrnoException).code !== "EBUSY") throw e;
-    }
-  });
+  t.after(() => removeTmpDir(dir));
   return dir;
 }
 
