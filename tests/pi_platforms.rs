@@ -2,12 +2,17 @@
 //! `napi.targets`, checked as files: no addon is trusted by eye.
 //!
 //! For each addon:
-//! - the object format and the architecture (the ELF machine, the Mach-O CPU type) are the
-//!   target's, and it is a shared library;
+//! - the object format and the architecture (the ELF machine, the Mach-O CPU type, the PE
+//!   machine) are the target's, and it is a shared library (a PE32+ file flagged DLL);
 //! - it exports the N-API registration symbol, `napi_register_module_v1`;
 //! - it links nothing beyond the platform's C library (glibc's libraries, musl's `libc.so`,
-//!   macOS's `libSystem`), and what it leaves undefined is the C library's or the N-API
-//!   symbols Node provides (`napi_*`, `node_api_*`);
+//!   macOS's `libSystem`, Windows' own DLLs: `KERNEL32`, `ntdll`, the Universal C Runtime's
+//!   `api-ms-win-crt-*` and the like, never a MinGW runtime DLL such as `libgcc_s_seh-1` or
+//!   `libwinpthread-1` that a Windows user lacks), and what it leaves undefined is the C
+//!   library's or the N-API symbols Node provides (`napi_*`, `node_api_*`). A Windows addon
+//!   imports nothing from `node.exe`: it looks the N-API functions up by name in the
+//!   process that loads it (`GetProcAddress`), so it must import that and carry the names;
+//!   an import from `node.exe` would have to be an N-API symbol;
 //! - on Linux with glibc, no symbol version above the floor (`prebuilt.glibcFloor` in
 //!   `pi/package.json`); on macOS, a minimum macOS no newer than `prebuilt.macosFloor`
 //!   (11.0, Node 22's own floor);
@@ -36,6 +41,8 @@ pub enum Format {
     Elf { machine: u16, musl: bool },
     /// macOS: a Mach-O dylib of this CPU type.
     MachO { cputype: u32 },
+    /// Windows: a PE32+ DLL of this machine (the COFF header's `Machine`).
+    Pe { machine: u16 },
 }
 
 /// One target of `napi.targets`: its triple, napi-rs's platform id, what Node reports there.
@@ -54,9 +61,13 @@ const EM_X86_64: u16 = 62;
 const EM_AARCH64: u16 = 183;
 const CPU_TYPE_X86_64: u32 = 0x0100_0007;
 const CPU_TYPE_ARM64: u32 = 0x0100_000c;
+const IMAGE_FILE_MACHINE_AMD64: u16 = 0x8664;
+const IMAGE_FILE_MACHINE_ARM64: u16 = 0xaa64;
+/// The COFF header's characteristics flag of a DLL.
+const IMAGE_FILE_DLL: u16 = 0x2000;
 
 /// Every target the package is prebuilt for (`pi/package.json`'s `napi.targets`).
-pub const TARGETS: [Target; 6] = [
+pub const TARGETS: [Target; 8] = [
     Target {
         triple: "x86_64-unknown-linux-gnu",
         id: "linux-x64-gnu",
@@ -121,6 +132,26 @@ pub const TARGETS: [Target; 6] = [
             cputype: CPU_TYPE_ARM64,
         },
     },
+    Target {
+        triple: "x86_64-pc-windows-gnu",
+        id: "win32-x64-gnu",
+        os: "win32",
+        cpu: "x64",
+        libc: None,
+        format: Format::Pe {
+            machine: IMAGE_FILE_MACHINE_AMD64,
+        },
+    },
+    Target {
+        triple: "aarch64-pc-windows-gnullvm",
+        id: "win32-arm64-gnullvm",
+        os: "win32",
+        cpu: "arm64",
+        libc: None,
+        format: Format::Pe {
+            machine: IMAGE_FILE_MACHINE_ARM64,
+        },
+    },
 ];
 
 /// The target whose napi-rs platform id is `id`.
@@ -151,6 +182,27 @@ const MUSL_LIBS: [&str; 3] = ["libc.so", "libc.musl-x86_64.so.1", "libc.musl-aar
 
 /// macOS's C library (the system library every program links).
 const LIBSYSTEM: &str = "/usr/lib/libSystem.B.dylib";
+
+/// Windows' own DLLs a Windows addon may import from (compared without case), besides the
+/// API sets of [`WINDOWS_API_SETS`].
+const WINDOWS_DLLS: [&str; 9] = [
+    "kernel32.dll",
+    "ntdll.dll",
+    "advapi32.dll",
+    "userenv.dll",
+    "ws2_32.dll",
+    "bcrypt.dll",
+    "bcryptprimitives.dll",
+    "shell32.dll",
+    "ole32.dll",
+];
+
+/// Windows' API sets (`api-ms-win-core-synch-l1-2-0.dll`, the Universal C Runtime's
+/// `api-ms-win-crt-*`), part of every Windows that Node 22 runs on.
+const WINDOWS_API_SETS: [&str; 2] = ["api-ms-win-core-", "api-ms-win-crt-"];
+
+/// The executable Node's N-API functions come from on Windows.
+const NODE_EXE: &str = "node.exe";
 
 /// Symbols Node itself provides to an addon.
 fn is_node_api(name: &str) -> bool {
@@ -204,6 +256,7 @@ pub fn inspect(
     match target.format {
         Format::Elf { machine, musl } => check_elf(bytes, machine, musl, floors.glibc.as_deref()),
         Format::MachO { cputype } => check_macho(bytes, cputype, &floors.macos),
+        Format::Pe { machine } => check_pe(bytes, machine),
     }
 }
 
@@ -312,6 +365,75 @@ fn check_elf(
     }
     if found.node_api == 0 {
         broken.push("uses no N-API symbol (napi_*): not a Node addon".to_owned());
+    }
+    Ok((found, broken))
+}
+
+fn check_pe(bytes: &[u8], machine: u16) -> Result<(Found, Vec<String>), Vec<String>> {
+    let pe = goblin::pe::PE::parse(bytes).map_err(|e| vec![format!("not a PE file: {e}")])?;
+    let mut broken = Vec::new();
+    let mut found = Found::default();
+    let coff = &pe.header.coff_header;
+    if coff.machine != machine {
+        broken.push(format!(
+            "PE machine {:#06x}, the target's is {machine:#06x}",
+            coff.machine
+        ));
+    }
+    if !pe.is_64 {
+        broken.push("not a PE32+ (64-bit) file".to_owned());
+    }
+    if coff.characteristics & IMAGE_FILE_DLL == 0 || !pe.is_lib {
+        broken.push(format!(
+            "not a DLL (COFF characteristics {:#06x})",
+            coff.characteristics
+        ));
+    }
+    if !pe.exports.iter().any(|e| e.name == Some(REGISTER)) {
+        broken.push(format!("{REGISTER} is not exported"));
+    }
+    for lib in &pe.libraries {
+        found.libraries.push((*lib).to_owned());
+        let lower = lib.to_ascii_lowercase();
+        let system = WINDOWS_DLLS.contains(&lower.as_str())
+            || WINDOWS_API_SETS.iter().any(|p| lower.starts_with(p));
+        if !system && lower != NODE_EXE {
+            broken.push(format!(
+                "imports from {lib}, which is not a Windows system DLL nor {NODE_EXE}"
+            ));
+        }
+    }
+    for import in &pe.imports {
+        if import.dll.eq_ignore_ascii_case(NODE_EXE) {
+            if is_node_api(&import.name) {
+                found.node_api += 1;
+            } else {
+                broken.push(format!(
+                    "imports {} from {NODE_EXE}, which is not an N-API symbol",
+                    import.name
+                ));
+            }
+        }
+    }
+    if found.node_api == 0 {
+        // Looked up in the loading process: GetProcAddress and the N-API names it is given.
+        let lookup = pe.imports.iter().any(|i| i.name == "GetProcAddress");
+        let names: BTreeSet<&[u8]> = bytes
+            .split(|b| *b == 0)
+            .filter(|s| {
+                s.starts_with(b"napi_") && s.len() < 64 && s.iter().all(|b| b.is_ascii_graphic())
+            })
+            .collect();
+        if lookup {
+            found.node_api = names.len();
+        }
+        if !lookup || names.len() < 10 {
+            broken.push(format!(
+                "uses no N-API symbol: no napi_* import from {NODE_EXE}, and no lookup of them in \
+                 the loading process (GetProcAddress imported: {lookup}, napi_* names: {})",
+                names.len()
+            ));
+        }
     }
     Ok((found, broken))
 }
@@ -601,6 +723,8 @@ fn the_checks_pass_the_addon_built_here_and_name_each_rule_a_file_breaks() {
     // Another format.
     let err = check_addon(&addon, target("darwin-arm64"), &unfloored).unwrap_err();
     assert!(err[0].contains("not a Mach-O file"), "{err:#?}");
+    let err = check_addon(&addon, target("win32-x64-gnu"), &unfloored).unwrap_err();
+    assert!(err[0].contains("not a PE file"), "{err:#?}");
     // A floor below what it asks for (every x86-64 glibc symbol is 2.2.5 or newer).
     let low = Floors {
         glibc: Some(vec![2, 2]),
@@ -727,7 +851,11 @@ fn every_packed_platform_package_passes_the_artifact_checks() {
         assert_eq!(m["cpu"], serde_json::json!([t.cpu]), "{pname}: cpu");
         match t.libc {
             Some(libc) => assert_eq!(m["libc"], serde_json::json!([libc]), "{pname}: libc"),
-            None => assert!(m.get("libc").is_none(), "{pname}: no libc field on macOS"),
+            None => assert!(
+                m.get("libc").is_none(),
+                "{pname}: no libc field on {}",
+                t.os
+            ),
         }
         assert_eq!(
             m["main"],
@@ -739,6 +867,9 @@ fn every_packed_platform_package_passes_the_artifact_checks() {
             fs::read(&addon).unwrap_or_else(|e| panic!("{pname} carries {}: {e}", addon.display()));
         let found = check_addon(&bytes, t, &floors)
             .unwrap_or_else(|e| panic!("{pname} ({}): {e:#?}", t.triple));
+        if let Format::Pe { .. } = t.format {
+            assert_pe_rules_refuse_what_breaks_them(&bytes, t, &floors);
+        }
         report.push(format!(
             "{id}: {} bytes packed, links {:?}, glibc {:?}, macOS {:?}, {} N-API symbols",
             p["size"], found.libraries, found.glibc, found.min_macos, found.node_api
@@ -752,4 +883,57 @@ fn every_packed_platform_package_passes_the_artifact_checks() {
         "{} holds no platform package for {missing:?} (it holds {seen:?})",
         dir.display()
     );
+}
+
+/// The first place `needle` occurs in `bytes`.
+fn find(bytes: &[u8], needle: &[u8]) -> Option<usize> {
+    bytes.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Each PE rule refuses a file that breaks it: `addon` (which passes) with one thing
+/// changed, another architecture's rules, and files of other formats.
+fn assert_pe_rules_refuse_what_breaks_them(addon: &[u8], t: &Target, floors: &Floors) {
+    let refused = |bytes: &[u8], target: &Target, want: &str| {
+        let err = check_addon(bytes, target, floors)
+            .expect_err(&format!("{want}: the checks pass a broken file"));
+        assert!(err.iter().any(|e| e.contains(want)), "{want}: {err:#?}");
+    };
+    // Another machine.
+    let other = TARGETS
+        .iter()
+        .find(|o| matches!(o.format, Format::Pe { .. }) && o.id != t.id)
+        .expect("two Windows targets");
+    refused(addon, other, "PE machine");
+    // The DLL flag cleared (the COFF header follows "PE\0\0" at e_lfanew; characteristics
+    // is its last field, at +18).
+    let lfanew = u32::from_le_bytes(addon[0x3c..0x40].try_into().unwrap()) as usize;
+    let mut exe = addon.to_vec();
+    exe[lfanew + 4 + 18 + 1] &= !((IMAGE_FILE_DLL >> 8) as u8);
+    refused(&exe, t, "not a DLL");
+    // The registration symbol renamed in the export name table.
+    let mut renamed = addon.to_vec();
+    let at = find(&renamed, format!("{REGISTER}\0").as_bytes()).expect("the export's name");
+    renamed[at] = b'x';
+    refused(&renamed, t, &format!("{REGISTER} is not exported"));
+    // A MinGW runtime DLL among the imports (a DLL name of the same length, renamed).
+    let mut mingw = addon.to_vec();
+    let at = find(&mingw, b"KERNEL32.dll\0").expect("KERNEL32.dll among the imports");
+    mingw[at..at + 12].copy_from_slice(b"libgcc_s.dll");
+    refused(
+        &mingw,
+        t,
+        "imports from libgcc_s.dll, which is not a Windows system DLL",
+    );
+    // No N-API lookup: the names gone.
+    let mut blind = addon.to_vec();
+    let mut n = 0;
+    while let Some(at) = find(&blind, b"\0napi_") {
+        blind[at + 1] = b'N';
+        n += 1;
+    }
+    assert!(n > 10, "{n} N-API names");
+    refused(&blind, t, "uses no N-API symbol");
+    // Other formats: a Linux shared object, and this test's own program.
+    let exe = fs::read(std::env::current_exe().expect("this test's binary")).expect("read");
+    refused(&exe, t, "not a PE file");
 }

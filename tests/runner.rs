@@ -28,6 +28,7 @@ mod pi_package;
 mod pi_platforms;
 mod pi_release;
 mod pi_tui;
+mod pi_windows;
 mod plugins;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -13,7 +13,12 @@
 //      (`MACOSX_DEPLOYMENT_TARGET`). Both floors are package.json's `prebuilt`. What the cross build needs is installed the
 //      first time it is needed: the Rust targets (`rustup target add`), and zig and
 //      cargo-zigbuild pinned by scripts/cross-requirements.txt, from PyPI into a virtual
-//      environment of this script's own (<cargo target dir>/pi-cross/venv);
+//      environment of this script's own (<cargo target dir>/pi-cross/venv). A Windows
+//      target (`x86_64-pc-windows-gnu`, `aarch64-pc-windows-gnullvm`) is built by
+//      `cargo zigbuild` itself, which napi-rs's `--cross-compile` refuses for non-MSVC
+//      Windows targets: zig links it with its own MinGW-w64 runtime, statically, against
+//      Windows' own DLLs (the Universal C Runtime among them), and the addon looks Node's
+//      N-API functions up in the process that loads it (see buildWindows below);
 //    - `--prebuilt FILE`, an addon already built for this machine (no Rust build: what
 //      `cargo test` packs).
 //    `--artifacts DIR` adds addons built elsewhere, named as napi-rs names them
@@ -21,7 +26,7 @@
 // 2. One platform package per addon, `@session-state/pi-<platform>`: `napi create-npm-dirs`
 //    writes its package.json (`os`, `cpu`, `libc`, `main`) for every target in
 //    package.json's `napi.targets`, without `engines` (npm would skip the addon silently on
-//    an older Node); those with an addon are packed.
+//    an older Node) and with `libc` on Linux only; those with an addon are packed.
 // 3. The package: the TypeScript compiled to dist/ (JavaScript and declarations: Node does
 //    not strip types under node_modules), README.md, CHANGELOG.md, the repository's two
 //    license texts (LICENSE-MIT, LICENSE-APACHE), and a package.json whose
@@ -145,6 +150,46 @@ function zigTarget(triple) {
   return triple.endsWith("-linux-gnu") ? `${triple}.${GLIBC_FLOOR}` : triple;
 }
 
+/** A Windows target: built with cargo-zigbuild directly (napi-rs's `--cross-compile` only builds MSVC). */
+function isWindows(triple) {
+  return triple.endsWith("-pc-windows-gnu") || triple.endsWith("-pc-windows-gnullvm");
+}
+
+/** napi-rs's platform id of a target triple (`x86_64-pc-windows-gnu` → `win32-x64-gnu`). */
+function tripleId(triple) {
+  const [cpu, , sys, abi] = triple.split("-");
+  const arch = { x86_64: "x64", aarch64: "arm64" }[cpu] ?? cpu;
+  const platform = { windows: "win32", darwin: "darwin", linux: "linux" }[sys] ?? sys;
+  return abi ? `${platform}-${arch}-${abi}` : `${platform}-${arch}`;
+}
+
+/**
+ * A Windows addon, from this machine: `cargo zigbuild --release --target TRIPLE -p
+ * session-state-pi` (zig links it, with zig's own MinGW-w64 runtime, statically: the DLL
+ * imports only Windows' own DLLs), copied to `session-state.<platform>.node` in `built`.
+ *
+ * The addon imports nothing from node.exe: on Windows it finds Node's N-API functions in
+ * the process that loads it (napi-rs's `dyn-symbols`, native/Cargo.toml). napi-build's
+ * windows-gnu link line still asks for `-lnode` from a folder holding `libnode.dll`
+ * (`LIBNODE_PATH`): that folder is <cargo target dir>/pi-cross/libnode/, made here with an
+ * empty `libnode.dll` and an empty archive `libnode.a`, both built, never committed, and
+ * neither linked into anything.
+ */
+function buildWindows(triple, env, built) {
+  const libnode = path.join(cargoTargetDir(), "pi-cross", "libnode");
+  fs.mkdirSync(libnode, { recursive: true });
+  fs.writeFileSync(path.join(libnode, "libnode.a"), "!<arch>\n");
+  fs.writeFileSync(path.join(libnode, "libnode.dll"), "");
+  const args = ["zigbuild", "--release", "--target", triple, "-p", "session-state-pi"];
+  console.error(`pack: cargo ${args.join(" ")} (LIBNODE_PATH=${libnode})`);
+  const started = Date.now();
+  const r = spawnSync("cargo", args, { cwd: pkgDir, stdio: "inherit", env: { ...env, LIBNODE_PATH: libnode } });
+  if (r.error || r.status !== 0) throw new Error(`pack: cargo ${args.join(" ")} failed (${r.error?.message ?? `exit ${r.status}`})`);
+  const dll = path.join(cargoTargetDir(), triple, "release", "session_state_pi.dll");
+  fs.copyFileSync(dll, path.join(built, `${binary}.${tripleId(triple)}.node`));
+  return { target: triple, seconds: (Date.now() - started) / 1000 };
+}
+
 /** `./src/x.ts` → `./dist/x.js` (and `.d.ts`): what the published manifest points at. */
 function toDist(p, ext = ".js") {
   const m = /^\.\/src\/([\w.-]+)\.ts$/.exec(p);
@@ -194,6 +239,10 @@ try {
     const file = path.join(npmDir, id, "package.json");
     const platformManifest = JSON.parse(fs.readFileSync(file, "utf8"));
     delete platformManifest.engines;
+    // napi-rs writes `libc: ["glibc"]` for a `-gnu` Windows target too. npm checks `libc`
+    // on Linux only and refuses a package that names one anywhere else: on Windows the
+    // addon would never install.
+    if (!platformManifest.os?.includes("linux")) delete platformManifest.libc;
     fs.writeFileSync(file, JSON.stringify(platformManifest, null, 2) + "\n");
   }
   manifest.optionalDependencies = Object.fromEntries(platforms.map((id) => [`${pkg.name}-${id}`, pkg.version]));
@@ -230,6 +279,10 @@ try {
   } else {
     const env = crossToolchain(targets);
     for (const t of targets) {
+      if (isWindows(t)) {
+        timings.push(buildWindows(t, env, built));
+        continue;
+      }
       const args = ["build", "--platform", "--release", "--no-js", "--cross-compile", "--target", zigTarget(t), "--manifest-path", "native/Cargo.toml", "--output-dir", built];
       console.error(`pack: napi ${args.join(" ")}`);
       const started = Date.now();

@@ -101,8 +101,11 @@ export function thisMachine(): Machine {
 
 /**
  * A machine's platform as napi-rs names it (`linux-x64-gnu`, `linux-arm64-musl`,
- * `darwin-arm64`, `win32-x64-msvc`, …): the suffix of the platform package and of the
- * addon's file name.
+ * `darwin-arm64`, `win32-x64-gnu`, …): the suffix of the platform package and of the
+ * addon's file name. On Windows the ids are those of the targets the packages are built
+ * for from Linux with zig: `win32-x64-gnu` (x86_64-pc-windows-gnu) and
+ * `win32-arm64-gnullvm` (aarch64-pc-windows-gnullvm); either addon links only Windows' own
+ * DLLs, whatever compiler built the Node that loads it.
  */
 export function platformId(machine: Machine = thisMachine()): string {
   const { platform, arch } = machine;
@@ -110,7 +113,7 @@ export function platformId(machine: Machine = thisMachine()): string {
     const libc = machine.libc ?? "gnu";
     return arch === "arm" ? `linux-arm-${libc}eabihf` : `linux-${arch}-${libc}`;
   }
-  if (platform === "win32") return `win32-${arch}-msvc`;
+  if (platform === "win32") return arch === "arm64" ? "win32-arm64-gnullvm" : `win32-${arch}-gnu`;
   return `${platform}-${arch}`;
 }
 
@@ -168,9 +171,10 @@ export function missingAddonFix(
     );
   }
   if (id.startsWith("win32-")) {
+    const windows = prebuilt.filter((p) => p.startsWith("win32-"));
     return (
-      `no prebuilt addon exists yet for Windows (${id}): ${BUILD}, with Rust's MSVC toolchain ` +
-      `(rustup's x86_64-pc-windows-msvc and Visual Studio's C++ build tools); or run Pi under WSL, where the linux-x64-gnu package installs`
+      `there is no prebuilt addon for Windows on this architecture (${id}; prebuilt for Windows: ${windows.length > 0 ? windows.join(", ") : "none"}): ` +
+      `${BUILD}, with Rust's MSVC toolchain (rustup's default on Windows, and Visual Studio's C++ build tools)`
     );
   }
   if (prebuilt.length > 0) return `there is no prebuilt addon for ${id} (prebuilt: ${prebuilt.join(", ")}): ${BUILD}`;

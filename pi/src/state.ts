@@ -435,13 +435,34 @@ function view(entry: StoreEntry, ctx: PiContext): View {
   return { file, leaf };
 }
 
+/**
+ * The descriptor the session file is synced through, opened once per file. It has write
+ * access ("r+": read and write, no create, no truncate) on every platform, because on
+ * Windows `fdatasync` is `FlushFileBuffers`, which refuses a handle without write access
+ * (EPERM); nothing is ever written through it.
+ */
 function fdFor(file: string): number {
   let fd = syncFds.get(file);
   if (fd === undefined) {
-    fd = fs.openSync(file, "r");
+    fd = fs.openSync(file, "r+");
     syncFds.set(file, fd);
   }
   return fd;
+}
+
+/**
+ * The directory entry of a file Pi created, made durable: `fsync` of its directory. Not on
+ * Windows, which has no directory sync (`FlushFileBuffers` needs write access, and a
+ * directory cannot be opened for writing): there the file's own flush is all there is.
+ */
+function syncDir(file: string): void {
+  if (process.platform === "win32") return;
+  const dir = fs.openSync(path.dirname(file), "r");
+  try {
+    fs.fsyncSync(dir);
+  } finally {
+    fs.closeSync(dir);
+  }
 }
 
 /**
@@ -456,12 +477,7 @@ function syncIfNew(file: string): boolean {
     return false;
   }
   fs.fdatasyncSync(fdFor(file));
-  const dir = fs.openSync(path.dirname(file), "r");
-  try {
-    fs.fsyncSync(dir);
-  } finally {
-    fs.closeSync(dir);
-  }
+  syncDir(file);
   dirSynced.add(file);
   return true;
 }

@@ -8,7 +8,7 @@ const manifest = {
   name: "@session-state/pi",
   version: "0.1.0",
   optionalDependencies: Object.fromEntries(
-    ["linux-x64-gnu", "linux-arm64-gnu", "linux-x64-musl", "linux-arm64-musl", "darwin-x64", "darwin-arm64"].map((id) => [
+    ["linux-x64-gnu", "linux-arm64-gnu", "linux-x64-musl", "linux-arm64-musl", "darwin-x64", "darwin-arm64", "win32-x64-gnu"].map((id) => [
       `@session-state/pi-${id}`,
       "0.1.0",
     ]),
@@ -25,8 +25,8 @@ test("each platform, architecture and C library picks its own package", () => {
     [{ platform: "linux", arch: "arm", libc: "musl" }, "linux-arm-musleabihf"],
     [{ platform: "darwin", arch: "x64" }, "darwin-x64"],
     [{ platform: "darwin", arch: "arm64" }, "darwin-arm64"],
-    [{ platform: "win32", arch: "x64" }, "win32-x64-msvc"],
-    [{ platform: "win32", arch: "arm64" }, "win32-arm64-msvc"],
+    [{ platform: "win32", arch: "x64" }, "win32-x64-gnu"],
+    [{ platform: "win32", arch: "arm64" }, "win32-arm64-gnullvm"],
     [{ platform: "freebsd", arch: "x64" }, "freebsd-x64"],
   ];
   for (const [machine, id] of cases) {
@@ -78,7 +78,7 @@ test("this machine's platform id is its own", () => {
 
 test("with no addon, the fix fits the platform", () => {
   // A published platform whose package npm skipped: reinstall.
-  for (const id of ["linux-x64-gnu", "linux-arm64-musl", "darwin-arm64"]) {
+  for (const id of ["linux-x64-gnu", "linux-arm64-musl", "darwin-arm64", "win32-x64-gnu"]) {
     const fix = missingAddonFix(id, manifest, "22.19.0");
     assert.match(fix, new RegExp(`npm skipped the optional dependency @session-state/pi-${id}`));
     assert.match(fix, /pi install npm:@session-state\/pi@0\.1\.0/);
@@ -88,13 +88,13 @@ test("with no addon, the fix fits the platform", () => {
     assert.match(old, /this is Node 20\.20\.2, and the package needs Node 22\.19\.0 or newer/);
     assert.doesNotMatch(old, /optional/);
   }
-  // Windows: no prebuilt package yet, and how to build one.
-  for (const id of ["win32-x64-msvc", "win32-arm64-msvc"]) {
+  // Windows on an architecture with no package: what Windows has, and how to build one.
+  for (const id of ["win32-arm64-gnullvm", "win32-ia32-gnu"]) {
     const fix = missingAddonFix(id, manifest);
-    assert.match(fix, new RegExp(`no prebuilt addon exists yet for Windows \\(${id}\\)`));
+    assert.match(fix, new RegExp(`no prebuilt addon for Windows on this architecture \\(${id}; prebuilt for Windows: win32-x64-gnu\\)`));
     assert.match(fix, /npm ci && npm run build/);
     assert.match(fix, /MSVC/);
-    assert.match(fix, /WSL/);
+    assert.doesNotMatch(fix, /not.*yet/);
   }
   // Another platform: what is prebuilt, and the build from a checkout.
   const fix = missingAddonFix("freebsd-x64", manifest);

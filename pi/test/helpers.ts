@@ -30,10 +30,24 @@ export interface Read {
 /** What the test extension read, with the reference fold at the same moment. */
 export const probe: { reads: Read[]; errors: string[] } = ((globalThis as any).__stateProbe ??= { reads: [], errors: [] });
 
-/** A folder for one test (shared by the Pis it starts), removed when the test ends. */
+/**
+ * Removes a test's temporary folder. On Windows a folder whose files this process still
+ * holds open (the store's SQLite database stays open until the process exits) cannot be
+ * removed: EBUSY there leaves the folder in the temporary directory instead of failing a
+ * test whose checks all passed.
+ */
+export function removeTmpDir(dir: string): void {
+  try {
+    fs.rmSync(dir, { recursive: true, force: true });
+  } catch (e) {
+    if (process.platform !== "win32" || (e as NodeJS.ErrnoException).code !== "EBUSY") throw e;
+  }
+}
+
+/** A folder for one test (shared by the Pis it starts), removed when the test ends ({@link removeTmpDir}). */
 export function tmpDir(t: TestContext): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pi-state-"));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  t.after(() => removeTmpDir(dir));
   return dir;
 }
 

@@ -7,6 +7,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
 import { native } from "@session-state/pi/internal";
+import { removeTmpDir } from "./helpers.ts";
 
 const ts = "2026-12-01T10:00:00.000Z";
 
@@ -49,7 +50,7 @@ test("told which entry Pi appended, the memo answers the next write without read
     const third = state.prepareOnLast(file, "m2", ["e2", undefined], "set", "[3]", null, null);
     assert.equal(third, true, "the memo still answers");
   } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
+    removeTmpDir(dir);
   }
 });
 
@@ -65,7 +66,7 @@ test("a text the core prints otherwise gets the core's data, not the envelope of
     // A patch printed as its text: confirmed as well.
     assert.equal(state.prepareOnLast(file, "e2", [], "patch", '{"a":1}', "e2", "e1"), true);
   } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
+    removeTmpDir(dir);
   }
 });
 
@@ -88,7 +89,7 @@ test("not told, told twice, or told an entry under another parent, the memo does
       // The file's way gives the same decision.
       assert.deepEqual(JSON.parse(store.prepare(state, file, "e1", "set", "[2]", null) as string).value, [2]);
     } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
+      removeTmpDir(dir);
     }
   }
 });

@@ -10,7 +10,8 @@ test("pi -p /state:status prints the report on stdout", (t) => {
   const dir = tmpDir(t);
   const r = pi(dir, ["-p", "/state:status"]);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^session   [0-9a-f-]+ \(.*\.jsonl\)\ndatabase  .*\/agent\/sessions\/states\.sqlite.*\nlock      none\npi        this Pi: pid:\d+.*\nevents    none\n$/);
+  // The database's path with the platform's separator (`\` on Windows).
+  assert.match(r.stdout, /^session   [0-9a-f-]+ \(.*\.jsonl\)\ndatabase  .*[\\/]agent[\\/]sessions[\\/]states\.sqlite.*\nlock      none\npi        this Pi: pid:\d+.*\nevents    none\n$/);
 });
 
 test("pi -p --session FILE /state:history and /state:status report a saved session; JSON mode keeps stdout for events", async (t) => {

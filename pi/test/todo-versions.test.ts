@@ -8,6 +8,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { startPi, type TestPi } from "@session-state/pi/testing";
+import { removeTmpDir } from "./helpers.ts";
 
 const v1 = new URL("./todo-v1.ts", import.meta.url);
 const v2 = new URL("./todo-v2.ts", import.meta.url);
@@ -27,7 +28,7 @@ function lastLine(file: string): Record<string, any> {
 
 test("the todo list's state from version 1 to 2 to 3", async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "todo-"));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  t.after(() => removeTmpDir(dir));
 
   // Version 1 writes a session.
   let pi = await startPi({ dir, extensions: [v1] });

@@ -7,6 +7,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
+import { fileURLToPath } from "node:url";
 import { Type } from "typebox";
 import {
   openSessionState,
@@ -19,8 +20,9 @@ import {
 import { startPi, type TestPi } from "@session-state/pi/testing";
 import { fold, piCommand, tmpDir } from "./helpers.ts";
 
-const TODO_V1 = new URL("./todo-v1.ts", import.meta.url).pathname;
-const TODO_V2 = new URL("./todo-v2.ts", import.meta.url).pathname;
+// A file path on every platform (a URL's pathname is `/C:/…` on Windows).
+const TODO_V1 = fileURLToPath(new URL("./todo-v1.ts", import.meta.url));
+const TODO_V2 = fileURLToPath(new URL("./todo-v2.ts", import.meta.url));
 
 /** An inline extension that opens one state with `options` and hands it (and `pi`) to the test. */
 function opener<T>(options: SessionStateOptions<T>) {

