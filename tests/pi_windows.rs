@@ -19,9 +19,8 @@
 //!   EBADF), so the test reporter writes to a file (`--test-reporter-destination`).
 //!
 //! A named part of the package's `npm test` runs: every file but those of [`LEFT_OUT`],
-//! less the tests of [`SKIPPED_TESTS`], each with what stops it (most of them a
-//! difference of Windows itself: a test's cleanup cannot delete the database the process
-//! still holds open). `docs/pi-internals.md` lists them too.
+//! less the tests of [`SKIPPED_TESTS`], each with what stops it. `docs/pi-internals.md`
+//! lists them too.
 //!
 //! It packs nothing itself: `SESSION_STATE_PI_PACKED` names a folder that `npm run pack --
 //! --target x86_64-pc-windows-gnu` (or `--all`) wrote, so it is `#[ignore]`d in a plain
@@ -48,42 +47,27 @@ use std::sync::OnceLock;
 /// The platform package this test runs.
 const ID: &str = "win32-x64-gnu";
 
-/// Why most of the package's Node tests fail on Windows at their cleanup: each test removes
-/// its temporary folder when it ends, and the addon's store keeps the SQLite database in
-/// that folder (`agent/sessions/states.sqlite`) open until the process exits. Windows (real
-/// Windows as much as Wine) refuses to delete an open file: `rmSync` throws EBUSY, and the
-/// test fails although everything it checked passed.
-const OPEN_DATABASE: &str = "its cleanup removes a folder holding the store's open SQLite \
-     database, which Windows refuses (EBUSY) while the process holds it";
-
 /// Test files of the package's `npm test` that do not run here, each with what stops it on
 /// Windows; every other file runs, and all of its tests must pass.
 const LEFT_OUT: &[(&str, &str)] = &[
     (
         "test/pi.test.ts",
-        "OPEN_DATABASE; and it runs the CLI (SESSION_STATE_BIN), a Linux program here, and \
-         its killed-Pi test leaves the holder process running under Wine",
+        "it runs the CLI (SESSION_STATE_BIN), a Linux program here, and its killed-Pi test \
+         leaves the holder process running under Wine",
     ),
-    ("test/example.test.ts", OPEN_DATABASE),
-    ("test/testing.test.ts", OPEN_DATABASE),
-    ("test/versions.test.ts", OPEN_DATABASE),
-    ("examples/role.test.ts", OPEN_DATABASE),
-    ("examples/todo.test.ts", OPEN_DATABASE),
-    ("examples/tools.test.ts", OPEN_DATABASE),
     (
         "examples/plan-mode.test.ts",
-        "Pi's bash tool needs Git for Windows' bash.exe, which the Wine prefix lacks; and \
-         as for every example, OPEN_DATABASE",
+        "Pi's bash tool needs Git for Windows' bash.exe, which the Wine prefix lacks",
     ),
     (
         "examples/preset.test.ts",
         "the comparison replaces the working directory by its native path, and Pi writes it \
-         with forward slashes on Windows (C:/users/…); and OPEN_DATABASE",
+         with forward slashes on Windows (C:/users/…)",
     ),
     (
         "examples/tic-tac-toe.test.ts",
         "the comparison replaces the working directory by its native path, and Pi writes it \
-         with forward slashes on Windows (C:/users/…); and OPEN_DATABASE",
+         with forward slashes on Windows (C:/users/…)",
     ),
 ];
 
@@ -95,10 +79,9 @@ const SKIPPED_TESTS: &[(&str, &str)] = &[(
      Wine (spawnSync's status is null); its print-mode steps before it pass",
 )];
 
-/// How many tests pass in the files that run (`test/addon.test.ts`: 5,
-/// `test/sync.test.ts`: 1, `test/print.test.ts`: 2, less [`SKIPPED_TESTS`],
-/// `test/memo.test.ts`: 3, `test/todo-versions.test.ts`: 1).
-const KEPT_TESTS: u32 = 11;
+/// How many tests pass in the files that run (every file of `npm test` but [`LEFT_OUT`],
+/// less [`SKIPPED_TESTS`]).
+const KEPT_TESTS: u32 = 41;
 
 /// Wine's loader: Debian's path, else `wine64` on `PATH`.
 fn wine() -> PathBuf {

@@ -208,6 +208,8 @@ interface NativeStored {
 interface NativeStoreHandle {
   readonly databasePath: string;
   diagnostics(): string[];
+  /** Closes the database and every file the handle holds; later calls throw. */
+  close(): void;
   loadPending(bytes: Buffer): void;
   /** Any plugin's value as stored, whatever its version. */
   read(file: string | null, plugin: string, scope: string, at: string | null): string | null;
@@ -1235,7 +1237,7 @@ export function writeOut(stream: "stdout" | "stderr", text: string): void {
   }
 }
 
-/** @internal Forgets the stores whose database lies under `dir` (the testing kit removes it). */
+/** @internal Forgets and closes the stores whose database lies under `dir` (the testing kit removes it). */
 export function forgetStoresUnder(dir: string): void {
   const prefix = dir.endsWith(path.sep) ? dir : dir + path.sep;
   for (const [key, e] of stores) {
@@ -1245,7 +1247,11 @@ export function forgetStoresUnder(dir: string): void {
     } catch {
       continue;
     }
-    if (db.startsWith(prefix)) stores.delete(key);
+    if (db.startsWith(prefix)) {
+      stores.delete(key);
+      // At once, not when the handle is collected: Windows refuses to delete an open file.
+      e.store.close();
+    }
   }
   for (const [file, fd] of syncFds) {
     if (!file.startsWith(prefix)) continue;

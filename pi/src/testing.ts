@@ -322,7 +322,11 @@ function removeAtExit(dir: string): void {
   if (exitHook) return;
   exitHook = true;
   process.on("exit", () => {
-    for (const d of leftovers) fs.rmSync(d, { recursive: true, force: true });
+    for (const d of leftovers) {
+      // The stores' databases there are closed first: Windows refuses to delete an open file.
+      forgetStoresUnder(d);
+      fs.rmSync(d, { recursive: true, force: true });
+    }
   });
 }
 

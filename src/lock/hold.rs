@@ -66,8 +66,18 @@ pub(crate) type FileKey = (u64, u64);
 
 /// The [`FileKey`] of an open file.
 fn key_of(file: &File) -> io::Result<FileKey> {
-    let id = crate::log::io::FileIdentity::of_file(file)?;
-    Ok((id.dev, id.ino))
+    // The same pair as the log's `FileIdentity` (this layer is below the log's).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata()?;
+        Ok((meta.dev(), meta.ino()))
+    }
+    #[cfg(windows)]
+    {
+        let info = crate::os::windows::file_info(file)?;
+        Ok((info.volume, info.index))
+    }
 }
 
 /// Tries once to take the session lock through `file`: `Ok(false)` when another open file
@@ -411,7 +421,6 @@ mod ofd {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::io::{FileSystem, StdFileSystem};
     use std::io::{BufRead, Read, Write};
     use std::process::{Child, Command, Stdio};
 
@@ -460,97 +469,6 @@ pub(crate) mod tests {
         std::io::stdout().flush().expect("flush");
         let mut rest = Vec::new();
         std::io::stdin().read_to_end(&mut rest).expect("stdin");
-    }
-
-    /// Appends a line through a handle of its own without any lock, as Pi does, and reads
-    /// the file back: no lock of this crate covers a byte of content (Windows locks are
-    /// mandatory for the bytes they cover).
-    fn append_as_pi(path: &Path, line: &str) -> String {
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(path)
-            .expect("open for append");
-        f.write_all(line.as_bytes()).expect("Pi's append");
-        drop(f);
-        std::fs::read_to_string(path).expect("Pi's read")
-    }
-
-    /// A holder in another process keeps this process's holds and writers out at once
-    /// (told from a writer), is named by its pid, never stops Pi's own reads and appends,
-    /// and lets the next writer in at once when its process is killed.
-    #[cfg(any(target_os = "linux", windows))]
-    #[test]
-    fn a_holder_in_another_process_refuses_writers_at_once_and_dies_with_its_process() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("s.jsonl");
-        std::fs::write(&path, "{}\n").expect("write");
-        let mut child = helper(&[("SS_TEST_HOLD", path.to_str().expect("utf-8"))]);
-        assert_eq!(append_as_pi(&path, "{\"n\":1}\n"), "{}\n{\"n\":1}\n");
-        assert!(matches!(
-            hold(&path, Duration::from_secs(10)).expect("hold"),
-            Taken::Refused { holder: true, .. }
-        ));
-        let mut writer = StdFileSystem.open_append(&path).expect("open");
-        assert!(writer.holder_present(), "a holder, not a writer");
-        assert!(
-            !writer.lock(Duration::from_secs(10)).expect("lock"),
-            "refused"
-        );
-        let id = writer.identity().expect("identity");
-        assert_ne!(id, crate::io::FileIdentity::default());
-        let refusal = crate::lock::file::held(
-            &path,
-            Some((id.dev, id.ino)),
-            "write",
-            Duration::from_secs(10),
-            true,
-        );
-        let crate::lock::LockError::FileHeld { pid, initiator, .. } = &refusal else {
-            panic!("{refusal:?}")
-        };
-        assert_eq!(*pid, Some(child.id()), "{refusal}");
-        assert!(initiator.contains(";start:"), "{refusal}");
-        assert_eq!(held_by_another(&path), Some(true));
-
-        child.kill().expect("kill the holder");
-        child.wait().expect("wait");
-        assert!(writer.lock(Duration::ZERO).expect("lock"), "in at once");
-        assert!(!writer.holder_present());
-        writer.unlock().expect("unlock");
-        assert_eq!(held_by_another(&path), Some(false));
-        assert!(matches!(
-            hold(&path, Duration::ZERO).expect("hold"),
-            Taken::Held(_)
-        ));
-    }
-
-    /// Two writers of one file: the second finds a writer, not a holder (it waits), and
-    /// takes the lock once the first lets it go; Pi reads and appends beside both.
-    #[cfg(any(target_os = "linux", windows))]
-    #[test]
-    fn a_writer_waits_for_another_writer_and_pi_appends_beside_them() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("s.jsonl");
-        std::fs::write(&path, "{}\n").expect("write");
-        let mut first = StdFileSystem.open_append(&path).expect("open");
-        let mut second = StdFileSystem.open_append(&path).expect("open");
-        assert!(first.lock(Duration::ZERO).expect("lock"));
-        assert!(
-            !second.lock(Duration::ZERO).expect("lock"),
-            "one writer at a time"
-        );
-        assert!(!second.holder_present(), "a writer: wait, not refuse");
-        assert_eq!(held_by_another(&path), Some(false), "no holder");
-        assert_eq!(append_as_pi(&path, "{\"n\":1}\n"), "{}\n{\"n\":1}\n");
-        assert_eq!(first.write(b"{\"n\":2}\n").expect("append"), 8);
-        first.sync_data().expect("sync");
-        first.unlock().expect("unlock");
-        assert!(second.lock(Duration::ZERO).expect("lock"), "its turn");
-        second.unlock().expect("unlock");
-        assert_eq!(
-            std::fs::read_to_string(&path).expect("read"),
-            "{}\n{\"n\":1}\n{\"n\":2}\n"
-        );
     }
 
     /// A hold keeps every other open file's lock out, is counted within the process, and

@@ -293,7 +293,7 @@ pub(crate) fn open_status(file: &File) -> io::Result<Option<OpenStatus>> {
         len: meta.len(),
         links,
         written_last,
-        changed: super::known::change_stamp(&meta),
+        changed: change_stamp(&meta),
     }))
 }
 
@@ -495,9 +495,25 @@ pub(crate) fn create_durably(
         .map_err(failed(Step::SyncDir))
 }
 
+/// A stamp of the file's last change: its modification and change times mixed. A
+/// same-length rewrite moves at least the change time, which no user-level tool can set
+/// back (`cp -p`, `touch -r` and `rsync -t` restore only the modification time). Two looks
+/// with the same stamp saw no write in between, unless both fell within one tick of the
+/// file system's clock (`docs/durability.md` says which clocks tick how).
+pub(crate) fn change_stamp(meta: &Meta) -> i64 {
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as i64);
+    let ctime = meta.change_time().map_or(0, |(ctime, _)| ctime);
+    mtime ^ ctime.rotate_left(29)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lock::hold::{Taken, held_by_another, hold};
 
     /// A file's identity (Unix: device and inode; Windows: volume serial number and file
     /// index) is the same through a hard link and from an open file, another file's is
@@ -535,5 +551,99 @@ mod tests {
                 .expect("the platform tells it");
             assert_eq!(status.links, 1);
         }
+    }
+
+    // The session file's lock (`crate::lock::hold`) beside this layer's append files.
+
+    /// Appends a line through a handle of its own without any lock, as Pi does, and reads
+    /// the file back: no lock of this crate covers a byte of content (Windows locks are
+    /// mandatory for the bytes they cover).
+    fn append_as_pi(path: &Path, line: &str) -> String {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .expect("open for append");
+        f.write_all(line.as_bytes()).expect("Pi's append");
+        drop(f);
+        std::fs::read_to_string(path).expect("Pi's read")
+    }
+
+    /// A holder in another process keeps this process's holds and writers out at once
+    /// (told from a writer), is named by its pid, never stops Pi's own reads and appends,
+    /// and lets the next writer in at once when its process is killed.
+    #[cfg(any(target_os = "linux", windows))]
+    #[test]
+    fn a_holder_in_another_process_refuses_writers_at_once_and_dies_with_its_process() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, "{}\n").expect("write");
+        let mut child =
+            crate::lock::hold::tests::helper(&[("SS_TEST_HOLD", path.to_str().expect("utf-8"))]);
+        assert_eq!(append_as_pi(&path, "{\"n\":1}\n"), "{}\n{\"n\":1}\n");
+        assert!(matches!(
+            hold(&path, Duration::from_secs(10)).expect("hold"),
+            Taken::Refused { holder: true, .. }
+        ));
+        let mut writer = StdFileSystem.open_append(&path).expect("open");
+        assert!(writer.holder_present(), "a holder, not a writer");
+        assert!(
+            !writer.lock(Duration::from_secs(10)).expect("lock"),
+            "refused"
+        );
+        let id = writer.identity().expect("identity");
+        assert_ne!(id, FileIdentity::default());
+        let refusal = crate::lock::file::held(
+            &path,
+            Some((id.dev, id.ino)),
+            "write",
+            Duration::from_secs(10),
+            true,
+        );
+        let crate::lock::LockError::FileHeld { pid, initiator, .. } = &refusal else {
+            panic!("{refusal:?}")
+        };
+        assert_eq!(*pid, Some(child.id()), "{refusal}");
+        assert!(initiator.contains(";start:"), "{refusal}");
+        assert_eq!(held_by_another(&path), Some(true));
+
+        child.kill().expect("kill the holder");
+        child.wait().expect("wait");
+        assert!(writer.lock(Duration::ZERO).expect("lock"), "in at once");
+        assert!(!writer.holder_present());
+        writer.unlock().expect("unlock");
+        assert_eq!(held_by_another(&path), Some(false));
+        assert!(matches!(
+            hold(&path, Duration::ZERO).expect("hold"),
+            Taken::Held(_)
+        ));
+    }
+
+    /// Two writers of one file: the second finds a writer, not a holder (it waits), and
+    /// takes the lock once the first lets it go; Pi reads and appends beside both.
+    #[cfg(any(target_os = "linux", windows))]
+    #[test]
+    fn a_writer_waits_for_another_writer_and_pi_appends_beside_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, "{}\n").expect("write");
+        let mut first = StdFileSystem.open_append(&path).expect("open");
+        let mut second = StdFileSystem.open_append(&path).expect("open");
+        assert!(first.lock(Duration::ZERO).expect("lock"));
+        assert!(
+            !second.lock(Duration::ZERO).expect("lock"),
+            "one writer at a time"
+        );
+        assert!(!second.holder_present(), "a writer: wait, not refuse");
+        assert_eq!(held_by_another(&path), Some(false), "no holder");
+        assert_eq!(append_as_pi(&path, "{\"n\":1}\n"), "{}\n{\"n\":1}\n");
+        assert_eq!(first.write(b"{\"n\":2}\n").expect("append"), 8);
+        first.sync_data().expect("sync");
+        first.unlock().expect("unlock");
+        assert!(second.lock(Duration::ZERO).expect("lock"), "its turn");
+        second.unlock().expect("unlock");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            "{}\n{\"n\":1}\n{\"n\":2}\n"
+        );
     }
 }

@@ -16,20 +16,8 @@ const END_BYTES: usize = 32;
 /// ([`End::still_then_end`]); more cost a second one.
 const ONE_READ: u64 = 4096;
 
-/// A stamp of the file's last change: its modification and change times mixed. A
-/// same-length rewrite moves at least the change time, which no user-level tool can set
-/// back (`cp -p`, `touch -r` and `rsync -t` restore only the modification time). Two looks
-/// with the same stamp saw no write in between, unless both fell within one tick of the
-/// file system's clock (`docs/durability.md` says which clocks tick how).
-pub(crate) fn change_stamp(meta: &Meta) -> i64 {
-    let mtime = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as i64);
-    let ctime = meta.change_time().map_or(0, |(ctime, _)| ctime);
-    mtime ^ ctime.rotate_left(29)
-}
+/// A stamp of the file's last change ([`super::io::change_stamp`], beside `Meta`).
+pub(crate) use super::io::change_stamp;
 
 /// One look at a file: its length and its change stamp, from the same `stat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

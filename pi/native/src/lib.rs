@@ -408,7 +408,8 @@ fn op_of(key: &StateKey, op: &str, argument: Option<&str>) -> napi::Result<Op> {
 /// The store handle, as one Pi extension instance uses it.
 #[napi]
 pub struct NativeStore {
-    store: Store,
+    /// `None` once [`NativeStore::close`]d.
+    store: Option<Store>,
     /// The entries Pi holds in memory before it has created the file.
     pending: Option<SessionLog>,
     /// The session file, opened on first use by `history` and `branchKey` (which need
@@ -440,7 +441,7 @@ impl NativeStore {
         }
         let store = Store::open(options).map_err(js_err)?;
         Ok(NativeStore {
-            store,
+            store: Some(store),
             pending: None,
             file_log: None,
             background: Arc::new(Mutex::new(None)),
@@ -450,18 +451,35 @@ impl NativeStore {
 
     /// The projection database's path.
     #[napi(getter)]
-    pub fn database_path(&self) -> String {
-        self.store.database_path().to_string_lossy().into_owned()
+    pub fn database_path(&self) -> napi::Result<String> {
+        Ok(self.store()?.database_path().to_string_lossy().into_owned())
+    }
+
+    /// Closes the handle: the database's connection, the logs read and every file they
+    /// hold, at once rather than when JavaScript's garbage collector gets to the handle
+    /// (Windows refuses to delete a file a process holds open: the testing kit closes the
+    /// stores under a folder before it removes it). Every later call throws.
+    #[napi]
+    pub fn close(&mut self) {
+        self.store = None;
+        self.pending = None;
+        self.file_log = None;
+        self.background_for = None;
+        *self
+            .background
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     /// Settings problems met while resolving the location, one message each.
     #[napi]
-    pub fn diagnostics(&self) -> Vec<String> {
-        self.store
+    pub fn diagnostics(&self) -> napi::Result<Vec<String>> {
+        Ok(self
+            .store()?
             .diagnostics()
             .iter()
             .map(ToString::to_string)
-            .collect()
+            .collect())
     }
 
     /// Hands over the entries Pi holds in memory (header first, one JSON line each)
@@ -543,14 +561,14 @@ impl NativeStore {
             (_, None) => (None, 1, None),
             (Some(f), Some(at)) => {
                 let s = self
-                    .store
+                    .store()?
                     .read_versioned(Path::new(f), key.plugin_id(), key.scope(), Some(at))
                     .map_err(js_err)?;
                 (s.value, s.state_version, s.entry)
             }
             // The last event of the fold says all three.
             (None, Some(at)) => {
-                let st = self.store.state_of(&key);
+                let st = self.store()?.state_of(&key);
                 let log = self.log_at(None, Some(at))?;
                 let last = st.history(log).map_err(js_err)?.pop();
                 match last {
@@ -650,7 +668,7 @@ impl NativeStore {
         scope: String,
         at: Option<String>,
     ) -> napi::Result<String> {
-        let st = self.store.state_of(&key_of(&plugin, &scope)?);
+        let st = self.store()?.state_of(&key_of(&plugin, &scope)?);
         let log = self.log_at(file.as_deref(), at.as_deref())?;
         let h = st.history(log).map_err(js_err)?;
         Ok(json::to_string(&history_rows(h)))
@@ -668,7 +686,7 @@ impl NativeStore {
         scope: String,
         at: Option<String>,
     ) -> napi::Result<String> {
-        let st = self.store.state_of(&key_of(&plugin, &scope)?);
+        let st = self.store()?.state_of(&key_of(&plugin, &scope)?);
         let (h, refused) = match self.log_at(file.as_deref(), at.as_deref()) {
             Ok(log) => (st.history(log).map_err(js_err)?, None),
             Err(strict) => {
@@ -741,7 +759,7 @@ impl NativeStore {
     /// of `session-state status --json` (`pi` left out when no Pi holds the session).
     #[napi]
     pub fn status(&self, session_id: String) -> napi::Result<String> {
-        let st = self.store.session_status(&session_id).map_err(js_err)?;
+        let st = self.store()?.session_status(&session_id).map_err(js_err)?;
         let report = serde_json::to_value(inspect::status_report(&st)).map_err(js_err)?;
         Ok(json::to_string(&report))
     }
@@ -755,7 +773,7 @@ impl NativeStore {
         session_id: String,
         file: Option<String>,
     ) -> napi::Result<bool> {
-        let cleared = self.store.clear_lock(&session_id).map_err(js_err)?;
+        let cleared = self.store()?.clear_lock(&session_id).map_err(js_err)?;
         // Every log read of a file is dropped, the background one too: the file at the
         // path may be another one now, and the next read parses whatever is there.
         self.file_log = None;
@@ -765,8 +783,8 @@ impl NativeStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
         if let Some(f) = file.filter(|f| Path::new(f).exists()) {
-            self.store.forget(&f).map_err(js_err)?;
-            self.store.catch_up(&f).map_err(js_err)?;
+            self.store()?.forget(&f).map_err(js_err)?;
+            self.store()?.catch_up(&f).map_err(js_err)?;
         }
         Ok(cleared)
     }
@@ -774,7 +792,7 @@ impl NativeStore {
     /// Records that this Pi process holds `session_id` (docs/spec.md §9).
     #[napi]
     pub fn enter_presence(&self, session_id: String, file: Option<String>) -> napi::Result<()> {
-        self.store
+        self.store()?
             .enter_presence(&session_id, file.as_deref())
             .map_err(js_err)
     }
@@ -782,17 +800,24 @@ impl NativeStore {
     /// Removes this process's presence row of `session_id`.
     #[napi]
     pub fn leave_presence(&self, session_id: String) -> napi::Result<bool> {
-        self.store.leave_presence(&session_id).map_err(js_err)
+        self.store()?.leave_presence(&session_id).map_err(js_err)
     }
 
     /// Brings the projection of `file` up to date (after Pi created or appended to it).
     #[napi]
     pub fn catch_up(&self, file: String) -> napi::Result<()> {
-        self.store.catch_up(&file).map(|_| ()).map_err(js_err)
+        self.store()?.catch_up(&file).map(|_| ()).map_err(js_err)
     }
 }
 
 impl NativeStore {
+    /// The store, unless [`NativeStore::close`]d.
+    fn store(&self) -> napi::Result<&Store> {
+        self.store
+            .as_ref()
+            .ok_or_else(|| js_err("this session-state store handle was closed"))
+    }
+
     /// Starts parsing `file` on a background thread, once per file.
     fn parse_in_background(&mut self, file: &str) {
         let path = PathBuf::from(file);
@@ -832,18 +857,18 @@ impl NativeStore {
                 if let Some((_, log)) = slot.as_mut().filter(|(p, _)| p == Path::new(f)) {
                     log.refresh().map_err(js_err)?;
                     if log.entry(at).is_some() {
-                        return Ok(self.store.state_of(key).read_at(log, at));
+                        return Ok(self.store()?.state_of(key).read_at(log, at));
                     }
                 }
                 drop(slot);
-                Ok(self.store.state_of(key).read_file_value(f, Some(at)))
+                Ok(self.store()?.state_of(key).read_file_value(f, Some(at)))
             }
             None => {
                 let log = self.pending.as_ref().ok_or_else(|| {
                     js_err("no session file and no entries handed over (loadPending)")
                 })?;
                 Ok(match at {
-                    Some(at) => self.store.state_of(key).read_at(log, at),
+                    Some(at) => self.store()?.state_of(key).read_at(log, at),
                     None => Ok(None),
                 })
             }
