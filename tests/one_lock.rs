@@ -310,6 +310,17 @@ fn the_queue_file_cannot_open_a_way_around_the_lock_and_is_never_followed() {
     }
 }
 
+/// `session-state write FILE --plugin p --value VALUE --db DB`, run to its end.
+fn cli_write(file: &Path, value: &str, db: &Path) -> std::process::Output {
+    common::cli()
+        .args(["write"])
+        .arg(file)
+        .args(["--plugin", "p", "--value", value, "--db"])
+        .arg(db)
+        .output()
+        .expect("run the CLI")
+}
+
 /// The rows of the two earlier releases, as they take them: schema 5 with a plain `INSERT`
 /// in its own transaction (no announcement, no file lock: a process that connected before
 /// the database was upgraded), schema 6 with the row and its announcement through the
@@ -380,13 +391,7 @@ fn an_earlier_releases_row_refuses_this_releases_writers_on_every_path() {
             other => panic!("{release}: write_file while the row stands: {other:?}"),
         }
         // The CLI, through the same database.
-        let out = common::cli()
-            .args(["write"])
-            .arg(&file)
-            .args(["--plugin", "p", "--value", "7", "--db"])
-            .arg(&db)
-            .output()
-            .expect("run the CLI");
+        let out = cli_write(&file, "7", &db);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{release}: {stderr}");
         assert!(
@@ -412,13 +417,7 @@ fn an_earlier_releases_row_refuses_this_releases_writers_on_every_path() {
         state
             .write_file(&file, None, &json!({"file": 2}))
             .expect("free again");
-        let out = common::cli()
-            .args(["write"])
-            .arg(&file)
-            .args(["--plugin", "p", "--value", "8", "--db"])
-            .arg(&db)
-            .output()
-            .expect("run the CLI");
+        let out = cli_write(&file, "8", &db);
         assert_eq!(
             out.status.code(),
             Some(0),
