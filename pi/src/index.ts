@@ -23,19 +23,16 @@
  * kit share with it is `@session-state/pi/internal` (`internal.ts`): no promise is made
  * about it.
  */
-export {
-  branchKey,
-  openSessionState,
-  STATE_PREFIX,
-  StateMigrationError,
-  StateValidationError,
-  StateVersionError,
-  type HistoryEntry,
-  type PiContext,
-  type PiHandle,
-  type Scope,
-  type SessionState,
-  type SessionStateOptions,
-  type StoredValue,
-  type Validate,
-} from "./state.ts";
+export { STATE_PREFIX } from "./native.ts";
+export { branchKey, openSessionState } from "./state.ts";
+export { StateMigrationError, StateValidationError, StateVersionError } from "./errors.ts";
+export type {
+  HistoryEntry,
+  PiContext,
+  PiHandle,
+  Scope,
+  SessionState,
+  SessionStateOptions,
+  StoredValue,
+  Validate,
+} from "./types.ts";

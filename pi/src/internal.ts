@@ -1,29 +1,15 @@
 /**
  * `@session-state/pi/internal`: what the package's extension (`extension.ts`), its testing
- * kit (`testing.ts`) and its own tests share with the implementation (`state.ts`), kept
- * out of the main entry. No promise is made about these names: they change with the
- * package.
+ * kit (`testing.ts`) and its own tests share with the implementation (`state.ts` and the
+ * modules beside it), kept out of the main entry. No promise is made about these names:
+ * they change with the package.
  */
-export {
-  closeSession,
-  eventCountReport,
-  eventCountsOf,
-  eventOf,
-  forgetStoresUnder,
-  historyOf,
-  historyReportOf,
-  invalidateAll,
-  native,
-  newerStatesOf,
-  registerRenderer,
-  shared,
-  storedAt,
-  storeFor,
-  syncSession,
-  transcriptEnabled,
-  valueAt,
-  writeOut,
-  type EventCount,
-  type NewerState,
-  type OpenedState,
-} from "./state.ts";
+export { eventOf } from "./event.ts";
+export { native } from "./native.ts";
+export { writeOut } from "./output.ts";
+export { eventCountReport, eventCountsOf, historyOf, historyReportOf, newerStatesOf, storedAt, valueAt } from "./queries.ts";
+export { closeSession, syncSession } from "./session-file.ts";
+export { shared } from "./shared.ts";
+export { forgetStoresUnder, invalidateAll, storeFor } from "./stores.ts";
+export { registerRenderer, transcriptEnabled } from "./transcript.ts";
+export type { EventCount, NewerState, OpenedState } from "./types.ts";

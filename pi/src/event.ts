@@ -1,0 +1,107 @@
+/**
+ * The event Pi appends and keeps, as an object: the core's printed `data`, built around
+ * the caller's own text when the core printed exactly its envelope, from a fresh copy of
+ * the caller's value when that prints as the text.
+ */
+import type { Scope } from "./types.ts";
+
+/**
+ * @internal The event object Pi appends, for `data`, the core's JSON text of it. When that text is
+ * exactly the envelope of the caller's own text (`argument`, what `encode` printed: the
+ * usual case), the object is built around `argument` alone ([`envelopeOf`]), which spares
+ * parsing the envelope; otherwise `data` is parsed whole. A fresh object either way: Pi
+ * keeps it, and the caller may change its value afterwards. `version`: the state's
+ * (an event of version N > 1 is `{"v":2,"stateVersion":N,…}`). `original`: the value (or
+ * patch) `argument` was printed from, copied rather than parsed when it can be.
+ */
+export function eventOf(
+  data: string,
+  scope: Scope,
+  op: "set" | "patch" | "drop",
+  argument: string | null,
+  version = 1,
+  original?: unknown,
+): unknown {
+  const head = version > 1 ? `{"v":2,"stateVersion":${version},"scope":"${scope}","op":"` : `{"v":1,"scope":"${scope}","op":"`;
+  if (op === "drop") {
+    if (data === `${head}drop"}`) return envelopeOf(scope, op, null, version);
+  } else if (argument !== null && data === `${head}${op}","${op === "set" ? "value" : "patch"}":${argument}}`) {
+    return envelopeOf(scope, op, argument, version, original);
+  }
+  return JSON.parse(data);
+}
+
+/**
+ * The event object of `op` with the caller's text `argument` (`null` for a drop): the
+ * envelope the core prints for it, as an object whose value is a fresh copy of `original`
+ * when that prints as `argument` ([`copyPrinting`]), else a parse of `argument`.
+ */
+export function envelopeOf(scope: Scope, op: "set" | "patch" | "drop", argument: string | null, version: number, original?: unknown): unknown {
+  const of = (text: string) => copyPrinting(original, text) ?? JSON.parse(text);
+  if (version > 1) {
+    if (op === "drop" || argument === null) return { v: 2, stateVersion: version, scope, op };
+    return op === "set" ? { v: 2, stateVersion: version, scope, op, value: of(argument) } : { v: 2, stateVersion: version, scope, op, patch: of(argument) };
+  }
+  if (op === "drop" || argument === null) return { v: 1, scope, op };
+  return op === "set" ? { v: 1, scope, op, value: of(argument) } : { v: 1, scope, op, patch: of(argument) };
+}
+
+const NOT_PLAIN = Symbol("not plain");
+
+/**
+ * A fresh copy of `value` made of plain objects, arrays and JSON's primitives, when it is
+ * such a value itself and the copy prints as `text` (what `JSON.stringify(value)` printed);
+ * else `undefined`, and the caller parses `text`. It spares that parse, which costs more
+ * than the copy when the caches are cold, as they are after Pi's `fdatasync`. Anything
+ * `JSON.stringify` would print otherwise than it is (a `toJSON`, an instance of a class,
+ * an `undefined` or a function in an array) is not copied; the check against `text`
+ * catches the rest (a getter that answers differently, a proxy).
+ */
+function copyPrinting(value: unknown, text: string): unknown {
+  if (value === undefined) return undefined;
+  const copy = plainCopy(value, 0);
+  if (copy === NOT_PLAIN || JSON.stringify(copy) !== text) return undefined;
+  return copy;
+}
+
+/** `copyPrinting`'s walk: the copy of `v` at `depth`, or `NOT_PLAIN`. */
+function plainCopy(v: unknown, depth: number): unknown {
+  switch (typeof v) {
+    case "string":
+    case "boolean":
+      return v;
+    case "number":
+      // -0 prints as 0.
+      return Number.isFinite(v) ? (v === 0 ? 0 : v) : NOT_PLAIN;
+    case "object": {
+      if (v === null) return null;
+      if (depth > 64 || typeof (v as { toJSON?: unknown }).toJSON === "function") return NOT_PLAIN;
+      if (Array.isArray(v)) {
+        if (Object.getPrototypeOf(v) !== Array.prototype) return NOT_PLAIN;
+        const out: unknown[] = new Array(v.length);
+        for (let i = 0; i < v.length; i++) {
+          const m = v[i];
+          if (m === undefined || typeof m === "function" || typeof m === "symbol") return NOT_PLAIN;
+          const c = plainCopy(m, depth + 1);
+          if (c === NOT_PLAIN) return NOT_PLAIN;
+          out[i] = c;
+        }
+        return out;
+      }
+      const proto = Object.getPrototypeOf(v);
+      if (proto !== Object.prototype && proto !== null) return NOT_PLAIN;
+      const out: Record<string, unknown> = {};
+      for (const k of Object.keys(v)) {
+        const m = (v as Record<string, unknown>)[k];
+        // JSON.stringify leaves these members out.
+        if (m === undefined || typeof m === "function" || typeof m === "symbol") continue;
+        const c = plainCopy(m, depth + 1);
+        if (c === NOT_PLAIN) return NOT_PLAIN;
+        out[k] = c;
+      }
+      return out;
+    }
+    default:
+      return NOT_PLAIN;
+  }
+}

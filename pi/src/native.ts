@@ -1,0 +1,107 @@
+/**
+ * The addon as this package calls it: its classes and functions, loaded once
+ * (`addon.ts` finds the file), and the one way its errors are rethrown.
+ */
+import { loadAddon } from "./addon.ts";
+
+/** A value stored under another version than the state's (the addon's `StoredState`). */
+export interface NativeStored {
+  /** The value as stored (JSON text); missing when absent, and for a newer version (not read). */
+  value?: string | null;
+  stateVersion: number;
+  entry?: string | null;
+  /** The core's refusal, for a version newer than the state's. */
+  refusal?: string | null;
+}
+
+export interface NativeStoreHandle {
+  readonly databasePath: string;
+  diagnostics(): string[];
+  /** Closes the database and every file the handle holds; later calls throw. */
+  close(): void;
+  loadPending(bytes: Buffer): void;
+  /** Any plugin's value as stored, whatever its version. */
+  read(file: string | null, plugin: string, scope: string, at: string | null): string | null;
+  /** A state's value: JSON text or `null` at the state's version, else what is stored. */
+  readState(state: NativeStateHandle, file: string | null, at: string | null): string | null | NativeStored;
+  /** JSON text `{value?, stateVersion, entry}`: the value as stored, its version and the entry that set it. */
+  readStored(file: string | null, plugin: string, scope: string, at: string | null): string;
+  prepare(
+    state: NativeStateHandle,
+    file: string | null,
+    at: string | null,
+    op: string,
+    argument: string | null,
+    migrated: string | null,
+  ): string | null | NativeStored;
+  history(file: string | null, plugin: string, scope: string, at: string | null): string;
+  historyReport(file: string | null, plugin: string, scope: string, at: string | null): string;
+  eventCounts(file: string | null): string;
+  branchKey(file: string | null, at: string | null): string | null;
+  status(sessionId: string): string;
+  forceRefresh(sessionId: string, file: string | null): boolean;
+  enterPresence(sessionId: string, file: string | null): void;
+  leavePresence(sessionId: string): boolean;
+  catchUp(file: string): void;
+}
+
+/** One state (plugin id, scope and version, checked by the core) and the core's memo of its last decided event. */
+export interface NativeStateHandle {
+  readonly customType: string;
+  readonly version: number;
+  /**
+   * `prepare` on top of the state's last event, when the core finds Pi's leaf standing on
+   * it. `since`: Pi's entries from the leaf up, newest first, as many as Pi appended after
+   * it, two values each: its `parentId` and its `customType` (`undefined` when absent; the
+   * first pair is the leaf's, each next one its parent's). `appended`: the entry Pi
+   * appended for the last decided event, under `appendedParent`, told once (`null` when
+   * told already); the memo keeps the event only when that is where it was decided. The
+   * data, `true` when it is the envelope of `argument` itself (its value printed as
+   * `argument`), `null` (unchanged) or `false` (cannot answer so).
+   */
+  prepareOnLast(
+    file: string,
+    leaf: string | null,
+    since: (string | undefined)[],
+    op: string,
+    argument: string | null,
+    appended: string | null,
+    appendedParent: string | null,
+  ): string | boolean | null;
+  /** Forgets the last event. */
+  forget(): void;
+  /** The value the last decided patch leaves (JSON text), kept when the state was made with `keepAfter`. */
+  takeAfter(): string | null;
+}
+
+interface NativeModule {
+  NativeStore: new (databasePath: string | null, cwd: string, trust: "trusted" | "untrusted" | "pi") => NativeStoreHandle;
+  NativeState: new (plugin: string, scope: string, version: number, keepAfter: boolean) => NativeStateHandle;
+  /** The customType prefix of state events. */
+  statePrefix(): string;
+  /** Checks a plugin id and a scope name; returns the state's customType. */
+  stateKey(plugin: string, scope: string): string;
+  /** The core's refusal of a value JavaScript found unwritable: `kind` `not-json`, `non-finite` or `too-deep`. */
+  valueError(plugin: string, kind: "not-json" | "non-finite" | "too-deep", detail: string): string;
+}
+
+/** @internal The addon (`addon.ts` finds it: `SESSION_STATE_PI_ADDON`, `native/`, the platform package). */
+export const native: NativeModule = loadAddon<NativeModule>();
+
+/** Calls the addon; its errors already carry the core's message. */
+export function call<R>(f: () => R): R {
+  try {
+    return f();
+  } catch (e) {
+    rethrow(e);
+  }
+}
+
+/** An addon's error as a plain `Error` with its message (the core's). */
+export function rethrow(e: unknown): never {
+  if (e instanceof Error) throw new Error(e.message);
+  throw e;
+}
+
+/** The customType prefix of state events (`session-state/`), from the core. */
+export const STATE_PREFIX: string = native.statePrefix();
