@@ -1,8 +1,9 @@
-//! The harness of the command line's tests (`tests/cli_*.rs`, one file per command): the
-//! `session-state` binary, run for real in a scrubbed environment (only `HOME`,
-//! `PI_CODING_AGENT_DIR` and `PATH` are set, each test in its own temporary folder), with
-//! insta snapshots of what a user sees. Paths, ids, session ids, timestamps and lock
-//! holders are filtered out of the snapshots; the assertions check them structurally.
+//! The harness of the command line's tests (`tests/cli_*.rs`, one file per command, and
+//! `tests/cli_versions.rs`): the `session-state` binary, run for real in a scrubbed
+//! environment (only `HOME`, `PI_CODING_AGENT_DIR` and `PATH` are set, each test in its
+//! own temporary folder), with insta snapshots of what a user sees. Paths, ids, session
+//! ids, timestamps and lock holders are filtered out of the snapshots; the assertions
+//! check them structurally.
 //!
 //! `docs/cli.md` shows outputs taken from these snapshots.
 //!
@@ -114,6 +115,26 @@ impl World {
         s.add_filter(r"taken \d+ s ago", "taken [N] s ago");
         s.add_filter(r"expires in \d+ s", "expires in [N] s");
         s
+    }
+
+    /// A command that must succeed; what it printed.
+    pub fn ok(&self, args: &[&str]) -> Out {
+        let out = self.run(args);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.shown());
+        out
+    }
+
+    /// A write that must append: the new entry's id.
+    pub fn appended(&self, args: &[&str]) -> String {
+        let id = self.ok(args).line();
+        assert_eq!(id.len(), 8, "{args:?}: an entry id: {id:?}");
+        id
+    }
+
+    /// The file's last line.
+    pub fn last_line(&self) -> String {
+        let text = std::fs::read_to_string(self.file()).unwrap();
+        text.lines().last().unwrap().to_owned()
     }
 
     /// A SQLite store of this world (created by the first command that opens it).
@@ -264,7 +285,9 @@ impl Out {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.shown()))
     }
+    /// The one line printed (an entry id, a value): more or fewer lines fail the test.
     pub fn line(&self) -> String {
+        assert_eq!(self.stdout.lines().count(), 1, "{}", self.shown());
         self.stdout.trim_end().to_owned()
     }
 }
