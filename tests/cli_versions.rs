@@ -1,150 +1,58 @@
 //! State versions on the command line (`docs/cli.md`): `write --version`, the version a
 //! `patch`, `drop` and plain `write` keep, `read --json`, `history`, and the version in
-//! `replay` and `tree`. The real binary in a scrubbed environment (only `HOME`,
-//! `PI_CODING_AGENT_DIR` and `PATH`), on a copy of `fixtures/example.jsonl` in a
-//! temporary folder per test; every versioned event is written by the CLI itself.
+//! `replay` and `tree`. The real binary through the command line's harness
+//! (`common::cli`: a scrubbed environment, only `HOME`, `PI_CODING_AGENT_DIR` and `PATH`),
+//! on a copy of `fixtures/example.jsonl` in a temporary folder per test; every versioned
+//! event is written by the CLI itself.
 //!
 //! The example's ids: `role` is set at 4ccd8d6b (line 4, `{"name":"reviewer"}`), on the
 //! path to both tips, and at d0ecd23b (line 14, `{"name":"writer"}`) on the leaf's branch
 //! only; `todo` is patched in session scope at e8ce2848 (line 8) and c7909563 (line 11).
 //! The tips are ddd707d7 and 65e66c1c, the leaf.
 
-use crate::common;
+use crate::common::cli::{EDGE, World};
 use serde_json::{Value, json};
 use session_state::{Error, StateError};
-use std::path::PathBuf;
 
-const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/example.jsonl");
 const FIRST_TIP: &str = "ddd707d7";
 const LEAF: &str = "65e66c1c";
 
-/// One test's world: `root/home`, `root/agent` (= `$PI_CODING_AGENT_DIR`), and `root/work`
-/// (the current directory) holding `s.jsonl`, a copy of the example session.
-struct World {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    work: PathBuf,
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn shown(&self) -> String {
-        format!(
-            "exit: {}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.shown()))
-    }
-    /// The one line printed (an entry id, a value).
-    fn line(&self) -> String {
-        assert_eq!(self.stdout.lines().count(), 1, "{}", self.shown());
-        self.stdout.trim_end().to_owned()
-    }
-}
-
-impl World {
-    fn new() -> World {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap();
-        let work = root.join("work");
-        std::fs::create_dir_all(&work).unwrap();
-        std::fs::create_dir_all(root.join("home")).unwrap();
-        std::fs::copy(EXAMPLE, work.join("s.jsonl")).unwrap();
-        World {
-            _tmp: tmp,
-            root,
-            work,
-        }
-    }
-
-    fn file(&self) -> PathBuf {
-        self.work.join("s.jsonl")
-    }
-
-    fn default_db(&self) -> PathBuf {
-        self.root.join("agent/sessions/states.sqlite")
-    }
-
-    fn run(&self, args: &[&str]) -> Out {
-        let o = common::cli()
-            .env("HOME", self.root.join("home"))
-            .env("PI_CODING_AGENT_DIR", self.root.join("agent"))
-            .current_dir(&self.work)
-            .args(args)
-            .output()
-            .unwrap();
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
-    }
-
-    /// A command that must succeed; what it printed.
-    fn ok(&self, args: &[&str]) -> Out {
-        let out = self.run(args);
-        assert_eq!(out.code, 0, "{args:?}: {}", out.shown());
-        out
-    }
-
-    /// A write that must append: the new entry's id.
-    fn appended(&self, args: &[&str]) -> String {
-        let id = self.ok(args).line();
-        assert_eq!(id.len(), 8, "{args:?}: an entry id: {id:?}");
-        id
-    }
-
-    /// The file's last line.
-    fn last_line(&self) -> String {
-        let text = std::fs::read_to_string(self.file()).unwrap();
-        text.lines().last().unwrap().to_owned()
-    }
-
-    /// `role` set on the leaf's branch at version 2, then at version 3, by the CLI: the
-    /// two entry ids.
-    fn role_at_2_then_3(&self) -> (String, String) {
-        let v2 = self.appended(&[
-            "write",
-            "s.jsonl",
-            "--plugin",
-            "role",
-            "--value",
-            r#"{"name":"writer","tone":"plain"}"#,
-            "--version",
-            "2",
-        ]);
-        assert!(
-            self.last_line()
-                .contains(r#""data":{"v":2,"stateVersion":2,"scope":"branch","op":"set""#),
-            "{}",
-            self.last_line()
-        );
-        let v3 = self.appended(&[
-            "write",
-            "s.jsonl",
-            "--plugin",
-            "role",
-            "--value",
-            r#"{"who":{"name":"writer"},"tone":"plain"}"#,
-            "--version",
-            "3",
-        ]);
-        assert!(
-            self.last_line()
-                .contains(r#""data":{"v":2,"stateVersion":3,"scope":"branch","op":"set""#),
-            "{}",
-            self.last_line()
-        );
-        (v2, v3)
-    }
+/// `role` set on the leaf's branch at version 2, then at version 3, by the CLI: the two
+/// entry ids.
+fn role_at_2_then_3(w: &World) -> (String, String) {
+    let v2 = w.appended(&[
+        "write",
+        "s.jsonl",
+        "--plugin",
+        "role",
+        "--value",
+        r#"{"name":"writer","tone":"plain"}"#,
+        "--version",
+        "2",
+    ]);
+    assert!(
+        w.last_line()
+            .contains(r#""data":{"v":2,"stateVersion":2,"scope":"branch","op":"set""#),
+        "{}",
+        w.last_line()
+    );
+    let v3 = w.appended(&[
+        "write",
+        "s.jsonl",
+        "--plugin",
+        "role",
+        "--value",
+        r#"{"who":{"name":"writer"},"tone":"plain"}"#,
+        "--version",
+        "3",
+    ]);
+    assert!(
+        w.last_line()
+            .contains(r#""data":{"v":2,"stateVersion":3,"scope":"branch","op":"set""#),
+        "{}",
+        w.last_line()
+    );
+    (v2, v3)
 }
 
 /// The library's own message for a refused newer version, word for word.
@@ -160,14 +68,14 @@ fn newer_message(plugin: &str, stored: u32, known: u32, entry: &str) -> String {
 
 #[test]
 fn read_json_shows_the_version_and_the_entry_that_set_the_value() {
-    let w = World::new();
+    let w = World::example();
     // Version 1: the event without a stateVersion.
     let out = w.ok(&["read", "s.jsonl", "--plugin", "role", "--json"]);
     assert_eq!(
         out.json(),
         json!({"value": {"name": "writer"}, "stateVersion": 1, "entry": "d0ecd23b"})
     );
-    let (_, v3) = w.role_at_2_then_3();
+    let (_, v3) = role_at_2_then_3(&w);
     let out = w.ok(&["read", "s.jsonl", "--plugin", "role", "--json"]);
     assert_eq!(
         out.json(),
@@ -205,7 +113,7 @@ fn read_json_shows_the_version_and_the_entry_that_set_the_value() {
 
 #[test]
 fn read_json_tells_an_absent_value_from_a_written_null() {
-    let w = World::new();
+    let w = World::example();
     // Never written: no "value", version 1, no entry; exit 1 as a plain read.
     let out = w.run(&["read", "s.jsonl", "--plugin", "nobody", "--json"]);
     assert_eq!(out.code, 1, "{}", out.shown());
@@ -220,7 +128,7 @@ fn read_json_tells_an_absent_value_from_a_written_null() {
     );
     assert!(out.stdout.contains("\"value\": null"), "{}", out.stdout);
     // Dropped at version 3: absent, and the drop is the entry, at the version it kept.
-    w.role_at_2_then_3();
+    role_at_2_then_3(&w);
     let dropped = w.appended(&["drop", "s.jsonl", "--plugin", "role"]);
     let out = w.run(&["read", "s.jsonl", "--plugin", "role", "--json"]);
     assert_eq!(out.code, 1, "{}", out.shown());
@@ -231,8 +139,8 @@ fn read_json_tells_an_absent_value_from_a_written_null() {
 
 #[test]
 fn patch_drop_and_a_plain_write_keep_the_stored_version() {
-    let w = World::new();
-    w.role_at_2_then_3();
+    let w = World::example();
+    role_at_2_then_3(&w);
     // A patch on a version-3 value is a version-3 patch.
     let patched = w.appended(&[
         "patch",
@@ -326,8 +234,8 @@ fn patch_drop_and_a_plain_write_keep_the_stored_version() {
 
 #[test]
 fn write_version_is_recorded_as_given_and_an_older_one_is_refused() {
-    let w = World::new();
-    let (_, v3) = w.role_at_2_then_3();
+    let w = World::example();
+    let (_, v3) = role_at_2_then_3(&w);
     let before = std::fs::read(w.file()).unwrap();
     // Older than the stored version: the library's refusal, then what to pass; nothing
     // written, the file byte for byte as it was.
@@ -446,8 +354,8 @@ fn write_version_is_recorded_as_given_and_an_older_one_is_refused() {
 
 #[test]
 fn history_lists_each_events_op_version_and_value() {
-    let w = World::new();
-    let (v2, v3) = w.role_at_2_then_3();
+    let w = World::example();
+    let (v2, v3) = role_at_2_then_3(&w);
     let patched = w.appended(&[
         "patch",
         "s.jsonl",
@@ -598,14 +506,14 @@ fn history_lists_each_events_op_version_and_value() {
         assert_eq!(out.json()["events"], json!([]));
     }
     // The history is folded from the file: it never creates the projection database.
-    let fresh = World::new();
+    let fresh = World::example();
     fresh.ok(&["history", "s.jsonl", "--plugin", "role"]);
     assert!(!fresh.default_db().exists());
 }
 
 #[test]
 fn history_errors_exit_2_naming_what_failed() {
-    let w = World::new();
+    let w = World::example();
     let cases: &[(&[&str], &str)] = &[
         (
             &["history", "s.jsonl", "--plugin", "role", "--at", "deadbeef"],
@@ -633,10 +541,7 @@ fn history_errors_exit_2_naming_what_failed() {
     }
     // A corrupt file: the strict reader's error with its line and offset.
     std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/edge/corrupt-middle.jsonl"
-        ),
+        format!("{EDGE}/corrupt-middle.jsonl"),
         w.work.join("c.jsonl"),
     )
     .unwrap();
@@ -648,14 +553,7 @@ fn history_errors_exit_2_naming_what_failed() {
         out.stderr
     );
     // A bad event of the plugin names its entry.
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/edge/bad-envelope.jsonl"
-        ),
-        w.work.join("b.jsonl"),
-    )
-    .unwrap();
+    std::fs::copy(format!("{EDGE}/bad-envelope.jsonl"), w.work.join("b.jsonl")).unwrap();
     let out = w.run(&["history", "b.jsonl", "--plugin", "role"]);
     assert_eq!(out.code, 2, "{}", out.shown());
     assert!(out.stderr.contains("role"), "{}", out.stderr);
@@ -663,10 +561,10 @@ fn history_errors_exit_2_naming_what_failed() {
 
 #[test]
 fn replay_and_tree_show_versions_other_than_1() {
-    let w = World::new();
+    let w = World::example();
     let before = w.ok(&["replay", "s.jsonl"]).stdout;
     assert!(!before.contains("stateVersion"), "{before}");
-    let (_, v3) = w.role_at_2_then_3();
+    let (_, v3) = role_at_2_then_3(&w);
     // The other branch at version 4, and session scope at version 2.
     w.appended(&[
         "write",
@@ -788,8 +686,8 @@ fn replay_and_tree_show_versions_other_than_1() {
 
 #[test]
 fn a_stored_session_has_the_same_versions() {
-    let w = World::new();
-    let url = format!("sqlite://{}", w.root.join("store.sqlite").display());
+    let w = World::example();
+    let url = w.store_url();
     let id = w.ok(&["import", "s.jsonl", "--store", &url]).line();
     let stored = |args: &[&str]| {
         let mut a = vec![args[0], id.as_str()];

@@ -7,10 +7,21 @@ mod common;
 mod api_surface;
 mod architecture;
 mod bad_input;
-// Some helpers serve only the tests that need Unix (symlinks, FIFOs, signals).
+// The command line's tests, one file per command, over one harness (`common::cli`).
+mod cli_force_refresh;
+mod cli_help;
+// Some imports serve only the tests that need Unix (symlinks, FIFOs).
 #[cfg_attr(not(unix), allow(unused))]
-mod cli;
+mod cli_list;
+mod cli_messages;
+mod cli_read;
+mod cli_replay;
+mod cli_status;
+mod cli_store;
+mod cli_tree;
+mod cli_verify;
 mod cli_versions;
+mod cli_write;
 mod concurrency;
 mod conformance;
 mod corruption;

@@ -2,6 +2,7 @@
 
 pub mod backend;
 pub mod cargo_env;
+pub mod cli;
 pub mod examples;
 pub mod holders;
 #[cfg(feature = "postgres")]
