@@ -302,11 +302,8 @@ impl Target for LogTarget<'_> {
         // What stands in the database is at most a dead holder's row deleted; a commit
         // that fails after the append leaves the append standing (it is durable).
         let (conn, _) = self.db.write_parts();
-        if let Err(e) = lock::end_write(conn) {
-            tracing::debug!(error = %e, "the write's transaction did not commit");
-            if !conn.is_autocommit() {
-                crate::sqlite::end_transaction(conn, "ROLLBACK");
-            }
+        if let Err(e) = crate::sqlite::commit(conn) {
+            tracing::debug!(error = %e, "the write's transaction did not commit; rolled back");
         }
     }
 }
