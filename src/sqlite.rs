@@ -1,7 +1,8 @@
 //! SQLite's error, wrapped so that no rusqlite type is part of the public API; what
 //! both SQLite databases of the crate (the projection and the SQLite session store)
 //! share: the look at a file's first bytes that begins their "is this file ours" check,
-//! and the switch to WAL; and the end of a transaction whatever happens. A leaf: it
+//! and the switch to WAL; and the one transaction bracket ([`begin`] … [`commit`] or
+//! [`rollback`], and [`immediate`] around a closure). A leaf: it
 //! imports nothing of the crate, and `error`, `lock`, `projection` and `persistence` use
 //! it.
 
@@ -130,19 +131,146 @@ pub(crate) fn checkpoint_big_wal(conn: &rusqlite::Connection, db: &std::path::Pa
     }
 }
 
-/// Ends the open transaction with `how` (`"COMMIT"` or `"ROLLBACK"`), and rolls back
-/// if that fails with the transaction still open: the connection is left outside any
-/// transaction. For paths that have their answer (or error) already; a failure leaves
-/// only a `tracing` line.
-pub(crate) fn end_transaction(conn: &rusqlite::Connection, how: &str) {
-    if let Err(e) = conn.execute_batch(how) {
-        tracing::debug!(error = %e, how, "the transaction did not end as asked; if it is still open, a ROLLBACK ends it");
-        if !conn.is_autocommit()
-            && let Err(e) = conn.execute_batch("ROLLBACK")
-        {
-            tracing::debug!(error = %e, "the rollback failed too: the transaction stays open, and the next BEGIN on this connection fails");
+/// The step of a transaction bracket that failed ([`immediate`]): its name, for an error
+/// message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// `BEGIN`: nothing was done.
+    Begin,
+    /// `COMMIT`: the transaction is rolled back (if it was still open).
+    Commit,
+}
+
+impl Step {
+    /// What the step was doing, as an error message names it.
+    pub(crate) fn doing(self) -> &'static str {
+        match self {
+            Step::Begin => "starting a transaction",
+            Step::Commit => "committing",
         }
     }
+}
+
+/// How a transaction whose body succeeded ends ([`immediate_ending`], [`end_transaction`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// `COMMIT`: what the body wrote stands.
+    Commit,
+    /// `ROLLBACK`: the body wrote nothing worth keeping.
+    Rollback,
+}
+
+// The crate's one SQLite transaction bracket: every `BEGIN IMMEDIATE`, `COMMIT` and
+// `ROLLBACK` of the crate is here (`tests/architecture.rs` checks it). The statements are
+// prepared once per connection (`prepare_cached`): a write on an open log runs `begin`
+// and `commit` every time, and parses neither again.
+
+/// Opens a write transaction on `conn`: `BEGIN IMMEDIATE`, which takes SQLite's write lock
+/// (waiting at most the connection's busy timeout). The caller ends it with [`commit`],
+/// [`rollback`] or [`end_transaction`]; [`immediate`] does all three around a closure.
+pub(crate) fn begin(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    conn.prepare_cached("BEGIN IMMEDIATE")?
+        .execute([])
+        .map(drop)
+}
+
+/// Opens a read transaction on `conn`: `BEGIN` (deferred): the reads that follow see one
+/// version of the database. Ended by [`rollback`] ([`reading`] does both).
+fn begin_read(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    conn.prepare_cached("BEGIN")?.execute([]).map(drop)
+}
+
+/// Commits the open transaction. A failed `COMMIT` that leaves the transaction open is
+/// rolled back: the connection is outside any transaction either way.
+pub(crate) fn commit(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let done = conn
+        .prepare_cached("COMMIT")
+        .and_then(|mut q| q.execute([]));
+    match done {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            rollback(conn);
+            Err(e)
+        }
+    }
+}
+
+/// Rolls back the open transaction, if there is one; a failure leaves only a `tracing`
+/// line.
+pub(crate) fn rollback(conn: &rusqlite::Connection) {
+    if !conn.is_autocommit()
+        && let Err(e) = conn.execute_batch("ROLLBACK")
+    {
+        tracing::debug!(error = %e, "the rollback failed: the transaction stays open, and the next BEGIN on this connection fails");
+    }
+}
+
+/// Ends the open transaction as `how` says, and rolls back if a commit fails: the
+/// connection is left outside any transaction. For paths that have their answer (or
+/// error) already; a failure leaves only a `tracing` line.
+pub(crate) fn end_transaction(conn: &rusqlite::Connection, how: End) {
+    match how {
+        End::Commit => {
+            if let Err(e) = commit(conn) {
+                tracing::debug!(error = %e, "the transaction did not commit; rolled back");
+            }
+        }
+        End::Rollback => rollback(conn),
+    }
+}
+
+/// Runs `body` in one write transaction on `conn` ([`begin`]): committed when it returns
+/// `Ok`, rolled back when it returns `Err`. A failed `BEGIN` or `COMMIT` is `fail`'s
+/// error for that [`Step`]. The body may commit and begin again itself (a catch-up
+/// committing chunk by chunk): whatever it leaves open is ended here.
+pub(crate) fn immediate<T, E>(
+    conn: &rusqlite::Connection,
+    fail: impl FnOnce(Step, rusqlite::Error) -> E,
+    body: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
+) -> Result<T, E> {
+    immediate_ending(conn, fail, |conn| body(conn).map(|t| (t, End::Commit)))
+}
+
+/// [`immediate`] whose body also says how the transaction ends when it succeeds: a body
+/// that found nothing to do rolls back.
+pub(crate) fn immediate_ending<T, E>(
+    conn: &rusqlite::Connection,
+    fail: impl FnOnce(Step, rusqlite::Error) -> E,
+    body: impl FnOnce(&rusqlite::Connection) -> Result<(T, End), E>,
+) -> Result<T, E> {
+    if let Err(e) = begin(conn) {
+        return Err(fail(Step::Begin, e));
+    }
+    match body(conn) {
+        Ok((t, End::Commit)) => match commit(conn) {
+            Ok(()) => Ok(t),
+            Err(e) => Err(fail(Step::Commit, e)),
+        },
+        Ok((t, End::Rollback)) => {
+            rollback(conn);
+            Ok(t)
+        }
+        Err(e) => {
+            rollback(conn);
+            Err(e)
+        }
+    }
+}
+
+/// Runs `body` in one read transaction on `conn`: what it reads is one version of the
+/// database. Nothing is written; the transaction is rolled back. A failed `BEGIN` is
+/// `fail`'s error.
+pub(crate) fn reading<T, E>(
+    conn: &rusqlite::Connection,
+    fail: impl FnOnce(rusqlite::Error) -> E,
+    body: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
+) -> Result<T, E> {
+    if let Err(e) = begin_read(conn) {
+        return Err(fail(e));
+    }
+    let r = body(conn);
+    rollback(conn);
+    r
 }
 
 /// Whether SQLite's error says the file is damaged or not a database.
@@ -236,4 +364,106 @@ fn printable_start(bytes: &[u8]) -> String {
         out.push('…');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(conn: &rusqlite::Connection) -> i64 {
+        conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .expect("count")
+    }
+
+    #[test]
+    fn the_bracket_commits_on_ok_rolls_back_otherwise_and_leaves_no_transaction_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("b.sqlite");
+        let conn = open(
+            &path,
+            std::time::Duration::from_secs(5),
+            Synchronous::Full,
+            None,
+        )
+        .expect("open");
+        conn.execute_batch("CREATE TABLE t(x)").expect("table");
+        let fail = |step: Step, e: rusqlite::Error| format!("{}: {e}", step.doing());
+        let insert = |c: &rusqlite::Connection| {
+            c.execute("INSERT INTO t VALUES (1)", [])
+                .map(drop)
+                .map_err(|e| e.to_string())
+        };
+        // Ok: committed.
+        immediate(&conn, fail, insert).expect("committed");
+        assert_eq!(count(&conn), 1);
+        assert!(conn.is_autocommit());
+        // Err: rolled back, the body's error returned.
+        let err = immediate(&conn, fail, |c| {
+            insert(c)?;
+            Err::<(), _>("the body failed".to_owned())
+        })
+        .expect_err("the body's error");
+        assert_eq!(err, "the body failed");
+        assert_eq!(count(&conn), 1);
+        assert!(conn.is_autocommit());
+        // A body that found nothing to keep: rolled back, its answer returned.
+        let kept = immediate_ending(&conn, fail, |c| {
+            insert(c)?;
+            Ok((7, End::Rollback))
+        })
+        .expect("an answer");
+        assert_eq!((kept, count(&conn)), (7, 1));
+        assert!(conn.is_autocommit());
+        // It takes SQLite's write lock: another connection's bracket waits, then fails
+        // with the step that could not begin, and leaves nothing open.
+        let other = open(&path, std::time::Duration::ZERO, Synchronous::Full, None).expect("open");
+        begin(&conn).expect("begin");
+        let refused = immediate(&other, fail, insert).expect_err("busy");
+        assert!(refused.starts_with("starting a transaction: "), "{refused}");
+        assert!(other.is_autocommit());
+        // The body may commit and begin again itself: what it leaves open is ended.
+        commit(&conn).expect("commit");
+        immediate(&conn, fail, |c| {
+            insert(c)?;
+            commit(c).map_err(|e| e.to_string())?;
+            begin(c).map_err(|e| e.to_string())?;
+            insert(c)
+        })
+        .expect("two commits");
+        assert_eq!(count(&conn), 3);
+        assert!(conn.is_autocommit());
+        // A commit that fails (a constraint deferred to the commit) rolls back.
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON;
+             CREATE TABLE p(id INTEGER PRIMARY KEY);
+             CREATE TABLE c(p REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED);",
+        )
+        .expect("tables");
+        let err = immediate(&conn, fail, |c| {
+            c.execute("INSERT INTO c VALUES (9)", [])
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .expect_err("the commit fails");
+        assert!(err.starts_with("committing: "), "{err}");
+        assert!(conn.is_autocommit());
+        let orphans: i64 = conn
+            .query_row("SELECT count(*) FROM c", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(orphans, 0);
+        // A read transaction sees one version and writes nothing.
+        let n = reading(&conn, |e| e.to_string(), |c| Ok(count(c))).expect("read");
+        assert_eq!(n, 3);
+        assert!(conn.is_autocommit());
+        // The paths that have their answer already end it either way.
+        begin(&conn).expect("begin");
+        insert(&conn).expect("insert");
+        end_transaction(&conn, End::Rollback);
+        assert_eq!(count(&conn), 3);
+        begin(&conn).expect("begin");
+        insert(&conn).expect("insert");
+        end_transaction(&conn, End::Commit);
+        assert_eq!(count(&conn), 4);
+        assert!(conn.is_autocommit());
+    }
 }

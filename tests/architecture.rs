@@ -18,6 +18,13 @@
 //! name a file of the repository and a function defined in it exactly once (in code, not
 //! in a comment), and no function may be named by two rows, so that the map can point
 //! neither at nothing nor at two places.
+//!
+//! The table between its `homes:begin` and `homes:end` markers names, for a rule that has
+//! one home, the patterns that define it (`"BEGIN`, `transaction_with_behavior`,
+//! `Landed::`, the envelope's keys as printed, …) and the files or folders where they may
+//! stand: a pattern found anywhere else in `src/` (in code or a string literal, not in a
+//! comment, nor in test code) fails, naming the file and line, so a rule written a second
+//! time cannot go unseen.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -65,9 +72,25 @@ fn sources() -> Vec<Source> {
 /// `text` with every comment (doc comments and their links included) and every string
 /// and char literal replaced by spaces, so that only code is left to search.
 pub(crate) fn code_of(text: &str) -> String {
+    stripped(text, false)
+}
+
+/// `text` with every comment replaced by spaces, and, unless `keep_literals`, every
+/// string and char literal too.
+fn stripped(text: &str, keep_literals: bool) -> String {
     let b = text.as_bytes();
     let mut out = b.to_vec();
+    let blank_comment = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to.min(b.len())] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
     let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        if keep_literals {
+            return;
+        }
         for c in &mut out[from..to.min(b.len())] {
             if *c != b'\n' {
                 *c = b' ';
@@ -81,7 +104,7 @@ pub(crate) fn code_of(text: &str) -> String {
             while i < b.len() && b[i] != b'\n' {
                 i += 1;
             }
-            blank(&mut out, start, i);
+            blank_comment(&mut out, start, i);
         } else if b[i..].starts_with(b"/*") {
             let mut depth = 0;
             while i < b.len() {
@@ -98,7 +121,7 @@ pub(crate) fn code_of(text: &str) -> String {
                     i += 1;
                 }
             }
-            blank(&mut out, start, i);
+            blank_comment(&mut out, start, i);
         } else if b[i] == b'r' && starts_literal(b, i) && matches!(b.get(i + 1), Some(b'"' | b'#'))
         {
             // A raw string: r"…", r#"…"#, br#"…"#.
@@ -749,6 +772,164 @@ fn every_rule_in_the_table_names_one_function_that_exists() {
     );
 }
 
+/// One row of the homes table: a rule written once, the patterns that define it (text
+/// that any code writing the rule again would contain), and its home: the files (or
+/// folders, ending in `/`) where those patterns may stand.
+#[derive(Debug, PartialEq)]
+struct Home {
+    /// The row's line in the document (1-based).
+    line: usize,
+    rule: String,
+    patterns: Vec<String>,
+    homes: Vec<String>,
+}
+
+/// The pieces of `cell` between backticks.
+fn quoted(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The rows of the table between the `homes:begin` and `homes:end` markers of `doc`:
+/// `| rule | patterns | home |`, each pattern and each home in backticks. A row of any
+/// other shape is a problem, and so is a table without rows.
+fn homes_in(doc: &str) -> Result<Vec<Home>, Vec<String>> {
+    let (Some(begin), Some(end)) = (
+        doc.find("<!-- homes:begin -->"),
+        doc.find("<!-- homes:end -->"),
+    ) else {
+        return Err(vec![
+            "docs/architecture.md has no `<!-- homes:begin -->` … `<!-- homes:end -->` table"
+                .to_owned(),
+        ]);
+    };
+    let first_line = doc[..begin].lines().count() + 1;
+    let mut homes = Vec::new();
+    let mut problems = Vec::new();
+    let rows = doc[begin..end]
+        .lines()
+        .enumerate()
+        .filter(|(_, row)| row.trim().starts_with('|'))
+        .skip(2); // the header and the separator
+    for (k, row) in rows {
+        let line = first_line + k;
+        let cells: Vec<&str> = row
+            .trim()
+            .trim_matches('|')
+            .split(" | ")
+            .map(str::trim)
+            .collect();
+        let (patterns, places) = match cells.as_slice() {
+            [_, p, h] => (quoted(p), quoted(h)),
+            _ => (Vec::new(), Vec::new()),
+        };
+        if patterns.is_empty() || places.is_empty() || patterns.iter().any(String::is_empty) {
+            problems.push(format!(
+                "docs/architecture.md:{line}: a home's row is `| rule | `pattern` … | \
+                 `src/file.rs` … |`, not: {row}"
+            ));
+            continue;
+        }
+        homes.push(Home {
+            line,
+            rule: cells[0].to_owned(),
+            patterns,
+            homes: places,
+        });
+    }
+    if homes.is_empty() && problems.is_empty() {
+        problems.push("docs/architecture.md: the homes table has no rows".to_owned());
+    }
+    if problems.is_empty() {
+        Ok(homes)
+    } else {
+        Err(problems)
+    }
+}
+
+/// `code` with the items under `#[cfg(test)]` (a test module, a test helper) blanked:
+/// a test's fixture may spell out what the rule writes (the line it expects).
+fn without_tests(code: &str) -> String {
+    let mut out = code.as_bytes().to_vec();
+    let mut from = 0;
+    while let Some(k) = code[from..].find("#[cfg(test)]") {
+        let at = from + k;
+        let Some(open) = code[at..].find(['{', ';']).map(|o| at + o) else {
+            break;
+        };
+        let end = if code.as_bytes()[open] == b'{' {
+            block_end(code, open)
+        } else {
+            open + 1
+        };
+        for c in &mut out[at..end] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+        from = end;
+    }
+    String::from_utf8(out).expect("only whole items were replaced")
+}
+
+/// Every place where a rule's defining pattern stands outside its home, in `files`
+/// (comments and test code left out; string literals searched, as SQL and printed JSON
+/// live in them). A file named `tests.rs` is test code.
+fn written_twice(homes: &[Home], files: &[Source]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for f in files {
+        if f.rel == "tests.rs" || f.rel.ends_with("/tests.rs") {
+            continue;
+        }
+        let path = format!("src/{}", f.rel);
+        let text = without_tests(&stripped(&f.text, true));
+        for h in homes {
+            let at_home = h.homes.iter().any(|home| match home.strip_suffix('/') {
+                Some(dir) => path.starts_with(&format!("{dir}/")),
+                None => path == *home,
+            });
+            if at_home {
+                continue;
+            }
+            for p in &h.patterns {
+                for (i, _) in text.match_indices(p.as_str()) {
+                    let line = text[..i].matches('\n').count() + 1;
+                    problems.push(format!(
+                        "{path}:{line}: `{p}` writes the rule \"{}\" (docs/architecture.md:{}) \
+                         outside its home {}: call the home instead",
+                        h.rule,
+                        h.line,
+                        h.homes.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn no_rule_is_written_outside_its_home() {
+    let homes = homes_in(&architecture_doc()).unwrap_or_else(|p| panic!("{}", p.join("\n")));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let missing: Vec<String> = homes
+        .iter()
+        .flat_map(|h| &h.homes)
+        .filter(|home| !root.join(home).exists())
+        .map(|home| format!("docs/architecture.md: the home {home} does not exist"))
+        .collect();
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+    let problems = written_twice(&homes, &sources());
+    assert!(
+        problems.is_empty(),
+        "a rule with one home is written again elsewhere:\n{}",
+        problems.join("\n")
+    );
+}
+
 /// The checks above on small sources written here: they can fail.
 mod parser {
     use super::*;
@@ -966,5 +1147,58 @@ mod parser {
         );
         assert!(rules_in("no markers").is_err());
         assert!(rules_in("<!-- rules:begin -->\n<!-- rules:end -->").is_err());
+    }
+
+    #[test]
+    fn a_rule_written_outside_its_home_is_found_and_a_test_fixture_is_not() {
+        let doc = "<!-- homes:begin -->\n| rule | patterns | home |\n|---|---|---|\n\
+                   | the bracket | `\"BEGIN` `transaction_with_behavior` | `src/sqlite.rs` |\n\
+                   | the Tx | `.transaction()` | `src/persistence/postgres/` |\n\
+                   <!-- homes:end -->\n";
+        let homes = homes_in(doc).expect("a table");
+        assert_eq!(homes.len(), 2);
+        assert_eq!(homes[0].patterns, ["\"BEGIN", "transaction_with_behavior"]);
+        assert_eq!(homes[0].line, 4);
+        let files = src(&[
+            (
+                "sqlite.rs",
+                "fn begin(c: &C) { c.execute(\"BEGIN IMMEDIATE\") }\n",
+            ),
+            (
+                "projection/prune.rs",
+                "// \"BEGIN in a comment\n\
+                 fn f(c: &C) {\n    c.execute_batch(\"BEGIN IMMEDIATE\");\n}\n\
+                 #[cfg(test)]\nmod tests {\n    const L: &str = \"BEGIN\";\n}\n",
+            ),
+            (
+                "persistence/postgres/mod.rs",
+                "fn g(c: &mut C) { c.transaction(); }\n",
+            ),
+            (
+                "store/presence.rs",
+                "fn h(c: &mut C) { c.transaction(); }\n",
+            ),
+            ("json/tests.rs", "const T: &str = \"BEGIN\";\n"),
+        ]);
+        let problems = written_twice(&homes, &files);
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert!(
+            problems[0].starts_with(
+                "src/projection/prune.rs:3: `\"BEGIN` writes the rule \"the bracket\""
+            ),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].starts_with("src/store/presence.rs:1: `.transaction()`"),
+            "{problems:?}"
+        );
+        let bad = "<!-- homes:begin -->\n| rule | patterns | home |\n|---|---|---|\n\
+                   | a rule | no pattern | `src/x.rs` |\n<!-- homes:end -->";
+        let problems = homes_in(bad).expect_err("a row without a pattern");
+        assert!(
+            problems[0].contains("docs/architecture.md:4"),
+            "{problems:?}"
+        );
+        assert!(homes_in("no markers").is_err());
     }
 }

@@ -208,7 +208,7 @@ pub(crate) fn confirm(question: &str) -> Result<bool, Failure> {
 
 pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
     let db = args.db.resolve()?;
-    let (log, _) = open_log_lenient(&args.file)?;
+    let (mut log, _) = open_log_lenient(&args.file)?;
     let session_id = log.session_id().to_owned();
     if !db.exists() {
         // Nothing cached and no lock; creating a database here would be a side effect
@@ -250,7 +250,7 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
                 return Ok(1);
             }
         }
-        store.clear_lock(&session_id).map_err(fail)?;
+        // Cleared below, with the rest of the sequence.
         let _ = writeln!(
             out,
             "cleared the lock held by {} ({})",
@@ -280,7 +280,7 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
                         " and there is no terminal to ask on"
                     }
                 );
-                emit_text(&out)?;
+                // Nothing was changed: the lock is left as it is too.
                 eprintln!("{}", term_safe(&message));
                 return Ok(1);
             } else {
@@ -292,7 +292,9 @@ pub(crate) fn force_refresh(args: ForceRefreshArgs) -> CmdResult {
             let _ = writeln!(out, "cleared the presence row of the Pi {}", p.holder);
         }
     }
-    store.forget(&args.file).map_err(fail)?;
+    // The one force-refresh sequence: the lock row cleared, the caches of the file
+    // dropped, the file read again; then the rows rebuilt, to say what was read.
+    store.force_refresh(&mut log).map_err(fail)?;
     let c = store.catch_up(&args.file).map_err(fail)?;
     let _ = writeln!(
         out,

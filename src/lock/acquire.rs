@@ -5,7 +5,7 @@ use super::identity::assess_raw;
 use super::presence;
 use super::table::{LEASE, Row, ensure_schema, lease, now_ms, read_row};
 use super::{Holder, Liveness, WriterQueue};
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 use std::path::Path;
 
 /// Why a row stands in a writer's way: `Err` refuses (a live or unknown holder within its
@@ -92,15 +92,14 @@ pub(crate) fn begin_write(
     clear: &mut ClearRows,
 ) -> Result<(), Refused> {
     let err = || LockError::database("acquire the lock", session_id);
-    // Prepared once per connection: a write runs this and `end_write` every time.
-    conn.prepare_cached("BEGIN IMMEDIATE")
-        .and_then(|mut q| q.execute([]))
-        .map_err(err())?;
+    // The crate's one bracket, its statements prepared once per connection: a write runs
+    // this and its commit every time.
+    crate::sqlite::begin(conn).map_err(err())?;
     // Read in the transaction: the version of the database this write sees.
     let version = match database_version(conn) {
         Ok(v) => v,
         Err(e) => {
-            crate::sqlite::end_transaction(conn, "ROLLBACK");
+            crate::sqlite::rollback(conn);
             return Err(err()(e));
         }
     };
@@ -137,7 +136,7 @@ pub(crate) fn begin_write(
     })();
     match &judged {
         Err(_) => {
-            crate::sqlite::end_transaction(conn, "ROLLBACK");
+            crate::sqlite::rollback(conn);
         }
         // Nothing deleted: the rows are as they were read.
         Ok(()) if conn.total_changes() == version.1 => {
@@ -222,12 +221,6 @@ impl ClearRows {
     }
 }
 
-/// Commits the transaction [`begin_write`] opened (which wrote at most a dead holder's row
-/// deletion). On `Err` the caller rolls back what is still open.
-pub(crate) fn end_write(conn: &Connection) -> rusqlite::Result<()> {
-    conn.prepare_cached("COMMIT")?.execute([]).map(drop)
-}
-
 /// Takes the write lock on `session_id` for `holder` at time `now_ms` (ms since the Unix
 /// epoch), as a row that stands until released ([`crate::Store::lock`]). Tests inject
 /// the holder and the time.
@@ -254,24 +247,26 @@ pub(crate) fn acquire_at<'c>(
 ) -> Result<LockGuard<'c>, Refused> {
     let err = || LockError::database("acquire the lock", session_id);
     let holder_str = holder.to_string();
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(err())?;
-    ensure_schema(&tx).map_err(err())?;
-    let row = read_row(&tx, session_id, true).map_err(err())?;
-    judge(row, &holder_str, session_id, action, now_ms, &tx, None)?;
-    tx.prepare_cached(
-        "INSERT INTO write_lock (session_id, holder, acquired_at, action) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (session_id) DO UPDATE SET
-             holder = excluded.holder,
-             acquired_at = excluded.acquired_at,
-             action = excluded.action",
-    )
-    .and_then(|mut q| q.execute(params![session_id, holder_str, now_ms, action]))
-    .map_err(err())?;
-    // The writers on the fast path are told before the row commits (docs/lock.md).
-    queue.announce_row("acquire the lock", session_id)?;
-    tx.commit().map_err(err())?;
+    crate::sqlite::immediate(
+        conn,
+        |_, e| Refused::from(err()(e)),
+        |tx| {
+            ensure_schema(tx).map_err(err())?;
+            let row = read_row(tx, session_id, true).map_err(err())?;
+            judge(row, &holder_str, session_id, action, now_ms, tx, None)?;
+            tx.prepare_cached(
+                "INSERT INTO write_lock (session_id, holder, acquired_at, action) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (session_id) DO UPDATE SET
+                     holder = excluded.holder,
+                     acquired_at = excluded.acquired_at,
+                     action = excluded.action",
+            )
+            .and_then(|mut q| q.execute(params![session_id, holder_str, now_ms, action]))
+            .map_err(err())?;
+            // The writers on the fast path are told before the row commits (docs/lock.md).
+            queue.announce_row("acquire the lock", session_id)
+        },
+    )?;
     Ok(LockGuard {
         conn,
         session_id: session_id.to_owned(),
@@ -407,7 +402,7 @@ mod tests {
         begin_write(&conn, &q, &c, "s", "write", file, &mut ClearRows::default()).expect("no row");
         assert!(!conn.is_autocommit(), "the transaction stays open");
         assert_eq!(holder_of(&conn), None, "no row is written for the write");
-        conn.execute_batch("COMMIT").expect("commit");
+        crate::sqlite::commit(&conn).expect("commit");
 
         let parent = Holder::for_pid(std::os::unix::process::parent_id())
             .expect("the parent runs")
@@ -426,7 +421,7 @@ mod tests {
         plant(&conn, &parent, now_ms() - LEASE_MS - 1);
         begin_write(&conn, &q, &c, "s", "write", file, &mut ClearRows::default())
             .expect("an expired lease");
-        conn.execute_batch("COMMIT").expect("commit");
+        crate::sqlite::commit(&conn).expect("commit");
         assert_eq!(holder_of(&conn), None, "taken over: deleted");
 
         // This process with another start time: a reused pid, not alive.
@@ -436,13 +431,13 @@ mod tests {
         plant(&conn, &dead, now_ms());
         begin_write(&conn, &q, &c, "s", "write", file, &mut ClearRows::default())
             .expect("a dead holder");
-        conn.execute_batch("COMMIT").expect("commit");
+        crate::sqlite::commit(&conn).expect("commit");
         assert_eq!(holder_of(&conn), None, "taken over: deleted");
 
         plant(&conn, &me, now_ms());
         begin_write(&conn, &q, &c, "s", "write", file, &mut ClearRows::default())
             .expect("our own row");
-        conn.execute_batch("COMMIT").expect("commit");
+        crate::sqlite::commit(&conn).expect("commit");
         assert_eq!(holder_of(&conn), Some(me), "left to its owner");
     }
 
@@ -468,7 +463,7 @@ mod tests {
         let mut clear = ClearRows::default();
         for _ in 0..2 {
             begin_write(&mine, &q, &c, "s", "write", file, &mut clear).expect("no row");
-            mine.execute_batch("COMMIT").expect("commit");
+            crate::sqlite::commit(&mine).expect("commit");
         }
         assert!(clear.seen.is_some(), "a clear judgement is remembered");
         let parent = Holder::for_pid(std::os::unix::process::parent_id())
@@ -480,7 +475,7 @@ mod tests {
         assert!(matches!(&*err, LockError::Held { .. }), "{err:?}");
         other.execute("DELETE FROM write_lock", []).expect("delete");
         begin_write(&mine, &q, &c, "s", "write", file, &mut clear).expect("no row again");
-        mine.execute_batch("COMMIT").expect("commit");
+        crate::sqlite::commit(&mine).expect("commit");
         // This connection's own change (no other connection committed).
         plant(&mine, &parent, now_ms());
         let err = begin_write(&mine, &q, &c, "s", "patch", file, &mut clear).expect_err("seen");
@@ -488,7 +483,7 @@ mod tests {
         // Another session's memo does not answer for this one.
         mine.execute("DELETE FROM write_lock", []).expect("delete");
         begin_write(&mine, &q, &c, "t", "write", file, &mut clear).expect("no row for t");
-        mine.execute_batch("COMMIT").expect("commit");
+        crate::sqlite::commit(&mine).expect("commit");
         plant(&mine, &parent, now_ms());
         mine.execute("UPDATE write_lock SET session_id = 's'", [])
             .expect("move");

@@ -47,7 +47,7 @@ pub use status::LockStatus;
 pub use table::LEASE;
 
 pub(crate) use acquire::{
-    ClearRows, acquire_at, begin_write, database_version, end_write, release_row, renew_row,
+    ClearRows, acquire_at, begin_write, database_version, release_row, renew_row,
 };
 pub(crate) use commits::CommitStamp;
 pub(crate) use error::Refused;

@@ -113,7 +113,8 @@ impl<'s> Retry<'s> {
 
 /// Where an append of unknown outcome ended, told by what the store holds at the position
 /// it was for: every writer of a store resolves an unknown outcome here (the state write
-/// pipeline, `store/write.rs`, and [`crate::Sessions::append`]).
+/// pipeline, `store/write.rs`, and [`append_until_known`], which every other append to a
+/// store goes through).
 #[derive(Debug)]
 pub(crate) enum Landed {
     /// The line at the position is the append's own (its first entry's id).
@@ -125,14 +126,108 @@ pub(crate) enum Landed {
 }
 
 impl Landed {
-    /// The append of unknown outcome `e`, whose first entry has the id `id`, judged by
-    /// `found`: the id of the entry the store holds at the append's position.
-    pub(crate) fn of(e: StoreError, id: &str, found: Option<String>) -> Landed {
+    /// The append of unknown outcome `e` judged by what the store holds at its position:
+    /// `found` is whether the line there is the append's own (`None`: nothing there).
+    pub(crate) fn of(e: StoreError, found: Option<bool>) -> Landed {
         match found {
-            Some(f) if f == id => Landed::Ours,
-            Some(_) => Landed::Lost,
+            Some(true) => Landed::Ours,
+            Some(false) => Landed::Lost,
             None => Landed::NotWritten(not_written(e)),
         }
+    }
+}
+
+/// What identifies an append when it is read back ([`append_until_known`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Mark<'a> {
+    /// The id of its first entry, stored at the append's position.
+    Entry(&'a str),
+    /// A new session without entries: its header line.
+    Header(&'a str),
+}
+
+/// An append that [`append_until_known`] gave up on: the error, and whether the append's
+/// outcome is still unknown (it could not be read back), or known not to have stored it.
+#[derive(Debug)]
+pub(crate) struct Unsettled {
+    pub(crate) error: Error,
+    pub(crate) unknown: bool,
+}
+
+impl From<Unsettled> for Error {
+    fn from(u: Unsettled) -> Error {
+        u.error
+    }
+}
+
+/// The one loop around an append of unknown outcome: sends `send` (an append at `at` of
+/// `session_id`, or the creation of a session) until its outcome is known, and returns
+/// the store's next sequence number (`landed`: the one after the append, when it is known
+/// to have landed by reading it back).
+///
+/// - An append of unknown outcome ([`StoreError::Indeterminate`]) is read back at `at`
+///   and judged by [`Landed::of`]: its own line there means it landed; another writer's
+///   means it lost the race, and the next attempt is refused by the store with its own
+///   error; nothing there is the transient failure it is.
+/// - A transient failure is waited out ([`Retry::failed`]); anything else is returned.
+/// - After a failed attempt, the store's refusal of the position
+///   ([`StoreError::SequenceMismatch`], [`StoreError::AlreadyExists`]) may be that
+///   attempt's own success: read back, it is one when the line there is the append's.
+pub(crate) fn append_until_known(
+    store: &dyn SessionStore,
+    retry: &mut Retry<'_>,
+    session_id: &str,
+    at: u64,
+    mark: Mark<'_>,
+    landed: u64,
+    mut send: impl FnMut() -> Result<u64, StoreError>,
+) -> Result<u64, Unsettled> {
+    let sure = |error| Unsettled {
+        error,
+        unknown: false,
+    };
+    let doubt = |error| Unsettled {
+        error,
+        unknown: true,
+    };
+    // Whether the line (or header) at the position is the append's own; `None`: nothing.
+    let read_back = |retry: &mut Retry<'_>| -> Result<Option<bool>, Error> {
+        let found = match mark {
+            Mark::Entry(id) => read_id_at(store, session_id, at, retry).map(|f| f.map(|f| f == id)),
+            Mark::Header(line) => retry
+                .transient(|| store.header_line(session_id))
+                .map(|stored| Some(stored == line)),
+        };
+        match found {
+            // No session: nothing of the append is there.
+            Err(Error::Store(StoreError::NotFound { .. })) => Ok(None),
+            found => found,
+        }
+    };
+    let mut failed_before = false;
+    loop {
+        match send() {
+            Ok(next) => return Ok(next),
+            Err(e @ StoreError::Indeterminate { .. }) => {
+                match Landed::of(e, read_back(retry).map_err(doubt)?) {
+                    Landed::Ours => return Ok(landed),
+                    // Another writer's line (or session): the next attempt is refused with
+                    // the store's own error.
+                    Landed::Lost => {}
+                    Landed::NotWritten(e) => retry.failed(e).map_err(sure)?,
+                }
+            }
+            Err(e @ (StoreError::SequenceMismatch { .. } | StoreError::AlreadyExists { .. }))
+                if failed_before =>
+            {
+                return match read_back(retry).map_err(doubt)? {
+                    Some(true) => Ok(landed),
+                    _ => Err(sure(e.into())),
+                };
+            }
+            Err(e) => retry.failed(e).map_err(sure)?,
+        }
+        failed_before = true;
     }
 }
 

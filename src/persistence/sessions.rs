@@ -3,7 +3,7 @@
 use super::interrupted::missing_tool_results;
 use super::lines::{self, LineFacts, check_ids, check_line, check_new_header, to_new_entry};
 use super::read::{read_stored_log, stored_label};
-use super::retry::{Landed, Retry, read_id_at};
+use super::retry::{Mark, Retry, Unsettled, append_until_known};
 use super::{ImportReport, Loaded, SessionStore};
 use crate::error::{Error, LogError, Result, StoreError};
 use crate::log::NewEntry;
@@ -251,23 +251,17 @@ impl Sessions {
             if lines.is_empty() {
                 return Ok(0);
             }
-            let next = loop {
-                match self.backend.create(&header, &header_line, &texts) {
-                    Ok(n) => break n,
-                    // Whether it got in is told by the store itself.
-                    Err(e @ StoreError::Indeterminate { .. }) => {
-                        let found = read_id_at(&*self.backend, session_id, 0, &mut retry)?;
-                        match Landed::of(e, &facts[0].id, found) {
-                            Landed::Ours => break lines.len() as u64,
-                            // Another writer's session: the next attempt is refused with
-                            // the store's own AlreadyExists.
-                            Landed::Lost => {}
-                            Landed::NotWritten(e) => retry.failed(e)?,
-                        }
-                    }
-                    Err(e) => retry.failed(e)?,
-                }
-            };
+            // Whether it got in is told by the store itself; another writer's session
+            // is the store's own AlreadyExists.
+            let next = append_until_known(
+                &*self.backend,
+                &mut retry,
+                session_id,
+                0,
+                Mark::Entry(&facts[0].id),
+                lines.len() as u64,
+                || self.backend.create(&header, &header_line, &texts),
+            )?;
             lock(&self.pending).remove(session_id);
             lock(&self.known).insert(session_id.to_owned(), Known::of(0, None, &facts));
             return Ok(next);
@@ -281,37 +275,25 @@ impl Sessions {
         if lines.is_empty() {
             return Ok(first_seq);
         }
-        let mut retried = false;
-        let next = loop {
-            match self.backend.append_lines(session_id, first_seq, &texts) {
-                Ok(n) => break n,
-                Err(e @ StoreError::Indeterminate { .. }) => {
-                    let found = read_id_at(&*self.backend, session_id, first_seq, &mut retry)?;
-                    match Landed::of(e, &facts[0].id, found) {
-                        Landed::Ours => break first_seq + lines.len() as u64,
-                        // Another writer's line: the next attempt is refused with the
-                        // store's own SequenceMismatch.
-                        Landed::Lost => {}
-                        Landed::NotWritten(e) => retry.failed(e)?,
-                    }
-                    retried = true;
-                }
-                // After a failure, a refusal may be the earlier attempt's own success.
-                Err(StoreError::SequenceMismatch { .. })
-                    if retried
-                        && read_id_at(&*self.backend, session_id, first_seq, &mut retry)?
-                            .is_some_and(|f| f == facts[0].id) =>
+        let next = match append_until_known(
+            &*self.backend,
+            &mut retry,
+            session_id,
+            first_seq,
+            Mark::Entry(&facts[0].id),
+            first_seq + lines.len() as u64,
+            || self.backend.append_lines(session_id, first_seq, &texts),
+        ) {
+            Ok(next) => next,
+            Err(u) => {
+                // Another writer's line: what this process knew of the session is stale.
+                if let Error::Store(
+                    StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. },
+                ) = u.error
                 {
-                    break first_seq + lines.len() as u64;
-                }
-                Err(e @ (StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. })) => {
                     known.remove(session_id);
-                    return Err(e.into());
                 }
-                Err(e) => {
-                    retry.failed(e)?;
-                    retried = true;
-                }
+                return Err(u.error);
             }
         };
         if let Some(k) = known.get_mut(session_id) {
@@ -461,16 +443,24 @@ impl Sessions {
             });
             let texts: Vec<String> = lines.iter().map(|(l, _)| l.clone()).collect();
             let seq = log.len() as u64;
-            match self.backend.append_lines(session_id, seq, &texts) {
+            let sent = append_until_known(
+                &*self.backend,
+                &mut retry,
+                session_id,
+                seq,
+                Mark::Entry(&lines[0].1.id),
+                seq + lines.len() as u64,
+                || self.backend.append_lines(session_id, seq, &texts),
+            );
+            match sent {
                 Ok(_) => closed.extend(missing.into_iter().map(|(id, _)| id)),
-                Err(e @ StoreError::Indeterminate { .. }) => {
-                    let found = read_id_at(&*self.backend, session_id, seq, &mut retry)?;
-                    if let Landed::Ours = Landed::of(e, &lines[0].1.id, found) {
-                        closed.extend(missing.into_iter().map(|(id, _)| id));
-                    }
-                }
-                Err(StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. }) => {}
-                Err(e) => retry.failed(e)?,
+                // Another writer appended meanwhile: read again and decide again.
+                Err(Unsettled {
+                    error:
+                        Error::Store(StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. }),
+                    unknown: false,
+                }) => {}
+                Err(u) => return Err(u.error),
             }
             lock(&self.known).remove(session_id);
         }

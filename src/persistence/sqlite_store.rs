@@ -6,7 +6,7 @@ use super::lines::line_ids;
 use super::{LineVisitor, SessionStore};
 use crate::error::{BackendError, Error, IoContext, Result, StoreError};
 use crate::log::entry::Header;
-use crate::sqlite::{FileHead, Synchronous, checkpoint_big_wal, file_head, is_busy};
+use crate::sqlite::{FileHead, Step, Synchronous, checkpoint_big_wal, file_head, is_busy};
 use crate::sync::lock;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -166,16 +166,18 @@ impl SqliteStore {
         action: &'static str,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut conn = lock(&self.conn);
+        let conn = lock(&self.conn);
         // In line behind the database's other writers, to the end of the transaction.
         let _turn = self.queue.turn(BUSY_TIMEOUT);
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(db_err(&self.path, action))?;
-        let v = f(&tx)?;
         // IMPORTANT: synchronous=FULL, so the commit is durable when it returns.
-        tx.commit().map_err(db_err(&self.path, "committing"))?;
-        Ok(v)
+        crate::sqlite::immediate(
+            &conn,
+            |step, e| match step {
+                Step::Begin => db_err(&self.path, action)(e),
+                Step::Commit => db_err(&self.path, step.doing())(e),
+            },
+            f,
+        )
     }
 
     /// The session's next sequence number and last entry id, in the transaction `tx`.
@@ -279,36 +281,35 @@ impl SessionStore for SqliteStore {
     ) -> Result<u64, StoreError> {
         let conn = lock(&self.conn);
         // One read transaction: the rows and next_seq agree.
-        let tx = conn
-            .unchecked_transaction()
-            .map_err(db_err(&self.path, "reading"))?;
-        let next: u64 = tx
-            .prepare_cached("SELECT next_seq FROM sessions WHERE session_id = ?1")
-            .and_then(|mut q| q.query_row([session_id], |r| r.get::<_, i64>(0)).optional())
-            .map_err(db_err(&self.path, "reading the session"))?
-            .ok_or_else(|| self.not_found(session_id))? as u64;
-        if from_seq < next {
-            let mut q = tx
-                .prepare_cached(
-                    "SELECT seq, line FROM entries WHERE session_id = ?1 AND seq >= ?2 \
-                     ORDER BY seq",
-                )
-                .map_err(db_err(&self.path, "reading entries"))?;
-            let mut rows = q
-                .query(params![session_id, from_seq as i64])
-                .map_err(db_err(&self.path, "reading entries"))?;
-            while let Some(r) = rows.next().map_err(db_err(&self.path, "reading entries"))? {
-                let seq: i64 = r.get(0).map_err(db_err(&self.path, "reading entries"))?;
-                let line = r
-                    .get_ref(1)
-                    .and_then(|v| v.as_str().map_err(Into::into))
+        crate::sqlite::reading(&conn, db_err(&self.path, "reading"), |tx| {
+            let next: u64 = tx
+                .prepare_cached("SELECT next_seq FROM sessions WHERE session_id = ?1")
+                .and_then(|mut q| q.query_row([session_id], |r| r.get::<_, i64>(0)).optional())
+                .map_err(db_err(&self.path, "reading the session"))?
+                .ok_or_else(|| self.not_found(session_id))? as u64;
+            if from_seq < next {
+                let mut q = tx
+                    .prepare_cached(
+                        "SELECT seq, line FROM entries WHERE session_id = ?1 AND seq >= ?2 \
+                         ORDER BY seq",
+                    )
                     .map_err(db_err(&self.path, "reading entries"))?;
-                if visit(seq as u64, line).is_break() {
-                    break;
+                let mut rows = q
+                    .query(params![session_id, from_seq as i64])
+                    .map_err(db_err(&self.path, "reading entries"))?;
+                while let Some(r) = rows.next().map_err(db_err(&self.path, "reading entries"))? {
+                    let seq: i64 = r.get(0).map_err(db_err(&self.path, "reading entries"))?;
+                    let line = r
+                        .get_ref(1)
+                        .and_then(|v| v.as_str().map_err(Into::into))
+                        .map_err(db_err(&self.path, "reading entries"))?;
+                    if visit(seq as u64, line).is_break() {
+                        break;
+                    }
                 }
             }
-        }
-        Ok(next)
+            Ok(next)
+        })
     }
 
     fn append_lines(
@@ -431,26 +432,22 @@ fn connect(path: &Path, fresh: bool) -> rusqlite::Result<Connection> {
     // inserts keep the indexes' pages in memory.
     conn.pragma_update(None, "cache_size", -16384)?;
     if fresh {
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        let r = (|| {
-            let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-            if id == 0 {
-                conn.pragma_update(None, "application_id", STORE_APPLICATION_ID)?;
-            }
-            conn.execute_batch(STORE_SCHEMA)?;
-            conn.execute(
-                "INSERT OR IGNORE INTO store_meta(key, value) VALUES ('schema_version', '1')",
-                [],
-            )?;
-            Ok(())
-        })();
-        match r {
-            Ok(()) => conn.execute_batch("COMMIT")?,
-            Err(e) => {
-                crate::sqlite::end_transaction(&conn, "ROLLBACK");
-                return Err(e);
-            }
-        }
+        crate::sqlite::immediate(
+            &conn,
+            |_, e| e,
+            |conn| {
+                let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+                if id == 0 {
+                    conn.pragma_update(None, "application_id", STORE_APPLICATION_ID)?;
+                }
+                conn.execute_batch(STORE_SCHEMA)?;
+                conn.execute(
+                    "INSERT OR IGNORE INTO store_meta(key, value) VALUES ('schema_version', '1')",
+                    [],
+                )?;
+                Ok(())
+            },
+        )?;
     } else {
         conn.execute_batch(STORE_SCHEMA)?;
     }

@@ -5,7 +5,7 @@
 use super::SessionStore;
 use super::lines::check_new_header;
 use super::lines::line_id;
-use super::retry::{Landed, Retry, read_id_at};
+use super::retry::{Mark, Retry, append_until_known};
 use crate::error::{Error, IoContext, LogError, Result, StoreError};
 use crate::log::entry::Header;
 use crate::log::header::read_header_line;
@@ -224,45 +224,28 @@ type Unstored = Box<(Error, u64)>;
 fn store_batch(store: &dyn SessionStore, b: &Batch<'_>) -> std::result::Result<u64, Unstored> {
     let id = b.header.id();
     let mut retry = Retry::new(store);
+    // A session without entries: its header row is the whole batch.
     let first_id = b.lines.first().and_then(|l| line_id(l));
-    let sure = |e: Error| Box::new((e, 0));
-    loop {
-        let sent = if b.create {
+    let mark = match &first_id {
+        Some(first_id) => Mark::Entry(first_id),
+        None => Mark::Header(b.header_line),
+    };
+    let landed = b.first + b.lines.len() as u64;
+    append_until_known(store, &mut retry, id, b.first, mark, landed, || {
+        if b.create {
             store.create(b.header, b.header_line, b.lines)
         } else {
             store.append_lines(id, b.first, b.lines)
-        };
-        let e = match sent {
-            Ok(next) => return Ok(next),
-            Err(e @ StoreError::Indeterminate { .. }) => e,
-            Err(e) => {
-                retry.failed(e).map_err(sure)?;
-                continue;
-            }
-        };
-        let doubt = |err: Error| Box::new((err, b.lines.len().max(1) as u64));
-        let landed = match &first_id {
-            Some(first_id) => match read_id_at(store, id, b.first, &mut retry) {
-                Ok(found) => Landed::of(e, first_id, found),
-                Err(Error::Store(StoreError::NotFound { .. })) => Landed::of(e, first_id, None),
-                Err(err) => return Err(doubt(err)),
-            },
-            // A session without entries: its header row is the whole batch.
-            None => match retry.transient(|| store.header_line(id)) {
-                Ok(stored) if stored == b.header_line => Landed::Ours,
-                Ok(_) => Landed::Lost,
-                Err(Error::Store(StoreError::NotFound { .. })) => Landed::of(e, "", None),
-                Err(err) => return Err(doubt(err)),
-            },
-        };
-        match landed {
-            Landed::Ours => return Ok(b.first + b.lines.len() as u64),
-            // Another writer's line (or session) is there: the next attempt is refused
-            // with the store's own error.
-            Landed::Lost => {}
-            Landed::NotWritten(e) => retry.failed(e).map_err(sure)?,
         }
-    }
+    })
+    .map_err(|u| {
+        let stored = if u.unknown {
+            b.lines.len().max(1) as u64
+        } else {
+            0
+        };
+        Box::new((u.error, stored))
+    })
 }
 
 /// Writes the stored session `session_id` to `out` as a Pi JSONL file: its header line,

@@ -97,24 +97,15 @@ pub(super) fn catch_up(
         return Ok(CatchUp::default());
     }
     let mut turns = Turns::new(queue, BUSY_TIMEOUT);
-    conn.execute_batch("BEGIN IMMEDIATE")
-        .map_err(db_err(db, "starting a transaction"))?;
-    let commit = Commit::Chunks(policy, &mut turns);
-    let r = catch_up_locked(conn, db, file, &key, force_rebuild, commit);
-    match r {
-        Ok(stats) => {
-            conn.execute_batch("COMMIT")
-                .map_err(db_err(db, "committing"))?;
-            Ok(stats)
-        }
-        Err(e) => {
-            // Chunks committed before stand: each is a consistent prefix.
-            if !conn.is_autocommit() {
-                crate::sqlite::end_transaction(conn, "ROLLBACK");
-            }
-            Err(e)
-        }
-    }
+    // Chunks committed before an error stand: each is a consistent prefix.
+    crate::sqlite::immediate(
+        conn,
+        |step, e| db_err(db, step.doing())(e),
+        |conn| {
+            let commit = Commit::Chunks(policy, &mut turns);
+            catch_up_locked(conn, db, file, &key, force_rebuild, commit)
+        },
+    )
 }
 
 /// The catch-up itself, inside a write transaction the caller opened and commits.
@@ -306,8 +297,7 @@ fn ingest(
             stopped = true;
             return Err(stop_marker());
         };
-        tx.execute_batch("COMMIT")
-            .map_err(db_err(db, "committing a chunk"))?;
+        crate::sqlite::commit(tx).map_err(db_err(db, "committing a chunk"))?;
         // The writers in line go before the next chunk.
         turns.end();
         let so_far = CatchUp {
@@ -319,8 +309,7 @@ fn ingest(
         let go_on = policy.hook.as_mut().is_none_or(|hook| hook(&so_far));
         // The caller commits (or rolls back) the transaction it finds open.
         turns.take();
-        tx.execute_batch("BEGIN IMMEDIATE")
-            .map_err(db_err(db, "starting a transaction"))?;
+        crate::sqlite::begin(tx).map_err(db_err(db, "starting a transaction"))?;
         if !go_on {
             stopped = true;
             return Err(stop_marker());

@@ -15,6 +15,7 @@
 
 use super::db_err;
 use crate::error::Result;
+use crate::sqlite::Step;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 
@@ -92,19 +93,14 @@ fn in_transaction<R>(
     db: &Path,
     f: impl FnOnce() -> rusqlite::Result<R>,
 ) -> Result<R> {
-    conn.execute_batch("BEGIN IMMEDIATE")
-        .map_err(db_err(db, "starting a transaction"))?;
-    match f() {
-        Ok(r) => {
-            conn.execute_batch("COMMIT")
-                .map_err(db_err(db, "committing the removal"))?;
-            Ok(r)
-        }
-        Err(e) => {
-            crate::sqlite::end_transaction(conn, "ROLLBACK");
-            Err(db_err(db, "removing a session's rows")(e))
-        }
-    }
+    crate::sqlite::immediate(
+        conn,
+        |step, e| match step {
+            Step::Begin => db_err(db, step.doing())(e),
+            Step::Commit => db_err(db, "committing the removal")(e),
+        },
+        |_| f().map_err(db_err(db, "removing a session's rows")),
+    )
 }
 
 /// Deletes up to [`CHUNK_ROWS`] rows of `file` from `nodes` and from `events`; `true`

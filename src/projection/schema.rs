@@ -4,7 +4,7 @@
 
 use super::{db_err, is_corruption};
 use crate::error::{Error, IoContext, ProjectionError, Result};
-use crate::sqlite::{FileHead, Synchronous, file_head};
+use crate::sqlite::{End, FileHead, Synchronous, file_head};
 use crate::state::step::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -502,16 +502,21 @@ pub(super) fn open_ours(
         // stamp lands in the file's own header): a crash at any later point leaves a file
         // that is provably ours. Checked and stamped in one write transaction: another
         // opener may be creating it at the same moment.
-        let mut conn = Connection::open(path)?;
+        let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(10))?;
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-        if id != APPLICATION_ID && table_names(&tx)?.is_empty() {
-            tx.pragma_update(None, "application_id", APPLICATION_ID)?;
-        }
-        tx.commit()?;
+        crate::sqlite::immediate(
+            &conn,
+            |_, e| e,
+            |tx| {
+                let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+                if id != APPLICATION_ID && table_names(tx)?.is_empty() {
+                    tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+                }
+                Ok(())
+            },
+        )?;
     }
-    let mut conn = connect(path)?;
+    let conn = connect(path)?;
     if found == Found::Stamped {
         match stamped_schema(&conn)? {
             // The common case, read without a write transaction: nothing to create.
@@ -527,41 +532,50 @@ pub(super) fn open_ours(
     }
     // Check and create in one write transaction, so a second opener of a new database
     // sees either nothing or the whole schema, never half of it.
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-    let mut stamped = false;
-    if id != APPLICATION_ID {
-        // Ours without the stamp yet (checked again here, in the transaction): nothing,
-        // a database of an older version, or only the lock table. Anything else appeared
-        // since we looked.
-        let tables = table_names(&tx)?;
-        let unstamped_ours = tables.is_empty()
-            || meta_app(&tx)?.as_deref() == Some(APP)
-            || tables.iter().all(|t| t == "write_lock");
-        if !unstamped_ours {
-            return Ok(Err(NotOpened::Replaced));
-        }
-    }
-    match check_schema(&tx)? {
-        Schema::Newer(v) => return Ok(Err(NotOpened::Newer(v))),
-        Schema::Older => migrate(&tx)?,
-        Schema::Current => {
-            if let Some(m) = mismatch(&tx)? {
-                return Ok(Err(m));
+    let checked = crate::sqlite::immediate_ending(
+        &conn,
+        |_, e| e,
+        |tx| {
+            let refused = |why| Ok((Err(why), End::Rollback));
+            let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+            if id != APPLICATION_ID {
+                // Ours without the stamp yet (checked again here, in the transaction):
+                // nothing, a database of an older version, or only the lock table.
+                // Anything else appeared since we looked.
+                let tables = table_names(tx)?;
+                let unstamped_ours = tables.is_empty()
+                    || meta_app(tx)?.as_deref() == Some(APP)
+                    || tables.iter().all(|t| t == "write_lock");
+                if !unstamped_ours {
+                    return refused(NotOpened::Replaced);
+                }
             }
-        }
-    }
-    if id != APPLICATION_ID {
-        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
-        stamped = true;
-    }
-    tx.execute_batch(SCHEMA)?;
-    tx.execute(
-        "INSERT OR IGNORE INTO meta(key, value) VALUES ('app', ?1), ('schema_version', ?2)",
-        params![APP, SCHEMA_VERSION.to_string()],
+            match check_schema(tx)? {
+                Schema::Newer(v) => return refused(NotOpened::Newer(v)),
+                Schema::Older => migrate(tx)?,
+                Schema::Current => {
+                    if let Some(m) = mismatch(tx)? {
+                        return refused(m);
+                    }
+                }
+            }
+            let stamped = id != APPLICATION_ID;
+            if stamped {
+                tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+            }
+            tx.execute_batch(SCHEMA)?;
+            tx.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('app', ?1), ('schema_version', ?2)",
+                params![APP, SCHEMA_VERSION.to_string()],
+            )?;
+            crate::lock::ensure_schema(tx)?;
+            Ok((Ok(stamped), End::Commit))
+        },
     )?;
-    crate::lock::ensure_schema(&tx)?;
-    tx.commit()?;
+    let stamped = match checked {
+        Ok(stamped) => stamped,
+        Err(why) => return Ok(Err(why)),
+    };
     if stamped {
         // Into the file's own header now, where `ownership` looks for it: the connection
         // does not checkpoint on close.

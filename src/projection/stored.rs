@@ -25,7 +25,7 @@ use super::{CatchUp, Projection, db_err, forget};
 use crate::error::{Error, Location, LogError, ProjectionError, Result};
 use crate::log::header::parse_header;
 use crate::log::reader::{ReadMode, ScanState};
-use crate::sqlite::end_transaction;
+use crate::sqlite::{End, immediate_ending};
 use crate::state::envelope::Scope;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::ops::ControlFlow;
@@ -336,48 +336,40 @@ impl Projection {
                 });
             }
             let _turn = self.queue.turn(super::schema::BUSY_TIMEOUT);
-            self.conn
-                .execute_batch("BEGIN IMMEDIATE")
-                .map_err(db_err(&self.path, "starting a transaction"))?;
-            let folded = (|| -> Result<Option<Mark>> {
-                // Another process may have folded them meanwhile: then look again.
-                if read_mark(&self.conn, &self.path, &key)?.as_ref() != Some(&mark) {
-                    return Ok(None);
-                }
-                let mut folder = Folder::new(&self.conn, &self.path, &label, &key, mark);
-                for (seq, line) in &new {
-                    folder.line(*seq, line)?;
-                }
-                folder.sink.flush()?;
-                write_mark(&self.conn, &self.path, &key, &folder.mark)?;
-                report.entries_added += new.len() as u64;
-                report.bytes_read += folder.bytes;
-                Ok(Some(folder.mark))
-            })();
-            match folded {
-                Ok(Some(m)) => {
-                    self.conn
-                        .execute_batch("COMMIT")
-                        .map_err(db_err(&self.path, "committing"))?;
-                    if full {
-                        // A long catch-up, also one inside a stored write's turn: the
-                        // writers in line go before the next chunk.
-                        self.queue.pass(super::schema::BUSY_TIMEOUT);
-                    } else {
-                        // Everything up to the store's next sequence number is folded.
-                        self.last_catch_up = Some(report);
-                        return Ok(StoredTail {
-                            session_id: m.session_id.clone(),
-                            next_seq: m.entry_count,
-                            last_entry_id: m.last_entry_id.clone(),
-                            mark: m,
-                        });
+            let path = &self.path;
+            let folded = immediate_ending(
+                &self.conn,
+                |step, e| db_err(path, step.doing())(e),
+                |conn| {
+                    // Another process may have folded them meanwhile: then look again.
+                    if read_mark(conn, path, &key)?.as_ref() != Some(&mark) {
+                        return Ok((None, End::Rollback));
                     }
-                }
-                Ok(None) => end_transaction(&self.conn, "ROLLBACK"),
-                Err(e) => {
-                    end_transaction(&self.conn, "ROLLBACK");
-                    return Err(e);
+                    let mut folder = Folder::new(conn, path, &label, &key, mark);
+                    for (seq, line) in &new {
+                        folder.line(*seq, line)?;
+                    }
+                    folder.sink.flush()?;
+                    write_mark(conn, path, &key, &folder.mark)?;
+                    report.entries_added += new.len() as u64;
+                    report.bytes_read += folder.bytes;
+                    Ok((Some(folder.mark), End::Commit))
+                },
+            )?;
+            if let Some(m) = folded {
+                if full {
+                    // A long catch-up, also one inside a stored write's turn: the
+                    // writers in line go before the next chunk.
+                    self.queue.pass(super::schema::BUSY_TIMEOUT);
+                } else {
+                    // Everything up to the store's next sequence number is folded.
+                    self.last_catch_up = Some(report);
+                    return Ok(StoredTail {
+                        session_id: m.session_id.clone(),
+                        next_seq: m.entry_count,
+                        last_entry_id: m.last_entry_id.clone(),
+                        mark: m,
+                    });
                 }
             }
         }
@@ -405,32 +397,19 @@ impl Projection {
             last_digest: 0,
         };
         let _turn = self.queue.turn(super::schema::BUSY_TIMEOUT);
-        self.conn
-            .execute_batch("BEGIN IMMEDIATE")
-            .map_err(db_err(&self.path, "starting a transaction"))?;
-        let r = (|| -> Result<bool> {
-            if read_mark(&self.conn, &self.path, key)?.as_ref() != seen {
-                return Ok(false);
-            }
-            forget(&self.conn, key).map_err(db_err(&self.path, "clearing a session"))?;
-            write_mark(&self.conn, &self.path, key, &mark)?;
-            Ok(true)
-        })();
-        match r {
-            Ok(true) => self
-                .conn
-                .execute_batch("COMMIT")
-                .map(|()| true)
-                .map_err(db_err(&self.path, "committing")),
-            Ok(false) => {
-                end_transaction(&self.conn, "ROLLBACK");
-                Ok(false)
-            }
-            Err(e) => {
-                end_transaction(&self.conn, "ROLLBACK");
-                Err(e)
-            }
-        }
+        let path = &self.path;
+        immediate_ending(
+            &self.conn,
+            |step, e| db_err(path, step.doing())(e),
+            |conn| {
+                if read_mark(conn, path, key)?.as_ref() != seen {
+                    return Ok((false, End::Rollback));
+                }
+                forget(conn, key).map_err(db_err(path, "clearing a session"))?;
+                write_mark(conn, path, key, &mark)?;
+                Ok((true, End::Commit))
+            },
+        )
     }
 
     /// The folded value of `plugin` in `scope` in a stored session, as if the leaf were
@@ -611,43 +590,36 @@ impl Projection {
     ) -> Result<CatchUp> {
         let (key, label) = (src.key(), src.label());
         let _turn = self.queue.turn(super::schema::BUSY_TIMEOUT);
-        self.conn
-            .execute_batch("BEGIN IMMEDIATE")
-            .map_err(db_err(&self.path, "starting a transaction"))?;
-        let r = (|| -> Result<Option<CatchUp>> {
-            if read_mark(&self.conn, &self.path, &key)?.as_ref() != Some(&tail.mark) {
-                return Ok(None);
-            }
-            let mut folder = Folder::new(&self.conn, &self.path, &label, &key, tail.mark.clone());
-            folder.line(tail.next_seq, line)?;
-            // The segment the line made or extended is written before the watermark, as
-            // every catch-up writes it: a fork left unwritten sends later reads up the
-            // wrong branch.
-            folder.sink.flush()?;
-            write_mark(&self.conn, &self.path, &key, &folder.mark)?;
-            Ok(Some(CatchUp {
-                rebuilt: false,
-                bytes_read: folder.bytes,
-                entries_added: 1,
-                verified_bytes: 0,
-            }))
-        })();
-        match r {
-            Ok(Some(c)) => {
-                self.conn
-                    .execute_batch("COMMIT")
-                    .map_err(db_err(&self.path, "committing"))?;
+        let path = &self.path;
+        let caught = immediate_ending(
+            &self.conn,
+            |step, e| db_err(path, step.doing())(e),
+            |conn| {
+                if read_mark(conn, path, &key)?.as_ref() != Some(&tail.mark) {
+                    return Ok((None, End::Rollback));
+                }
+                let mut folder = Folder::new(conn, path, &label, &key, tail.mark.clone());
+                folder.line(tail.next_seq, line)?;
+                // The segment the line made or extended is written before the watermark, as
+                // every catch-up writes it: a fork left unwritten sends later reads up the
+                // wrong branch.
+                folder.sink.flush()?;
+                write_mark(conn, path, &key, &folder.mark)?;
+                let c = CatchUp {
+                    rebuilt: false,
+                    bytes_read: folder.bytes,
+                    entries_added: 1,
+                    verified_bytes: 0,
+                };
+                Ok((Some(c), End::Commit))
+            },
+        )?;
+        match caught {
+            Some(c) => {
                 self.last_catch_up = Some(c);
                 Ok(c)
             }
-            Ok(None) => {
-                end_transaction(&self.conn, "ROLLBACK");
-                Ok(CatchUp::default())
-            }
-            Err(e) => {
-                end_transaction(&self.conn, "ROLLBACK");
-                Err(e)
-            }
+            None => Ok(CatchUp::default()),
         }
     }
 

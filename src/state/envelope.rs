@@ -100,6 +100,90 @@ pub(crate) struct DecodeError {
     pub detail: String,
 }
 
+/// A member's key in an envelope's `data` ([`Envelope::members`]): its name, and its
+/// printed start (the separator before it, the quoted key, the colon, and a name's
+/// opening quote), so that a printer writes each member with one copy before its value.
+struct Key {
+    name: &'static str,
+    printed: &'static str,
+}
+
+const V: Key = Key {
+    name: "v",
+    printed: "{\"v\":",
+};
+const STATE_VERSION: Key = Key {
+    name: "stateVersion",
+    printed: ",\"stateVersion\":",
+};
+const SCOPE: Key = Key {
+    name: "scope",
+    printed: ",\"scope\":\"",
+};
+const OP: Key = Key {
+    name: "op",
+    printed: ",\"op\":\"",
+};
+const VALUE: Key = Key {
+    name: "value",
+    printed: ",\"value\":",
+};
+const PATCH: Key = Key {
+    name: "patch",
+    printed: ",\"patch\":",
+};
+
+/// One member's value in an envelope's `data` ([`Envelope::members`]).
+#[derive(Clone, Copy)]
+enum Member<'a> {
+    /// `v`, `stateVersion`.
+    Number(u64),
+    /// `scope`, `op`: a plain ASCII name.
+    Name(&'static str),
+    /// `value`, `patch`.
+    Value(&'a Value),
+}
+
+/// What takes an envelope's members in order ([`Envelope::members`]): the object, a
+/// printer.
+trait Members<'a> {
+    fn member(&mut self, key: &Key, member: Member<'a>);
+}
+
+impl<'a> Members<'a> for Map<String, Value> {
+    fn member(&mut self, key: &Key, member: Member<'a>) {
+        let v = match member {
+            Member::Number(n) => n.into(),
+            Member::Name(name) => name.into(),
+            Member::Value(v) => crate::json::clone_value(v),
+        };
+        self.insert(key.name.into(), v);
+    }
+}
+
+/// The printed `data`, member by member, with `push` printing a value.
+struct Printer {
+    s: String,
+    push: fn(&mut String, &Value),
+}
+
+impl<'a> Members<'a> for Printer {
+    // Inlined into the one caller, the members are straight-line copies, as by hand.
+    #[inline(always)]
+    fn member(&mut self, key: &Key, member: Member<'a>) {
+        self.s.push_str(key.printed);
+        match member {
+            Member::Number(n) => self.s.push_str(itoa::Buffer::new().format(n)),
+            // A name is plain ASCII, its opening quote printed with the key.
+            Member::Name(name) => {
+                self.s.push_str(name);
+                self.s.push('"');
+            }
+            Member::Value(v) => (self.push)(&mut self.s, v),
+        }
+    }
+}
+
 impl Envelope {
     /// An event of state version 1 (no `stateVersion` written).
     pub fn new(scope: Scope, op: Op) -> Envelope {
@@ -119,24 +203,30 @@ impl Envelope {
         }
     }
 
+    /// The members of the `data` object in the order this crate writes them, each given
+    /// to `f` with its key: `v`, `stateVersion` (above version 1 only), `scope`, `op`,
+    /// then `value` (a `set`) or `patch` (a `patch`). The envelope's printed form is
+    /// written here once: the object ([`Envelope::to_data`]) and both printers
+    /// ([`Envelope::data_text`], [`Envelope::data_text_js`]) follow it.
+    #[inline(always)]
+    fn members<'a>(&'a self, to: &mut impl Members<'a>) {
+        to.member(&V, Member::Number(self.envelope_version()));
+        if self.state_version > 1 {
+            to.member(&STATE_VERSION, Member::Number(self.state_version.into()));
+        }
+        to.member(&SCOPE, Member::Name(self.scope.as_str()));
+        to.member(&OP, Member::Name(self.op.name()));
+        match &self.op {
+            Op::Set(v) => to.member(&VALUE, Member::Value(v)),
+            Op::Patch(p) => to.member(&PATCH, Member::Value(p)),
+            Op::Drop => {}
+        }
+    }
+
     /// The `data` object as this crate writes it.
     pub fn to_data(&self) -> Value {
         let mut m = Map::new();
-        m.insert("v".into(), self.envelope_version().into());
-        if self.state_version > 1 {
-            m.insert("stateVersion".into(), self.state_version.into());
-        }
-        m.insert("scope".into(), self.scope.as_str().into());
-        m.insert("op".into(), self.op.name().into());
-        match &self.op {
-            Op::Set(v) => {
-                m.insert("value".into(), crate::json::clone_value(v));
-            }
-            Op::Patch(p) => {
-                m.insert("patch".into(), crate::json::clone_value(p));
-            }
-            Op::Drop => {}
-        }
+        self.members(&mut m);
         Value::Object(m)
     }
 
@@ -154,31 +244,13 @@ impl Envelope {
     }
 
     fn print_data(&self, push: fn(&mut String, &Value)) -> String {
-        let (op, arg) = match &self.op {
-            Op::Set(v) => ("set", Some(("value", v))),
-            Op::Patch(p) => ("patch", Some(("patch", p))),
-            Op::Drop => ("drop", None),
+        let mut p = Printer {
+            s: String::with_capacity(256),
+            push,
         };
-        let mut s = String::with_capacity(256);
-        s.push_str("{\"v\":");
-        s.push_str(itoa::Buffer::new().format(self.envelope_version()));
-        if self.state_version > 1 {
-            s.push_str(",\"stateVersion\":");
-            s.push_str(itoa::Buffer::new().format(self.state_version));
-        }
-        s.push_str(",\"scope\":\"");
-        s.push_str(self.scope.as_str());
-        s.push_str("\",\"op\":\"");
-        s.push_str(op);
-        s.push('"');
-        if let Some((key, v)) = arg {
-            s.push_str(",\"");
-            s.push_str(key);
-            s.push_str("\":");
-            push(&mut s, v);
-        }
-        s.push('}');
-        s
+        self.members(&mut p);
+        p.s.push('}');
+        p.s
     }
 
     /// Decodes an event's `data`.

@@ -77,22 +77,24 @@ impl Store {
             let (conn, queue) = db.lock_parts();
             // One transaction, in which the writers on the fast path are told of the row
             // before it commits (docs/lock.md, "The fast path").
-            let tx = conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-                .map_err(failed)?;
-            presence::enter(
-                &tx,
-                session_id,
-                &Holder::current(),
-                session_file,
-                holds_file,
-                lock::now_ms(),
+            crate::sqlite::immediate(
+                conn,
+                |_, e| failed(e),
+                |tx| {
+                    presence::enter(
+                        tx,
+                        session_id,
+                        &Holder::current(),
+                        session_file,
+                        holds_file,
+                        lock::now_ms(),
+                    )
+                    .map_err(failed)?;
+                    queue
+                        .announce_row("record the Pi presence row", session_id)
+                        .map_err(Error::Lock)
+                },
             )
-            .map_err(failed)?;
-            queue
-                .announce_row("record the Pi presence row", session_id)
-                .map_err(Error::Lock)?;
-            tx.commit().map_err(failed)
         });
         if entered.is_err() {
             crate::sync::lock(&self.inner.presence).remove(session_id);

@@ -30,7 +30,7 @@ use crate::error::{DatabaseError, Error, ProjectionError, Result};
 use crate::log::io::FileSystem;
 use crate::log::writer::append_if_unchanged;
 use crate::projection::{Projection, Tail, tail_in_transaction};
-use crate::sqlite::end_transaction;
+use crate::sqlite::{End, end_transaction};
 use crate::state::decide::Decided;
 use crate::state::envelope::Op;
 use serde::Serialize;
@@ -128,7 +128,7 @@ impl Target for TailTarget<'_> {
         let committed = tail
             .catch_up(conn, &self.db_path, self.file)
             .and_then(|caught| {
-                conn.execute_batch("COMMIT")
+                crate::sqlite::commit(conn)
                     .map(|()| caught)
                     .map_err(|source| {
                         Error::Projection(ProjectionError::Database {
@@ -144,10 +144,7 @@ impl Target for TailTarget<'_> {
                 // The event is durable; the projection follows it on its own, or drops
                 // the session's rows for the next reader to rebuild.
                 tracing::debug!(error = %e, "the write's catch-up did not commit");
-                let conn = self.db.sql();
-                if !conn.is_autocommit() {
-                    end_transaction(conn, "ROLLBACK");
-                }
+                crate::sqlite::rollback(self.db.sql());
                 self.db.sync_file(self.file);
             }
         }
@@ -161,8 +158,8 @@ impl Target for TailTarget<'_> {
         let conn = self.db.sql();
         match written {
             // Unchanged: what stands is at most a dead holder's row deleted.
-            Ok(Outcome::Unchanged) => end_transaction(conn, "COMMIT"),
-            _ => end_transaction(conn, "ROLLBACK"),
+            Ok(Outcome::Unchanged) => end_transaction(conn, End::Commit),
+            _ => end_transaction(conn, End::Rollback),
         }
     }
 }

@@ -14,8 +14,8 @@
 //! 5. **The conditional append** ([`Target::append`]): at the end the decision saw, or not
 //!    at all.
 //! 6. **Resolving an unknown outcome**: an append whose outcome is unknown is resolved by
-//!    what is at its position ([`Target::id_at`], judged by `Landed::of`, which
-//!    `Sessions::append` uses too).
+//!    what is at its position ([`Target::id_at`], judged by `Landed::of`, which every
+//!    other append to a store uses too, through `append_until_known`).
 //! 7. **Remembering the value after** ([`Target::remember`]): the fold memo or the rows
 //!    learn the event, so the next read or write does not read the line back.
 //!
@@ -174,7 +174,7 @@ fn steps<W: Target, T: Serialize + DeserializeOwned>(
     match target.append(&place, &line)? {
         Appended::Ours => {}
         Appended::Lost => return Ok(Outcome::Lost(id)),
-        Appended::Unknown(e) => match Landed::of(e, &id, target.id_at(&place)?) {
+        Appended::Unknown(e) => match Landed::of(e, target.id_at(&place)?.map(|f| f == id)) {
             Landed::Ours => {}
             Landed::Lost => return Ok(Outcome::Lost(id)),
             Landed::NotWritten(e) => return Ok(Outcome::NotWritten(id, e)),
@@ -302,11 +302,8 @@ impl Target for LogTarget<'_> {
         // What stands in the database is at most a dead holder's row deleted; a commit
         // that fails after the append leaves the append standing (it is durable).
         let (conn, _) = self.db.write_parts();
-        if let Err(e) = lock::end_write(conn) {
-            tracing::debug!(error = %e, "the write's transaction did not commit");
-            if !conn.is_autocommit() {
-                crate::sqlite::end_transaction(conn, "ROLLBACK");
-            }
+        if let Err(e) = crate::sqlite::commit(conn) {
+            tracing::debug!(error = %e, "the write's transaction did not commit; rolled back");
         }
     }
 }
