@@ -70,7 +70,10 @@ pub use projection::CatchUp;
 pub use state::envelope::{Op, Scope};
 pub use state::fold::HistoryEntry;
 pub use state::{Decided, Migrate, StateKey, Unwritable};
-pub use store::state::{FileWriteStep, SessionState, StoredValue, TailWrite};
+#[cfg(feature = "__internal")]
+#[doc(hidden)]
+pub use store::state::TailWrite;
+pub use store::state::{On, SessionState, StoredValue};
 pub use store::{Appended, LastEvent, Store, StoreOptions, StoredSession, WriteLock};
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 
@@ -99,8 +102,8 @@ pub mod io {
 /// id or its prefix, and Pi's names for its folders and files (docs/persistence.md).
 pub mod listing {
     pub use crate::persistence::{
-        HEADER_SCAN_LIMIT, ListProblem, ListedSession, Listing, ResolveError, list_sessions,
-        pi_session_dir_name, pi_session_file_name, resolve_session, session_files,
+        ListProblem, ListedSession, Listing, ResolveError, list_sessions, pi_session_dir_name,
+        pi_session_file_name, resolve_session, session_files,
     };
 }
 

@@ -13,7 +13,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use session_state::{Error, SessionLog, SessionState, Store, json, StateError};
+use session_state::{Error, On, SessionLog, SessionState, Store, json, StateError};
 use session_state_fuzz::{
     Input, PLUGINS, Reference, SCOPES, Session, Unreadable, agree, expected, sample, scratch_dir,
 };
@@ -72,7 +72,7 @@ fn check(s: &Scratch, file: &Path) -> SessionLog {
                 p,
             );
             if projected.contains(id) {
-                let proj = st.read_file_at(file, id);
+                let proj = st.read_at(file, id);
                 agree(
                     &format!("projection {p} {:?} at {id}", st.scope()),
                     &proj,
@@ -85,7 +85,7 @@ fn check(s: &Scratch, file: &Path) -> SessionLog {
             let want = reference.expected(&log, p, st.scope(), leaf);
             agree(
                 &format!("projection {p} at the leaf"),
-                &st.read_file(file),
+                &st.read(file),
                 &want,
                 p,
             );
@@ -140,9 +140,9 @@ fn library_write(s: &Scratch, file: &Path, inp: &mut Input<'_>) {
     } else {
         drop(before);
         match &w {
-            Write_::Set(v) => st.write_file(file, at.as_deref(), v),
-            Write_::Patch(p) => st.patch_file(file, at.as_deref(), p),
-            Write_::Drop => st.drop_file(file, at.as_deref()),
+            Write_::Set(v) => st.write(On::file(file, at.as_deref()), v),
+            Write_::Patch(p) => st.patch(On::file(file, at.as_deref()), p),
+            Write_::Drop => st.drop(On::file(file, at.as_deref())),
         }
     };
     let after = SessionLog::open(file).expect("reads strictly after a write");

@@ -62,7 +62,7 @@ mod transfer;
 mod url;
 
 pub use interrupted::INTERRUPTED_TOOL_RESULT;
-pub use pi_jsonl::{HEADER_SCAN_LIMIT, PiJsonlStore, session_files};
+pub use pi_jsonl::{PiJsonlStore, session_files};
 pub use pi_names::{pi_session_dir_name, pi_session_file_name};
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore};
