@@ -3,11 +3,11 @@
 //! events in both scopes, `set` / `patch` / `drop`, envelopes this crate cannot read,
 //! other extensions' entries), written in stages: after each stage every plugin is read
 //! in both scopes at (a sample of) every entry, through the projection
-//! (`read_file_at`: a first catch-up, then catch-ups that read only what was appended),
+//! (`read_at` on the file: a first catch-up, then catch-ups that read only what was appended),
 //! folded in memory (`read_at`) and folded by the reference (the path from the root), and
 //! the three must agree. Between stages the library writes too: through an open log
 //! (the write transaction, `store/write.rs`) and without one (the tail path,
-//! `write_file`), and the value it wrote must be what every reader then reads.
+//! `write` on the file), and the value it wrote must be what every reader then reads.
 //! Proptest relatives: `tests/projection.rs`, `tests/differential.rs`.
 #![no_main]
 

@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The Pi JSONL backend of [`SessionStore`]: one file per session under Pi's sessions
-/// directory, `<root>/--<cwd>--/<timestamp>_<id>.jsonl` (see [`pi_session_dir_name`]).
+/// directory, `<root>/--<cwd>--/<timestamp>_<id>.jsonl` (Pi's folder name for the
+/// `cwd`, see [`PiJsonlStore::locate`]).
 ///
 /// - `create` writes the whole file through the log's one durable-create routine
 ///   (temporary file, one write, `fdatasync`, a hard link that never replaces a file,

@@ -136,7 +136,7 @@ impl<T> StateKey<T> {
         Ok(StateKey::checked(plugin_id, scope))
     }
 
-    /// [`StateKey::new`] with the scope named by text ([`parse_scope`]), for hosts whose
+    /// [`StateKey::new`] with the scope named by text (`"branch"` or `"session"`), for hosts whose
     /// options arrive as strings.
     pub fn named(plugin_id: impl AsRef<str>, scope: &str) -> Result<StateKey<T>> {
         let plugin_id = plugin_id.as_ref();

@@ -66,8 +66,8 @@ impl<'a> StoredSession<'a> {
     }
 
     /// The session as a detached log read by the log's reader (strict or salvage),
-    /// without side effects ([`crate::read_stored_log`]): for reads at any entry,
-    /// [`SessionState::read_at`], [`SessionState::history`] of an open log, [`crate::branch_key`] and
+    /// without side effects: for reads at any entry,
+    /// [`crate::SessionState::read_at`], [`crate::SessionState::history`] of an open log, [`crate::branch_key`] and
     /// the inspection tools (`tree`, `replay`, `status`, `verify`).
     pub fn read_log(&self, mode: ReadMode) -> Result<SessionLog> {
         read_stored_log(self.store, self.session_id, mode)
