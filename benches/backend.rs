@@ -26,6 +26,7 @@
 mod common;
 
 use serde_json::{Value, json};
+use session_state::On;
 use session_state::{Scope, SessionStore, SqliteStore, Store, StoredSession};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -85,7 +86,7 @@ fn child(args: &str) {
             let session = StoredSession::new(&backend, &key, id);
             let k: u64 = k.parse().expect("k");
             let w = state
-                .write_stored(&session, None, &json!({ "k": k }))
+                .write(On::stored(&session, None), &json!({ "k": k }))
                 .expect("write");
             assert!(w.is_some(), "a new value is one new entry");
         }
@@ -108,7 +109,12 @@ fn child(args: &str) {
                 .state::<Value>("bench", Scope::Branch)
                 .expect("state");
             let session = StoredSession::new(&backend, &key, id);
-            assert!(state.read_stored(&session, None).expect("read").is_some());
+            assert!(
+                state
+                    .read(On::stored(&session, None))
+                    .expect("read")
+                    .is_some()
+            );
         }
         ["import", store, file] => {
             let backend = SqliteStore::open(store).expect("open the store");

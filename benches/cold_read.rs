@@ -252,7 +252,7 @@ fn cold_read(p: &Prepared) -> Store {
     let todo = store
         .state::<Value>(PLUGIN, Scope::Branch)
         .expect("a state key");
-    black_box(todo.read_file(&p.file).expect("read"));
+    black_box(todo.read(&p.file).expect("read"));
     store
 }
 

@@ -22,6 +22,7 @@
 mod pg;
 
 use serde_json::{Value, json};
+use session_state::On;
 use session_state::{
     Header, PiJsonlStore, PostgresStore, Scope, SessionStore, Sessions, Store, StoredSession,
 };
@@ -121,10 +122,11 @@ fn run(load: &Load, target: &Target, scratch: &Path) -> (Round, HashMap<usize, V
                     let value = json!({"w": k, "i": i});
                     let t = Instant::now();
                     let r = match (&target, &backend) {
-                        (Target::Files(files), _) => state.write_file(&files[s], None, &value),
-                        (Target::Postgres(_), Some(b)) => {
-                            state.write_stored(&StoredSession::new(b, b.url(), &id), None, &value)
-                        }
+                        (Target::Files(files), _) => state.write(On::file(&files[s], None), &value),
+                        (Target::Postgres(_), Some(b)) => state.write(
+                            On::stored(&StoredSession::new(b, b.url(), &id), None),
+                            &value,
+                        ),
                         (Target::Postgres(_), None) => unreachable!("connected above"),
                     };
                     match r {

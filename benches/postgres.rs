@@ -27,6 +27,7 @@ mod pg;
 mod common;
 
 use serde_json::{Value, json};
+use session_state::On;
 use session_state::{Header, PostgresStore, Scope, SessionStore, Sessions, Store, StoredSession};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
@@ -82,7 +83,7 @@ fn child(args: &str) {
             let session = StoredSession::new(&backend, backend.url(), id);
             let k: u64 = k.parse().expect("k");
             let w = state
-                .write_stored(&session, None, &json!({ "k": k }))
+                .write(On::stored(&session, None), &json!({ "k": k }))
                 .expect("write");
             assert!(w.is_some(), "a new value is one new entry");
         }
@@ -107,7 +108,12 @@ fn child(args: &str) {
                 .state::<Value>("bench", Scope::Branch)
                 .expect("state");
             let session = StoredSession::new(&backend, backend.url(), id);
-            assert!(state.read_stored(&session, None).expect("read").is_some());
+            assert!(
+                state
+                    .read(On::stored(&session, None))
+                    .expect("read")
+                    .is_some()
+            );
         }
         other => panic!("bad child arguments {other:?}"),
     }

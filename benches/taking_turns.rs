@@ -23,6 +23,7 @@
 //! [--sqlite-store]`
 
 use serde_json::json;
+use session_state::On;
 use session_state::{
     Header, Scope, SessionLog, SessionState, Sessions, SqliteStore, Store, StoredSession,
 };
@@ -169,7 +170,7 @@ fn round(mode: Mode, writers: usize, writes: usize, stored: bool) -> Round {
                         for i in 0..writes {
                             let t = Instant::now();
                             let id = state
-                                .write_stored(&session, None, &json!({"i": i}))
+                                .write(On::stored(&session, None), &json!({"i": i}))
                                 .expect("write");
                             took.push(t.elapsed());
                             ids.push(id.expect("a new value is written"));

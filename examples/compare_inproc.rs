@@ -61,7 +61,7 @@ fn read(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
     let p = Store::at(db)
         .and_then(|store| store.state::<Value>(plugin, Scope::Branch))
         .expect("open the store");
-    let first = p.read_file(file).expect("read").unwrap_or(Value::Null);
+    let first = p.read(file).expect("read").unwrap_or(Value::Null);
     let warm_ms = t.elapsed().as_secs_f64() * 1e3;
     drop(p);
     let cold: Vec<f64> = (0..n)
@@ -71,7 +71,7 @@ fn read(file: &Path, plugin: &str, db: &Path, n: usize) -> Value {
             let p = Store::at(db)
                 .and_then(|store| store.state::<Value>(plugin, Scope::Branch))
                 .expect("open the store");
-            let v = p.read_file(file).expect("read");
+            let v = p.read(file).expect("read");
             assert_eq!(v.as_ref(), Some(&first));
             t.elapsed().as_secs_f64() * 1e3
         })
@@ -330,7 +330,7 @@ fn main() {
             let state = Store::at(&args[3])
                 .and_then(|store| store.state::<Value>(&args[2], Scope::Branch))
                 .expect("state");
-            json!({ "value": state.read_file(&args[1]).expect("read") })
+            json!({ "value": state.read(args[1].as_str()).expect("read") })
         }
         Some("serve") if args.len() == 4 => {
             serve(Path::new(&args[1]), &args[2], Path::new(&args[3]));

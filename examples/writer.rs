@@ -36,6 +36,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
+use session_state::On;
 use session_state::{Error, Scope, SessionLog, SessionState, Store, lock::LockError};
 
 struct Args {
@@ -179,8 +180,8 @@ fn run(args: Args) -> Result<(), String> {
         let written = match (args.patch, args.without_log) {
             (false, false) => state.write(&mut log, &value),
             (true, false) => state.patch(&mut log, &value),
-            (false, true) => state.write_file(&args.file, None, &value),
-            (true, true) => state.patch_file(&args.file, None, &value),
+            (false, true) => state.write(On::file(&args.file, None), &value),
+            (true, true) => state.patch(On::file(&args.file, None), &value),
         };
         let span = match args.times {
             true => format!(" @{start}-{}", now()),

@@ -64,13 +64,15 @@ pub use persistence::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore}
 pub use persistence::{
     DEFAULT_RETRY_WINDOW, ImportReport, LineVisitor, Loaded, PiJsonlStore, RedactedUrl,
     SessionStore, Sessions, SqliteStore, export_session, import_file, open_store_url,
-    read_stored_log,
 };
 pub use projection::CatchUp;
 pub use state::envelope::{Op, Scope};
 pub use state::fold::HistoryEntry;
 pub use state::{Decided, Migrate, StateKey, Unwritable};
-pub use store::state::{FileWriteStep, SessionState, StoredValue, TailWrite};
+#[cfg(feature = "__internal")]
+#[doc(hidden)]
+pub use store::state::TailWrite;
+pub use store::state::{On, SessionState, StoredValue};
 pub use store::{Appended, LastEvent, Store, StoreOptions, StoredSession, WriteLock};
 pub use tree::{EntryRef, LogOptions, Materialize, SessionLog};
 
@@ -81,10 +83,8 @@ pub mod format {
     pub use crate::log::header::{MAX_SESSION_ID_BYTES, read_header};
     pub use crate::log::reader::MAX_HEADER_LINE;
     pub use crate::persistence::INTERRUPTED_TOOL_RESULT;
-    pub use crate::state::envelope::{
-        ENVELOPE_VERSION, Envelope, STATE_PREFIX, VERSIONED_ENVELOPE,
-    };
-    pub use crate::state::{MAX_DEPTH, parse_scope, validate_plugin_id};
+    pub use crate::state::envelope::{Envelope, STATE_PREFIX};
+    pub use crate::state::{MAX_DEPTH, validate_plugin_id};
 }
 
 /// The I/O seam under every byte the log writer puts on disk (redb's `StorageBackend`
@@ -96,11 +96,11 @@ pub mod io {
 }
 
 /// Finding sessions: the sessions of a store or of Pi's session folders, a session by an
-/// id or its prefix, and Pi's names for its folders and files (docs/persistence.md).
+/// id or its prefix, and the walk of Pi's session folders (docs/persistence.md).
 pub mod listing {
     pub use crate::persistence::{
-        HEADER_SCAN_LIMIT, ListProblem, ListedSession, Listing, ResolveError, list_sessions,
-        pi_session_dir_name, pi_session_file_name, resolve_session, session_files,
+        ListProblem, ListedSession, Listing, ResolveError, list_sessions, resolve_session,
+        session_files,
     };
 }
 

@@ -40,7 +40,7 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::{Map, Value};
 
 /// The environment variable that relocates Pi's agent directory (Pi 1.x `ENV_AGENT_DIR`).
-pub const AGENT_DIR_ENV: &str = "PI_CODING_AGENT_DIR";
+pub(crate) const AGENT_DIR_ENV: &str = "PI_CODING_AGENT_DIR";
 
 /// Name of the project configuration directory under `cwd` (Pi's `CONFIG_DIR_NAME`).
 const PROJECT_CONFIG_DIR: &str = ".pi";

@@ -586,10 +586,7 @@ fn integers_beyond_2_53_in_the_file_read_as_javascript_reads_them() {
         .and_then(|store| store.state::<u64>("id", Scope::Branch))
         .unwrap();
     assert_eq!(typed.read(&log).unwrap(), Some(123_456_789_012_345_680));
-    assert_eq!(
-        typed.read_file(&path).unwrap(),
-        Some(123_456_789_012_345_680)
-    );
+    assert_eq!(typed.read(&path).unwrap(), Some(123_456_789_012_345_680));
 
     let cli_db = dir.path().join("cli.sqlite");
     assert_eq!(cli_value(&path, &cli_db, "big").as_deref(), Some(js));
@@ -1439,7 +1436,7 @@ fn the_projection_refuses_a_duplicate_id_without_inventing_the_first_line() {
     );
     // The catch-up keeps ids, not the lines they came from: it says the id was used
     // before, not on which line.
-    let err = state(dir.path(), "p").read_file(&path).unwrap_err();
+    let err = state(dir.path(), "p").read(&path).unwrap_err();
     assert!(
         matches!(&err, Error::Log(LogError::DuplicateId { at, id, first_line: None, .. })
             if at.line == 4 && id == "b0000001"),

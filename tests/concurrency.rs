@@ -35,6 +35,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use session_state::On;
 use session_state::{
     Error, Header, LogError, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState,
     Sessions, SqliteStore, Store, StoreOptions, StoredSession,
@@ -1327,7 +1328,7 @@ fn patch_via(
             let mut log = LogOptions::new().file_system(fs).open(file)?;
             state.patch(&mut log, patch)
         }
-        Via::File => state.patch_file(file, None, patch),
+        Via::File => state.patch(On::file(file, None), patch),
     }
 }
 
@@ -1809,7 +1810,7 @@ fn sqlite_store_writers_in_a_tight_loop_take_turns() {
                 (0..WRITES)
                     .map(|i| {
                         state
-                            .write_stored(&session, None, &json!({"writer": w, "i": i}))
+                            .write(On::stored(&session, None), &json!({"writer": w, "i": i}))
                             .expect("write")
                             .expect("a new value is written")
                     })
@@ -1883,12 +1884,12 @@ fn postgres_writers_on_separate_projections_take_turns() {
                 let state: SessionState<Value> =
                     store(&db).state(PLUGIN, Scope::Branch).expect("state");
                 // Warm: the projection folds the session before the race starts.
-                state.read_stored(&session, None).expect("read");
+                state.read(On::stored(&session, None)).expect("read");
                 barrier.wait();
                 (0..WRITES)
                     .map(|i| {
                         state
-                            .write_stored(&session, None, &json!({"writer": w, "i": i}))
+                            .write(On::stored(&session, None), &json!({"writer": w, "i": i}))
                             .expect("write")
                             .expect("a new value is written")
                     })

@@ -13,6 +13,7 @@
 use crate::common;
 use common::backend::TestBackend;
 use serde_json::{Value, json};
+use session_state::On;
 use session_state::format::{MAX_SESSION_ID_BYTES, read_header};
 use session_state::*;
 use session_state::{LogError, StateError};
@@ -589,31 +590,37 @@ pub(crate) mod suite {
             .unwrap()
             .state::<String>("role", Scope::Branch)
             .unwrap();
-        let a = here.write_stored(&s, None, &"a".to_owned()).unwrap();
+        let a = here.write(On::stored(&s, None), &"a".to_owned()).unwrap();
         assert!(a.is_some());
         assert!(
             there
-                .write_stored(&s, None, &"b".to_owned())
+                .write(On::stored(&s, None), &"b".to_owned())
                 .unwrap()
                 .is_some()
         );
         // The rows here still say "a"; the store says "b".
-        let again = here.write_stored(&s, None, &"a".to_owned()).unwrap();
+        let again = here.write(On::stored(&s, None), &"a".to_owned()).unwrap();
         assert!(
             again.is_some(),
             "the value at the leaf is b: a is written again"
         );
-        assert_eq!(there.read_stored(&s, None).unwrap(), Some("a".to_owned()));
+        assert_eq!(
+            there.read(On::stored(&s, None)).unwrap(),
+            Some("a".to_owned())
+        );
         let c = there
-            .write_stored(&s, None, &"c".to_owned())
+            .write(On::stored(&s, None), &"c".to_owned())
             .unwrap()
             .unwrap();
         // At an entry the rows here do not hold yet: they catch up first.
         let d = here
-            .write_stored(&s, Some(&c), &"d".to_owned())
+            .write(On::stored(&s, Some(&c)), &"d".to_owned())
             .unwrap()
             .unwrap();
-        assert_eq!(there.read_stored(&s, None).unwrap(), Some("d".to_owned()));
+        assert_eq!(
+            there.read(On::stored(&s, None)).unwrap(),
+            Some("d".to_owned())
+        );
         let stored = lines_of(&b, &id);
         assert_eq!(stored.len(), 1 + 5, "every write stored once");
         let last: Value = serde_json::from_str(stored.last().unwrap()).unwrap();
@@ -631,34 +638,34 @@ pub(crate) mod suite {
         let store = projection(&b);
         let s = StoredSession::new(b.store.backend(), &b.key, &id);
         let role = store.state::<Value>("role", Scope::Branch).unwrap();
-        assert_eq!(role.read_stored(&s, None).unwrap(), None);
+        assert_eq!(role.read(On::stored(&s, None)).unwrap(), None);
         let w = role
-            .write_stored(&s, None, &json!({"name": "rev"}))
+            .write(On::stored(&s, None), &json!({"name": "rev"}))
             .unwrap();
         assert!(w.is_some());
         assert_eq!(
-            role.write_stored(&s, None, &json!({"name": "rev"}))
+            role.write(On::stored(&s, None), &json!({"name": "rev"}))
                 .unwrap(),
             None,
             "unchanged"
         );
         assert_eq!(
-            role.read_stored(&s, None).unwrap(),
+            role.read(On::stored(&s, None)).unwrap(),
             Some(json!({"name": "rev"}))
         );
-        role.patch_stored(&s, None, &json!({"model": "fast"}))
+        role.patch(On::stored(&s, None), &json!({"model": "fast"}))
             .unwrap()
             .unwrap();
         assert_eq!(
-            role.read_stored(&s, None).unwrap(),
+            role.read(On::stored(&s, None)).unwrap(),
             Some(json!({"name": "rev", "model": "fast"}))
         );
         let counter = store.state::<i64>("counter", Scope::Session).unwrap();
-        counter.write_stored(&s, None, &-1).unwrap().unwrap();
-        assert_eq!(counter.read_stored(&s, None).unwrap(), Some(-1));
-        role.drop_stored(&s, None).unwrap().unwrap();
-        assert_eq!(role.drop_stored(&s, None).unwrap(), None);
-        assert_eq!(role.read_stored(&s, None).unwrap(), None);
+        counter.write(On::stored(&s, None), &-1).unwrap().unwrap();
+        assert_eq!(counter.read(On::stored(&s, None)).unwrap(), Some(-1));
+        role.drop(On::stored(&s, None)).unwrap().unwrap();
+        assert_eq!(role.drop(On::stored(&s, None)).unwrap(), None);
+        assert_eq!(role.read(On::stored(&s, None)).unwrap(), None);
         // Every write is one stored entry, on the store: a new handle folds the same.
         let log = (b.reopen)().load(&id).unwrap().into_log();
         assert_eq!(log.len(), 5);
@@ -669,11 +676,11 @@ pub(crate) mod suite {
         );
         assert_eq!(counter.read(&log).unwrap(), Some(-1));
         // The projection answers from its rows: a second read reads nothing new.
-        role.read_stored(&s, None).unwrap();
+        role.read(On::stored(&s, None)).unwrap();
         assert_eq!(store.last_catch_up().unwrap().entries_added, 0);
         // Refused before anything is stored: an integer Pi's JavaScript would not read back.
         assert!(matches!(
-            role.write_stored(&s, None, &json!(9007199254740993u64)),
+            role.write(On::stored(&s, None), &json!(9007199254740993u64)),
             Err(Error::State(StateError::UnrepresentableValue { .. }))
         ));
         assert_eq!((b.reopen)().load(&id).unwrap().next_seq(), 5);
@@ -684,34 +691,46 @@ pub(crate) mod suite {
         let store = projection(&b);
         let s = StoredSession::new(b.store.backend(), &b.key, &id);
         let role = store.state::<String>("role", Scope::Branch).unwrap();
-        let a = role.write_stored(&s, None, &"a".into()).unwrap().unwrap();
-        let tip = role.write_stored(&s, None, &"b".into()).unwrap().unwrap();
+        let a = role
+            .write(On::stored(&s, None), &"a".into())
+            .unwrap()
+            .unwrap();
+        let tip = role
+            .write(On::stored(&s, None), &"b".into())
+            .unwrap()
+            .unwrap();
         // A fork at `a`: its child sees `a`'s value, then its own.
         let fork = role
-            .write_stored(&s, Some(&a), &"c".into())
+            .write(On::stored(&s, Some(&a)), &"c".into())
             .unwrap()
             .unwrap();
         let log = s.read_log(ReadMode::Strict).unwrap();
         assert_eq!(log.entry(&fork).unwrap().parent_id(), Some(a.as_str()));
         assert_eq!(
-            role.read_stored(&s, Some(&fork)).unwrap().as_deref(),
+            role.read(On::stored(&s, Some(&fork))).unwrap().as_deref(),
             Some("c")
         );
         assert_eq!(
-            role.read_stored(&s, Some(&tip)).unwrap().as_deref(),
+            role.read(On::stored(&s, Some(&tip))).unwrap().as_deref(),
             Some("b"),
             "siblings never see each other"
         );
         assert_eq!(
-            role.read_stored(&s, Some(&a)).unwrap().as_deref(),
+            role.read(On::stored(&s, Some(&a))).unwrap().as_deref(),
             Some("a")
         );
         // The leaf without --at is the last entry in storage order: the fork.
-        assert_eq!(role.read_stored(&s, None).unwrap().as_deref(), Some("c"));
+        assert_eq!(
+            role.read(On::stored(&s, None)).unwrap().as_deref(),
+            Some("c")
+        );
         // An unchanged write at a fork point appends nothing.
-        assert_eq!(role.write_stored(&s, Some(&a), &"a".into()).unwrap(), None);
+        assert_eq!(
+            role.write(On::stored(&s, Some(&a)), &"a".into()).unwrap(),
+            None
+        );
         assert!(matches!(
-            role.write_stored(&s, Some("nothere"), &"z".into()),
+            role.write(On::stored(&s, Some("nothere")), &"z".into()),
             Err(Error::Log(LogError::UnknownEntry { .. }))
         ));
         // History and branch key on the loaded log.
@@ -740,8 +759,8 @@ pub(crate) mod suite {
         let store = projection(&b);
         let s = StoredSession::new(b.store.backend(), &b.key, &id);
         let role = store.state::<i64>("role", Scope::Branch).unwrap();
-        role.write_stored(&s, None, &1).unwrap().unwrap();
-        assert_eq!(role.read_stored(&s, None).unwrap(), Some(1));
+        role.write(On::stored(&s, None), &1).unwrap().unwrap();
+        assert_eq!(role.read(On::stored(&s, None)).unwrap(), Some(1));
         // Another machine writes through its own handle and its own cache.
         let other = (b.reopen)();
         let elsewhere = b.scratch.join("elsewhere");
@@ -750,11 +769,11 @@ pub(crate) mod suite {
         theirs
             .state::<i64>("role", Scope::Branch)
             .unwrap()
-            .write_stored(&s2, None, &2)
+            .write(On::stored(&s2, None), &2)
             .unwrap()
             .unwrap();
         // Our cold read sees it, reading only the new entry.
-        assert_eq!(role.read_stored(&s, None).unwrap(), Some(2));
+        assert_eq!(role.read(On::stored(&s, None)).unwrap(), Some(2));
         assert_eq!(store.last_catch_up().unwrap().entries_added, 1);
         // No local copy of the session: the scratch directory holds the projection only.
         let mut files: Vec<String> = std::fs::read_dir(&b.scratch)
@@ -772,7 +791,7 @@ pub(crate) mod suite {
         let last = lines_of(&b, &id).len() as u64 - 1;
         let replaced = lines_of(&b, &id)[last as usize].replace(r#""value":2"#, r#""value":3"#);
         (b.corrupt)(&id, last, &replaced);
-        assert_eq!(role.read_stored(&s, None).unwrap(), Some(3));
+        assert_eq!(role.read(On::stored(&s, None)).unwrap(), Some(3));
         assert!(store.last_catch_up().unwrap().rebuilt);
     }
 
@@ -841,10 +860,10 @@ pub(crate) mod suite {
         let store = projection(&b);
         let s = StoredSession::new(b.store.backend(), &b.key, id);
         let role = store.state::<Value>("role", Scope::Branch).unwrap();
-        assert_eq!(role.read_stored(&s, None).unwrap(), None);
+        assert_eq!(role.read(On::stored(&s, None)).unwrap(), None);
         assert_eq!(lines_of(&b, id), before, "a read adds nothing");
         let w = role
-            .write_stored(&s, None, &json!("busy"))
+            .write(On::stored(&s, None), &json!("busy"))
             .unwrap()
             .unwrap();
         let after = lines_of(&b, id);
@@ -855,7 +874,10 @@ pub(crate) mod suite {
         assert_eq!(event["id"], json!(w));
         assert_eq!(event["customType"], json!("session-state/role"));
         assert_eq!(event["parentId"], call["id"], "a child of the tool call");
-        assert_eq!(role.read_stored(&s, None).unwrap(), Some(json!("busy")));
+        assert_eq!(
+            role.read(On::stored(&s, None)).unwrap(),
+            Some(json!("busy"))
+        );
         assert_eq!(lines_of(&b, id).len(), before.len() + 1);
     }
 
@@ -946,7 +968,10 @@ pub(crate) mod suite {
         let role = projection(&b)
             .state::<String>("role", Scope::Branch)
             .unwrap();
-        assert_eq!(role.read_stored(&s, None).unwrap().as_deref(), Some("r"));
+        assert_eq!(
+            role.read(On::stored(&s, None)).unwrap().as_deref(),
+            Some("r")
+        );
         assert_eq!(
             import_file(b.store.backend(), &file).unwrap().appended,
             0,
@@ -964,8 +989,8 @@ pub(crate) mod suite {
         let store = projection(&b);
         let s = StoredSession::new(b.store.backend(), &b.key, &id);
         let role = store.state::<i64>("role", Scope::Branch).unwrap();
-        role.write_stored(&s, None, &1).unwrap().unwrap();
-        assert_eq!(role.read_stored(&s, None).unwrap(), Some(1));
+        role.write(On::stored(&s, None), &1).unwrap().unwrap();
+        assert_eq!(role.read(On::stored(&s, None)).unwrap(), Some(1));
         assert_eq!(b.store.load(&id).unwrap().next_seq(), 2);
         let too_long = "y".repeat(300);
         let err = b.store.create(header(&too_long)).unwrap_err();
@@ -1170,7 +1195,7 @@ pub(crate) mod suite {
         let s = StoredSession::new(&racer, &b.key, &id);
         let role = store.state::<i64>("role", Scope::Branch).unwrap();
         let started = std::time::Instant::now();
-        let err = role.write_stored(&s, None, &1).unwrap_err();
+        let err = role.write(On::stored(&s, None), &1).unwrap_err();
         let took = started.elapsed();
         match &err {
             Error::Contended {
@@ -1195,8 +1220,8 @@ pub(crate) mod suite {
         assert!(took < std::time::Duration::from_secs(30), "{took:?}");
         // Without the racer the same write goes through on the first attempt.
         let plain = StoredSession::new(b.store.backend(), &b.key, &id);
-        assert!(role.write_stored(&plain, None, &1).unwrap().is_some());
-        assert_eq!(role.read_stored(&plain, None).unwrap(), Some(1));
+        assert!(role.write(On::stored(&plain, None), &1).unwrap().is_some());
+        assert_eq!(role.read(On::stored(&plain, None)).unwrap(), Some(1));
     }
 
     pub fn an_append_of_unknown_outcome_is_resolved_by_reading_the_store_back(b: TestBackend) {
@@ -1210,7 +1235,7 @@ pub(crate) mod suite {
             let f = faulty(&b, fault);
             let s = StoredSession::new(&f, &b.key, &id);
             // Acknowledged once, stored once: committed (read back) or sent again.
-            let w = role.write_stored(&s, None, &7).unwrap().unwrap();
+            let w = role.write(On::stored(&s, None), &7).unwrap().unwrap();
             let stored = lines_of(&b, &id);
             assert_eq!(stored.len(), 2, "{stored:#?}");
             assert!(
@@ -1218,7 +1243,7 @@ pub(crate) mod suite {
                 "{}",
                 stored[1]
             );
-            assert_eq!(role.read_stored(&s, None).unwrap(), Some(7));
+            assert_eq!(role.read(On::stored(&s, None)).unwrap(), Some(7));
         }
         // A host's append through the crate's rules is resolved the same way.
         let id = seeded(&b, "unknown-host", 1);
@@ -1236,12 +1261,12 @@ pub(crate) mod suite {
         // Back within the window: the write goes through, once.
         let f = faulty(&b, Fault::Unavailable(3));
         let s = StoredSession::new(&f, &b.key, &id);
-        assert!(role.write_stored(&s, None, &1).unwrap().is_some());
+        assert!(role.write(On::stored(&s, None), &1).unwrap().is_some());
         assert_eq!(lines_of(&b, &id).len(), 2);
         // Away for longer: refused with the cause, after retries, nothing written.
         let f = faulty(&b, Fault::Unavailable(u32::MAX));
         let s = StoredSession::new(&f, &b.key, &id);
-        let err = role.write_stored(&s, None, &2).unwrap_err();
+        let err = role.write(On::stored(&s, None), &2).unwrap_err();
         match &err {
             Error::StoreUnavailable {
                 attempts, source, ..
@@ -1256,7 +1281,7 @@ pub(crate) mod suite {
         }
         assert!(err.to_string().contains("trying again is safe"), "{err}");
         assert!(matches!(
-            role.read_stored(&s, None),
+            role.read(On::stored(&s, None)),
             Err(Error::StoreUnavailable { .. })
         ));
         assert_eq!(lines_of(&b, &id).len(), 2);
@@ -1292,16 +1317,19 @@ pub(crate) mod suite {
                 "{plugin}"
             );
             assert_eq!(
-                st.read_stored(&s, None).unwrap(),
+                st.read(On::stored(&s, None)).unwrap(),
                 Some(value),
                 "{plugin} cold"
             );
         }
         let role = store.state::<Value>("role", Scope::Branch).unwrap();
-        role.write_stored(&s, None, &json!("third"))
+        role.write(On::stored(&s, None), &json!("third"))
             .unwrap()
             .unwrap();
-        assert_eq!(role.read_stored(&s, None).unwrap(), Some(json!("third")));
+        assert_eq!(
+            role.read(On::stored(&s, None)).unwrap(),
+            Some(json!("third"))
+        );
     }
 
     pub fn folds_equal_pis_on_imported_pi_sessions(b: TestBackend) {
@@ -1346,7 +1374,7 @@ pub(crate) mod suite {
                                 "pi{major} {seed} {plugin} {scope} {entry}"
                             );
                             assert_eq!(
-                                st.read_stored(&s, Some(entry)).unwrap(),
+                                st.read(On::stored(&s, Some(entry))).unwrap(),
                                 expect,
                                 "cold read"
                             );
@@ -1459,9 +1487,9 @@ pub(crate) mod model {
                 Transition::State { plugin, scope, op } => {
                     let st = h.store.state::<Value>(PLUGINS[plugin], scope).unwrap();
                     let r = match op {
-                        MOp::Set(v) => st.write_stored(&s, Some(&leaf), &v),
-                        MOp::Patch(p) => st.patch_stored(&s, Some(&leaf), &p),
-                        MOp::Drop => st.drop_stored(&s, Some(&leaf)),
+                        MOp::Set(v) => st.write(On::stored(&s, Some(&leaf)), &v),
+                        MOp::Patch(p) => st.patch(On::stored(&s, Some(&leaf)), &p),
+                        MOp::Drop => st.drop(On::stored(&s, Some(&leaf))),
                     }
                     .unwrap();
                     assert_eq!(r.is_some(), model.last_appended);
@@ -1496,7 +1524,7 @@ pub(crate) mod model {
                     }
                     for i in [h.leaf, h.ids.len() - 1] {
                         assert_eq!(
-                            st.read_stored(&s, Some(&h.ids[i])).unwrap(),
+                            st.read(On::stored(&s, Some(&h.ids[i]))).unwrap(),
                             model.value(plugin, scope, Some(i)),
                             "cold read: {name} {scope} at #{i}"
                         );

@@ -52,7 +52,7 @@ fn an_in_process_write_commits_nothing_and_the_next_reader_reads_only_the_new_by
     let mut log = SessionLog::open(&file).unwrap();
     role.write(&mut log, &json!(0)).unwrap().unwrap();
     // The rows as a reader leaves them.
-    assert_eq!(role.read_file(&file).unwrap(), Some(json!(0)));
+    assert_eq!(role.read(&file).unwrap(), Some(json!(0)));
     let mark = consumed(&db, &file).expect("rows after a read");
     assert_eq!(mark, std::fs::metadata(&file).unwrap().len());
 
@@ -75,7 +75,7 @@ fn an_in_process_write_commits_nothing_and_the_next_reader_reads_only_the_new_by
     let len = std::fs::metadata(&file).unwrap().len();
     let fresh = common::open_store(&db).unwrap();
     let key = fresh.state::<Value>("role", Scope::Branch).unwrap();
-    assert_eq!(key.read_file(&file).unwrap(), Some(json!(5)));
+    assert_eq!(key.read(&file).unwrap(), Some(json!(5)));
     let c = fresh.last_catch_up().expect("a catch-up");
     assert!(!c.rebuilt, "{c:?}");
     assert_eq!((c.entries_added, c.bytes_read), (5, len - mark), "{c:?}");
@@ -121,11 +121,11 @@ fn a_deferred_projection_is_caught_up_by_a_reader_in_another_process() {
         consumed(&db, &file),
         Some(std::fs::metadata(&file).unwrap().len())
     );
-    assert_eq!(role.read_file(&file).unwrap(), Some(json!({"n": 2})));
+    assert_eq!(role.read(&file).unwrap(), Some(json!({"n": 2})));
     assert_eq!(store.last_catch_up().unwrap().entries_added, 0);
     // The in-process writer goes on; the other process's catch-up changed nothing for it.
     role.write(&mut log, &json!({"n": 3})).unwrap().unwrap();
-    assert_eq!(role.read_file(&file).unwrap(), Some(json!({"n": 3})));
+    assert_eq!(role.read(&file).unwrap(), Some(json!({"n": 3})));
     assert_eq!(store.last_catch_up().unwrap().entries_added, 1);
 }
 
@@ -137,7 +137,7 @@ fn a_writer_killed_after_its_appends_leaves_rows_every_reader_catches_up_alike()
     // The rows exist and are up to date before the writer starts.
     let store = common::open_store(&db).unwrap();
     let state = store.state::<Value>("crash", Scope::Branch).unwrap();
-    assert_eq!(state.read_file(&file).unwrap(), None);
+    assert_eq!(state.read(&file).unwrap(), None);
     let mark = consumed(&db, &file).unwrap();
     let ack = dir.path().join("acks.tsv");
     let mut child = Command::new(common::examples::example("crash_writer"))

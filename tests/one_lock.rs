@@ -12,6 +12,7 @@
 
 use crate::common;
 use serde_json::{Value, json};
+use session_state::On;
 use session_state::lock::{Holder, LockError};
 use session_state::{Error, Scope, SessionLog, SessionState, Store};
 use std::io::{BufRead, BufReader};
@@ -386,7 +387,7 @@ fn an_earlier_releases_row_refuses_this_releases_writers_on_every_path() {
             .expect("store")
             .state::<Value>("p", Scope::Branch)
             .expect("state");
-        match state.write_file(&file, None, &json!({"file": 1})) {
+        match state.write(On::file(&file, None), &json!({"file": 1})) {
             Err(Error::Lock(e)) if matches!(*e, LockError::Held { .. }) => {}
             other => panic!("{release}: write_file while the row stands: {other:?}"),
         }
@@ -415,7 +416,7 @@ fn an_earlier_releases_row_refuses_this_releases_writers_on_every_path() {
         }
         writer.write().expect("free again").expect("an entry");
         state
-            .write_file(&file, None, &json!({"file": 2}))
+            .write(On::file(&file, None), &json!({"file": 2}))
             .expect("free again");
         let out = cli_write(&file, "8", &db);
         assert_eq!(

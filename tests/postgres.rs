@@ -7,6 +7,7 @@
 use crate::common::examples::example;
 use crate::common::pg::{self, Server, ServerOptions};
 use serde_json::{Value, json};
+use session_state::On;
 use session_state::{
     Error, Header, LogError, LogOptions, PostgresStore, Scope, SessionLog, SessionStore, Sessions,
     Store, StoreError, StoredSession,
@@ -1037,7 +1038,7 @@ fn a_state_write_takes_a_turn_only_behind_a_writer_in_one() {
         )
         .expect("share the lock");
     let first = role
-        .write_stored(&session, None, &json!("reviewer"))
+        .write(On::stored(&session, None), &json!("reviewer"))
         .expect("a write alone takes no turn")
         .expect("written");
     holder
@@ -1060,7 +1061,7 @@ fn a_state_write_takes_a_turn_only_behind_a_writer_in_one() {
                 .expect("store")
                 .state::<Value>("role", Scope::Branch)
                 .expect("state")
-                .write_stored(&session, None, &json!("author"))
+                .write(On::stored(&session, None), &json!("author"))
         })
     };
     until_one_waits_for_the_turn(&mut guard.server().admin(guard.name()));
@@ -1088,7 +1089,7 @@ fn a_state_write_takes_a_turn_only_behind_a_writer_in_one() {
         .collect();
     assert_eq!(ids[1..], [first, second]);
     assert_eq!(
-        role.read_stored(&session, None).expect("read"),
+        role.read(On::stored(&session, None)).expect("read"),
         Some(json!("author"))
     );
 }
@@ -1257,7 +1258,7 @@ fn a_writer_stalled_in_its_turn_is_named_with_pid_host_and_since_when() {
         .state::<Value>("role", Scope::Branch)
         .expect("state");
     let err = role
-        .write_stored(&session, None, &json!("reviewer"))
+        .write(On::stored(&session, None), &json!("reviewer"))
         .expect_err("refused while the turn is held");
     let Error::StoreUnavailable { source, .. } = &err else {
         panic!("not the busy refusal: {err:?}")
@@ -1297,7 +1298,7 @@ fn a_writer_stalled_in_its_turn_is_named_with_pid_host_and_since_when() {
     // The turn ends with the holder's connection: the write then goes through.
     drop(holder);
     assert!(
-        role.write_stored(&session, None, &json!("reviewer"))
+        role.write(On::stored(&session, None), &json!("reviewer"))
             .expect("written")
             .is_some()
     );

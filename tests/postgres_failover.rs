@@ -15,6 +15,7 @@
 
 use crate::common::pg::Server;
 use serde_json::{Value, json};
+use session_state::On;
 use session_state::{Header, PostgresStore, ReadMode, Scope, Sessions, Store, StoredSession};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -112,7 +113,7 @@ fn writer(
             // turn ended with a round trip to the dead server), so only a write begun after
             // the kill must be on the new primary.
             let before_kill = !killed.load(Ordering::SeqCst);
-            match state.write_stored(&session, None, &value) {
+            match state.write(On::stored(&session, None), &value) {
                 Ok(Some(entry_id)) => {
                     tally.acks.lock().unwrap().push(Ack {
                         writer: k,
@@ -277,7 +278,10 @@ fn fail_over(sync: bool) -> Outcome {
         let value = fresh
             .state::<u64>(format!("w{k}"), Scope::Session)
             .expect("state")
-            .read_stored(&StoredSession::new(&backend, backend.url(), &id), None)
+            .read(On::stored(
+                &StoredSession::new(&backend, backend.url(), &id),
+                None,
+            ))
             .expect("read back");
         assert_eq!(value, Some(last), "writer {k}'s last acknowledged value");
     }

@@ -83,19 +83,22 @@ impl Session {
         let ps = state(&self.db, "p", Scope::Session);
         let q = state(&self.db, "q", Scope::Branch);
         let log = &mut self.log;
-        let fork_point = p.write(log, &json!({"a": 1})).expect("write").expect("id");
+        let fork_point = p
+            .write(&mut *log, &json!({"a": 1}))
+            .expect("write")
+            .expect("id");
         log.append(assistant("noted")).expect("append");
-        ps.write(log, &json!("s1")).expect("write");
-        q.write(log, &Value::Null).expect("write");
-        p.patch(log, &json!({"b": 2})).expect("patch");
-        p.write(log, &json!("aaa")).expect("write");
+        ps.write(&mut *log, &json!("s1")).expect("write");
+        q.write(&mut *log, &Value::Null).expect("write");
+        p.patch(&mut *log, &json!({"b": 2})).expect("patch");
+        p.write(&mut *log, &json!("aaa")).expect("write");
         log.append(user("go on")).expect("append");
         log.navigate(&fork_point).expect("navigate");
         log.append(user("on a fork")).expect("append");
-        p.write(log, &json!("other")).expect("write");
-        ps.patch(log, &json!({"x": 1})).expect("patch");
-        q.write(log, &json!([1, 2])).expect("write");
-        p.drop(log).expect("drop");
+        p.write(&mut *log, &json!("other")).expect("write");
+        ps.patch(&mut *log, &json!({"x": 1})).expect("patch");
+        q.write(&mut *log, &json!([1, 2])).expect("write");
+        p.drop(&mut *log).expect("drop");
         log.append(user("tail")).expect("append");
     }
 }

@@ -190,9 +190,9 @@ fn prune_removes_only_the_deleted_sessions_rows_and_the_other_reads_without_a_re
         "{c:?}"
     );
     let role = store.state::<Value>("role", Scope::Branch).expect("key");
-    assert_eq!(role.read_file(&b).expect("read"), Some(json!({"by": "b"})));
+    assert_eq!(role.read(&b).expect("read"), Some(json!({"by": "b"})));
     let seen = store.state::<Value>("seen", Scope::Session).expect("key");
-    assert_eq!(seen.read_file(&b).expect("read"), Some(json!(1)));
+    assert_eq!(seen.read(&b).expect("read"), Some(json!(1)));
 
     // Nothing left to prune.
     let (code, out, _) = prune(dir.path(), &db, &["--yes", "--json"]);

@@ -131,14 +131,14 @@ fn a_library_read_of_an_unchanged_file_reads_none_of_it() {
     todo.write(&mut log, &json!({"n": 1})).expect("write");
     let path = log.path().to_path_buf();
     // The write leaves the projection to the next reader: this one builds it.
-    assert_eq!(todo.read_file(&path).expect("read"), Some(json!({"n": 1})));
+    assert_eq!(todo.read(&path).expect("read"), Some(json!({"n": 1})));
     drop((log, todo));
     // A new store (a new connection, as in a new process): the value comes from the
     // projection; no byte of the file after the watermark is parsed, and only the
     // digest spans and the folded events are checked.
     let store = Store::at(&db).expect("store");
     let todo = store.state::<Value>("todo", Scope::Branch).expect("key");
-    assert_eq!(todo.read_file(&path).expect("read"), Some(json!({"n": 1})));
+    assert_eq!(todo.read(&path).expect("read"), Some(json!({"n": 1})));
     let c = store.last_catch_up().expect("the read caught up first");
     assert_eq!(
         (c.rebuilt, c.bytes_read, c.entries_added),
@@ -148,7 +148,7 @@ fn a_library_read_of_an_unchanged_file_reads_none_of_it() {
     // And at an entry, by id.
     let log = SessionLog::open(&path).expect("open");
     let first = log.entries().next().expect("an entry").id().to_owned();
-    assert_eq!(todo.read_file_at(&path, &first).expect("read"), None);
+    assert_eq!(todo.read_at(&path, &first).expect("read"), None);
 }
 
 #[test]
@@ -181,10 +181,7 @@ fn force_refresh_clears_the_lock_row_drops_the_caches_and_rereads_the_file() {
     assert_eq!(log.len(), other.len(), "the file was re-read");
     assert_eq!(todo.read(&log).expect("read"), Some(json!("theirs")));
     // The projection's rows were dropped: the next read rebuilds them from the file.
-    assert_eq!(
-        todo.read_file(log.path()).expect("read"),
-        Some(json!("theirs"))
-    );
+    assert_eq!(todo.read(log.path()).expect("read"), Some(json!("theirs")));
     assert!(store.last_catch_up().expect("caught up").rebuilt);
     assert!(
         !store.force_refresh(&mut log).expect("again"),

@@ -10,6 +10,7 @@
 //! session whose `todo` state was written at version 1, then 2, then 3.
 
 use crate::common::reference::merge_patch;
+use session_state::On;
 use session_state::StateError;
 
 use proptest::prelude::*;
@@ -478,7 +479,12 @@ fn check_fold(tree: &Tree) {
                     assert_eq!(got, expect, "read_at, key at {k}: {at}");
                     let got = outcome(st.read_value(&log), plugin, *k, &node_of);
                     assert_eq!(got, expect, "read_value, key at {k}: {at}");
-                    let got = outcome(st.read_file_value(&file, Some(id)), plugin, *k, &node_of);
+                    let got = outcome(
+                        st.read_value(On::file(&file, Some(id))),
+                        plugin,
+                        *k,
+                        &node_of,
+                    );
                     assert_eq!(got, expect, "read_file_value, key at {k}: {at}");
                 }
                 // `history` reports each event's version (and the fold's is the last's).
@@ -786,9 +792,9 @@ fn run_writes(acts: &[Act]) {
         let r = if via_file {
             let at = Some(ids[leaf].as_str());
             match op {
-                MOp::Set(v) => st.write_file(&file, at, v),
-                MOp::Patch(p) => st.patch_file(&file, at, p),
-                MOp::Drop => st.drop_file(&file, at),
+                MOp::Set(v) => st.write(On::file(&file, at), v),
+                MOp::Patch(p) => st.patch(On::file(&file, at), p),
+                MOp::Drop => st.drop(On::file(&file, at)),
             }
         } else {
             match op {
@@ -1237,19 +1243,19 @@ fn a_key_at_an_older_version_refuses_the_version_3_state_on_every_path() {
                 st.patch(&mut log, &json!({"owner": "x"})).map(|_| None),
             ),
             ("drop", st.drop(&mut log).map(|_| None)),
-            ("read_file", st.read_file(&file)),
-            ("read_file_at", st.read_file_at(&file, LAST)),
-            ("read_file_value", st.read_file_value(&file, None)),
+            ("read_file", st.read(&file)),
+            ("read_file_at", st.read_at(&file, LAST)),
+            ("read_file_value", st.read_value(On::file(&file, None))),
             (
                 "write_file",
-                st.write_file(&file, None, &json!(["x"])).map(|_| None),
+                st.write(On::file(&file, None), &json!(["x"])).map(|_| None),
             ),
             (
                 "patch_file at",
-                st.patch_file(&file, Some(LAST), &json!({"owner": "x"}))
+                st.patch(On::file(&file, Some(LAST)), &json!({"owner": "x"}))
                     .map(|_| None),
             ),
-            ("drop_file", st.drop_file(&file, None).map(|_| None)),
+            ("drop_file", st.drop(On::file(&file, None)).map(|_| None)),
             (
                 "apply_at_tail",
                 st.apply_at_tail(&file, None, Op::Drop).map(|_| None),
@@ -1261,7 +1267,7 @@ fn a_key_at_an_older_version_refuses_the_version_3_state_on_every_path() {
             unchanged(&what);
         }
         assert_newer(typed.read(&log), known, "typed read");
-        assert_newer(typed.read_file(&file), known, "typed read_file");
+        assert_newer(typed.read(&file), known, "typed read_file");
         assert_eq!(log.len(), len, "nothing appended in memory");
         unchanged("the typed reads");
     }
@@ -1281,23 +1287,23 @@ fn a_key_at_an_older_version_refuses_the_version_3_state_on_every_path() {
     let before = exported(&backend, &id);
     assert_eq!(before, original, "imported byte for byte");
     let st = store.state_of(&todo_key::<Value>(1));
-    assert_newer(st.read_stored(&session, None), 1, "read_stored");
+    assert_newer(st.read(On::stored(&session, None)), 1, "read_stored");
     assert_newer(
-        st.read_stored_value(&session, Some(LAST)),
+        st.read_value(On::stored(&session, Some(LAST))),
         1,
         "read_stored_value",
     );
     assert_newer(
-        st.write_stored(&session, None, &json!(["x"])),
+        st.write(On::stored(&session, None), &json!(["x"])),
         1,
         "write_stored",
     );
     assert_newer(
-        st.patch_stored(&session, None, &json!({"owner": "x"})),
+        st.patch(On::stored(&session, None), &json!({"owner": "x"})),
         1,
         "patch_stored",
     );
-    assert_newer(st.drop_stored(&session, None), 1, "drop_stored");
+    assert_newer(st.drop(On::stored(&session, None)), 1, "drop_stored");
     assert_eq!(
         exported(&backend, &id),
         before,
@@ -1319,7 +1325,7 @@ fn a_key_at_version_3_reads_the_fixture_and_one_at_4_migrates_in_memory_only() {
     let v3 = store.state_of(&todo_key::<TodoV3>(3));
     let want: TodoV3 = serde_json::from_value(v3_value()).unwrap();
     assert_eq!(v3.read(&log).unwrap(), Some(want.clone()));
-    assert_eq!(v3.read_file(&file).unwrap(), Some(want.clone()));
+    assert_eq!(v3.read(&file).unwrap(), Some(want.clone()));
     let task = |title: &str, done| Task {
         title: title.into(),
         done,
@@ -1338,7 +1344,7 @@ fn a_key_at_version_3_reads_the_fixture_and_one_at_4_migrates_in_memory_only() {
         })
     );
     assert_eq!(
-        v3.read_file_at(&file, "a0000003").unwrap(),
+        v3.read_at(&file, "a0000003").unwrap(),
         Some(TodoV3 {
             tasks: vec![
                 task("review", false),
@@ -1379,13 +1385,16 @@ fn a_key_at_version_3_reads_the_fixture_and_one_at_4_migrates_in_memory_only() {
     );
     let (backend, id) = stored_copy(dir.path(), &file);
     let session = StoredSession::new(&backend, "sqlite:sessions", &id);
-    assert_eq!(v3.read_stored(&session, None).unwrap(), Some(want));
+    assert_eq!(v3.read(On::stored(&session, None)).unwrap(), Some(want));
 
     let v4 = store.state_of(&todo_key::<Value>(4));
     assert_eq!(v4.read(&log).unwrap(), Some(v4_value()));
     assert_eq!(v4.read_value(&log).unwrap(), Some(v4_value()));
-    assert_eq!(v4.read_file(&file).unwrap(), Some(v4_value()));
-    assert_eq!(v4.read_stored(&session, None).unwrap(), Some(v4_value()));
+    assert_eq!(v4.read(&file).unwrap(), Some(v4_value()));
+    assert_eq!(
+        v4.read(On::stored(&session, None)).unwrap(),
+        Some(v4_value())
+    );
     assert_eq!(std::fs::read(&file).unwrap(), original, "a read wrote");
     assert_eq!(exported(&backend, &id), original, "a read wrote");
     let stored = store
@@ -1459,9 +1468,9 @@ fn the_first_write_at_version_4_appends_a_set_recorded_at_4() {
                         TailWrite::Unchanged => None,
                         TailWrite::NeedsLog => panic!("the rows were caught up"),
                     }),
-                    (Path4::Stored, Op::Set(v)) => v4.write_stored(&session, None, &v),
-                    (Path4::Stored, Op::Patch(p)) => v4.patch_stored(&session, None, &p),
-                    (Path4::Stored, Op::Drop) => v4.drop_stored(&session, None),
+                    (Path4::Stored, Op::Set(v)) => v4.write(On::stored(&session, None), &v),
+                    (Path4::Stored, Op::Patch(p)) => v4.patch(On::stored(&session, None), &p),
+                    (Path4::Stored, Op::Drop) => v4.drop(On::stored(&session, None)),
                 }
                 .unwrap()
             };
@@ -1488,8 +1497,8 @@ fn the_first_write_at_version_4_appends_a_set_recorded_at_4() {
             let v3 = store.state_of(&todo_key::<Value>(3));
             let refused = match path {
                 Path4::Log => v3.read(&SessionLog::open(&file).unwrap()),
-                Path4::Tail => v3.read_file(&file),
-                Path4::Stored => v3.read_stored(&session, None),
+                Path4::Tail => v3.read(&file),
+                Path4::Stored => v3.read(On::stored(&session, None)),
             };
             match refused {
                 Err(Error::State(StateError::NewerStateVersion {
@@ -1518,10 +1527,10 @@ fn a_patch_on_a_value_of_the_keys_version_is_a_patch() {
     let file = fixture_copy(dir.path());
     let store = Store::at(dir.path().join("states.sqlite")).unwrap();
     let v4 = store.state_of(&todo_key::<Value>(4));
-    v4.patch_file(&file, None, &json!({"due": "2026-05-09"}))
+    v4.patch(On::file(&file, None), &json!({"due": "2026-05-09"}))
         .unwrap()
         .unwrap();
-    v4.patch_file(&file, None, &json!({"owners": ["bo", "cy"]}))
+    v4.patch(On::file(&file, None), &json!({"owners": ["bo", "cy"]}))
         .unwrap()
         .unwrap();
     let text = std::fs::read_to_string(&file).unwrap();
@@ -1607,11 +1616,16 @@ fn a_value_that_does_not_fit_the_serde_type_names_entry_and_path() {
     let at = "items[1].done";
     assert_deserialize(typed.read(&log), &bad, at, "read");
     assert_deserialize(typed.read_at(&log, &bad), &bad, at, "read_at");
-    assert_deserialize(typed.read_file(&file), &bad, at, "read_file");
-    assert_deserialize(typed.read_file_at(&file, &bad), &bad, at, "read_file_at");
+    assert_deserialize(typed.read(&file), &bad, at, "read_file");
+    assert_deserialize(typed.read_at(&file, &bad), &bad, at, "read_file_at");
     let (backend, id) = stored_copy(dir.path(), &file);
     let session = StoredSession::new(&backend, "sqlite:sessions", &id);
-    assert_deserialize(typed.read_stored(&session, None), &bad, at, "read_stored");
+    assert_deserialize(
+        typed.read(On::stored(&session, None)),
+        &bad,
+        at,
+        "read_stored",
+    );
     // A missing member is named by its object's path.
     let missing = raw
         .write(&mut log, &json!({"items": [{"text": "a"}]}))
@@ -1622,7 +1636,7 @@ fn a_value_that_does_not_fit_the_serde_type_names_entry_and_path() {
     raw.write(&mut log, &json!({"items": [{"text": "a", "done": false}]}))
         .unwrap();
     assert_eq!(
-        typed.read_file(&file).unwrap(),
+        typed.read(&file).unwrap(),
         Some(Todo {
             items: vec![Item {
                 text: "a".into(),
@@ -1647,7 +1661,7 @@ fn a_value_that_does_not_fit_the_serde_type_names_entry_and_path() {
             .unwrap(),
     );
     assert_deserialize(v2.read(&log), &old, "items[0].done", "migrated, log");
-    assert_deserialize(v2.read_file(&file), &old, "items[0].done", "migrated, file");
+    assert_deserialize(v2.read(&file), &old, "items[0].done", "migrated, file");
 }
 
 /// A `migrate` that fails is `StateError::Migrate` naming plugin, versions and entry, on the
@@ -1667,11 +1681,12 @@ fn a_failing_migrate_names_plugin_versions_and_entry() {
     let mut log = SessionLog::open(&file).unwrap();
     let checks: Vec<(&str, Result<Option<Value>>)> = vec![
         ("read", st.read(&log)),
-        ("read_file", st.read_file(&file)),
+        ("read_file", st.read(&file)),
         ("write", st.write(&mut log, &json!(1)).map(|_| None)),
         (
             "patch_file",
-            st.patch_file(&file, None, &json!({"a": 1})).map(|_| None),
+            st.patch(On::file(&file, None), &json!({"a": 1}))
+                .map(|_| None),
         ),
     ];
     for (what, r) in checks {

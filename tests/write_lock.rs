@@ -13,6 +13,7 @@ use crate::common::holders::Proc;
 use crate::common::now_ms;
 use crate::common::seams::Hooked;
 use rusqlite::{Connection, params};
+use session_state::On;
 use session_state::{
     LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store, StoreOptions,
     lock::{Holder, LEASE, Liveness, LockError},
@@ -752,7 +753,7 @@ fn the_command_in_a_file_lock_refusals_hint_clears_it() {
             .expect("state");
     let before = std::fs::read(&file).expect("read");
     let refused = state
-        .write_file(&file, None, &serde_json::json!(1))
+        .write(On::file(&file, None), &serde_json::json!(1))
         .expect_err("the file is locked");
     let message = refused.to_string();
     let session_state::Error::Lock(e) = refused else {
@@ -776,7 +777,7 @@ fn the_command_in_a_file_lock_refusals_hint_clears_it() {
     run_hint(command);
     holder.wait().expect("the holder ended");
     state
-        .write_file(&file, None, &serde_json::json!(1))
+        .write(On::file(&file, None), &serde_json::json!(1))
         .expect("the lock is gone")
         .expect("appended");
 }

@@ -1,4 +1,4 @@
-//! The write of a process that has not read the log (`SessionState::write_file`,
+//! The write of a process that has not read the log (`SessionState::write` on a file,
 //! `apply_at_tail`, the CLI's `write`/`patch`/`drop`): decided from the projection's rows
 //! and the file's tail. Each result is checked against a full parse and fold of the file;
 //! each case the rows cannot answer falls back to the log, and the guarantees of docs/spec.md §6
@@ -7,6 +7,7 @@
 use crate::common::{self, holders::Proc};
 
 use serde_json::{Value, json};
+use session_state::On;
 use session_state::{
     Error, LogError, Op, ProjectionError, Scope, SessionLog, SessionState, StateError, Store,
     TailWrite, lock::LockError,
@@ -28,9 +29,7 @@ impl World {
     /// whose projection is warm (one read through it).
     fn warm() -> World {
         let w = World::cold(EXAMPLE);
-        w.key("role", Scope::Branch)
-            .read_file(&w.file)
-            .expect("warm");
+        w.key("role", Scope::Branch).read(&w.file).expect("warm");
         w
     }
 
@@ -162,13 +161,13 @@ fn a_tail_write_appends_the_child_a_full_parse_and_fold_expect() {
     // The projection agrees with the full fold everywhere it is asked.
     for at in [&first, &second, &fork, &mid] {
         assert_eq!(
-            role.read_file_value(&w.file, Some(at)).expect("read"),
+            role.read_value(On::file(&w.file, Some(at))).expect("read"),
             folded(&w.file, "role", Scope::Branch, Some(at)),
             "at {at}"
         );
     }
     assert_eq!(
-        todo.read_file_value(&w.file, None).expect("read"),
+        todo.read_value(On::file(&w.file, None)).expect("read"),
         folded(&w.file, "todo", Scope::Session, None)
     );
     // The file reads strictly, with no findings.
@@ -181,7 +180,8 @@ fn the_tail_catches_up_only_the_new_line() {
     let w = World::warm();
     let role = w.key("role", Scope::Branch);
     let len = w.len();
-    role.write_file(&w.file, None, &json!(1)).expect("write");
+    role.write(On::file(&w.file, None), &json!(1))
+        .expect("write");
     let c = w.store.last_catch_up().expect("a catch-up");
     assert!(!c.rebuilt);
     assert_eq!(c.entries_added, 1);
@@ -228,7 +228,9 @@ fn a_cold_projection_falls_back_to_the_log_and_warms_it() {
         "no rows yet: the caller reads the log"
     );
     assert_eq!(w.len(), len, "nothing written");
-    let id = role.write_file(&w.file, None, &json!(1)).expect("write");
+    let id = role
+        .write(On::file(&w.file, None), &json!(1))
+        .expect("write");
     assert!(id.is_some());
     assert_eq!(folded(&w.file, "role", Scope::Branch, None), Some(json!(1)));
     // The write through the log built the rows: the next one is answered from them.
@@ -250,7 +252,7 @@ fn a_foreign_append_is_caught_up_before_the_tail_write() {
         .expect("write");
     appended_child(&w, got, "f0f0f0f0");
     assert_eq!(
-        role.read_file_value(&w.file, None).expect("read"),
+        role.read_value(On::file(&w.file, None)).expect("read"),
         Some(json!("after"))
     );
     // A new id never repeats one in the file (checked against the rows).
@@ -279,7 +281,8 @@ fn what_the_rows_cannot_answer_goes_through_the_log() {
         TailWrite::NeedsLog
     );
     assert_eq!(w.len(), len, "nothing written by the tail path");
-    role.write_file(&w.file, None, &json!(1)).expect("write");
+    role.write(On::file(&w.file, None), &json!(1))
+        .expect("write");
     let log = SessionLog::open(&w.file).expect("the torn record is skipped");
     assert_eq!(log.findings().len(), 1, "{:?}", log.findings());
     assert_eq!(folded(&w.file, "role", Scope::Branch, None), Some(json!(1)));
@@ -292,7 +295,7 @@ fn what_the_rows_cannot_answer_goes_through_the_log() {
             .expect("write"),
         TailWrite::NeedsLog
     );
-    match role.write_file(&w.file, Some("deadbeef"), &json!(1)) {
+    match role.write(On::file(&w.file, Some("deadbeef")), &json!(1)) {
         Err(Error::Log(LogError::UnknownEntry { id, .. })) => assert_eq!(id, "deadbeef"),
         other => panic!("{other:?}"),
     }
@@ -312,13 +315,14 @@ fn what_the_rows_cannot_answer_goes_through_the_log() {
     // An older version: the log migrates it first.
     let w = World::cold(&format!("{EDGE}/v2.jsonl"));
     let role = w.key("role", Scope::Branch);
-    role.read_file(&w.file).expect("warm");
+    role.read(&w.file).expect("warm");
     assert_eq!(
         role.apply_at_tail(&w.file, None, Op::Set(json!(1)))
             .expect("write"),
         TailWrite::NeedsLog
     );
-    role.write_file(&w.file, None, &json!(1)).expect("write");
+    role.write(On::file(&w.file, None), &json!(1))
+        .expect("write");
     assert_eq!(
         SessionLog::open(&w.file).expect("open").header().version(),
         3
@@ -411,7 +415,7 @@ fn cli_writes_around_a_foreign_append_match_a_full_fold() {
 fn a_wal_of_ours_left_beside_another_programs_database_never_makes_it_ours() {
     let w = World::warm();
     w.key("role", Scope::Branch)
-        .write_file(&w.file, None, &json!("x"))
+        .write(On::file(&w.file, None), &json!("x"))
         .expect("write");
     let db = w.store.database_path().to_path_buf();
     drop(w.store);
@@ -448,7 +452,7 @@ fn a_wal_of_ours_left_beside_another_programs_database_never_makes_it_ours() {
 fn a_tail_write_to_a_session_without_entries_starts_a_root() {
     let w = World::cold(&format!("{EDGE}/header-only.jsonl"));
     let role = w.key("role", Scope::Branch);
-    assert_eq!(role.read_file(&w.file).expect("warm"), None);
+    assert_eq!(role.read(&w.file).expect("warm"), None);
     let got = role
         .apply_at_tail(&w.file, None, Op::Set(json!("first")))
         .expect("write");
@@ -464,51 +468,78 @@ fn a_tail_write_to_a_session_without_entries_starts_a_root() {
     );
 }
 
-/// `apply_file` is `write_file` for an `Op`, each error handed to the hook with its step.
+/// Every target passes as one argument; a log borrowed shared reads, and a write through
+/// it is refused with nothing written.
 #[test]
-fn apply_file_hands_each_error_its_step() {
-    use session_state::FileWriteStep;
-    let step = |step: FileWriteStep, e: Error| (step, e);
+fn one_argument_names_the_target_and_a_shared_log_is_not_written() {
+    let w = World::warm();
+    let role = w.key("role", Scope::Branch);
+    let id = role
+        .write(On::file(&w.file, None), &json!("file"))
+        .expect("write")
+        .expect("appended");
+    let mut log = SessionLog::open(&w.file).expect("open");
+    assert_eq!(role.read(&log).expect("read"), Some(json!("file")));
+    assert_eq!(role.read(&w.file).expect("read"), Some(json!("file")));
+    assert_eq!(
+        role.read_value(On::file(&w.file, Some(&id))).expect("read"),
+        Some(json!("file"))
+    );
+    let len = w.len();
+    match role.write(On::Log(&log), &json!("shared")) {
+        Err(Error::InvalidOption { detail, .. }) => {
+            assert!(
+                detail.contains("&mut log") && detail.contains("role"),
+                "{detail}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(w.len(), len, "nothing appended");
+    role.write(&mut log, &json!("log"))
+        .expect("write")
+        .expect("appended");
+    assert_eq!(role.read(&w.file).expect("read"), Some(json!("log")));
+    let history = role.history(&w.file).expect("history");
+    assert_eq!(
+        history.last().and_then(|h| h.value.clone()),
+        Some(json!("log"))
+    );
+}
 
+/// `apply` on a file is `write` for an `Op` the caller built: its value checked, an
+/// unknown `at` and a file the reader refuses named by their own errors.
+#[test]
+fn apply_on_a_file_checks_the_op_and_names_each_refusal() {
     // Refused before anything is written: the op's value.
     let w = World::warm();
     let role = w.key("role", Scope::Branch);
     let len = w.len();
-    match role.apply_file(
-        &w.file,
-        None,
-        Op::Set(json!(9_007_199_254_740_993_u64)),
-        step,
-    ) {
-        Err((FileWriteStep::Write, Error::State(StateError::UnrepresentableValue { .. }))) => {}
+    match role.apply(&w.file, Op::Set(json!(9_007_199_254_740_993_u64))) {
+        Err(Error::State(StateError::UnrepresentableValue { .. })) => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(w.len(), len, "nothing appended");
 
     // An entry neither the rows nor the log know.
-    match role.apply_file(&w.file, Some("deadbeef"), Op::Drop, step) {
-        Err((FileWriteStep::At, Error::Log(LogError::UnknownEntry { id, .. }))) => {
-            assert_eq!(id, "deadbeef")
-        }
+    match role.apply(On::file(&w.file, Some("deadbeef")), Op::Drop) {
+        Err(Error::Log(LogError::UnknownEntry { id, .. })) => assert_eq!(id, "deadbeef"),
         other => panic!("{other:?}"),
     }
 
     // A file the reader refuses, the rows cold.
     let w = World::cold(EXAMPLE);
     std::fs::write(&w.file, "not a session\n").expect("overwrite");
-    match w
-        .key("role", Scope::Branch)
-        .apply_file(&w.file, None, Op::Drop, step)
-    {
-        Err((FileWriteStep::Open, _)) => {}
+    match w.key("role", Scope::Branch).apply(&w.file, Op::Drop) {
+        Err(Error::Log(LogError::MissingHeader { .. } | LogError::InvalidHeader { .. })) => {}
         other => panic!("{other:?}"),
     }
 
-    // Done: the same as `write_file`.
+    // Done: the same as `write`.
     let w = World::warm();
     let id = w
         .key("role", Scope::Branch)
-        .apply_file(&w.file, None, Op::Set(json!("x")), step)
+        .apply(&w.file, Op::Set(json!("x")))
         .expect("write")
         .expect("appended");
     assert_eq!(

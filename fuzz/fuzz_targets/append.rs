@@ -118,7 +118,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(st.read(&log).expect("read"), Some(v.clone()));
             let fresh = SessionLog::open(&s.file).expect("reads strictly");
             assert_eq!(st.read(&fresh).expect("read"), Some(v.clone()));
-            assert_eq!(st.read_file(&s.file).expect("read the file"), Some(v));
+            assert_eq!(st.read(&s.file).expect("read the file"), Some(v));
         }
         Err(session_state::Error::State(session_state::StateError::BadEvent { .. })) => {}
         Err(e) => panic!("a write to the appended file: {e}"),

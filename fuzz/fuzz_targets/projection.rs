@@ -3,17 +3,17 @@
 //! events in both scopes, `set` / `patch` / `drop`, envelopes this crate cannot read,
 //! other extensions' entries), written in stages: after each stage every plugin is read
 //! in both scopes at (a sample of) every entry, through the projection
-//! (`read_file_at`: a first catch-up, then catch-ups that read only what was appended),
+//! (`read_at` on the file: a first catch-up, then catch-ups that read only what was appended),
 //! folded in memory (`read_at`) and folded by the reference (the path from the root), and
 //! the three must agree. Between stages the library writes too: through an open log
 //! (the write transaction, `store/write.rs`) and without one (the tail path,
-//! `write_file`), and the value it wrote must be what every reader then reads.
+//! `write` on the file), and the value it wrote must be what every reader then reads.
 //! Proptest relatives: `tests/projection.rs`, `tests/differential.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use session_state::{Error, SessionLog, SessionState, Store, json, StateError};
+use session_state::{Error, On, SessionLog, SessionState, Store, json, StateError};
 use session_state_fuzz::{
     Input, PLUGINS, Reference, SCOPES, Session, Unreadable, agree, expected, sample, scratch_dir,
 };
@@ -72,7 +72,7 @@ fn check(s: &Scratch, file: &Path) -> SessionLog {
                 p,
             );
             if projected.contains(id) {
-                let proj = st.read_file_at(file, id);
+                let proj = st.read_at(file, id);
                 agree(
                     &format!("projection {p} {:?} at {id}", st.scope()),
                     &proj,
@@ -85,7 +85,7 @@ fn check(s: &Scratch, file: &Path) -> SessionLog {
             let want = reference.expected(&log, p, st.scope(), leaf);
             agree(
                 &format!("projection {p} at the leaf"),
-                &st.read_file(file),
+                &st.read(file),
                 &want,
                 p,
             );
@@ -140,9 +140,9 @@ fn library_write(s: &Scratch, file: &Path, inp: &mut Input<'_>) {
     } else {
         drop(before);
         match &w {
-            Write_::Set(v) => st.write_file(file, at.as_deref(), v),
-            Write_::Patch(p) => st.patch_file(file, at.as_deref(), p),
-            Write_::Drop => st.drop_file(file, at.as_deref()),
+            Write_::Set(v) => st.write(On::file(file, at.as_deref()), v),
+            Write_::Patch(p) => st.patch(On::file(file, at.as_deref()), p),
+            Write_::Drop => st.drop(On::file(file, at.as_deref())),
         }
     };
     let after = SessionLog::open(file).expect("reads strictly after a write");

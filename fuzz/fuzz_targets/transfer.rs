@@ -14,8 +14,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use session_state::{
-    LogOptions, PiJsonlStore, ReadMode, SessionLog, SessionStore, SqliteStore, export_session,
-    import_file, read_stored_log,
+    LogOptions, PiJsonlStore, ReadMode, SessionLog, SessionStore, SqliteStore, StoredSession,
+    export_session, import_file,
 };
 use session_state_fuzz::{Input, Session, scratch_dir};
 use std::io::Write;
@@ -178,7 +178,9 @@ fn exercise(
         }
     }
     let now = SessionLog::open(file).expect("reads strictly");
-    let loaded = read_stored_log(store, &id, ReadMode::Strict).expect("read the stored session");
+    let loaded = StoredSession::new(store, "fuzz", &id)
+        .read_log(ReadMode::Strict)
+        .expect("read the stored session");
     assert_eq!(
         entries(&loaded),
         entries(&now),

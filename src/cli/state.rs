@@ -2,10 +2,11 @@
 //! or a stored session.
 //!
 //! On a file, `read` goes through the projection, so a cold read of an unchanged file does
-//! not scan it. The writes are the library's file write ([`SessionState::apply_file`]):
-//! decided from the projection's rows when they can, else through the opened log with its
-//! leaf at `--at`, under the session's write lock. On a stored session, the `*_stored`
-//! calls of [`SessionState`]. `history` folds the opened log (`SessionState::history`).
+//! not scan it. The writes are the library's write of an op ([`SessionState::apply`]) on
+//! the file ([`On::File`]): decided from the projection's rows when they can, else through
+//! the opened log with its leaf at `--at`, under the session's write lock; on a stored
+//! session, the same on [`On::Stored`]. `history` folds the opened log
+//! (`StateKey::history`).
 //!
 //! State versions: the command line has no schema, so it never migrates. `read` shows the
 //! value as stored ([`Store::read_versioned`]), whatever version it was written under;
@@ -22,8 +23,8 @@ use super::{
 };
 use serde_json::{Map, Value};
 use session_state::{
-    Error, FileWriteStep, HistoryEntry, LogError, Op, ReadMode, Scope, SessionLog, SessionState,
-    StateError, StateKey, Store, format::validate_plugin_id,
+    Error, HistoryEntry, LogError, On, Op, ReadMode, Scope, SessionLog, SessionState, StateError,
+    StateKey, Store, format::validate_plugin_id,
 };
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};
@@ -408,7 +409,7 @@ fn write_error(e: Error, version: Option<u32>) -> Failure {
     }
 }
 
-/// On a file: the library's file write ([`SessionState::apply_file`]), from the
+/// On a file: the library's write ([`SessionState::apply`] on [`On::File`]), from the
 /// projection's rows and the file's tail when they answer (no parse of the log: the cost
 /// does not grow with the session), else through the opened log; its errors worded as the
 /// other commands word them.
@@ -419,11 +420,26 @@ fn apply_file(
     op: Op,
     version: Option<u32>,
 ) -> Result<Option<String>, Failure> {
-    state.apply_file(file, t.at.as_deref(), op, |step, e| match step {
-        FileWriteStep::Open => fail(strict_error(&e)),
-        FileWriteStep::At => fail(format_args!("--at: {e}")),
-        _ => write_error(e, version),
-    })
+    state
+        .apply(On::file(file, t.at.as_deref()), op)
+        .map_err(|e| match &e {
+            // The strict reader's refusal of the file (the rows could not answer and the
+            // log did not open), with a pointer to `verify`.
+            Error::Log(
+                LogError::MissingHeader { .. }
+                | LogError::InvalidHeader { .. }
+                | LogError::UnsupportedVersion { .. }
+                | LogError::Corrupt { .. }
+                | LogError::InvalidEntry { .. }
+                | LogError::DuplicateId { .. }
+                | LogError::DanglingParent { .. }
+                | LogError::Cycle { .. }
+                | LogError::TrailingGarbage { .. }
+                | LogError::MigrationRefused { .. }
+                | LogError::NotARegularFile { .. },
+            ) => fail(strict_error(&e)),
+            _ => applied_error(t, e, version),
+        })
 }
 
 /// On a stored session: through the store, at its last entry or at `--at`.
@@ -435,16 +451,17 @@ fn apply_stored(
     version: Option<u32>,
 ) -> Result<Option<String>, Failure> {
     let session = stored.session();
-    let at = t.at.as_deref();
-    let changed = match op {
-        Op::Set(value) => state.write_stored(&session, at, &value),
-        Op::Patch(merge) => state.patch_stored(&session, at, &merge),
-        Op::Drop => state.drop_stored(&session, at),
-    };
-    changed.map_err(|e| match (&e, at) {
+    state
+        .apply(On::stored(&session, t.at.as_deref()), op)
+        .map_err(|e| applied_error(t, e, version))
+}
+
+/// A write's error: `--at` named when it is the unknown entry, else [`write_error`].
+fn applied_error(t: &StateArgs, e: Error, version: Option<u32>) -> Failure {
+    match (&e, &t.at) {
         (Error::Log(LogError::UnknownEntry { .. }), Some(_)) => fail(format_args!("--at: {e}")),
         _ => write_error(e, version),
-    })
+    }
 }
 
 pub(crate) fn history(args: HistoryArgs, sessions: &Sessions) -> CmdResult {

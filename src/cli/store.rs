@@ -7,8 +7,8 @@
 //! of `--store` and the variable chose it, except a server that stayed unavailable
 //! through the library's retries: that is the server's message.
 //!
-//! `read`, `write`, `patch` and `drop` go through [`SessionState`]'s backend calls
-//! (`read_stored`, `write_stored`, …), which read the store's lines through the
+//! `read`, `write`, `patch` and `drop` go through [`SessionState`] on a stored session
+//! (`session_state::On::Stored`), which reads the store's lines through the
 //! projection: no local copy of the session is kept. `list` lists the store's headers.
 //! `history` reads the store's lines ([`StoredSession::read_log`]); `status` and `verify`
 //! do too, and name the session `<store>#<session id>` ([`StoredSession::label`]). `tree`, `replay` and

@@ -41,7 +41,7 @@
 //! read: more than Pi can write (its `JSON.stringify` stops at about 4,170 levels on
 //! Node 22's default stack, measured with Pi 1.6.0 and 0.73.1; see `docs/api.md`).
 //! Deeper text is refused with [`JsonError::TooDeep`] before any recursion. Parsing,
-//! printing, [`merge_patch`], [`clone_value`], [`deserialize`], [`js_eq`] and the
+//! printing, [`merge_patch`], copying, typed reads, [`js_eq`] and the
 //! number checks never overflow the stack at any depth: they grow it on the heap
 //! (the `stacker` crate) or do not recurse. (Dropping a [`Value`] recurses in
 //! serde_json itself, about 70 bytes of stack a level, measured at opt-level 1: some
@@ -66,7 +66,7 @@ use print::{Mode, print};
 use scan::scan;
 
 /// The reserved character of the encoding (a Unicode noncharacter).
-pub const MARKER: char = '\u{10FFFF}';
+pub(crate) const MARKER: char = '\u{10FFFF}';
 const MARKER_UTF8: &[u8] = "\u{10FFFF}".as_bytes();
 
 /// The deepest nesting of arrays and objects [`from_str`] reads. Deeper text is refused
@@ -157,7 +157,7 @@ pub fn from_str(text: &str) -> Result<Value, JsonError> {
 
 /// Deserializes `T` from a value of any depth without overflowing the stack (serde's
 /// derived code recurses once per level; this grows the stack on the heap instead).
-pub fn deserialize<'de, T: Deserialize<'de>>(v: &'de Value) -> Result<T, serde_json::Error> {
+pub(crate) fn deserialize<'de, T: Deserialize<'de>>(v: &'de Value) -> Result<T, serde_json::Error> {
     let mut grown = serde_stacker::Deserializer::new(v);
     grown.red_zone = RED_ZONE;
     grown.stack_size = SEGMENT;
@@ -167,7 +167,7 @@ pub fn deserialize<'de, T: Deserialize<'de>>(v: &'de Value) -> Result<T, serde_j
 /// [`deserialize`], and on failure the first path in `v` that fails (`.` for `v`
 /// itself), found by deserializing again with the path tracked: a value that
 /// deserializes pays nothing for it.
-pub fn deserialize_with_path<T: serde::de::DeserializeOwned>(
+pub(crate) fn deserialize_with_path<T: serde::de::DeserializeOwned>(
     v: &Value,
 ) -> Result<T, (String, serde_json::Error)> {
     deserialize::<T>(v).map_err(|e| {
@@ -182,7 +182,7 @@ pub fn deserialize_with_path<T: serde::de::DeserializeOwned>(
 }
 
 /// A copy of `v`, at any depth without overflowing the stack (`Value::clone` recurses).
-pub fn clone_value(v: &Value) -> Value {
+pub(crate) fn clone_value(v: &Value) -> Value {
     match v {
         Value::Array(a) => stacker::maybe_grow(RED_ZONE, SEGMENT, || {
             Value::Array(a.iter().map(clone_value).collect())

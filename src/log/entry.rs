@@ -472,7 +472,7 @@ impl Header {
     }
 
     /// This header with another creation time (ISO 8601), which also names the file
-    /// ([`crate::listing::pi_session_file_name`]).
+    /// ([`crate::PiJsonlStore::locate`]).
     pub fn with_timestamp(mut self, timestamp: impl Into<String>) -> Header {
         self.timestamp = Some(timestamp.into());
         self

@@ -62,12 +62,11 @@ mod transfer;
 mod url;
 
 pub use interrupted::INTERRUPTED_TOOL_RESULT;
-pub use pi_jsonl::{HEADER_SCAN_LIMIT, PiJsonlStore, session_files};
-pub use pi_names::{pi_session_dir_name, pi_session_file_name};
+pub use pi_jsonl::{PiJsonlStore, session_files};
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore};
 pub use prefix::{ResolveError, resolve_session};
-pub use read::read_stored_log;
+pub(crate) use read::read_stored_log;
 pub(crate) use read::stored_label;
 pub(crate) use retry::read_id_at;
 pub use sessions::{Sessions, list_sessions};

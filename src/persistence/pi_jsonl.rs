@@ -18,12 +18,9 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// How many bytes [`PiJsonlStore::scan`] reads at most to find a file's first line
-/// (Pi 1.x's `MAX_SESSION_HEADER_SCAN_BYTES`).
-pub const HEADER_SCAN_LIMIT: usize = reader::MAX_HEADER_LINE;
-
 /// The Pi JSONL backend of [`SessionStore`]: one file per session under Pi's sessions
-/// directory, `<root>/--<cwd>--/<timestamp>_<id>.jsonl` (see [`pi_session_dir_name`]).
+/// directory, `<root>/--<cwd>--/<timestamp>_<id>.jsonl` (Pi's folder name for the
+/// `cwd`, see [`PiJsonlStore::locate`]).
 ///
 /// - `create` writes the whole file through the log's one durable-create routine
 ///   (temporary file, one write, `fdatasync`, a hard link that never replaces a file,
@@ -89,7 +86,8 @@ impl PiJsonlStore {
 
     /// Every session under the root, with the files that could not be listed.
     ///
-    /// Reads only the first line (at most [`HEADER_SCAN_LIMIT`] bytes) of each file
+    /// Reads only the first line (at most [`crate::format::MAX_HEADER_LINE`] bytes, Pi 1.x's
+    /// `MAX_SESSION_HEADER_SCAN_BYTES`) of each file
     /// [`session_files`] finds, with the strict header parser. A missing root lists
     /// nothing.
     pub fn scan(&self) -> Result<Listing> {
@@ -295,7 +293,7 @@ fn push_regular(out: &mut Vec<std::result::Result<PathBuf, ListProblem>>, path: 
 
 /// Line 1 of a file, parsed by the strict header parser, with its text.
 fn header_of(path: &Path) -> Result<(Header, String)> {
-    let line = read_header_line(path, HEADER_SCAN_LIMIT)?;
+    let line = read_header_line(path, reader::MAX_HEADER_LINE)?;
     let header = parse_header(path, &line, ReadMode::Strict)?;
     // The parser read it as UTF-8.
     Ok((header, String::from_utf8_lossy(&line).into_owned()))

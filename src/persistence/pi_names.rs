@@ -12,12 +12,6 @@ const MAX_FILE_NAME: usize = 212;
 /// Pi's session directory name for `cwd`, exactly as Pi 1.x's
 /// `getDefaultSessionDirPath` builds it: strip one leading `/` or `\`, replace every
 /// `/`, `\` and `:` with `-`, and wrap the result in `--…--`.
-///
-/// ```
-/// use session_state::listing::pi_session_dir_name;
-/// assert_eq!(pi_session_dir_name("/home/me/project"), "--home-me-project--");
-/// assert_eq!(pi_session_dir_name(r"C:\Users\me"), "--C--Users-me--");
-/// ```
 pub fn pi_session_dir_name(cwd: &str) -> String {
     let rest = cwd
         .strip_prefix('/')
@@ -37,4 +31,18 @@ pub fn pi_session_file_name(header: &Header) -> Option<String> {
         return None;
     }
     Some(name)
+}
+
+#[cfg(test)]
+mod dir_name_tests {
+    use super::pi_session_dir_name;
+
+    #[test]
+    fn a_cwd_becomes_pis_folder_name() {
+        assert_eq!(
+            pi_session_dir_name("/home/me/project"),
+            "--home-me-project--"
+        );
+        assert_eq!(pi_session_dir_name(r"C:\Users\me"), "--C--Users-me--");
+    }
 }

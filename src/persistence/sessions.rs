@@ -469,7 +469,7 @@ impl Sessions {
     }
 
     /// A stored session as a detached log, read without side effects
-    /// ([`super::read_stored_log`]).
+    /// ([`crate::StoredSession::read_log`]).
     pub fn read_log(&self, session_id: &str, mode: ReadMode) -> Result<SessionLog> {
         if self.is_pending(session_id) {
             return Err(LogError::NotMaterialized {

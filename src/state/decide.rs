@@ -35,7 +35,7 @@ pub(crate) fn decide(
     decide_versioned(scope, current, op, 1, true).map(|d| d.map(|d| d.event))
 }
 
-/// A decided event and the value after it ([`crate::StateKey::decide_next`]): a `set`'s is
+/// A decided event and the value after it ([`crate::StateKey::decide`]): a `set`'s is
 /// its own value, a `drop`'s none, a `patch`'s the merge the decision computed to compare.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decided {

@@ -12,16 +12,18 @@
 //! let todo = StateKey::<Vec<String>>::new("todo", Scope::Branch)?;
 //! assert_eq!(todo.custom_type(), "session-state/todo");
 //! let value = todo.check_value(&vec!["review".to_string()])?;
-//! let event = todo.decide(None, Op::Set(value.clone()))?.expect("a change");
-//! assert_eq!(event.to_data(), json!({"v": 1, "scope": "branch", "op": "set", "value": ["review"]}));
-//! assert!(todo.decide(Some(&value), Op::Set(value.clone()))?.is_none()); // unchanged
+//! // On an absent value (written under version 1: there is no event).
+//! let decided = todo.decide(None, 1, || None, Op::Set(value.clone()))?.expect("a change");
+//! assert_eq!(decided.event.to_data(), json!({"v": 1, "scope": "branch", "op": "set", "value": ["review"]}));
+//! assert_eq!(decided.after(), Some(&value));
+//! assert!(todo.decide(Some(&value), 1, || None, Op::Set(value.clone()))?.is_none()); // unchanged
 //! assert!(StateKey::<()>::new("Todo", Scope::Branch).is_err());
 //! # Ok::<(), session_state::Error>(())
 //! ```
 
 use super::decide::{Decided, TooDeepResult, check_result, decide_versioned};
 use super::depth::{self, MAX_DEPTH};
-use super::envelope::{Envelope, Op, STATE_PREFIX, Scope};
+use super::envelope::{Op, STATE_PREFIX, Scope};
 use crate::error::{Error, Result, StateError};
 use serde::Serialize;
 use serde_json::Value;
@@ -134,7 +136,7 @@ impl<T> StateKey<T> {
         Ok(StateKey::checked(plugin_id, scope))
     }
 
-    /// [`StateKey::new`] with the scope named by text ([`parse_scope`]), for hosts whose
+    /// [`StateKey::new`] with the scope named by text (`"branch"` or `"session"`), for hosts whose
     /// options arrive as strings.
     pub fn named(plugin_id: impl AsRef<str>, scope: &str) -> Result<StateKey<T>> {
         let plugin_id = plugin_id.as_ref();
@@ -273,41 +275,6 @@ impl<T> StateKey<T> {
         Ok(())
     }
 
-    /// [`StateKey::decide`] on a value written under `stored` (the version of the event
-    /// that made it, 1 when there is none): refused when `stored` is newer than the
-    /// key's version; an older value is migrated first and the event is a whole `set`
-    /// (or a `drop`) at the key's version, so that a chain of patches never mixes
-    /// versions. The event always records the key's version.
-    pub fn decide_on(
-        &self,
-        current: Option<&Value>,
-        stored: u32,
-        entry: impl FnOnce() -> Option<String>,
-        op: Op,
-    ) -> Result<Option<Envelope>> {
-        self.decide_next(current, stored, entry, op)
-            .map(|d| d.map(|d| d.event))
-    }
-
-    /// The decision of every write ([`StateKey::decide_on`]) with the value after the
-    /// event ([`Decided::after`]): what a writer remembers for its next read or write
-    /// without folding the event again.
-    pub fn decide_next(
-        &self,
-        current: Option<&Value>,
-        stored: u32,
-        entry: impl FnOnce() -> Option<String>,
-        op: Op,
-    ) -> Result<Option<Decided>> {
-        if stored == self.version {
-            return decide_versioned(self.scope, current, op, self.version, true)
-                .map_err(|e| self.too_deep_result(e));
-        }
-        let migrated = self.resolve(current.map(crate::json::clone_value), stored, entry)?;
-        decide_versioned(self.scope, migrated.as_ref(), op, self.version, false)
-            .map_err(|e| self.too_deep_result(e))
-    }
-
     /// The JSON value a write would store for `value` (or a patch apply), refused before
     /// anything is written: a value that cannot be serialized, is nested deeper than
     /// [`MAX_DEPTH`] or holds NaN or ±Infinity ([`StateError::Serialize`]: JSON has no such
@@ -338,12 +305,20 @@ impl<T> StateKey<T> {
         }
     }
 
-    /// The event to append for `op` on top of `current` (the plugin's folded value where
-    /// the write lands; `None`: absent), or `Ok(None)` when it changes nothing: the value
-    /// after it equals `current` as Pi's JavaScript sees it (`1` is `1.0`, key order
-    /// aside). Every write of this crate decides here, and so can a host that appends
-    /// the event itself (its `data` is [`Envelope::to_data`], its `customType`
-    /// [`StateKey::custom_type`]).
+    /// The one decision of every write: the event to append for `op` on top of
+    /// `current` (the plugin's folded value where the write lands; `None`: absent), with
+    /// the value after it ([`Decided::after`]), or `Ok(None)` when it changes nothing: the
+    /// value after it equals `current` as Pi's JavaScript sees it (`1` is `1.0`, key order
+    /// aside). Every write of this crate decides here (the write pipeline's decision
+    /// step), and so does a host that appends the event itself (its `data` is
+    /// [`Envelope::to_data`](super::envelope::Envelope::to_data), its `customType` [`StateKey::custom_type`]).
+    ///
+    /// `stored` is the version `current` was written under (the version of the event
+    /// that made it; 1 when there is none), and `entry` names that event for the errors.
+    /// A newer version than the key's is refused ([`StateError::NewerStateVersion`]); an
+    /// older value is migrated first and the event is a whole `set` (or a `drop`) at the
+    /// key's version, so that a chain of patches never mixes versions. The event always
+    /// records the key's version.
     ///
     /// Refused ([`StateError::Serialize`]) when the value it would leave could not be read
     /// back by this crate: one nested [`crate::json::MAX_READ_DEPTH`] levels or deeper.
@@ -351,12 +326,19 @@ impl<T> StateKey<T> {
     /// the writers call it first, before anything is opened); what the value inherits
     /// from the session (a value Pi wrote thousands of levels deep, ±Infinity, an integer
     /// beyond 2^53) passes, so that writes on top of it keep working.
-    ///
-    /// `current` is taken to be of the key's version ([`StateKey::decide_on`] takes the
-    /// version it was written under).
-    pub fn decide(&self, current: Option<&Value>, op: Op) -> Result<Option<Envelope>> {
-        decide_versioned(self.scope, current, op, self.version, true)
-            .map(|d| d.map(|d| d.event))
+    pub fn decide(
+        &self,
+        current: Option<&Value>,
+        stored: u32,
+        entry: impl FnOnce() -> Option<String>,
+        op: Op,
+    ) -> Result<Option<Decided>> {
+        if stored == self.version {
+            return decide_versioned(self.scope, current, op, self.version, true)
+                .map_err(|e| self.too_deep_result(e));
+        }
+        let migrated = self.resolve(current.map(crate::json::clone_value), stored, entry)?;
+        decide_versioned(self.scope, migrated.as_ref(), op, self.version, false)
             .map_err(|e| self.too_deep_result(e))
     }
 
@@ -426,6 +408,7 @@ impl<T> StateKey<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::envelope::Envelope;
     use serde_json::json;
 
     #[test]
@@ -498,6 +481,20 @@ mod tests {
     }
 
     /// A key at `version` whose `migrate` wraps the value with the version it came from.
+    impl StateKey<Value> {
+        /// The event [`StateKey::decide`] decides, alone.
+        fn decide_on(
+            &self,
+            current: Option<&Value>,
+            stored: u32,
+            entry: impl FnOnce() -> Option<String>,
+            op: Op,
+        ) -> Result<Option<Envelope>> {
+            self.decide(current, stored, entry, op)
+                .map(|d| d.map(|d| d.event))
+        }
+    }
+
     fn tagging(version: u32) -> StateKey<Value> {
         StateKey::<Value>::new("todo", Scope::Branch)
             .expect("valid")
@@ -722,7 +719,9 @@ mod tests {
             let on = k
                 .decide_on(Some(&cur), 3, || None, op.clone())
                 .expect("decided");
-            let plain = k.decide(Some(&cur), op.clone()).expect("decided");
+            let plain = decide_versioned(Scope::Branch, Some(&cur), op.clone(), 3, true)
+                .expect("decided")
+                .map(|d| d.event);
             assert_eq!(on, plain, "{op:?}");
             if let Some(env) = on {
                 assert_eq!((env.op, env.state_version), (op, 3));

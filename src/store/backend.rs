@@ -1,4 +1,4 @@
-//! State on a session kept by a [`SessionStore`] backend: folds, `--at`, history and the
+//! State on a session kept by a [`SessionStore`](crate::SessionStore) backend: folds, `--at`, history and the
 //! projection's guarantees on every backend, with no local copy of the session.
 //!
 //! - **Reads** go through the projection, whose rows for a stored session are fed from
@@ -11,9 +11,9 @@
 //!   at `at`), a fresh id no entry of the session has, and one line appended through the
 //!   store at the next sequence number the rows know. The first attempt reads nothing
 //!   and takes no turn: it decides on the rows as they stand and appends outside the
-//!   writers' turns ([`SessionStore::append_lines_outside_turns`]), which the store
+//!   writers' turns ([`SessionStore::append_lines_outside_turns`](crate::SessionStore::append_lines_outside_turns)), which the store
 //!   refuses when another writer came first or is in line. The write then takes its turn
-//!   ([`SessionStore::begin_turn`]), catches up and decides again; refused in its turn (a
+//!   ([`SessionStore::begin_turn`](crate::SessionStore::begin_turn)), catches up and decides again; refused in its turn (a
 //!   store without turns), again after a random pause, at most 32 attempts in all
 //!   ([`Error::Contended`]). A store that is
 //!   unavailable is tried again within its retry window ([`Error::StoreUnavailable`]).
@@ -30,120 +30,33 @@
 //! let store = Store::at("/var/cache/states.sqlite")?;
 //! let role = store.state::<String>("role", Scope::Branch)?;
 //! let session = StoredSession::new(&backend, "sqlite:///srv/sessions.sqlite", "0195f1d0");
-//! role.write_stored(&session, None, &"reviewer".to_string())?;
-//! assert_eq!(role.read_stored(&session, None)?, Some("reviewer".to_string()));
+//! role.write(&session, &"reviewer".to_string())?;
+//! assert_eq!(role.read(&session)?, Some("reviewer".to_string()));
 //! # Ok::<(), session_state::Error>(())
 //! ```
 
 use super::Store;
 use super::state::{SessionState, StoredValue};
+use super::stored::StoredSession;
 use super::write::{Appended, Outcome, Own, Target, run};
 use crate::error::{Error, Result, StoreError};
-use crate::log::reader::ReadMode;
+use crate::persistence::read_id_at;
 use crate::persistence::retry::Retry;
-use crate::persistence::{SessionStore, read_id_at, read_stored_log, stored_label};
 use crate::projection::{CatchUp, Projection, StoredDecision, StoredLines};
 use crate::state::decide::Decided;
 use crate::state::envelope::{Op, Scope};
-use crate::tree::SessionLog;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::ops::ControlFlow;
-use std::path::PathBuf;
-
-/// One session of a backend, named for the projection: the store, a key that names it
-/// among stores (its URL, redacted: the key is part of the rows' key and of messages,
-/// so it must never hold a password), and the session id.
-#[derive(Clone, Copy)]
-pub struct StoredSession<'a> {
-    store: &'a dyn SessionStore,
-    store_key: &'a str,
-    session_id: &'a str,
-}
-
-impl std::fmt::Debug for StoredSession<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoredSession")
-            .field("store", &self.store_key)
-            .field("session_id", &self.session_id)
-            .finish()
-    }
-}
-
-impl<'a> StoredSession<'a> {
-    /// The session `session_id` of `store`, whose redacted URL (or another stable name
-    /// without secrets) is `store_key` ([`crate::RedactedUrl::redacted`]).
-    pub fn new(
-        store: &'a dyn SessionStore,
-        store_key: &'a str,
-        session_id: &'a str,
-    ) -> StoredSession<'a> {
-        StoredSession {
-            store,
-            store_key,
-            session_id,
-        }
-    }
-
-    /// The backend.
-    pub fn store(&self) -> &'a dyn SessionStore {
-        self.store
-    }
-
-    /// The session id.
-    pub fn session_id(&self) -> &'a str {
-        self.session_id
-    }
-
-    /// The key the store is named by.
-    pub fn store_key(&self) -> &'a str {
-        self.store_key
-    }
-
-    /// The session in messages and reports: `<store>#<session id>`, the store as it
-    /// describes itself (its URL without the password). The reads' errors name the
-    /// session so ([`StoredSession::read_log`]).
-    pub fn label(&self) -> PathBuf {
-        stored_label(self.store, self.session_id)
-    }
-
-    /// The session as a detached log read by the log's reader (strict or salvage),
-    /// without side effects ([`crate::read_stored_log`]): for reads at any entry,
-    /// [`SessionState::read_at`], [`SessionState::history`], [`crate::branch_key`] and
-    /// the inspection tools (`tree`, `replay`, `status`, `verify`).
-    pub fn read_log(&self, mode: ReadMode) -> Result<SessionLog> {
-        read_stored_log(self.store, self.session_id, mode)
-    }
-}
-
-impl StoredLines for StoredSession<'_> {
-    fn label(&self) -> PathBuf {
-        StoredSession::label(self)
-    }
-
-    fn key(&self) -> String {
-        format!("store:{}#{}", self.store_key, self.session_id)
-    }
-
-    fn header_line(&self) -> Result<String> {
-        Ok(self.store.header_line(self.session_id)?)
-    }
-
-    fn read_lines(
-        &self,
-        from: u64,
-        visit: &mut dyn FnMut(u64, &str) -> ControlFlow<()>,
-    ) -> Result<u64> {
-        Ok(self.store.read_lines(self.session_id, from, visit)?)
-    }
-}
 
 impl<T: Serialize + DeserializeOwned> SessionState<T> {
     /// The value of a backend's session at its last entry (or as if the leaf were `at`),
-    /// answered by the projection from the store's lines (see the module docs): flat in
-    /// the session's size once the projection is warm. Adds nothing to the session.
-    pub fn read_stored(&self, session: &StoredSession<'_>, at: Option<&str>) -> Result<Option<T>> {
+    /// answered by the projection from the store's lines (see the module docs).
+    pub(super) fn read_stored(
+        &self,
+        session: &StoredSession<'_>,
+        at: Option<&str>,
+    ) -> Result<Option<T>> {
         let stored =
             self.store()
                 .read_stored_versioned(session, self.plugin_id(), self.scope(), at)?;
@@ -154,8 +67,8 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         self.deserialize(value.as_ref(), || entry)
     }
 
-    /// [`SessionState::read_stored`] as raw JSON, in [`crate::json`]'s lossless encoding.
-    pub fn read_stored_value(
+    /// `read_stored` as raw JSON, in [`crate::json`]'s lossless encoding.
+    pub(super) fn read_stored_value(
         &self,
         session: &StoredSession<'_>,
         at: Option<&str>,
@@ -168,43 +81,9 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             .resolve(stored.value, stored.state_version, || entry)
     }
 
-    /// Sets the value in a backend's session, as a child of its last entry (or of `at`:
-    /// a fork when `at` already has children). Returns the new entry's id, `None` when
-    /// the value was already equal. Durable when it returns (the backend's guarantee).
-    /// Refused as [`SessionState::write`] refuses a value; see the module docs for the
-    /// retries.
-    pub fn write_stored(
-        &self,
-        session: &StoredSession<'_>,
-        at: Option<&str>,
-        value: &T,
-    ) -> Result<Option<String>> {
-        let value = self.key().check_value(value)?;
-        self.commit_stored(session, at, Op::Set(value))
-    }
-
-    /// Applies an RFC 7396 JSON Merge Patch in a backend's session (see
-    /// [`SessionState::patch`]).
-    pub fn patch_stored<P: Serialize + ?Sized>(
-        &self,
-        session: &StoredSession<'_>,
-        at: Option<&str>,
-        patch: &P,
-    ) -> Result<Option<String>> {
-        let patch = self.key().check_value(patch)?;
-        self.commit_stored(session, at, Op::Patch(patch))
-    }
-
-    /// Makes the value absent in a backend's session; `None` when it already was.
-    pub fn drop_stored(
-        &self,
-        session: &StoredSession<'_>,
-        at: Option<&str>,
-    ) -> Result<Option<String>> {
-        self.commit_stored(session, at, Op::Drop)
-    }
-
-    fn commit_stored(
+    /// A write of an op already checked in a backend's session, as a child of its last
+    /// entry (or of `at`), with the retries the module docs describe.
+    pub(super) fn commit_stored(
         &self,
         session: &StoredSession<'_>,
         at: Option<&str>,
@@ -271,9 +150,9 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
 }
 
 /// How an attempt of a stored write stands to the store's turns
-/// ([`SessionStore::begin_turn`]). A write's first attempt takes no turn and reads
+/// ([`SessionStore::begin_turn`](crate::SessionStore::begin_turn)). A write's first attempt takes no turn and reads
 /// nothing from the store: it decides on the projection's rows as they stand and appends
-/// outside the turns ([`SessionStore::append_lines_outside_turns`]), which goes in only
+/// outside the turns ([`SessionStore::append_lines_outside_turns`](crate::SessionStore::append_lines_outside_turns)), which goes in only
 /// after the rows' last entry at their next sequence number and while no writer is in
 /// line. Refused, the write takes its turn.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -421,8 +300,8 @@ impl Target for StoredTarget<'_, '_> {
 impl Store {
     /// The folded value of `plugin` in `scope` in a stored session, as if the leaf were
     /// `at` (default: its last entry), answered by the projection from the store's lines
-    /// (for tools that read any plugin; an extension uses its
-    /// [`SessionState::read_stored`]). A store that is unavailable is tried again within
+    /// (for tools that read any plugin; an extension uses [`SessionState::read`] on
+    /// [`crate::On::Stored`]). A store that is unavailable is tried again within
     /// its retry window.
     pub fn read_stored_value(
         &self,

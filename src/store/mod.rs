@@ -11,7 +11,7 @@
 //! todo.write(&mut log, &vec!["review".to_string()])?;      // durable when it returns
 //! assert_eq!(todo.read(&log)?, Some(vec!["review".to_string()]));
 //! // In a new process: a flat read through the projection, without parsing the log.
-//! assert_eq!(todo.read_file("session.jsonl")?, Some(vec!["review".to_string()]));
+//! assert_eq!(todo.read("session.jsonl")?, Some(vec!["review".to_string()]));
 //! # Ok::<(), session_state::Error>(())
 //! ```
 
@@ -20,13 +20,14 @@ mod last;
 mod presence;
 mod prune;
 pub(crate) mod state;
+mod stored;
 mod tail;
 mod write;
 
-pub use backend::StoredSession;
 pub use last::{Appended, LastEvent};
 pub use presence::SessionStatus;
 pub use prune::{KeptSession, PruneReport, PrunedSession};
+pub use stored::StoredSession;
 
 use crate::error::{DatabaseError, Error, IoContext, ProjectionError, Result};
 use crate::lock::{self, Holder, LockStatus};
@@ -114,7 +115,7 @@ impl StoreOptions {
         self
     }
     /// The file-system seam that the store's writes to session files without an open log
-    /// go through ([`SessionState::write_file`]; tests inject faults and pauses through
+    /// go through ([`SessionState::write`] on a file; tests inject faults and pauses through
     /// it). Default: [`crate::io::StdFileSystem`].
     pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = Some(SharedFs(fs));
@@ -447,7 +448,7 @@ impl Store {
     /// The folded value of `plugin` in `scope` for the session file `file`, as if the
     /// leaf were `at` (default: the last entry in file order), answered by the projection
     /// without parsing the log (for tools that read any plugin; an extension uses its
-    /// [`SessionState::read_file`]). In [`crate::json`]'s lossless encoding.
+    /// [`SessionState::read`] on a file). In [`crate::json`]'s lossless encoding.
     ///
     /// The value is as stored, written under the version [`Store::read_versioned`]
     /// reports; a [`SessionState`] migrates it to its own.

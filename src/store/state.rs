@@ -14,6 +14,7 @@
 //! ```
 
 use super::Store;
+use super::stored::StoredSession;
 use crate::error::{Error, Result, StateError};
 use crate::log::NewEntry;
 use crate::state::decide::Decided;
@@ -41,7 +42,8 @@ pub struct StoredValue {
     pub entry: Option<String>,
 }
 
-/// What [`SessionState::apply_at_tail`] did.
+/// What a write decided from the projection's rows and the file's tail did (the first
+/// half of a write on [`On::File`]; `SessionState::apply_at_tail`, a test hook).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub enum TailWrite {
@@ -54,18 +56,105 @@ pub enum TailWrite {
     NeedsLog,
 }
 
-/// Which step of a file write ([`SessionState::apply_file`]) an error came from, for a
-/// tool that words its errors its own way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FileWriteStep {
-    /// Opening the log, when the rows could not answer for the write (the strict reader's
-    /// refusal of the file, or an I/O error).
-    Open,
-    /// Moving the opened log's leaf to `at` (an entry the log does not have).
-    At,
-    /// Any other: the op refused, the lock, the write from the rows or through the log.
-    Write,
+/// Where a state is read or written: an open log, a session file, or a backend's
+/// session. Every [`SessionState`] operation takes one; `&log`, `&mut log`, a path
+/// (`&Path`, `&PathBuf`, `&str`) and `&StoredSession` convert into it, at the file's or the
+/// session's last entry.
+///
+/// ```no_run
+/// use session_state::{On, Scope, SessionLog, Store};
+/// let store = Store::at("/tmp/states.sqlite")?;
+/// let role = store.state::<String>("role", Scope::Branch)?;
+/// let mut log = SessionLog::open("session.jsonl")?;
+/// role.write(&mut log, &"reviewer".to_string())?;              // an open log, at its leaf
+/// assert_eq!(role.read(&log)?, Some("reviewer".to_string()));
+/// let in_another_process = role.read("session.jsonl")?;          // the file, not parsed
+/// role.drop(On::file("session.jsonl", Some("1a2b3c4d")))?;      // a child of 1a2b3c4d
+/// # Ok::<(), session_state::Error>(())
+/// ```
+#[derive(Debug)]
+pub enum On<'a> {
+    /// An open log, read at its active leaf. Reads only: a write needs [`On::LogMut`]
+    /// (`&mut log`), and is refused here with [`Error::InvalidOption`].
+    Log(&'a SessionLog),
+    /// An open log, read and written at its active leaf: folded in memory, memoized on
+    /// the store; a write appends as a child of the leaf.
+    LogMut(&'a mut SessionLog),
+    /// A session file, at `at` (default: its last entry in file order, Pi's leaf when it
+    /// opens the file), **without opening the log** when the projection can answer: a
+    /// read from its rows (the same cost for a 1 MB and a 1 GB session once the
+    /// projection is warm); a write decided from its rows and the file's tail as a child
+    /// of `at`, else through the opened log. `history` opens the log.
+    File {
+        /// The session file.
+        path: &'a Path,
+        /// The entry to read at or to write a child of (`None`: the last entry).
+        at: Option<&'a str>,
+    },
+    /// A backend's session ([`StoredSession`]), at `at` (default: its last entry; a write
+    /// as a child of `at` forks when it has children), through the projection's rows of
+    /// the store's lines (see [`StoredSession`]). Adds nothing to the session but a
+    /// write's own event. `history` reads the session as a detached log.
+    Stored {
+        /// The session.
+        session: StoredSession<'a>,
+        /// The entry to read at or to write a child of (`None`: the last entry).
+        at: Option<&'a str>,
+    },
+}
+
+impl<'a> On<'a> {
+    /// The session file `path` at `at` ([`On::File`]).
+    pub fn file<P: AsRef<Path> + ?Sized>(path: &'a P, at: Option<&'a str>) -> On<'a> {
+        On::File {
+            path: path.as_ref(),
+            at,
+        }
+    }
+
+    /// The backend's session `session` at `at` ([`On::Stored`]).
+    pub fn stored(session: &StoredSession<'a>, at: Option<&'a str>) -> On<'a> {
+        On::Stored {
+            session: *session,
+            at,
+        }
+    }
+}
+
+impl<'a> From<&'a SessionLog> for On<'a> {
+    fn from(log: &'a SessionLog) -> On<'a> {
+        On::Log(log)
+    }
+}
+
+impl<'a> From<&'a mut SessionLog> for On<'a> {
+    fn from(log: &'a mut SessionLog) -> On<'a> {
+        On::LogMut(log)
+    }
+}
+
+impl<'a> From<&'a Path> for On<'a> {
+    fn from(path: &'a Path) -> On<'a> {
+        On::file(path, None)
+    }
+}
+
+impl<'a> From<&'a std::path::PathBuf> for On<'a> {
+    fn from(path: &'a std::path::PathBuf) -> On<'a> {
+        On::file(path, None)
+    }
+}
+
+impl<'a> From<&'a str> for On<'a> {
+    fn from(path: &'a str) -> On<'a> {
+        On::file(path, None)
+    }
+}
+
+impl<'a, 'b: 'a> From<&'a StoredSession<'b>> for On<'a> {
+    fn from(session: &'a StoredSession<'b>) -> On<'a> {
+        On::stored(session, None)
+    }
 }
 
 /// One plugin's state in one scope, on a [`Store`]: a [`StateKey`] bound to the store
@@ -116,13 +205,10 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     pub fn store(&self) -> &Store {
         &self.store
     }
-    /// The key: plugin id, scope, `customType`; it decides every write's event.
+    /// The key: plugin id, scope, `customType`, version; it checks every value and
+    /// decides every write's event ([`StateKey::check_value`], [`StateKey::decide`]).
     pub fn key(&self) -> &StateKey<T> {
         &self.key
-    }
-    /// The `customType` of this state's events (`session-state/<plugin>`).
-    pub fn custom_type(&self) -> &str {
-        self.key.custom_type()
     }
 
     /// The entry that appends `event` (a [`StateKey::decide`]d one) for this state: every
@@ -131,23 +217,58 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         NewEntry::custom_printed(self.key.custom_type_shared(), event.data_text())
     }
 
-    /// The value at the log's active leaf: `None` when absent, `Some` (possibly of a
-    /// JSON `null`) when written. Folded in memory, memoized on the store: a read at an
-    /// unchanged leaf is a few map lookups.
-    pub fn read(&self, log: &SessionLog) -> Result<Option<T>> {
-        self.decode(log, self.folded(log, log.tree().leaf_index())?)
+    /// The value at `on`: `None` when absent, `Some` (possibly of a JSON `null`) when
+    /// written; migrated to the key's version when written under an older one.
+    ///
+    /// - On an open log ([`On::Log`], [`On::LogMut`]), at its active leaf: folded in
+    ///   memory, memoized on the store, so a read at an unchanged leaf is a few map
+    ///   lookups.
+    /// - On a session file ([`On::File`]), at its last entry or `at`: answered by the
+    ///   projection without parsing the log, so in a new process it costs the same for a
+    ///   1 MB and a 1 GB session once the projection is warm (docs/spec.md §4). The
+    ///   projection catches up first, reading only what was appended.
+    /// - On a backend's session ([`On::Stored`]): answered by the projection from the
+    ///   store's lines, flat in the session's size once it is warm; adds nothing to the
+    ///   session.
+    pub fn read<'a>(&self, on: impl Into<On<'a>>) -> Result<Option<T>> {
+        match on.into() {
+            On::Log(log) => self.read_log(log, log.tree().leaf_index()),
+            On::LogMut(log) => self.read_log(log, log.tree().leaf_index()),
+            On::File { path, at } => self.read_file(path, at),
+            On::Stored { session, at } => self.read_stored(&session, at),
+        }
     }
 
-    /// The value as if the active leaf were `entry_id`.
-    pub fn read_at(&self, log: &SessionLog, entry_id: &str) -> Result<Option<T>> {
-        let node = log.require(entry_id)?;
-        self.decode(log, self.folded(log, Some(node))?)
+    /// [`SessionState::read`] as if the leaf were `entry_id` (`at` of a file or a stored
+    /// session is replaced by it). An entry the log does not have is
+    /// [`crate::LogError::UnknownEntry`].
+    pub fn read_at<'a>(&self, on: impl Into<On<'a>>, entry_id: &str) -> Result<Option<T>> {
+        match on.into() {
+            On::Log(log) => self.read_log(log, Some(log.require(entry_id)?)),
+            On::LogMut(log) => self.read_log(log, Some(log.require(entry_id)?)),
+            On::File { path, .. } => self.read_file(path, Some(entry_id)),
+            On::Stored { session, .. } => self.read_stored(&session, Some(entry_id)),
+        }
     }
 
-    /// The raw JSON value at the active leaf, in [`crate::json`]'s lossless encoding:
-    /// print it with [`crate::json::to_string`] to get the text Pi's `JSON.stringify`
-    /// would print (lone surrogates included).
-    pub fn read_value(&self, log: &SessionLog) -> Result<Option<Value>> {
+    /// [`SessionState::read`] as raw JSON, in [`crate::json`]'s lossless encoding (migrated
+    /// to the key's version when written under an older one): print it with
+    /// [`crate::json::to_string`] to get the text Pi's `JSON.stringify` would print (lone
+    /// surrogates included).
+    pub fn read_value<'a>(&self, on: impl Into<On<'a>>) -> Result<Option<Value>> {
+        match on.into() {
+            On::Log(log) => self.read_log_value(log),
+            On::LogMut(log) => self.read_log_value(log),
+            On::File { path, at } => self.read_file_value(path, at),
+            On::Stored { session, at } => self.read_stored_value(&session, at),
+        }
+    }
+
+    fn read_log(&self, log: &SessionLog, node: Option<u32>) -> Result<Option<T>> {
+        self.decode(log, self.folded(log, node)?)
+    }
+
+    fn read_log_value(&self, log: &SessionLog) -> Result<Option<Value>> {
         let f = self.folded(log, log.tree().leaf_index())?;
         let entry = || f.last.map(|l| log.entry_at(l).id().to_owned());
         self.key.resolve(
@@ -157,32 +278,12 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         )
     }
 
-    /// The value at the last entry of the session file `file` (Pi's leaf when it opens
-    /// the file), answered by the projection without parsing the log: in a new process
-    /// it costs the same for a 1 MB and a 1 GB session once the projection is warm
-    /// (docs/spec.md §4). The projection catches up first, reading only what was appended.
-    pub fn read_file(&self, file: impl AsRef<Path>) -> Result<Option<T>> {
-        self.read_file_inner(file.as_ref(), None)
-    }
-
-    /// [`SessionState::read_file`] as if the leaf were `entry_id`.
-    pub fn read_file_at(&self, file: impl AsRef<Path>, entry_id: &str) -> Result<Option<T>> {
-        self.read_file_inner(file.as_ref(), Some(entry_id))
-    }
-
-    /// [`SessionState::read_file`] as raw JSON, in [`crate::json`]'s lossless encoding
-    /// (migrated to the key's version when written under an older one).
-    pub fn read_file_value(
-        &self,
-        file: impl AsRef<Path>,
-        at: Option<&str>,
-    ) -> Result<Option<Value>> {
-        let file = file.as_ref();
+    fn read_file_value(&self, file: &Path, at: Option<&str>) -> Result<Option<Value>> {
         let (read, entry) = self.store.read_file_raw(file, self.key(), at)?;
         self.key.resolve(read.value, read.version, || entry)
     }
 
-    fn read_file_inner(&self, file: &Path, at: Option<&str>) -> Result<Option<T>> {
+    fn read_file(&self, file: &Path, at: Option<&str>) -> Result<Option<T>> {
         let value = self.read_file_value(file, at)?;
         self.deserialize(value.as_ref(), || {
             self.store
@@ -214,9 +315,33 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         }
     }
 
-    /// The events that made the current value, oldest first, with their entry ids
-    /// (branch scope: along the branch; session scope: the whole file).
-    pub fn history(&self, log: &SessionLog) -> Result<Vec<HistoryEntry>> {
+    /// Provenance: the events that made the value at `on`, oldest first, with their entry
+    /// ids, lines, ops, arguments, the value after each and the state version each was
+    /// written under (branch scope: along the branch; session scope: the whole file).
+    /// On an open log, folded with the store's memo; a session file or a backend's
+    /// session is read as a log for the call ([`On::File`] through the strict reader, with
+    /// the leaf at `at`), folded for the call alone ([`StateKey::history`]).
+    pub fn history<'a>(&self, on: impl Into<On<'a>>) -> Result<Vec<HistoryEntry>> {
+        let (mut log, at) = match on.into() {
+            On::Log(log) => return self.log_history(log),
+            On::LogMut(log) => return self.log_history(log),
+            On::File { path, at } => (
+                crate::tree::LogOptions::new()
+                    .file_system(self.store.file_system().clone())
+                    .open(path)?,
+                at,
+            ),
+            On::Stored { session, at } => {
+                (session.read_log(crate::log::reader::ReadMode::Strict)?, at)
+            }
+        };
+        if let Some(at) = at {
+            log.navigate(at)?;
+        }
+        self.key.history(&log)
+    }
+
+    fn log_history(&self, log: &SessionLog) -> Result<Vec<HistoryEntry>> {
         self.store.with_folds(log, |f| {
             fold::history(
                 f,
@@ -258,128 +383,84 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         self.deserialize(f.value.as_deref(), entry)
     }
 
-    /// Sets the value. Returns the new entry's id, or `None` when the value was already
-    /// equal (nothing is appended). Durable when it returns (once the session file
-    /// exists; see [`crate::Materialize`]).
+    /// Sets the value at `on`. Returns the new entry's id, or `None` when the value was
+    /// already equal (nothing is appended). Durable when it returns (once the session
+    /// file exists; see [`crate::Materialize`]), under the session's write lock; every
+    /// target runs the one write pipeline (`src/store/write.rs`).
     ///
-    /// Refused before anything is written: a value nested deeper than [`crate::format::MAX_DEPTH`], NaN
-    /// or ±Infinity ([`StateError::Serialize`]: JSON has no such number; serde_json and Pi's
-    /// `JSON.stringify` would write `null`), and an integer that Pi's JavaScript would not
-    /// read back as written, such as one beyond 2^53 that a double cannot hold exactly
-    /// ([`StateError::UnrepresentableValue`]; store it as a string).
-    pub fn write(&self, log: &mut SessionLog, value: &T) -> Result<Option<String>> {
+    /// - On an open log ([`On::LogMut`]), a child of its active leaf. [`On::Log`] (a log
+    ///   borrowed shared) is refused with [`Error::InvalidOption`], nothing written.
+    /// - On a session file ([`On::File`]), a child of `at` (default: its last entry),
+    ///   without opening the log when the projection is up to date with the file (after
+    ///   reading what others appended): decided from its rows and the file's tail, so it
+    ///   costs the same for a 1 MB and a 1 GB session. Otherwise (a new database, a file
+    ///   replaced, rewritten or ending in a torn line, an older version, an `at` the rows
+    ///   do not know) the log is opened, its leaf moved to `at`, and the write goes
+    ///   through it; the rows then catch up, so the next write is answered from them.
+    /// - On a backend's session ([`On::Stored`]), a child of `at` (default: its last
+    ///   entry; a fork when `at` has children), appended through the store at the next
+    ///   sequence number, with the retries [`StoredSession`] describes.
+    ///
+    /// Refused before anything is written: a value nested deeper than
+    /// [`crate::format::MAX_DEPTH`], NaN or ±Infinity ([`StateError::Serialize`]: JSON has
+    /// no such number; serde_json and Pi's `JSON.stringify` would write `null`), and an
+    /// integer that Pi's JavaScript would not read back as written, such as one beyond
+    /// 2^53 that a double cannot hold exactly ([`StateError::UnrepresentableValue`]; store
+    /// it as a string).
+    pub fn write<'a>(&self, on: impl Into<On<'a>>, value: &T) -> Result<Option<String>> {
         let value = self.key.check_value(value)?;
-        self.apply(log, Op::Set(value))
+        self.apply_checked(on.into(), Op::Set(value))
     }
 
-    /// Applies an RFC 7396 JSON Merge Patch to the value (an absent value patches `{}`).
-    /// The patch is any serializable value (usually a [`serde_json::Value`]); it is
-    /// refused as [`SessionState::write`] refuses a value.
-    pub fn patch<P: Serialize + ?Sized>(
+    /// Applies an RFC 7396 JSON Merge Patch to the value at `on` (an absent value patches
+    /// `{}`), as [`SessionState::write`] writes. The patch is any serializable value
+    /// (usually a [`serde_json::Value`]); it is refused as a value is.
+    pub fn patch<'a, P: Serialize + ?Sized>(
         &self,
-        log: &mut SessionLog,
+        on: impl Into<On<'a>>,
         patch: &P,
     ) -> Result<Option<String>> {
         let patch = self.key.check_value(patch)?;
-        self.apply(log, Op::Patch(patch))
+        self.apply_checked(on.into(), Op::Patch(patch))
     }
 
-    /// Makes the value absent. `None` when it already was.
-    pub fn drop(&self, log: &mut SessionLog) -> Result<Option<String>> {
-        self.apply(log, Op::Drop)
+    /// Makes the value at `on` absent, as [`SessionState::write`] writes. `None` when it
+    /// already was.
+    pub fn drop<'a>(&self, on: impl Into<On<'a>>) -> Result<Option<String>> {
+        self.apply_checked(on.into(), Op::Drop)
     }
 
-    /// The write of an op already checked, on an open log.
-    fn apply(&self, log: &mut SessionLog, op: Op) -> Result<Option<String>> {
-        self.store.commit(self, log, op)
+    /// [`SessionState::write`], `patch` or `drop` of an [`Op`] the caller built (the
+    /// command line's `write`, `patch`, `drop`), its value or patch checked as
+    /// [`StateKey::check_op`] does.
+    pub fn apply<'a>(&self, on: impl Into<On<'a>>, op: Op) -> Result<Option<String>> {
+        self.key.check_op(&op)?;
+        self.apply_checked(on.into(), op)
     }
 
-    /// The JSON value [`SessionState::write`] would store for `value` (or
-    /// [`SessionState::patch`] apply), refused with the same errors and nothing written
-    /// ([`StateKey::check_value`]): for hosts that append the event themselves.
-    pub fn check_value<V: Serialize + ?Sized>(&self, value: &V) -> Result<Value> {
-        self.key.check_value(value)
+    /// The write of an op already checked, on any target.
+    fn apply_checked(&self, on: On<'_>, op: Op) -> Result<Option<String>> {
+        match on {
+            On::LogMut(log) => self.store.commit(self, log, op),
+            On::Log(_) => Err(Error::InvalidOption {
+                option: "target",
+                detail: format!(
+                    "a write of plugin {} needs the log borrowed mutably (`&mut log`, \
+                     `On::LogMut`); nothing was written",
+                    self.plugin_id()
+                ),
+            }),
+            On::File { path, at } => self.file_write(path, at, op),
+            On::Stored { session, at } => self.commit_stored(&session, at, op),
+        }
     }
 
-    /// Refuses the value a write would leave if this crate could not read it back: one
-    /// nested deeper than [`crate::json::MAX_READ_DEPTH`] levels with its event's `data`
-    /// ([`StateKey::check_result`]). The caller's own value or patch was held to
-    /// [`crate::format::MAX_DEPTH`] before; what the value inherits from the file (a value Pi wrote
-    /// thousands of levels deep, ±Infinity, an integer beyond 2^53) passes, so that writes
-    /// on top of it keep working. For hosts that compute the next value themselves.
-    pub fn check_result(&self, next: &Value) -> Result<()> {
-        self.key.check_result(next)
-    }
-
-    /// [`SessionState::write`] on the session file `file`, without an open log: as a
-    /// child of `at` (default: the last entry in file order, Pi's leaf when it opens the
-    /// file). Durable when it returns, under the same write lock and refusals.
-    ///
-    /// When the projection is up to date with the file (after reading what others
-    /// appended, as [`SessionState::read_file`] does), the write is decided from its rows
-    /// and the file's tail without parsing the log, so it costs the same for a 1 MB and a
-    /// 1 GB session. Otherwise (a new database, a file replaced, rewritten or ending in a
-    /// torn line, an older version, an `at` the rows do not know) the log is opened and
-    /// the write goes through [`SessionState::write`].
-    pub fn write_file(
-        &self,
-        file: impl AsRef<Path>,
-        at: Option<&str>,
-        value: &T,
-    ) -> Result<Option<String>> {
-        let value = self.key.check_value(value)?;
-        self.file_write(file.as_ref(), at, Op::Set(value))
-            .map_err(|(_, e)| e)
-    }
-
-    /// [`SessionState::patch`] on the session file `file`, as [`SessionState::write_file`].
-    pub fn patch_file<P: Serialize + ?Sized>(
-        &self,
-        file: impl AsRef<Path>,
-        at: Option<&str>,
-        patch: &P,
-    ) -> Result<Option<String>> {
-        let patch = self.key.check_value(patch)?;
-        self.file_write(file.as_ref(), at, Op::Patch(patch))
-            .map_err(|(_, e)| e)
-    }
-
-    /// [`SessionState::drop`] on the session file `file`, as [`SessionState::write_file`].
-    pub fn drop_file(&self, file: impl AsRef<Path>, at: Option<&str>) -> Result<Option<String>> {
-        self.file_write(file.as_ref(), at, Op::Drop)
-            .map_err(|(_, e)| e)
-    }
-
-    /// [`SessionState::write_file`], `patch_file` or `drop_file` of an [`Op`] the caller
-    /// built (its value or patch checked as [`StateKey::check_op`] does), each error
-    /// handed to `on_error` with the step it came from: for a tool that reports them its
-    /// own way, as the command line does (`--at: ...` for an unknown `at`).
-    #[cfg_attr(
-        windows,
-        expect(
-            clippy::result_large_err,
-            reason = "a Windows path is larger; the error is built once, on failure"
-        )
-    )]
-    pub fn apply_file<E>(
-        &self,
-        file: impl AsRef<Path>,
-        at: Option<&str>,
-        op: Op,
-        on_error: impl FnOnce(FileWriteStep, Error) -> E,
-    ) -> std::result::Result<Option<String>, E> {
-        self.key
-            .check_op(&op)
-            .map_err(|e| (FileWriteStep::Write, e))
-            .and_then(|()| self.file_write(file.as_ref(), at, op))
-            .map_err(|(step, e)| on_error(step, e))
-    }
-
-    /// The projection's half of [`SessionState::write_file`] (and `patch_file`,
-    /// `drop_file`): `op` decided from the rows and the file's tail, without opening the
-    /// log, or [`TailWrite::NeedsLog`] when the rows cannot answer for it (nothing was
-    /// written; write through an opened [`crate::SessionLog`]). For a tool that opens the
-    /// log itself. Same lock, refusals and durability as [`SessionState::write`].
+    /// The projection's half of a write on [`On::File`]: `op` decided from the rows and
+    /// the file's tail, without opening the log, or [`TailWrite::NeedsLog`] when the rows
+    /// cannot answer for it (nothing was written). A test hook: the crate's tests check
+    /// with it which writes the rows answer.
+    #[cfg(feature = "__internal")]
+    #[doc(hidden)]
     pub fn apply_at_tail(
         &self,
         file: impl AsRef<Path>,
@@ -391,41 +472,20 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     }
 
     /// The write of an op already checked, on the session file `file`: from the rows and
-    /// the file's tail when they can answer, else through the log. An error comes with
-    /// the step it came from.
-    #[cfg_attr(
-        windows,
-        expect(
-            clippy::result_large_err,
-            reason = "a Windows path is larger; the error is built once, on failure"
-        )
-    )]
-    fn file_write(
-        &self,
-        file: &Path,
-        at: Option<&str>,
-        op: Op,
-    ) -> std::result::Result<Option<String>, (FileWriteStep, Error)> {
-        let step = |step| move |e| (step, e);
-        match self
-            .store
-            .commit_at_tail(self, file, at, op.clone())
-            .map_err(step(FileWriteStep::Write))?
-        {
+    /// the file's tail when they can answer, else through the log.
+    fn file_write(&self, file: &Path, at: Option<&str>, op: Op) -> Result<Option<String>> {
+        match self.store.commit_at_tail(self, file, at, op.clone())? {
             TailWrite::Appended(id) => return Ok(Some(id)),
             TailWrite::Unchanged => return Ok(None),
             TailWrite::NeedsLog => {}
         }
         let mut log = crate::tree::LogOptions::new()
             .file_system(self.store.file_system().clone())
-            .open(file)
-            .map_err(step(FileWriteStep::Open))?;
+            .open(file)?;
         if let Some(at) = at {
-            log.navigate(at).map_err(step(FileWriteStep::At))?;
+            log.navigate(at)?;
         }
-        let id = self
-            .apply(&mut log, op)
-            .map_err(step(FileWriteStep::Write))?;
+        let id = self.store.commit(self, &mut log, op)?;
         // The write leaves the projection to the next reader; this caller's next write is
         // one (`commit_at_tail` answers from the rows), so the rows catch up now. A
         // catch-up that fails leaves that write to the log again, which names the problem.

@@ -1,5 +1,5 @@
 //! The write of a process that has not read the log (the CLI's `write`, `patch`, `drop`;
-//! [`SessionState::write_file`]): the pipeline's target made of the projection's rows and
+//! [`SessionState::write`] on a file): the pipeline's target made of the projection's rows and
 //! the file's tail (`write.rs`), so its cost does not grow with the session (docs/spec.md
 //! §10). Without the log in memory:
 //!

@@ -7,7 +7,7 @@
 //!    has taken a row since), or, for a stored session, the writers' turn is taken.
 //! 2. **The current value** ([`Target::current`]): the value where the write lands, the
 //!    state version it was written under and the entry that set it.
-//! 3. **The decision** ([`StateKey::decide_next`]): the event to append, or none, and the
+//! 3. **The decision** ([`StateKey::decide`]): the event to append, or none, and the
 //!    value after it.
 //! 4. **The id and the line**: a fresh id no entry of the session has
 //!    ([`Target::id_taken`]), the line printed once as a child of [`Target::parent`].
@@ -35,7 +35,7 @@
 //!   not read the log.
 //! - `backend.rs`: a [`crate::SessionStore`]'s session, appended at a sequence number.
 //!
-//! The Pi package decides with the same [`StateKey::decide_next`] on the same fold, and
+//! The Pi package decides with the same [`StateKey::decide`] on the same fold, and
 //! Pi appends the line itself (`pi.appendEntry`).
 
 use super::Store;
@@ -163,7 +163,7 @@ fn steps<W: Target, T: Serialize + DeserializeOwned>(
     // 3. The decision.
     let (value, version) = W::value(&place);
     let entry = || target.entry(&place);
-    let Some(decided) = state.key().decide_next(value, version, entry, op)? else {
+    let Some(decided) = state.key().decide(value, version, entry, op)? else {
         return Ok(Outcome::Unchanged);
     };
     // 4. The id and the line.

@@ -21,7 +21,7 @@
 //! stored under another version is answered with its version and the entry that set it
 //! ([`StoredState`]): the TypeScript refuses a newer one and migrates an older one with
 //! the extension's own `migrate` (JavaScript, which the core cannot call), and a write on
-//! top of an older value is decided by the core's [`StateKey::decide_on`] with the
+//! top of an older value is decided by the core's [`StateKey::decide`] on the
 //! migrated value (a whole `set` at the state's version).
 //!
 //! Errors are thrown as JavaScript `Error`s whose message is the core's own
@@ -31,9 +31,9 @@ use napi::bindgen_prelude::{Buffer, Either};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
-    Appended, Decided, Error, HistoryEntry, LastEvent, LogOptions, Op, ReadMode, Scope, SessionLog,
-    StateError, StateKey, Store, StoreOptions, Unwritable, format::STATE_PREFIX, inspect, json,
-    settings::ProjectTrust,
+    Appended, Decided, Error, HistoryEntry, LastEvent, LogOptions, On, Op, ReadMode, Scope,
+    SessionLog, StateError, StateKey, Store, StoreOptions, Unwritable, format::STATE_PREFIX,
+    inspect, json, settings::ProjectTrust,
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -262,7 +262,7 @@ fn decide(
     current: Option<&Value>,
     op: Op,
 ) -> napi::Result<Option<(String, Option<Value>)>> {
-    let decided = key.decide_next(current, key.version(), || None, op);
+    let decided = key.decide(current, key.version(), || None, op);
     Ok(decided.map_err(js_err)?.map(emit))
 }
 
@@ -597,7 +597,7 @@ impl NativeStore {
     /// is the [`StoredState`] `read_state` gives, and nothing is decided: a newer one is
     /// refused; for an older one the caller migrates the value and asks again with the
     /// result as `migrated` (JSON text). The event is then the core's decision on the
-    /// migrated value ([`StateKey::decide_on`]): a whole `set` of the value after `op` (or
+    /// migrated value ([`StateKey::decide`], from the version it was stored under): a whole `set` of the value after `op` (or
     /// a `drop`), at the state's version.
     #[napi]
     pub fn prepare(
@@ -642,9 +642,9 @@ impl NativeStore {
                     .clone()
                     .versioned(key.version(), move |_, _| Ok(given.clone()))
                     .map_err(js_err)?;
-                once.decide_on(Some(&value), version, || entry, op)
+                once.decide(Some(&value), version, || entry, op)
                     .map_err(js_err)?
-                    .map(|event| (event.data_text_js(), event.op.apply(Some(&value))))
+                    .map(emit)
             }
         };
         let Some((data, after)) = decided else {
@@ -861,7 +861,10 @@ impl NativeStore {
                     }
                 }
                 drop(slot);
-                Ok(self.store()?.state_of(key).read_file_value(f, Some(at)))
+                Ok(self
+                    .store()?
+                    .state_of(key)
+                    .read_value(On::file(f, Some(at))))
             }
             None => {
                 let log = self.pending.as_ref().ok_or_else(|| {
