@@ -63,6 +63,18 @@ function requestText(r: ReturnType<TestPi["requests"]>[number]): SeenRequest {
   return { systemPrompt: r.systemPrompt, tools: r.tools, messages: r.messages.map((m) => `${m.role}: ${messageText(m)}`) };
 }
 
+/**
+ * `text` with the folder `dir` written as `<dir>`, in each spelling Pi uses for it: the
+ * native path, and on Windows also with forward slashes (Pi's system prompt writes its
+ * working directory so: `C:/Users/…/project`). In JSON text (`json`) a backslash is escaped.
+ */
+export function withoutDir(text: string, dir: string, json = false): string {
+  for (const form of new Set([dir, dir.replaceAll("\\", "/")])) {
+    text = text.split(json ? JSON.stringify(form).slice(1, -1) : form).join("<dir>");
+  }
+  return text;
+}
+
 /** Takes snapshots of one Pi: each holds what happened since the previous one. */
 export class Watcher {
   private notes = 0;
@@ -72,9 +84,9 @@ export class Watcher {
   constructor(pi: TestPi) {
     this.pi = pi;
   }
-  /** The folder paths in `text` as `<dir>`, so two Pis in two folders compare equal. */
+  /** The folder paths in `value` as `<dir>`, so two Pis in two folders compare equal. */
   private norm<T>(value: T): T {
-    return JSON.parse(JSON.stringify(value).split(this.pi.dir).join("<dir>")) as T;
+    return JSON.parse(withoutDir(JSON.stringify(value), this.pi.dir, true)) as T;
   }
   snap(error?: unknown): Seen {
     const pi = this.pi;
@@ -282,7 +294,7 @@ async function child(spec: ResumeSpec): Promise<void> {
     pi = await startPi(options);
   } catch (e) {
     // An extension that throws while the session starts fails the kit's start.
-    const error = (e instanceof Error ? e.message : String(e)).split(spec.dir).join("<dir>");
+    const error = withoutDir(e instanceof Error ? e.message : String(e), spec.dir);
     process.stdout.write(`SEEN ${JSON.stringify([{ error }])}\n`);
     // The kit left that Pi running (it failed to start): nothing else is to be done.
     process.exit(0);
