@@ -154,8 +154,8 @@ pub(crate) struct Unsettled {
     pub(crate) unknown: bool,
 }
 
-impl From<Unsettled> for Error {
-    fn from(u: Unsettled) -> Error {
+impl From<Box<Unsettled>> for Error {
+    fn from(u: Box<Unsettled>) -> Error {
         u.error
     }
 }
@@ -181,14 +181,19 @@ pub(crate) fn append_until_known(
     mark: Mark<'_>,
     landed: u64,
     mut send: impl FnMut() -> Result<u64, StoreError>,
-) -> Result<u64, Unsettled> {
-    let sure = |error| Unsettled {
-        error,
-        unknown: false,
+) -> Result<u64, Box<Unsettled>> {
+    // Boxed: an `Error` is large (on Windows above clippy's bound for an `Err`).
+    let sure = |error| {
+        Box::new(Unsettled {
+            error,
+            unknown: false,
+        })
     };
-    let doubt = |error| Unsettled {
-        error,
-        unknown: true,
+    let doubt = |error| {
+        Box::new(Unsettled {
+            error,
+            unknown: true,
+        })
     };
     // Whether the line (or header) at the position is the append's own; `None`: nothing.
     let read_back = |retry: &mut Retry<'_>| -> Result<Option<bool>, Error> {

@@ -455,12 +455,16 @@ impl Sessions {
             match sent {
                 Ok(_) => closed.extend(missing.into_iter().map(|(id, _)| id)),
                 // Another writer appended meanwhile: read again and decide again.
-                Err(Unsettled {
-                    error:
-                        Error::Store(StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. }),
-                    unknown: false,
-                }) => {}
-                Err(u) => return Err(u.error),
+                Err(u) => match *u {
+                    Unsettled {
+                        error:
+                            Error::Store(
+                                StoreError::SequenceMismatch { .. } | StoreError::IdTaken { .. },
+                            ),
+                        unknown: false,
+                    } => {}
+                    u => return Err(u.error),
+                },
             }
             lock(&self.known).remove(session_id);
         }

@@ -239,6 +239,7 @@ fn store_batch(store: &dyn SessionStore, b: &Batch<'_>) -> std::result::Result<u
         }
     })
     .map_err(|u| {
+        let u = *u;
         let stored = if u.unknown {
             b.lines.len().max(1) as u64
         } else {
