@@ -216,6 +216,20 @@ pub(crate) fn too_long(path: &Path, limit: usize) -> Error {
 /// opened (opening a FIFO would block) and again on the opened handle (the path may
 /// have been swapped in between). Follows symlinks.
 pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File> {
+    open_regular_with(path, false)
+}
+
+/// [`open_regular`] for a handle kept to look at the file's last bytes before each write
+/// (the Pi package's memo of a state's last event): on Linux with `O_NOATIME` when the
+/// kernel allows it (the file is the caller's own), else as [`open_regular`] opens. A read
+/// through it leaves the access time alone. Under `relatime` the first read after each
+/// append would otherwise update it, an inode update in the journal just before the
+/// write's own `fdatasync` (`docs/performance.md`, "The Pi write").
+pub(crate) fn open_regular_for_looks(path: &Path) -> Result<std::fs::File> {
+    open_regular_with(path, true)
+}
+
+fn open_regular_with(path: &Path, no_atime: bool) -> Result<std::fs::File> {
     let check = |meta: &std::fs::Metadata| -> Result<()> {
         if meta.is_file() {
             return Ok(());
@@ -226,9 +240,33 @@ pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File> {
         }))
     };
     check(&std::fs::metadata(path).ctx("opening", path)?)?;
-    let file = std::fs::File::open(path).ctx("opening", path)?;
+    let file = match no_atime_open(path, no_atime) {
+        Some(file) => file,
+        None => std::fs::File::open(path).ctx("opening", path)?,
+    };
     check(&file.metadata().ctx("opening", path)?)?;
     Ok(file)
+}
+
+/// `path` opened for reading with `O_NOATIME` when `wanted`, on Linux; `None` when not
+/// asked, elsewhere, or refused (`EPERM`: not the file's owner), and the caller opens it
+/// plainly (the plain open reports any other failure).
+#[cfg(target_os = "linux")]
+fn no_atime_open(path: &Path, wanted: bool) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if !wanted {
+        return None;
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOATIME)
+        .open(path)
+        .ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn no_atime_open(_path: &Path, _wanted: bool) -> Option<std::fs::File> {
+    None
 }
 
 /// A file type, in words.

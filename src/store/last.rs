@@ -225,10 +225,13 @@ impl LastEvent {
     }
 }
 
-/// `file` opened for reading, for its `fstat`s (a regular file only: a FIFO at the path
-/// is never opened).
+/// `file` opened for reading, for its `fstat`s and the reads of its last bytes (a regular
+/// file only: a FIFO at the path is never opened; without touching its access time where
+/// the system allows).
 fn open_at(file: &Path) -> Option<Arc<File>> {
-    crate::log::reader::open_regular(file).ok().map(Arc::new)
+    crate::log::reader::open_regular_for_looks(file)
+        .ok()
+        .map(Arc::new)
 }
 
 /// Whether `leaf` is the entry `event` or a descendant of it with none of `custom_type`
@@ -446,5 +449,53 @@ mod tests {
         assert_eq!(last.value_at(&file, Some("b"), []), None);
         let (mut session, file) = kept(dir.path(), Scope::Session);
         assert_eq!(session.value_at(&file, Some("b"), []), None);
+    }
+
+    /// The memo's looks at the file (its last bytes read before each write) leave the
+    /// access time alone on Linux: under `relatime` a plain read after an append would
+    /// update it, an inode update in the journal before the write's `fdatasync`.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn looks_at_the_file_leave_its_access_time_alone() {
+        use std::io::Write;
+        use std::time::{Duration, SystemTime};
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut last, file) = kept(dir.path(), Scope::Branch);
+        let old = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        let set_old = || {
+            let f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&file)
+                .expect("open");
+            f.set_times(std::fs::FileTimes::new().set_accessed(old))
+                .expect("set the access time");
+        };
+        let atime = || {
+            std::fs::metadata(&file)
+                .expect("stat")
+                .accessed()
+                .expect("atime")
+        };
+        // Appended (the modification time is now, after the access time), then looked at.
+        set_old();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .expect("open");
+        f.write_all(b"{\"m\":1}\n").expect("append");
+        set_old();
+        assert_eq!(last.value_at(&file, Some("b"), []), Some(Some(&json!(1))));
+        assert_eq!(
+            atime(),
+            old,
+            "the look read the file's bytes and moved its access time"
+        );
+        // A plain read of the same file does move it (the mount updates access times).
+        let _ = std::fs::read(&file).expect("read");
+        assert_ne!(
+            atime(),
+            old,
+            "this mount never updates access times: the test shows nothing"
+        );
     }
 }
