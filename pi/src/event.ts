@@ -21,23 +21,26 @@ export function eventOf(
   argument: string | null,
   version = 1,
   original?: unknown,
+  fresh = false,
 ): unknown {
   const head = version > 1 ? `{"v":2,"stateVersion":${version},"scope":"${scope}","op":"` : `{"v":1,"scope":"${scope}","op":"`;
   if (op === "drop") {
     if (data === `${head}drop"}`) return envelopeOf(scope, op, null, version);
   } else if (argument !== null && data === `${head}${op}","${op === "set" ? "value" : "patch"}":${argument}}`) {
-    return envelopeOf(scope, op, argument, version, original);
+    return envelopeOf(scope, op, argument, version, original, fresh);
   }
   return JSON.parse(data);
 }
 
 /**
  * The event object of `op` with the caller's text `argument` (`null` for a drop): the
- * envelope the core prints for it, as an object whose value is a fresh copy of `original`
- * when that prints as `argument` ([`copyPrinting`]), else a parse of `argument`.
+ * envelope the core prints for it, as an object whose value is `original` itself when
+ * `fresh` (a copy made for this event, whose print is `argument`: {@link freshCopy}), else
+ * a fresh copy of `original` when that prints as `argument` ([`copyPrinting`]), else a
+ * parse of `argument`.
  */
-export function envelopeOf(scope: Scope, op: "set" | "patch" | "drop", argument: string | null, version: number, original?: unknown): unknown {
-  const of = (text: string) => copyPrinting(original, text) ?? JSON.parse(text);
+export function envelopeOf(scope: Scope, op: "set" | "patch" | "drop", argument: string | null, version: number, original?: unknown, fresh = false): unknown {
+  const of = (text: string) => (fresh ? original : (copyPrinting(original, text) ?? JSON.parse(text)));
   if (version > 1) {
     if (op === "drop" || argument === null) return { v: 2, stateVersion: version, scope, op };
     return op === "set" ? { v: 2, stateVersion: version, scope, op, value: of(argument) } : { v: 2, stateVersion: version, scope, op, patch: of(argument) };
@@ -47,6 +50,19 @@ export function envelopeOf(scope: Scope, op: "set" | "patch" | "drop", argument:
 }
 
 const NOT_PLAIN = Symbol("not plain");
+
+/**
+ * A fresh copy of `value` made of plain objects, arrays and JSON's primitives (finite
+ * numbers, `-0` as `0`), when it is such a value itself, nested at most 64 levels; else
+ * `undefined`. Its print is what the event carries: the write prints the copy, not the
+ * caller's value, so the text the core decides on and the object Pi keeps and prints are
+ * the same value, whatever a getter or a proxy answers, with one print and no check.
+ */
+export function freshCopy(value: unknown): unknown {
+  if (value === undefined) return undefined;
+  const copy = plainCopy(value, 0);
+  return copy === NOT_PLAIN ? undefined : copy;
+}
 
 /**
  * A fresh copy of `value` made of plain objects, arrays and JSON's primitives, when it is

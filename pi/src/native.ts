@@ -26,11 +26,12 @@ export interface NativeStoreHandle {
   readState(state: NativeStateHandle, file: string | null, at: string | null): string | null | NativeStored;
   /** JSON text `{value?, stateVersion, entry}`: the value as stored, its version and the entry that set it. */
   readStored(file: string | null, plugin: string, scope: string, at: string | null): string;
+  /** `op`: {@link OP_CODE}. */
   prepare(
     state: NativeStateHandle,
     file: string | null,
     at: string | null,
-    op: string,
+    op: number,
     argument: string | null,
     migrated: string | null,
   ): string | null | NativeStored;
@@ -51,23 +52,13 @@ export interface NativeStateHandle {
   readonly version: number;
   /**
    * `prepare` on top of the state's last event, when the core finds Pi's leaf standing on
-   * it. `since`: Pi's entries from the leaf up, newest first, as many as Pi appended after
-   * it, two values each: its `parentId` and its `customType` (`undefined` when absent; the
-   * first pair is the leaf's, each next one its parent's). `appended`: the entry Pi
-   * appended for the last decided event, under `appendedParent`, told once (`null` when
-   * told already); the memo keeps the event only when that is where it was decided. The
-   * data, `true` when it is the envelope of `argument` itself (its value printed as
-   * `argument`), `null` (unchanged) or `false` (cannot answer so).
+   * it, in `file` (`null`: the file of the last decided event). `walk` ({@link walkField}):
+   * the entry Pi appended for the last decided event and its parent (told once), Pi's
+   * leaf, and Pi's entries from the leaf up, as many as Pi appended after the event. `op`:
+   * {@link OP_CODE}. The data, `true` when it is the envelope of `argument` itself (its
+   * value printed as `argument`), `null` (unchanged) or `false` (cannot answer so).
    */
-  prepareOnLast(
-    file: string,
-    leaf: string | null,
-    since: (string | undefined)[],
-    op: string,
-    argument: string | null,
-    appended: string | null,
-    appendedParent: string | null,
-  ): string | boolean | null;
+  prepareOnLast(file: string | null, walk: string, op: number, argument: string | null): string | boolean | null;
   /** Forgets the last event. */
   forget(): void;
   /** The value the last decided patch leaves (JSON text), kept when the state was made with `keepAfter`. */
@@ -83,6 +74,20 @@ interface NativeModule {
   stateKey(plugin: string, scope: string): string;
   /** The core's refusal of a value JavaScript found unwritable: `kind` `not-json`, `non-finite` or `too-deep`. */
   valueError(plugin: string, kind: "not-json" | "non-finite" | "too-deep", detail: string): string;
+}
+
+/** The addon's code of each operation. */
+export const OP_CODE = { set: 0, patch: 1, drop: 2 } as const;
+
+/**
+ * One field of the walk `prepareOnLast` reads: fields are separated by NUL; an id is `-`
+ * (none) or `+` and the id; an entry appended since is `c` (of the state's `customType`)
+ * or `o`, then its parent's id. `undefined` for an id holding a NUL, which the walk
+ * cannot carry (the write then reads the file).
+ */
+export function walkField(id: string | null | undefined): string | undefined {
+  if (id === null || id === undefined) return "-";
+  return id.includes("\0") ? undefined : `+${id}`;
 }
 
 /** @internal The addon (`addon.ts` finds it: `SESSION_STATE_PI_ADDON`, `native/`, the platform package). */

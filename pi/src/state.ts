@@ -5,13 +5,13 @@
  * store, check, append through Pi, keep what Pi appended, sync.
  */
 import { envelopeOf, eventOf } from "./event.ts";
-import { call, native, rethrow, type NativeStateHandle, type NativeStored } from "./native.ts";
+import { call, native, OP_CODE, rethrow, walkField, type NativeStateHandle, type NativeStored } from "./native.ts";
 import { sessionFile, syncAppended, syncIfNew, syncSession } from "./session-file.ts";
 import { shared, type StoreEntry } from "./shared.ts";
 import { entryCount, storeFor, view, type View } from "./stores.ts";
 import { registerRenderer } from "./transcript.ts";
 import type { HistoryEntry, OpenedState, PiContext, PiHandle, Scope, SessionState, SessionStateOptions } from "./types.ts";
-import { checkerOf, encode, invalidStored, invalidWrite, migratedText, newerError, parse, type Checker } from "./values.ts";
+import { checkerOf, encodeForEvent, invalidStored, invalidWrite, migratedText, newerError, parse, type Checker } from "./values.ts";
 
 type Op = "set" | "patch" | "drop";
 type SessionManager = PiContext["sessionManager"];
@@ -48,6 +48,8 @@ interface LastEvent {
   told: boolean;
   id: string;
   parent: string | null;
+  /** The session file it was appended to (the core's memo keeps it: not handed again while it is the same). */
+  file: string;
 }
 
 /** An opened state: its options as checked, the core's key of it (`nstate`) and the two memos its calls keep. */
@@ -133,10 +135,12 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
       return parse<T>(answer(s, entry, v, String(entryId)));
     },
     write(ctx, value) {
-      return commit(s, ctx, "set", encode(pluginId, value), value);
+      const e = encodeForEvent(pluginId, value);
+      return commit(s, ctx, "set", e.text, e.value, e.fresh);
     },
     patch(ctx, patch) {
-      return commit(s, ctx, "patch", encode(pluginId, patch), patch);
+      const e = encodeForEvent(pluginId, patch);
+      return commit(s, ctx, "patch", e.text, e.value, e.fresh);
     },
     drop(ctx) {
       return commit(s, ctx, "drop", null);
@@ -212,13 +216,13 @@ function answer(s: StateCore, entry: StoreEntry, v: View, at: string | null): st
 type Decided = string | boolean | null;
 
 /** A write of `op` with the caller's text `argument` (printed from `original`): the new entry's id, `undefined` when nothing is appended. */
-function commit(s: StateCore, ctx: PiContext, op: Op, argument: string | null, original?: unknown): string | undefined {
+function commit(s: StateCore, ctx: PiContext, op: Op, argument: string | null, original?: unknown, fresh = false): string | undefined {
   const sm = ctx.sessionManager;
   let file = sessionFile(sm);
   const leaf = sm.getLeafId();
   let data: Decided = false;
-  const since = file !== null ? appendedSince(s, sm, leaf) : undefined;
-  if (file !== null && since !== undefined) data = decideOnLast(s, ctx, file, leaf, since, op, argument);
+  const walk = file !== null ? walkSince(s, sm, leaf) : undefined;
+  if (file !== null && walk !== undefined) data = decideOnLast(s, ctx, file, walk, op, argument);
   if (data === false) {
     const entry = storeFor(ctx, s.databasePath);
     const v = view(entry, ctx);
@@ -230,10 +234,10 @@ function commit(s: StateCore, ctx: PiContext, op: Op, argument: string | null, o
   if (data !== null) s.last = undefined;
   if (s.check !== undefined) checkWrite(s, s.check, op, argument, data);
   if (data === null) return undefined; // nothing appended: the last event stands
-  const event = append(s, op, argument, data, original);
+  const event = append(s, op, argument, data, original, fresh);
   const id = sm.getLeafId() ?? undefined;
   // Looked at before the sync, while it is at hand; kept once the event is on disk.
-  const appended = file !== null ? appendedEntry(s, sm, id, event) : undefined;
+  const appended = file !== null ? appendedEntry(s, sm, id, event, file) : undefined;
   if (file !== null) syncAppended(file);
   else syncSession(ctx);
   s.last = appended;
@@ -241,12 +245,14 @@ function commit(s: StateCore, ctx: PiContext, op: Op, argument: string | null, o
 }
 
 /**
- * Pi's entries from `leaf` up, newest first, as many as Pi appended after the last event
- * (fewer at the root or an entry Pi does not hold), for the core to judge; `undefined`
- * when the last event was appended in another session manager or before a
- * force-refresh (the core then forgets it), or when Pi cannot be asked.
+ * The walk `prepareOnLast` reads (`walkField`): the entry Pi appended for the last event
+ * with its parent until the core is told, Pi's leaf, and Pi's entries from the leaf up,
+ * as many as Pi appended after the last event (fewer at the root or an entry Pi does not
+ * hold), for the core to judge; `undefined` when the last event was appended in another
+ * session manager or before a force-refresh (the core then forgets it), when Pi cannot be
+ * asked, or when an id cannot be carried.
  */
-function appendedSince(s: StateCore, sm: SessionManager, leaf: string | null): (string | undefined)[] | undefined {
+function walkSince(s: StateCore, sm: SessionManager, leaf: string | null): string | undefined {
   const last = s.last;
   if (!last) return undefined;
   if (last.sm !== sm || last.gen !== shared.generation) {
@@ -255,38 +261,38 @@ function appendedSince(s: StateCore, sm: SessionManager, leaf: string | null): (
     return undefined;
   }
   if (typeof sm.getEntry !== "function") return undefined;
-  // Each entry's parent and customType (the ids follow from the leaf): an array of
-  // strings crosses into the addon faster than objects.
-  const since: (string | undefined)[] = [];
+  let head = "-\0-";
+  if (!last.told) {
+    const told = walkField(last.id);
+    const parent = walkField(last.parent);
+    if (told === undefined || parent === undefined) return undefined;
+    head = `${told}\0${parent}`;
+  }
+  const at = walkField(leaf);
+  if (at === undefined) return undefined;
+  let walk = `${head}\0${at}`;
   let id = leaf;
   for (let k = entryCount(sm) - last.count; k > 0 && id !== null; k--) {
     const e = sm.getEntry(id) as { parentId?: string | null; customType?: unknown } | undefined;
     if (!e) break;
-    since.push(e.parentId ?? undefined, typeof e.customType === "string" ? e.customType : undefined);
     id = e.parentId ?? null;
+    const parent = walkField(id);
+    if (parent === undefined) return undefined;
+    walk += (e.customType === s.customType ? "\0c" : "\0o") + parent;
   }
-  return since;
+  return walk;
 }
 
 /** Decides on top of the state's last event (`prepareOnLast`), telling the core once the entry Pi appended for it. */
-function decideOnLast(
-  s: StateCore,
-  ctx: PiContext,
-  file: string,
-  leaf: string | null,
-  since: (string | undefined)[],
-  op: Op,
-  argument: string | null,
-): Decided {
+function decideOnLast(s: StateCore, ctx: PiContext, file: string, walk: string, op: Op, argument: string | null): Decided {
   // The file exists and was synced when the last event was written.
   shared.lastCtx = ctx;
   syncIfNew(file);
   try {
-    // `since` is defined, so `last` is: the entry Pi appended for it is told once.
+    // `walk` is defined, so `last` is: the entry Pi appended for it is told once.
     const last = s.last!;
-    const tell = last.told ? undefined : last;
     last.told = true;
-    return s.nstate.prepareOnLast(file, leaf, since, op, argument, tell?.id ?? null, tell?.parent ?? null) ?? null;
+    return s.nstate.prepareOnLast(file === last.file ? null : file, walk, OP_CODE[op], argument) ?? null;
   } catch (e) {
     rethrow(e);
   }
@@ -294,14 +300,14 @@ function decideOnLast(
 
 /** Decides on the value as a read reads it (`prepare`): refused when stored under a newer version, decided again on `migrate`'s result when older. */
 function decideThroughStore(s: StateCore, entry: StoreEntry, v: View, op: Op, argument: string | null): Decided {
-  let data: string | null | NativeStored = call(() => entry.store.prepare(s.nstate, v.file, v.leaf, op, argument, null));
+  let data: string | null | NativeStored = call(() => entry.store.prepare(s.nstate, v.file, v.leaf, OP_CODE[op], argument, null));
   if (data !== null && data !== undefined && typeof data === "object") {
     // Stored under another version: refused when newer; an older value is migrated
     // here and the core decides on the result (a whole `set` at this version).
     const stored: NativeStored = data;
     if (stored.refusal != null) throw newerError(s.pluginId, s.version, stored);
     const text = migratedText(s.pluginId, s.version, s.migrate, stored);
-    data = call(() => entry.store.prepare(s.nstate, v.file, v.leaf, op, argument, text));
+    data = call(() => entry.store.prepare(s.nstate, v.file, v.leaf, OP_CODE[op], argument, text));
     if (data !== null && data !== undefined && typeof data === "object") {
       throw new Error(`plugin '${s.pluginId}': the state changed version while a write was decided; nothing was written`);
     }
@@ -320,18 +326,20 @@ function checkWrite(s: StateCore, check: Checker, op: Op, argument: string | nul
 }
 
 /** Appends the decided event through Pi (`appendEntry`); returns the object Pi keeps. */
-function append(s: StateCore, op: Op, argument: string | null, data: string | boolean, original: unknown): unknown {
+function append(s: StateCore, op: Op, argument: string | null, data: string | boolean, original: unknown, fresh: boolean): unknown {
   // The core confirmed that its data is the envelope of `argument`, or eventOf compares.
   const event =
-    data === true && argument !== null ? envelopeOf(s.scope, op, argument, s.version, original) : eventOf(String(data), s.scope, op, argument, s.version, original);
+    data === true && argument !== null
+      ? envelopeOf(s.scope, op, argument, s.version, original, fresh)
+      : eventOf(String(data), s.scope, op, argument, s.version, original, fresh);
   s.pi.appendEntry(s.customType, event);
   return event;
 }
 
 /** The entry Pi appended at its leaf for this very event, as the core's memo keeps it when that is a child of where it was decided (branch scope). */
-function appendedEntry(s: StateCore, sm: SessionManager, id: string | undefined, event: unknown): LastEvent | undefined {
+function appendedEntry(s: StateCore, sm: SessionManager, id: string | undefined, event: unknown, file: string): LastEvent | undefined {
   if (id === undefined || s.scope !== "branch" || typeof sm.getEntry !== "function") return undefined;
   const e = sm.getEntry(id) as { parentId?: string | null; data?: unknown } | undefined;
   if (e === undefined || e.data !== event) return undefined;
-  return { sm, gen: shared.generation, count: entryCount(sm), told: false, id, parent: e.parentId ?? null };
+  return { sm, gen: shared.generation, count: entryCount(sm), told: false, id, parent: e.parentId ?? null, file };
 }

@@ -6,6 +6,7 @@
 import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { StateMigrationError, StateValidationError, StateVersionError } from "./errors.ts";
+import { freshCopy } from "./event.ts";
 import { call, native, type NativeStored } from "./native.ts";
 
 const NON_FINITE = Symbol("non-finite");
@@ -45,6 +46,20 @@ export function encode(plugin: string, value: unknown): string {
   }
   if (text === undefined) throw refuse("not-json", `a ${typeof value} is not a JSON value`);
   return text;
+}
+
+/**
+ * What a write or a patch carries: the caller's value printed as {@link encode} prints
+ * it (`text`) and the value the event holds. For a plain value (`freshCopy`), that value
+ * is a fresh copy and the text is the copy's print (`fresh`: the event takes the copy as
+ * it is); else it is the caller's value, and the event copies or parses it.
+ */
+export function encodeForEvent(plugin: string, value: unknown): { text: string; value: unknown; fresh: boolean } {
+  const copy = freshCopy(value);
+  // A plain copy holds no non-finite number, no `undefined` and no cycle: its print is
+  // the text `encode` would give, without `encode`'s second walk for a non-finite number.
+  if (copy !== undefined) return { text: JSON.stringify(copy), value: copy, fresh: true };
+  return { text: encode(plugin, value), value, fresh: false };
 }
 
 /** A JSON text as a value (`null`, absent: `undefined`). */

@@ -6,7 +6,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
-import { native } from "@session-state/pi/internal";
+import { native, OP_CODE, walkField } from "@session-state/pi/internal";
 import { removeTmpDir } from "./helpers.ts";
 
 const ts = "2026-12-01T10:00:00.000Z";
@@ -31,23 +31,43 @@ function appendEvent(file: string, data: string, id: string, parent: string) {
   fs.appendFileSync(file, JSON.stringify(entry) + "\n");
 }
 
+/**
+ * `prepareOnLast` as the package calls it, from the parts: Pi's `leaf`, its entries from
+ * the leaf up as pairs of values (each one's `parentId` and `customType`), the entry told
+ * and its parent (`null`: none to tell).
+ */
+function onLast(
+  state: InstanceType<typeof native.NativeState>,
+  file: string,
+  leaf: string,
+  since: (string | undefined)[],
+  op: keyof typeof OP_CODE,
+  argument: string | null,
+  told: string | null,
+  toldParent: string | null,
+) {
+  const fields = [told === null ? "-\0-" : `${walkField(told)}\0${walkField(toldParent)}`, walkField(leaf)];
+  for (let i = 0; i + 1 < since.length; i += 2) fields.push((since[i + 1] === "session-state/todo" ? "c" : "o") + walkField(since[i]));
+  return state.prepareOnLast(file, fields.join("\0"), OP_CODE[op], argument);
+}
+
 /** The data the core prints for `set` of `argument` in a branch-scope state of version 1. */
 const setData = (argument: string) => `{"v":1,"scope":"branch","op":"set","value":${argument}}`;
 
 test("told which entry Pi appended, the memo answers the next write without reading the file", () => {
   const { dir, file, store, state } = setup();
   try {
-    const first = store.prepare(state, file, "m1", "set", "[1]", null);
+    const first = store.prepare(state, file, "m1", OP_CODE.set, "[1]", null);
     assert.equal(typeof first, "string");
     appendEvent(file, first as string, "e1", "m1");
-    const second = state.prepareOnLast(file, "e1", [], "set", "[2]", "e1", "m1");
+    const second = onLast(state, file, "e1", [], "set", "[2]", "e1", "m1");
     assert.equal(second, true, "the memo answers once told: the envelope of the caller's text");
     appendEvent(file, setData("[2]"), "e2", "e1");
     // A message of Pi's on top; the equal value changes nothing, told or not.
     fs.appendFileSync(file, JSON.stringify({ type: "custom", customType: "other", data: {}, id: "m2", parentId: "e2", timestamp: ts }) + "\n");
-    assert.equal(state.prepareOnLast(file, "m2", ["e2", undefined], "set", "[2]", "e2", "e1"), null);
+    assert.equal(onLast(state, file, "m2", ["e2", undefined], "set", "[2]", "e2", "e1"), null);
     // Told once: the next write on the same event answers without telling it again.
-    const third = state.prepareOnLast(file, "m2", ["e2", undefined], "set", "[3]", null, null);
+    const third = onLast(state, file, "m2", ["e2", undefined], "set", "[3]", null, null);
     assert.equal(third, true, "the memo still answers");
   } finally {
     removeTmpDir(dir);
@@ -57,14 +77,14 @@ test("told which entry Pi appended, the memo answers the next write without read
 test("a text the core prints otherwise gets the core's data, not the envelope of the text", () => {
   const { dir, file, store, state } = setup();
   try {
-    const first = store.prepare(state, file, "m1", "set", "[1]", null);
+    const first = store.prepare(state, file, "m1", OP_CODE.set, "[1]", null);
     appendEvent(file, first as string, "e1", "m1");
     // Spaces, and a key order JavaScript does not keep: printed as JSON.stringify would.
-    const data = state.prepareOnLast(file, "e1", [], "set", '{ "b": [ 2 ], "1": 0 }', "e1", "m1");
+    const data = onLast(state, file, "e1", [], "set", '{ "b": [ 2 ], "1": 0 }', "e1", "m1");
     assert.equal(data, setData('{"1":0,"b":[2]}'));
     appendEvent(file, data as string, "e2", "e1");
     // A patch printed as its text: confirmed as well.
-    assert.equal(state.prepareOnLast(file, "e2", [], "patch", '{"a":1}', "e2", "e1"), true);
+    assert.equal(onLast(state, file, "e2", [], "patch", '{"a":1}', "e2", "e1"), true);
   } finally {
     removeTmpDir(dir);
   }
@@ -74,22 +94,41 @@ test("not told, told twice, or told an entry under another parent, the memo does
   for (const tell of [null, "twice", "wrong-parent"] as const) {
     const { dir, file, store, state } = setup();
     try {
-      const first = store.prepare(state, file, "m1", "set", "[1]", null);
+      const first = store.prepare(state, file, "m1", OP_CODE.set, "[1]", null);
       appendEvent(file, first as string, "e1", "m1");
       let answer;
       if (tell === null) {
-        answer = state.prepareOnLast(file, "e1", [], "set", "[2]", null, null);
+        answer = onLast(state, file, "e1", [], "set", "[2]", null, null);
       } else if (tell === "wrong-parent") {
-        answer = state.prepareOnLast(file, "e1", [], "set", "[2]", "e1", "x");
+        answer = onLast(state, file, "e1", [], "set", "[2]", "e1", "x");
       } else {
-        assert.equal(state.prepareOnLast(file, "e1", [], "set", "[1]", "e1", "m1"), null);
-        answer = state.prepareOnLast(file, "e1", [], "set", "[2]", "e1", "m1");
+        assert.equal(onLast(state, file, "e1", [], "set", "[1]", "e1", "m1"), null);
+        answer = onLast(state, file, "e1", [], "set", "[2]", "e1", "m1");
       }
       assert.equal(answer, false, `${tell}: the write reads the file`);
       // The file's way gives the same decision.
-      assert.deepEqual(JSON.parse(store.prepare(state, file, "e1", "set", "[2]", null) as string).value, [2]);
+      assert.deepEqual(JSON.parse(store.prepare(state, file, "e1", OP_CODE.set, "[2]", null) as string).value, [2]);
     } finally {
       removeTmpDir(dir);
     }
+  }
+});
+
+test("the walk carries ids as `-` or `+id`; an id with a NUL is never put in one, and a malformed walk is refused", () => {
+  assert.equal(walkField(null), "-");
+  assert.equal(walkField(undefined), "-");
+  assert.equal(walkField(""), "+");
+  assert.equal(walkField("a-b"), "+a-b");
+  assert.equal(walkField("a\0b"), undefined);
+  const { dir, file, state } = setup();
+  try {
+    for (const walk of ["", "-\0-", "x\0-\0+e1", "-\0-\0+e1\0z+m1", "-\0-\0+e1\0"]) {
+      assert.throws(() => state.prepareOnLast(file, walk, OP_CODE.set, "[1]"), /a malformed walk of Pi's entries/, JSON.stringify(walk));
+    }
+    // Well formed, nothing kept yet: the memo cannot answer.
+    assert.equal(state.prepareOnLast(file, "-\0-\0+e1\0o+m1", OP_CODE.set, "[1]"), false);
+    assert.throws(() => state.prepareOnLast(file, "-\0-\0+e1", 7, "[1]"), /no such operation: 7/);
+  } finally {
+    removeTmpDir(dir);
   }
 });

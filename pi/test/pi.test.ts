@@ -170,6 +170,17 @@ test("the event Pi keeps is the one in the file, a copy that the caller's later 
   value["1"].push(5);
   value.when.setTime(1);
   assert.equal(JSON.stringify(first.data), before, "the caller's changes do not reach Pi's entry");
+  // A plain value is copied once and the copy printed: the text the core decided on, Pi's
+  // entry and the file's line are one answer of a getter, asked once.
+  let asks = 0;
+  const asking = todo.write(pi.context(), {
+    get n() {
+      return ++asks;
+    },
+  });
+  assert.equal(asks, 1, "the getter is asked once");
+  assert.deepEqual(inFile(asking).data.value, { n: 1 });
+  assert.deepEqual(sm.getEntry(asking).data, inFile(asking).data);
   await pi.shutdown();
 
   // Built around the caller's text when the core printed its envelope, else the core's text.

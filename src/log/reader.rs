@@ -224,7 +224,7 @@ pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File> {
 /// kernel allows it (the file is the caller's own), else as [`open_regular`] opens. A read
 /// through it leaves the access time alone. Under `relatime` the first read after each
 /// append would otherwise update it, an inode update in the journal just before the
-/// write's own `fdatasync` (`docs/performance.md`, "The Pi write").
+/// write's own `fdatasync` (`docs/performance.md`, "The Pi package").
 pub(crate) fn open_regular_for_looks(path: &Path) -> Result<std::fs::File> {
     open_regular_with(path, true)
 }

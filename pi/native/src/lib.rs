@@ -222,29 +222,67 @@ pub struct NativeState {
     /// What the key's probe `migrate` was handed on the last read ([`probe_key`]).
     handed: Handed,
     last: LastEvent,
+    /// The session file of the last decided event (the file `prepare_on_last` looks at
+    /// when handed none).
+    file: PathBuf,
     /// Whether a patch keeps the value it leaves as JSON text in `after` (the state has a
     /// `validate`).
     keep_after: bool,
     after: Option<String>,
 }
 
-/// Pi's entries from `leaf` up as the package hands them over: `since` holds two values
-/// per entry, its `parentId` and its `customType` (`None`: absent), the first pair the
-/// leaf's and each next one that of the previous entry's parent. An array of strings
-/// crosses into the addon for a fraction of the cost of as many objects.
-fn path_up<'a>(
+/// What [`NativeState::prepare_on_last`] is handed in one string (one string crosses into
+/// the addon for a fraction of the cost of an array of them): fields separated by NUL, each
+/// optional id written `-` (none) or `+` and the id. First the entry Pi appended for the
+/// last decided event and its parent (both `-` once told), then Pi's leaf, then one field
+/// per entry Pi appended since, from the leaf up: `c` when it is of the state's
+/// `customType`, else `o`, and its parent's id. The package hands no walk holding an id
+/// with a NUL in it (the memo then does not answer).
+struct Walk<'a> {
+    told: Option<&'a str>,
+    told_parent: Option<&'a str>,
     leaf: Option<&'a str>,
-    since: &'a [Option<String>],
-) -> impl Iterator<Item = Appended<'a>> {
-    let parents = since.chunks_exact(2).map(|e| e[0].as_deref());
-    std::iter::once(leaf)
-        .chain(parents.clone())
-        .zip(parents.zip(since.chunks_exact(2).map(|e| e[1].as_deref())))
-        .map(|(id, (parent_id, custom_type))| Appended {
-            id: id.unwrap_or_default(),
-            parent_id,
-            custom_type,
+    /// Per entry from the leaf up: of this state's `customType`, its parent's id.
+    since: Vec<(bool, Option<&'a str>)>,
+}
+
+impl<'a> Walk<'a> {
+    fn parse(text: &'a str) -> napi::Result<Walk<'a>> {
+        let bad = || js_err(format!("a malformed walk of Pi's entries: {text:?}"));
+        let id = |f: Option<&'a str>| match f {
+            Some("-") => Ok(None),
+            Some(f) if f.starts_with('+') => Ok(Some(&f[1..])),
+            _ => Err(bad()),
+        };
+        let mut fields = text.split('\0');
+        let (told, told_parent, leaf) =
+            (id(fields.next())?, id(fields.next())?, id(fields.next())?);
+        let since = fields
+            .map(|f| match f.as_bytes().first() {
+                Some(b'c') => Ok((true, id(Some(&f[1..]))?)),
+                Some(b'o') => Ok((false, id(Some(&f[1..]))?)),
+                _ => Err(bad()),
+            })
+            .collect::<napi::Result<_>>()?;
+        Ok(Walk {
+            told,
+            told_parent,
+            leaf,
+            since,
         })
+    }
+
+    /// The entries from the leaf up as the core's memo reads them ([`LastEvent::value_at`]):
+    /// the first the leaf, each next one the previous one's parent.
+    fn path_up(&self, custom_type: &'a str) -> impl Iterator<Item = Appended<'_>> {
+        let ids = std::iter::once(self.leaf).chain(self.since.iter().map(|e| e.1));
+        ids.zip(self.since.iter())
+            .map(move |(id, &(ours, parent_id))| Appended {
+                id: id.unwrap_or_default(),
+                parent_id,
+                custom_type: ours.then_some(custom_type),
+            })
+    }
 }
 
 /// A decided `event`, as the package hands it over: its `data` as JSON text, and the
@@ -285,6 +323,7 @@ impl NativeState {
             key,
             handed,
             last,
+            file: PathBuf::new(),
             keep_after: keep_after.unwrap_or(false),
             after: None,
         })
@@ -310,53 +349,56 @@ impl NativeState {
     }
 
     /// [`NativeStore::prepare`] on top of the state's last event, when the core's memo
-    /// ([`LastEvent::value_at`]) finds Pi's `leaf` in `file` standing on it: `since` holds
-    /// Pi's entries from `leaf` up, newest first, as many as Pi appended after the event
-    /// (the package reads them from Pi's memory), as [`path_up`] reads them. The value where the write lands is then
-    /// the value after that event: what Pi appended since is not read (the next read reads
-    /// it). That value is at the state's own version (its own write left it), so no version
-    /// is checked. Returns the `data` (JSON text), `true` when that data is the envelope of
-    /// `argument` itself (the caller's value printed as the core prints it: the package
-    /// builds the event around its own text, `envelope_of`), `null` when the write
-    /// changes nothing, or `false` when the memo cannot answer (a session-scope state, no
-    /// appended last event, another file or one replaced or shorter, a leaf off the
-    /// event's path, an event of this state since): then `NativeStore.prepare` reads the
-    /// file. The value is checked
-    /// first, so a refusal is the same either way.
+    /// ([`LastEvent::value_at`]) finds Pi's leaf in `file` (`None`: the file of the last
+    /// decided event) standing on it. `walk` ([`Walk`]) holds Pi's leaf and its entries
+    /// from the leaf up, as many as Pi appended after the event (the package reads them from
+    /// Pi's memory). The value where the write lands is then the value after that event:
+    /// what Pi appended since is not read (the next read reads it). That value is at the
+    /// state's own version (its own write left it), so no version is checked. `op`: 0
+    /// `set`, 1 `patch`, 2 `drop`. Returns the `data` (JSON text), `true` when that data is
+    /// the envelope of `argument` itself (the caller's value printed as the core prints
+    /// it: the package builds the event around its own text, `envelope_of`), `null` when
+    /// the write changes nothing, or `false` when the memo cannot answer (a session-scope
+    /// state, no appended last event, another file or one replaced or rewritten, a leaf
+    /// off the event's path, an event of this state since): then `NativeStore.prepare`
+    /// reads the file. The value is checked first, so a refusal is the same either way.
     ///
-    /// `appended`, when given, is the entry Pi appended for the event the last `prepare`
-    /// or `prepareOnLast` decided, a child of `appended_parent` (`None`: the root). The
-    /// memo keeps that event only when this is the entry it was decided at
-    /// ([`LastEvent::appended`]); it is told here, with the next write, and not in a call
-    /// of its own after each append: a call into the addon costs a few microseconds when
-    /// the caches are cold, as they are after Pi's `fdatasync`.
-    // Flat arguments: strings cross into the addon faster than an object of them.
-    #[allow(clippy::too_many_arguments)]
+    /// The walk's first two fields, when given, are the entry Pi appended for the event
+    /// the last `prepare` or `prepareOnLast` decided and its parent. The memo keeps that
+    /// event only when this is the entry it was decided at ([`LastEvent::appended`]); it is
+    /// told here, with the next write, and not in a call of its own after each append: a
+    /// call into the addon costs a few microseconds when the caches are cold, as they are
+    /// after Pi's `fdatasync`. Four arguments, one of them the walk's one string: each
+    /// argument's conversion costs as much again cold.
     #[napi]
     pub fn prepare_on_last(
         &mut self,
-        file: String,
-        leaf: Option<String>,
-        since: Vec<Option<String>>,
-        op: String,
+        file: Option<String>,
+        walk: String,
+        op: u32,
         argument: Option<String>,
-        appended: Option<String>,
-        appended_parent: Option<String>,
     ) -> napi::Result<Either<Option<String>, bool>> {
         let NativeState {
             key,
             last,
+            file: last_file,
             keep_after,
             after: kept,
             ..
         } = self;
-        let kept_it = appended.is_none_or(|id| last.appended(&id, appended_parent.as_deref()));
-        let op = op_of(key, &op, argument.as_deref())?;
+        let walk = Walk::parse(&walk)?;
+        let kept_it = walk
+            .told
+            .is_none_or(|id| last.appended(id, walk.told_parent));
+        let op = op_of(key, op, argument.as_deref())?;
         if !kept_it {
             return Ok(Either::B(false));
         }
-        let since = path_up(leaf.as_deref(), &since);
-        let Some(current) = last.value_at(&file, leaf.as_deref(), since) else {
+        if let Some(f) = file {
+            *last_file = PathBuf::from(f);
+        }
+        let since = walk.path_up(key.custom_type());
+        let Some(current) = last.value_at(&*last_file, walk.leaf, since) else {
             return Ok(Either::B(false));
         };
         let patch = matches!(op, Op::Patch(_));
@@ -366,7 +408,7 @@ impl NativeState {
         if *keep_after && patch {
             *kept = after.as_ref().map(json::to_string);
         }
-        last.decided(Some(&file), leaf.as_deref(), after);
+        last.decided(Some(&*last_file), walk.leaf, after);
         if argument.is_some_and(|a| envelope_of(&data, &a)) {
             return Ok(Either::B(true));
         }
@@ -391,17 +433,17 @@ fn envelope_of(data: &str, argument: &str) -> bool {
         .is_some_and(|head| head.ends_with("\"value\":") || head.ends_with("\"patch\":"))
 }
 
-/// `op` (`set`, `patch`, `drop`) with `argument` (JSON text), checked as the core checks
-/// a value for `key`.
-fn op_of(key: &StateKey, op: &str, argument: Option<&str>) -> napi::Result<Op> {
+/// `op` (0 `set`, 1 `patch`, 2 `drop`) with `argument` (JSON text), checked as the core
+/// checks a value for `key`.
+fn op_of(key: &StateKey, op: u32, argument: Option<&str>) -> napi::Result<Op> {
     let arg = argument
         .map(|text| key.check_text(text).map_err(js_err))
         .transpose()?;
     match (op, arg) {
-        ("set", Some(v)) => Ok(Op::Set(v)),
-        ("patch", Some(v)) => Ok(Op::Patch(v)),
-        ("drop", None) => Ok(Op::Drop),
-        (other, _) => Err(js_err(format!("no such operation: {other:?}"))),
+        (0, Some(v)) => Ok(Op::Set(v)),
+        (1, Some(v)) => Ok(Op::Patch(v)),
+        (2, None) => Ok(Op::Drop),
+        (other, _) => Err(js_err(format!("no such operation: {other}"))),
     }
 }
 
@@ -586,7 +628,7 @@ impl NativeStore {
         Ok(json::to_string(&Value::Object(m)))
     }
 
-    /// The `data` of the event that `op` (`set`, `patch`, `drop`) with `argument` (JSON
+    /// The `data` of the event that `op` (0 `set`, 1 `patch`, 2 `drop`) with `argument` (JSON
     /// text) would append for `state` at `at`, as JSON text; `null` when it would change
     /// nothing. Refused with the core's errors (and nothing to append) for a value it
     /// refuses. The core decides ([`StateKey::decide`]) on the value at `at`, read as
@@ -605,7 +647,7 @@ impl NativeStore {
         state: &mut NativeState,
         file: Option<String>,
         at: Option<String>,
-        op: String,
+        op: u32,
         argument: Option<String>,
         migrated: Option<String>,
     ) -> napi::Result<Either<Option<String>, StoredState>> {
@@ -613,10 +655,11 @@ impl NativeStore {
             key,
             handed,
             last,
+            file: last_file,
             keep_after,
             after: kept,
         } = state;
-        let op = op_of(key, &op, argument.as_deref())?;
+        let op = op_of(key, op, argument.as_deref())?;
         let patch = matches!(op, Op::Patch(_));
         let read = self.resolved(file.as_deref(), key, at.as_deref())?;
         let decided = match Stored::of(read, handed)? {
@@ -652,6 +695,9 @@ impl NativeStore {
         };
         if *keep_after && patch {
             *kept = after.as_ref().map(json::to_string);
+        }
+        if let Some(f) = &file {
+            *last_file = PathBuf::from(f);
         }
         last.decided(file.as_deref(), at.as_deref(), after);
         Ok(Either::A(Some(data)))
