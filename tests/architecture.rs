@@ -886,6 +886,88 @@ fn written_twice(homes: &[Home], files: &[Source]) -> Vec<String> {
         }
         let path = format!("src/{}", f.rel);
         let text = without_tests(&stripped(&f.text, true));
+        find_written(homes, &path, &text, &mut problems);
+    }
+    problems
+}
+
+/// The Pi package's sources, which write the same rules from outside the crate: the
+/// addon's Rust (`pi/native/src/`) and the package's TypeScript (`pi/src/`), each as its
+/// path from the repository's root and its text without comments (and, for Rust, without
+/// test code).
+fn package_sources() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    let mut addon = Vec::new();
+    rust_files(&root.join("pi/native/src"), &mut addon);
+    for f in addon {
+        let text = std::fs::read_to_string(&f).expect("read the addon's source");
+        out.push((relative(root, &f), without_tests(&stripped(&text, true))));
+    }
+    let mut ts: Vec<PathBuf> = std::fs::read_dir(root.join("pi/src"))
+        .expect("read pi/src")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ts"))
+        .collect();
+    ts.sort();
+    for f in ts {
+        let text = std::fs::read_to_string(&f).expect("read the package's source");
+        out.push((relative(root, &f), ts_without_comments(&text)));
+    }
+    out
+}
+
+fn relative(root: &Path, f: &Path) -> String {
+    f.strip_prefix(root)
+        .expect("under the repository")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// TypeScript `text` with its `//` and `/* */` comments blanked (lines kept), its string
+/// and template literals left as they are.
+fn ts_without_comments(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let mut i = 0;
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    while i < b.len() {
+        match b[i] {
+            q @ (b'"' | b'\'' | b'`') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                let end = text[i..].find('\n').map_or(b.len(), |e| i + e);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let end = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+    String::from_utf8(out).expect("blanking keeps UTF-8")
+}
+
+/// Every pattern of `homes` in `text` (the file at `path`, comments blanked) outside the
+/// rule's home, as a problem naming the file and line.
+fn find_written(homes: &[Home], path: &str, text: &str, problems: &mut Vec<String>) {
+    {
         for h in homes {
             let at_home = h.homes.iter().any(|home| match home.strip_suffix('/') {
                 Some(dir) => path.starts_with(&format!("{dir}/")),
@@ -908,7 +990,6 @@ fn written_twice(homes: &[Home], files: &[Source]) -> Vec<String> {
             }
         }
     }
-    problems
 }
 
 #[test]
@@ -922,7 +1003,10 @@ fn no_rule_is_written_outside_its_home() {
         .map(|home| format!("docs/architecture.md: the home {home} does not exist"))
         .collect();
     assert!(missing.is_empty(), "{}", missing.join("\n"));
-    let problems = written_twice(&homes, &sources());
+    let mut problems = written_twice(&homes, &sources());
+    for (path, text) in package_sources() {
+        find_written(&homes, &path, &text, &mut problems);
+    }
     assert!(
         problems.is_empty(),
         "a rule with one home is written again elsewhere:\n{}",
@@ -1200,5 +1284,26 @@ mod parser {
             "{problems:?}"
         );
         assert!(homes_in("no markers").is_err());
+    }
+
+    #[test]
+    fn the_package_typescript_is_searched_in_code_and_literals_not_in_comments() {
+        let doc = "<!-- homes:begin -->\n| rule | patterns | home |\n|---|---|---|\n\
+                   | the envelope | `\"scope\":` | `src/state/envelope.rs` |\n<!-- homes:end -->\n";
+        let homes = homes_in(doc).expect("a table");
+        let ts = "// {\"scope\": in a comment\n\
+                  /* and \"scope\": in\n a block */\n\
+                  const url = \"http://x\"; // a // inside a string is not a comment\n\
+                  const head = `{\"v\":1,\"scope\":\"${scope}\"`;\n";
+        let text = ts_without_comments(ts);
+        assert_eq!(text.lines().count(), ts.lines().count(), "lines kept");
+        let mut problems = Vec::new();
+        find_written(&homes, "pi/src/event.ts", &text, &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert!(
+            problems[0]
+                .starts_with("pi/src/event.ts:5: `\"scope\":` writes the rule \"the envelope\""),
+            "{problems:?}"
+        );
     }
 }

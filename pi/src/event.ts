@@ -6,16 +6,18 @@
 import type { Scope } from "./types.ts";
 
 /**
- * @internal The event object Pi appends, for `data`, the core's JSON text of it. When that text is
- * exactly the envelope of the caller's own text (`argument`, what `encode` printed: the
- * usual case), the object is built around `argument` alone ([`envelopeOf`]), which spares
- * parsing the envelope; otherwise `data` is parsed whole. A fresh object either way: Pi
- * keeps it, and the caller may change its value afterwards. `version`: the state's
- * (an event of version N > 1 is `{"v":2,"stateVersion":N,…}`). `original`: the value (or
- * patch) `argument` was printed from, copied rather than parsed when it can be.
+ * @internal The event object Pi appends for `data`, the core's answer: `true` when the
+ * core's data is exactly the envelope of the caller's own text (`argument`, the usual
+ * case: the core compared its print with the text), and the object is built around
+ * `argument` alone ([`envelopeOf`]), which spares parsing the envelope; otherwise `data` is
+ * the core's JSON text, parsed whole. The package holds no printed form of the envelope:
+ * the core's print is the only one. A fresh object either way: Pi keeps it, and the caller
+ * may change its value afterwards. `version`: the state's (an event of version N > 1 is
+ * `{v: 2, stateVersion: N, …}`). `original`: the value (or patch) `argument` was printed
+ * from, copied rather than parsed when it can be; `fresh`: a copy made for this event.
  */
 export function eventOf(
-  data: string,
+  data: string | true,
   scope: Scope,
   op: "set" | "patch" | "drop",
   argument: string | null,
@@ -23,13 +25,8 @@ export function eventOf(
   original?: unknown,
   fresh = false,
 ): unknown {
-  const head = version > 1 ? `{"v":2,"stateVersion":${version},"scope":"${scope}","op":"` : `{"v":1,"scope":"${scope}","op":"`;
-  if (op === "drop") {
-    if (data === `${head}drop"}`) return envelopeOf(scope, op, null, version);
-  } else if (argument !== null && data === `${head}${op}","${op === "set" ? "value" : "patch"}":${argument}}`) {
-    return envelopeOf(scope, op, argument, version, original, fresh);
-  }
-  return JSON.parse(data);
+  if (data === true && argument !== null) return envelopeOf(scope, op, argument, version, original, fresh);
+  return JSON.parse(String(data));
 }
 
 /**

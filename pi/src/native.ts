@@ -34,7 +34,7 @@ export interface NativeStoreHandle {
     op: number,
     argument: string | null,
     migrated: string | null,
-  ): string | null | NativeStored;
+  ): string | boolean | null | NativeStored;
   history(file: string | null, plugin: string, scope: string, at: string | null): string;
   historyReport(file: string | null, plugin: string, scope: string, at: string | null): string;
   eventCounts(file: string | null): string;

@@ -4,7 +4,7 @@
  * write (`commit`) runs as named steps: decide on the state's last event or through the
  * store, check, append through Pi, keep what Pi appended, sync.
  */
-import { envelopeOf, eventOf } from "./event.ts";
+import { eventOf } from "./event.ts";
 import { call, native, OP_CODE, rethrow, walkField, type NativeStateHandle, type NativeStored } from "./native.ts";
 import { sessionFile, syncAppended, syncIfNew, syncSession } from "./session-file.ts";
 import { shared, type StoreEntry } from "./shared.ts";
@@ -234,7 +234,8 @@ function commit(s: StateCore, ctx: PiContext, op: Op, argument: string | null, o
   if (data !== null) s.last = undefined;
   if (s.check !== undefined) checkWrite(s, s.check, op, argument, data);
   if (data === null) return undefined; // nothing appended: the last event stands
-  const event = append(s, op, argument, data, original, fresh);
+  // Neither way of deciding answers `false` here: the store's always decides.
+  const event = append(s, op, argument, data as string | true, original, fresh);
   const id = sm.getLeafId() ?? undefined;
   // Looked at before the sync, while it is at hand; kept once the event is on disk.
   const appended = file !== null ? appendedEntry(s, sm, id, event, file) : undefined;
@@ -300,7 +301,7 @@ function decideOnLast(s: StateCore, ctx: PiContext, file: string, walk: string, 
 
 /** Decides on the value as a read reads it (`prepare`): refused when stored under a newer version, decided again on `migrate`'s result when older. */
 function decideThroughStore(s: StateCore, entry: StoreEntry, v: View, op: Op, argument: string | null): Decided {
-  let data: string | null | NativeStored = call(() => entry.store.prepare(s.nstate, v.file, v.leaf, OP_CODE[op], argument, null));
+  let data: string | boolean | null | NativeStored = call(() => entry.store.prepare(s.nstate, v.file, v.leaf, OP_CODE[op], argument, null));
   if (data !== null && data !== undefined && typeof data === "object") {
     // Stored under another version: refused when newer; an older value is migrated
     // here and the core decides on the result (a whole `set` at this version).
@@ -326,12 +327,9 @@ function checkWrite(s: StateCore, check: Checker, op: Op, argument: string | nul
 }
 
 /** Appends the decided event through Pi (`appendEntry`); returns the object Pi keeps. */
-function append(s: StateCore, op: Op, argument: string | null, data: string | boolean, original: unknown, fresh: boolean): unknown {
-  // The core confirmed that its data is the envelope of `argument`, or eventOf compares.
-  const event =
-    data === true && argument !== null
-      ? envelopeOf(s.scope, op, argument, s.version, original, fresh)
-      : eventOf(String(data), s.scope, op, argument, s.version, original, fresh);
+function append(s: StateCore, op: Op, argument: string | null, data: string | true, original: unknown, fresh: boolean): unknown {
+  // `true`: the core confirmed that its data is the envelope of `argument`.
+  const event = eventOf(data, s.scope, op, argument, s.version, original, fresh);
   s.pi.appendEntry(s.customType, event);
   return event;
 }

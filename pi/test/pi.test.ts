@@ -183,21 +183,21 @@ test("the event Pi keeps is the one in the file, a copy that the caller's later 
   assert.deepEqual(sm.getEntry(asking).data, inFile(asking).data);
   await pi.shutdown();
 
-  // Built around the caller's text when the core printed its envelope, else the core's text.
-  const fast = eventOf('{"v":1,"scope":"branch","op":"set","value":{"a":[1]}}', "branch", "set", '{"a":[1]}');
+  // Built around the caller's text when the core confirmed its envelope (`true`), else the
+  // core's text parsed.
+  const fast = eventOf(true, "branch", "set", '{"a":[1]}');
   assert.deepEqual(fast, { v: 1, scope: "branch", op: "set", value: { a: [1] } });
   assert.deepEqual(Object.keys(fast as object), ["v", "scope", "op", "value"]);
   const other = eventOf('{"v":1,"scope":"branch","op":"set","value":{"a":[2]}}', "branch", "set", '{"a":[1]}');
   assert.deepEqual(other, { v: 1, scope: "branch", op: "set", value: { a: [2] } });
-  assert.deepEqual(eventOf('{"v":1,"scope":"session","op":"patch","patch":null}', "session", "patch", "null"), { v: 1, scope: "session", op: "patch", patch: null });
+  assert.deepEqual(eventOf(true, "session", "patch", "null"), { v: 1, scope: "session", op: "patch", patch: null });
   assert.deepEqual(eventOf('{"v":2,"scope":"session","op":"drop"}', "session", "drop", null), { v: 2, scope: "session", op: "drop" });
 
   // Given the value the text was printed from, a fresh copy of it when it prints as the
   // text (-0 prints as 0), else a parse of the text.
-  const set = (text: string) => `{"v":1,"scope":"branch","op":"set","value":${text}}`;
   const plain = { a: [1, { b: "x" }], z: -0, gone: undefined };
   const plainText = JSON.stringify(plain);
-  const copied = eventOf(set(plainText), "branch", "set", plainText, 1, plain) as { value: typeof plain };
+  const copied = eventOf(true, "branch", "set", plainText, 1, plain) as { value: typeof plain };
   assert.deepEqual(copied.value, JSON.parse(plainText));
   assert.ok(copied.value !== plain && copied.value.a !== plain.a && copied.value.a[1] !== plain.a[1], "a copy");
   assert.ok(Object.is(copied.value.z, 0) && !("gone" in copied.value));
@@ -208,12 +208,15 @@ test("the event Pi keeps is the one in the file, a copy that the caller's later 
     },
   };
   const changingText = JSON.stringify(changing);
-  const reparsed = eventOf(set(changingText), "branch", "set", changingText, 1, changing) as { value: unknown };
+  const reparsed = eventOf(true, "branch", "set", changingText, 1, changing) as { value: unknown };
   assert.deepEqual(reparsed.value, { n: 1 }, "a getter that answers otherwise the second time: the text's value");
   const dated = { when: new Date(0), list: [1, undefined] };
   const datedText = JSON.stringify(dated);
-  assert.deepEqual((eventOf(set(datedText), "branch", "set", datedText, 1, dated) as { value: unknown }).value, JSON.parse(datedText));
-  const v3 = eventOf('{"v":2,"stateVersion":3,"scope":"branch","op":"patch","patch":{"k":1}}', "branch", "patch", '{"k":1}', 3, { k: 1 });
+  assert.deepEqual((eventOf(true, "branch", "set", datedText, 1, dated) as { value: unknown }).value, JSON.parse(datedText));
+  // A copy made for the event is taken as it is.
+  const made = { k: 1 };
+  assert.equal((eventOf(true, "branch", "set", '{"k":1}', 1, made, true) as { value: unknown }).value, made);
+  const v3 = eventOf(true, "branch", "patch", '{"k":1}', 3, { k: 1 });
   assert.deepEqual(v3, { v: 2, stateVersion: 3, scope: "branch", op: "patch", patch: { k: 1 } });
 });
 

@@ -243,6 +243,23 @@ impl Envelope {
         self.print_data(crate::json::push_js)
     }
 
+    /// Whether `data`, this envelope's [`Envelope::data_text_js`], holds its value (a
+    /// `set`) or its patch (a `patch`) printed exactly as `text`: a host that printed the
+    /// value itself (the Pi package, with `JSON.stringify`) then builds the event around
+    /// its own text. The member's key ends the head only where the value begins, and no
+    /// proper tail of a JSON value that starts after a `:` inside it is JSON itself, so
+    /// the match is exact. A `drop` carries no text.
+    pub fn carries_text(&self, data: &str, text: &str) -> bool {
+        let key = match &self.op {
+            Op::Set(_) => VALUE.printed,
+            Op::Patch(_) => PATCH.printed,
+            Op::Drop => return false,
+        };
+        data.strip_suffix('}')
+            .and_then(|d| d.strip_suffix(text))
+            .is_some_and(|head| head.ends_with(key))
+    }
+
     fn print_data(&self, push: fn(&mut String, &Value)) -> String {
         let mut p = Printer {
             s: String::with_capacity(256),
@@ -446,5 +463,33 @@ mod tests {
                 state_version: 7,
             }
         );
+    }
+
+    #[test]
+    fn an_envelope_carries_the_text_its_value_or_patch_prints_as() {
+        let set = Envelope::new(Scope::Branch, Op::Set(json!({"a": [1]})));
+        let data = set.data_text_js();
+        assert!(set.carries_text(&data, r#"{"a":[1]}"#));
+        assert!(
+            !set.carries_text(&data, r#"{ "a": [1] }"#),
+            "printed otherwise"
+        );
+        assert!(
+            !set.carries_text(&data, "[1]}"),
+            "a tail of the value is not the value"
+        );
+        assert!(!set.carries_text(&data, "1]"), "nor a tail of it");
+        let patch = Envelope {
+            scope: Scope::Session,
+            op: Op::Patch(json!(null)),
+            state_version: 3,
+        };
+        let data = patch.data_text_js();
+        assert!(patch.carries_text(&data, "null"));
+        // A set's data that happens to end in the patch's text is not a patch's.
+        let set_null = Envelope::new(Scope::Session, Op::Set(json!(null)));
+        assert!(!patch.carries_text(&set_null.data_text_js(), "null"));
+        let drop = Envelope::new(Scope::Branch, Op::Drop);
+        assert!(!drop.carries_text(&drop.data_text_js(), ""));
     }
 }

@@ -433,15 +433,27 @@ impl Store {
     }
 
     /// docs/spec.md §5 `force_refresh`: clears the session's lock row, drops this store's caches
-    /// of `log` (its folds and its projection rows) and re-reads the file. Returns whether
-    /// there was a lock row.
+    /// of `log` (its folds and its projection rows: [`Store::force_refresh_session`]) and
+    /// re-reads the file. Returns whether there was a lock row.
     pub fn force_refresh(&self, log: &mut SessionLog) -> Result<bool> {
-        let cleared = self.clear_lock(log.session_id())?;
         crate::sync::lock(&self.inner.folds).remove(&(Arc::as_ptr(log.instance()) as usize));
-        if log.is_materialized() {
-            self.forget(log.path())?;
-        }
+        let file = log.is_materialized().then(|| log.path().to_path_buf());
+        let cleared = self.force_refresh_session(log.session_id(), file.as_deref())?;
         log.refresh()?;
+        Ok(cleared)
+    }
+
+    /// [`Store::force_refresh`] for a host that holds its own reads of the session (the Pi
+    /// package's addon drops and re-reads its logs itself): clears the lock row of
+    /// `session_id`, and, when the session has a file, drops this store's projection rows
+    /// of it (the next read rebuilds them from the file as it then is). Returns whether
+    /// there was a lock row. The one sequence of a force-refresh: [`Store::force_refresh`]
+    /// runs it too.
+    pub fn force_refresh_session(&self, session_id: &str, file: Option<&Path>) -> Result<bool> {
+        let cleared = self.clear_lock(session_id)?;
+        if let Some(file) = file {
+            self.forget(file)?;
+        }
         Ok(cleared)
     }
 

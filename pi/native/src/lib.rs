@@ -27,7 +27,7 @@
 //! Errors are thrown as JavaScript `Error`s whose message is the core's own
 //! (`session_state::Error`'s `Display`).
 
-use napi::bindgen_prelude::{Buffer, Either};
+use napi::bindgen_prelude::{Buffer, Either, Either3};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
@@ -285,23 +285,31 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// A decided `event`, as the package hands it over: its `data` as JSON text, and the
-/// value it leaves on `current` (the core's fold step).
-fn emit(decided: Decided) -> (String, Option<Value>) {
-    let data = decided.event.data_text_js();
-    (data, decided.into_parts().1)
-}
-
 /// The core's decision of `op` on `current` (the value where the write lands, at the
-/// key's version) for `key`: the event's `data` as JSON text and the value after it (the
-/// core's fold step), or `None` when it changes nothing.
+/// key's version) for `key`: the event's `data` as JSON text, the value after it (the
+/// core's fold step) and whether the data carries the caller's own text `argument` as
+/// the op asked ([`session_state::format::Envelope::carries_text`]: the package then builds the event around its
+/// text), or `None` when it changes nothing.
 fn decide(
     key: &StateKey,
     current: Option<&Value>,
     op: Op,
-) -> napi::Result<Option<(String, Option<Value>)>> {
+    argument: Option<&str>,
+) -> napi::Result<Option<Emitted>> {
+    let asked = op.name();
     let decided = key.decide(current, key.version(), || None, op);
-    Ok(decided.map_err(js_err)?.map(emit))
+    Ok(decided.map_err(js_err)?.map(|d| emit(d, asked, argument)))
+}
+
+/// A decided event as the package gets it: its `data`, the value after it, and whether
+/// the data carries the caller's text for the op asked.
+type Emitted = (String, Option<Value>, bool);
+
+fn emit(decided: Decided, asked: &str, argument: Option<&str>) -> Emitted {
+    let data = decided.event.data_text_js();
+    let own = decided.event.op.name() == asked
+        && argument.is_some_and(|a| decided.event.carries_text(&data, a));
+    (data, decided.into_parts().1, own)
 }
 
 #[napi]
@@ -357,7 +365,7 @@ impl NativeState {
     /// state's own version (its own write left it), so no version is checked. `op`: 0
     /// `set`, 1 `patch`, 2 `drop`. Returns the `data` (JSON text), `true` when that data is
     /// the envelope of `argument` itself (the caller's value printed as the core prints
-    /// it: the package builds the event around its own text, `envelope_of`), `null` when
+    /// it: the package builds the event around its own text, [`session_state::format::Envelope::carries_text`]), `null` when
     /// the write changes nothing, or `false` when the memo cannot answer (a session-scope
     /// state, no appended last event, another file or one replaced or rewritten, a leaf
     /// off the event's path, an event of this state since): then `NativeStore.prepare`
@@ -402,14 +410,14 @@ impl NativeState {
             return Ok(Either::B(false));
         };
         let patch = matches!(op, Op::Patch(_));
-        let Some((data, after)) = decide(key, current, op)? else {
+        let Some((data, after, own)) = decide(key, current, op, argument.as_deref())? else {
             return Ok(Either::A(None));
         };
         if *keep_after && patch {
             *kept = after.as_ref().map(json::to_string);
         }
         last.decided(Some(&*last_file), walk.leaf, after);
-        if argument.is_some_and(|a| envelope_of(&data, &a)) {
+        if own {
             return Ok(Either::B(true));
         }
         Ok(Either::A(Some(data)))
@@ -420,17 +428,6 @@ impl NativeState {
     pub fn forget(&mut self) {
         self.last.forget();
     }
-}
-
-/// Whether `data`, an event's data as the core printed it for a `set` or a `patch`, is
-/// the envelope of the caller's own text `argument`: its value (or patch) printed exactly
-/// as `argument`, after the head that the package prints the same way. A head ends in
-/// `"value":` or `"patch":` only where the value begins, and no proper tail of a JSON
-/// value that starts after a `:` inside it is JSON itself, so the match is exact.
-fn envelope_of(data: &str, argument: &str) -> bool {
-    data.strip_suffix('}')
-        .and_then(|d| d.strip_suffix(argument))
-        .is_some_and(|head| head.ends_with("\"value\":") || head.ends_with("\"patch\":"))
 }
 
 /// `op` (0 `set`, 1 `patch`, 2 `drop`) with `argument` (JSON text), checked as the core
@@ -629,8 +626,9 @@ impl NativeStore {
     }
 
     /// The `data` of the event that `op` (0 `set`, 1 `patch`, 2 `drop`) with `argument` (JSON
-    /// text) would append for `state` at `at`, as JSON text; `null` when it would change
-    /// nothing. Refused with the core's errors (and nothing to append) for a value it
+    /// text) would append for `state` at `at`, as JSON text; `true` when that data is the
+    /// envelope of `argument` itself (as [`NativeState::prepare_on_last`] answers); `null`
+    /// when it would change nothing. Refused with the core's errors (and nothing to append) for a value it
     /// refuses. The core decides ([`StateKey::decide`]) on the value at `at`, read as
     /// `read_state` reads it; the state's memo keeps the value after the event for the
     /// next write ([`LastEvent::decided`], [`NativeState::prepare_on_last`]).
@@ -650,7 +648,7 @@ impl NativeStore {
         op: u32,
         argument: Option<String>,
         migrated: Option<String>,
-    ) -> napi::Result<Either<Option<String>, StoredState>> {
+    ) -> napi::Result<Either3<Option<String>, bool, StoredState>> {
         let NativeState {
             key,
             handed,
@@ -662,8 +660,10 @@ impl NativeStore {
         let op = op_of(key, op, argument.as_deref())?;
         let patch = matches!(op, Op::Patch(_));
         let read = self.resolved(file.as_deref(), key, at.as_deref())?;
+        // The envelope of the caller's text is confirmed only for the op as asked: on a
+        // migrated value the event is a whole `set` of the value after it.
         let decided = match Stored::of(read, handed)? {
-            Stored::Same(current) => decide(key, current.as_ref(), op)?,
+            Stored::Same(current) => decide(key, current.as_ref(), op, argument.as_deref())?,
             Stored::Other {
                 value,
                 version,
@@ -671,7 +671,7 @@ impl NativeStore {
                 refusal,
             } => {
                 let Some(text) = migrated.filter(|_| refusal.is_none()) else {
-                    return Ok(Either::B(stored_state(
+                    return Ok(Either3::C(stored_state(
                         value.as_ref(),
                         version,
                         entry,
@@ -685,13 +685,14 @@ impl NativeStore {
                     .clone()
                     .versioned(key.version(), move |_, _| Ok(given.clone()))
                     .map_err(js_err)?;
+                let asked = op.name();
                 once.decide(Some(&value), version, || entry, op)
                     .map_err(js_err)?
-                    .map(emit)
+                    .map(|d| emit(d, asked, argument.as_deref()))
             }
         };
-        let Some((data, after)) = decided else {
-            return Ok(Either::A(None));
+        let Some((data, after, own)) = decided else {
+            return Ok(Either3::A(None));
         };
         if *keep_after && patch {
             *kept = after.as_ref().map(json::to_string);
@@ -700,7 +701,10 @@ impl NativeStore {
             *last_file = PathBuf::from(f);
         }
         last.decided(file.as_deref(), at.as_deref(), after);
-        Ok(Either::A(Some(data)))
+        if own {
+            return Ok(Either3::B(true));
+        }
+        Ok(Either3::A(Some(data)))
     }
 
     /// The events that made the value at `at`, oldest first, as JSON text:
@@ -810,8 +814,9 @@ impl NativeStore {
         Ok(json::to_string(&report))
     }
 
-    /// `/state:force-refresh`: clears the session's lock row, drops the cached rows of
-    /// `file` (when it exists) and every fold this handle holds, and re-reads the file.
+    /// `/state:force-refresh`: drops every log this handle holds, then the core's
+    /// force-refresh of the session (`Store::force_refresh_session`): the lock row cleared,
+    /// the cached rows of `file` (when it exists) dropped; then rebuilt from the file.
     /// Returns whether there was a lock row.
     #[napi]
     pub fn force_refresh(
@@ -819,7 +824,6 @@ impl NativeStore {
         session_id: String,
         file: Option<String>,
     ) -> napi::Result<bool> {
-        let cleared = self.store()?.clear_lock(&session_id).map_err(js_err)?;
         // Every log read of a file is dropped, the background one too: the file at the
         // path may be another one now, and the next read parses whatever is there.
         self.file_log = None;
@@ -828,9 +832,14 @@ impl NativeStore {
             .background
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
-        if let Some(f) = file.filter(|f| Path::new(f).exists()) {
-            self.store()?.forget(&f).map_err(js_err)?;
-            self.store()?.catch_up(&f).map_err(js_err)?;
+        let file = file.filter(|f| Path::new(f).exists());
+        let store = self.store()?;
+        let cleared = store
+            .force_refresh_session(&session_id, file.as_deref().map(Path::new))
+            .map_err(js_err)?;
+        // The rows rebuilt now, not at the next read.
+        if let Some(f) = &file {
+            store.catch_up(f).map_err(js_err)?;
         }
         Ok(cleared)
     }
