@@ -297,7 +297,7 @@ pub struct ListProblem {
     /// The file or directory.
     pub path: PathBuf,
     /// Why: no header on line 1, an unsupported version, an I/O error, ...
-    pub error: Error,
+    pub error: LogError,
 }
 
 /// What [`PiJsonlStore::scan`] found under the root.
