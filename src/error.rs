@@ -1,8 +1,10 @@
 //! The crate's errors, in redb's shape: an enum per kind of operation ([`LogError`],
 //! [`StateError`], [`ProjectionError`], [`StoreError`], the lock's and the settings'),
-//! each converting into the one [`Error`] that every function returns. Every variant names
-//! what a user needs to act on: the file, the line and byte offset, the entry id, the
-//! plugin, or the lock holder.
+//! each converting into the one [`Error`]. An operation returns its layer's own: the log's
+//! and the tree's functions [`LogError`], a store's primitive [`StoreError`]; what spans
+//! the layers returns [`Error`] (`docs/api.md`, "Errors", lists which). Every variant
+//! names what a user needs to act on: the file, the line and byte offset, the entry id,
+//! the plugin, or the lock holder.
 
 pub use crate::sqlite::DatabaseError;
 pub(crate) use crate::sqlite::is_corrupt;
@@ -332,7 +334,8 @@ impl From<StateError> for Error {
 
 /// A session's log: reading and appending to it (its file's I/O, the strict reader's
 /// refusals with file, line and byte offset, the writer's), and the rules every new session
-/// and every appended event keeps, in a file or in a store.
+/// and every appended event keeps, in a file or in a store. What every [`crate::SessionLog`]
+/// and [`crate::LogOptions`] operation returns.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LogError {

@@ -471,7 +471,7 @@ fn load_after_reopen_returns_the_same_entries() {
     }
     let next = events.len() as u64;
     assert!(
-        matches!(loaded.event(next), Err(Error::Log(LogError::NoSuchEvent { seq, next_seq, .. }))
+        matches!(loaded.event(next), Err(LogError::NoSuchEvent { seq, next_seq, .. })
             if seq == next && next_seq == next),
         "past the end"
     );
@@ -1208,7 +1208,7 @@ fn a_backend_without_files_loads_through_a_detached_log() {
     }
     assert!(matches!(
         loaded.event(loaded.next_seq()),
-        Err(Error::Log(LogError::NoSuchEvent { .. }))
+        Err(LogError::NoSuchEvent { .. })
     ));
     let before = std::fs::read(&path).expect("read");
     let mut log = loaded.into_log();
