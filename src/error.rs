@@ -1,8 +1,10 @@
 //! The crate's errors, in redb's shape: an enum per kind of operation ([`LogError`],
 //! [`StateError`], [`ProjectionError`], [`StoreError`], the lock's and the settings'),
-//! each converting into the one [`Error`] that every function returns. Every variant names
-//! what a user needs to act on: the file, the line and byte offset, the entry id, the
-//! plugin, or the lock holder.
+//! each converting into the one [`Error`]. An operation returns its layer's own: the log's
+//! and the tree's functions [`LogError`], a store's primitive [`StoreError`]; what spans
+//! the layers returns [`Error`] (`docs/api.md`, "Errors", lists which). Every variant
+//! names what a user needs to act on: the file, the line and byte offset, the entry id,
+//! the plugin, or the lock holder.
 
 pub use crate::sqlite::DatabaseError;
 pub(crate) use crate::sqlite::is_corrupt;
@@ -332,7 +334,8 @@ impl From<StateError> for Error {
 
 /// A session's log: reading and appending to it (its file's I/O, the strict reader's
 /// refusals with file, line and byte offset, the writer's), and the rules every new session
-/// and every appended event keeps, in a file or in a store.
+/// and every appended event keeps, in a file or in a store. What every [`crate::SessionLog`]
+/// and [`crate::LogOptions`] operation returns.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LogError {
@@ -620,6 +623,12 @@ pub enum LogError {
         source: serde_json::Error,
     },
 
+    /// Another process (or a holder of the session in this one) holds the session file's
+    /// lock past the append's wait ([`crate::lock::LockError::FileHeld`]). Nothing was
+    /// written. In [`Error`] it is [`Error::Lock`].
+    #[error(transparent)]
+    Held(Box<crate::lock::LockError>),
+
     /// [`crate::Loaded::event`]: no event has this sequence number.
     #[error("session {session_id}: no event with seq {seq} (next_seq is {next_seq})")]
     NoSuchEvent {
@@ -633,19 +642,28 @@ pub enum LogError {
 }
 
 impl From<LogError> for Error {
+    /// A log's error as the crate's error; the session file's lock held by another holder
+    /// is [`Error::Lock`], as every lock refusal.
     fn from(e: LogError) -> Self {
-        Error::Log(e)
+        match e {
+            LogError::Held(e) => Error::Lock(e),
+            e => Error::Log(e),
+        }
+    }
+}
+
+impl From<crate::lock::LockError> for LogError {
+    fn from(e: crate::lock::LockError) -> Self {
+        LogError::Held(Box::new(e))
     }
 }
 
 impl From<StoreError> for Error {
     /// A store error as the crate's error; the file backend's errors (its session file's
-    /// reader and I/O) come out as the log names them, and a backend's bug as
-    /// [`Error::Internal`].
+    /// reader and I/O) come out as the log names them.
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::File(e) => Error::Log(*e),
-            StoreError::Internal { what } => Error::Internal { what },
+            StoreError::File(e) => Error::from(*e),
             e => Error::Store(e),
         }
     }
@@ -815,14 +833,6 @@ pub enum StoreError {
     /// Converted into [`Error::Log`].
     #[error(transparent)]
     File(Box<LogError>),
-
-    /// Something a backend of this crate rules out happened: a bug in session-state.
-    /// Converted into [`Error::Internal`].
-    #[error("internal error in session-state: {what}; please report it")]
-    Internal {
-        /// What went wrong, with the session or file it concerns.
-        what: String,
-    },
 }
 
 impl StoreError {
@@ -857,22 +867,6 @@ impl From<LogError> for StoreError {
     /// The file backend's errors: its file's reader, its I/O.
     fn from(e: LogError) -> Self {
         StoreError::File(Box::new(e))
-    }
-}
-
-impl StoreError {
-    /// The file backend's error from the log's reader and writer, which return the
-    /// crate's [`Error`]: a log's error is [`StoreError::File`], a store's is itself, and
-    /// anything else (a bug) is [`StoreError::Internal`].
-    pub(crate) fn of_file(e: Error) -> StoreError {
-        match e {
-            Error::Log(e) => StoreError::File(Box::new(e)),
-            Error::Store(e) => e,
-            Error::Internal { what } => StoreError::Internal { what },
-            e => StoreError::Internal {
-                what: format!("the file backend met an error that is not a log's: {e}"),
-            },
-        }
     }
 }
 
@@ -957,26 +951,36 @@ fn fmt_id(id: &Option<String>) -> String {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl Error {
+/// What the log's and the tree's functions return: a session log's own error.
+pub(crate) type LogResult<T> = std::result::Result<T, LogError>;
+
+impl LogError {
     /// The one constructor of [`LogError::Io`]: what was being done, to which file. Prefer
     /// [`IoContext::ctx`] on an `io::Result`.
-    pub(crate) fn io(action: &'static str, path: &std::path::Path, source: io::Error) -> Error {
-        Error::Log(LogError::Io {
+    pub(crate) fn io(action: &'static str, path: &std::path::Path, source: io::Error) -> LogError {
+        LogError::Io {
             action,
             path: path.to_path_buf(),
             source,
-        })
+        }
+    }
+}
+
+impl Error {
+    /// [`LogError::io`] as the crate's error.
+    pub(crate) fn io(action: &'static str, path: &std::path::Path, source: io::Error) -> Error {
+        Error::Log(LogError::io(action, path, source))
     }
 }
 
 /// Attaches a path and an action to an `io::Error` (jj's `.context(path)`): every I/O
 /// error of the crate names its file this way.
 pub(crate) trait IoContext<T> {
-    fn ctx(self, action: &'static str, path: &std::path::Path) -> Result<T>;
+    fn ctx(self, action: &'static str, path: &std::path::Path) -> LogResult<T>;
 }
 
 impl<T> IoContext<T> for io::Result<T> {
-    fn ctx(self, action: &'static str, path: &std::path::Path) -> Result<T> {
-        self.map_err(|source| Error::io(action, path, source))
+    fn ctx(self, action: &'static str, path: &std::path::Path) -> LogResult<T> {
+        self.map_err(|source| LogError::io(action, path, source))
     }
 }

@@ -57,7 +57,7 @@ fn file_of(dir: &Path, name: &str, lines: &[&[u8]]) -> PathBuf {
 /// Opens strictly and checks that the reader left the file alone.
 fn open(path: &Path, mode: ReadMode) -> Result<SessionLog> {
     let before = std::fs::read(path).unwrap();
-    let r = LogOptions::new().mode(mode).open(path);
+    let r = LogOptions::new().mode(mode).open(path).map_err(Error::from);
     assert_eq!(
         std::fs::read(path).unwrap(),
         before,
@@ -1186,7 +1186,7 @@ fn invalid_utf8_and_nul_bytes_are_corruption_in_the_middle_and_torn_at_the_end()
             .append(NewEntry::message(json!({"role": "user", "content": "x"})))
             .unwrap_err();
         assert!(
-            matches!(err, Error::Log(LogError::TrailingGarbage { at, .. }) if at.line == 3),
+            matches!(err, LogError::TrailingGarbage { at, .. } if at.line == 3),
             "{err}"
         );
         assert!(err.to_string().contains("verify"), "says what to do: {err}");

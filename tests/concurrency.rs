@@ -1018,10 +1018,7 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
         .set_len(original.len() as u64)
         .expect("truncate");
     let err = log.append(entry()).expect_err("shrunk");
-    assert!(
-        matches!(err, Error::Log(LogError::ChangedOnDisk { .. })),
-        "{err}"
-    );
+    assert!(matches!(err, LogError::ChangedOnDisk { .. }), "{err}");
     assert!(
         err.to_string().contains("shrank") && err.to_string().contains("reopen"),
         "{err}"
@@ -1032,10 +1029,7 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
         "nothing appended"
     );
     let err = log.refresh().expect_err("shrunk");
-    assert!(
-        matches!(err, Error::Log(LogError::ChangedOnDisk { .. })),
-        "{err}"
-    );
+    assert!(matches!(err, LogError::ChangedOnDisk { .. }), "{err}");
 
     // Replaced (a new file renamed over the path): refused, the new file untouched.
     let mut log = SessionLog::open(&file).expect("open");
@@ -1043,10 +1037,7 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
     std::fs::write(&other, &original).expect("write");
     std::fs::rename(&other, &file).expect("rename");
     let err = log.append(entry()).expect_err("replaced");
-    assert!(
-        matches!(err, Error::Log(LogError::ChangedOnDisk { .. })),
-        "{err}"
-    );
+    assert!(matches!(err, LogError::ChangedOnDisk { .. }), "{err}");
     assert!(err.to_string().contains("another file"), "{err}");
     assert_eq!(
         std::fs::read(&file).expect("read"),
@@ -1088,14 +1079,17 @@ fn a_file_replaced_behind_a_writer_that_has_appended_is_refused() {
     };
     let mut log = SessionLog::open(&file).expect("open");
     log.append(entry()).expect("append");
-    renamed_over(&mut || log.append(entry()).map(drop));
+    renamed_over(&mut || log.append(entry()).map(drop).map_err(Error::from));
 
     // Deleted: refused, and no file is made at the path.
     let mut log = SessionLog::open(&file).expect("open");
     log.append(entry()).expect("append");
     let kept = std::fs::read(&file).expect("read");
     std::fs::remove_file(&file).expect("remove");
-    let err = log.append(entry()).expect_err("deleted");
+    let err = log
+        .append(entry())
+        .map_err(Error::from)
+        .expect_err("deleted");
     assert!(replaced(&err), "{err}");
     assert!(!file.exists(), "no file made at the path");
     std::fs::write(&file, &kept).expect("put back");
@@ -1115,7 +1109,10 @@ fn a_file_replaced_behind_a_writer_that_has_appended_is_refused() {
         .expect("set the modification time");
     let bytes = std::fs::read(&moved).expect("read");
     std::fs::write(&file, &bytes).expect("another file at the path");
-    let err = log.append(entry()).expect_err("moved away");
+    let err = log
+        .append(entry())
+        .map_err(Error::from)
+        .expect_err("moved away");
     assert!(replaced(&err), "{err}");
     assert_eq!(
         std::fs::read(&moved).expect("read"),
@@ -1199,9 +1196,12 @@ fn a_file_rewritten_in_place_at_the_same_length_is_never_decided_on_memory() {
     assert!(rewritten_error(&err, &file), "{err}");
     assert!(err.to_string().contains("line 4"), "names the line: {err}");
     let entry = || NewEntry::message(json!({"role": "user", "content": "x"}));
-    let err = log.append(entry()).expect_err("an append");
+    let err = log
+        .append(entry())
+        .map_err(Error::from)
+        .expect_err("an append");
     assert!(rewritten_error(&err, &file), "{err}");
-    let err = log.refresh().expect_err("refresh");
+    let err = log.refresh().map_err(Error::from).expect_err("refresh");
     assert!(rewritten_error(&err, &file), "{err}");
     assert_eq!(
         std::fs::read(&file).expect("read"),
@@ -1282,10 +1282,11 @@ fn a_longer_valid_rewrite_behind_an_open_log_is_refused_never_called_corrupt() {
     };
     refused(
         log.append(NewEntry::message(json!({"role": "user", "content": "x"})))
-            .expect_err("an append"),
+            .expect_err("an append")
+            .into(),
     );
     refused(state.write(&mut log, &json!(4)).expect_err("a state write"));
-    refused(log.refresh().expect_err("refresh"));
+    refused(log.refresh().expect_err("refresh").into());
     assert_eq!(
         std::fs::read(&file).expect("read"),
         longer,

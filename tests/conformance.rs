@@ -292,7 +292,7 @@ pub(crate) mod suite {
         assert_eq!(loaded.event(3).unwrap()["message"]["content"], json!("c"));
         assert!(matches!(
             loaded.event(4),
-            Err(Error::Log(LogError::NoSuchEvent { next_seq: 4, .. }))
+            Err(LogError::NoSuchEvent { next_seq: 4, .. })
         ));
         let mut seqs = Vec::new();
         let next = b

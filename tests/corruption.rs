@@ -244,7 +244,7 @@ fn classify(
 ) -> (Outcome, Option<u64>) {
     let what = format!("{:?} at byte {} (line {})", d.op, d.pos, d.line);
     let before = std::fs::read(file).unwrap();
-    let strict = SessionLog::open(file);
+    let strict = SessionLog::open(file).map_err(Error::from);
     let salvage = LogOptions::new().mode(ReadMode::Salvage).open(file);
     assert_eq!(
         std::fs::read(file).unwrap(),
@@ -480,7 +480,7 @@ fn a_missing_parent_id_key_is_refused_by_the_strict_reader() {
         "salvage reads it as Pi does"
     );
     match SessionLog::open(&path) {
-        Err(Error::Log(LogError::InvalidEntry { at, id, .. })) => {
+        Err(LogError::InvalidEntry { at, id, .. }) => {
             assert_eq!(at.line, 3);
             assert_eq!(id.as_deref(), Some(b.as_str()));
         }

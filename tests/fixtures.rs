@@ -18,7 +18,10 @@ fn fixture(name: &str) -> PathBuf {
 fn open(name: &str, mode: ReadMode) -> Result<SessionLog> {
     let path = fixture(name);
     let before = std::fs::read(&path).unwrap();
-    let r = LogOptions::new().mode(mode).open(&path);
+    let r = LogOptions::new()
+        .mode(mode)
+        .open(&path)
+        .map_err(Error::from);
     assert_eq!(
         std::fs::read(&path).unwrap(),
         before,
@@ -381,7 +384,7 @@ fn only_regular_files_are_read_and_the_header_line_is_bounded() {
         .recv_timeout(std::time::Duration::from_secs(20))
         .expect("opening a FIFO blocked");
     match got {
-        Err(Error::Log(LogError::NotARegularFile { path, kind })) => {
+        Err(LogError::NotARegularFile { path, kind }) => {
             assert_eq!(path, fifo);
             assert_eq!(kind, "a FIFO");
         }
@@ -391,20 +394,20 @@ fn only_regular_files_are_read_and_the_header_line_is_bounded() {
     let zero = dir.path().join("zero.jsonl");
     std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
     match SessionLog::open(&zero) {
-        Err(e @ Error::Log(LogError::NotARegularFile { .. })) => {
+        Err(e @ LogError::NotARegularFile { .. }) => {
             assert!(e.to_string().contains("a character device"), "{e}");
         }
         other => panic!("/dev/zero: {other:?}"),
     }
     match SessionLog::open(dir.path()) {
-        Err(Error::Log(LogError::NotARegularFile { kind, .. })) => assert_eq!(kind, "a directory"),
+        Err(LogError::NotARegularFile { kind, .. }) => assert_eq!(kind, "a directory"),
         other => panic!("directory: {other:?}"),
     }
 
     let long = dir.path().join("long.jsonl");
     std::fs::write(&long, vec![b' '; (1 << 20) + (1 << 16)]).unwrap();
     match SessionLog::open(&long) {
-        Err(e @ Error::Log(LogError::InvalidHeader { .. })) => {
+        Err(e @ LogError::InvalidHeader { .. }) => {
             let msg = e.to_string();
             assert!(
                 msg.contains("long.jsonl") && msg.contains("1048576"),

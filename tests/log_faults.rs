@@ -153,17 +153,11 @@ fn failed_sync_poisons_the_writer() {
     let (mut log, faulty, ids) = session(dir.path());
     faulty.arm(Fault::FailSync);
     let err = log.append(user("lost?")).unwrap_err();
-    assert!(
-        matches!(err, Error::Log(LogError::Poisoned { .. })),
-        "{err}"
-    );
+    assert!(matches!(err, LogError::Poisoned { .. }), "{err}");
     assert!(err.to_string().contains("fdatasync failed"), "{err}");
     // No retry after a failed fsync: every later append is refused.
     let again = log.append(user("after")).unwrap_err();
-    assert!(
-        matches!(again, Error::Log(LogError::Poisoned { .. })),
-        "{again}"
-    );
+    assert!(matches!(again, LogError::Poisoned { .. }), "{again}");
     // The in-memory log did not take the unacknowledged entry.
     assert_eq!(log.len(), 3);
     // A fresh strict reader sees only complete lines; the in-doubt line was written whole
@@ -183,7 +177,7 @@ fn short_write_leaves_only_an_invisible_tail_and_next_writer_closes_it() {
     assert!(err.to_string().contains("short write: 17 of"), "{err}");
     assert!(matches!(
         log.append(user("x")).unwrap_err(),
-        Error::Log(LogError::Poisoned { .. })
+        LogError::Poisoned { .. }
     ));
     let path = log.path().to_path_buf();
     let (after, findings) = reopen_ids(&path);
@@ -235,7 +229,7 @@ fn faults_while_creating_a_session() {
         // The half-made file is never appended to again through this log.
         let again = log.append(user("second")).unwrap_err();
         assert!(
-            matches!(again, Error::Log(LogError::Poisoned { .. })),
+            matches!(again, LogError::Poisoned { .. }),
             "{fault:?}: {again}"
         );
         // Whatever reached the disk, no reader sees a partial line: either the file
@@ -244,7 +238,7 @@ fn faults_while_creating_a_session() {
         if path.exists() {
             match SessionLog::open(&path) {
                 Ok(l) => assert!(l.len() <= 1, "{fault:?}"),
-                Err(Error::Log(LogError::MissingHeader { .. })) => {
+                Err(LogError::MissingHeader { .. }) => {
                     assert!(
                         matches!(fault, Fault::ShortWrite(_) | Fault::NoSpace),
                         "{fault:?}"
@@ -339,7 +333,7 @@ fn a_migration_that_cannot_transform_a_line_refuses_before_touching_the_file() {
         let mut log = SessionLog::open(&path).unwrap();
         let err = log.append(user("x")).unwrap_err();
         match &err {
-            Error::Log(LogError::MigrationRefused { path: p, at, .. }) => {
+            LogError::MigrationRefused { path: p, at, .. } => {
                 assert_eq!(p, &path, "{what}");
                 assert_eq!(at.line, 3, "{what}: {err}");
             }
@@ -424,7 +418,7 @@ fn a_refusing_writer_leaves_the_file_as_it_found_it() {
             let mut log = SessionLog::open(&path).unwrap();
             let err = log.append(user("x")).unwrap_err();
             assert!(
-                matches!(err, Error::Log(LogError::TrailingGarbage { at, .. }) if at.line == 3),
+                matches!(err, LogError::TrailingGarbage { at, .. } if at.line == 3),
                 "{name} {what}: {err}"
             );
             assert_eq!(
@@ -485,8 +479,7 @@ fn a_file_that_shrinks_during_migration_is_refused() {
     assert!(
         matches!(
             err,
-            Error::Log(LogError::ChangedOnDisk { .. })
-                | Error::Log(LogError::MigrationRefused { .. })
+            LogError::ChangedOnDisk { .. } | LogError::MigrationRefused { .. }
         ),
         "{err}"
     );

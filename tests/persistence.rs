@@ -471,7 +471,7 @@ fn load_after_reopen_returns_the_same_entries() {
     }
     let next = events.len() as u64;
     assert!(
-        matches!(loaded.event(next), Err(Error::Log(LogError::NoSuchEvent { seq, next_seq, .. }))
+        matches!(loaded.event(next), Err(LogError::NoSuchEvent { seq, next_seq, .. })
             if seq == next && next_seq == next),
         "past the end"
     );
@@ -651,7 +651,7 @@ fn unknown_version_is_refused() {
     assert_eq!(listing.problems[0].path, path);
     assert!(matches!(
         listing.problems[0].error,
-        Error::Log(LogError::UnsupportedVersion { .. })
+        LogError::UnsupportedVersion { .. }
     ));
     assert!(matches!(
         store.append(ID, 1, &[custom(1)]),
@@ -711,7 +711,7 @@ fn list_reads_only_headers() {
     assert_eq!(problems, vec!["empty.jsonl", "notes.jsonl"]);
     assert!(matches!(
         listing.problems[1].error,
-        Error::Log(LogError::MissingHeader { .. })
+        LogError::MissingHeader { .. }
     ));
     assert!(
         matches!(store.load("big"), Err(Error::Log(LogError::Corrupt { .. }))),
@@ -928,7 +928,7 @@ fn scan_reports_files_that_are_not_regular_without_opening_them() {
     assert_eq!(problems.len(), 2, "{problems:?}");
     for (path, error) in &problems {
         assert!(
-            matches!(error, Error::Log(LogError::NotARegularFile { path: p, .. }) if p == path),
+            matches!(error, LogError::NotARegularFile { path: p, .. } if p == path),
             "{path:?}: {error}"
         );
     }
@@ -1093,7 +1093,7 @@ fn a_detached_log_refuses_what_the_reader_refuses_naming_its_label() {
     }
     // An endless source is refused at the header size limit, not read to its end.
     match LogOptions::new().read(label, std::io::repeat(b'x')) {
-        Err(Error::Log(LogError::InvalidHeader { detail, .. })) => {
+        Err(LogError::InvalidHeader { detail, .. }) => {
             assert!(
                 detail.starts_with("line 1 is longer than 1 MiB"),
                 "{detail}"
@@ -1123,18 +1123,20 @@ fn every_write_to_a_detached_log_is_refused_and_creates_no_file() {
         };
         refused(
             log.append(NewEntry::custom("x", Some(json!(1))))
-                .map(|_| ()),
+                .map(|_| ())
+                .map_err(Error::from),
             "append",
         );
         refused(
             log.append(NewEntry::message(
                 json!({"role": "user", "content": "hi", "timestamp": 0}),
             ))
-            .map(|_| ()),
+            .map(|_| ())
+            .map_err(Error::from),
             "append a message",
         );
-        refused(log.materialize(), "materialize");
-        refused(log.refresh(), "refresh");
+        refused(log.materialize().map_err(Error::from), "materialize");
+        refused(log.refresh().map_err(Error::from), "refresh");
         refused(
             role.write(&mut log, &json!("writer")).map(|_| ()),
             "SessionState::write",
@@ -1143,7 +1145,8 @@ fn every_write_to_a_detached_log_is_refused_and_creates_no_file() {
         log.reset_leaf();
         refused(
             log.append(NewEntry::custom("x", Some(json!(2))))
-                .map(|_| ()),
+                .map(|_| ())
+                .map_err(Error::from),
             "append a root",
         );
         let err = log.materialize().expect_err("refused");
@@ -1205,13 +1208,13 @@ fn a_backend_without_files_loads_through_a_detached_log() {
     }
     assert!(matches!(
         loaded.event(loaded.next_seq()),
-        Err(Error::Log(LogError::NoSuchEvent { .. }))
+        Err(LogError::NoSuchEvent { .. })
     ));
     let before = std::fs::read(&path).expect("read");
     let mut log = loaded.into_log();
     assert!(matches!(
         log.append(NewEntry::custom("x", Some(json!(1)))),
-        Err(Error::Log(LogError::Detached { .. }))
+        Err(LogError::Detached { .. })
     ));
     assert_eq!(std::fs::read(&path).expect("read"), before);
 }

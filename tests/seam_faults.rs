@@ -423,7 +423,9 @@ fn run(kind: Kind, dir: &Path, s: &Setup, seam: &Arc<Seam>) -> Run {
             Some(st) => st
                 .write(&mut log, &json!({"step": step}))
                 .map(|id| id.expect("every step changes the value")),
-            None => log.append(user(&format!("step {step}"))),
+            None => log
+                .append(user(&format!("step {step}")))
+                .map_err(Error::from),
         };
         if r.is_ok() {
             let path = log.path();

@@ -113,7 +113,7 @@ fn a_corrupt_middle_line_is_refused_with_its_line_number() {
     std::fs::write(&p, &corrupt).unwrap();
     let offset = (lines[0].len() + lines[1].len() + 2) as u64;
     match SessionLog::open(&p).unwrap_err() {
-        Error::Log(LogError::Corrupt { at, .. }) => {
+        LogError::Corrupt { at, .. } => {
             assert_eq!(at.line, 3);
             assert_eq!(at.offset, offset);
         }

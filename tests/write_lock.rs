@@ -15,7 +15,8 @@ use crate::common::seams::Hooked;
 use rusqlite::{Connection, params};
 use session_state::On;
 use session_state::{
-    LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store, StoreOptions,
+    LogError, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store,
+    StoreOptions,
     lock::{Holder, LEASE, Liveness, LockError},
     maintenance::Peeked,
 };
@@ -780,6 +781,57 @@ fn the_command_in_a_file_lock_refusals_hint_clears_it() {
         .write(On::file(&file, None), &serde_json::json!(1))
         .expect("the lock is gone")
         .expect("appended");
+}
+
+/// A log's own append refused by another process's hold on the session file is the
+/// log's error, `LogError::Held` with the four-element `LockError::FileHeld`, and it is
+/// `Error::Lock` in the crate's one error, as every lock refusal. Nothing is written.
+#[test]
+fn a_log_append_refused_by_a_held_file_is_the_logs_error_and_a_lock_error_in_error() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, _) = session_file(dir.path());
+    let file = std::fs::canonicalize(file).expect("canonical");
+    let mut holder = Command::new(common::examples::example("writer"))
+        .arg(&file)
+        .arg(dir.path().join("holder.sqlite"))
+        .args(["hint", "0", "--hold-file"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the holder");
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the holder");
+    assert_eq!(line.trim_end(), "HOLDING");
+    let before = std::fs::read(&file).expect("read");
+    let mut log = SessionLog::open(&file).expect("open");
+    let refused: LogError = log
+        .append(NewEntry::custom("x", Some(serde_json::json!(1))))
+        .expect_err("the file is held");
+    let message = refused.to_string();
+    let LogError::Held(e) = &refused else {
+        panic!("not the held file: {message}")
+    };
+    let LockError::FileHeld { object, pid, .. } = &**e else {
+        panic!("{message}")
+    };
+    assert_eq!(*object, file);
+    assert_eq!(*pid, Some(holder.id()), "{message}");
+    let as_error = session_state::Error::from(refused);
+    assert!(
+        matches!(&as_error, session_state::Error::Lock(e) if matches!(**e, LockError::FileHeld { .. })),
+        "{as_error}"
+    );
+    assert_eq!(as_error.to_string(), message, "the same message");
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        before,
+        "nothing written"
+    );
+    holder.kill().expect("end the holder");
+    holder.wait().expect("the holder ended");
 }
 
 /// The hint tests run the `sqlite3` program as printed: it must be installed.

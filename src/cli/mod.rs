@@ -303,7 +303,7 @@ impl DbArgs {
 /// look closer.
 pub(crate) fn open_log(file: &Path) -> Result<SessionLog, Failure> {
     require_regular(file)?;
-    SessionLog::open(file).map_err(|e| fail(strict_error(&e)))
+    SessionLog::open(file).map_err(|e| fail(strict_error(&e.into())))
 }
 
 /// The strict reader's error, with a pointer to `verify` when the file itself is bad.
@@ -327,7 +327,7 @@ pub(crate) fn strict_error(e: &Error) -> String {
 /// header and a best-effort view). The second value is the strict error, if any.
 pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String>), Failure> {
     require_regular(file)?;
-    match SessionLog::open(file) {
+    match SessionLog::open(file).map_err(Error::from) {
         Ok(log) => Ok((log, None)),
         Err(e @ Error::Log(LogError::Io { .. })) => Err(fail(e)),
         Err(strict) => match LogOptions::new().mode(ReadMode::Salvage).open(file) {
@@ -479,10 +479,11 @@ pub(crate) fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
 pub(crate) fn skipped(problem: &ListProblem) {
     let path = &problem.path;
     let why = match &problem.error {
-        Error::Log(LogError::MissingHeader { detail, .. })
-        | Error::Log(LogError::InvalidHeader { detail, .. }) => detail.clone(),
-        Error::Log(LogError::Io { source, .. }) => source.to_string(),
-        Error::Log(LogError::NotARegularFile { kind, .. }) => format!("{kind}, not a regular file"),
+        LogError::MissingHeader { detail, .. } | LogError::InvalidHeader { detail, .. } => {
+            detail.clone()
+        }
+        LogError::Io { source, .. } => source.to_string(),
+        LogError::NotARegularFile { kind, .. } => format!("{kind}, not a regular file"),
         e => without_path(&e.to_string(), &path.display().to_string()).to_owned(),
     };
     warn(format_args!("skipped {}: {why}", path.display()));

@@ -435,7 +435,7 @@ pub(crate) fn run(args: ReplayArgs) -> CmdResult {
         bar.finish_and_clear();
     } else {
         require_regular(&args.path)?;
-        let log = SessionLog::open(&args.path).map_err(|e| fail(strict_error(&e)))?;
+        let log = SessionLog::open(&args.path).map_err(|e| fail(strict_error(&e.into())))?;
         let bar = progress(|| log.tips().len() as u64, "tips");
         let (report, tips) = inspect::replay_tips(&log, |_| bar.inc(1));
         bar.finish_and_clear();

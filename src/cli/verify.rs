@@ -164,7 +164,10 @@ pub(crate) fn run(args: VerifyArgs, stored: Option<&StoredSession<'_>>) -> CmdRe
         Some(session) => session.label(),
     };
     let read = |mode| match stored {
-        None => LogOptions::new().mode(mode).open(&args.file),
+        None => LogOptions::new()
+            .mode(mode)
+            .open(&args.file)
+            .map_err(Error::from),
         Some(session) => session.read_log(mode),
     };
     let strict = read(ReadMode::Strict);
@@ -240,12 +243,16 @@ mod tests {
 
     #[test]
     fn a_refusal_points_at_the_line_and_entry() {
-        let e = SessionLog::open(fixture("edge/dangling-parent.jsonl")).expect_err("refused");
+        let e: Error = SessionLog::open(fixture("edge/dangling-parent.jsonl"))
+            .expect_err("refused")
+            .into();
         let r = Refusal::from(&e);
         assert_eq!(r.entry_id.as_deref(), Some("a0000003"));
         assert!(r.line.is_some() && r.offset.is_some());
         assert_eq!(r.message, e.to_string());
-        let e = SessionLog::open(fixture("edge/bad-header.jsonl")).expect_err("refused");
+        let e: Error = SessionLog::open(fixture("edge/bad-header.jsonl"))
+            .expect_err("refused")
+            .into();
         let r = Refusal::from(&e);
         assert_eq!((r.line, r.offset, r.entry_id), (Some(1), Some(0), None));
     }

@@ -14,7 +14,7 @@
 
 use super::entry::{Header, RawHeader, raw_str};
 use super::reader::{self, Finding, FindingKind, ReadMode, Severity};
-use crate::error::{Error, IoContext, Location, LogError, Result};
+use crate::error::{IoContext, Location, LogError, LogResult as Result};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
@@ -67,8 +67,7 @@ pub(crate) fn check_session_id(id: &str) -> Result<()> {
         return Err(LogError::InvalidSessionId {
             session_id: id.to_owned(),
             max: MAX_SESSION_ID_BYTES,
-        }
-        .into());
+        });
     }
     Ok(())
 }
@@ -132,7 +131,7 @@ pub(crate) fn scan_line(
     match parse_header(path, bytes, mode) {
         Ok(header) => Ok(ScannedLine::Header(header)),
         Err(e) if mode == ReadMode::Strict => Err(e),
-        Err(e @ Error::Log(LogError::UnsupportedVersion { .. })) => Err(e),
+        Err(e @ LogError::UnsupportedVersion { .. }) => Err(e),
         Err(e) => {
             let blank = bytes.iter().all(u8::is_ascii_whitespace);
             let parses = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
@@ -152,7 +151,7 @@ pub(crate) fn scan_line(
 
 /// The error for a file whose scan found no header: `len` bytes in all, `tail` of them
 /// after the last newline.
-pub(crate) fn not_found(path: &Path, len: u64, tail: u64) -> Error {
+pub(crate) fn not_found(path: &Path, len: u64, tail: u64) -> LogError {
     let detail = if len == 0 {
         "the file is empty".to_string()
     } else if tail == len {
@@ -160,19 +159,17 @@ pub(crate) fn not_found(path: &Path, len: u64, tail: u64) -> Error {
     } else {
         "no session header found".to_string()
     };
-    Error::Log(LogError::MissingHeader {
+    LogError::MissingHeader {
         path: path.to_path_buf(),
         detail,
-    })
+    }
 }
 
 /// Parses line 1. `bytes` excludes the newline.
 pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<Header> {
-    let invalid = |detail: String| {
-        Error::Log(LogError::InvalidHeader {
-            path: path.to_path_buf(),
-            detail,
-        })
+    let invalid = |detail: String| LogError::InvalidHeader {
+        path: path.to_path_buf(),
+        detail,
     };
     let mut bytes = bytes;
     if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF") {
@@ -197,8 +194,7 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<
         return Err(LogError::MissingHeader {
             path: path.to_path_buf(),
             detail: format!("line 1 has type {ty:?}, not \"session\""),
-        }
-        .into());
+        });
     }
     let id = raw
         .id
@@ -212,16 +208,14 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<
                 return Err(LogError::UnsupportedVersion {
                     path: path.to_path_buf(),
                     version: n.to_string(),
-                }
-                .into());
+                });
             }
             _ => match serde_json::from_str::<f64>(v.get()) {
                 Ok(f) if f > 3.0 => {
                     return Err(LogError::UnsupportedVersion {
                         path: path.to_path_buf(),
                         version: v.get().to_string(),
-                    }
-                    .into());
+                    });
                 }
                 _ => return Err(invalid(format!("`version` {} is not 1, 2 or 3", v.get()))),
             },
@@ -256,13 +250,13 @@ mod tests {
         let (h, len) = read(&file, line.len()).expect("exactly the limit");
         assert_eq!((h.id(), len), ("h", line.len() as u64 + 1));
         match read(&file, line.len() - 1) {
-            Err(Error::Log(LogError::InvalidHeader { detail, .. })) => {
+            Err(LogError::InvalidHeader { detail, .. }) => {
                 assert!(detail.starts_with("line 1 is longer than"), "{detail}")
             }
             other => panic!("{other:?}"),
         }
         match read(&line[..], 1 << 20) {
-            Err(Error::Log(LogError::MissingHeader { detail, .. })) => assert_eq!(
+            Err(LogError::MissingHeader { detail, .. }) => assert_eq!(
                 detail,
                 format!(
                     "no complete line: {} bytes without a terminating newline",
@@ -272,7 +266,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match read(b"", 1 << 20) {
-            Err(Error::Log(LogError::MissingHeader { detail, .. })) => {
+            Err(LogError::MissingHeader { detail, .. }) => {
                 assert_eq!(detail, "the file is empty")
             }
             other => panic!("{other:?}"),
@@ -293,7 +287,7 @@ mod tests {
         let long = "a".repeat(MAX_SESSION_ID_BYTES + 1);
         for bad in ["", ".", "..", "a/b", "a\\b", "a\nb", "a\0b", long.as_str()] {
             match check_session_id(bad) {
-                Err(Error::Log(LogError::InvalidSessionId { session_id, .. })) => {
+                Err(LogError::InvalidSessionId { session_id, .. }) => {
                     assert_eq!(session_id, bad)
                 }
                 other => panic!("{bad:?}: {other:?}"),

@@ -13,7 +13,7 @@
 //! file lock"), so two writers of this crate never append beside each other, whatever
 //! projection database each one uses.
 
-use crate::error::{Error, IoContext, LogError, Result};
+use crate::error::{IoContext, LogError, LogResult as Result};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -371,7 +371,7 @@ pub(crate) struct CreateFailed {
     /// Where it failed.
     pub step: Step,
     /// Why.
-    pub error: Error,
+    pub error: LogError,
 }
 
 /// The temporary file that [`create_durably`] hands to its `fill` step.
@@ -392,7 +392,7 @@ impl TempFile {
         self.unsynced = true;
         let n = self.file.write(bytes).ctx("writing", &self.path)?;
         if n != bytes.len() {
-            return Err(Error::io(
+            return Err(LogError::io(
                 "writing",
                 &self.path,
                 io::Error::new(
@@ -473,10 +473,10 @@ pub(crate) fn create_durably(
             // Linked or not, the temporary name goes: the file keeps its real name.
             remove_temp(fs, &temp.path);
             linked.map_err(|source| match source.kind() {
-                io::ErrorKind::AlreadyExists => Error::Log(LogError::AlreadyExists {
+                io::ErrorKind::AlreadyExists => LogError::AlreadyExists {
                     path: path.to_path_buf(),
-                }),
-                _ => Error::io("linking the new file to", path, source),
+                },
+                _ => LogError::io("linking the new file to", path, source),
             })
         }
         Place::Rename => {

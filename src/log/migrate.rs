@@ -27,7 +27,7 @@ use super::entry::{ParentKey, RawEntry, raw_str};
 use super::hash::fnv1a;
 use super::io::{FileSystem, Meta, Place, create_durably};
 use super::reader::{self, LineClass, classify, for_each_line};
-use crate::error::{Error, IoContext, Location, LogError, Result};
+use crate::error::{IoContext, Location, LogError, LogResult as Result};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::Path;
@@ -168,12 +168,10 @@ pub(crate) fn migrate_file(
     version: u32,
     assigned: &[(String, Option<String>)],
 ) -> Result<()> {
-    let refuse = |detail: String| {
-        Error::Log(LogError::MigrationRefused {
-            path: path.to_path_buf(),
-            at: Location { line: 1, offset: 0 },
-            detail,
-        })
+    let refuse = |detail: String| LogError::MigrationRefused {
+        path: path.to_path_buf(),
+        at: Location { line: 1, offset: 0 },
+        detail,
     };
     let start = Location { line: 1, offset: 0 };
     let file = reader::open_regular(path)?;
@@ -183,7 +181,7 @@ pub(crate) fn migrate_file(
     let mut by_index: Vec<Option<String>> = Vec::new();
     let mut ordinal = 0usize;
     let mut length = 0u64;
-    let tail = for_each_line(&file, path, start, |bytes, at| {
+    let tail = for_each_line::<_, LogError>(&file, path, start, |bytes, at| {
         length = at.offset + bytes.len() as u64 + 1;
         if at.line == 1 {
             by_index.push(None);
@@ -240,7 +238,7 @@ pub(crate) fn migrate_file(
             assigned,
             by_index: &by_index,
         };
-        let tail = for_each_line(&file, path, start, |bytes, at| {
+        let tail = for_each_line::<_, LogError>(&file, path, start, |bytes, at| {
             consumed = at.offset + bytes.len() as u64 + 1;
             let (plan, link, mut line) = ctx.plan(&mut ordinal, bytes, at)?;
             plans.push(plan);
@@ -256,8 +254,7 @@ pub(crate) fn migrate_file(
                      nothing was replaced",
                     consumed + tail
                 ),
-            }
-            .into());
+            });
         }
         let mut rest = Vec::new();
         if tail > 0 {
@@ -274,8 +271,7 @@ pub(crate) fn migrate_file(
                          nothing was replaced",
                         rest.len()
                     ),
-                }
-                .into());
+                });
             }
             tmp.write(&rest)?;
         }
@@ -293,8 +289,7 @@ pub(crate) fn migrate_file(
                     meta.len(),
                     consumed + tail
                 ),
-            }
-            .into());
+            });
         }
         Ok(())
     });
@@ -317,12 +312,10 @@ impl LineCtx<'_> {
         bytes: &[u8],
         at: Location,
     ) -> Result<(Plan, Option<Link>, Vec<u8>)> {
-        let refuse = |detail: String| {
-            Error::Log(LogError::MigrationRefused {
-                path: self.path.to_path_buf(),
-                at,
-                detail,
-            })
+        let refuse = |detail: String| LogError::MigrationRefused {
+            path: self.path.to_path_buf(),
+            at,
+            detail,
         };
         let parse = |what: &str| -> Result<Value> {
             let text = std::str::from_utf8(bytes).map_err(|e| refuse(e.to_string()))?;
@@ -406,19 +399,17 @@ fn check_copy(
     links: &[Option<Link>],
     rest: &[u8],
 ) -> Result<()> {
-    let mismatch = |at: Location, what: &str| {
-        Error::Log(LogError::MigrationRefused {
-            path: path.to_path_buf(),
-            at,
-            detail: format!(
-                "the migrated copy does not match the original ({what}); nothing was replaced"
-            ),
-        })
+    let mismatch = |at: Location, what: &str| LogError::MigrationRefused {
+        path: path.to_path_buf(),
+        at,
+        detail: format!(
+            "the migrated copy does not match the original ({what}); nothing was replaced"
+        ),
     };
     let file = reader::open_regular(tmp)?;
     let mut n = 0usize;
     let start = Location { line: 1, offset: 0 };
-    let tail = for_each_line(&file, tmp, start, |bytes, at| {
+    let tail = for_each_line::<_, LogError>(&file, tmp, start, |bytes, at| {
         let (Some(plan), Some(link)) = (plans.get(n), links.get(n)) else {
             return Err(mismatch(at, "more lines"));
         };

@@ -5,7 +5,7 @@
 //! classified once; bytes after the last `\n` are the tail, invisible to readers.
 
 use super::entry::{Header, ParentKey, RawEntry, raw_str};
-use crate::error::{Error, IoContext, Location, LogError, Result};
+use crate::error::{IoContext, Location, LogError, LogResult as Result};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
@@ -197,19 +197,19 @@ pub const MAX_HEADER_LINE: usize = 1 << 20;
 
 /// The error for a line 1 longer than `limit` bytes (the header's limit: a longer line is
 /// never read whole).
-pub(crate) fn too_long(path: &Path, limit: usize) -> Error {
+pub(crate) fn too_long(path: &Path, limit: usize) -> LogError {
     let size = match limit {
         n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
         n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
         n => format!("{n} bytes"),
     };
-    Error::Log(LogError::InvalidHeader {
+    LogError::InvalidHeader {
         path: path.to_path_buf(),
         detail: format!(
             "line 1 is longer than {size} ({limit} bytes, the header size limit) without a \
              newline"
         ),
-    })
+    }
 }
 
 /// Opens a session file for reading, refusing anything but a regular file before it is
@@ -234,10 +234,10 @@ fn open_regular_with(path: &Path, no_atime: bool) -> Result<std::fs::File> {
         if meta.is_file() {
             return Ok(());
         }
-        Err(Error::Log(LogError::NotARegularFile {
+        Err(LogError::NotARegularFile {
             path: path.to_path_buf(),
             kind: file_kind(&meta.file_type()).into(),
-        }))
+        })
     };
     check(&std::fs::metadata(path).ctx("opening", path)?)?;
     let file = match no_atime_open(path, no_atime) {
@@ -307,24 +307,24 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
 
 /// Streams the complete lines of `src`, starting at `start`. Returns the number of
 /// bytes after the last newline (the tail), which are not passed to `f`.
-pub(crate) fn for_each_line<R: Read>(
+pub(crate) fn for_each_line<R: Read, E: From<LogError>>(
     src: R,
     path: &Path,
     start: Location,
-    f: impl FnMut(&[u8], Location) -> Result<()>,
-) -> Result<u64> {
+    f: impl FnMut(&[u8], Location) -> std::result::Result<(), E>,
+) -> std::result::Result<u64, E> {
     for_each_line_limited(src, path, start, None, f)
 }
 
 /// [`for_each_line`], refusing a first line (at offset 0) longer than `first_line_limit`
 /// before buffering more of it.
-pub(crate) fn for_each_line_limited<R: Read>(
+pub(crate) fn for_each_line_limited<R: Read, E: From<LogError>>(
     mut src: R,
     path: &Path,
     start: Location,
     first_line_limit: Option<usize>,
-    mut f: impl FnMut(&[u8], Location) -> Result<()>,
-) -> Result<u64> {
+    mut f: impl FnMut(&[u8], Location) -> std::result::Result<(), E>,
+) -> std::result::Result<u64, E> {
     let mut buf: Vec<u8> = vec![0; FIRST_READ_BUF];
     let mut filled = 0usize;
     let mut at = start;
@@ -337,7 +337,7 @@ pub(crate) fn for_each_line_limited<R: Read>(
             match src.read(&mut buf[filled..]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e).ctx("reading", path),
+                Err(e) => return Err(e).ctx("reading", path).map_err(E::from),
             }
         };
         if n == 0 {
@@ -362,7 +362,7 @@ pub(crate) fn for_each_line_limited<R: Read>(
             && at.offset == 0
             && filled > limit
         {
-            return Err(too_long(path, limit));
+            return Err(too_long(path, limit).into());
         }
         if full && buf.len() < READ_BUF {
             // More to read: fewer, larger reads.
@@ -397,8 +397,9 @@ pub(crate) struct ScannedEntry<'a, 'b> {
 }
 
 /// Receives what the scanner finds.
-pub(crate) trait EntrySink {
-    fn entry(&mut self, e: ScannedEntry<'_, '_>, state: &ScanState) -> Result<()>;
+/// `E` is what the sink's own failures are (the reader's refusals convert into it).
+pub(crate) trait EntrySink<E = LogError> {
+    fn entry(&mut self, e: ScannedEntry<'_, '_>, state: &ScanState) -> std::result::Result<(), E>;
     fn finding(&mut self, f: Finding);
     /// Id for a version-1 entry (which has none): deterministic per session and ordinal.
     fn assign_id(&mut self, ordinal: u64) -> String;
@@ -435,12 +436,12 @@ impl ScanState {
         true
     }
 
-    fn flush_pending(
+    fn flush_pending<E: From<LogError>>(
         &mut self,
         path: &Path,
         mode: ReadMode,
-        sink: &mut dyn EntrySink,
-    ) -> Result<()> {
+        sink: &mut dyn EntrySink<E>,
+    ) -> std::result::Result<(), E> {
         if self.pending_bad.is_empty() {
             return Ok(());
         }
@@ -466,14 +467,14 @@ impl ScanState {
     }
 
     /// Handles one complete line (not the header).
-    pub(crate) fn line(
+    pub(crate) fn line<E: From<LogError>>(
         &mut self,
         path: &Path,
         mode: ReadMode,
         bytes: &[u8],
         at: Location,
-        sink: &mut dyn EntrySink,
-    ) -> Result<()> {
+        sink: &mut dyn EntrySink<E>,
+    ) -> std::result::Result<(), E> {
         let len = bytes.len() as u64 + 1;
         self.next = Location {
             line: at.line + 1,
@@ -531,15 +532,15 @@ impl ScanState {
         }
     }
 
-    fn entry(
+    fn entry<E: From<LogError>>(
         &mut self,
         path: &Path,
         mode: ReadMode,
         raw: &RawEntry<'_>,
         at: Location,
         len: u64,
-        sink: &mut dyn EntrySink,
-    ) -> Result<()> {
+        sink: &mut dyn EntrySink<E>,
+    ) -> std::result::Result<(), E> {
         if raw.ty.0 == "session" {
             sink.finding(Finding {
                 severity: Severity::Warning,
@@ -550,7 +551,7 @@ impl ScanState {
             });
             return Ok(());
         }
-        let invalid = |sink: &mut dyn EntrySink, id: Option<String>, detail: String| {
+        let invalid = |sink: &mut dyn EntrySink<E>, id: Option<String>, detail: String| {
             if mode == ReadMode::Strict {
                 return Err(LogError::InvalidEntry {
                     path: path.to_path_buf(),

@@ -6,7 +6,7 @@
 use super::entry::Header;
 use super::header::{self, ScannedLine};
 use super::reader::{self, EntrySink, MAX_HEADER_LINE, ReadMode, ScanState};
-use crate::error::{Location, Result};
+use crate::error::{Location, LogError};
 use std::io::Read;
 use std::path::Path;
 
@@ -23,13 +23,13 @@ pub(crate) struct Scanned {
 /// Reads a whole session from `src`: `on_header` is called once with the header, before
 /// any entry reaches `sink`; lines salvage skips before the header are the sink's
 /// findings. `path` names the source in errors and findings.
-pub(crate) fn scan_all<S: EntrySink>(
+pub(crate) fn scan_all<S: EntrySink<E>, E: From<LogError>>(
     path: &Path,
     mode: ReadMode,
     src: impl Read,
     sink: &mut S,
     mut on_header: impl FnMut(&mut S, &Header),
-) -> Result<Scanned> {
+) -> std::result::Result<Scanned, E> {
     let mut header: Option<(Header, ScanState)> = None;
     // The end of the last complete line: with the tail, every byte read.
     let mut end = 0;
@@ -58,7 +58,7 @@ pub(crate) fn scan_all<S: EntrySink>(
         }
     })?;
     let Some((header, scan)) = header else {
-        return Err(header::not_found(path, end + tail, tail));
+        return Err(header::not_found(path, end + tail, tail).into());
     };
     Ok(Scanned { header, scan, tail })
 }

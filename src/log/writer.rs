@@ -5,7 +5,7 @@
 //! (`docs/lock.md`, "The one lock").
 
 use super::io::{AppendFile, FileIdentity, FileSystem, OpenStatus};
-use crate::error::{Error, IoContext, LogError, Result};
+use crate::error::{IoContext, LogError, LogResult as Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -85,7 +85,7 @@ impl LogWriter {
                     "the file system has no advisory locks: appending without the file lock");
                 Ok(true)
             }
-            Err(source) => Err(Error::io("locking", &self.path, source)),
+            Err(source) => Err(LogError::io("locking", &self.path, source)),
         }
     }
 
@@ -134,20 +134,20 @@ impl LogWriter {
 
     pub(crate) fn check(&self) -> Result<()> {
         match &self.poisoned {
-            Some(cause) => Err(Error::Log(LogError::Poisoned {
+            Some(cause) => Err(LogError::Poisoned {
                 path: self.path.clone(),
                 cause: cause.clone(),
-            })),
+            }),
             None => Ok(()),
         }
     }
 
-    pub(crate) fn poison(&mut self, cause: String) -> Error {
+    pub(crate) fn poison(&mut self, cause: String) -> LogError {
         self.poisoned = Some(cause.clone());
-        Error::Log(LogError::Poisoned {
+        LogError::Poisoned {
             path: self.path.clone(),
             cause,
-        })
+        }
     }
 
     /// Appends `bytes` with exactly one `write()` and makes them durable.
@@ -221,7 +221,7 @@ pub(crate) fn append_if_unchanged(
     line: &[u8],
     action: &str,
 ) -> Result<bool> {
-    let io = |action: &'static str| move |source| Error::io(action, path, source);
+    let io = |action: &'static str| move |source| LogError::io(action, path, source);
     let file = fs.open_append(path).map_err(io("opening for append"))?;
     let mut w = LogWriter::new(path, file);
     // IMPORTANT: from the check of the length to the end of the append, under the lock.

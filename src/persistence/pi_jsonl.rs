@@ -5,7 +5,7 @@
 use super::lines::line_id;
 use super::pi_names::{pi_session_dir_name, pi_session_file_name};
 use super::{LineVisitor, ListProblem, ListedSession, Listing, SessionStore};
-use crate::error::{Error, IoContext, Location, LogError, Result, StoreError};
+use crate::error::{IoContext, Location, LogError, LogResult, StoreError};
 use crate::log::entry::Header;
 use crate::log::header::{parse_header, read_header_line};
 use crate::log::io::{Place, create_durably};
@@ -77,7 +77,7 @@ impl PiJsonlStore {
 
     /// The file of a stored session: among the files Pi's naming points at
     /// (`…_<id>.jsonl`) first, then by reading every header.
-    pub fn file_of(&self, session_id: &str) -> Result<PathBuf> {
+    pub fn file_of(&self, session_id: &str) -> Result<PathBuf, StoreError> {
         if let Some(log) = lock_slot(&self.slot(session_id)).as_ref() {
             return Ok(log.path().to_path_buf());
         }
@@ -90,13 +90,11 @@ impl PiJsonlStore {
     /// `MAX_SESSION_HEADER_SCAN_BYTES`) of each file
     /// [`session_files`] finds, with the strict header parser. A missing root lists
     /// nothing.
-    pub fn scan(&self) -> Result<Listing> {
+    pub fn scan(&self) -> LogResult<Listing> {
         let mut listing = Listing::default();
         let files = match session_files(&self.root) {
             Ok(f) => f,
-            Err(Error::Log(LogError::Io { source, .. }))
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
+            Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(listing);
             }
             Err(e) => return Err(e),
@@ -144,7 +142,7 @@ impl PiJsonlStore {
 
     /// The file of a session that is not open: among the files Pi's naming points at
     /// (`…_<id>.jsonl`) first, then by reading every header.
-    fn find(&self, session_id: &str) -> Result<PathBuf> {
+    fn find(&self, session_id: &str) -> Result<PathBuf, StoreError> {
         let suffix = format!("_{session_id}.jsonl");
         let named = |p: &Path| {
             p.file_name()
@@ -170,15 +168,14 @@ impl PiJsonlStore {
             [] => {
                 // A file named for the session whose header cannot be read: say why.
                 if let Some(p) = listing.problems.into_iter().find(|p| named(&p.path)) {
-                    return Err(p.error);
+                    return Err(p.error.into());
                 }
-                Err(self.not_found(session_id).into())
+                Err(self.not_found(session_id))
             }
             many => Err(StoreError::Ambiguous {
                 session_id: session_id.into(),
                 paths: many.iter().map(|s| s.path.clone()).collect(),
-            }
-            .into()),
+            }),
         }
     }
 
@@ -188,7 +185,7 @@ impl PiJsonlStore {
     fn with_log<T>(
         &self,
         session_id: &str,
-        f: impl FnOnce(&mut SessionLog) -> Result<T>,
+        f: impl FnOnce(&mut SessionLog) -> LogResult<T>,
     ) -> Result<T, StoreError> {
         let slot = self.slot(session_id);
         let mut slot = lock_slot(&slot);
@@ -196,11 +193,11 @@ impl PiJsonlStore {
             Some(mut log) => match log.refresh() {
                 Ok(()) => log,
                 // Replaced or shrunk: read it again.
-                Err(_) => self.options.open(log.path()).map_err(StoreError::of_file)?,
+                Err(_) => self.options.open(log.path())?,
             },
             None => {
-                let path = self.find(session_id).map_err(StoreError::of_file)?;
-                let log = self.options.open(&path).map_err(StoreError::of_file)?;
+                let path = self.find(session_id)?;
+                let log = self.options.open(&path)?;
                 if log.session_id() != session_id {
                     return Err(LogError::ChangedOnDisk {
                         path,
@@ -219,7 +216,7 @@ impl PiJsonlStore {
             Ok(v) => Ok(v),
             Err(e) => {
                 *slot = None;
-                Err(StoreError::of_file(e))
+                Err(e.into())
             }
         }
     }
@@ -235,7 +232,7 @@ impl PiJsonlStore {
 /// Nothing is opened: a `*.jsonl` that is not a regular file (a FIFO, a device, a folder,
 /// a dangling link) and a folder that cannot be read are [`ListProblem`]s in their place,
 /// so a walk never blocks. A `dir` that cannot be read is the error.
-pub fn session_files(dir: &Path) -> Result<Vec<std::result::Result<PathBuf, ListProblem>>> {
+pub fn session_files(dir: &Path) -> LogResult<Vec<Result<PathBuf, ListProblem>>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).ctx("listing", dir)? {
         let path = match entry {
@@ -282,17 +279,17 @@ fn is_jsonl(path: &Path) -> bool {
 fn push_regular(out: &mut Vec<std::result::Result<PathBuf, ListProblem>>, path: PathBuf) {
     let error = match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => return out.push(Ok(path)),
-        Ok(m) => Error::Log(LogError::NotARegularFile {
+        Ok(m) => LogError::NotARegularFile {
             path: path.clone(),
             kind: reader::file_kind(&m.file_type()).into(),
-        }),
-        Err(e) => Error::io("opening", &path, e),
+        },
+        Err(e) => LogError::io("opening", &path, e),
     };
     out.push(Err(ListProblem { path, error }));
 }
 
 /// Line 1 of a file, parsed by the strict header parser, with its text.
-fn header_of(path: &Path) -> Result<(Header, String)> {
+fn header_of(path: &Path) -> LogResult<(Header, String)> {
     let line = read_header_line(path, reader::MAX_HEADER_LINE)?;
     let header = parse_header(path, &line, ReadMode::Strict)?;
     // The parser read it as UTF-8.
@@ -315,9 +312,7 @@ impl SessionStore for PiJsonlStore {
         let slot = self.slot(header.id());
         let mut slot = lock_slot(&slot);
         let dir = reader::parent_dir(&path).to_path_buf();
-        std::fs::create_dir_all(&dir)
-            .ctx("creating the directory", &dir)
-            .map_err(StoreError::of_file)?;
+        std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
         let mut bytes = Vec::with_capacity(header_line.len() + 1);
         bytes.extend_from_slice(header_line.as_bytes());
         bytes.push(b'\n');
@@ -331,22 +326,22 @@ impl SessionStore for PiJsonlStore {
             tmp.write(&bytes)
         }) {
             Ok(()) => {}
-            Err(f) if matches!(f.error, Error::Log(LogError::AlreadyExists { .. })) => {
+            Err(f) if matches!(f.error, LogError::AlreadyExists { .. }) => {
                 return Err(StoreError::AlreadyExists {
                     store: self.describe(),
                     session_id: header.id().to_owned(),
                 });
             }
-            Err(f) => return Err(StoreError::of_file(f.error)),
+            Err(f) => return Err(f.error.into()),
         }
-        let log = self.options.open(&path).map_err(StoreError::of_file)?;
+        let log = self.options.open(&path)?;
         let next = log.len() as u64;
         *slot = Some(log);
         Ok(next)
     }
 
     fn list(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let listing = self.scan().map_err(StoreError::of_file)?;
+        let listing = self.scan()?;
         for p in &listing.problems {
             tracing::warn!(path = %p.path.display(), "not listed: {}", p.error);
         }
@@ -358,8 +353,8 @@ impl SessionStore for PiJsonlStore {
     }
 
     fn header_line(&self, session_id: &str) -> Result<String, StoreError> {
-        let path = self.file_of(session_id).map_err(StoreError::of_file)?;
-        Ok(header_of(&path).map_err(StoreError::of_file)?.1)
+        let path = self.file_of(session_id)?;
+        Ok(header_of(&path)?.1)
     }
 
     fn read_lines(
@@ -438,14 +433,13 @@ impl SessionStore for PiJsonlStore {
 /// the length, refuse a last line that does not parse, close a torn tail), then one
 /// `write()` of the batch at the length the log read and one `fdatasync`, then the log
 /// reads them back.
-fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) -> Result<u64> {
+fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) -> LogResult<u64> {
     let path = log.path().to_path_buf();
     if log.header().version() != 3 {
         return Err(LogError::UnsupportedNewVersion {
             session_id: log.session_id().to_owned(),
             version: log.header().version(),
-        }
-        .into());
+        });
     }
     // Decide before touching the file: a last complete line that does not parse would
     // turn into corruption in the middle of the file.
@@ -458,8 +452,7 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
             path,
             at: f.at,
             detail: f.message,
-        }
-        .into());
+        });
     }
     if log.tail_bytes() != 0 {
         let mut f = reader::open_regular(&path)?;
@@ -480,8 +473,7 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
                     offset: log.consumed_bytes(),
                 },
                 detail,
-            }
-            .into());
+            });
         }
     }
     let mut bytes = Vec::new();
@@ -509,8 +501,7 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         return Err(LogError::ChangedOnDisk {
             path,
             detail: "it changed while appending".into(),
-        }
-        .into());
+        });
     }
     log.refresh()?;
     Ok(log.len() as u64)
@@ -533,6 +524,6 @@ fn lock_slot(m: &Mutex<Option<SessionLog>>) -> MutexGuard<'_, Option<SessionLog>
 fn problem_io(path: &Path, source: std::io::Error) -> ListProblem {
     ListProblem {
         path: path.to_path_buf(),
-        error: Error::io("listing", path, source),
+        error: LogError::io("listing", path, source),
     }
 }

@@ -57,6 +57,7 @@ impl FileLines {
         String::from_utf8(buf)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
             .ctx("reading", &self.path)
+            .map_err(Error::from)
     }
 }
 

@@ -547,7 +547,7 @@ impl<'c> SqlSink<'c> {
 /// nothing (the plugin has no branch event above), or the error of a bad event above.
 type BranchBase = std::result::Result<Option<(Prior, Option<Value>)>, FoldErr>;
 
-impl EntrySink for SqlSink<'_> {
+impl EntrySink<Error> for SqlSink<'_> {
     fn entry(&mut self, e: ScannedEntry<'_, '_>, _state: &ScanState) -> Result<()> {
         if let Some(err) = self.deferred.take() {
             return Err(err);

@@ -40,7 +40,7 @@
 
 use super::Store;
 use super::state::SessionState;
-use crate::error::{Error, Result, StoreError};
+use crate::error::{Error, LogError, Result, StoreError};
 use crate::lock;
 use crate::log::NewEntry;
 use crate::persistence::retry::Landed;
@@ -217,7 +217,7 @@ impl Target for LogTarget<'_> {
     fn begin(&mut self, action: &'static str) -> Result<()> {
         // The file lock refused the append: name the state write it was.
         let named = |e| match e {
-            Error::Lock(refused) => Error::Lock(Box::new(refused.for_action(action))),
+            LogError::Held(refused) => LogError::Held(Box::new(refused.for_action(action))),
             other => other,
         };
         if self.log.is_materialized() {
@@ -240,7 +240,7 @@ impl Target for LogTarget<'_> {
         // opened first: one that is refused (not ours) refuses before this append can
         // create the session file (decide before touching). Others' appends are read under
         // the file lock, and the event decided from the log as it then ends.
-        self.log.begin_append().map_err(named)
+        Ok(self.log.begin_append().map_err(named)?)
     }
 
     fn current<T: Serialize + DeserializeOwned>(
@@ -270,7 +270,7 @@ impl Target for LogTarget<'_> {
         // On the fast path as in a transaction: the session file's lock, held to the end
         // of the sync, keeps every other writer and holder after it.
         self.fast = None;
-        self.log.write_line(line).map(|()| Appended::Ours)
+        Ok(self.log.write_line(line).map(|()| Appended::Ours)?)
     }
 
     fn id_at(&mut self, _: &Self::Place) -> Result<Option<String>> {

@@ -9,7 +9,7 @@
 use super::SessionLog;
 use super::options::Materialize;
 use super::session::Storage;
-use crate::error::{Error, IoContext, Location, LogError, Result};
+use crate::error::{IoContext, Location, LogError, LogResult as Result};
 use crate::log::entry::Role;
 use crate::log::io::{FileIdentity, Meta};
 use crate::log::known::{End, Look};
@@ -40,9 +40,9 @@ impl SessionLog {
     /// bytes came from.
     fn refuse_detached(&self) -> Result<()> {
         match self.storage {
-            Storage::Detached(_) => Err(Error::Log(LogError::Detached {
+            Storage::Detached(_) => Err(LogError::Detached {
                 label: self.index.path.clone(),
-            })),
+            }),
             _ => Ok(()),
         }
     }
@@ -186,10 +186,12 @@ impl SessionLog {
         let start = self.scan.next;
         let scan = &mut self.scan;
         let index = &mut self.index;
-        self.tail =
-            reader::for_each_line((&f).take(look.len - from), &path, start, |bytes, at| {
-                scan.line(&path, mode, bytes, at, index)
-            })?;
+        self.tail = reader::for_each_line::<_, LogError>(
+            (&f).take(look.len - from),
+            &path,
+            start,
+            |bytes, at| scan.line(&path, mode, bytes, at, index),
+        )?;
         if was_last {
             self.index.tree.set_leaf(self.index.tree.last_index());
         }
@@ -217,7 +219,7 @@ impl SessionLog {
     /// refused ([`LogError::Detached`]) before anything is written.
     pub fn append(&mut self, entry: NewEntry) -> Result<String> {
         let written = self.begin_append().and_then(|()| {
-            let taken = |id: &str| Ok::<_, Error>(self.id_taken(id));
+            let taken = |id: &str| Ok::<_, LogError>(self.id_taken(id));
             let id = crate::log::fresh_id(taken)?;
             let line = entry.to_line(&id, self.leaf_id());
             self.write_line(&line).map(|()| (id, line))
@@ -250,8 +252,7 @@ impl SessionLog {
             return Err(LogError::Poisoned {
                 path: self.index.path.clone(),
                 cause: cause.clone(),
-            }
-            .into());
+            });
         }
         if !self.is_materialized() {
             return Ok(true);
@@ -265,21 +266,28 @@ impl SessionLog {
     /// [`SessionLog::begin_append`]: to the file with one `write()` and `fdatasync`, or
     /// to the memory of a session not on disk yet.
     pub(crate) fn write_line(&mut self, line: &str) -> Result<()> {
-        match &mut self.storage {
-            Storage::File(Some(writer)) => {
-                writer.append(line.as_bytes())?;
-                // The file as this append left it (one `fstat`), so that a rewrite in place
-                // at the same length is told from it later.
-                let end_at = self.scan.next.offset + self.tail + line.len() as u64;
-                self.seen = look_at(writer, &self.index.path).filter(|l| l.len == end_at);
-                Ok(())
-            }
-            Storage::Memory(buf) => {
-                buf.extend_from_slice(line.as_bytes());
-                Ok(())
-            }
-            Storage::File(None) | Storage::Detached(_) => unreachable_writer(&self.index.path),
+        if let Storage::Memory(buf) = &mut self.storage {
+            buf.extend_from_slice(line.as_bytes());
+            return Ok(());
         }
+        let end_at = self.scan.next.offset + self.tail + line.len() as u64;
+        let path = &self.index.path;
+        let writer = writer(&mut self.storage, &self.options, path, &self.header)?;
+        writer.append(line.as_bytes())?;
+        // The file as this append left it (one `fstat`), so that a rewrite in place at the
+        // same length is told from it later.
+        self.seen = look_at(writer, path).filter(|l| l.len == end_at);
+        Ok(())
+    }
+
+    /// [`writer`] of this log.
+    fn writer(&mut self) -> Result<&mut LogWriter> {
+        writer(
+            &mut self.storage,
+            &self.options,
+            &self.index.path,
+            &self.header,
+        )
     }
 
     /// After [`SessionLog::write_line`] of `line`, the line of `entry` with the id `id`:
@@ -315,17 +323,7 @@ impl SessionLog {
     /// Opens the writer if it is not open, and takes the session file's advisory lock on
     /// it (`LogWriter::lock`: a bounded wait, then a refusal).
     fn lock_file(&mut self, wait: bool) -> Result<bool> {
-        if let Storage::File(None) = self.storage {
-            let w = self
-                .options
-                .fs
-                .open_append(&self.index.path)
-                .ctx("opening for append", &self.index.path)?;
-            self.storage = Storage::File(Some(LogWriter::new(&self.index.path, w)));
-        }
-        let Storage::File(Some(w)) = &mut self.storage else {
-            return unreachable_writer(&self.index.path);
-        };
+        let w = self.writer()?;
         match wait {
             true => w.lock("append").map(|()| true),
             false => w.try_lock(),
@@ -341,7 +339,7 @@ impl SessionLog {
         };
         if let Err(e) = w.unlock() {
             tracing::warn!(error = %e, "closing the session file to release its lock");
-            if let Err(Error::Log(LogError::Poisoned { cause, .. })) = w.check() {
+            if let Err(LogError::Poisoned { cause, .. }) = w.check() {
                 self.poisoned.get_or_insert(cause);
             }
             self.storage = Storage::File(None);
@@ -393,8 +391,7 @@ impl SessionLog {
             return Err(LogError::Poisoned {
                 path: self.index.path.clone(),
                 cause: cause.clone(),
-            }
-            .into());
+            });
         }
         let Storage::Memory(buf) = &self.storage else {
             return Ok(());
@@ -404,7 +401,7 @@ impl SessionLog {
         let dir = reader::parent_dir(&path).to_path_buf();
         std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
         if path.exists() {
-            return Err(LogError::AlreadyExists { path }.into());
+            return Err(LogError::AlreadyExists { path });
         }
         let fs = self.options.fs.clone();
         let created = io::create_durably(&*fs, &path, "creating", io::Place::Link, |tmp| {
@@ -424,7 +421,7 @@ impl SessionLog {
                 // fsync Failures?", ATC'20).
                 let cause = error.to_string();
                 self.poisoned = Some(cause.clone());
-                return Err(LogError::Poisoned { path, cause }.into());
+                return Err(LogError::Poisoned { path, cause });
             }
             Err(io::CreateFailed {
                 step: io::Step::SyncDir,
@@ -474,10 +471,8 @@ impl SessionLog {
             self.lock_file(true)?;
             on_path = None;
         }
-        let Storage::File(Some(w)) = &self.storage else {
-            return unreachable_writer::<bool>(&self.index.path);
-        };
-        let (now, was) = (w.identity(), self.identity);
+        let was = self.identity;
+        let now = self.writer()?.identity();
         if let Some(on_path) = on_path {
             // The path was looked at under the lock (its length checked and what had grown
             // read): it must name the file this writer has open.
@@ -488,7 +483,7 @@ impl SessionLog {
             }
         } else {
             // After a migration: the new file, locked, looked at through the writer.
-            let len = w.len()?;
+            let len = self.writer()?.len()?;
             let expected = self.scan.next.offset + self.tail;
             let on_path = Meta::of_path(&self.index.path).ok().map(|m| m.identity());
             if let (Some(now), Some(was)) = (now, was)
@@ -517,8 +512,7 @@ impl SessionLog {
                 path: self.index.path.clone(),
                 at: *at,
                 detail: detail.clone(),
-            }
-            .into());
+            });
         }
         Ok(true)
     }
@@ -538,12 +532,10 @@ impl SessionLog {
             self.judge_same_length(at.look)?;
         }
         let path = &self.index.path;
-        let refuse = |at: Location, detail: String| {
-            Error::Log(LogError::TrailingGarbage {
-                path: path.clone(),
-                at,
-                detail,
-            })
+        let refuse = |at: Location, detail: String| LogError::TrailingGarbage {
+            path: path.clone(),
+            at,
+            detail,
         };
         if let Some((at, detail)) = self.scan.pending_bad.first() {
             return Err(refuse(*at, detail.clone()));
@@ -565,8 +557,7 @@ impl SessionLog {
                         at: self.scan.next,
                         id: None,
                         detail,
-                    }
-                    .into());
+                    });
                 }
                 _ => {}
             }
@@ -649,31 +640,52 @@ fn first_difference(log: &SessionLog, fresh: &SessionLog) -> Option<u64> {
     (ends(log) != ends(fresh)).then_some(log.scan.next.line)
 }
 
-fn rewritten(path: &Path, detail: String) -> Error {
-    Error::Log(LogError::ChangedOnDisk {
+fn rewritten(path: &Path, detail: String) -> LogError {
+    LogError::ChangedOnDisk {
         path: path.to_path_buf(),
         detail,
-    })
+    }
 }
 
-fn changed_file(path: &Path) -> Error {
-    Error::Log(LogError::ChangedOnDisk {
+fn changed_file(path: &Path) -> LogError {
+    LogError::ChangedOnDisk {
         path: path.to_path_buf(),
         detail: "another file now sits at this path".into(),
-    })
+    }
 }
 
-fn shrank(path: &Path, expected: u64, len: u64) -> Error {
-    Error::Log(LogError::ChangedOnDisk {
+fn shrank(path: &Path, expected: u64, len: u64) -> LogError {
+    LogError::ChangedOnDisk {
         path: path.to_path_buf(),
         detail: format!("it shrank from {expected} to {len} bytes"),
-    })
+    }
 }
 
-fn unreachable_writer<T>(path: &Path) -> Result<T> {
-    Err(Error::Internal {
-        what: format!("{}: the session file has no open writer", path.display()),
-    })
+/// The session file's writer, opened on the first append. A log that has no file to write
+/// is refused as it is: detached ([`LogError::Detached`]) or only in memory
+/// ([`LogError::NotMaterialized`]).
+fn writer<'a>(
+    storage: &'a mut Storage,
+    options: &super::LogOptions,
+    path: &Path,
+    header: &crate::log::entry::Header,
+) -> Result<&'a mut LogWriter> {
+    match storage {
+        Storage::File(Some(w)) => Ok(w),
+        Storage::File(slot) => {
+            let w = options
+                .fs
+                .open_append(path)
+                .ctx("opening for append", path)?;
+            Ok(slot.insert(LogWriter::new(path, w)))
+        }
+        Storage::Memory(_) => Err(LogError::NotMaterialized {
+            session_id: header.id().to_owned(),
+        }),
+        Storage::Detached(_) => Err(LogError::Detached {
+            label: path.to_path_buf(),
+        }),
+    }
 }
 
 #[cfg(test)]

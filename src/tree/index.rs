@@ -3,7 +3,7 @@
 //! dangling parents, self-parents; v1 ids).
 
 use super::graph::{NodeData, Tree};
-use crate::error::{Error, Location, LogError, Result};
+use crate::error::{Location, LogError, LogResult as Result};
 use crate::log::entry::{EntryType, Role, raw_str};
 use crate::log::migrate;
 use crate::log::reader::{
@@ -100,8 +100,7 @@ impl EntrySink for Index {
                     at: e.at,
                     id: id.into(),
                     first_line: Some(first_line),
-                }
-                .into());
+                });
             }
             self.findings.push(Finding {
                 severity: Severity::Error,
@@ -120,21 +119,21 @@ impl EntrySink for Index {
                     let (kind, err) = if p == id {
                         (
                             FindingKind::Cycle,
-                            Error::Log(LogError::Cycle {
+                            LogError::Cycle {
                                 path: self.path.clone(),
                                 at: e.at,
                                 id: id.into(),
-                            }),
+                            },
                         )
                     } else {
                         (
                             FindingKind::DanglingParent,
-                            Error::Log(LogError::DanglingParent {
+                            LogError::DanglingParent {
                                 path: self.path.clone(),
                                 at: e.at,
                                 id: id.into(),
                                 parent: p.into(),
-                            }),
+                            },
                         )
                     };
                     if self.mode == ReadMode::Strict {

@@ -12,7 +12,7 @@
 use super::graph::{NodeData, Tree};
 use super::index::Index;
 use super::options::LogOptions;
-use crate::error::{Error, IoContext, Location, LogError, Result};
+use crate::error::{IoContext, Location, LogError, LogResult as Result};
 use crate::log::entry::{EntryType, Header, Role};
 use crate::log::header;
 use crate::log::io::{FileIdentity, Meta};
@@ -369,12 +369,13 @@ impl SessionLog {
     }
 
     pub(crate) fn require(&self, id: &str) -> Result<u32> {
-        self.index.tree.index_of(id).ok_or_else(|| {
-            Error::Log(LogError::UnknownEntry {
+        self.index
+            .tree
+            .index_of(id)
+            .ok_or_else(|| LogError::UnknownEntry {
                 path: self.index.path.clone(),
                 id: id.into(),
             })
-        })
     }
 
     /// All entries in file order.

@@ -174,7 +174,7 @@ impl SessionStore for PostgresStore {
         lines: &[String],
     ) -> Result<u64, StoreError> {
         self.append(session_id, first_seq, lines, Outside::No)
-            .and_then(|next| next.ok_or_else(|| unreachable_refusal(session_id)))
+            .and_then(|next| next.ok_or_else(|| self.refused_in_turn(session_id)))
     }
 
     fn append_lines_outside_turns(
@@ -451,9 +451,14 @@ impl Outside<'_> {
     }
 }
 
-/// An append in a turn tries no lock, so it is never refused for one.
-fn unreachable_refusal(session_id: &str) -> StoreError {
-    StoreError::Internal {
-        what: format!("session {session_id}: an append in a turn was refused for a turn"),
+impl PostgresStore {
+    /// An append in a turn tries no lock, so the statement never refuses it for one: a
+    /// refusal is the database answering against the statement's own rules.
+    fn refused_in_turn(&self, session_id: &str) -> StoreError {
+        StoreError::Corrupt {
+            store: self.url.clone(),
+            session_id: session_id.into(),
+            detail: "the append statement refused an append in a turn for a turn".into(),
+        }
     }
 }
