@@ -203,3 +203,51 @@ fn the_loader_names_the_platform_and_the_fix_when_no_addon_loads() {
         "a platform package whose package.json does not parse: {msg}"
     );
 }
+
+/// `npm run typecheck` covers every TypeScript file of the package: the sources, the
+/// examples, the tests and the benchmarks. A file left out of its list would go
+/// unchecked, and `node` strips types without checking them.
+#[test]
+fn the_typecheck_lists_every_typescript_file_of_the_package() {
+    let pkg = Path::new(env!("CARGO_MANIFEST_DIR")).join("pi");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(pkg.join("package.json")).expect("package.json"))
+            .expect("package.json is JSON");
+    let script = manifest["scripts"]["typecheck"]
+        .as_str()
+        .expect("a typecheck script");
+    let listed: std::collections::BTreeSet<&str> = script.split_whitespace().collect();
+    let mut missing = Vec::new();
+    for dir in [
+        "src",
+        "test",
+        "examples",
+        "examples/plan-mode",
+        "examples/fixtures",
+        "bench",
+    ] {
+        let Ok(entries) = fs::read_dir(pkg.join(dir)) else {
+            continue;
+        };
+        for e in entries {
+            let name = e
+                .expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            let rel = format!("{dir}/{name}");
+            // The sources are checked through the entry points that import them.
+            if name.ends_with(".ts")
+                && !name.ends_with(".d.ts")
+                && !listed.contains(rel.as_str())
+                && dir != "src"
+            {
+                missing.push(rel);
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "pi/package.json's typecheck does not list: {missing:?}"
+    );
+}

@@ -159,7 +159,7 @@ test("the event Pi keeps is the one in the file, a copy that the caller's later 
   for (const [op, write] of writes) {
     const id = write();
     assert.ok(id, `${op} appended`);
-    const kept = sm.getEntry(id).data;
+    const kept = (sm.getEntry(id) as { data?: any } | undefined)?.data;
     assert.deepEqual(kept, inFile(id).data, `${op}: Pi's entry is the file's`);
     assert.equal(kept.op, op);
   }
@@ -180,7 +180,7 @@ test("the event Pi keeps is the one in the file, a copy that the caller's later 
   });
   assert.equal(asks, 1, "the getter is asked once");
   assert.deepEqual(inFile(asking).data.value, { n: 1 });
-  assert.deepEqual(sm.getEntry(asking).data, inFile(asking).data);
+  assert.deepEqual((sm.getEntry(asking!) as { data?: unknown } | undefined)?.data, inFile(asking!).data);
   await pi.shutdown();
 
   // Built around the caller's text when the core confirmed its envelope (`true`), else the
