@@ -24,7 +24,7 @@ export interface NativeStoreHandle {
   read(file: string | null, plugin: string, scope: string, at: string | null): string | null;
   /** A state's value: JSON text or `null` at the state's version, else what is stored. */
   readState(state: NativeStateHandle, file: string | null, at: string | null): string | null | NativeStored;
-  /** JSON text `{value?, stateVersion, entry}`: the value as stored, its version and the entry that set it. */
+  /** JSON text of a `StoredValue` `{value?, stateVersion, entryId}`: the value as stored, its version and the entry that set it. */
   readStored(file: string | null, plugin: string, scope: string, at: string | null): string;
   prepare(
     state: NativeStateHandle,
@@ -34,10 +34,14 @@ export interface NativeStoreHandle {
     argument: string | null,
     migrated: string | null,
   ): string | null | NativeStored;
+  /** JSON text of an array of `HistoryEntry` `{entryId, line, op, stateVersion, argument?, value?}`. */
   history(file: string | null, plugin: string, scope: string, at: string | null): string;
+  /** JSON text `{events, refused}`: `events` as `history` gives them. */
   historyReport(file: string | null, plugin: string, scope: string, at: string | null): string;
+  /** JSON text `{rows, refused}`: `rows` an array of `EventCount`. */
   eventCounts(file: string | null): string;
   branchKey(file: string | null, at: string | null): string | null;
+  /** JSON text of a `StatusReport`. */
   status(sessionId: string): string;
   forceRefresh(sessionId: string, file: string | null): boolean;
   enterPresence(sessionId: string, file: string | null): void;
