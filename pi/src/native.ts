@@ -9,7 +9,8 @@ export interface NativeStored {
   /** The value as stored (JSON text); missing when absent, and for a newer version (not read). */
   value?: string | null;
   stateVersion: number;
-  entry?: string | null;
+  /** The entry of the event that set it. */
+  entryId?: string | null;
   /** The core's refusal, for a version newer than the state's. */
   refusal?: string | null;
 }

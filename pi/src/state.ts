@@ -199,7 +199,7 @@ function answer(s: StateCore, entry: StoreEntry, v: View, at: string | null): st
   const text = migratedText(s.pluginId, s.version, s.migrate, r);
   if (s.check !== undefined) {
     const failed = s.check(JSON.parse(text));
-    if (failed !== undefined) throw invalidStored(s.pluginId, s.version, failed, r.entry ?? undefined, r.stateVersion);
+    if (failed !== undefined) throw invalidStored(s.pluginId, s.version, failed, r.entryId ?? undefined, r.stateVersion);
   }
   return text;
 }

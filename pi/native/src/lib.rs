@@ -137,8 +137,8 @@ pub struct StoredState {
     pub value: Option<String>,
     /// The state version it was written under.
     pub state_version: u32,
-    /// The entry of the event that set it.
-    pub entry: Option<String>,
+    /// The entry of the event that set it (`entryId` in JavaScript, as in every record).
+    pub entry_id: Option<String>,
     /// The core's refusal when the version is newer than the state's
     /// ([`StateError::NewerStateVersion`]'s message); `None` for an older one.
     pub refusal: Option<String>,
@@ -209,7 +209,7 @@ fn stored_state(
     StoredState {
         value: value.map(json::to_string),
         state_version: version,
-        entry,
+        entry_id: entry,
         refusal,
     }
 }
