@@ -172,3 +172,33 @@ fn the_key_check_finds_a_snake_case_key_and_skips_the_data() {
         ]
     );
 }
+
+/// The front ends print records by serializing their types: no JSON object is built by
+/// hand (`serde_json::Map::new()`, `json!(…)`) in the command line's code or in the Pi
+/// addon's, outside their tests.
+#[test]
+fn no_front_end_builds_a_record_by_hand() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<_> = std::fs::read_dir(root.join("src/cli"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .collect();
+    files.push(root.join("pi/native/src/lib.rs"));
+    assert!(files.len() > 5, "{files:?}");
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            if line.contains("Map::new()") || line.contains("json!(") {
+                found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a record built by hand; give it a type deriving Serialize (docs/cli.md, \"JSON records\"):\n{}",
+        found.join("\n")
+    );
+}
