@@ -18,7 +18,7 @@ fn replay_shows_every_plugin_at_every_tip() {
     let v = out.json();
     let s = &v["sessions"][0];
     let log = example_log(&w);
-    assert_eq!(s["session_id"], json!(log.session_id()));
+    assert_eq!(s["sessionId"], json!(log.session_id()));
     assert_eq!(s["entries"], json!(14));
     assert_eq!(
         s["session"]["todo"]["value"],
@@ -63,10 +63,10 @@ fn replay_shows_other_extensions_custom_entries() {
     let tips = v["sessions"][0]["tips"].as_array().unwrap().clone();
     assert_eq!(
         tips[0]["custom"]["my-ext"],
-        json!({"entries": 2, "last_entry": tips[0]["tip"], "last_data": {"n": 2}})
+        json!({"entries": 2, "lastEntry": tips[0]["tip"], "lastData": {"n": 2}})
     );
     assert_eq!(tips[1]["custom"]["other.ext"]["entries"], json!(1));
-    assert_eq!(tips[1]["custom"]["other.ext"]["last_data"], Value::Null);
+    assert_eq!(tips[1]["custom"]["other.ext"]["lastData"], Value::Null);
     assert!(
         tips[1]["custom"].get("my-ext").is_none(),
         "siblings are separate"

@@ -42,16 +42,16 @@ fn status_shows_a_live_lock_holder() {
     let v = json_out.json();
     assert_eq!(v["database"], json!({"path": db, "exists": true}));
     assert_eq!(v["lock"]["liveness"], json!("alive"));
-    assert_eq!(v["lock"]["blocks_writers"], json!(true));
+    assert_eq!(v["lock"]["blocksWriters"], json!(true));
     assert_eq!(v["lock"]["action"], json!("write"));
-    assert_eq!(v["lock"]["may_be_alive"], json!(true));
+    assert_eq!(v["lock"]["mayBeAlive"], json!(true));
     // The file's facts around the library's report of the rows; no Pi holds the session.
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
         keys,
         [
             "file",
-            "session_id",
+            "sessionId",
             "entries",
             "readable",
             "database",

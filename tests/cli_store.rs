@@ -292,7 +292,7 @@ fn status_and_verify_name_a_stored_session_by_its_store_and_id() {
         assert_eq!(out.code, 0, "{}", out.shown());
         let v = out.json();
         assert_eq!(v["file"], json!(label), "{}", out.shown());
-        assert_eq!(v["session_id"], json!(id), "{}", out.shown());
+        assert_eq!(v["sessionId"], json!(id), "{}", out.shown());
         no_temporary_path(&out);
     }
     // They read the store's lines: nothing was copied out.

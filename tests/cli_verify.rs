@@ -55,8 +55,8 @@ fn verify_names_the_entry_of_structural_errors() {
     let v = w.run(&["verify", "s.jsonl", "--json"]);
     assert_eq!(v.code, 1);
     let v = v.json();
-    assert_eq!(v["error"]["entry_id"], json!("a0000003"));
-    assert_eq!(v["salvage"]["findings"][0]["entry_id"], json!("a0000003"));
+    assert_eq!(v["error"]["entryId"], json!("a0000003"));
+    assert_eq!(v["salvage"]["findings"][0]["entryId"], json!("a0000003"));
 }
 
 #[test]

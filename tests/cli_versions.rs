@@ -73,19 +73,19 @@ fn read_json_shows_the_version_and_the_entry_that_set_the_value() {
     let out = w.ok(&["read", "s.jsonl", "--plugin", "role", "--json"]);
     assert_eq!(
         out.json(),
-        json!({"value": {"name": "writer"}, "stateVersion": 1, "entry": "d0ecd23b"})
+        json!({"value": {"name": "writer"}, "stateVersion": 1, "entryId": "d0ecd23b"})
     );
     let (_, v3) = role_at_2_then_3(&w);
     let out = w.ok(&["read", "s.jsonl", "--plugin", "role", "--json"]);
     assert_eq!(
         out.json(),
-        json!({"value": {"who": {"name": "writer"}, "tone": "plain"}, "stateVersion": 3, "entry": v3})
+        json!({"value": {"who": {"name": "writer"}, "tone": "plain"}, "stateVersion": 3, "entryId": v3})
     );
     // The keys in this order, pretty-printed as every --json output.
     assert_eq!(
         out.stdout,
         format!(
-            "{{\n  \"value\": {{\n    \"who\": {{\n      \"name\": \"writer\"\n    }},\n    \"tone\": \"plain\"\n  }},\n  \"stateVersion\": 3,\n  \"entry\": \"{v3}\"\n}}\n"
+            "{{\n  \"value\": {{\n    \"who\": {{\n      \"name\": \"writer\"\n    }},\n    \"tone\": \"plain\"\n  }},\n  \"stateVersion\": 3,\n  \"entryId\": \"{v3}\"\n}}\n"
         )
     );
     // The plain output is the value as stored, whatever its version: no migration, and
@@ -101,13 +101,13 @@ fn read_json_shows_the_version_and_the_entry_that_set_the_value() {
     ]);
     assert_eq!(
         out.json(),
-        json!({"value": {"name": "reviewer"}, "stateVersion": 1, "entry": "4ccd8d6b"})
+        json!({"value": {"name": "reviewer"}, "stateVersion": 1, "entryId": "4ccd8d6b"})
     );
     // Session scope.
     let out = w.ok(&[
         "read", "s.jsonl", "--plugin", "todo", "--scope", "session", "--json",
     ]);
-    assert_eq!(out.json()["entry"], json!("c7909563"));
+    assert_eq!(out.json()["entryId"], json!("c7909563"));
     assert_eq!(out.json()["stateVersion"], json!(1));
 }
 
@@ -117,14 +117,14 @@ fn read_json_tells_an_absent_value_from_a_written_null() {
     // Never written: no "value", version 1, no entry; exit 1 as a plain read.
     let out = w.run(&["read", "s.jsonl", "--plugin", "nobody", "--json"]);
     assert_eq!(out.code, 1, "{}", out.shown());
-    assert_eq!(out.json(), json!({"stateVersion": 1, "entry": null}));
+    assert_eq!(out.json(), json!({"stateVersion": 1, "entryId": null}));
     assert_eq!(out.stderr, "");
     // A written null is present: "value": null, exit 0.
     let id = w.appended(&["write", "s.jsonl", "--plugin", "nothing", "--value", "null"]);
     let out = w.ok(&["read", "s.jsonl", "--plugin", "nothing", "--json"]);
     assert_eq!(
         out.json(),
-        json!({"value": null, "stateVersion": 1, "entry": id})
+        json!({"value": null, "stateVersion": 1, "entryId": id})
     );
     assert!(out.stdout.contains("\"value\": null"), "{}", out.stdout);
     // Dropped at version 3: absent, and the drop is the entry, at the version it kept.
@@ -132,7 +132,7 @@ fn read_json_tells_an_absent_value_from_a_written_null() {
     let dropped = w.appended(&["drop", "s.jsonl", "--plugin", "role"]);
     let out = w.run(&["read", "s.jsonl", "--plugin", "role", "--json"]);
     assert_eq!(out.code, 1, "{}", out.shown());
-    assert_eq!(out.json(), json!({"stateVersion": 3, "entry": dropped}));
+    assert_eq!(out.json(), json!({"stateVersion": 3, "entryId": dropped}));
     let out = w.run(&["read", "s.jsonl", "--plugin", "role"]);
     assert_eq!((out.code, out.stdout.as_str()), (1, ""));
 }
@@ -421,20 +421,20 @@ fn history_lists_each_events_op_version_and_value() {
             "scope": "branch",
             "leaf": dropped,
             "events": [
-                {"entry": "4ccd8d6b", "line": 4, "op": "set", "stateVersion": 1,
+                {"entryId": "4ccd8d6b", "line": 4, "op": "set", "stateVersion": 1,
                  "argument": {"name": "reviewer"}, "value": {"name": "reviewer"}},
-                {"entry": "d0ecd23b", "line": 14, "op": "set", "stateVersion": 1,
+                {"entryId": "d0ecd23b", "line": 14, "op": "set", "stateVersion": 1,
                  "argument": {"name": "writer"}, "value": {"name": "writer"}},
-                {"entry": v2, "line": 16, "op": "set", "stateVersion": 2,
+                {"entryId": v2, "line": 16, "op": "set", "stateVersion": 2,
                  "argument": {"name": "writer", "tone": "plain"}, "value": {"name": "writer", "tone": "plain"}},
-                {"entry": v3, "line": 17, "op": "set", "stateVersion": 3,
+                {"entryId": v3, "line": 17, "op": "set", "stateVersion": 3,
                  "argument": {"who": {"name": "writer"}, "tone": "plain"},
                  "value": {"who": {"name": "writer"}, "tone": "plain"}},
-                {"entry": patched, "line": 18, "op": "patch", "stateVersion": 3,
+                {"entryId": patched, "line": 18, "op": "patch", "stateVersion": 3,
                  "argument": {"tone": "short"}, "value": {"who": {"name": "writer"}, "tone": "short"}},
-                {"entry": nulled, "line": 19, "op": "set", "stateVersion": 3,
+                {"entryId": nulled, "line": 19, "op": "set", "stateVersion": 3,
                  "argument": null, "value": null},
-                {"entry": dropped, "line": 20, "op": "drop", "stateVersion": 3},
+                {"entryId": dropped, "line": 20, "op": "drop", "stateVersion": 3},
             ]
         })
     );
@@ -464,7 +464,7 @@ fn history_lists_each_events_op_version_and_value() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| &e["entry"])
+        .map(|e| &e["entryId"])
         .collect();
     assert_eq!(entries, [&json!("4ccd8d6b")]);
     // Session scope: every event of the file, in append order, whatever its branch.
@@ -479,7 +479,7 @@ fn history_lists_each_events_op_version_and_value() {
         .iter()
         .map(|e| {
             (
-                e["entry"].clone(),
+                e["entryId"].clone(),
                 e["op"].clone(),
                 e["stateVersion"].clone(),
             )
@@ -717,7 +717,7 @@ fn a_stored_session_has_the_same_versions() {
     assert_eq!(out.code, 0, "{}", out.shown());
     assert_eq!(
         out.json(),
-        json!({"value": "r3b", "stateVersion": 3, "entry": kept})
+        json!({"value": "r3b", "stateVersion": 3, "entryId": kept})
     );
     let out = stored(&["history", "--plugin", "role", "--json"]);
     assert_eq!(out.code, 0, "{}", out.shown());
@@ -727,7 +727,7 @@ fn a_stored_session_has_the_same_versions() {
         .iter()
         .map(|e| {
             (
-                e["entry"].clone(),
+                e["entryId"].clone(),
                 e["stateVersion"].clone(),
                 e["value"].clone(),
             )

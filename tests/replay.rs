@@ -257,14 +257,14 @@ fn naive_report(log: &SessionLog) -> Value {
                     let data = line_data(log, last).unwrap_or(Value::Null);
                     (
                         ct.to_owned(),
-                        json!({ "entries": n, "last_entry": last, "last_data": data }),
+                        json!({ "entries": n, "lastEntry": last, "lastData": data }),
                     )
                 })
                 .collect();
             json!({
                 "tip": tip,
                 "leaf": leaf == Some(tip),
-                "branch_key": log.branch_key_of(tip).unwrap(),
+                "branchKey": log.branch_key_of(tip).unwrap(),
                 "depth": path.len(),
                 "branch": branch,
                 "custom": custom,
@@ -272,7 +272,7 @@ fn naive_report(log: &SessionLog) -> Value {
         })
         .collect();
     json!({
-        "session_id": log.session_id(),
+        "sessionId": log.session_id(),
         "entries": log.len(),
         "leaf": leaf,
         "events": events,

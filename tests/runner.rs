@@ -10,6 +10,7 @@ mod bad_input;
 // The command line's tests, one file per command, over one harness (`common::cli`).
 mod cli_force_refresh;
 mod cli_help;
+mod cli_json;
 // Some imports serve only the tests that need Unix (symlinks, FIFOs).
 #[cfg_attr(not(unix), allow(unused))]
 mod cli_list;

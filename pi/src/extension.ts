@@ -37,6 +37,7 @@ import {
   syncSession,
   writeOut,
   type EventCount,
+  type StatusReport,
 } from "./internal.ts";
 import { shortJson, termSafe } from "./render.ts";
 import { existsSync as fileExists } from "node:fs";
@@ -78,26 +79,6 @@ export function say(ctx: UiContext, text: string, level: Level = "info"): void {
 }
 
 /**
- * `store.status()`: the session's rows as the core reads and judges them, the core's
- * `inspect::StatusReport`: the members `database`, `lock` and `pi` of `session-state status
- * --json` (`pi` left out when no Pi holds the session).
- */
-interface StatusJson {
-  database: { path: string; exists: boolean };
-  lock: {
-    holder: string;
-    action: string | null;
-    age_ms: number;
-    liveness: string;
-    liveness_reason: string;
-    lease_expired: boolean;
-    /** The core's answer: the holder is not known to be gone. */
-    may_be_alive: boolean;
-  } | null;
-  pi?: { holder: string; liveness: string; liveness_reason: string; this_process: boolean };
-}
-
-/**
  * State events per plugin and scope in this session, as the core counts them (`session-state
  * status`). On a file the strict reader refuses, the counts come from a salvage read, as
  * `session-state status` counts them; `/state:status` and `/state:history` say so.
@@ -120,20 +101,20 @@ function countsOf(rows: EventCount[]): Map<string, Map<string, number>> {
 export function statusText(ctx: PiContext): string {
   const { store } = storeFor(ctx);
   const sm = ctx.sessionManager;
-  const st = JSON.parse(store.status(sm.getSessionId())) as StatusJson;
+  const st = JSON.parse(store.status(sm.getSessionId())) as StatusReport;
   const lines = [`session   ${sm.getSessionId()} (${sm.getSessionFile() ?? "in memory"})`];
   lines.push(`database  ${st.database.path}${st.database.exists ? "" : " (does not exist yet)"}`);
   if (st.lock) {
     const l = st.lock;
     lines.push(
-      `lock      held by ${l.holder} (${l.liveness}: ${l.liveness_reason})${l.action ? `, doing: ${l.action}` : ""}, taken ${Math.floor(l.age_ms / 1000)} s ago, lease ${l.lease_expired ? "expired" : "running"}`,
+      `lock      held by ${l.holder} (${l.liveness}: ${l.livenessReason})${l.action ? `, doing: ${l.action}` : ""}, taken ${Math.floor(l.ageMs / 1000)} s ago, lease ${l.leaseExpired ? "expired" : "running"}`,
     );
   } else {
     lines.push("lock      none");
   }
   if (st.pi) {
     const p = st.pi;
-    lines.push(`pi        ${p.this_process ? "this Pi" : "another Pi"}: ${p.holder} (${p.liveness}: ${p.liveness_reason})`);
+    lines.push(`pi        ${p.thisProcess ? "this Pi" : "another Pi"}: ${p.holder} (${p.liveness}: ${p.livenessReason})`);
   } else {
     lines.push("pi        no Pi holds the session");
   }
@@ -177,14 +158,14 @@ export async function forceRefresh(ctx: UiContext): Promise<"refreshed" | "left"
   const { store } = storeFor(ctx);
   const sm = ctx.sessionManager;
   const sid = sm.getSessionId();
-  const st = JSON.parse(store.status(sid)) as StatusJson;
+  const st = JSON.parse(store.status(sid)) as StatusReport;
   const lock = st.lock;
-  if (lock?.may_be_alive) {
-    const question = `Session '${sid}' is locked by ${lock.holder} (${lock.liveness}: ${lock.liveness_reason}). Clearing the lock lets another writer in while it may still be writing. Clear it?`;
+  if (lock?.mayBeAlive) {
+    const question = `Session '${sid}' is locked by ${lock.holder} (${lock.liveness}: ${lock.livenessReason}). Clearing the lock lets another writer in while it may still be writing. Clear it?`;
     if (!ctx.hasUI) {
       say(
         ctx,
-        `Left the lock on session '${sid}' alone: its holder ${lock.holder} may be alive (${lock.liveness_reason}) and there is no UI to confirm. Nothing was changed.`,
+        `Left the lock on session '${sid}' alone: its holder ${lock.holder} may be alive (${lock.livenessReason}) and there is no UI to confirm. Nothing was changed.`,
         "warning",
       );
       return "left";

@@ -12,4 +12,4 @@ export { closeSession, syncSession } from "./session-file.ts";
 export { shared } from "./shared.ts";
 export { forgetStoresUnder, invalidateAll, storeFor } from "./stores.ts";
 export { registerRenderer, transcriptEnabled } from "./transcript.ts";
-export type { EventCount, NewerState, OpenedState } from "./types.ts";
+export type { EventCount, NewerState, OpenedState, StatusReport } from "./types.ts";

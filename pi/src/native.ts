@@ -9,7 +9,8 @@ export interface NativeStored {
   /** The value as stored (JSON text); missing when absent, and for a newer version (not read). */
   value?: string | null;
   stateVersion: number;
-  entry?: string | null;
+  /** The entry of the event that set it. */
+  entryId?: string | null;
   /** The core's refusal, for a version newer than the state's. */
   refusal?: string | null;
 }
@@ -24,7 +25,7 @@ export interface NativeStoreHandle {
   read(file: string | null, plugin: string, scope: string, at: string | null): string | null;
   /** A state's value: JSON text or `null` at the state's version, else what is stored. */
   readState(state: NativeStateHandle, file: string | null, at: string | null): string | null | NativeStored;
-  /** JSON text `{value?, stateVersion, entry}`: the value as stored, its version and the entry that set it. */
+  /** JSON text of a `StoredValue` `{value?, stateVersion, entryId}`: the value as stored, its version and the entry that set it. */
   readStored(file: string | null, plugin: string, scope: string, at: string | null): string;
   /** `op`: {@link OP_CODE}. */
   prepare(
@@ -35,10 +36,14 @@ export interface NativeStoreHandle {
     argument: string | null,
     migrated: string | null,
   ): string | boolean | null | NativeStored;
+  /** JSON text of an array of `HistoryEntry` `{entryId, line, op, stateVersion, argument?, value?}`. */
   history(file: string | null, plugin: string, scope: string, at: string | null): string;
+  /** JSON text `{events, refused}`: `events` as `history` gives them. */
   historyReport(file: string | null, plugin: string, scope: string, at: string | null): string;
+  /** JSON text `{rows, refused}`: `rows` an array of `EventCount`. */
   eventCounts(file: string | null): string;
   branchKey(file: string | null, at: string | null): string | null;
+  /** JSON text of a `StatusReport`. */
   status(sessionId: string): string;
   forceRefresh(sessionId: string, file: string | null): boolean;
   enterPresence(sessionId: string, file: string | null): void;

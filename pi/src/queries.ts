@@ -43,7 +43,7 @@ export function newerStatesOf(ctx: PiContext): NewerState[] {
     if (seen.has(k)) continue;
     const s = storedAt(ctx, o.pluginId, o.scope);
     if (s.stateVersion > o.version) {
-      seen.set(k, { pluginId: o.pluginId, scope: o.scope, storedVersion: s.stateVersion, knownVersion: o.version, entryId: s.entry });
+      seen.set(k, { pluginId: o.pluginId, scope: o.scope, storedVersion: s.stateVersion, knownVersion: o.version, entryId: s.entryId });
     }
   }
   return [...seen.values()].sort((a, b) =>

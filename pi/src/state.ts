@@ -10,7 +10,7 @@ import { sessionFile, syncAppended, syncIfNew, syncSession } from "./session-fil
 import { shared, type StoreEntry } from "./shared.ts";
 import { entryCount, storeFor, view, type View } from "./stores.ts";
 import { registerRenderer } from "./transcript.ts";
-import type { HistoryEntry, OpenedState, PiContext, PiHandle, Scope, SessionState, SessionStateOptions } from "./types.ts";
+import type { HistoryEntry, OpenedState, PiContext, PiHandle, Scope, SessionState, SessionStateOptions, StoredValue } from "./types.ts";
 import { checkerOf, encodeForEvent, invalidStored, invalidWrite, migratedText, newerError, parse, type Checker } from "./values.ts";
 
 type Op = "set" | "patch" | "drop";
@@ -192,8 +192,8 @@ function answer(s: StateCore, entry: StoreEntry, v: View, at: string | null): st
       const failed = s.check(JSON.parse(r));
       if (failed !== undefined) {
         // Which event set it: asked only now, for the message.
-        const stored = JSON.parse(call(() => entry.store.readStored(v.file, s.pluginId, s.scope, at))) as { entry: string | null };
-        throw invalidStored(s.pluginId, s.version, failed, stored.entry ?? undefined);
+        const stored = JSON.parse(call(() => entry.store.readStored(v.file, s.pluginId, s.scope, at))) as StoredValue;
+        throw invalidStored(s.pluginId, s.version, failed, stored.entryId ?? undefined);
       }
     }
     return r;
@@ -203,7 +203,7 @@ function answer(s: StateCore, entry: StoreEntry, v: View, at: string | null): st
   const text = migratedText(s.pluginId, s.version, s.migrate, r);
   if (s.check !== undefined) {
     const failed = s.check(JSON.parse(text));
-    if (failed !== undefined) throw invalidStored(s.pluginId, s.version, failed, r.entry ?? undefined, r.stateVersion);
+    if (failed !== undefined) throw invalidStored(s.pluginId, s.version, failed, r.entryId ?? undefined, r.stateVersion);
   }
   return text;
 }

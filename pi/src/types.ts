@@ -65,13 +65,21 @@ export interface SessionStateOptions<T = unknown> {
   validate?: Validate<T>;
 }
 
-/** One event of `history()`: the entry that holds it, the operation, what it wrote, the value after it (as stored) and the state version it was written under. */
+/**
+ * One event of `history()`: the entry that holds it, its line in the session file, the
+ * operation, the state version it was written under, what it wrote and the value after it
+ * (as stored). The core's record, as `session-state history --json` prints its `events`.
+ */
 export interface HistoryEntry<T> {
   entryId: string;
+  /** The entry's line in the session file (the header is line 1). */
+  line: number;
   op: "set" | "patch" | "drop";
   /** The state version the event was written under (1: an event without one). */
   stateVersion: number;
+  /** The value written (`set`) or the patch (`patch`); missing for a `drop`. */
   argument?: unknown;
+  /** The value after the event; missing when absent (a written `null` is `null`). */
   value?: T;
 }
 
@@ -105,14 +113,17 @@ export interface SessionState<T> {
   history(ctx: PiContext): HistoryEntry<T>[];
 }
 
-/** A plugin's value as stored, with the state version it was written under and the event that set it. */
+/**
+ * A plugin's value as stored, with the state version it was written under and the event
+ * that set it. The core's record, as `session-state read --json` prints it.
+ */
 export interface StoredValue<T = unknown> {
   /** The value as stored (not migrated); missing when absent. */
   value?: T;
   /** The state version of the event that set it (1 for an event without one, and when there is none). */
   stateVersion: number;
   /** The entry of that event; `null` when no event set it. */
-  entry: string | null;
+  entryId: string | null;
 }
 
 /** A state an extension opened: what `/state:status` compares the stored version with. */
@@ -137,4 +148,35 @@ export interface EventCount {
   /** `"invalid"`: an envelope the core cannot decode (unknown `v`, op or scope). */
   scope: "branch" | "invalid" | "session";
   events: number;
+}
+
+/**
+ * The session's rows as the core reads and judges them (`store.status()`, `/state:status`):
+ * the core's `inspect::StatusReport`, the members `database`, `lock` and `pi` of
+ * `session-state status --json` (`pi` left out when no Pi holds the session).
+ */
+export interface StatusReport {
+  database: { path: string; exists: boolean };
+  lock: {
+    holder: string;
+    action: string | null;
+    acquiredAtMs: number;
+    ageMs: number;
+    liveness: string;
+    livenessReason: string;
+    leaseExpired: boolean;
+    /** Whether a writer in another process would be refused now. */
+    blocksWriters: boolean;
+    /** The core's answer: the holder is not known to be gone. */
+    mayBeAlive: boolean;
+  } | null;
+  pi?: {
+    holder: string;
+    sinceMs: number;
+    sessionFile: string | null;
+    liveness: string;
+    livenessReason: string;
+    blocksWriters: boolean;
+    thisProcess: boolean;
+  };
 }

@@ -159,7 +159,7 @@ function where(path: string): string {
 
 /** The refusal of a value stored under a newer version than the state's `version`. */
 export function newerError(pluginId: string, version: number, s: NativeStored): StateVersionError {
-  return new StateVersionError(pluginId, s.stateVersion, version, s.entry ?? undefined, s.refusal ?? undefined);
+  return new StateVersionError(pluginId, s.stateVersion, version, s.entryId ?? undefined, s.refusal ?? undefined);
 }
 
 /** `migrate` on a value stored under an older version: its result as JSON text, or a {@link StateMigrationError} naming the entry. */
@@ -169,7 +169,7 @@ export function migratedText(
   migrate: ((value: unknown, fromVersion: number) => unknown) | undefined,
   s: NativeStored,
 ): string {
-  const entryId = s.entry ?? undefined;
+  const entryId = s.entryId ?? undefined;
   let out: unknown;
   const failed = (detail: string, cause?: unknown) =>
     new StateMigrationError(pluginId, s.stateVersion, version, entryId, detail, cause === undefined ? undefined : { cause });

@@ -17,8 +17,9 @@ import {
   type SessionState,
   type SessionStateOptions,
 } from "@session-state/pi";
+import { storeFor } from "@session-state/pi/internal";
 import { startPi, type TestPi } from "@session-state/pi/testing";
-import { fold, piCommand, tmpDir } from "./helpers.ts";
+import { cli, fold, piCommand, tmpDir } from "./helpers.ts";
 
 // A file path on every platform (a URL's pathname is `/C:/…` on Windows).
 const TODO_V1 = fileURLToPath(new URL("./todo-v1.ts", import.meta.url));
@@ -100,7 +101,7 @@ test("version 2 reads a version-1 session migrated and writes it as a set at sta
   assert.equal(added.length, 1, "one line appended");
   assert.match(added[0]!, /"data":\{"v":2,"stateVersion":2,"scope":"branch","op":"set","value":\[\{"text":"milk","done":false\},/);
   assert.equal(JSON.parse(added[0]!).id, id);
-  assert.deepEqual(pi.stored("todo", "branch"), { value: [...migrated, { text: "eggs", done: false }], stateVersion: 2, entry: id });
+  assert.deepEqual(pi.stored("todo", "branch"), { value: [...migrated, { text: "eggs", done: false }], stateVersion: 2, entryId: id });
   // Later writes on top of it stay at version 2 (the write path that starts from the
   // state's own last event, and a patch, which is a patch now).
   todo.write(pi.context(), [{ text: "milk", done: true }]);
@@ -383,5 +384,72 @@ test("a validate that returns a Promise is a StateValidationError: nothing is wr
   );
   assert.equal(pi.events("counter").length, n, "nothing appended");
   assert.deepEqual(fs.readFileSync(pi.file!), before, "the file as it was");
+  await pi.shutdown();
+});
+
+/** The keys of `v` that are not camelCase, outside the data a session holds (`value`, `argument`). */
+function snakeKeys(v: unknown, at = ""): string[] {
+  if (Array.isArray(v)) return v.flatMap((x, i) => snakeKeys(x, `${at}[${i}]`));
+  if (v === null || typeof v !== "object") return [];
+  return Object.entries(v).flatMap(([k, x]) => [
+    ...(/^[a-z][A-Za-z0-9]*$/.test(k) ? [] : [`${at}.${k}`]),
+    ...(k === "value" || k === "argument" ? [] : snakeKeys(x, `${at}.${k}`)),
+  ]);
+}
+
+test("one record, one shape: the addon's stored value, history, status and event counts are the CLI's --json records, byte for byte", async (t) => {
+  const dir = tmpDir(t);
+  const shape = opener<unknown>({ pluginId: "shape", scope: "branch", version: 2, migrate: (v) => v });
+  const pi = await startPi({ dir, extensions: [shape.factory] });
+  await pi.prompt("hi");
+  const s = shape.cell.state!;
+  const db = pi.databasePath;
+  const file = pi.file!;
+  // Values the printers could tell apart: a lone surrogate, exponents, array-index keys
+  // after others, a negative zero, a null.
+  const steps: Array<() => unknown> = [
+    () => s.write(pi.context(), { text: "cut \ud83d here", big: 1e21, small: 1e-7, b: 1, "10": [null, -0, 0.1], "9": { deep: [[]] } }),
+    () => s.patch(pi.context(), { text: null, b: { c: "x" } }),
+    () => s.write(pi.context(), null),
+    () => s.drop(pi.context()),
+  ];
+  const native = () => storeFor(pi.context()).store;
+  for (const step of steps) {
+    step();
+    const at = pi.leaf!;
+    // What the CLI prints, pretty, is the addon's compact text once JavaScript reads and prints it.
+    const read = cli(["read", file, "--plugin", "shape", "--at", at, "--db", db, "--json"], dir);
+    assert.ok(read.code === 0 || read.code === 1, read.stderr);
+    const stored = native().readStored(file, "shape", "branch", at);
+    assert.equal(stored, JSON.stringify(JSON.parse(read.stdout)), "read --json and readStored");
+    assert.deepEqual(Object.keys(JSON.parse(stored)), [...(read.code === 0 ? ["value"] : []), "stateVersion", "entryId"]);
+    assert.deepEqual(pi.stored("shape", "branch"), JSON.parse(stored), "the testing kit's stored");
+
+    const history = cli(["history", file, "--plugin", "shape", "--at", at, "--json"], dir);
+    assert.equal(history.code, 0, history.stderr);
+    const rows = native().history(file, "shape", "branch", at);
+    assert.equal(rows, JSON.stringify(JSON.parse(history.stdout).events), "history --json's events and history");
+    assert.deepEqual(JSON.parse(rows).map((r: any) => Object.keys(r)), JSON.parse(rows).map((r: any) =>
+      ["entryId", "line", "op", "stateVersion", ...(r.op === "drop" ? [] : ["argument"]), ...("value" in r ? ["value"] : [])]));
+    assert.deepEqual(s.history(pi.context()), JSON.parse(rows), "the state's history");
+    assert.deepEqual(JSON.parse(native().historyReport(file, "shape", "branch", at)), { events: JSON.parse(rows), refused: null });
+    for (const text of [stored, rows]) assert.deepEqual(snakeKeys(JSON.parse(text)), [], text);
+  }
+
+  // status: this Pi's presence row. Its judgements are each process's own (`thisProcess`),
+  // so the records are compared by their keys; the event counts byte for byte.
+  const status = cli(["status", file, "--db", db, "--json"], dir);
+  assert.equal(status.code, 0, status.stderr);
+  const fromCli = JSON.parse(status.stdout);
+  const fromAddon = JSON.parse(native().status(pi.sessionManager.getSessionId()));
+  assert.ok(fromAddon.pi, "a Pi holds the session");
+  for (const member of ["database", "lock", "pi"]) {
+    assert.deepEqual(Object.keys(fromAddon[member] ?? {}), Object.keys(fromCli[member] ?? {}), member);
+  }
+  assert.equal(fromAddon.pi.thisProcess, true);
+  assert.equal(fromCli.pi.thisProcess, false);
+  const counts = JSON.parse(native().eventCounts(file));
+  assert.equal(JSON.stringify(counts.rows), JSON.stringify(fromCli.events), "status --json's events and eventCounts");
+  for (const v of [fromCli, fromAddon, counts]) assert.deepEqual(snakeKeys(v), [], JSON.stringify(v));
   await pi.shutdown();
 });

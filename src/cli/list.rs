@@ -2,11 +2,11 @@
 //! ([`PiJsonlStore::scan`]: the one walk, the one header reader and its one limit). Only
 //! the first line of each file is read, so thousands of large sessions list in moments.
 
-use super::store::{Origin, Sessions};
+use super::store::{Opened, Origin, Sessions};
 use super::{CmdResult, Failure, emit_json, emit_text, fail, skipped, term_safe};
 use serde::Serialize;
+use session_state::Header;
 use session_state::PiJsonlStore;
-use session_state::listing::ListedSession;
 use session_state::settings::{LocationInputs, ProjectTrust};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -31,10 +31,13 @@ pub(crate) struct ListArgs {
     json: bool,
 }
 
-/// One listed session, as `--json` prints it (field order is the output's).
+/// One listed session, as `--json` prints it (field order is the output's), from a
+/// directory of files or from a store (which has no `path`).
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Row<'a> {
-    path: &'a Path,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<&'a Path>,
     id: String,
     cwd: Option<String>,
     timestamp: Option<String>,
@@ -42,27 +45,24 @@ struct Row<'a> {
     parent_session: Option<String>,
 }
 
+impl<'a> Row<'a> {
+    /// The row of a session whose header is `h`, in the file `path` (`None`: in a store).
+    fn of(path: Option<&'a Path>, h: &Header) -> Row<'a> {
+        Row {
+            path,
+            id: h.id().to_owned(),
+            cwd: h.cwd().map(str::to_owned),
+            timestamp: h.timestamp().map(str::to_owned),
+            version: h.version(),
+            parent_session: h.parent_session().map(str::to_owned),
+        }
+    }
+}
+
 /// What `--json` prints.
 #[derive(Debug, Serialize)]
 struct Listing<'a> {
     sessions: Vec<Row<'a>>,
-}
-
-fn emit_listing(listing: &Listing<'_>) -> Result<(), Failure> {
-    let value = serde_json::to_value(listing).map_err(|e| fail(format_args!("--json: {e}")))?;
-    emit_json(&value)
-}
-
-fn row(s: &ListedSession) -> Row<'_> {
-    let h = &s.header;
-    Row {
-        path: &s.path,
-        id: h.id().to_owned(),
-        cwd: h.cwd().map(str::to_owned),
-        timestamp: h.timestamp().map(str::to_owned),
-        version: h.version(),
-        parent_session: h.parent_session().map(str::to_owned),
-    }
 }
 
 fn default_dir() -> Result<PathBuf, Failure> {
@@ -89,7 +89,7 @@ pub(crate) fn run(args: ListArgs, sessions: &Sessions) -> CmdResult {
             )));
         }
         let store = sessions.require("list")?;
-        return super::store::list(&store, args.json);
+        return list_store(&store, args.json);
     }
     let dir = match &args.dir {
         Some(d) => d.clone(),
@@ -101,7 +101,7 @@ pub(crate) fn run(args: ListArgs, sessions: &Sessions) -> CmdResult {
                     term_safe(&d.display().to_string())
                 );
                 if args.json {
-                    emit_listing(&Listing { sessions: vec![] })?;
+                    emit_json(&Listing { sessions: vec![] })?;
                 }
                 return Ok(0);
             }
@@ -128,9 +128,13 @@ pub(crate) fn run(args: ListArgs, sessions: &Sessions) -> CmdResult {
             );
         }
     }
-    let sessions: Vec<Row<'_>> = listing.sessions.iter().map(row).collect();
+    let sessions: Vec<Row<'_>> = listing
+        .sessions
+        .iter()
+        .map(|s| Row::of(Some(&s.path), &s.header))
+        .collect();
     if args.json {
-        emit_listing(&Listing { sessions })?;
+        emit_json(&Listing { sessions })?;
         return Ok(0);
     }
     // The path goes last: it is the long column.
@@ -142,7 +146,7 @@ pub(crate) fn run(args: ListArgs, sessions: &Sessions) -> CmdResult {
                 s.id.clone(),
                 cell(&s.timestamp),
                 cell(&s.cwd),
-                s.path.display().to_string(),
+                s.path.map(|p| p.display().to_string()).unwrap_or_default(),
             ]
         })
         .collect();
@@ -165,5 +169,30 @@ pub(crate) fn run(args: ListArgs, sessions: &Sessions) -> CmdResult {
         let _ = writeln!(out, "{id:<w0$}  {time:<w1$}  {cwd:<w2$}  {path}");
     }
     emit_text(&out)?;
+    Ok(0)
+}
+
+/// `list` with a store: its sessions, from their headers only.
+fn list_store(store: &Opened, json: bool) -> CmdResult {
+    let headers = session_state::listing::list_sessions(store.backend()).map_err(fail)?;
+    let rows: Vec<Row<'_>> = headers.iter().map(|h| Row::of(None, h)).collect();
+    if json {
+        emit_json(&Listing { sessions: rows })?;
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        emit_text("no sessions in this store\n")?;
+        return Ok(0);
+    }
+    let mut text = String::new();
+    for r in &rows {
+        text.push_str(&format!(
+            "{}  {}  {}\n",
+            r.id,
+            r.timestamp.as_deref().unwrap_or("-"),
+            r.cwd.as_deref().unwrap_or("-")
+        ));
+    }
+    emit_text(&text)?;
     Ok(0)
 }

@@ -37,6 +37,7 @@ pub(crate) struct PruneArgs {
 
 /// `prune --json`.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Report<'a> {
     database: &'a std::path::Path,
     database_exists: bool,
@@ -47,6 +48,7 @@ struct Report<'a> {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Removed<'a> {
     file: &'a std::path::Path,
     session_id: &'a str,
@@ -58,6 +60,7 @@ struct Removed<'a> {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Kept<'a> {
     file: &'a std::path::Path,
     session_id: &'a str,

@@ -245,6 +245,7 @@ impl<S: FnMut(&str) -> Result<(), Failure>> Output<S> {
 /// One file's object in `replay --json` without its tips: the file as named, then its
 /// replay's fields, or why it could not be read.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct FileHead<'a> {
     file: &'a Path,
     #[serde(flatten)]

@@ -21,10 +21,10 @@ use super::{
     CmdResult, DbArgs, Failure, ScopeArg, emit, emit_json, emit_text, fail, is_refusal, open_log,
     require_regular, short_json, strict_error, term_safe,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 use session_state::{
-    Error, HistoryEntry, LogError, On, Op, ReadMode, Scope, SessionLog, SessionState, StateError,
-    StateKey, Store, format::validate_plugin_id,
+    Error, HistoryEntry, LogError, On, Op, ReadMode, Scope, SessionState, StateError, StateKey,
+    Store, StoredValue, format::validate_plugin_id,
 };
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};
@@ -38,9 +38,9 @@ Examples:
   session-state read s.jsonl --plugin role --json
 
 The value is printed as stored, whatever state version it was written under (the command
-line has no migration). --json adds which: {\"value\": …, \"stateVersion\": N, \"entry\":
+line has no migration). --json adds which: {\"value\": …, \"stateVersion\": N, \"entryId\":
 \"<id of the event that set it>\"}; an absent value has no \"value\" (a written null is
-\"value\": null), and \"entry\" is null when no event set it.
+\"value\": null), and \"entryId\" is null when no event set it.
 Exit codes: 0 the value was printed; 1 absent (no output; with --json, the object without
 \"value\"); 2 error (message on stderr).";
 
@@ -96,7 +96,7 @@ One line per event of the plugin, oldest first: its entry id, its line in the fi
 op, the state version it was written under, and the value after it (as stored: the
 command line has no migration). Branch scope: the events on the path from the root to the
 leaf (the last entry, or --at); session scope: every event of the file in append order.
---json: {\"plugin\", \"scope\", \"leaf\", \"events\": [{\"entry\", \"line\", \"op\",
+--json: {\"plugin\", \"scope\", \"leaf\", \"events\": [{\"entryId\", \"line\", \"op\",
 \"stateVersion\", \"argument\", \"value\"}, …]}; a drop has no \"argument\", an absent
 value no \"value\" (a written null is \"value\": null).
 Exit codes: 0 events were listed; 1 the plugin has no events there (no output; with
@@ -128,7 +128,7 @@ pub(crate) struct StateArgs {
 pub(crate) struct ReadArgs {
     #[command(flatten)]
     target: StateArgs,
-    /// Print {"value": …, "stateVersion": N, "entry": "<id>"}: the value with the state
+    /// Print {"value": …, "stateVersion": N, "entryId": "<id>"}: the value with the state
     /// version it was written under and the event that set it
     #[arg(long)]
     json: bool,
@@ -209,44 +209,19 @@ fn parse_json(text: &str, source: &str) -> Result<Value, Failure> {
     })
 }
 
-/// A plugin's value as stored (not migrated), the state version it was written under
-/// and the entry of the event that set it.
-struct Versioned {
-    value: Option<Value>,
-    version: u32,
-    entry: Option<String>,
-}
-
-/// The stored value of `t`'s plugin in `target`, as if the leaf were `--at`.
+/// The stored value of `t`'s plugin in `target`, as if the leaf were `--at`: as stored
+/// (not migrated), with the state version it was written under and the entry of the
+/// event that set it (`read --json` prints it as it serializes).
 fn read_versioned(
     t: &StateArgs,
     store: &Store,
     target: &Target,
-) -> session_state::Result<Versioned> {
+) -> session_state::Result<StoredValue> {
     let (plugin, scope, at) = (t.plugin.as_str(), Scope::from(t.scope), t.at.as_deref());
-    let v = match target {
-        Target::File(file) => store.read_versioned(file, plugin, scope, at)?,
-        Target::Stored(stored) => {
-            store.read_stored_versioned(&stored.session(), plugin, scope, at)?
-        }
-    };
-    Ok(Versioned {
-        value: v.value,
-        version: v.state_version,
-        entry: v.entry,
-    })
-}
-
-/// `read --json`'s object: `value` only when present (a written `null` is `"value":
-/// null`), then `stateVersion` and `entry` (`null`: no event).
-fn versioned_json(v: Versioned) -> Value {
-    let mut m = Map::new();
-    if let Some(value) = v.value {
-        m.insert("value".into(), value);
+    match target {
+        Target::File(file) => store.read_versioned(file, plugin, scope, at),
+        Target::Stored(stored) => store.read_stored_versioned(&stored.session(), plugin, scope, at),
     }
-    m.insert("stateVersion".into(), v.version.into());
-    m.insert("entry".into(), v.entry.map_or(Value::Null, Value::String));
-    Value::Object(m)
 }
 
 pub(crate) fn read(args: ReadArgs, sessions: &Sessions) -> CmdResult {
@@ -260,7 +235,7 @@ pub(crate) fn read(args: ReadArgs, sessions: &Sessions) -> CmdResult {
     let read = read_versioned(&t, &store, &target).map_err(fail)?;
     let present = read.value.is_some();
     if args.json {
-        emit_json(&versioned_json(read))?;
+        emit_json(&read)?;
     } else if let Some(v) = &read.value {
         emit(&format!("{}\n", session_state::json::to_string(v)))?;
     }
@@ -349,7 +324,7 @@ fn apply(t: &StateArgs, op: Op, version: Option<u32>, sessions: &Sessions) -> Cm
         None => {
             read_versioned(t, &store, &target)
                 .map_err(|e| at_error(t, e))?
-                .version
+                .state_version
         }
     };
     let state = state_at(t, &store, kept)?;
@@ -486,7 +461,12 @@ pub(crate) fn history(args: HistoryArgs, sessions: &Sessions) -> CmdResult {
         .map_err(fail)?;
     let found = !events.is_empty();
     if args.json {
-        emit_json(&history_json(&args.plugin, scope, &log, events))?;
+        emit_json(&HistoryDoc {
+            plugin: &args.plugin,
+            scope: scope.to_string(),
+            leaf: log.leaf_id(),
+            events,
+        })?;
     } else if found {
         emit_text(&history_text(&events))?;
     }
@@ -494,34 +474,14 @@ pub(crate) fn history(args: HistoryArgs, sessions: &Sessions) -> CmdResult {
 }
 
 /// `history --json`'s document: the plugin, the scope, the leaf the branch ends at, and
-/// each event (no `argument` for a drop, no `value` where the value is absent).
-fn history_json(plugin: &str, scope: Scope, log: &SessionLog, events: Vec<HistoryEntry>) -> Value {
-    let events = events
-        .into_iter()
-        .map(|e| {
-            let mut m = Map::new();
-            m.insert("entry".into(), Value::String(e.entry_id));
-            m.insert("line".into(), e.line.into());
-            m.insert("op".into(), e.op.into());
-            m.insert("stateVersion".into(), e.state_version.into());
-            if let Some(a) = e.argument {
-                m.insert("argument".into(), a);
-            }
-            if let Some(v) = e.value {
-                m.insert("value".into(), v);
-            }
-            Value::Object(m)
-        })
-        .collect();
-    let mut doc = Map::new();
-    doc.insert("plugin".into(), plugin.into());
-    doc.insert("scope".into(), scope.to_string().into());
-    doc.insert(
-        "leaf".into(),
-        log.leaf_id().map_or(Value::Null, |l| l.into()),
-    );
-    doc.insert("events".into(), Value::Array(events));
-    Value::Object(doc)
+/// each event as it serializes ([`HistoryEntry`]).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HistoryDoc<'a> {
+    plugin: &'a str,
+    scope: String,
+    leaf: Option<&'a str>,
+    events: Vec<HistoryEntry>,
 }
 
 /// `history`'s text: a table of the events, oldest first, with the value after each.

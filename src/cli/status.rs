@@ -64,6 +64,7 @@ pub(crate) struct ForceRefreshArgs {
 /// `status --json`: the session file's facts around the library's [`StatusReport`], whose
 /// members (`database`, `lock`, `pi`) come in between.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct CliStatusReport<'a> {
     file: &'a Path,
     session_id: &'a str,

@@ -15,8 +15,7 @@
 //! `force-refresh` run as on a file, on a temporary export of the stored session that is
 //! removed when the command ends ([`Sessions::local_file`]).
 
-use super::{CmdResult, Failure, emit_json, emit_text, fail};
-use serde::Serialize;
+use super::{Failure, fail};
 use session_state::{RedactedUrl, SessionStore, StoredSession};
 use std::path::{Path, PathBuf};
 
@@ -215,50 +214,6 @@ impl Opened {
     pub(crate) fn name(&self) -> String {
         self.origin.name(&self.key)
     }
-}
-
-/// `list --json` with a store: one session.
-#[derive(Serialize)]
-struct Row {
-    id: String,
-    cwd: Option<String>,
-    timestamp: Option<String>,
-    version: u32,
-    parent_session: Option<String>,
-}
-
-/// `list` with a store: its sessions, from their headers only.
-pub(crate) fn list(store: &Opened, json: bool) -> CmdResult {
-    let headers = session_state::listing::list_sessions(store.backend()).map_err(fail)?;
-    let rows: Vec<Row> = headers
-        .iter()
-        .map(|h| Row {
-            id: h.id().to_owned(),
-            cwd: h.cwd().map(str::to_owned),
-            timestamp: h.timestamp().map(str::to_owned),
-            version: h.version(),
-            parent_session: h.parent_session().map(str::to_owned),
-        })
-        .collect();
-    if json {
-        emit_json(&serde_json::json!({ "sessions": rows }))?;
-        return Ok(0);
-    }
-    if rows.is_empty() {
-        emit_text("no sessions in this store\n")?;
-        return Ok(0);
-    }
-    let mut text = String::new();
-    for r in &rows {
-        text.push_str(&format!(
-            "{}  {}  {}\n",
-            r.id,
-            r.timestamp.as_deref().unwrap_or("-"),
-            r.cwd.as_deref().unwrap_or("-")
-        ));
-    }
-    emit_text(&text)?;
-    Ok(0)
 }
 
 /// The stored session exported to a file in a new private temporary directory, both

@@ -39,6 +39,7 @@ pub(crate) struct VerifyArgs {
 /// Why a reader refused a file, and where when the error points at a line (the header's
 /// errors point at line 1, byte 0).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Refusal {
     /// The error's message.
     message: String,
@@ -78,6 +79,7 @@ impl From<&Error> for Refusal {
 /// `verify --json`: the strict read's verdict, then the salvage read's (`null` when the
 /// strict read succeeded and `--salvage` was not given).
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Report<'a> {
     file: &'a Path,
     #[serde(flatten)]
@@ -87,6 +89,7 @@ struct Report<'a> {
 
 /// What one reader made of the file: `readable`, then what it read or why it refused.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Verdict<E> {
     readable: bool,
     #[serde(flatten)]

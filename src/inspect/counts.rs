@@ -97,6 +97,7 @@ pub struct EventCounts {
 
 /// One (plugin, scope) row of [`EventCounts::rows`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct EventCount {
     /// The plugin id.
     pub plugin: String,

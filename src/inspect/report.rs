@@ -41,6 +41,7 @@ impl Serialize for IntegrityKind {
 /// (a warning). Serialized like [`Finding`]; displayed as `session-state verify` lists
 /// it: `warning torn-tail at line 9, byte 1234, entry 'a1': ...`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct IntegrityFinding {
     /// Warning or error.
     pub severity: Severity,
@@ -89,6 +90,7 @@ impl std::fmt::Display for IntegrityFinding {
 /// What a read of a session file accepted: the session, how many entries, and every
 /// finding (the reader's and the undecodable state events), in file order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Integrity {
     /// The header's session id.
     pub session_id: String,
@@ -166,6 +168,7 @@ impl Serialize for ReplayValue {
 
 /// Another extension's `custom` entries of one `customType` on a branch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CustomReplay {
     /// How many on the path from the root to the tip.
     pub entries: u64,
@@ -194,6 +197,7 @@ fn data_or_error<S: serde::Serializer>(
 
 /// The state at one branch tip, in a [`Replay`].
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TipReplay {
     /// The tip's entry id.
     pub tip: String,
@@ -216,6 +220,7 @@ pub struct TipReplay {
 /// The state of every plugin at every branch tip of a file: what `session-state replay`
 /// shows. See [`replay`].
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Replay {
     /// The header's session id.
     pub session_id: String,

@@ -18,6 +18,7 @@ use serde::Serialize;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct StatusReport {
     /// The projection database.
@@ -32,6 +33,7 @@ pub struct StatusReport {
 
 /// [`StatusReport::database`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct DatabaseReport {
     /// Its path (lossy where the path is not UTF-8).
@@ -42,6 +44,7 @@ pub struct DatabaseReport {
 
 /// A session's write-lock row: a [`LockStatus`] with the judgements derived from it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct LockReport {
     /// The holder as stored.
@@ -69,6 +72,7 @@ pub struct LockReport {
 /// The presence row of a running Pi: a [`PresenceStatus`] with the judgements derived
 /// from it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct PresenceReport {
     /// The Pi process, as stored.
@@ -158,7 +162,7 @@ mod tests {
         // No Pi holds the session: `pi` is left out; `lock` says what the core judged.
         assert_eq!(
             printed(&status),
-            r#"{"database":{"path":"/db/states.sqlite","exists":true},"lock":{"holder":"pid:1","action":null,"acquired_at_ms":5,"age_ms":2500,"liveness":"unknown","liveness_reason":"another pid namespace","lease_expired":true,"blocks_writers":false,"may_be_alive":true}}"#
+            r#"{"database":{"path":"/db/states.sqlite","exists":true},"lock":{"holder":"pid:1","action":null,"acquiredAtMs":5,"ageMs":2500,"liveness":"unknown","livenessReason":"another pid namespace","leaseExpired":true,"blocksWriters":false,"mayBeAlive":true}}"#
         );
         status.lock = None;
         status.presence = Some(PresenceStatus {
@@ -170,7 +174,7 @@ mod tests {
         });
         assert_eq!(
             printed(&status),
-            r#"{"database":{"path":"/db/states.sqlite","exists":true},"lock":null,"pi":{"holder":"pid:2","since_ms":7,"session_file":"/s.jsonl","liveness":"not alive","liveness_reason":"gone","blocks_writers":false,"this_process":false}}"#
+            r#"{"database":{"path":"/db/states.sqlite","exists":true},"lock":null,"pi":{"holder":"pid:2","sinceMs":7,"sessionFile":"/s.jsonl","liveness":"not alive","livenessReason":"gone","blocksWriters":false,"thisProcess":false}}"#
         );
     }
 }

@@ -204,7 +204,7 @@ fn a_replay_prints_its_values_losslessly() {
     // Another extension's data is its own, even when it looks like an error report.
     assert_eq!(
         printed(&tip.custom),
-        r#"{"x":{"entries":1,"last_entry":"e2","last_data":{"error":"\udc00"}}}"#
+        r#"{"x":{"entries":1,"lastEntry":"e2","lastData":{"error":"\udc00"}}}"#
     );
     assert_eq!(printed(&r.session), r#"{"p":{"absent":true}}"#);
 }

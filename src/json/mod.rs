@@ -194,6 +194,51 @@ pub(crate) fn clone_value(v: &Value) -> Value {
     }
 }
 
+/// Serializes `v` as its own `Serialize` does, at any depth without overflowing the stack
+/// (serde_json's recurses): for a record's `Value` field, `#[serde(serialize_with =
+/// "crate::json::serialize_value")]`. Into serde_json's `to_value` the `Value` comes out
+/// equal, still in this module's encoding, for [`to_string`] to print.
+pub(crate) fn serialize_value<S: serde::Serializer>(v: &Value, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    use serde::ser::{SerializeMap, SerializeSeq};
+    /// A nested value, serialized by [`serialize_value`] again.
+    struct Grown<'a>(&'a Value);
+    impl Serialize for Grown<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            serialize_value(self.0, s)
+        }
+    }
+    match v {
+        Value::Array(a) => stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+            let mut seq = s.serialize_seq(Some(a.len()))?;
+            for x in a {
+                seq.serialize_element(&Grown(x))?;
+            }
+            seq.end()
+        }),
+        Value::Object(o) => stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+            let mut map = s.serialize_map(Some(o.len()))?;
+            for (k, x) in o {
+                map.serialize_entry(k, &Grown(x))?;
+            }
+            map.end()
+        }),
+        other => other.serialize(s),
+    }
+}
+
+/// [`serialize_value`] of an optional field (with `skip_serializing_if =
+/// "Option::is_none"`, so `None` is left out and `Some(null)` is `null`).
+pub(crate) fn serialize_some_value<S: serde::Serializer>(
+    v: &Option<Value>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => serialize_value(v, s),
+        None => s.serialize_none(),
+    }
+}
+
 /// Is `v` ±Infinity ([`INFINITY`], [`NEG_INFINITY`])? `Some(negative)` if so.
 pub fn infinity(v: &Value) -> Option<bool> {
     match v.as_str() {

@@ -147,6 +147,49 @@ fn a_value_at_the_depth_limit_fits_in_a_small_stack() {
     assert_eq!(out, (true, true));
 }
 
+/// A record's `Value` field ([`serialize_value`], as `StoredValue` and `HistoryEntry`
+/// use it) comes out of `serde_json::to_value` equal, in the encoding (lone surrogates,
+/// ±Infinity, `1.0` and `-0.0` as held), at the depth limit in a thread with half of
+/// Rust's default stack: the CLI's `--json` and the Pi package's addon print records so.
+#[test]
+fn a_records_value_serializes_equal_at_any_depth() {
+    #[derive(serde::Serialize)]
+    struct Record {
+        #[serde(serialize_with = "serialize_value")]
+        value: Value,
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "serialize_some_value"
+        )]
+        absent: Option<Value>,
+    }
+    let text = format!(
+        "{}{}{}",
+        "[{\"k\":".repeat(MAX_READ_DEPTH / 2 - 1),
+        r#"["cut \ud83d", 1e400, -1e400, 1.0, -0.0, 123456789012345678, {"10": 1, "9": 2}]"#,
+        "}]".repeat(MAX_READ_DEPTH / 2 - 1)
+    );
+    let out = std::thread::Builder::new()
+        .stack_size(1024 * 1024)
+        .spawn(move || {
+            let value = from_str(&text).unwrap();
+            let record = Record {
+                value: clone_value(&value),
+                absent: None,
+            };
+            let v = serde_json::to_value(&record).unwrap();
+            let keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            (
+                keys,
+                to_string_exact(&v["value"]) == to_string_exact(&value),
+            )
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(out, (vec!["value".to_owned()], true));
+}
+
 /// What JavaScript's `JSON.parse` then `JSON.stringify` make of each literal
 /// (Node 22, `JSON.stringify(JSON.parse("[" + literal + "]"))`), and what we print.
 #[test]

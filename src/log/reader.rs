@@ -98,6 +98,7 @@ impl serde::Serialize for FindingKind {
 
 /// One observation about a session file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Finding {
     /// Warning or error.
     pub severity: Severity,

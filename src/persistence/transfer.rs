@@ -22,6 +22,7 @@ const BATCH_ENTRIES: usize = 8192;
 
 /// What [`import_file`] did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ImportReport {
     /// The session's id (its header's).
     pub session_id: String,

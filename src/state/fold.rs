@@ -375,7 +375,13 @@ pub(crate) fn value_at(
 }
 
 /// One event in a value's provenance.
+///
+/// Serialized as `{"entryId", "line", "op", "stateVersion", "argument", "value"}`:
+/// `argument` left out for a `drop`, `value` when the value after it is absent (a
+/// `null` is `"value": null`). The command line's `history --json` events and the Pi
+/// package's history rows print this.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HistoryEntry {
     /// The event's entry id.
     pub entry_id: String,
@@ -383,12 +389,20 @@ pub struct HistoryEntry {
     pub line: u64,
     /// `set`, `patch` or `drop`.
     pub op: &'static str,
-    /// The value written (`set`) or the patch (`patch`).
-    pub argument: Option<Value>,
-    /// The value after this event.
-    pub value: Option<Value>,
     /// The state version the event was written under (1: an event without one).
     pub state_version: u32,
+    /// The value written (`set`) or the patch (`patch`).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::json::serialize_some_value"
+    )]
+    pub argument: Option<Value>,
+    /// The value after this event.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::json::serialize_some_value"
+    )]
+    pub value: Option<Value>,
 }
 
 /// The events that made the value at `node`, oldest first.

@@ -30,15 +30,24 @@ use std::path::Path;
 /// A state's value as stored, with the version of its shape it was written under and
 /// the event that set it: what [`crate::Store::read_versioned`] reports to tools (the
 /// value is not migrated; a [`SessionState`]'s reads migrate it).
+///
+/// Serialized as `{"value": …, "stateVersion": N, "entryId": "…"}`: `value` left out when
+/// absent (a stored `null` is `"value": null`), `entryId` `null` when no event set it.
+/// The command line's `read --json` and the Pi package's stored reads print this.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct StoredValue {
     /// The value (`None`: absent), in [`crate::json`]'s lossless encoding.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::json::serialize_some_value"
+    )]
     pub value: Option<Value>,
     /// The state version of the event that set it (1 for an event without one, and
     /// when there is no event).
-    #[serde(rename = "stateVersion")]
     pub state_version: u32,
     /// The entry id of that event (`None`: no event).
+    #[serde(rename = "entryId")]
     pub entry: Option<String>,
 }
 

@@ -32,8 +32,8 @@ use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
     Appended, Decided, Error, HistoryEntry, LastEvent, LogOptions, On, Op, ReadMode, Scope,
-    SessionLog, StateError, StateKey, Store, StoreOptions, Unwritable, format::STATE_PREFIX,
-    inspect, json, settings::ProjectTrust,
+    SessionLog, StateError, StateKey, Store, StoreOptions, StoredValue, Unwritable,
+    format::STATE_PREFIX, inspect, json, settings::ProjectTrust,
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -48,26 +48,27 @@ fn js_err(e: impl Display) -> napi::Error {
     napi::Error::from_reason(e.to_string())
 }
 
-/// History events as the package hands them to TypeScript: `[{entryId, op,
-/// stateVersion, argument?, value?}]`.
-fn history_rows(h: Vec<HistoryEntry>) -> Value {
-    let rows = h
-        .into_iter()
-        .map(|e| {
-            let mut m = serde_json::Map::new();
-            m.insert("entryId".into(), Value::String(e.entry_id));
-            m.insert("op".into(), Value::String(e.op.into()));
-            m.insert("stateVersion".into(), e.state_version.into());
-            if let Some(a) = e.argument {
-                m.insert("argument".into(), a);
-            }
-            if let Some(v) = e.value {
-                m.insert("value".into(), v);
-            }
-            Value::Object(m)
-        })
-        .collect();
-    Value::Array(rows)
+/// A record as the package hands it to TypeScript: JSON text of its `Serialize`, the one
+/// shape the command line's `--json` prints too, with every value printed by the core's
+/// lossless printer (as Pi's `JSON.stringify` prints it).
+fn record_text(record: &impl serde::Serialize) -> napi::Result<String> {
+    serde_json::to_value(record)
+        .map(|v| json::to_string(&v))
+        .map_err(js_err)
+}
+
+/// `historyReport`'s answer: the events and the strict reader's refusal.
+#[derive(serde::Serialize)]
+struct HistoryReport {
+    events: Vec<HistoryEntry>,
+    refused: Option<String>,
+}
+
+/// `eventCounts`'s answer: the rows and the strict reader's refusal.
+#[derive(serde::Serialize)]
+struct EventCountReport {
+    rows: Vec<inspect::EventCount>,
+    refused: Option<String>,
 }
 
 /// The state key of `plugin_id` in `scope` (a scope name), checked as the core checks it.
@@ -136,8 +137,8 @@ pub struct StoredState {
     pub value: Option<String>,
     /// The state version it was written under.
     pub state_version: u32,
-    /// The entry of the event that set it.
-    pub entry: Option<String>,
+    /// The entry of the event that set it (`entryId` in JavaScript, as in every record).
+    pub entry_id: Option<String>,
     /// The core's refusal when the version is newer than the state's
     /// ([`StateError::NewerStateVersion`]'s message); `None` for an older one.
     pub refusal: Option<String>,
@@ -208,7 +209,7 @@ fn stored_state(
     StoredState {
         value: value.map(json::to_string),
         state_version: version,
-        entry,
+        entry_id: entry,
         refusal,
     }
 }
@@ -585,8 +586,9 @@ impl NativeStore {
 
     /// The value of `plugin` in `scope` as if the leaf were `at`, as stored, with the
     /// state version it was written under and the entry of the event that set it: JSON
-    /// text `{value?, stateVersion, entry}` (`value` missing when absent, `entry` `null`
-    /// when no event set it; version 1 then).
+    /// text of the core's [`StoredValue`], `{value?, stateVersion, entryId}` (`value`
+    /// missing when absent, `entryId` `null` when no event set it; version 1 then), as
+    /// `session-state read --json` prints it.
     #[napi]
     pub fn read_stored(
         &mut self,
@@ -596,7 +598,7 @@ impl NativeStore {
         at: Option<String>,
     ) -> napi::Result<String> {
         let key = key_of(&plugin, &scope)?;
-        let (value, version, entry) = match (file.as_deref(), at.as_deref()) {
+        let (value, state_version, entry) = match (file.as_deref(), at.as_deref()) {
             (_, None) => (None, 1, None),
             (Some(f), Some(at)) => {
                 let s = self
@@ -616,13 +618,11 @@ impl NativeStore {
                 }
             }
         };
-        let mut m = serde_json::Map::new();
-        if let Some(v) = value {
-            m.insert("value".into(), v);
-        }
-        m.insert("stateVersion".into(), version.into());
-        m.insert("entry".into(), entry.map_or(Value::Null, Value::String));
-        Ok(json::to_string(&Value::Object(m)))
+        record_text(&StoredValue {
+            value,
+            state_version,
+            entry,
+        })
     }
 
     /// The `data` of the event that `op` (0 `set`, 1 `patch`, 2 `drop`) with `argument` (JSON
@@ -707,9 +707,10 @@ impl NativeStore {
         Ok(Either3::A(Some(data)))
     }
 
-    /// The events that made the value at `at`, oldest first, as JSON text:
-    /// `[{entryId, op, argument?, value?}]`. Read strictly, as `read` reads: a file the
-    /// strict reader refuses is its error.
+    /// The events that made the value at `at`, oldest first, as JSON text: an array of the
+    /// core's [`HistoryEntry`], `[{entryId, line, op, stateVersion, argument?, value?}]`,
+    /// as `session-state history --json` prints its `events`. Read strictly, as `read`
+    /// reads: a file the strict reader refuses is its error.
     #[napi]
     pub fn history(
         &mut self,
@@ -721,7 +722,7 @@ impl NativeStore {
         let st = self.store()?.state_of(&key_of(&plugin, &scope)?);
         let log = self.log_at(file.as_deref(), at.as_deref())?;
         let h = st.history(log).map_err(js_err)?;
-        Ok(json::to_string(&history_rows(h)))
+        record_text(&h)
     }
 
     /// `/state:history`: [`NativeStore::history`] as JSON text `{events, refused}`. When
@@ -756,8 +757,7 @@ impl NativeStore {
                 )
             }
         };
-        serde_json::to_string(&serde_json::json!({ "events": history_rows(h), "refused": refused }))
-            .map_err(js_err)
+        record_text(&HistoryReport { events: h, refused })
     }
 
     /// The state events of the session per plugin and scope, as the core counts them (what
@@ -785,8 +785,7 @@ impl NativeStore {
                 )
             }
         };
-        serde_json::to_string(&serde_json::json!({ "rows": rows, "refused": refused }))
-            .map_err(js_err)
+        record_text(&EventCountReport { rows, refused })
     }
 
     /// docs/spec.md §3's branch key at `at` (`null` for an empty session).
@@ -810,8 +809,7 @@ impl NativeStore {
     #[napi]
     pub fn status(&self, session_id: String) -> napi::Result<String> {
         let st = self.store()?.session_status(&session_id).map_err(js_err)?;
-        let report = serde_json::to_value(inspect::status_report(&st)).map_err(js_err)?;
-        Ok(json::to_string(&report))
+        record_text(&inspect::status_report(&st))
     }
 
     /// `/state:force-refresh`: drops every log this handle holds, then the core's
