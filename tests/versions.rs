@@ -1713,3 +1713,114 @@ fn a_failing_migrate_names_plugin_versions_and_entry() {
         assert_eq!(std::fs::read(&file).unwrap(), original, "{what}");
     }
 }
+
+/// `read_as_stored` answers what `read` migrates from: the value as stored, the version
+/// it was written under and the entry that set it, the same on an open log and on the
+/// file (the projection), for any key version; `read` of the same key migrates it.
+#[test]
+fn read_as_stored_gives_the_value_its_version_and_entry_as_read_gives_them_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = fixture_copy(dir.path());
+    let store = Store::at(dir.path().join("states.sqlite")).unwrap();
+    let mut log = SessionLog::open(&file).unwrap();
+    log.navigate("a0000003").unwrap();
+    let v5 = tagging_key("todo", Scope::Branch, 5);
+    let st = store.state_of(&v5);
+    let want = StoredValue {
+        value: Some(json!(["review", "tests", "docs"])),
+        state_version: 1,
+        entry: Some("a0000003".into()),
+    };
+    assert_eq!(st.read_as_stored(&log).unwrap(), want);
+    assert_eq!(
+        st.read_as_stored(On::file(&file, Some("a0000003")))
+            .unwrap(),
+        want
+    );
+    assert_eq!(
+        st.read(&log).unwrap(),
+        Some(tagged(1, json!(["review", "tests", "docs"]))),
+        "read migrates what read_as_stored hands over"
+    );
+    // A key older than the stored version: read refuses, read_as_stored answers.
+    let v1 = store.state::<Value>("todo", Scope::Branch).unwrap();
+    log.navigate("a0000006").unwrap();
+    let stored = v1.read_as_stored(&log).unwrap();
+    assert_eq!(
+        (stored.state_version, stored.entry.as_deref()),
+        (2, Some("a0000006"))
+    );
+    assert!(matches!(
+        v1.read(&log),
+        Err(Error::State(StateError::NewerStateVersion { .. }))
+    ));
+    // Nothing written yet at the first entry: absent, version 1, no entry.
+    log.navigate("a0000001").unwrap();
+    assert_eq!(
+        v1.read_as_stored(&log).unwrap(),
+        StoredValue {
+            value: None,
+            state_version: 1,
+            entry: None
+        }
+    );
+}
+
+/// `decide_migrated`: on a value its host migrated, the event is a whole `set` at the
+/// key's version whatever the op, as `decide` decides on a value it migrated itself; a
+/// migrated value that breaks a value rule is `StateError::Migrate` naming the entry and
+/// both versions.
+#[test]
+fn decide_migrated_sets_the_whole_value_and_refuses_a_migration_that_breaks_a_value_rule() {
+    let key = tagging_key("todo", Scope::Branch, 3);
+    let migrated = json!({"items": ["a"]});
+    let d = key
+        .decide_migrated(
+            Some(&migrated),
+            1,
+            || Some("e1".into()),
+            Op::Patch(json!({"n": 1})),
+        )
+        .unwrap()
+        .expect("an event");
+    assert_eq!(
+        d.event.to_data(),
+        json!({"v": 2, "stateVersion": 3, "scope": "branch", "op": "set", "value": {"items": ["a"], "n": 1}})
+    );
+    // The same as `decide` with the key's own migrate on the stored value.
+    let by_core = key
+        .decide(
+            Some(&json!(["a"])),
+            1,
+            || Some("e1".into()),
+            Op::Patch(json!({"n": 1})),
+        )
+        .unwrap()
+        .expect("an event");
+    assert_eq!(by_core.event.op.name(), "set");
+    let mut deep = json!(1);
+    for _ in 0..150 {
+        deep = json!([deep]);
+    }
+    let err = key
+        .decide_migrated(Some(&deep), 1, || Some("e1".into()), Op::Drop)
+        .expect_err("too deep");
+    match err {
+        Error::State(StateError::Migrate {
+            from,
+            to,
+            entry_id,
+            detail,
+            ..
+        }) => {
+            assert_eq!((from, to, entry_id.as_deref()), (1, 3, Some("e1")));
+            assert!(
+                detail.ends_with(
+                    "nested 150 levels deep, deeper than 100 levels of arrays and objects"
+                ),
+                "{detail}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -273,6 +273,39 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
         }
     }
 
+    /// The value at `on` as stored, not migrated, with the state version it was written
+    /// under and the entry of the event that set it: for a host that migrates an older
+    /// value itself (the Pi package, whose `migrate` is JavaScript) and refuses a newer
+    /// one ([`StateKey::check_version`]), then decides on the result
+    /// ([`StateKey::decide_migrated`]). Read the way [`SessionState::read`] reads, at the
+    /// same cost.
+    pub fn read_as_stored<'a>(&self, on: impl Into<On<'a>>) -> Result<StoredValue> {
+        let of_log = |log: &SessionLog| -> Result<StoredValue> {
+            let f = self.folded(log, log.tree().leaf_index())?;
+            Ok(StoredValue {
+                value: f.value.as_deref().map(crate::json::clone_value),
+                state_version: f.version,
+                entry: f.last.map(|l| log.entry_at(l).id().to_owned()),
+            })
+        };
+        match on.into() {
+            On::Log(log) => of_log(log),
+            On::LogMut(log) => of_log(log),
+            On::File { path, at } => {
+                let (read, entry) = self.store.read_file_raw(path, self.key(), at)?;
+                Ok(StoredValue {
+                    value: read.value,
+                    state_version: read.version,
+                    entry,
+                })
+            }
+            On::Stored { session, at } => {
+                self.store
+                    .read_stored_versioned(&session, self.plugin_id(), self.scope(), at)
+            }
+        }
+    }
+
     fn read_log(&self, log: &SessionLog, node: Option<u32>) -> Result<Option<T>> {
         self.decode(log, self.folded(log, node)?)
     }

@@ -31,9 +31,9 @@ use napi::bindgen_prelude::{Buffer, Either, Either3};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
-    Appended, Decided, Error, HistoryEntry, LastEvent, LogOptions, On, Op, ReadMode, Scope,
-    SessionLog, StateError, StateKey, Store, StoreOptions, StoredValue, Unwritable,
-    format::STATE_PREFIX, inspect, json, settings::ProjectTrust,
+    Appended, Decided, HistoryEntry, LastEvent, LogOptions, On, Op, ReadMode, Scope, SessionLog,
+    StateKey, Store, StoreOptions, StoredValue, Unwritable, format::STATE_PREFIX, inspect, json,
+    settings::ProjectTrust,
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -108,23 +108,18 @@ pub fn value_error(plugin_id: String, kind: String, detail: String) -> napi::Res
     Ok(key.refusal(why).to_string())
 }
 
-/// What the core handed a state key's `migrate` (the value as stored and the version it
-/// was written under) on the read that met it ([`probe_key`]).
-type Handed = Arc<Mutex<Option<(Value, u32)>>>;
-
-/// The `migrate` refusal a probe key ends a read with: the read stops at the stored value,
-/// and the core's error names the entry that set it.
-const PROBE: &str = "handed to JavaScript's migrate";
-
-/// `base` at `version` with a `migrate` that keeps what the core hands it in `handed`
-/// and refuses: a read of a value stored under an older version then ends in
-/// [`StateError::Migrate`] naming the entry, with the stored value and its version in
-/// `handed` (the migration itself is the extension's, in JavaScript).
-fn probe_key(base: StateKey, version: u32, handed: &Handed) -> napi::Result<StateKey> {
-    let slot = Arc::clone(handed);
-    base.versioned(version, move |value, from| {
-        *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some((value, from));
-        Err(PROBE.to_owned())
+/// The state key of `plugin_id` in `scope` at `version`. Above version 1 a key needs a
+/// `migrate`; the package's is JavaScript, run by the package on the value the addon reads
+/// as stored ([`session_state::SessionState::read_as_stored`]) and handed back to
+/// [`StateKey::decide_migrated`], so the key's own is never called: it refuses, naming
+/// why, should a future read reach it.
+fn state_key_at(plugin_id: &str, scope: &str, version: u32) -> napi::Result<StateKey> {
+    let key = key_of(plugin_id, scope)?;
+    if version == 1 {
+        return Ok(key);
+    }
+    key.versioned(version, |_, _| {
+        Err("the Pi package migrates this state's values itself (in JavaScript)".to_owned())
     })
     .map_err(js_err)
 }
@@ -140,7 +135,7 @@ pub struct StoredState {
     /// The entry of the event that set it (`entryId` in JavaScript, as in every record).
     pub entry_id: Option<String>,
     /// The core's refusal when the version is newer than the state's
-    /// ([`StateError::NewerStateVersion`]'s message); `None` for an older one.
+    /// ([`session_state::StateError::NewerStateVersion`]'s message); `None` for an older one.
     pub refusal: Option<String>,
 }
 
@@ -158,43 +153,33 @@ enum Stored {
 }
 
 impl Stored {
-    /// A read's answer for `key`, `Ok(v)` or the core's error, sorted into [`Stored`]:
-    /// the probe's [`StateError::Migrate`] is an older value (the stored value is in
-    /// `handed`), [`StateError::NewerStateVersion`] a newer one.
-    fn of(read: session_state::Result<Option<Value>>, handed: &Handed) -> napi::Result<Stored> {
-        let taken = handed.lock().unwrap_or_else(PoisonError::into_inner).take();
-        match read {
-            Ok(v) => Ok(Stored::Same(v)),
-            Err(Error::State(StateError::Migrate {
-                from,
-                entry_id,
-                detail,
-                ..
-            })) if detail == PROBE => {
-                let Some((value, _)) = taken else {
-                    return Err(js_err("the core refused a migration the addon did not see"));
-                };
-                Ok(Stored::Other {
-                    value: Some(value),
-                    version: from,
-                    entry: entry_id,
-                    refusal: None,
-                })
-            }
-            Err(e) => {
-                let message = e.to_string();
-                match e {
-                    Error::State(StateError::NewerStateVersion {
-                        stored, entry_id, ..
-                    }) => Ok(Stored::Other {
-                        value: None,
-                        version: stored,
-                        entry: entry_id,
-                        refusal: Some(message),
-                    }),
-                    _ => Err(js_err(message)),
-                }
-            }
+    /// The value where a read or write of `key` lands, read as stored ([`StoredValue`]),
+    /// sorted by its version against the key's: a newer one is refused (the core's
+    /// [`StateKey::check_version`] message, typed, not matched on), an absent value is
+    /// absent whatever version dropped it, an older one is handed to the package's
+    /// `migrate`.
+    fn of(stored: StoredValue, key: &StateKey) -> Stored {
+        let StoredValue {
+            value,
+            state_version: version,
+            entry,
+        } = stored;
+        if let Err(refusal) = key.check_version(version, || entry.clone()) {
+            return Stored::Other {
+                value: None,
+                version,
+                entry,
+                refusal: Some(refusal.to_string()),
+            };
+        }
+        if value.is_none() || version == key.version() {
+            return Stored::Same(value);
+        }
+        Stored::Other {
+            value,
+            version,
+            entry,
+            refusal: None,
         }
     }
 }
@@ -220,8 +205,6 @@ fn stored_state(
 #[napi]
 pub struct NativeState {
     key: StateKey,
-    /// What the key's probe `migrate` was handed on the last read ([`probe_key`]).
-    handed: Handed,
     last: LastEvent,
     /// The session file of the last decided event (the file `prepare_on_last` looks at
     /// when handed none).
@@ -325,12 +308,10 @@ impl NativeState {
         version: Option<u32>,
         keep_after: Option<bool>,
     ) -> napi::Result<Self> {
-        let handed: Handed = Arc::new(Mutex::new(None));
-        let key = probe_key(key_of(&plugin_id, &scope)?, version.unwrap_or(1), &handed)?;
+        let key = state_key_at(&plugin_id, &scope, version.unwrap_or(1))?;
         let last = LastEvent::new(&key);
         Ok(NativeState {
             key,
-            handed,
             last,
             file: PathBuf::new(),
             keep_after: keep_after.unwrap_or(false),
@@ -545,16 +526,12 @@ impl NativeStore {
         scope: String,
         at: Option<String>,
     ) -> napi::Result<Option<String>> {
-        // Read through a key of every version: an older value is handed to its probe,
-        // as stored.
-        let handed: Handed = Arc::new(Mutex::new(None));
-        let any = probe_key(key_of(&plugin, &scope)?, u32::MAX, &handed)?;
-        let read = self.resolved(file.as_deref(), &any, at.as_deref())?;
+        // Read as stored: no version is compared, none migrated.
+        let stored = self.resolved(file.as_deref(), &key_of(&plugin, &scope)?, at.as_deref())?;
         if let Some(f) = &file {
             self.parse_in_background(f);
         }
-        let (Stored::Same(v) | Stored::Other { value: v, .. }) = Stored::of(read, &handed)?;
-        Ok(v.as_ref().map(json::to_string))
+        Ok(stored.value.as_ref().map(json::to_string))
     }
 
     /// The value of `state` as if the leaf were `at` (`null`: no entry yet). Stored under
@@ -573,7 +550,7 @@ impl NativeStore {
         if let Some(f) = &file {
             self.parse_in_background(f);
         }
-        Ok(match Stored::of(read, &state.handed)? {
+        Ok(match Stored::of(read, &state.key) {
             Stored::Same(v) => Either::A(v.as_ref().map(json::to_string)),
             Stored::Other {
                 value,
@@ -641,7 +618,7 @@ impl NativeStore {
     /// a `drop`), at the state's version.
     #[napi]
     pub fn prepare(
-        &self,
+        &mut self,
         state: &mut NativeState,
         file: Option<String>,
         at: Option<String>,
@@ -651,7 +628,6 @@ impl NativeStore {
     ) -> napi::Result<Either3<Option<String>, bool, StoredState>> {
         let NativeState {
             key,
-            handed,
             last,
             file: last_file,
             keep_after,
@@ -662,7 +638,7 @@ impl NativeStore {
         let read = self.resolved(file.as_deref(), key, at.as_deref())?;
         // The envelope of the caller's text is confirmed only for the op as asked: on a
         // migrated value the event is a whole `set` of the value after it.
-        let decided = match Stored::of(read, handed)? {
+        let decided = match Stored::of(read, key) {
             Stored::Same(current) => decide(key, current.as_ref(), op, argument.as_deref())?,
             Stored::Other {
                 value,
@@ -678,15 +654,11 @@ impl NativeStore {
                         refusal,
                     )));
                 };
-                // The caller's migration of exactly this value, checked as a value is.
-                let value = key.check_text(&text).map_err(js_err)?;
-                let given = value.clone();
-                let once = key
-                    .clone()
-                    .versioned(key.version(), move |_, _| Ok(given.clone()))
-                    .map_err(js_err)?;
+                // The caller's migration of exactly this value: the core checks it as a
+                // value (a refusal names the entry) and decides a whole `set` on it.
+                let migrated = json::from_str(&text).map_err(js_err)?;
                 let asked = op.name();
-                once.decide(Some(&value), version, || entry, op)
+                key.decide_migrated(Some(&migrated), version, || entry, op)
                     .map_err(js_err)?
                     .map(|d| emit(d, asked, argument.as_deref()))
             }
@@ -888,21 +860,30 @@ impl NativeStore {
         });
     }
 
-    /// The value of `key`'s state as if the leaf were `at`, read with the key (so
-    /// resolved to its version: [`StateKey::resolve`]): the outer error is the addon's
-    /// (no entries to read), the inner one the core's answer, which the caller sorts
-    /// ([`Stored::of`]).
+    /// The value of `key`'s state as if the leaf were `at`, as stored, with the version
+    /// it was written under and the entry that set it ([`session_state::SessionState::read_as_stored`]):
+    /// from the background parse's log when it holds `at`, else the projection; before
+    /// the file exists, the entries handed over.
     fn resolved(
-        &self,
+        &mut self,
         file: Option<&str>,
         key: &StateKey,
         at: Option<&str>,
-    ) -> napi::Result<session_state::Result<Option<Value>>> {
-        match file {
+    ) -> napi::Result<StoredValue> {
+        let nothing = StoredValue {
+            value: None,
+            state_version: 1,
+            entry: None,
+        };
+        let store = self
+            .store
+            .as_ref()
+            .ok_or_else(|| js_err("this session-state store handle was closed"))?;
+        let state = store.state_of(key);
+        match (file, at) {
             // No entry yet: nothing can have been written.
-            Some(_) if at.is_none() => Ok(Ok(None)),
-            Some(f) => {
-                let at = at.unwrap_or_default();
+            (_, None) => Ok(nothing),
+            (Some(f), Some(at)) => {
                 let mut slot = self
                     .background
                     .lock()
@@ -910,23 +891,19 @@ impl NativeStore {
                 if let Some((_, log)) = slot.as_mut().filter(|(p, _)| p == Path::new(f)) {
                     log.refresh().map_err(js_err)?;
                     if log.entry(at).is_some() {
-                        return Ok(self.store()?.state_of(key).read_at(log, at));
+                        log.navigate(at).map_err(js_err)?;
+                        return state.read_as_stored(&*log).map_err(js_err);
                     }
                 }
                 drop(slot);
-                Ok(self
-                    .store()?
-                    .state_of(key)
-                    .read_value(On::file(f, Some(at))))
+                state.read_as_stored(On::file(f, Some(at))).map_err(js_err)
             }
-            None => {
-                let log = self.pending.as_ref().ok_or_else(|| {
+            (None, Some(at)) => {
+                let log = self.pending.as_mut().ok_or_else(|| {
                     js_err("no session file and no entries handed over (loadPending)")
                 })?;
-                Ok(match at {
-                    Some(at) => self.store()?.state_of(key).read_at(log, at),
-                    None => Ok(None),
-                })
+                log.navigate(at).map_err(js_err)?;
+                state.read_as_stored(&*log).map_err(js_err)
             }
         }
     }
