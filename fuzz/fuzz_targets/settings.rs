@@ -1,4 +1,4 @@
-//! Where the projection database lives (`resolve_location`): the fuzzer writes the
+//! Where the projection database lives (`LocationInputs::resolve`): the fuzzer writes the
 //! project's `.pi/settings.json`, the agent directory's `settings.json` and Pi's
 //! `trust.json` (raw bytes, or a `sessionState.databasePath` of its choosing), and picks
 //! the trust, the home directory and `PI_CODING_AGENT_DIR`'s value. Resolution must never

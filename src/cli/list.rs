@@ -4,10 +4,10 @@
 
 use super::store::{Origin, Sessions};
 use super::{CmdResult, Failure, emit_json, emit_text, fail, skipped, term_safe};
+use crate::PiJsonlStore;
+use crate::persistence::ListedSession;
+use crate::settings::{LocationInputs, ProjectTrust};
 use serde::Serialize;
-use session_state::PiJsonlStore;
-use session_state::listing::ListedSession;
-use session_state::settings::{LocationInputs, ProjectTrust};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
