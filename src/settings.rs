@@ -51,7 +51,7 @@ const PATH_KEY: &str = "databasePath";
 
 /// The default projection database for an agent directory:
 /// `{agent_dir}/sessions/states.sqlite`.
-pub fn default_database_path(agent_dir: &Path) -> PathBuf {
+fn default_database_path(agent_dir: &Path) -> PathBuf {
     agent_dir.join("sessions").join("states.sqlite")
 }
 

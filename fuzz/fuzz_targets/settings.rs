@@ -15,7 +15,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use session_state::{
     json,
-    settings::{LocationInputs, LocationSource, ProjectTrust, agent_dir, default_database_path},
+    settings::{LocationInputs, LocationSource, ProjectTrust, agent_dir},
 };
 use session_state_fuzz::{Input, scratch_dir};
 use std::ffi::OsString;
@@ -118,7 +118,8 @@ fuzz_target!(|data: &[u8]| {
         .expect("a settings file's content is never an error");
     assert!(r.path.is_absolute(), "{:?}", r.path);
     if r.source == LocationSource::Default {
-        assert_eq!(r.path, default_database_path(agent));
+        // The default: `{agent_dir}/sessions/states.sqlite`.
+        assert_eq!(r.path, agent.join("sessions").join("states.sqlite"));
     }
     for d in &r.diagnostics {
         assert!(
