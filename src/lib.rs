@@ -29,8 +29,8 @@
 //! session log, the persistence seam and its backends, and the errors. What tools need
 //! beyond that lives in named modules: [`json`] (the lossless JSON codec Pi's strings
 //! need), [`inspect`] (read-only views), [`settings`] (where the projection database
-//! is), [`lock`] (the write lock's rows and judgements), [`maintenance`] (status and prune reports), [`format`](mod@format) (the file format's
-//! constants and checks) and [`io`] (the I/O seam). `docs/api.md` lists every public
+//! is), [`lock`] (the write lock's rows and judgements), [`maintenance`] (status and prune reports) and [`format`](mod@format) (the file format's
+//! constants and checks). `docs/api.md` lists every public
 //! name, and `tests/api_surface.rs` checks that it does.
 // Only `os` (the system calls std does not offer) allows it, module by module.
 #![deny(unsafe_code)]
@@ -92,10 +92,12 @@ pub mod format {
     pub use crate::state::{MAX_DEPTH, validate_plugin_id};
 }
 
-/// The I/O seam under every byte the log writer puts on disk (redb's `StorageBackend`
-/// manner): [`LogOptions::file_system`](crate::LogOptions::file_system) and
-/// [`StoreOptions::file_system`](crate::StoreOptions::file_system) take one, so a
-/// test can inject short writes, failed syncs and a full disk.
+/// Not public API (a test hook of the `__internal` feature; `docs/api.md`): the I/O seam
+/// under every byte the log writer puts on disk. `LogOptions::file_system` and
+/// `StoreOptions::file_system` take one, so a test injects short writes, failed syncs and
+/// a full disk.
+#[cfg(feature = "__internal")]
+#[doc(hidden)]
 pub mod io {
     pub use crate::log::io::{AppendFile, FileIdentity, FileSystem, OpenStatus, StdFileSystem};
 }
