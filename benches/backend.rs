@@ -12,7 +12,7 @@
 //!    its own committed transaction, interleaved (target ≤ 2×);
 //! 3. a cold read in a new process (open, `read_stored` at the leaf; warm) at 1k and
 //!    100k entries (target 100k ≤ 1.5× 1k);
-//! 4. `import_file` of the 100k-entry session into a new store, in a child process that
+//! 4. `Sessions::import_file` of the 100k-entry session into a new store, in a child process that
 //!    reports its peak RSS.
 //!
 //! ```text
@@ -27,7 +27,7 @@ mod common;
 
 use serde_json::{Value, json};
 use session_state::On;
-use session_state::{Scope, SessionStore, SqliteStore, Store, StoredSession};
+use session_state::{Scope, SessionStore, Sessions, SqliteStore, Store, StoredSession};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -117,8 +117,8 @@ fn child(args: &str) {
             );
         }
         ["import", store, file] => {
-            let backend = SqliteStore::open(store).expect("open the store");
-            let r = session_state::import_file(&backend, Path::new(file)).expect("import");
+            let backend = Sessions::new(SqliteStore::open(store).expect("open the store"));
+            let r = backend.import_file(Path::new(file)).expect("import");
             assert!(r.appended > 0);
         }
         other => panic!("bad child arguments {other:?}"),
@@ -171,10 +171,8 @@ fn prepare(dir: &Path, sizes: &[usize]) -> Vec<Prepared> {
         let g = common::write_session(&file, n, n as u64);
         let store = dir.join(format!("store{n}.sqlite"));
         let db = dir.join(format!("proj{n}.sqlite"));
-        let backend = SqliteStore::open(&store).expect("store");
-        let id = session_state::import_file(&backend, &file)
-            .expect("import")
-            .session_id;
+        let backend = Sessions::new(SqliteStore::open(&store).expect("store"));
+        let id = backend.import_file(&file).expect("import").session_id;
         drop(backend);
         let (store, db) = (
             store.to_str().expect("utf-8").to_owned(),

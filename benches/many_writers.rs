@@ -166,10 +166,10 @@ fn run(load: &Load, target: &Target, scratch: &Path) -> (Round, HashMap<usize, V
 }
 
 /// Every acknowledged id once in its session, and no other state event stored.
-fn check(store: &dyn SessionStore, load: &Load, acked: &HashMap<usize, Vec<String>>) {
+fn check(store: Sessions, load: &Load, acked: &HashMap<usize, Vec<String>>) {
     for s in 0..load.sessions {
         let mut out = Vec::new();
-        session_state::export_session(store, &session_id(s), &mut out).expect("export");
+        store.export(&session_id(s), &mut out).expect("export");
         let mut stored: HashMap<String, usize> = HashMap::new();
         for line in String::from_utf8(out).expect("UTF-8").lines().skip(1) {
             let v: Value = serde_json::from_str(line).expect("JSON");
@@ -203,7 +203,7 @@ fn files_round(load: &Load, dir: &Path) -> Round {
         files[s] = l.path;
     }
     let (round, acked) = run(load, &Target::Files(files), &dir.join("files-dbs"));
-    check(&PiJsonlStore::new(&root), load, &acked);
+    check(Sessions::new(PiJsonlStore::new(&root)), load, &acked);
     round
 }
 
@@ -216,7 +216,7 @@ fn postgres_round(load: &Load, server: &pg::Server, dir: &Path) -> Round {
     );
     let (round, acked) = run(load, &Target::Postgres(url.clone()), &dir.join("pg-dbs"));
     check(
-        &PostgresStore::connect(&url).expect("connect"),
+        Sessions::new(PostgresStore::connect(&url).expect("connect")),
         load,
         &acked,
     );

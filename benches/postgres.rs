@@ -3,7 +3,7 @@
 //! `tests/common/pg.rs`), all in one run, on Pi-format sessions generated at run time
 //! (`benches/common`: 6.6 KB per entry, 100k entries = 667 MB):
 //!
-//! 1. `import_file` (the log's reader, `COPY` in batches) of the 100k-entry session into a
+//! 1. `Sessions::import_file` (the log's reader, `COPY` in batches) of the 100k-entry session into a
 //!    new database, in a child process that reports its peak RSS, against `psql \copy` of
 //!    the same rows (`session_id, seq, entry_id, line`, the same keys) into the same
 //!    database, rounds interleaved (targets ≥ 0.8× the throughput of `psql \copy`,
@@ -63,8 +63,8 @@ fn child(args: &str) {
     let started = Instant::now();
     match parts.as_slice() {
         ["import", url, file] => {
-            let backend = PostgresStore::connect(url).expect("connect");
-            let r = session_state::import_file(&backend, Path::new(file)).expect("import");
+            let backend = Sessions::new(PostgresStore::connect(url).expect("connect"));
+            let r = backend.import_file(Path::new(file)).expect("import");
             assert!(r.appended > 0);
         }
         ["write", url, db, id, k] => {
@@ -277,14 +277,12 @@ struct Prepared {
 }
 
 fn prepare(url: &str, dir: &Path, sizes: &[usize]) -> Vec<Prepared> {
-    let store = PostgresStore::connect(url).expect("connect");
+    let store = Sessions::new(PostgresStore::connect(url).expect("connect"));
     let mut prepared = Vec::new();
     for &n in sizes {
         let file = dir.join(format!("s{n}.jsonl"));
         let g = common::write_session(&file, n, n as u64);
-        let id = session_state::import_file(&store, &file)
-            .expect("import")
-            .session_id;
+        let id = store.import_file(&file).expect("import").session_id;
         std::fs::remove_file(&file).expect("remove the generated session");
         let db = dir.join(format!("proj-{n}.sqlite"));
         let db = db.to_str().expect("utf-8").to_owned();

@@ -3,7 +3,7 @@
 //! `type`, `id` and `parentId`.
 //!
 //! - The library: `SessionLog::open` (read, parse, build the tree) and
-//!   `SessionLog::open` + `inspect::replay` (the state at every tip), in process, ≥ 50%
+//!   `SessionLog::open` + the replay report of `session-state replay` (the state at every tip), in process, ≥ 50%
 //!   of the floor's throughput.
 //! - The command line: `session-state replay FILE` as a whole process (start-up, open,
 //!   the walk, printing the report to a pipe that is read and dropped), ≥ 50% of the
@@ -27,7 +27,8 @@ mod common;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde::Deserialize;
-use session_state::{SessionLog, inspect};
+use session_state::__internal;
+use session_state::SessionLog;
 use std::hint::black_box;
 use std::io::Read;
 use std::path::Path;
@@ -102,7 +103,7 @@ fn bench_file(c: &mut Criterion, dir: &Path, label: &str, n: usize) {
     let log = SessionLog::open(&file).expect("open");
     assert_eq!(log.len(), n);
     let tips = log.tips().len();
-    assert_eq!(inspect::replay(&log, |_| {}).tips.len(), tips);
+    assert_eq!(__internal::replay(&log, |_| {}).tips.len(), tips);
     drop(log);
     assert_eq!(skip_parse(&file).0, n + 1);
     assert!(command(&file) > 0);
@@ -128,7 +129,7 @@ fn bench_file(c: &mut Criterion, dir: &Path, label: &str, n: usize) {
     group.bench_function(format!("library_replay/{n}"), |b| {
         b.iter(|| {
             let log = SessionLog::open(&file).expect("open");
-            black_box(inspect::replay(&log, |_| {}).tips.len())
+            black_box(__internal::replay(&log, |_| {}).tips.len())
         })
     });
     group.bench_function(format!("command/{n}"), |b| {

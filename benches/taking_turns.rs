@@ -197,8 +197,8 @@ fn round(mode: Mode, writers: usize, writes: usize, stored: bool) -> Round {
         Target::File(file) => std::fs::read_to_string(file).expect("read"),
         Target::SqliteStore(path) => {
             let mut out = Vec::new();
-            let backend = SqliteStore::open(path).expect("store");
-            session_state::export_session(&backend, ID, &mut out).expect("export");
+            let backend = session_state::Sessions::new(SqliteStore::open(path).expect("store"));
+            backend.export(ID, &mut out).expect("export");
             String::from_utf8(out).expect("UTF-8")
         }
     };

@@ -43,7 +43,7 @@ fn main() {
         .position(|a| a == "--lock-wait-ms")
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
-        .map_or(session_state::DEFAULT_LOCK_WAIT, Duration::from_millis);
+        .map(Duration::from_millis);
     let out = std::io::stdout();
     let say = |line: String| {
         let mut o = out.lock();
@@ -56,7 +56,12 @@ fn main() {
     };
     let store = loop {
         match PostgresStore::connect(url) {
-            Ok(s) => break Sessions::new(s.with_lock_wait(wait)),
+            Ok(s) => {
+                break Sessions::new(match wait {
+                    Some(w) => s.with_lock_wait(w),
+                    None => s,
+                });
+            }
             Err(e @ Error::StoreUnavailable { .. }) => {
                 say(format!("lost {e}"));
                 std::thread::sleep(Duration::from_millis(50));

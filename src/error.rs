@@ -67,7 +67,7 @@ pub enum Error {
         detail: String,
     },
 
-    /// A store URL that cannot be opened ([`crate::open_store_url`]). The URL in the
+    /// A store URL that cannot be opened ([`crate::Sessions::open_url`]). The URL in the
     /// message is redacted: it never shows a password.
     #[error("store URL {url}: {detail}")]
     StoreUrl {

@@ -22,21 +22,26 @@
 //! `sqlite` → `lock` (the write lock) → `error` → `log` (docs/spec.md §2: bytes ↔
 //! entries, durable append) → `tree` (petgraph) → `state` (envelope, index, fold) →
 //! `projection` (the SQLite cache) → `persistence` (the seam and its backends) → `store`
-//! (the handle, the write transaction, [`SessionState`]) → `inspect` → the CLI.
+//! (the handle, the write transaction, [`SessionState`]) → `inspect` → `cli` (the command
+//! line: the `session-state` binary calls [`cli::main`]).
 //!
 //! The crate root holds what a host needs: the [`Store`] handle and its typed keys, the
 //! session log, the persistence seam and its backends, and the errors. What tools need
 //! beyond that lives in named modules: [`json`] (the lossless JSON codec Pi's strings
 //! need), [`inspect`] (read-only views), [`settings`] (where the projection database
-//! is), [`lock`] (the write lock's rows and judgements), [`listing`] (finding sessions),
-//! [`maintenance`] (status and prune reports), [`format`](mod@format) (the file format's
-//! constants and checks) and [`io`] (the I/O seam). `docs/api.md` lists every public
+//! is), [`lock`] (the write lock's rows and judgements), [`maintenance`] (status and prune reports) and [`format`](mod@format) (the file format's
+//! constants and checks). `docs/api.md` lists every public
 //! name, and `tests/api_surface.rs` checks that it does.
 // Only `os` (the system calls std does not offer) allows it, module by module.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// A type a public item returns or holds has a public name (`docs/api.md` lists it); the
+// test seam (`__internal`) is exempt: it names only its functions.
+#![cfg_attr(not(feature = "__internal"), warn(unnameable_types))]
 #![deny(clippy::unwrap_used)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 mod error;
 pub mod inspect;
 pub mod json;
@@ -60,10 +65,10 @@ pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
 pub use log::reader::{Finding, FindingKind, ReadMode, Severity};
 #[cfg(feature = "postgres")]
-pub use persistence::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore};
+pub use persistence::PostgresStore;
 pub use persistence::{
-    DEFAULT_RETRY_WINDOW, ImportReport, LineVisitor, Loaded, PiJsonlStore, RedactedUrl,
-    SessionStore, Sessions, SqliteStore, export_session, import_file, open_store_url,
+    ImportReport, LineVisitor, ListProblem, ListedSession, Listing, Loaded, PiJsonlStore,
+    SessionStore, Sessions, SqliteStore,
 };
 pub use projection::CatchUp;
 pub use state::envelope::{Op, Scope};
@@ -87,21 +92,14 @@ pub mod format {
     pub use crate::state::{MAX_DEPTH, validate_plugin_id};
 }
 
-/// The I/O seam under every byte the log writer puts on disk (redb's `StorageBackend`
-/// manner): [`LogOptions::file_system`](crate::LogOptions::file_system) and
-/// [`StoreOptions::file_system`](crate::StoreOptions::file_system) take one, so a
-/// test can inject short writes, failed syncs and a full disk.
+/// Not public API (a test hook of the `__internal` feature; `docs/api.md`): the I/O seam
+/// under every byte the log writer puts on disk. `LogOptions::file_system` and
+/// `StoreOptions::file_system` take one, so a test injects short writes, failed syncs and
+/// a full disk.
+#[cfg(feature = "__internal")]
+#[doc(hidden)]
 pub mod io {
     pub use crate::log::io::{AppendFile, FileIdentity, FileSystem, OpenStatus, StdFileSystem};
-}
-
-/// Finding sessions: the sessions of a store or of Pi's session folders, a session by an
-/// id or its prefix, and the walk of Pi's session folders (docs/persistence.md).
-pub mod listing {
-    pub use crate::persistence::{
-        ListProblem, ListedSession, Listing, ResolveError, list_sessions, resolve_session,
-        session_files,
-    };
 }
 
 /// What the `status` and `prune` commands report: a session's lock and presence rows
@@ -112,12 +110,15 @@ pub mod maintenance {
     pub use crate::store::{KeptSession, Peeked, PruneReport, PrunedSession, SessionStatus};
 }
 
-/// The branch key of the log's active leaf (docs/spec.md §3): a stable id for "this branch".
-/// From the leaf, climb while the parent has exactly one child; the node reached (or the
-/// root) is the key. `None` when the log has no leaf. See also
-/// [`SessionLog::branch_key_of`].
-pub fn branch_key(log: &SessionLog) -> Option<&str> {
-    log.leaf_id().and_then(|leaf| log.branch_key_of(leaf).ok())
+/// Not public API (no semver promise, hidden from the docs, not in `docs/api.md`'s count):
+/// the command line's own views (`replay`, `verify`'s integrity check) and the one walk
+/// under them, reached by the crate's tests, benchmarks and fuzz targets through the
+/// `__internal` feature.
+#[cfg(feature = "__internal")]
+#[doc(hidden)]
+pub mod __internal {
+    pub use crate::inspect::report::{IntegrityKind, ReplayValue, integrity, replay, replay_tips};
+    pub use crate::inspect::walk::{fold_tips, state_event};
 }
 
 // The README's Rust example is compiled as a doctest.

@@ -1,10 +1,8 @@
-//! `session-state`: the command line, a thin layer over the library.
+//! `session-state`: the command line, `session_state::cli::main`.
 //! See `docs/cli.md` for every command, its flags, outputs and exit codes.
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 
-mod cli;
-
 fn main() -> std::process::ExitCode {
-    cli::main()
+    session_state::cli::main()
 }

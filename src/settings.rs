@@ -51,7 +51,7 @@ const PATH_KEY: &str = "databasePath";
 
 /// The default projection database for an agent directory:
 /// `{agent_dir}/sessions/states.sqlite`.
-pub fn default_database_path(agent_dir: &Path) -> PathBuf {
+fn default_database_path(agent_dir: &Path) -> PathBuf {
     agent_dir.join("sessions").join("states.sqlite")
 }
 
@@ -239,11 +239,22 @@ impl LocationInputs {
         self
     }
 
-    /// Resolves the database location; see [`resolve_location`].
+    /// Resolves the projection database location (docs/spec.md §4): the option, then trusted project
+    /// settings, then user settings, then the default; first hit wins.
+    ///
+    /// Reads `{cwd}/.pi/settings.json` (only when trusted), `{agent_dir}/settings.json` and,
+    /// for [`ProjectTrust::FromPiDecisions`], `{agent_dir}/trust.json`. Never writes, never
+    /// creates the database or its folder, never reads the environment.
+    ///
+    /// A file that is missing, or lacks the key, passes to the next source silently. A file
+    /// that is present but unusable makes the location the **default** (not the next source)
+    /// and adds a [`SettingsDiagnostic`]; an unusable `trust.json` makes the project
+    /// untrusted and adds one.
     ///
     /// # Errors
     ///
-    /// See [`resolve_location`].
+    /// Only for the explicit option: [`SettingsError::EmptyDatabasePath`],
+    /// [`SettingsError::RelativeDatabasePath`]. Bad settings files are never errors.
     pub fn resolve(&self) -> Result<ResolvedLocation, SettingsError> {
         resolve_location(self)
     }
@@ -515,23 +526,8 @@ fn tilde_hint(path: &Path) -> &'static str {
     }
 }
 
-/// Resolves the projection database location (docs/spec.md §4): the option, then trusted project
-/// settings, then user settings, then the default; first hit wins.
-///
-/// Reads `{cwd}/.pi/settings.json` (only when trusted), `{agent_dir}/settings.json` and,
-/// for [`ProjectTrust::FromPiDecisions`], `{agent_dir}/trust.json`. Never writes, never
-/// creates the database or its folder, never reads the environment.
-///
-/// A file that is missing, or lacks the key, passes to the next source silently. A file
-/// that is present but unusable makes the location the **default** (not the next source)
-/// and adds a [`SettingsDiagnostic`]; an unusable `trust.json` makes the project
-/// untrusted and adds one.
-///
-/// # Errors
-///
-/// Only for the explicit option: [`SettingsError::EmptyDatabasePath`],
-/// [`SettingsError::RelativeDatabasePath`]. Bad settings files are never errors.
-pub fn resolve_location(inputs: &LocationInputs) -> Result<ResolvedLocation, SettingsError> {
+/// [`LocationInputs::resolve`].
+fn resolve_location(inputs: &LocationInputs) -> Result<ResolvedLocation, SettingsError> {
     if let Some(path) = &inputs.database_path {
         return ResolvedLocation::explicit(path.clone());
     }

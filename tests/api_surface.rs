@@ -11,6 +11,9 @@
 //! file (`src/x.rs`, `src/x/mod.rs`). `pub(crate)` items, methods and items under
 //! `#[cfg(test)]`, `#[cfg(doctest)]`, `#[doc(hidden)]` or the `__internal` feature are not
 //! the surface. A glob (`pub use x::*`) is refused: its names could not be listed.
+//!
+//! The surface is also bounded: at most [`MOST_NAMES`] names in all (the test prints the
+//! count).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -314,13 +317,49 @@ fn differences(code: &BTreeSet<Name>, doc: &BTreeSet<Name>) -> Vec<String> {
     out
 }
 
+/// The most public names the crate has: its root and its public modules, each name once
+/// (`docs/api.md`, "The surface").
+const MOST_NAMES: usize = 110;
+
+/// The public names of this crate, from its sources.
+fn crate_surface() -> BTreeSet<Name> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("read src/lib.rs");
+    surface(&lib, |rel| std::fs::read_to_string(src.join(rel)).ok())
+        .unwrap_or_else(|e| panic!("src/lib.rs: {e}"))
+}
+
+/// Whether `names` is within the bound; the problem names the count, per module.
+fn within_bound(names: &BTreeSet<Name>, most: usize) -> Result<(), String> {
+    if names.len() <= most {
+        return Ok(());
+    }
+    let mut per_module = std::collections::BTreeMap::<&str, usize>::new();
+    for (module, _) in names {
+        *per_module.entry(module.as_str()).or_default() += 1;
+    }
+    let counts: Vec<String> = per_module
+        .iter()
+        .map(|(m, n)| format!("{}: {n}", if m.is_empty() { "(root)" } else { m }))
+        .collect();
+    Err(format!(
+        "{} public names, more than {most} ({})",
+        names.len(),
+        counts.join(", ")
+    ))
+}
+
+#[test]
+fn the_surface_has_at_most_110_names() {
+    let names = crate_surface();
+    println!("public names: {}", names.len());
+    within_bound(&names, MOST_NAMES).unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn docs_api_md_lists_every_public_name_and_no_other() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = root.join("src");
-    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("read src/lib.rs");
-    let code = surface(&lib, |rel| std::fs::read_to_string(src.join(rel)).ok())
-        .unwrap_or_else(|e| panic!("src/lib.rs: {e}"));
+    let code = crate_surface();
     assert!(
         code.len() > 40,
         "only {} public names found: {code:?}",
@@ -436,6 +475,18 @@ mod parser {
                 "session_state::lock::Row is public but docs/api.md does not list it",
                 "docs/api.md lists session_state::Gone, which is not public",
             ]
+        );
+    }
+
+    #[test]
+    fn a_surface_over_the_bound_fails_and_names_the_count() {
+        let code = surface(LIB, json_file).expect("readable");
+        assert_eq!(code.len(), 16);
+        assert!(within_bound(&code, 16).is_ok());
+        let over = within_bound(&code, 15).expect_err("16 names, bound 15");
+        assert!(
+            over.starts_with("16 public names, more than 15 ((root): 11, json: 2, lock: 3)"),
+            "{over}"
         );
     }
 

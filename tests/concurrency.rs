@@ -1826,7 +1826,8 @@ fn sqlite_store_writers_in_a_tight_loop_take_turns() {
         }
     }
     let mut out = Vec::new();
-    session_state::export_session(&SqliteStore::open(&path).expect("store"), id, &mut out)
+    session_state::Sessions::new(SqliteStore::open(&path).expect("store"))
+        .export(id, &mut out)
         .expect("export");
     let order: Vec<usize> = String::from_utf8(out)
         .expect("UTF-8")
@@ -1905,12 +1906,9 @@ fn postgres_writers_on_separate_projections_take_turns() {
         }
     }
     let mut out = Vec::new();
-    session_state::export_session(
-        &session_state::PostgresStore::connect(&url).expect("connect"),
-        id,
-        &mut out,
-    )
-    .expect("export");
+    session_state::Sessions::new(session_state::PostgresStore::connect(&url).expect("connect"))
+        .export(id, &mut out)
+        .expect("export");
     let order: Vec<usize> = String::from_utf8(out)
         .expect("UTF-8")
         .lines()

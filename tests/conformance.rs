@@ -742,9 +742,15 @@ pub(crate) mod suite {
             .map(|h| h.entry_id.clone())
             .collect();
         assert_eq!(history, [a.clone(), fork.clone()]);
-        assert_eq!(branch_key(&log), Some(fork.as_str()));
+        assert_eq!(
+            log.leaf_id().and_then(|l| log.branch_key_of(l).ok()),
+            Some(fork.as_str())
+        );
         log.navigate(&tip).unwrap();
-        assert_eq!(branch_key(&log), Some(tip.as_str()));
+        assert_eq!(
+            log.leaf_id().and_then(|l| log.branch_key_of(l).ok()),
+            Some(tip.as_str())
+        );
         let history: Vec<String> = role
             .history(&log)
             .unwrap()
@@ -800,7 +806,7 @@ pub(crate) mod suite {
         let file = dir.path().join("pi.jsonl");
         common::pi::generate(1, &file, "state", Some(7));
         let original = std::fs::read(&file).unwrap();
-        let r = import_file(b.store.backend(), &file).unwrap();
+        let r = b.store.import_file(&file).unwrap();
         assert_eq!(r.already_stored, 0);
         assert!(r.appended > 0);
         let again = (b.reopen)().import_file(&file).unwrap();
@@ -810,21 +816,21 @@ pub(crate) mod suite {
             "changes nothing"
         );
         let mut out = Vec::new();
-        export_session(b.store.backend(), &r.session_id, &mut out).unwrap();
+        b.store.export(&r.session_id, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             String::from_utf8(original.clone()).unwrap()
         );
         // Pi appends; the next import adds only that.
         common::pi::append(1, &file, 2, None);
-        let grown = import_file(b.store.backend(), &file).unwrap();
+        let grown = b.store.import_file(&file).unwrap();
         assert_eq!((grown.already_stored, grown.appended), (r.appended, 2));
         // A file that disagrees with the store is refused, nothing imported.
         let mut text = String::from_utf8(std::fs::read(&file).unwrap()).unwrap();
         text = text.replacen("\"content\":", "\"content\" :", 1);
         let other = dir.path().join("other.jsonl");
         std::fs::write(&other, text).unwrap();
-        let err = import_file(b.store.backend(), &other).unwrap_err();
+        let err = b.store.import_file(&other).unwrap_err();
         let text = err.to_string();
         assert!(
             matches!(err, Error::ImportConflict { .. })
@@ -889,7 +895,7 @@ pub(crate) mod suite {
 
     fn exported(b: &TestBackend, id: &str) -> Vec<u8> {
         let mut out = Vec::new();
-        export_session(b.store.backend(), id, &mut out).unwrap();
+        b.store.export(id, &mut out).unwrap();
         out
     }
 
@@ -898,7 +904,7 @@ pub(crate) mod suite {
         let file = dir.path().join("empty-session.jsonl");
         let text = format!("{}\n", header_line("hdronly", ""));
         std::fs::write(&file, &text).unwrap();
-        let r = import_file(b.store.backend(), &file).unwrap();
+        let r = b.store.import_file(&file).unwrap();
         assert_eq!((r.session_id.as_str(), r.appended), ("hdronly", 0));
         let ids: Vec<String> = b
             .store
@@ -926,19 +932,17 @@ pub(crate) mod suite {
         let entry = r#"{"type":"message","id":"a1b2c3d4","parentId":null,"timestamp":"2026-01-05T10:00:01.000Z","message":{"role":"user","content":"hi","timestamp":0}}"#;
         let text = format!("{head}\n{entry}\n");
         std::fs::write(&file, &text).unwrap();
-        import_file(b.store.backend(), &file).unwrap();
+        b.store.import_file(&file).unwrap();
         assert_eq!(
             String::from_utf8(exported(&b, "hdrbytes")).unwrap(),
             text,
             "unknown fields and number text kept"
         );
         // The same file again changes nothing; a header that differs is refused.
-        assert_eq!(import_file(b.store.backend(), &file).unwrap().appended, 0);
+        assert_eq!(b.store.import_file(&file).unwrap().appended, 0);
         let other = dir.path().join("other.jsonl");
         std::fs::write(&other, text.replace("2.50", "2.5")).unwrap();
-        let err = import_file(b.store.backend(), &other)
-            .unwrap_err()
-            .to_string();
+        let err = b.store.import_file(&other).unwrap_err().to_string();
         assert!(
             err.contains("already holds session hdrbytes with other content"),
             "{err}"
@@ -958,7 +962,7 @@ pub(crate) mod suite {
         std::fs::write(&file, &text).unwrap();
         let file_log = SessionLog::open(&file).unwrap();
         assert_eq!(file_log.len(), 2, "the reader reads CRLF lines");
-        let r = import_file(b.store.backend(), &file).unwrap();
+        let r = b.store.import_file(&file).unwrap();
         assert_eq!(r.appended, 2);
         let log = b.store.load("crlf").unwrap().into_log();
         let ids: Vec<&str> = log.entries().map(|e| e.id()).collect();
@@ -973,7 +977,7 @@ pub(crate) mod suite {
             Some("r")
         );
         assert_eq!(
-            import_file(b.store.backend(), &file).unwrap().appended,
+            b.store.import_file(&file).unwrap().appended,
             0,
             "again: unchanged"
         );
@@ -1007,7 +1011,7 @@ pub(crate) mod suite {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("long.jsonl");
         std::fs::write(&file, format!("{}\n", header_line(&too_long, ""))).unwrap();
-        let err = import_file(b.store.backend(), &file).unwrap_err();
+        let err = b.store.import_file(&file).unwrap_err();
         assert!(
             matches!(err, Error::Log(LogError::InvalidSessionId { .. })),
             "{err:?}"
@@ -1294,7 +1298,7 @@ pub(crate) mod suite {
     pub fn a_line_that_repeats_a_member_imports_and_folds_as_its_last_occurrence(b: TestBackend) {
         let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("fixtures/edge/repeated-members.jsonl");
-        let r = import_file(b.store.backend(), &file).unwrap();
+        let r = b.store.import_file(&file).unwrap();
         assert_eq!((r.session_id.as_str(), r.appended), ("s-repeat", 7));
         assert_eq!(
             exported(&b, "s-repeat"),
@@ -1341,7 +1345,7 @@ pub(crate) mod suite {
                 let file = dir.path().join("state.jsonl");
                 common::pi::generate(major, &file, "state", Some(seed));
                 let dump = common::pi::dump_copy(major, &file);
-                let id = match import_file(b.store.backend(), &file) {
+                let id = match b.store.import_file(&file) {
                     Ok(r) => r.session_id,
                     // Pi 0.x writes the same session ids per seed as 1.x.
                     Err(e) => panic!("pi{major} seed {seed}: {e}"),

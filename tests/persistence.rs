@@ -967,7 +967,11 @@ fn view(log: &SessionLog, store: &session_state::Store, plugins: &[&str]) -> Vec
         format!("{:?} {:?} {:?}", log.roots(), log.tips(), log.forks()),
         format!("{} {}", log.consumed_bytes(), log.tail_bytes()),
         format!("{:?}", log.findings()),
-        format!("{:?}", session_state::branch_key(log)),
+        format!(
+            "{:?}",
+            log.leaf_id()
+                .map(|l| log.branch_key_of(l).expect("branch key"))
+        ),
     ];
     for e in log.entries() {
         seen.push(format!(

@@ -181,7 +181,7 @@ fn the_schema_is_created_once_by_a_first_use_and_a_newer_one_is_refused() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [session_state::POSTGRES_SCHEMA_VERSION]);
+    assert_eq!(versions, [1]);
     let types: Vec<(String, String)> = admin2
         .query(
             "SELECT column_name, data_type FROM information_schema.columns \

@@ -224,6 +224,9 @@ fn fail_over(sync: bool) -> Outcome {
     // What the new primary holds, read through the standby's own port.
     let new_url = standby.url(&db);
     let backend = PostgresStore::connect(&new_url).expect("connect to the new primary");
+    let exports = session_state::Sessions::new(
+        PostgresStore::connect(&new_url).expect("connect to the new primary"),
+    );
     let mut stored: BTreeMap<String, usize> = BTreeMap::new();
     for s in 0..WRITERS / PER_SESSION {
         let id = session_id(s * PER_SESSION);
@@ -234,7 +237,7 @@ fn fail_over(sync: bool) -> Outcome {
             .expect("the session reads back");
         assert_eq!(log.branch().len(), log.len(), "session {id}: one branch");
         let mut out = Vec::new();
-        session_state::export_session(&backend, &id, &mut out).expect("export");
+        exports.export(&id, &mut out).expect("export");
         for line in String::from_utf8(out).expect("UTF-8").lines().skip(1) {
             let v: Value = serde_json::from_str(line).expect("a JSON line");
             if v["customType"]

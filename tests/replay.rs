@@ -1,4 +1,4 @@
-//! `inspect::replay` (and `inspect::replay_tips`, the same report with its tips given one
+//! The command line's replay report (`replay`, and `replay_tips`, the same report with its tips given one
 //! at a time), the one walk of the tree behind `session-state replay`, against a
 //! naive reference model: for every tip, fold the plugin's events along `path_to(tip)`
 //! from the root (what replay did before the walk, once per tip), count the other
@@ -12,7 +12,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use serde_json::{Map, Value, json};
-use session_state::{EntryType, Error, Scope, SessionLog, StateError, inspect};
+use session_state::__internal;
+use session_state::{EntryType, Error, Scope, SessionLog, StateError};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -144,7 +145,7 @@ fn bad_event(log: &SessionLog, plugin: &str, id: &str, detail: String) -> Error 
 fn fold_naive(log: &SessionLog, ids: &[&str], plugin: &str, scope: Scope) -> Folded {
     let mut acc: Folded = Ok(None);
     for id in ids {
-        let Some(ev) = inspect::state_event(log, id) else {
+        let Some(ev) = __internal::state_event(log, id) else {
             continue;
         };
         if ev.plugin != plugin {
@@ -196,13 +197,13 @@ fn shown(v: Folded) -> Value {
     }
 }
 
-/// The report `inspect::replay` must give, built the naive way: per tip, its path from
+/// The report `replay` must give, built the naive way: per tip, its path from
 /// the root, folded and counted from scratch.
 fn naive_report(log: &SessionLog) -> Value {
     let all: Vec<&str> = log.entries().map(|e| e.id()).collect();
     let mut events: BTreeMap<String, BTreeMap<&str, u64>> = BTreeMap::new();
     for id in &all {
-        if let Some(ev) = inspect::state_event(log, id) {
+        if let Some(ev) = __internal::state_event(log, id) {
             let scope = match &ev.envelope {
                 Ok(env) if env.scope == Scope::Branch => "branch",
                 Ok(_) => "session",
@@ -288,11 +289,11 @@ fn check(dir: &Path, text: &str) -> Value {
     std::fs::write(&path, text).unwrap();
     let log = SessionLog::open(&path).unwrap();
     let mut ticks = 0;
-    let report = inspect::replay(&log, |_| ticks += 1);
+    let report = __internal::replay(&log, |_| ticks += 1);
     assert_eq!(ticks, report.tips.len());
     let walked = serde_json::to_value(&report).unwrap();
     // The streamed form: the same report, its tips one at a time.
-    let (head, tips) = inspect::replay_tips(&log, |_| {});
+    let (head, tips) = __internal::replay_tips(&log, |_| {});
     assert_eq!(tips.len(), report.tips.len());
     assert!(head.tips.is_empty());
     let streamed: Vec<Value> = tips.map(|t| serde_json::to_value(&t).unwrap()).collect();

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use session_state::settings::{
     Fallback, LocationInputs, LocationSource, ProjectTrust, ResolvedLocation, SettingsDiagnostic,
-    SettingsError, SettingsProblem, agent_dir, default_database_path,
+    SettingsError, SettingsProblem, agent_dir,
 };
 use tempfile::TempDir;
 
@@ -145,7 +145,6 @@ fn nothing_configured_uses_the_default() {
     let w = World::new();
     let r = w.resolve(ProjectTrust::Trusted);
     assert_clean(&r, &w.default(), LocationSource::Default);
-    assert_eq!(default_database_path(&w.agent), w.default());
 }
 
 #[test]

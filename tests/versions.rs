@@ -1199,15 +1199,15 @@ fn assert_newer<T: std::fmt::Debug>(r: Result<T>, known: u32, what: &str) {
 }
 
 /// A session in a SQLite session store, imported from `file`.
-fn stored_copy(dir: &Path, file: &Path) -> (SqliteStore, String) {
-    let backend = SqliteStore::open(dir.join("sessions.sqlite")).unwrap();
-    let id = import_file(&backend, file).unwrap().session_id;
+fn stored_copy(dir: &Path, file: &Path) -> (Sessions, String) {
+    let backend = Sessions::new(SqliteStore::open(dir.join("sessions.sqlite")).unwrap());
+    let id = backend.import_file(file).unwrap().session_id;
     (backend, id)
 }
 
-fn exported(backend: &SqliteStore, id: &str) -> Vec<u8> {
+fn exported(backend: &Sessions, id: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    export_session(backend, id, &mut out).unwrap();
+    backend.export(id, &mut out).unwrap();
     out
 }
 
@@ -1283,7 +1283,7 @@ fn a_key_at_an_older_version_refuses_the_version_3_state_on_every_path() {
     // A stored session: the same refusals, and the store's lines stay as they were.
     let (backend, id) = stored_copy(dir.path(), &file);
     let key = "sqlite:sessions";
-    let session = StoredSession::new(&backend, key, &id);
+    let session = StoredSession::new(backend.backend(), key, &id);
     let before = exported(&backend, &id);
     assert_eq!(before, original, "imported byte for byte");
     let st = store.state_of(&todo_key::<Value>(1));
@@ -1384,7 +1384,7 @@ fn a_key_at_version_3_reads_the_fixture_and_one_at_4_migrates_in_memory_only() {
         })
     );
     let (backend, id) = stored_copy(dir.path(), &file);
-    let session = StoredSession::new(&backend, "sqlite:sessions", &id);
+    let session = StoredSession::new(backend.backend(), "sqlite:sessions", &id);
     assert_eq!(v3.read(On::stored(&session, None)).unwrap(), Some(want));
 
     let v4 = store.state_of(&todo_key::<Value>(4));
@@ -1450,7 +1450,7 @@ fn the_first_write_at_version_4_appends_a_set_recorded_at_4() {
             let store = Store::at(dir.path().join("states.sqlite")).unwrap();
             let v4 = store.state_of(&todo_key::<Value>(4));
             let (backend, sid) = stored_copy(dir.path(), &file);
-            let session = StoredSession::new(&backend, "sqlite:sessions", &sid);
+            let session = StoredSession::new(backend.backend(), "sqlite:sessions", &sid);
             // The rows follow the file, so that the tail path answers.
             store.catch_up(&file).unwrap();
             let apply = |op: Op| -> Option<String> {
@@ -1619,7 +1619,7 @@ fn a_value_that_does_not_fit_the_serde_type_names_entry_and_path() {
     assert_deserialize(typed.read(&file), &bad, at, "read_file");
     assert_deserialize(typed.read_at(&file, &bad), &bad, at, "read_file_at");
     let (backend, id) = stored_copy(dir.path(), &file);
-    let session = StoredSession::new(&backend, "sqlite:sessions", &id);
+    let session = StoredSession::new(backend.backend(), "sqlite:sessions", &id);
     assert_deserialize(
         typed.read(On::stored(&session, None)),
         &bad,

@@ -1,4 +1,5 @@
-//! The read-only views of `session_state::inspect` (what `session-state replay`, `verify`
+//! The read-only views of `session_state::inspect` and the command line's own (through the
+//! `__internal` test seam: what `session-state replay`, `verify`
 //! and `status` print) on generated sessions, read strictly or, with damage added (a blank
 //! line, a corrupt line, a line cut by a crash, a torn tail), in salvage mode:
 //! - `replay`: at every tip, every plugin's branch value is the reference fold of the
@@ -13,8 +14,11 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use session_state::inspect::{self, IntegrityKind, ReplayValue};
-use session_state::{EntryType, Error, LogOptions, ReadMode, Scope, json, LogError};
+use session_state::__internal::{
+    IntegrityKind, ReplayValue, fold_tips, integrity, replay, replay_tips,
+};
+use session_state::inspect;
+use session_state::{EntryType, Error, LogOptions, ReadMode, Scope, LogError};
 use session_state_fuzz::{Expected, Input, PLUGINS, Reference, Session, Unreadable, scratch_dir};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -39,7 +43,7 @@ fn shown(v: &ReplayValue) -> Expected {
 
 fn same(what: &str, got: Expected, want: &Expected) {
     let ok = match (&got, want) {
-        (Ok(g), Ok(w)) => json::js_eq_opt(g.as_ref(), w.as_ref()) && g == w,
+        (Ok(g), Ok(w)) => session_state_fuzz::js_eq_opt(g.as_ref(), w.as_ref()) && g == w,
         (Err(Unreadable), Err(Unreadable)) => true,
         _ => false,
     };
@@ -159,13 +163,19 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    let got: BTreeMap<String, [u64; 3]> = counts
-        .plugins
+    // What the counts say, as `session-state status --json` and `replay --json` print them.
+    let counted = serde_json::to_value(&counts).expect("counts serialize");
+    let got: BTreeMap<String, [u64; 3]> = counted
+        .as_object()
+        .expect("an object of plugins")
         .iter()
-        .map(|(p, c)| (p.clone(), [c.branch, c.invalid, c.session]))
+        .map(|(p, c)| {
+            let n = |s: &str| c.get(s).and_then(Value::as_u64).unwrap_or(0);
+            (p.clone(), [n("branch"), n("invalid"), n("session")])
+        })
         .collect();
     assert_eq!(got, want, "event counts");
-    let integrity = inspect::integrity(&log);
+    let integrity = integrity(&log);
     assert_eq!(integrity.entries, log.len());
     let listed: Vec<&str> = integrity
         .findings
@@ -186,11 +196,11 @@ fuzz_target!(|data: &[u8]| {
     }
 
     // The replay against the reference, tip by tip.
-    let report = inspect::replay(&log, |_| {});
+    let report = replay(&log, |_| {});
     let tips = log.tips();
     assert_eq!(report.tips.len(), tips.len(), "one report per tip");
     assert_eq!(report.leaf.as_deref(), log.leaf_id());
-    for p in counts.plugins.keys() {
+    for p in got.keys() {
         let want = match log.leaf_id() {
             Some(leaf) => reference.expected(&log, p, Scope::Session, leaf),
             None => Ok(None),
@@ -211,7 +221,7 @@ fuzz_target!(|data: &[u8]| {
             "branch key of {id}"
         );
         assert_eq!(t.leaf, log.leaf_id() == Some(*id));
-        for p in counts.plugins.keys() {
+        for p in got.keys() {
             let want = reference.expected(&log, p, Scope::Branch, id);
             same(&format!("{p} at tip {id}"), shown(&t.branch[p]), &want);
             let one = inspect::value_at(&log, p, Scope::Branch, id).map_err(|_| Unreadable);
@@ -237,7 +247,7 @@ fuzz_target!(|data: &[u8]| {
 
     // The streamed form and the callback walk say the same.
     let whole = serde_json::to_value(&report).expect("a report serializes");
-    let (head, each) = inspect::replay_tips(&log, |_| {});
+    let (head, each) = replay_tips(&log, |_| {});
     let mut streamed = serde_json::to_value(&head).expect("a report serializes");
     let each: Vec<Value> = each
         .map(|t| serde_json::to_value(&t).expect("a tip serializes"))
@@ -245,7 +255,7 @@ fuzz_target!(|data: &[u8]| {
     streamed["tips"] = Value::Array(each);
     assert!(streamed == whole, "replay_tips and replay disagree");
     let mut walked = 0;
-    inspect::fold_tips(&log, |t| {
+    fold_tips(&log, |t| {
         walked += 1;
         for (p, v) in &t.branch {
             let want = reference.expected(&log, p, Scope::Branch, t.tip);

@@ -180,7 +180,7 @@ fn library_write(s: &Scratch, file: &Path, inp: &mut Input<'_>) {
                     );
                 }
                 None => assert!(
-                    json::js_eq_opt(cur.as_ref(), want.as_ref()),
+                    session_state_fuzz::js_eq_opt(cur.as_ref(), want.as_ref()),
                     "nothing was appended, but the value changes: {cur:?} -> {want:?}"
                 ),
             }
@@ -197,7 +197,7 @@ fn library_write(s: &Scratch, file: &Path, inp: &mut Input<'_>) {
                 pos.as_deref().unwrap_or_default(),
             );
             assert!(
-                matches!(&now, Ok(v) if json::js_eq_opt(v.as_ref(), want.as_ref())),
+                matches!(&now, Ok(v) if session_state_fuzz::js_eq_opt(v.as_ref(), want.as_ref())),
                 "after the write the reference reads {now:?}, not {want:?}"
             );
         }

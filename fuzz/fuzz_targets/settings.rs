@@ -1,4 +1,4 @@
-//! Where the projection database lives (`resolve_location`): the fuzzer writes the
+//! Where the projection database lives (`LocationInputs::resolve`): the fuzzer writes the
 //! project's `.pi/settings.json`, the agent directory's `settings.json` and Pi's
 //! `trust.json` (raw bytes, or a `sessionState.databasePath` of its choosing), and picks
 //! the trust, the home directory and `PI_CODING_AGENT_DIR`'s value. Resolution must never
@@ -15,7 +15,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use session_state::{
     json,
-    settings::{LocationInputs, LocationSource, ProjectTrust, agent_dir, default_database_path},
+    settings::{LocationInputs, LocationSource, ProjectTrust, agent_dir},
 };
 use session_state_fuzz::{Input, scratch_dir};
 use std::ffi::OsString;
@@ -118,7 +118,8 @@ fuzz_target!(|data: &[u8]| {
         .expect("a settings file's content is never an error");
     assert!(r.path.is_absolute(), "{:?}", r.path);
     if r.source == LocationSource::Default {
-        assert_eq!(r.path, default_database_path(agent));
+        // The default: `{agent_dir}/sessions/states.sqlite`.
+        assert_eq!(r.path, agent.join("sessions").join("states.sqlite"));
     }
     for d in &r.diagnostics {
         assert!(

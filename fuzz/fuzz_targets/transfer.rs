@@ -1,4 +1,4 @@
-//! Import and export (`import_file`, `export_session`) through both local session stores
+//! Import and export (`Sessions::import_file`, `Sessions::export`) through both local session stores
 //! (SQLite rows, and Pi's own layout of JSONL files), on generated sessions and, now and
 //! then, on the fuzzer's raw bytes as a session file:
 //! - a file the strict reader refuses is refused, and nothing is stored;
@@ -14,8 +14,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use session_state::{
-    LogOptions, PiJsonlStore, ReadMode, SessionLog, SessionStore, SqliteStore, StoredSession,
-    export_session, import_file,
+    LogOptions, PiJsonlStore, ReadMode, SessionLog, SessionStore, Sessions, SqliteStore,
+    StoredSession,
 };
 use session_state_fuzz::{Input, Session, scratch_dir};
 use std::io::Write;
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The stores for the next input: new ones every 256 inputs, so that tmpfs does not fill
 /// up with sessions in a long run.
-fn stores(n: u64) -> (PathBuf, Vec<Box<dyn SessionStore>>) {
+fn stores(n: u64) -> (PathBuf, Vec<Sessions>) {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     let dir = DIR.get_or_init(scratch_dir).path();
     let generation = n / 256;
@@ -39,7 +39,7 @@ fn stores(n: u64) -> (PathBuf, Vec<Box<dyn SessionStore>>) {
     let files = PiJsonlStore::new(root.join("sessions"));
     (
         dir.join("import.jsonl"),
-        vec![Box::new(sqlite), Box::new(files)],
+        vec![Sessions::new(sqlite), Sessions::new(files)],
     )
 }
 
@@ -63,25 +63,26 @@ fn stored_count(store: &dyn SessionStore, id: &str) -> Option<u64> {
         .ok()
 }
 
-fn export(store: &dyn SessionStore, id: &str) -> Vec<u8> {
+fn export(sessions: &Sessions, id: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    export_session(store, id, &mut out).expect("export a stored session");
+    sessions.export(id, &mut out).expect("export a stored session");
     out
 }
 
 /// The whole sequence on one store; the export, when something was stored.
 fn exercise(
-    store: &dyn SessionStore,
+    sessions: &Sessions,
     file: &Path,
     first: &[u8],
     session: &Session,
     raw: bool,
     changed_at: usize,
 ) -> Option<Vec<u8>> {
+    let store = sessions.backend();
     let what = store.describe();
     std::fs::write(file, first).expect("write the file");
     let strict = LogOptions::new().open(file);
-    let imported = import_file(store, file);
+    let imported = sessions.import_file(file);
     let log = match (strict, imported) {
         (Err(_), Err(_)) => return None,
         (Ok(_), Err(e)) => {
@@ -122,7 +123,7 @@ fn exercise(
     assert_eq!(stored_count(store, &id), Some(log.len() as u64), "{what}");
 
     // The export: the header and the entry lines, byte for byte.
-    let out = export(store, &id);
+    let out = export(sessions, &id);
     let back = LogOptions::new()
         .read("<export>", &out[..])
         .expect("the export reads strictly");
@@ -147,7 +148,7 @@ fn exercise(
     }
 
     // Idempotent, then only what was appended.
-    let again = import_file(store, file).expect("import again");
+    let again = sessions.import_file(file).expect("import again");
     assert_eq!(
         (again.already_stored, again.appended),
         (log.len() as u64, 0),
@@ -168,7 +169,7 @@ fn exercise(
             f.write_all(session.lines_text(w[0], w[1]).as_bytes())
                 .expect("append");
             drop(f);
-            let r = import_file(store, file).expect("import the appended lines");
+            let r = sessions.import_file(file).expect("import the appended lines");
             assert_eq!(
                 (r.already_stored, r.appended),
                 (before, (w[1] - w[0]) as u64),
@@ -186,7 +187,7 @@ fn exercise(
         entries(&now),
         "{what}: load gives other entries"
     );
-    let out = export(store, &id);
+    let out = export(sessions, &id);
 
     // A file that disagrees with the store at some line is refused, and nothing changes.
     let k = changed_at % now.len();
@@ -202,11 +203,11 @@ fn exercise(
     }
     std::fs::write(file, text).expect("write the changed file");
     assert!(
-        import_file(store, file).is_err(),
+        sessions.import_file(file).is_err(),
         "{what}: a changed line at {k} was imported"
     );
     assert!(
-        export(store, &id) == out,
+        export(sessions, &id) == out,
         "{what}: a refused import changed the store"
     );
     Some(out)
@@ -237,7 +238,7 @@ fuzz_target!(|data: &[u8]| {
     let changed_at = inp.below(64);
     let exports: Vec<Option<Vec<u8>>> = stores
         .iter()
-        .map(|s| exercise(s.as_ref(), &file, &first, &session, raw, changed_at))
+        .map(|s| exercise(s, &file, &first, &session, raw, changed_at))
         .collect();
     if !raw {
         assert!(

@@ -402,6 +402,15 @@ pub fn agree(what: &str, got: &Result<Option<Value>, Error>, want: &Expected, pl
     }
 }
 
+/// [`json::js_eq`] of two optional values: absent equals only absent.
+pub fn js_eq_opt(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => json::js_eq(a, b),
+        _ => false,
+    }
+}
+
 /// A directory of this fuzzing process under the temporary directory. `fuzz/run` points
 /// `TMPDIR` at a directory on tmpfs (so that the writes' `fdatasync` costs no disk flush)
 /// and removes it afterwards: libFuzzer ends the process without dropping this.

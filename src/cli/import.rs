@@ -44,7 +44,7 @@ pub(crate) struct ExportArgs {
 pub(crate) fn import(args: ImportArgs, sessions: &Sessions) -> CmdResult {
     let store = sessions.require("import")?;
     require_regular(&args.file)?;
-    let report = session_state::import_file(store.backend(), &args.file).map_err(|e| {
+    let report = crate::persistence::import_file(store.backend(), &args.file).map_err(|e| {
         fail(format_args!(
             "importing {} into {}: {e}",
             args.file.display(),
@@ -64,9 +64,9 @@ pub(crate) fn export(args: ExportArgs, sessions: &Sessions) -> CmdResult {
         None => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            match session_state::export_session(backend, &id, &mut out) {
+            match crate::persistence::export_session(backend, &id, &mut out) {
                 Ok(_) => Ok(0),
-                Err(session_state::Error::Log(session_state::LogError::Io { source, .. }))
+                Err(crate::Error::Log(crate::LogError::Io { source, .. }))
                     if source.kind() == std::io::ErrorKind::BrokenPipe =>
                 {
                     Ok(0)
@@ -85,7 +85,7 @@ pub(crate) fn export(args: ExportArgs, sessions: &Sessions) -> CmdResult {
 /// `path` (which fails if a file is there: nothing is ever replaced), then syncs the
 /// folder.
 fn export_to_file(
-    backend: &dyn session_state::SessionStore,
+    backend: &dyn crate::SessionStore,
     session: &str,
     path: &Path,
 ) -> Result<(), Failure> {
@@ -111,7 +111,7 @@ fn export_to_file(
             .open(&tmp)
             .map_err(|e| fail(format_args!("creating {}: {e}", tmp.display())))?;
         let mut out = std::io::BufWriter::new(file);
-        session_state::export_session(backend, session, &mut out).map_err(fail)?;
+        crate::persistence::export_session(backend, session, &mut out).map_err(fail)?;
         out.flush()
             .map_err(|e| fail(format_args!("writing the export: {e}")))?;
         out.get_ref()

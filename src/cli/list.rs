@@ -4,10 +4,10 @@
 
 use super::store::{Opened, Origin, Sessions};
 use super::{CmdResult, Failure, emit_json, emit_text, fail, skipped, term_safe};
+use crate::Header;
+use crate::PiJsonlStore;
+use crate::settings::{LocationInputs, ProjectTrust};
 use serde::Serialize;
-use session_state::Header;
-use session_state::PiJsonlStore;
-use session_state::settings::{LocationInputs, ProjectTrust};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -174,7 +174,7 @@ pub(crate) fn run(args: ListArgs, sessions: &Sessions) -> CmdResult {
 
 /// `list` with a store: its sessions, from their headers only.
 fn list_store(store: &Opened, json: bool) -> CmdResult {
-    let headers = session_state::listing::list_sessions(store.backend()).map_err(fail)?;
+    let headers = crate::persistence::list_sessions(store.backend()).map_err(fail)?;
     let rows: Vec<Row<'_>> = headers.iter().map(|h| Row::of(None, h)).collect();
     if json {
         emit_json(&Listing { sessions: rows })?;

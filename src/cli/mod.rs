@@ -1,10 +1,11 @@
-//! The `session-state` command line (`docs/cli.md`). Each subcommand lives in its own file
-//! and is a thin layer over public library calls; this file holds the argument grammar,
+//! The `session-state` command line (`docs/cli.md`), with the `cli` feature (on by
+//! default): [`main`] is the whole of it. Each subcommand lives in its own file and is a
+//! thin layer over the library; this file holds the argument grammar,
 //! the options shared by several commands, and the exit-code convention.
 //!
 //! One grammar, parsed once (as jj's global `-R`): `--store` is a global option (or
 //! `$SESSION_STATE_STORE`), and every command's one positional is resolved after parsing
-//! into a [`store::Target`]: a session file, or a session of a store (`store.rs`).
+//! into a `store::Target`: a session file, or a session of a store (`store.rs`).
 //!
 //! Exit codes: 0 success; 1 a negative answer (`read`: absent; `history`: no events;
 //! `verify`: the strict reader refuses the file; `force-refresh`: the lock was left alone; `prune`: not
@@ -21,13 +22,13 @@ mod store;
 mod tree;
 mod verify;
 
-use clap::parser::ValueSource;
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use session_state::listing::{ListProblem, session_files};
-use session_state::settings::{LocationInputs, ResolvedLocation};
-use session_state::{
+use crate::persistence::{ListProblem, session_files};
+use crate::settings::{LocationInputs, ResolvedLocation};
+use crate::{
     Error, LogError, LogOptions, ReadMode, Scope, SessionLog, StoredSession, settings::ProjectTrust,
 };
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::fmt::Display;
 use std::fmt::Write as _;
 use std::io::Write;
@@ -416,7 +417,7 @@ pub(crate) fn emit(text: &str) -> Result<(), Failure> {
 pub(crate) fn emit_json(report: &impl serde::Serialize) -> Result<(), Failure> {
     let value = serde_json::to_value(report)
         .map_err(|e| fail(format_args!("printing the report as JSON: {e}")))?;
-    let mut s = session_state::json::to_string_pretty(&value);
+    let mut s = crate::json::to_string_pretty(&value);
     s.push('\n');
     emit(&s)
 }
@@ -500,7 +501,7 @@ pub(crate) fn without_path<'a>(message: &'a str, path: &str) -> &'a str {
 
 /// Shortens a JSON value's text for one-line displays.
 pub(crate) fn short_json(v: &serde_json::Value, max: usize) -> String {
-    let s = session_state::json::to_string(v);
+    let s = crate::json::to_string(v);
     if s.chars().count() <= max {
         return s;
     }
@@ -508,8 +509,9 @@ pub(crate) fn short_json(v: &serde_json::Value, max: usize) -> String {
     format!("{cut}…")
 }
 
-/// Parses the arguments (once), runs the command, maps the outcome to the exit code.
-pub(crate) fn main() -> ExitCode {
+/// The `session-state` command: parses the process's arguments (once), runs the command
+/// and maps the outcome to the exit code (`docs/cli.md`). The binary's `main` is this call.
+pub fn main() -> ExitCode {
     let matches = command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     install_diagnostics(cli.verbose);
@@ -561,7 +563,7 @@ fn run(command: Command, sessions: &store::Sessions) -> CmdResult {
                 // the export's path: drop those too.
                 let db = db.resolve()?;
                 if db.exists() {
-                    session_state::Store::at(&db)
+                    crate::Store::at(&db)
                         .and_then(|s| s.forget_stored(&stored.session()))
                         .map_err(fail)?;
                 }

@@ -3,8 +3,9 @@
 //! the database. It asks first on a terminal; without one it needs `--yes`.
 
 use super::{CmdResult, DbArgs, emit_json, emit_text, fail, term_safe};
+use crate::Store;
+use crate::store::PruneReport;
 use serde::Serialize;
-use session_state::{Store, maintenance::PruneReport};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 

@@ -6,11 +6,11 @@ use super::{
     CmdResult, Failure, emit, emit_text, fail, jsonl_files, require_regular, short_json,
     strict_error, term_safe, without_path,
 };
+use crate::inspect::{self, Replay, ReplayValue, TipReplay, TipReplays};
+use crate::{Scope, SessionLog, json};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use serde_json::Value;
-use session_state::inspect::{self, Replay, ReplayValue, TipReplay, TipReplays};
-use session_state::{Scope, SessionLog, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -587,7 +587,7 @@ mod tests {
     #[test]
     fn the_versions_are_the_folds() {
         let dir = tempfile::tempdir().unwrap();
-        let store = session_state::Store::at(dir.path().join("unused.sqlite")).unwrap();
+        let store = crate::Store::at(dir.path().join("unused.sqlite")).unwrap();
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
         let mut next = |n: u64| {
             seed ^= seed << 13;

@@ -21,11 +21,11 @@ use super::{
     CmdResult, DbArgs, Failure, ScopeArg, emit, emit_json, emit_text, fail, is_refusal, open_log,
     require_regular, short_json, strict_error, term_safe,
 };
-use serde_json::Value;
-use session_state::{
+use crate::{
     Error, HistoryEntry, LogError, On, Op, ReadMode, Scope, SessionState, StateError, StateKey,
-    Store, StoredValue, format::validate_plugin_id,
+    Store, StoredValue, state::validate_plugin_id,
 };
+use serde_json::Value;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -192,15 +192,13 @@ fn check_plugin(t: &StateArgs) -> Result<(), Failure> {
 
 fn check_plugin_id(plugin: &str) -> Result<(), Failure> {
     validate_plugin_id(plugin).map_err(|e| match e {
-        session_state::Error::InvalidOption { detail, .. } => {
-            fail(format_args!("--plugin: {detail}"))
-        }
+        crate::Error::InvalidOption { detail, .. } => fail(format_args!("--plugin: {detail}")),
         e => fail(format_args!("--plugin: {e}")),
     })
 }
 
 fn parse_json(text: &str, source: &str) -> Result<Value, Failure> {
-    use session_state::json::{JsonError, from_str_exact};
+    use crate::json::{JsonError, from_str_exact};
     from_str_exact(text).map_err(|e| match e {
         JsonError::InexactNumber { .. } => fail(format_args!("{source}: {e}")),
         _ => fail(format_args!(
@@ -212,11 +210,7 @@ fn parse_json(text: &str, source: &str) -> Result<Value, Failure> {
 /// The stored value of `t`'s plugin in `target`, as if the leaf were `--at`: as stored
 /// (not migrated), with the state version it was written under and the entry of the
 /// event that set it (`read --json` prints it as it serializes).
-fn read_versioned(
-    t: &StateArgs,
-    store: &Store,
-    target: &Target,
-) -> session_state::Result<StoredValue> {
+fn read_versioned(t: &StateArgs, store: &Store, target: &Target) -> crate::Result<StoredValue> {
     let (plugin, scope, at) = (t.plugin.as_str(), Scope::from(t.scope), t.at.as_deref());
     match target {
         Target::File(file) => store.read_versioned(file, plugin, scope, at),
@@ -237,7 +231,7 @@ pub(crate) fn read(args: ReadArgs, sessions: &Sessions) -> CmdResult {
     if args.json {
         emit_json(&read)?;
     } else if let Some(v) = &read.value {
-        emit(&format!("{}\n", session_state::json::to_string(v)))?;
+        emit(&format!("{}\n", crate::json::to_string(v)))?;
     }
     Ok(if present { 0 } else { 1 })
 }

@@ -9,9 +9,9 @@ use super::{
     CmdResult, DbArgs, Failure, emit_json, emit_text, fail, open_log_lenient, open_stored_lenient,
     term_safe, warn,
 };
+use crate::inspect::{self, EventCount, LockReport, StatusReport};
+use crate::{Store, StoredSession, lock::Liveness};
 use serde::Serialize;
-use session_state::inspect::{self, EventCount, LockReport, StatusReport};
-use session_state::{Store, StoredSession, lock::Liveness};
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};

@@ -3,12 +3,12 @@
 //!
 //! The grammar has one positional per command; after parsing, [`Sessions::target`]
 //! turns it into a [`Target`]: a file, or a stored session whose id (or unique prefix,
-//! [`session_state::listing::resolve_session`]) it is. A message caused by the store says which
+//! [`crate::persistence::resolve_session`]) it is. A message caused by the store says which
 //! of `--store` and the variable chose it, except a server that stayed unavailable
 //! through the library's retries: that is the server's message.
 //!
 //! `read`, `write`, `patch` and `drop` go through [`SessionState`] on a stored session
-//! (`session_state::On::Stored`), which reads the store's lines through the
+//! (`crate::On::Stored`), which reads the store's lines through the
 //! projection: no local copy of the session is kept. `list` lists the store's headers.
 //! `history` reads the store's lines ([`StoredSession::read_log`]); `status` and `verify`
 //! do too, and name the session `<store>#<session id>` ([`StoredSession::label`]). `tree`, `replay` and
@@ -16,7 +16,8 @@
 //! removed when the command ends ([`Sessions::local_file`]).
 
 use super::{Failure, fail};
-use session_state::{RedactedUrl, SessionStore, StoredSession};
+use crate::persistence::RedactedUrl;
+use crate::{SessionStore, StoredSession};
 use std::path::{Path, PathBuf};
 
 /// The environment variable that names the store when `--store` is not given.
@@ -104,8 +105,8 @@ impl Sessions {
             return Ok(None);
         };
         let key = RedactedUrl::new(url.as_str()).redacted();
-        let backend = session_state::open_store_url(url).map_err(|e| {
-            let bad_url = !matches!(e, session_state::Error::StoreUnavailable { .. });
+        let backend = crate::persistence::open_store_url(url).map_err(|e| {
+            let bad_url = !matches!(e, crate::Error::StoreUnavailable { .. });
             fail(match (origin, bad_url) {
                 (Origin::Flag, true) => format!("--store: {e}"),
                 (Origin::Flag, false) => e.to_string(),
@@ -188,9 +189,9 @@ impl Opened {
                 arg.display()
             )));
         };
-        session_state::listing::resolve_session(&*self.backend, given).map_err(|e| {
+        crate::persistence::resolve_session(&*self.backend, given).map_err(|e| {
             let mut message = e.to_string();
-            let not_found = matches!(e, session_state::listing::ResolveError::NotFound { .. });
+            let not_found = matches!(e, crate::persistence::ResolveError::NotFound { .. });
             let looks_like_a_file = given.contains('/') || given.ends_with(".jsonl");
             match self.origin {
                 Origin::Env => message.push_str(&format!(
@@ -236,7 +237,7 @@ impl TempExport {
         let file = std::fs::File::create_new(&export.file)
             .map_err(|e| fail(format_args!("creating {}: {e}", export.file.display())))?;
         let mut out = std::io::BufWriter::new(file);
-        session_state::export_session(backend, id, &mut out).map_err(fail)?;
+        crate::persistence::export_session(backend, id, &mut out).map_err(fail)?;
         std::io::Write::flush(&mut out)
             .map_err(|e| fail(format_args!("writing {}: {e}", export.file.display())))?;
         Ok(export)

@@ -7,9 +7,9 @@
 //! the drawing's size is linear in the number of entries however deep forks nest.
 
 use super::{CmdResult, emit_text, open_log, short_json, term_safe};
-use session_state::Op;
-use session_state::inspect;
-use session_state::{EntryRef, EntryType, Role, SessionLog};
+use crate::Op;
+use crate::inspect;
+use crate::{EntryRef, EntryType, Role, SessionLog};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

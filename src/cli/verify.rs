@@ -5,9 +5,9 @@
 //! would keep. Exit 2: the file could not be read at all (missing, I/O error).
 
 use super::{CmdResult, emit_json, emit_text, fail, is_refusal, require_regular, without_path};
+use crate::inspect::{self, Integrity};
+use crate::{Error, Location, LogError, LogOptions, ReadMode, SessionLog, StoredSession};
 use serde::Serialize;
-use session_state::inspect::{self, Integrity};
-use session_state::{Error, Location, LogError, LogOptions, ReadMode, SessionLog, StoredSession};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

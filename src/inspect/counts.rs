@@ -1,5 +1,6 @@
 //! How many state events a file has, per plugin and scope.
 
+#[cfg(any(feature = "cli", test))]
 use crate::state::envelope::Scope;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -76,6 +77,7 @@ impl PluginEvents {
     /// Whether some event may set the plugin's value in `scope`: one declaring it, or one
     /// that cannot be decoded (a read in either scope may fail on it). When not, the value
     /// there is trivially absent.
+    #[cfg(any(feature = "cli", test))]
     pub fn may_set(&self, scope: Scope) -> bool {
         self.invalid > 0
             || match scope {
@@ -92,7 +94,7 @@ impl PluginEvents {
 #[serde(transparent)]
 pub struct EventCounts {
     /// Every plugin with at least one event.
-    pub plugins: BTreeMap<String, PluginEvents>,
+    pub(crate) plugins: BTreeMap<String, PluginEvents>,
 }
 
 /// One (plugin, scope) row of [`EventCounts::rows`].
@@ -102,7 +104,7 @@ pub struct EventCount {
     /// The plugin id.
     pub plugin: String,
     /// The scope.
-    pub scope: EventScope,
+    pub(crate) scope: EventScope,
     /// How many events (at least one).
     pub events: u64,
 }
@@ -114,7 +116,8 @@ impl EventCounts {
     }
 
     /// One plugin's counts (all zero when it has no events).
-    pub fn of(&self, plugin: &str) -> PluginEvents {
+    #[cfg(any(feature = "cli", test))]
+    pub(crate) fn of(&self, plugin: &str) -> PluginEvents {
         self.plugins.get(plugin).copied().unwrap_or_default()
     }
 

@@ -265,12 +265,13 @@ impl Replay {
 
 /// Replays a file from the log alone (no database): every plugin's session-scope value,
 /// and at every branch tip its branch-scope values and the other extensions' `custom`
-/// entries, in one [`fold_tips`](crate::inspect::fold_tips) walk. `on_tip` is called as each tip is done (for a
+/// entries, in one walk. `on_tip` is called as each tip is done (for a
 /// progress display). A bad event makes the values it poisons
 /// [`ReplayValue::Unreadable`], never the whole replay.
 ///
 /// The report holds every tip's values; [`replay_tips`] gives the same report without
 /// them, and the tips one at a time.
+#[cfg(any(test, feature = "__internal"))]
 pub fn replay(log: &SessionLog, on_tip: impl FnMut(&str)) -> Replay {
     let (mut report, tips) = replay_tips(log, on_tip);
     report.tips = tips.collect();

@@ -22,13 +22,13 @@ use serde::Serialize;
 #[non_exhaustive]
 pub struct StatusReport {
     /// The projection database.
-    pub database: DatabaseReport,
+    pub(crate) database: DatabaseReport,
     /// The session's write-lock row (`null` when there is none, or no database).
-    pub lock: Option<LockReport>,
+    pub(crate) lock: Option<LockReport>,
     /// The presence row of a running Pi that holds the session; left out when there is
     /// none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pi: Option<PresenceReport>,
+    pub(crate) pi: Option<PresenceReport>,
 }
 
 /// [`StatusReport::database`].

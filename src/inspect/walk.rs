@@ -2,6 +2,13 @@
 //! branch value at every tip, and the single-position views ([`value_at`],
 //! [`state_event`]) it agrees with.
 
+// Without the command line (and its tests), the walk of every tip, which only the
+// command line's `replay` report uses, has no caller.
+#![cfg_attr(
+    not(any(feature = "cli", feature = "__internal", test)),
+    allow(dead_code)
+)]
+
 use super::counts::EventCounts;
 use crate::error::{Error, Result, StateError};
 use crate::state::envelope::{DecodeError, Envelope, STATE_PREFIX, Scope};
@@ -52,6 +59,7 @@ pub fn state_event<'a>(log: &'a SessionLog, entry_id: &str) -> Option<StateEvent
 }
 
 /// What a [`fold_tips`] walk knows at one branch tip.
+#[cfg(any(test, feature = "__internal"))]
 #[derive(Debug)]
 pub struct TipFold<'a> {
     /// The tip's entry id.
@@ -304,6 +312,7 @@ pub(super) fn slot_value(log: &SessionLog, plugin: &str, slot: &Slot) -> Result<
 /// `each` is called once per tip, in depth-first order (children in file order); the
 /// values agree with [`value_at`] in branch scope, the depth with
 /// [`SessionLog::path_to`] and the key with [`SessionLog::branch_key_of`].
+#[cfg(any(test, feature = "__internal"))]
 pub fn fold_tips<'a>(log: &'a SessionLog, mut each: impl FnMut(TipFold<'a>)) {
     let mut walk = Walk::of(log);
     let plugins = walk.plugins.clone();
@@ -329,7 +338,7 @@ pub fn fold_tips<'a>(log: &'a SessionLog, mut each: impl FnMut(TipFold<'a>)) {
 }
 
 /// Counts the state events of every plugin, by scope, over every entry of the file (all
-/// branches). Undecodable events count as [`EventScope::Invalid`](crate::inspect::EventScope::Invalid).
+/// branches). Undecodable events count in the scope `invalid`.
 pub fn event_counts(log: &SessionLog) -> EventCounts {
     Walk::of(log).counts
 }

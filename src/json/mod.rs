@@ -31,7 +31,7 @@
 //!   `9007199254740992`;
 //! - a literal beyond the double range (`1e400`, `-1E+999`, 400 digits) is ±Infinity,
 //!   which a [`Value`] cannot hold as a number: it becomes the reserved string
-//!   [`INFINITY`] or [`NEG_INFINITY`] (U+10FFFF then `Infinity`), so it is carried
+//!   `"\u{10FFFF}Infinity"` or `"\u{10FFFF}-Infinity"` ([`infinity`] tells), so it is carried
 //!   through a fold as Pi's JavaScript carries it (a merge patch `{"a":1e400}` sets `a`,
 //!   it does not delete it) and equals only itself. [`to_string`] prints it `null`, as
 //!   `JSON.stringify` does; [`to_string_exact`] prints `1e400`, which reads back as it;
@@ -76,10 +76,10 @@ pub const MAX_READ_DEPTH: usize = 5_000;
 
 /// +Infinity in the encoding: what a number literal beyond the double range (`1e400`)
 /// reads as. [`to_string`] prints it `null`, [`to_string_exact`] `1e400`.
-pub const INFINITY: &str = "\u{10FFFF}Infinity";
+pub(crate) const INFINITY: &str = "\u{10FFFF}Infinity";
 
 /// -Infinity in the encoding (`-1e400`); see [`INFINITY`].
-pub const NEG_INFINITY: &str = "\u{10FFFF}-Infinity";
+pub(crate) const NEG_INFINITY: &str = "\u{10FFFF}-Infinity";
 
 /// Below this depth serde_json parses on the caller's stack; from it on, on a stack that
 /// grows on the heap (serde_stacker).
@@ -120,7 +120,7 @@ pub enum JsonError {
         /// What JavaScript's `JSON.parse` then `JSON.stringify` gives back.
         nearest: String,
     },
-    /// A value holding ±Infinity ([`INFINITY`], read from a number beyond the double
+    /// A value holding ±Infinity ([`infinity`], read from a number beyond the double
     /// range), which JSON cannot carry (see [`check_numbers`]).
     #[error(
         "the value holds {}Infinity (read from a number beyond the double range), which \
@@ -239,7 +239,9 @@ pub(crate) fn serialize_some_value<S: serde::Serializer>(
     }
 }
 
-/// Is `v` ±Infinity ([`INFINITY`], [`NEG_INFINITY`])? `Some(negative)` if so.
+/// Is `v` ±Infinity (the reserved string `"\u{10FFFF}Infinity"` or
+/// `"\u{10FFFF}-Infinity"` that a number beyond the double range reads as)?
+/// `Some(negative)` if so.
 pub fn infinity(v: &Value) -> Option<bool> {
     match v.as_str() {
         Some(INFINITY) => Some(false),
@@ -444,7 +446,7 @@ pub fn js_eq(a: &Value, b: &Value) -> bool {
 }
 
 /// [`js_eq`] for optional values (absent equals only absent).
-pub fn js_eq_opt(a: Option<&Value>, b: Option<&Value>) -> bool {
+pub(crate) fn js_eq_opt(a: Option<&Value>, b: Option<&Value>) -> bool {
     match (a, b) {
         (None, None) => true,
         (Some(a), Some(b)) => js_eq(a, b),

@@ -50,6 +50,7 @@ mod pi_jsonl;
 mod pi_names;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "cli")]
 mod prefix;
 mod read;
 mod redact;
@@ -62,17 +63,24 @@ mod transfer;
 mod url;
 
 pub use interrupted::INTERRUPTED_TOOL_RESULT;
-pub use pi_jsonl::{PiJsonlStore, session_files};
+pub use pi_jsonl::PiJsonlStore;
+#[cfg(feature = "cli")]
+pub(crate) use pi_jsonl::session_files;
 #[cfg(feature = "postgres")]
-pub use postgres::{DEFAULT_LOCK_WAIT, POSTGRES_SCHEMA_VERSION, PostgresStore};
-pub use prefix::{ResolveError, resolve_session};
+pub use postgres::PostgresStore;
+#[cfg(feature = "cli")]
+pub(crate) use prefix::{ResolveError, resolve_session};
 pub(crate) use read::read_stored_log;
 pub(crate) use read::stored_label;
 pub(crate) use retry::read_id_at;
-pub use sessions::{Sessions, list_sessions};
+pub use sessions::Sessions;
+#[cfg(feature = "cli")]
+pub(crate) use sessions::list_sessions;
 pub use sqlite_store::SqliteStore;
 pub use transfer::{ImportReport, export_session, import_file};
-pub use url::{RedactedUrl, open_store_url};
+#[cfg(feature = "cli")]
+pub(crate) use url::RedactedUrl;
+pub use url::open_store_url;
 
 /// How long a call retries a store that is unavailable or busy before it refuses, unless
 /// the backend says otherwise ([`SessionStore::retry_window`]).
@@ -200,7 +208,7 @@ pub trait SessionStore: Send + Sync {
 
     /// How long the crate retries this store when it is unavailable or busy
     /// ([`StoreError::is_transient`]) before it refuses. Default:
-    /// [`DEFAULT_RETRY_WINDOW`]; the PostgreSQL backend uses its lock wait.
+    /// 5 seconds; the PostgreSQL backend uses its lock wait.
     fn retry_window(&self) -> std::time::Duration {
         DEFAULT_RETRY_WINDOW
     }

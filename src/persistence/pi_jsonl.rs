@@ -88,7 +88,8 @@ impl PiJsonlStore {
     ///
     /// Reads only the first line (at most [`crate::format::MAX_HEADER_LINE`] bytes, Pi 1.x's
     /// `MAX_SESSION_HEADER_SCAN_BYTES`) of each file
-    /// [`session_files`] finds, with the strict header parser. A missing root lists
+    /// of the walk of the root and its folders finds (Pi's layout: `*.jsonl`, one level
+    /// down), with the strict header parser. A missing root lists
     /// nothing.
     pub fn scan(&self) -> LogResult<Listing> {
         let mut listing = Listing::default();

@@ -69,13 +69,6 @@ fn shown(candidates: &[String]) -> String {
 /// ([`SessionStore::list`]). A store that is unavailable is tried again with backoff
 /// within its retry window ([`Error::StoreUnavailable`] after it).
 ///
-/// ```no_run
-/// use session_state::{SqliteStore, listing::resolve_session};
-/// let store = SqliteStore::open("/srv/sessions.sqlite")?;
-/// let id = resolve_session(&store, "0195f1d0")?; // "0195f1d0-7c4e-7000-8000-…"
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-///
 /// Errors: [`ResolveError::NotFound`], [`ResolveError::Ambiguous`] (listing the
 /// candidates), [`ResolveError::Empty`], or the store's own error.
 pub fn resolve_session(

@@ -66,7 +66,7 @@ impl Sessions {
         Sessions::from_box(Box::new(backend))
     }
 
-    /// The sessions of a backend already boxed (what [`crate::open_store_url`] returns).
+    /// The sessions of a backend already boxed.
     pub fn from_box(backend: Box<dyn SessionStore>) -> Sessions {
         Sessions {
             backend,
@@ -75,7 +75,9 @@ impl Sessions {
         }
     }
 
-    /// The sessions of the store a URL names ([`crate::open_store_url`]).
+    /// The sessions of the store a URL names: `sqlite:///abs/path`, or `postgres://…` /
+    /// `postgresql://…` (with the `postgres` feature); its password never reaches an
+    /// error, a log line or a `Debug` output.
     pub fn open_url(url: &str) -> Result<Sessions> {
         Ok(Sessions::from_box(super::open_store_url(url)?))
     }
@@ -491,13 +493,37 @@ impl Sessions {
         list_sessions(&*self.backend)
     }
 
-    /// Copies a Pi session file into the store ([`super::import_file`]).
+    /// Copies the Pi session file `file` into the store and says what it did (the session's
+    /// id among it): the header line
+    /// and every entry line byte for byte (unknown fields, number texts and a CRLF line's
+    /// `\r` included), read by the log's strict reader, so a file imports exactly as
+    /// `verify` reads it. A session without entries is stored too (its header alone).
+    ///
+    /// Idempotent: importing the same file again appends nothing; importing it after Pi
+    /// appended to it appends only the new entries. Refused, with nothing written: a file the
+    /// strict reader refuses (its error names line and byte offset), a format version other
+    /// than 3 (open it with Pi or session-state once to migrate it), a header no backend
+    /// stores for a new session (the session-id rule: [`LogError::InvalidSessionId`]), and a
+    /// file that disagrees with what the store holds for that session
+    /// ([`Error::ImportConflict`]: a different header line, or a different line at some
+    /// sequence number).
+    ///
+    /// A torn final record (a line cut by a crash) is not imported. The entries go in
+    /// batches of at most 8 MiB, each durable and conditional on the sequence number (the
+    /// first creates the session). Each batch is stored as a write stores its line: a store
+    /// that is unavailable is waited out for its retry window, and a batch of unknown outcome
+    /// (the connection lost at its commit) is settled by reading the store back. An import
+    /// that fails midway leaves a prefix and says how much of the file it holds
+    /// ([`Error::ImportIncomplete`]); the next import goes on from it. The file is read
+    /// twice, sequentially: once by the strict reader, once for the lines.
     pub fn import_file(&self, file: &Path) -> Result<ImportReport> {
         lock(&self.known).clear();
         super::import_file(&*self.backend, file)
     }
 
-    /// Writes a stored session as a Pi JSONL file ([`super::export_session`]).
+    /// Writes the stored session `session_id` to `out` as a Pi JSONL file: its header line,
+    /// then every entry line in sequence order, each as stored (byte for byte) and ended by a
+    /// newline. Returns the number of entries written. Streams: one row at a time.
     pub fn export(&self, session_id: &str, out: &mut dyn std::io::Write) -> Result<u64> {
         super::export_session(&*self.backend, session_id, out)
     }

@@ -20,7 +20,7 @@ const BATCH_BYTES: usize = 8 << 20;
 /// … or every this many entries.
 const BATCH_ENTRIES: usize = 8192;
 
-/// What [`import_file`] did.
+/// What [`Sessions::import_file`](super::Sessions::import_file) did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportReport {
@@ -62,28 +62,7 @@ impl FileLines {
     }
 }
 
-/// Copies the Pi session file `file` into `store` and returns its id: the header line
-/// and every entry line byte for byte (unknown fields, number texts and a CRLF line's
-/// `\r` included), read by the log's strict reader, so a file imports exactly as
-/// `verify` reads it. A session without entries is stored too (its header alone).
-///
-/// Idempotent: importing the same file again appends nothing; importing it after Pi
-/// appended to it appends only the new entries. Refused, with nothing written: a file the
-/// strict reader refuses (its error names line and byte offset), a format version other
-/// than 3 (open it with Pi or session-state once to migrate it), a header no backend
-/// stores for a new session (the session-id rule: [`LogError::InvalidSessionId`]), and a
-/// file that disagrees with what the store holds for that session
-/// ([`Error::ImportConflict`]: a different header line, or a different line at some
-/// sequence number).
-///
-/// A torn final record (a line cut by a crash) is not imported. The entries go in
-/// batches of at most 8 MiB, each durable and conditional on the sequence number (the
-/// first creates the session). Each batch is stored as a write stores its line: a store
-/// that is unavailable is waited out for its retry window, and a batch of unknown outcome
-/// (the connection lost at its commit) is settled by reading the store back. An import
-/// that fails midway leaves a prefix and says how much of the file it holds
-/// ([`Error::ImportIncomplete`]); the next import goes on from it. The file is read
-/// twice, sequentially: once by the strict reader, once for the lines.
+/// [`Sessions::import_file`](super::Sessions::import_file) on a bare backend.
 pub fn import_file(store: &dyn SessionStore, file: &Path) -> Result<ImportReport> {
     let log = LogOptions::new().open(file)?;
     let header = log.header().clone();
@@ -251,9 +230,7 @@ fn store_batch(store: &dyn SessionStore, b: &Batch<'_>) -> std::result::Result<u
     })
 }
 
-/// Writes the stored session `session_id` to `out` as a Pi JSONL file: its header line,
-/// then every entry line in sequence order, each as stored (byte for byte) and ended by a
-/// newline. Returns the number of entries written. Streams: one row at a time.
+/// [`Sessions::export`](super::Sessions::export) on a bare backend.
 pub fn export_session(
     store: &dyn SessionStore,
     session_id: &str,

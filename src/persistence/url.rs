@@ -8,8 +8,7 @@ use super::sqlite_store::SqliteStore;
 use crate::error::{Error, Result};
 use std::path::PathBuf;
 
-/// A store URL that displays (and debugs) with its password replaced by `***`. The URL
-/// itself is kept for connecting ([`RedactedUrl::expose`]).
+/// A store URL that displays (and debugs) with its password replaced by `***`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedactedUrl(String);
 
@@ -17,11 +16,6 @@ impl RedactedUrl {
     /// Wraps a URL.
     pub fn new(url: impl Into<String>) -> RedactedUrl {
         RedactedUrl(url.into())
-    }
-
-    /// The URL as given, password included: only for connecting, never for printing.
-    pub fn expose(&self) -> &str {
-        &self.0
     }
 
     /// The URL with its password (in the userinfo `user:password@`, and in a `password=`
@@ -136,7 +130,6 @@ mod tests {
             let r = RedactedUrl::new(url);
             assert_eq!(r.to_string(), shown);
             assert!(!format!("{r:?}").contains("s3cret"));
-            assert_eq!(r.expose(), url);
         }
         for url in [
             "mysql://me:s3cret@host/db",

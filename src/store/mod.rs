@@ -84,6 +84,8 @@ pub struct StoreOptions {
 
 /// The file-system seam of a store's writes to session files.
 #[derive(Clone)]
+// Made only by the test hook `StoreOptions::file_system`.
+#[cfg_attr(not(feature = "__internal"), allow(dead_code))]
 struct SharedFs(Arc<dyn FileSystem>);
 
 impl std::fmt::Debug for SharedFs {
@@ -116,7 +118,10 @@ impl StoreOptions {
     }
     /// The file-system seam that the store's writes to session files without an open log
     /// go through ([`SessionState::write`] on a file; tests inject faults and pauses through
-    /// it). Default: [`crate::io::StdFileSystem`].
+    /// it). Default: the standard file system. A test hook (the `__internal` feature), not
+    /// public API.
+    #[cfg(feature = "__internal")]
+    #[doc(hidden)]
     pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = Some(SharedFs(fs));
         self

@@ -369,7 +369,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             On::LogMut(log) => return self.log_history(log),
             On::File { path, at } => (
                 crate::tree::LogOptions::new()
-                    .file_system(self.store.file_system().clone())
+                    .with_file_system(self.store.file_system().clone())
                     .open(path)?,
                 at,
             ),
@@ -522,7 +522,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
             TailWrite::NeedsLog => {}
         }
         let mut log = crate::tree::LogOptions::new()
-            .file_system(self.store.file_system().clone())
+            .with_file_system(self.store.file_system().clone())
             .open(file)?;
         if let Some(at) = at {
             log.navigate(at)?;

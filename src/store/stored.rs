@@ -30,7 +30,7 @@ impl std::fmt::Debug for StoredSession<'_> {
 
 impl<'a> StoredSession<'a> {
     /// The session `session_id` of `store`, whose redacted URL (or another stable name
-    /// without secrets) is `store_key` ([`crate::RedactedUrl::redacted`]).
+    /// without secrets) is `store_key` (the URL with its password replaced by `***`).
     pub fn new(
         store: &'a dyn SessionStore,
         store_key: &'a str,
@@ -67,7 +67,7 @@ impl<'a> StoredSession<'a> {
 
     /// The session as a detached log read by the log's reader (strict or salvage),
     /// without side effects: for reads at any entry,
-    /// [`crate::SessionState::read_at`], [`crate::SessionState::history`] of an open log, [`crate::branch_key`] and
+    /// [`crate::SessionState::read_at`], [`crate::SessionState::history`] of an open log, [`SessionLog::branch_key_of`] and
     /// the inspection tools (`tree`, `replay`, `status`, `verify`).
     pub fn read_log(&self, mode: ReadMode) -> Result<SessionLog> {
         read_stored_log(self.store, self.session_id, mode)

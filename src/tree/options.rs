@@ -63,8 +63,15 @@ impl LogOptions {
         self.materialize = m;
         self
     }
-    /// The file-system seam (tests inject faults through it).
-    pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
+    /// The file-system seam: a test hook (the `__internal` feature), not public API.
+    #[cfg(feature = "__internal")]
+    #[doc(hidden)]
+    pub fn file_system(self, fs: Arc<dyn FileSystem>) -> Self {
+        self.with_file_system(fs)
+    }
+    /// The file-system seam every byte of the log goes through (a store passes its own;
+    /// tests inject faults through [`LogOptions::file_system`]).
+    pub(crate) fn with_file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = fs;
         self
     }

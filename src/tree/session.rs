@@ -457,8 +457,8 @@ impl SessionLog {
             .collect()
     }
 
-    /// The branch key of any entry (docs/spec.md §3; [`crate::branch_key`] gives the active
-    /// leaf's): climb while the parent has exactly one child; the node reached (or the
+    /// The branch key of any entry (docs/spec.md §3; of [`SessionLog::leaf_id`] for the
+    /// branch a write goes to): climb while the parent has exactly one child; the node reached (or the
     /// root) is the key.
     pub fn branch_key_of(&self, id: &str) -> Result<&str> {
         let idx = self.require(id)?;

@@ -121,7 +121,8 @@ impl PostgresStore {
     ///
     /// A server that cannot be reached yet, or is starting, shutting down or out of
     /// connection slots ([`StoreError::Unavailable`]) is tried again with backoff for the
-    /// retry window ([`DEFAULT_LOCK_WAIT`]), as every later call is: a server restart or
+    /// retry window (the lock wait, 5 s unless [`PostgresStore::with_lock_wait`] says
+    /// otherwise), as every later call is: a server restart or
     /// a failover shorter than that is waited out. With several hosts
     /// (`postgres://a:5432,b:5432/db?target_session_attrs=read-write`), each attempt
     /// tries them in turn.
