@@ -85,7 +85,9 @@ pub struct FileIdentity {
 
 impl FileIdentity {
     /// The identity of a file from its metadata. std's metadata carries no file index on
-    /// Windows: there it is all zeros, and [`FileIdentity::of_file`] is the one to use.
+    /// Windows: there it is all zeros, and [`FileIdentity::of_file`] is the one to use
+    /// (the crate itself calls this one only elsewhere).
+    #[cfg_attr(windows, allow(dead_code))]
     pub fn of(meta: &std::fs::Metadata) -> FileIdentity {
         #[cfg(unix)]
         {
