@@ -18,7 +18,7 @@ use session_state::__internal::{
     IntegrityKind, ReplayValue, fold_tips, integrity, replay, replay_tips,
 };
 use session_state::inspect;
-use session_state::{EntryType, Error, LogOptions, ReadMode, Scope, LogError};
+use session_state::{EntryType, LogError, LogOptions, ReadMode, Scope};
 use session_state_fuzz::{Expected, Input, PLUGINS, Reference, Session, Unreadable, scratch_dir};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -120,12 +120,12 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => {
             // Where the refusal points (the line and byte `verify` reports): in the file.
             let at = match &e {
-                Error::Log(LogError::Corrupt { at, .. })
-                | Error::Log(LogError::TrailingGarbage { at, .. })
-                | Error::Log(LogError::InvalidEntry { at, .. })
-                | Error::Log(LogError::DuplicateId { at, .. })
-                | Error::Log(LogError::DanglingParent { at, .. })
-                | Error::Log(LogError::Cycle { at, .. }) => Some(*at),
+                LogError::Corrupt { at, .. }
+                | LogError::TrailingGarbage { at, .. }
+                | LogError::InvalidEntry { at, .. }
+                | LogError::DuplicateId { at, .. }
+                | LogError::DanglingParent { at, .. }
+                | LogError::Cycle { at, .. } => Some(*at),
                 _ => None,
             };
             if let Some(at) = at {
