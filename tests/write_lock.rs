@@ -727,16 +727,13 @@ fn each_command_in_a_pi_presence_refusals_hint_clears_it() {
 /// not wait is refused, naming the file and that process; the hint's command, run as
 /// printed, ends it, and the write then goes through.
 #[cfg(target_os = "linux")]
-#[test]
-fn the_command_in_a_file_lock_refusals_hint_clears_it() {
+/// Another process (`examples/writer --hold-file`) holding `file`'s lock until its stdin
+/// closes, once it says so.
+fn holding_the_file(file: &Path, dir: &Path) -> std::process::Child {
     use std::io::BufRead;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (file, _) = session_file(dir.path());
-    let file = std::fs::canonicalize(file).expect("canonical");
-    let db = dir.path().join("states.sqlite");
     let mut holder = Command::new(common::examples::example("writer"))
-        .arg(&file)
-        .arg(dir.path().join("holder.sqlite"))
+        .arg(file)
+        .arg(dir.join("holder.sqlite"))
         .args(["hint", "0", "--hold-file"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -747,6 +744,16 @@ fn the_command_in_a_file_lock_refusals_hint_clears_it() {
         .read_line(&mut line)
         .expect("read the holder");
     assert_eq!(line.trim_end(), "HOLDING");
+    holder
+}
+
+#[test]
+fn the_command_in_a_file_lock_refusals_hint_clears_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, _) = session_file(dir.path());
+    let file = std::fs::canonicalize(file).expect("canonical");
+    let db = dir.path().join("states.sqlite");
+    let mut holder = holding_the_file(&file, dir.path());
     let (fs, _) = Hooked::watching(false);
     let state: SessionState<serde_json::Value> =
         Store::open(StoreOptions::new().database_path(&db).file_system(fs))
@@ -788,23 +795,10 @@ fn the_command_in_a_file_lock_refusals_hint_clears_it() {
 /// `Error::Lock` in the crate's one error, as every lock refusal. Nothing is written.
 #[test]
 fn a_log_append_refused_by_a_held_file_is_the_logs_error_and_a_lock_error_in_error() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().expect("tempdir");
     let (file, _) = session_file(dir.path());
     let file = std::fs::canonicalize(file).expect("canonical");
-    let mut holder = Command::new(common::examples::example("writer"))
-        .arg(&file)
-        .arg(dir.path().join("holder.sqlite"))
-        .args(["hint", "0", "--hold-file"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn the holder");
-    let mut line = String::new();
-    std::io::BufReader::new(holder.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the holder");
-    assert_eq!(line.trim_end(), "HOLDING");
+    let mut holder = holding_the_file(&file, dir.path());
     let before = std::fs::read(&file).expect("read");
     let mut log = SessionLog::open(&file).expect("open");
     let refused: LogError = log
