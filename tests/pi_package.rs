@@ -9,7 +9,7 @@
 //! There is no silent skip: a missing `npm`, a failed install or build, or a failing Node
 //! test fails this test with the output.
 
-use crate::common::pi_addon::{self, ADDON_ENV};
+use crate::common::pi_addon::{self, ADDON_ENV, failed_node_tests};
 use std::ffi::OsString;
 use std::fs;
 use std::path::Path;
@@ -30,7 +30,12 @@ pub fn assert_node_tests_passed(stdout: &str, min: u32) {
             .and_then(|n| n.trim().parse().ok())
             .unwrap_or_else(|| panic!("no '# {key}' line in node's output:\n{stdout}"))
     };
-    assert_eq!(count("fail"), 0, "{stdout}");
+    let failed = failed_node_tests(stdout);
+    assert_eq!(
+        count("fail"),
+        0,
+        "{failed}\n--- all of node's output:\n{stdout}"
+    );
     eprintln!("node: {} tests passed", count("pass"));
     assert!(count("pass") >= min, "the Node tests ran: {stdout}");
 }

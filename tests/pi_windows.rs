@@ -34,7 +34,7 @@
 //!
 //! Every missing piece fails the test with what to install; nothing is skipped.
 
-use crate::common::pi_addon;
+use crate::common::pi_addon::{self, failed_node_tests};
 use crate::pi_install::{World, name_and_version, prepare_run_dir};
 use crate::pi_package::assert_node_tests_passed;
 use serde_json::Value;
@@ -462,7 +462,11 @@ fn the_windows_package_loads_and_passes_its_agent_loop_tests_under_wine() {
         .env("SESSION_STATE_BIN", wine_path(&cli));
     let status = test.status().expect("run node.exe --test under Wine");
     let tap = fs::read_to_string(&report).unwrap_or_default();
-    assert!(status.success(), "node --test under Wine: {status}\n{tap}");
+    assert!(
+        status.success(),
+        "node --test under Wine: {status}\n{}\n--- the whole report:\n{tap}",
+        failed_node_tests(&tap)
+    );
     assert_node_tests_passed(&tap, KEPT_TESTS);
     eprintln!(
         "pi_windows: the package's tests passed under Wine in {:.0} s ({} files)",

@@ -83,14 +83,45 @@ pub fn run(what: &str, mut c: Command) -> Output {
         panic!("{what}: cannot run: {e}");
     });
     if !out.status.success() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // A Node test run's failures first (the rest of its report follows).
+        let failures = if stdout.contains("\nnot ok ") || stdout.starts_with("not ok ") {
+            failed_node_tests(&stdout) + "\n"
+        } else {
+            String::new()
+        };
         panic!(
-            "{what} failed ({})\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            "{what} failed ({})\n{failures}--- stdout ---\n{stdout}\n--- stderr ---\n{}",
             out.status,
-            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
     }
     out
+}
+
+/// The failed tests of a TAP report, each with its details (error, stack, location), first
+/// in a failure's message: a report of 67 tests is cut in the middle by the places that keep
+/// only its head and tail, which is where the failures are.
+pub fn failed_node_tests(tap: &str) -> String {
+    let mut out = String::new();
+    let mut in_failure = false;
+    for line in tap.lines() {
+        let top = !line.starts_with(' ');
+        if line.starts_with("not ok ") {
+            in_failure = true;
+        } else if top && (line.starts_with("ok ") || line.starts_with("# Subtest")) {
+            in_failure = false;
+        }
+        if in_failure {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if out.is_empty() {
+        "no test of the report failed".to_owned()
+    } else {
+        format!("the failed tests:\n{out}")
+    }
 }
 
 /// `pi/node_modules` installed from `pi/package-lock.json` (`npm ci` once per lockfile).
