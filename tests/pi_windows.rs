@@ -73,6 +73,39 @@ const SKIPPED_TESTS: &[(&str, &str)] = &[
 /// less [`SKIPPED_TESTS`]).
 const KEPT_TESTS: u32 = 65;
 
+/// How many tests that fail under Wine are run once more; more failures fail the test at
+/// once.
+const MAX_RERUN: usize = 3;
+
+/// The names of a TAP report's failed top-level tests.
+fn failed_test_names(tap: &str) -> Vec<String> {
+    tap.lines()
+        .filter_map(|l| l.strip_prefix("not ok "))
+        .filter_map(|l| l.split_once(" - ").map(|(_, name)| name))
+        .map(|name| name.split(" # ").next().unwrap_or(name).to_owned())
+        .collect()
+}
+
+/// A TAP report's `# pass` or `# fail` count.
+fn tap_count(tap: &str, key: &str) -> u32 {
+    tap.lines()
+        .find_map(|l| l.strip_prefix(&format!("# {key} ")))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no '# {key}' line in the report:\n{tap}"))
+}
+
+/// `name` as a JavaScript regular expression that matches it literally.
+fn regex_escaped(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if "\\^$.|?*+()[]{}/".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Wine's loader: Debian's path, else `wine64` on `PATH`.
 fn wine() -> PathBuf {
     let debian = PathBuf::from("/usr/lib/wine/wine64");
@@ -442,32 +475,74 @@ fn the_windows_package_loads_and_passes_its_agent_loop_tests_under_wine() {
         eprintln!("pi_windows: left out the test \"{name}\": {why}");
     }
     let cli = windows_cli();
-    let report = root.path().join("tap.txt");
     let started = std::time::Instant::now();
-    let mut test = windows_node_command(&w);
-    test.current_dir(&run_dir)
-        .args([
-            "--test",
-            "--test-concurrency=1",
-            "--test-reporter=tap",
-            "--test-reporter-destination",
-        ])
-        .arg(&report)
-        .args(
-            SKIPPED_TESTS
-                .iter()
-                .map(|(name, _)| format!("--test-skip-pattern={name}")),
-        )
-        .args(&files)
-        .env("SESSION_STATE_BIN", wine_path(&cli));
-    let status = test.status().expect("run node.exe --test under Wine");
-    let tap = fs::read_to_string(&report).unwrap_or_default();
-    assert!(
-        status.success(),
-        "node --test under Wine: {status}\n{}\n--- the whole report:\n{tap}",
-        failed_node_tests(&tap)
-    );
-    assert_node_tests_passed(&tap, KEPT_TESTS);
+    let run_tests = |report: &Path, only: &[String]| {
+        let mut test = windows_node_command(&w);
+        test.current_dir(&run_dir)
+            .args([
+                "--test",
+                "--test-concurrency=1",
+                "--test-reporter=tap",
+                "--test-reporter-destination",
+            ])
+            .arg(report)
+            .args(
+                SKIPPED_TESTS
+                    .iter()
+                    .map(|(name, _)| format!("--test-skip-pattern={name}")),
+            )
+            .args(
+                only.iter()
+                    .map(|name| format!("--test-name-pattern=^{}$", regex_escaped(name))),
+            )
+            .args(&files)
+            .env("SESSION_STATE_BIN", wine_path(&cli));
+        let status = test.status().expect("run node.exe --test under Wine");
+        (status, fs::read_to_string(report).unwrap_or_default())
+    };
+    let (status, tap) = run_tests(&root.path().join("tap.txt"), &[]);
+    if !status.success() {
+        // A test that fails under Wine is run once more, alone, and must pass then; what
+        // failed the first time is printed either way (docs/pi-internals.md, "Under Wine").
+        let failed = failed_test_names(&tap);
+        let details = failed_node_tests(&tap);
+        assert!(
+            !failed.is_empty() && failed.len() <= MAX_RERUN,
+            "node --test under Wine: {status}\n{details}\n--- the whole report:\n{tap}"
+        );
+        eprintln!(
+            "pi_windows: {} test(s) failed under Wine, each run once more:\n{details}",
+            failed.len()
+        );
+        let (again, rerun) = run_tests(&root.path().join("tap-rerun.txt"), &failed);
+        assert!(
+            again.success(),
+            "node --test under Wine, the failed tests run once more: {again}\n{}\n--- the first \
+             run's failures:\n{details}\n--- the rerun's report:\n{rerun}",
+            failed_node_tests(&rerun)
+        );
+        for name in &failed {
+            assert!(
+                rerun
+                    .lines()
+                    .any(|l| l.starts_with("ok ")
+                        && l.split_once(" - ").is_some_and(|(_, n)| n == name)),
+                "the rerun did not pass \"{name}\":\n{rerun}"
+            );
+        }
+        assert_eq!(tap_count(&rerun, "fail"), 0, "{rerun}");
+        assert_eq!(
+            tap_count(&tap, "pass") + failed.len() as u32,
+            KEPT_TESTS,
+            "the first run: {tap}"
+        );
+        eprintln!(
+            "pi_windows: the {} test(s) passed when run again: {failed:?}",
+            failed.len()
+        );
+    } else {
+        assert_node_tests_passed(&tap, KEPT_TESTS);
+    }
     eprintln!(
         "pi_windows: the package's tests passed under Wine in {:.0} s ({} files)",
         started.elapsed().as_secs_f64(),
