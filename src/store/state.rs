@@ -322,7 +322,15 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
 
     fn read_file_value(&self, file: &Path, at: Option<&str>) -> Result<Option<Value>> {
         let (read, entry) = self.store.read_file_raw(file, self.key(), at)?;
-        self.key.resolve(read.value, read.version, || entry)
+        // The entry of a value at the key's version is looked up only for an error's message.
+        self.key.resolve(read.value, read.version, || {
+            entry.or_else(|| {
+                self.store
+                    .read_versioned(file, self.plugin_id(), self.scope(), at)
+                    .ok()
+                    .and_then(|v| v.entry)
+            })
+        })
     }
 
     fn read_file(&self, file: &Path, at: Option<&str>) -> Result<Option<T>> {
