@@ -463,45 +463,6 @@ impl<T> StateKey<T> {
         Ok(decided)
     }
 
-    /// [`StateKey::decide`] on a value its host migrated from an older version itself (the
-    /// Pi package, whose `migrate` is JavaScript): the event is a whole `set` of the value
-    /// after `op` (or a `drop`) at the key's version, as `decide` decides on a value it
-    /// migrated, and the migrated value is checked first as a value is
-    /// ([`StateKey::check_text`]'s rules: a host's migration that breaks them is
-    /// [`StateError::Migrate`] naming `entry`, the event that set the older value, and
-    /// `from`, its version).
-    pub fn decide_migrated(
-        &self,
-        migrated: Option<&Value>,
-        from: u32,
-        entry: impl FnOnce() -> Option<String>,
-        op: Op,
-    ) -> Result<Option<Decided>> {
-        if let Some(v) = migrated {
-            let (depth, numbers) = crate::json::depth_and_numbers(v);
-            let why = if depth > MAX_DEPTH {
-                Some(format!(
-                    "it is nested {depth} levels deep, deeper than {MAX_DEPTH} levels of \
-                     arrays and objects"
-                ))
-            } else {
-                numbers.err().map(|e| e.to_string())
-            };
-            if let Some(why) = why {
-                return Err(StateError::Migrate {
-                    plugin: self.plugin_id().to_owned(),
-                    from,
-                    to: self.version,
-                    entry_id: entry(),
-                    detail: format!("migrate returned a value that cannot be written: {why}"),
-                }
-                .into());
-            }
-        }
-        decide_versioned(self.scope, migrated, op, self.version, false)
-            .map_err(|e| self.too_deep_result(e))
-    }
-
     /// The events that made this state's value at the log's active leaf, oldest first,
     /// folded for this call alone (no [`crate::Store`], no database: for tools that look
     /// at a log once; [`crate::SessionState::history`] keeps its fold memo). Each entry
