@@ -310,6 +310,32 @@ pub enum StateError {
         detail: String,
     },
 
+    /// The key's validation ([`crate::StateKey::validated`]) refused a value: one a read
+    /// resolved (`entry_id` the event that set it, `migrated_from` the version it was
+    /// migrated from), or the value a write would leave (`write`: nothing was written).
+    #[error(
+        "plugin '{plugin}': {}does not pass validate at {}: {detail}{}",
+        invalid_value(*.write, .entry_id, *.migrated_from, *.to),
+        if .path.is_empty() { "the root (the value itself)" } else { .path.as_str() },
+        if *.write { "; nothing was written" } else { "" }
+    )]
+    Invalid {
+        /// The plugin id.
+        plugin: String,
+        /// The value a write would leave (else a stored value a read resolved).
+        write: bool,
+        /// The event that set the stored value, when known.
+        entry_id: Option<String>,
+        /// The version the stored value was migrated from, when it was.
+        migrated_from: Option<u32>,
+        /// The key's version.
+        to: u32,
+        /// The first failing place, as a JSON Pointer (`""`: the value itself).
+        path: String,
+        /// What is wrong there.
+        detail: String,
+    },
+
     /// A state event that this crate cannot interpret.
     #[error("{path}: plugin '{plugin}': bad state event '{entry_id}' at {at}: {detail}")]
     BadEvent {
@@ -939,6 +965,17 @@ fn fmt_first_line(line: &Option<u64>) -> String {
         Some(line) => format!("first used on line {line}"),
         None => "first used by an earlier entry".into(),
     }
+}
+
+/// The value [`StateError::Invalid`] is about, as its message names it.
+fn invalid_value(write: bool, entry: &Option<String>, from: Option<u32>, to: u32) -> String {
+    if write {
+        return "the value the write would leave ".to_owned();
+    }
+    let migrated = from.map_or(String::new(), |from| {
+        format!(", migrated from version {from} to {to},")
+    });
+    format!("the stored value{}{migrated} ", fmt_id(entry))
 }
 
 fn fmt_id(id: &Option<String>) -> String {

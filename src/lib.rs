@@ -73,7 +73,7 @@ pub use persistence::{
 pub use projection::CatchUp;
 pub use state::envelope::{Op, Scope};
 pub use state::fold::HistoryEntry;
-pub use state::{Decided, Migrate, StateKey, Unwritable};
+pub use state::{Decided, Invalid, Migrate, StateKey, Unwritable};
 #[cfg(feature = "__internal")]
 #[doc(hidden)]
 pub use store::state::TailWrite;

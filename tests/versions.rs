@@ -1766,53 +1766,27 @@ fn read_as_stored_gives_the_value_its_version_and_entry_as_read_gives_them_migra
     );
 }
 
-/// `decide_migrated`: on a value its host migrated, the event is a whole `set` at the
-/// key's version whatever the op, as `decide` decides on a value it migrated itself; a
-/// migrated value that breaks a value rule is `StateError::Migrate` naming the entry and
-/// both versions.
+/// A `migrate` that returns a value breaking a value rule is `StateError::Migrate` naming
+/// the entry and both versions, on the read (`resolve`) and on every write (`decide`), the
+/// drop included: the core keeps what a migration returns to the rules every write keeps.
 #[test]
-fn decide_migrated_sets_the_whole_value_and_refuses_a_migration_that_breaks_a_value_rule() {
-    let key = tagging_key("todo", Scope::Branch, 3);
-    let migrated = json!({"items": ["a"]});
-    let d = key
-        .decide_migrated(
-            Some(&migrated),
-            1,
-            || Some("e1".into()),
-            Op::Patch(json!({"n": 1})),
-        )
-        .unwrap()
-        .expect("an event");
-    assert_eq!(
-        d.event.to_data(),
-        json!({"v": 2, "stateVersion": 3, "scope": "branch", "op": "set", "value": {"items": ["a"], "n": 1}})
-    );
-    // The same as `decide` with the key's own migrate on the stored value.
-    let by_core = key
-        .decide(
-            Some(&json!(["a"])),
-            1,
-            || Some("e1".into()),
-            Op::Patch(json!({"n": 1})),
-        )
-        .unwrap()
-        .expect("an event");
-    assert_eq!(by_core.event.op.name(), "set");
+fn a_migration_that_breaks_a_value_rule_is_refused_on_read_and_write_naming_the_entry() {
     let mut deep = json!(1);
     for _ in 0..150 {
         deep = json!([deep]);
     }
-    let err = key
-        .decide_migrated(Some(&deep), 1, || Some("e1".into()), Op::Drop)
-        .expect_err("too deep");
-    match err {
-        Error::State(StateError::Migrate {
+    let key = StateKey::<Value>::new("todo", Scope::Branch)
+        .unwrap()
+        .versioned(3, move |_, _| Ok(deep.clone()))
+        .unwrap();
+    let refused = |r: session_state::Result<()>| match r {
+        Err(Error::State(StateError::Migrate {
             from,
             to,
             entry_id,
             detail,
             ..
-        }) => {
+        })) => {
             assert_eq!((from, to, entry_id.as_deref()), (1, 3, Some("e1")));
             assert!(
                 detail.ends_with(
@@ -1822,5 +1796,15 @@ fn decide_migrated_sets_the_whole_value_and_refuses_a_migration_that_breaks_a_va
             );
         }
         other => panic!("{other:?}"),
+    };
+    refused(
+        key.resolve(Some(json!(["a"])), 1, || Some("e1".into()))
+            .map(|_| ()),
+    );
+    for op in [Op::Set(json!(1)), Op::Patch(json!({"n": 1})), Op::Drop] {
+        refused(
+            key.decide(Some(&json!(["a"])), 1, || Some("e1".into()), op)
+                .map(|_| ()),
+        );
     }
 }

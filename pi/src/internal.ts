@@ -5,7 +5,7 @@
  * they change with the package.
  */
 export { eventOf } from "./event.ts";
-export { native, OP_CODE, walkField } from "./native.ts";
+export { leafWalk, native, OP_CODE, walkField } from "./native.ts";
 export { writeOut } from "./output.ts";
 export { eventCountReport, eventCountsOf, historyOf, historyReportOf, newerStatesOf, storedAt, valueAt } from "./queries.ts";
 export { closeSession, syncSession } from "./session-file.ts";

@@ -1,17 +1,18 @@
 /**
  * A state's handle: `openSessionState` and its calls (read, write, patch, drop, history),
  * each a plain function over the opened state ({@link StateCore}), and `branchKey`. The
- * write (`commit`) runs as named steps: decide on the state's last event or through the
- * store, check, append through Pi, keep what Pi appended, sync.
+ * write (`commit`) runs as named steps: the core's one decision (on the state's last event
+ * or as a read reads; `migrate` and `validate` run inside it), the append through Pi, the
+ * entry Pi appended kept for the memo, the sync.
  */
 import { eventOf } from "./event.ts";
-import { call, native, OP_CODE, rethrow, walkField, type NativeStateHandle, type NativeStored } from "./native.ts";
-import { sessionFile, syncAppended, syncIfNew, syncSession } from "./session-file.ts";
+import { call, leafWalk, native, OP_CODE, walkField, type NativeStateHandle } from "./native.ts";
+import { syncAppended, syncSession } from "./session-file.ts";
 import { shared, type StoreEntry } from "./shared.ts";
 import { entryCount, storeFor, view, type View } from "./stores.ts";
 import { registerRenderer } from "./transcript.ts";
-import type { HistoryEntry, OpenedState, PiContext, PiHandle, Scope, SessionState, SessionStateOptions, StoredValue } from "./types.ts";
-import { checkerOf, encodeForEvent, invalidStored, invalidWrite, migratedText, newerError, parse, type Checker } from "./values.ts";
+import type { HistoryEntry, OpenedState, PiContext, PiHandle, Scope, SessionState, SessionStateOptions } from "./types.ts";
+import { encodeForEvent, hooksOf, parse } from "./values.ts";
 
 type Op = "set" | "patch" | "drop";
 type SessionManager = PiContext["sessionManager"];
@@ -36,9 +37,9 @@ interface LastRead {
  * the generation it was appended under (a different one, or a force-refresh since, makes
  * the core forget it) and Pi's entry count after it, which bounds the entries handed to the
  * core (`appendedSince`), and the entry Pi appended for it with its parent until the core
- * is told (with the next `prepareOnLast`: one call into the addon per write, not two). When
+ * is told (with the next write's `decide`: one call into the addon per write, not two). When
  * the core finds Pi's leaf standing on that event, the next write starts from the value
- * after it (`prepareOnLast`) and does not read what Pi appended since (a 6.6 KB message
+ * after it and does not read what Pi appended since (a 6.6 KB message
  * costs 15–25 µs to read); the next read does.
  */
 interface LastEvent {
@@ -52,7 +53,7 @@ interface LastEvent {
   file: string;
 }
 
-/** An opened state: its options as checked, the core's key of it (`nstate`) and the two memos its calls keep. */
+/** An opened state: its options as checked, the core's key of it (`nstate`, which calls its `migrate` and `validate`) and the two memos its calls keep. */
 interface StateCore {
   readonly pi: PiHandle;
   readonly pluginId: string;
@@ -60,8 +61,6 @@ interface StateCore {
   readonly version: number;
   readonly customType: string;
   readonly nstate: NativeStateHandle;
-  readonly check: Checker | undefined;
-  readonly migrate: ((value: unknown, fromVersion: number) => unknown) | undefined;
   readonly databasePath: string | undefined;
   hot: LastRead | undefined;
   last: LastEvent | undefined;
@@ -95,9 +94,12 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
       `openSessionState: plugin '${String(pluginId)}' is at version ${version}, which needs migrate(value, fromVersion): the function that turns a value written under an older version into version ${version}'s shape`,
     );
   }
-  const check = checkerOf(options.validate);
-  // The core checks the plugin id, the scope and the version, and names the events' customType.
-  const nstate = call(() => new native.NativeState(String(pluginId ?? ""), String(scope), version, check !== undefined));
+  const hooks = hooksOf(String(pluginId ?? ""), migrate, options.validate);
+  // The core checks the plugin id, the scope and the version, names the events' customType,
+  // and calls `migrate` and `validate` in its order on every read and write.
+  const nstate = call(
+    () => new native.NativeState(String(pluginId ?? ""), String(scope), version, hooks?.migrate, hooks?.validate, hooks?.schema, hooks?.print),
+  );
   const customType = nstate.customType;
   const databasePath = options.databasePath;
   if (databasePath !== undefined) {
@@ -109,7 +111,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
   // this one, until its `session_shutdown` (a handle without `on` never says when).
   const opened: OpenedState = { pluginId, scope, version };
   if (typeof pi.on === "function") shared.opened.add(opened);
-  const s: StateCore = { pi, pluginId, scope, version, customType, nstate, check, migrate, databasePath, hot: undefined, last: undefined };
+  const s: StateCore = { pi, pluginId, scope, version, customType, nstate, databasePath, hot: undefined, last: undefined };
 
   // Pi creates the file at the first user or assistant message: entries that waited in
   // memory are synced then (and its directory, once).
@@ -180,62 +182,32 @@ function read<T>(s: StateCore, ctx: PiContext): T | undefined {
   return parse<T>(text);
 }
 
-/**
- * What a read at `at` returns, as JSON text (`null`: absent): the value at this state's
- * version, or an older one migrated; validated. Throws for a newer one.
- */
+/** What a read at `at` returns, as JSON text (`null`: absent): the value as the core resolves it (its version checked, an older one migrated, validated). */
 function answer(s: StateCore, entry: StoreEntry, v: View, at: string | null): string | null {
-  const r = call(() => entry.store.readState(s.nstate, v.file, at));
-  if (r === null || r === undefined) return null;
-  if (typeof r === "string") {
-    if (s.check !== undefined) {
-      const failed = s.check(JSON.parse(r));
-      if (failed !== undefined) {
-        // Which event set it: asked only now, for the message.
-        const stored = JSON.parse(call(() => entry.store.readStored(v.file, s.pluginId, s.scope, at))) as StoredValue;
-        throw invalidStored(s.pluginId, s.version, failed, stored.entryId ?? undefined);
-      }
-    }
-    return r;
-  }
-  if (r.refusal != null) throw newerError(s.pluginId, s.version, r);
-  if (r.value == null) return null;
-  const text = migratedText(s.pluginId, s.version, s.migrate, r);
-  if (s.check !== undefined) {
-    const failed = s.check(JSON.parse(text));
-    if (failed !== undefined) throw invalidStored(s.pluginId, s.version, failed, r.entryId ?? undefined, r.stateVersion);
-  }
-  return text;
+  return call(() => entry.store.readState(s.nstate, v.file, at));
 }
 
 // ---------------------------------------------------------------------------------------
 // The write: commit and its steps
 // ---------------------------------------------------------------------------------------
 
-/** What the core decided: the event's `data`, `true` (the envelope of the caller's text), `null` (nothing to append), `false` (cannot answer so). */
-type Decided = string | boolean | null;
-
 /** A write of `op` with the caller's text `argument` (printed from `original`): the new entry's id, `undefined` when nothing is appended. */
 function commit(s: StateCore, ctx: PiContext, op: Op, argument: string | null, original?: unknown, fresh = false): string | undefined {
   const sm = ctx.sessionManager;
-  let file = sessionFile(sm);
-  const leaf = sm.getLeafId();
-  let data: Decided = false;
-  const walk = file !== null ? walkSince(s, sm, leaf) : undefined;
-  if (file !== null && walk !== undefined) data = decideOnLast(s, ctx, file, walk, op, argument);
-  if (data === false) {
-    const entry = storeFor(ctx, s.databasePath);
-    const v = view(entry, ctx);
-    file = v.file;
-    data = decideThroughStore(s, entry, v, op, argument);
-  }
-  // Until this event is known to be in Pi's session (`appended`, told with the next
-  // `prepareOnLast`), the core's value after it is not the value at any entry.
-  if (data !== null) s.last = undefined;
-  if (s.check !== undefined) checkWrite(s, s.check, op, argument, data);
+  const entry = storeFor(ctx, s.databasePath);
+  const v = view(entry, ctx);
+  const file = v.file;
+  // On top of the state's last event when the core's memo can answer so, else as a read reads: one call.
+  const walk = (file !== null ? walkSince(s, sm, v.leaf) : undefined) ?? leafWalk(v.leaf);
+  const last = s.last;
+  if (last && walk[0] !== "=") last.told = true;
+  const memoFile = last && walk[0] !== "=" && file === last.file ? null : file;
+  const data = call(() => entry.store.decide(s.nstate, memoFile, walk, OP_CODE[op], argument));
   if (data === null) return undefined; // nothing appended: the last event stands
-  // Neither way of deciding answers `false` here: the store's always decides.
-  const event = append(s, op, argument, data as string | true, original, fresh);
+  // Until this event is known to be in Pi's session (`appended`, told with the next
+  // write's walk), the core's value after it is not the value at any entry.
+  s.last = undefined;
+  const event = append(s, op, argument, data, original, fresh);
   const id = sm.getLeafId() ?? undefined;
   // Looked at before the sync, while it is at hand; kept once the event is on disk.
   const appended = file !== null ? appendedEntry(s, sm, id, event, file) : undefined;
@@ -246,7 +218,7 @@ function commit(s: StateCore, ctx: PiContext, op: Op, argument: string | null, o
 }
 
 /**
- * The walk `prepareOnLast` reads (`walkField`): the entry Pi appended for the last event
+ * The walk `decide` reads (`walkField`): the entry Pi appended for the last event
  * with its parent until the core is told, Pi's leaf, and Pi's entries from the leaf up,
  * as many as Pi appended after the last event (fewer at the root or an entry Pi does not
  * hold), for the core to judge; `undefined` when the last event was appended in another
@@ -282,48 +254,6 @@ function walkSince(s: StateCore, sm: SessionManager, leaf: string | null): strin
     walk += (e.customType === s.customType ? "\0c" : "\0o") + parent;
   }
   return walk;
-}
-
-/** Decides on top of the state's last event (`prepareOnLast`), telling the core once the entry Pi appended for it. */
-function decideOnLast(s: StateCore, ctx: PiContext, file: string, walk: string, op: Op, argument: string | null): Decided {
-  // The file exists and was synced when the last event was written.
-  shared.lastCtx = ctx;
-  syncIfNew(file);
-  try {
-    // `walk` is defined, so `last` is: the entry Pi appended for it is told once.
-    const last = s.last!;
-    last.told = true;
-    return s.nstate.prepareOnLast(file === last.file ? null : file, walk, OP_CODE[op], argument) ?? null;
-  } catch (e) {
-    rethrow(e);
-  }
-}
-
-/** Decides on the value as a read reads it (`prepare`): refused when stored under a newer version, decided again on `migrate`'s result when older. */
-function decideThroughStore(s: StateCore, entry: StoreEntry, v: View, op: Op, argument: string | null): Decided {
-  let data: string | boolean | null | NativeStored = call(() => entry.store.prepare(s.nstate, v.file, v.leaf, OP_CODE[op], argument, null));
-  if (data !== null && data !== undefined && typeof data === "object") {
-    // Stored under another version: refused when newer; an older value is migrated
-    // here and the core decides on the result (a whole `set` at this version).
-    const stored: NativeStored = data;
-    if (stored.refusal != null) throw newerError(s.pluginId, s.version, stored);
-    const text = migratedText(s.pluginId, s.version, s.migrate, stored);
-    data = call(() => entry.store.prepare(s.nstate, v.file, v.leaf, OP_CODE[op], argument, text));
-    if (data !== null && data !== undefined && typeof data === "object") {
-      throw new Error(`plugin '${s.pluginId}': the state changed version while a write was decided; nothing was written`);
-    }
-  }
-  return data ?? null;
-}
-
-/** Throws {@link StateValidationError} when the value the write leaves does not pass `validate` (nothing appended). */
-function checkWrite(s: StateCore, check: Checker, op: Op, argument: string | null, data: Decided): void {
-  // The value the write leaves: a set's own, a patch's from the core's merge (the addon
-  // kept it); a drop leaves none, and a patch that changes nothing writes nothing.
-  const after = op === "set" ? argument : op === "patch" && data !== null ? s.nstate.takeAfter() : null;
-  if (after === null) return;
-  const failed = check(JSON.parse(after));
-  if (failed !== undefined) throw invalidWrite(s.pluginId, failed);
 }
 
 /** Appends the decided event through Pi (`appendEntry`); returns the object Pi keeps. */

@@ -61,12 +61,10 @@ export function view(entry: StoreEntry, ctx: PiContext): View {
   const sm = ctx.sessionManager;
   const file = sessionFile(sm);
   const leaf = sm.getLeafId();
-  const count = entryCount(sm);
-  const sid = sm.getSessionId();
   if (file) {
     syncIfNew(file);
   } else {
-    const pk = `${sid}\0${count}`;
+    const pk = `${sm.getSessionId()}\0${entryCount(sm)}`;
     if (entry.pendingKey !== pk) {
       call(() => entry.store.loadPending(pendingBytes(sm)));
       entry.pendingKey = pk;

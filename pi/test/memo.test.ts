@@ -1,12 +1,13 @@
 // The core's memo of a state's last event, as the package drives it through the addon: a
 // write on top of the event Pi appended for the last decision starts from the value after
-// it (`prepareOnLast` answers) once the addon is told which entry that is, and only then.
+// it (the addon's one `decide` answers through the memo: its `way` is `"memo"`) once the
+// addon is told which entry that is, and only then; otherwise it decides as a read reads.
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
-import { native, OP_CODE, walkField } from "@session-state/pi/internal";
+import { leafWalk, native, OP_CODE, walkField } from "@session-state/pi/internal";
 import { removeTmpDir } from "./helpers.ts";
 
 const ts = "2026-12-01T10:00:00.000Z";
@@ -21,7 +22,7 @@ function setup() {
   ];
   fs.writeFileSync(file, lines.map((l) => JSON.stringify(l) + "\n").join(""));
   const store = new native.NativeStore(path.join(dir, "db.sqlite"), dir, "trusted");
-  const state = new native.NativeState("todo", "branch", 1, false);
+  const state = new native.NativeState("todo", "branch", 1);
   return { dir, file, store, state };
 }
 
@@ -32,11 +33,12 @@ function appendEvent(file: string, data: string, id: string, parent: string) {
 }
 
 /**
- * `prepareOnLast` as the package calls it, from the parts: Pi's `leaf`, its entries from
- * the leaf up as pairs of values (each one's `parentId` and `customType`), the entry told
- * and its parent (`null`: none to tell).
+ * `decide` with a walk that asks the memo, as the package calls it, from the parts: Pi's
+ * `leaf`, its entries from the leaf up as pairs of values (each one's `parentId` and
+ * `customType`), the entry told and its parent (`null`: none to tell).
  */
 function onLast(
+  store: InstanceType<typeof native.NativeStore>,
   state: InstanceType<typeof native.NativeState>,
   file: string,
   leaf: string,
@@ -48,7 +50,7 @@ function onLast(
 ) {
   const fields = [told === null ? "-\0-" : `${walkField(told)}\0${walkField(toldParent)}`, walkField(leaf)];
   for (let i = 0; i + 1 < since.length; i += 2) fields.push((since[i + 1] === "session-state/todo" ? "c" : "o") + walkField(since[i]));
-  return state.prepareOnLast(file, fields.join("\0"), OP_CODE[op], argument);
+  return store.decide(state, file, fields.join("\0"), OP_CODE[op], argument);
 }
 
 /** The data the core prints for `set` of `argument` in a branch-scope state of version 1. */
@@ -58,17 +60,19 @@ test("told which entry Pi appended, the memo answers the next write without read
   const { dir, file, store, state } = setup();
   try {
     // The core's data is the envelope of the caller's text: `true`, as the memo answers.
-    assert.equal(store.prepare(state, file, "m1", OP_CODE.set, "[1]", null), true);
+    assert.equal(store.decide(state, file, leafWalk("m1"), OP_CODE.set, "[1]"), true);
     appendEvent(file, setData("[1]"), "e1", "m1");
-    const second = onLast(state, file, "e1", [], "set", "[2]", "e1", "m1");
+    const second = onLast(store, state, file, "e1", [], "set", "[2]", "e1", "m1");
     assert.equal(second, true, "the memo answers once told: the envelope of the caller's text");
+    assert.equal(state.way, "memo");
     appendEvent(file, setData("[2]"), "e2", "e1");
     // A message of Pi's on top; the equal value changes nothing, told or not.
     fs.appendFileSync(file, JSON.stringify({ type: "custom", customType: "other", data: {}, id: "m2", parentId: "e2", timestamp: ts }) + "\n");
-    assert.equal(onLast(state, file, "m2", ["e2", undefined], "set", "[2]", "e2", "e1"), null);
+    assert.equal(onLast(store, state, file, "m2", ["e2", undefined], "set", "[2]", "e2", "e1"), null);
     // Told once: the next write on the same event answers without telling it again.
-    const third = onLast(state, file, "m2", ["e2", undefined], "set", "[3]", null, null);
+    const third = onLast(store, state, file, "m2", ["e2", undefined], "set", "[3]", null, null);
     assert.equal(third, true, "the memo still answers");
+    assert.equal(state.way, "memo");
   } finally {
     removeTmpDir(dir);
   }
@@ -77,14 +81,14 @@ test("told which entry Pi appended, the memo answers the next write without read
 test("a text the core prints otherwise gets the core's data, not the envelope of the text", () => {
   const { dir, file, store, state } = setup();
   try {
-    assert.equal(store.prepare(state, file, "m1", OP_CODE.set, "[1]", null), true);
+    assert.equal(store.decide(state, file, leafWalk("m1"), OP_CODE.set, "[1]"), true);
     appendEvent(file, setData("[1]"), "e1", "m1");
     // Spaces, and a key order JavaScript does not keep: printed as JSON.stringify would.
-    const data = onLast(state, file, "e1", [], "set", '{ "b": [ 2 ], "1": 0 }', "e1", "m1");
+    const data = onLast(store, state, file, "e1", [], "set", '{ "b": [ 2 ], "1": 0 }', "e1", "m1");
     assert.equal(data, setData('{"1":0,"b":[2]}'));
     appendEvent(file, data as string, "e2", "e1");
     // A patch printed as its text: confirmed as well.
-    assert.equal(onLast(state, file, "e2", [], "patch", '{"a":1}', "e2", "e1"), true);
+    assert.equal(onLast(store, state, file, "e2", [], "patch", '{"a":1}', "e2", "e1"), true);
   } finally {
     removeTmpDir(dir);
   }
@@ -94,22 +98,23 @@ test("not told, told twice, or told an entry under another parent, the memo does
   for (const tell of [null, "twice", "wrong-parent"] as const) {
     const { dir, file, store, state } = setup();
     try {
-      assert.equal(store.prepare(state, file, "m1", OP_CODE.set, "[1]", null), true);
+      assert.equal(store.decide(state, file, leafWalk("m1"), OP_CODE.set, "[1]"), true);
       appendEvent(file, setData("[1]"), "e1", "m1");
       let answer;
       if (tell === null) {
-        answer = onLast(state, file, "e1", [], "set", "[2]", null, null);
+        answer = onLast(store, state, file, "e1", [], "set", "[2]", null, null);
       } else if (tell === "wrong-parent") {
-        answer = onLast(state, file, "e1", [], "set", "[2]", "e1", "x");
+        answer = onLast(store, state, file, "e1", [], "set", "[2]", "e1", "x");
       } else {
-        assert.equal(onLast(state, file, "e1", [], "set", "[1]", "e1", "m1"), null);
-        answer = onLast(state, file, "e1", [], "set", "[2]", "e1", "m1");
+        assert.equal(onLast(store, state, file, "e1", [], "set", "[1]", "e1", "m1"), null);
+        answer = onLast(store, state, file, "e1", [], "set", "[2]", "e1", "m1");
       }
-      assert.equal(answer, false, `${tell}: the write reads the file`);
-      // The file's way gives the same decision.
-      assert.equal(store.prepare(state, file, "e1", OP_CODE.set, "[2]", null), true);
+      assert.equal(answer, true, `${tell}: the same decision`);
+      assert.equal(state.way, "store", `${tell}: the write reads the file`);
+      // The file's way, asked for, gives the same decision.
+      assert.equal(store.decide(state, file, leafWalk("e1"), OP_CODE.set, "[2]"), true);
       // A text the core prints otherwise: its data.
-      assert.equal(store.prepare(state, file, "e1", OP_CODE.set, "[ 2 ]", null), setData("[2]"));
+      assert.equal(store.decide(state, file, leafWalk("e1"), OP_CODE.set, "[ 2 ]"), setData("[2]"));
     } finally {
       removeTmpDir(dir);
     }
@@ -122,14 +127,17 @@ test("the walk carries ids as `-` or `+id`; an id with a NUL is never put in one
   assert.equal(walkField(""), "+");
   assert.equal(walkField("a-b"), "+a-b");
   assert.equal(walkField("a\0b"), undefined);
-  const { dir, file, state } = setup();
+  assert.equal(leafWalk(null), "=-");
+  assert.equal(leafWalk("a\0b"), "=+a\0b");
+  const { dir, file, store, state } = setup();
   try {
-    for (const walk of ["", "-\0-", "x\0-\0+e1", "-\0-\0+e1\0z+m1", "-\0-\0+e1\0"]) {
-      assert.throws(() => state.prepareOnLast(file, walk, OP_CODE.set, "[1]"), /a malformed walk of Pi's entries/, JSON.stringify(walk));
+    for (const walk of ["", "-\0-", "x\0-\0+e1", "-\0-\0+e1\0z+m1", "-\0-\0+e1\0", "=", "=m1"]) {
+      assert.throws(() => store.decide(state, file, walk, OP_CODE.set, "[1]"), /a malformed walk of Pi's entries/, JSON.stringify(walk));
     }
-    // Well formed, nothing kept yet: the memo cannot answer.
-    assert.equal(state.prepareOnLast(file, "-\0-\0+e1\0o+m1", OP_CODE.set, "[1]"), false);
-    assert.throws(() => state.prepareOnLast(file, "-\0-\0+e1", 7, "[1]"), /no such operation: 7/);
+    // Well formed, nothing kept yet: the memo cannot answer, the file is read.
+    assert.equal(store.decide(state, file, "-\0-\0+m1", OP_CODE.set, "[1]"), true);
+    assert.equal(state.way, "store");
+    assert.throws(() => store.decide(state, file, "-\0-\0+m1", 7, "[1]"), /no such operation: 7/);
   } finally {
     removeTmpDir(dir);
   }

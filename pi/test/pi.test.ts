@@ -221,14 +221,15 @@ test("the event Pi keeps is the one in the file, a copy that the caller's later 
 });
 
 test("in the real Pi, a write on top of the state's own last event is answered by the core's memo", async () => {
-  // Every answer of the addon's prepareOnLast: `false` means the memo could not answer and
-  // the write read the file. The package must tell the memo which entry Pi appended.
-  const proto = native.NativeState.prototype as unknown as { prepareOnLast: (...args: unknown[]) => unknown };
-  const original = proto.prepareOnLast;
+  // Every answer of the addon's one write decision, with the way it was decided: `memo`
+  // (on top of the state's last event) or `store` (as a read reads). The package must tell
+  // the memo which entry Pi appended.
+  const proto = native.NativeStore.prototype as unknown as { decide: (...args: unknown[]) => unknown };
+  const original = proto.decide;
   const answers: unknown[] = [];
-  proto.prepareOnLast = function (this: unknown, ...args: unknown[]) {
+  proto.decide = function (this: unknown, ...args: unknown[]) {
     const answer = original.apply(this, args);
-    answers.push(answer);
+    answers.push([answer, (args[0] as { way: unknown }).way]);
     return answer;
   };
   try {
@@ -241,12 +242,17 @@ test("in the real Pi, a write on top of the state's own last event is answered b
     await probeCmd(pi, { op: "write", value: { a: 3 } });
     assert.deepEqual(
       answers,
-      [true, null, true],
-      "the second, third and fourth writes start from the value after the last event (the core confirms the envelope of the package's text)",
+      [
+        [true, "store"],
+        [true, "memo"],
+        [null, "memo"],
+        [true, "memo"],
+      ],
+      "one call per write; the second, third and fourth writes start from the value after the last event (the core confirms the envelope of the package's text)",
     );
     assert.deepEqual(last().branch, { a: 3 });
   } finally {
-    proto.prepareOnLast = original;
+    proto.decide = original;
   }
 });
 

@@ -328,7 +328,7 @@ function nested(n: number): unknown {
  * `StateMigrationError` naming the entry and `detail`, nothing is written, and a `migrate`
  * that works reads the version-1 value afterwards.
  */
-async function migrationRefused(t: any, what: string, migrate: (value: unknown) => any, detail: RegExp) {
+async function migrationRefused(t: any, what: string, migrate: (value: unknown) => any, detail: RegExp, cause?: unknown) {
   const dir = tmpDir(t);
   const v1 = opener<{ items: string[] }>({ pluginId: "notes" });
   let pi = await startPi({ dir, extensions: [v1.factory] });
@@ -347,6 +347,7 @@ async function migrationRefused(t: any, what: string, migrate: (value: unknown) 
     assert.equal(e.fromVersion, 1);
     assert.equal(e.toVersion, 2);
     assert.match(e.detail, detail, what);
+    if (cause !== undefined) assert.equal(e.cause, cause, `${what}: the cause`);
     return true;
   };
   assert.throws(() => notes.read(pi.context()), refused, `${what}: read`);
@@ -384,6 +385,56 @@ test("a validate that returns a Promise is a StateValidationError: nothing is wr
   );
   assert.equal(pi.events("counter").length, n, "nothing appended");
   assert.deepEqual(fs.readFileSync(pi.file!), before, "the file as it was");
+  // A stored value read through it is refused the same way, naming the entry that set it.
+  counter.cell.api.appendEntry("session-state/counter", { v: 1, scope: "session", op: "set", value: 1 });
+  const set = pi.leaf!;
+  assert.throws(
+    () => counter.cell.state!.read(pi.context()),
+    (e: unknown) =>
+      e instanceof StateValidationError && e.path === "" && e.entryId === set &&
+      e.message === `plugin 'counter': the stored value (entry '${set}') does not pass validate at the root (the value itself): the validate function returned a Promise; it must answer true or false itself (an async function returns a Promise)`,
+  );
+  await pi.shutdown();
+});
+
+test("a migrate that throws is a StateMigrationError naming the entry, its detail the thrown message and its cause the thrown error; nothing is written", async (t) => {
+  const thrown = new Error("no way from here");
+  await migrationRefused(t, "a throwing migrate", () => { throw thrown; }, /^no way from here$/, thrown);
+});
+
+test("migrate runs once per read of an older value and once per write on it, and not at all on the state's own version", async (t) => {
+  const dir = tmpDir(t);
+  const v1 = opener<{ items: string[] }>({ pluginId: "notes" });
+  let pi = await startPi({ dir, extensions: [v1.factory] });
+  await pi.prompt("hi");
+  v1.cell.state!.write(pi.context(), { items: ["a"] });
+  const file = pi.file!;
+  await pi.shutdown();
+
+  const calls: unknown[] = [];
+  const v2 = opener<{ items: string[]; n?: number }>({
+    pluginId: "notes",
+    version: 2,
+    migrate: (value, from) => {
+      calls.push([value, from]);
+      return value as { items: string[] };
+    },
+  });
+  pi = await startPi({ dir, session: file, extensions: [v2.factory] });
+  const notes = v2.cell.state!;
+  assert.deepEqual(notes.read(pi.context()), { items: ["a"] });
+  assert.deepEqual(calls, [[{ items: ["a"] }, 1]], "one call for the read");
+  await pi.prompt("more"); // Pi's session changes: the next read asks the core again
+  assert.deepEqual(notes.read(pi.context()), { items: ["a"] });
+  assert.equal(calls.length, 2, "one call for the next read");
+  assert.ok(notes.patch(pi.context(), { n: 1 }));
+  assert.equal(calls.length, 3, "one call for the write on the older value");
+  // Written at version 2 now: neither the reads nor the writes on it migrate.
+  assert.deepEqual(notes.read(pi.context()), { items: ["a"], n: 1 });
+  assert.ok(notes.patch(pi.context(), { n: 2 }));
+  await pi.prompt("again");
+  assert.deepEqual(notes.read(pi.context()), { items: ["a"], n: 2 });
+  assert.equal(calls.length, 3, "no call on a value of the state's own version");
   await pi.shutdown();
 });
 

@@ -88,12 +88,27 @@ pub struct StateKey<T = Value> {
     version: u32,
     /// Turns a value written under an older version into this version's shape.
     migrate: Option<std::sync::Arc<Migrate>>,
+    /// The state's own rules for a value ([`StateKey::validated`]).
+    validate: Option<std::sync::Arc<Validate>>,
     _t: PhantomData<fn() -> T>,
 }
 
 /// A key's migration ([`StateKey::versioned`]): the value as written under version
 /// `from` (older than the key's) in, the value in the key's shape out, or why not.
 pub type Migrate = dyn Fn(Value, u32) -> std::result::Result<Value, String> + Send + Sync;
+
+/// A key's validation ([`StateKey::validated`]): `Ok` for a valid value, else where and what.
+type Validate = dyn Fn(&Value) -> std::result::Result<(), Invalid> + Send + Sync;
+
+/// What a key's validation ([`StateKey::validated`]) found wrong with a value: where
+/// (`path`, a JSON Pointer; `""` for the value itself) and what (`detail`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// The first failing place, as a JSON Pointer (`"/items/0/done"`; `""`: the value itself).
+    pub path: String,
+    /// What is wrong there.
+    pub detail: String,
+}
 
 impl<T> Clone for StateKey<T> {
     fn clone(&self) -> Self {
@@ -102,6 +117,7 @@ impl<T> Clone for StateKey<T> {
             scope: self.scope,
             version: self.version,
             migrate: self.migrate.clone(),
+            validate: self.validate.clone(),
             _t: PhantomData,
         }
     }
@@ -151,6 +167,7 @@ impl<T> StateKey<T> {
             scope,
             version: 1,
             migrate: None,
+            validate: None,
             _t: PhantomData,
         }
     }
@@ -182,6 +199,7 @@ impl<T> StateKey<T> {
             scope: self.scope,
             version: self.version,
             migrate: self.migrate.clone(),
+            validate: self.validate.clone(),
             _t: PhantomData,
         }
     }
@@ -222,6 +240,35 @@ impl<T> StateKey<T> {
         Ok(self)
     }
 
+    /// This key with the state's own rules for a value: `validate` answers `Ok` for a
+    /// valid value, else where and what fails ([`Invalid`]). Every read, on every target,
+    /// runs it on the value it resolves (after the version check, the migration and the
+    /// value rules a migrated value keeps: [`StateKey::resolve`]), and every write on the
+    /// value it leaves (after the core's merge: [`StateKey::decide`]; a `drop` leaves none
+    /// and a write that changes nothing writes nothing). A refusal is
+    /// [`StateError::Invalid`]: on a read naming the entry that set the value, on a write
+    /// with nothing written.
+    ///
+    /// ```
+    /// use session_state::{Invalid, Op, Scope, StateKey};
+    /// use serde_json::{json, Value};
+    /// let count = StateKey::<Value>::new("count", Scope::Branch)?.validated(|v| match v {
+    ///     Value::Number(_) => Ok(()),
+    ///     _ => Err(Invalid { path: String::new(), detail: "not a number".into() }),
+    /// });
+    /// assert!(count.decide(None, 1, || None, Op::Set(json!(2)))?.is_some());
+    /// let e = count.decide(None, 1, || None, Op::Set(json!("two"))).expect_err("refused");
+    /// assert!(e.to_string().ends_with("does not pass validate at the root (the value itself): not a number; nothing was written"), "{e}");
+    /// # Ok::<(), session_state::Error>(())
+    /// ```
+    pub fn validated(
+        mut self,
+        validate: impl Fn(&Value) -> std::result::Result<(), Invalid> + Send + Sync + 'static,
+    ) -> StateKey<T> {
+        self.validate = Some(std::sync::Arc::new(validate));
+        self
+    }
+
     /// The version of the state's shape this key reads and writes (1 unless
     /// [`StateKey::versioned`]).
     pub fn version(&self) -> u32 {
@@ -229,32 +276,84 @@ impl<T> StateKey<T> {
     }
 
     /// The value a read returns for `value`, written under `stored` (the version of the
-    /// event that made it; 1 when there is none): refused when `stored` is newer than the
-    /// key's version, migrated when it is older (an absent value stays absent). `entry`
-    /// names the event, for the errors.
+    /// event that made it; 1 when there is none), in the core's order: refused when
+    /// `stored` is newer than the key's version ([`StateError::NewerStateVersion`]);
+    /// migrated when it is older (an absent value stays absent), the migrated value kept
+    /// to the value rules every write keeps (nesting, numbers: [`StateError::Migrate`]
+    /// when it breaks one); then checked by the key's validation, when it has one
+    /// ([`StateKey::validated`]: [`StateError::Invalid`]). `entry` names the event, for
+    /// the errors.
     pub fn resolve(
         &self,
         value: Option<Value>,
         stored: u32,
         entry: impl FnOnce() -> Option<String>,
     ) -> Result<Option<Value>> {
-        if stored == self.version {
+        if stored == self.version && self.validate.is_none() {
             return Ok(value);
         }
         // One error at most is made, so the entry is named at most once.
         let mut entry = Some(entry);
         let mut named = || entry.take().and_then(|f| f());
-        self.check_version(stored, &mut named)?;
+        let value = self.migrated(value, stored, &mut named)?;
+        if let (Some(v), Some(validate)) = (&value, &self.validate) {
+            validate(v).map_err(|Invalid { path, detail }| StateError::Invalid {
+                plugin: self.plugin_id().to_owned(),
+                write: false,
+                entry_id: named(),
+                migrated_from: (stored != self.version).then_some(stored),
+                to: self.version,
+                path,
+                detail,
+            })?;
+        }
+        Ok(value)
+    }
+
+    /// [`StateKey::resolve`] without the key's validation: the version check, and the
+    /// migration of an older value kept to the value rules.
+    fn migrated(
+        &self,
+        value: Option<Value>,
+        stored: u32,
+        named: &mut dyn FnMut() -> Option<String>,
+    ) -> Result<Option<Value>> {
+        if stored == self.version {
+            return Ok(value);
+        }
+        self.check_version(stored, &mut *named)?;
+        let failed = |detail: String, named: &mut dyn FnMut() -> Option<String>| {
+            Error::State(StateError::Migrate {
+                plugin: self.plugin_id().to_owned(),
+                from: stored,
+                to: self.version,
+                entry_id: named(),
+                detail,
+            })
+        };
         match (value, &self.migrate) {
-            (Some(v), Some(migrate)) => migrate(v, stored).map(Some).map_err(|detail| {
-                Error::State(StateError::Migrate {
-                    plugin: self.plugin_id().to_owned(),
-                    from: stored,
-                    to: self.version,
-                    entry_id: named(),
-                    detail,
-                })
-            }),
+            (Some(v), Some(migrate)) => {
+                let out = migrate(v, stored).map_err(|detail| failed(detail, named))?;
+                // The value rules every write keeps, on what the migration returned: a
+                // migration that breaks one is refused here, naming the entry, not later
+                // as a write's refusal of a value the caller never gave.
+                let (depth, numbers) = crate::json::depth_and_numbers(&out);
+                let why = if depth > MAX_DEPTH {
+                    Some(format!(
+                        "it is nested {depth} levels deep, deeper than {MAX_DEPTH} levels of \
+                         arrays and objects"
+                    ))
+                } else {
+                    numbers.err().map(|e| e.to_string())
+                };
+                match why {
+                    Some(why) => Err(failed(
+                        format!("migrate returned a value that cannot be written: {why}"),
+                        named,
+                    )),
+                    None => Ok(Some(out)),
+                }
+            }
             // Absent stays absent; and a key without `migrate` is of version 1, below
             // which nothing is written.
             (value, _) => Ok(value),
@@ -326,6 +425,10 @@ impl<T> StateKey<T> {
     /// the writers call it first, before anything is opened); what the value inherits
     /// from the session (a value Pi wrote thousands of levels deep, ±Infinity, an integer
     /// beyond 2^53) passes, so that writes on top of it keep working.
+    ///
+    /// The key's validation ([`StateKey::validated`]) runs last, on the value the event
+    /// leaves ([`StateError::Invalid`], nothing to append); the value where the write
+    /// lands is not validated (a write may replace an invalid value).
     pub fn decide(
         &self,
         current: Option<&Value>,
@@ -333,52 +436,31 @@ impl<T> StateKey<T> {
         entry: impl FnOnce() -> Option<String>,
         op: Op,
     ) -> Result<Option<Decided>> {
-        if stored == self.version {
-            return decide_versioned(self.scope, current, op, self.version, true)
-                .map_err(|e| self.too_deep_result(e));
+        let decided = if stored == self.version {
+            decide_versioned(self.scope, current, op, self.version, true)
+        } else {
+            let mut entry = Some(entry);
+            let mut named = || entry.take().and_then(|f| f());
+            let migrated =
+                self.migrated(current.map(crate::json::clone_value), stored, &mut named)?;
+            decide_versioned(self.scope, migrated.as_ref(), op, self.version, false)
         }
-        let migrated = self.resolve(current.map(crate::json::clone_value), stored, entry)?;
-        decide_versioned(self.scope, migrated.as_ref(), op, self.version, false)
-            .map_err(|e| self.too_deep_result(e))
-    }
-
-    /// [`StateKey::decide`] on a value its host migrated from an older version itself (the
-    /// Pi package, whose `migrate` is JavaScript): the event is a whole `set` of the value
-    /// after `op` (or a `drop`) at the key's version, as `decide` decides on a value it
-    /// migrated, and the migrated value is checked first as a value is
-    /// ([`StateKey::check_text`]'s rules: a host's migration that breaks them is
-    /// [`StateError::Migrate`] naming `entry`, the event that set the older value, and
-    /// `from`, its version).
-    pub fn decide_migrated(
-        &self,
-        migrated: Option<&Value>,
-        from: u32,
-        entry: impl FnOnce() -> Option<String>,
-        op: Op,
-    ) -> Result<Option<Decided>> {
-        if let Some(v) = migrated {
-            let (depth, numbers) = crate::json::depth_and_numbers(v);
-            let why = if depth > MAX_DEPTH {
-                Some(format!(
-                    "it is nested {depth} levels deep, deeper than {MAX_DEPTH} levels of \
-                     arrays and objects"
-                ))
-            } else {
-                numbers.err().map(|e| e.to_string())
-            };
-            if let Some(why) = why {
-                return Err(StateError::Migrate {
-                    plugin: self.plugin_id().to_owned(),
-                    from,
-                    to: self.version,
-                    entry_id: entry(),
-                    detail: format!("migrate returned a value that cannot be written: {why}"),
-                }
-                .into());
-            }
+        .map_err(|e| self.too_deep_result(e))?;
+        // The key's validation, last, on the value the write leaves.
+        if let (Some(validate), Some(after)) =
+            (&self.validate, decided.as_ref().and_then(Decided::after))
+        {
+            validate(after).map_err(|Invalid { path, detail }| StateError::Invalid {
+                plugin: self.plugin_id().to_owned(),
+                write: true,
+                entry_id: None,
+                migrated_from: None,
+                to: self.version,
+                path,
+                detail,
+            })?;
         }
-        decide_versioned(self.scope, migrated, op, self.version, false)
-            .map_err(|e| self.too_deep_result(e))
+        Ok(decided)
     }
 
     /// The events that made this state's value at the log's active leaf, oldest first,
@@ -547,6 +629,159 @@ mod tests {
             calls.set(calls.get() + 1);
             Some("e7".to_owned())
         }
+    }
+
+    /// A key at version 2 whose `migrate` nests the value `n` levels deep when it is a
+    /// number `n`, and whose validation wants an object with a number `n`, counting its calls.
+    fn validated(calls: &std::sync::Arc<std::sync::atomic::AtomicU32>) -> StateKey<Value> {
+        let calls = calls.clone();
+        StateKey::<Value>::new("counter", Scope::Branch)
+            .expect("valid")
+            .versioned(2, |v, _| match v.as_u64() {
+                Some(n) if n > 1 => {
+                    let mut deep = json!(0);
+                    for _ in 0..n {
+                        deep = json!([deep]);
+                    }
+                    Ok(deep)
+                }
+                _ => Ok(json!({"n": v})),
+            })
+            .expect("a version")
+            .validated(move |v| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                match v.get("n") {
+                    Some(Value::Number(_)) => Ok(()),
+                    Some(_) => Err(Invalid {
+                        path: "/n".into(),
+                        detail: "not a number".into(),
+                    }),
+                    None => Err(Invalid {
+                        path: String::new(),
+                        detail: "no n".into(),
+                    }),
+                }
+            })
+    }
+
+    #[test]
+    fn the_validation_hook_runs_last_on_what_a_read_resolves_and_what_a_write_leaves() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let k = validated(&calls);
+        let e7 = || Some("e7".to_owned());
+        // A read: a valid value at the key's version, then one it refuses, naming the entry.
+        assert_eq!(
+            k.resolve(Some(json!({"n": 1})), 2, e7).expect("valid"),
+            Some(json!({"n": 1}))
+        );
+        let e = k
+            .resolve(Some(json!({"n": "x"})), 2, e7)
+            .expect_err("invalid");
+        assert_eq!(
+            e.to_string(),
+            "plugin 'counter': the stored value (entry 'e7') does not pass validate at /n: not a number"
+        );
+        // An older value: migrated, then validated, the message naming the migration.
+        match k.resolve(Some(json!("x")), 1, e7) {
+            Err(e @ Error::State(StateError::Invalid { .. })) => {
+                assert_eq!(
+                    e.to_string(),
+                    "plugin 'counter': the stored value (entry 'e7'), migrated from version 1 to 2, does not pass validate at /n: not a number"
+                );
+                let Error::State(StateError::Invalid {
+                    write,
+                    entry_id,
+                    migrated_from,
+                    to,
+                    ..
+                }) = e
+                else {
+                    unreachable!()
+                };
+                assert_eq!(
+                    (write, entry_id.as_deref(), migrated_from, to),
+                    (false, Some("e7"), Some(1), 2)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(calls.load(SeqCst), 3);
+        // Absent: nothing to validate. Newer: refused before anything runs. A migration
+        // that breaks a value rule: `Migrate`, before the validation.
+        assert_eq!(k.resolve(None, 2, e7).expect("absent"), None);
+        assert!(matches!(
+            k.resolve(Some(json!({"n": "x"})), 3, e7),
+            Err(Error::State(StateError::NewerStateVersion { .. }))
+        ));
+        match k.resolve(Some(json!(150)), 1, e7) {
+            Err(Error::State(StateError::Migrate {
+                entry_id, detail, ..
+            })) => {
+                assert_eq!(entry_id.as_deref(), Some("e7"));
+                assert!(
+                    detail.ends_with(
+                        "nested 150 levels deep, deeper than 100 levels of arrays and objects"
+                    ),
+                    "{detail}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        for op in [Op::Set(json!(150)), Op::Drop] {
+            assert!(matches!(
+                k.decide(Some(&json!(150)), 1, e7, op),
+                Err(Error::State(StateError::Migrate { .. }))
+            ));
+        }
+        assert_eq!(
+            calls.load(SeqCst),
+            3,
+            "the validation never ran on a refused value"
+        );
+        // A write: the value it leaves, after the merge; the value under it is not asked.
+        let cur = json!({"n": "x"});
+        assert!(
+            k.decide(Some(&cur), 2, e7, Op::Set(json!({"n": 2})))
+                .expect("valid")
+                .is_some()
+        );
+        let e = k
+            .decide(Some(&json!({"n": 1})), 2, e7, Op::Patch(json!({"n": "y"})))
+            .expect_err("the merge leaves an invalid value");
+        assert!(
+            matches!(&e, Error::State(StateError::Invalid { write: true, entry_id: None, path, .. }) if path == "/n"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "plugin 'counter': the value the write would leave does not pass validate at /n: not a number; nothing was written"
+        );
+        let e = k.decide(None, 2, e7, Op::Set(json!(1))).expect_err("no n");
+        assert!(
+            e.to_string()
+                .contains("at the root (the value itself): no n"),
+            "{e}"
+        );
+        // An older value migrated for a write is not validated; what the write leaves is.
+        assert!(
+            k.decide(Some(&json!("x")), 1, e7, Op::Patch(json!({"n": 3})))
+                .expect("valid")
+                .is_some()
+        );
+        // A drop leaves nothing; a write that changes nothing writes nothing.
+        let before = calls.load(SeqCst);
+        assert!(
+            k.decide(Some(&cur), 2, e7, Op::Drop)
+                .expect("a drop")
+                .is_some()
+        );
+        assert!(
+            k.decide(Some(&cur), 2, e7, Op::Set(cur.clone()))
+                .expect("unchanged")
+                .is_none()
+        );
+        assert_eq!(calls.load(SeqCst), before);
     }
 
     #[test]

@@ -13,4 +13,4 @@ pub(crate) mod step;
 
 pub use decide::Decided;
 pub use depth::MAX_DEPTH;
-pub use key::{Migrate, StateKey, Unwritable, validate_plugin_id};
+pub use key::{Invalid, Migrate, StateKey, Unwritable, validate_plugin_id};

@@ -274,11 +274,11 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
     }
 
     /// The value at `on` as stored, not migrated, with the state version it was written
-    /// under and the entry of the event that set it: for a host that migrates an older
-    /// value itself (the Pi package, whose `migrate` is JavaScript) and refuses a newer
-    /// one ([`StateKey::check_version`]), then decides on the result
-    /// ([`StateKey::decide_migrated`]). Read the way [`SessionState::read`] reads, at the
-    /// same cost.
+    /// under and the entry of the event that set it (on a file, for a value at the key's
+    /// version, `None`: looked up only when asked): for a host that reads where the core
+    /// cannot (the Pi package: its background log, the entries Pi holds in memory) and
+    /// then resolves ([`StateKey::resolve`]) or decides ([`StateKey::decide`]) on it. Read
+    /// the way [`SessionState::read`] reads, at the same cost.
     pub fn read_as_stored<'a>(&self, on: impl Into<On<'a>>) -> Result<StoredValue> {
         let of_log = |log: &SessionLog| -> Result<StoredValue> {
             let f = self.folded(log, log.tree().leaf_index())?;
@@ -322,7 +322,15 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
 
     fn read_file_value(&self, file: &Path, at: Option<&str>) -> Result<Option<Value>> {
         let (read, entry) = self.store.read_file_raw(file, self.key(), at)?;
-        self.key.resolve(read.value, read.version, || entry)
+        // The entry of a value at the key's version is looked up only for an error's message.
+        self.key.resolve(read.value, read.version, || {
+            entry.or_else(|| {
+                self.store
+                    .read_versioned(file, self.plugin_id(), self.scope(), at)
+                    .ok()
+                    .and_then(|v| v.entry)
+            })
+        })
     }
 
     fn read_file(&self, file: &Path, at: Option<&str>) -> Result<Option<T>> {

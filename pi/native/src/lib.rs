@@ -8,26 +8,25 @@
 //! - before Pi has created the file, the entries Pi holds in memory are handed over as
 //!   JSONL bytes ([`NativeStore::load_pending`]) and folded from a detached log.
 //!
-//! A write's event is decided by the core ([`StateKey::decide`]) on the value where it
-//! lands, read as a read reads it ([`NativeStore::prepare`]), or, when the core's memo of
-//! the state's last event ([`LastEvent`]) finds Pi's leaf standing on it with nothing of
-//! that state appended since, the value after that event
-//! ([`NativeState::prepare_on_last`]). The package hands the memo Pi's leaf and the entries
-//! Pi appended since; the core decides.
+//! A write's event is decided by the core ([`StateKey::decide`]) in one call
+//! ([`NativeStore::decide`]): on the value after the state's last event, when the core's
+//! memo of it ([`LastEvent`]) finds Pi's leaf standing on it with nothing of that state
+//! appended since, else on the value where it lands, read as a read reads it. The package
+//! hands the memo Pi's leaf and the entries Pi appended since; the core decides.
 //!
-//! State versions: a state is opened at a version of its shape (`openSessionState`'s
-//! `version`, 1 by default), and its key is the core's [`StateKey::versioned`] at that
-//! version. A value stored under that version is answered as before (JSON text); one
-//! stored under another version is answered with its version and the entry that set it
-//! ([`StoredState`]): the TypeScript refuses a newer one and migrates an older one with
-//! the extension's own `migrate` (JavaScript, which the core cannot call), and a write on
-//! top of an older value is decided by the core's [`StateKey::decide`] on the
-//! migrated value (a whole `set` at the state's version).
+//! State versions and validation: a state is opened at a version of its shape
+//! (`openSessionState`'s `version`, 1 by default), and its key is the core's
+//! [`StateKey::versioned`] at that version, [`StateKey::validated`] when the state has a
+//! `validate`; the key's `migrate` and validation call the extension's JavaScript functions
+//! (`hooks.rs`). Every read ([`StateKey::resolve`]) and every write ([`StateKey::decide`])
+//! runs them in the core's order.
 //!
 //! Errors are thrown as JavaScript `Error`s whose message is the core's own
-//! (`session_state::Error`'s `Display`).
+//! (`session_state::Error`'s `Display`); the refusals the package has classes for carry
+//! their fields too (`hooks::thrown`).
 
-use napi::bindgen_prelude::{Buffer, Either, Either3};
+use napi::Env;
+use napi::bindgen_prelude::{Buffer, Either};
 use napi_derive::napi;
 use serde_json::Value;
 use session_state::{
@@ -36,6 +35,10 @@ use session_state::{
     settings::ProjectTrust,
 };
 use std::fmt::Display;
+use std::rc::Rc;
+
+mod hooks;
+use hooks::{Hooks, MigrateFn, PrintFn, Running, ValidateFn};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -108,121 +111,33 @@ pub fn value_error(plugin_id: String, kind: String, detail: String) -> napi::Res
     Ok(key.refusal(why).to_string())
 }
 
-/// The state key of `plugin_id` in `scope` at `version`. Above version 1 a key needs a
-/// `migrate`; the package's is JavaScript, run by the package on the value the addon reads
-/// as stored ([`session_state::SessionState::read_as_stored`]) and handed back to
-/// [`StateKey::decide_migrated`], so the key's own is never called: it refuses, naming
-/// why, should a future read reach it.
-fn state_key_at(plugin_id: &str, scope: &str, version: u32) -> napi::Result<StateKey> {
-    let key = key_of(plugin_id, scope)?;
-    if version == 1 {
-        return Ok(key);
-    }
-    key.versioned(version, |_, _| {
-        Err("the Pi package migrates this state's values itself (in JavaScript)".to_owned())
-    })
-    .map_err(js_err)
-}
-
-/// A state's value stored under another version than the state's, as the package hands it
-/// to TypeScript.
-#[napi(object)]
-pub struct StoredState {
-    /// The value as stored (JSON text; `None`: absent, or not read: a newer version).
-    pub value: Option<String>,
-    /// The state version it was written under.
-    pub state_version: u32,
-    /// The entry of the event that set it (`entryId` in JavaScript, as in every record).
-    pub entry_id: Option<String>,
-    /// The core's refusal when the version is newer than the state's
-    /// ([`session_state::StateError::NewerStateVersion`]'s message); `None` for an older one.
-    pub refusal: Option<String>,
-}
-
-/// The value where a state's read or write lands.
-enum Stored {
-    /// At the state's version (or absent): the value.
-    Same(Option<Value>),
-    /// Stored under another version: the value as stored, for an older one.
-    Other {
-        value: Option<Value>,
-        version: u32,
-        entry: Option<String>,
-        refusal: Option<String>,
-    },
-}
-
-impl Stored {
-    /// The value where a read or write of `key` lands, read as stored ([`StoredValue`]),
-    /// sorted by its version against the key's: a newer one is refused (the core's
-    /// [`StateKey::check_version`] message, typed, not matched on), an absent value is
-    /// absent whatever version dropped it, an older one is handed to the package's
-    /// `migrate`.
-    fn of(stored: StoredValue, key: &StateKey) -> Stored {
-        let StoredValue {
-            value,
-            state_version: version,
-            entry,
-        } = stored;
-        if let Err(refusal) = key.check_version(version, || entry.clone()) {
-            return Stored::Other {
-                value: None,
-                version,
-                entry,
-                refusal: Some(refusal.to_string()),
-            };
-        }
-        if value.is_none() || version == key.version() {
-            return Stored::Same(value);
-        }
-        Stored::Other {
-            value,
-            version,
-            entry,
-            refusal: None,
-        }
-    }
-}
-
-/// A [`Stored::Other`] as TypeScript gets it.
-fn stored_state(
-    value: Option<&Value>,
-    version: u32,
-    entry: Option<String>,
-    refusal: Option<String>,
-) -> StoredState {
-    StoredState {
-        value: value.map(json::to_string),
-        state_version: version,
-        entry_id: entry,
-        refusal,
-    }
-}
-
 /// One state (a plugin id in a scope, at a version of its shape) as `openSessionState`
-/// holds it: the key, checked once, the core's memo of the state's last decided event,
-/// for the next write, and the value a patch left, for `validate`.
+/// holds it: the key, checked once and calling the state's `migrate` and `validate`
+/// (`hooks.rs`), and the core's memo of the state's last decided event, for the next write.
 #[napi]
 pub struct NativeState {
     key: StateKey,
+    hooks: Option<Rc<Hooks>>,
     last: LastEvent,
-    /// The session file of the last decided event (the file `prepare_on_last` looks at
-    /// when handed none).
+    /// The session file of the last decided event (the file a write looks at when handed
+    /// none).
     file: PathBuf,
-    /// Whether a patch keeps the value it leaves as JSON text in `after` (the state has a
-    /// `validate`).
-    keep_after: bool,
-    after: Option<String>,
+    /// How the last write was decided: on top of the last event (`memo`) or as a read
+    /// reads (`store`); for tests.
+    way: Option<&'static str>,
 }
 
-/// What [`NativeState::prepare_on_last`] is handed in one string (one string crosses into
-/// the addon for a fraction of the cost of an array of them): fields separated by NUL, each
-/// optional id written `-` (none) or `+` and the id. First the entry Pi appended for the
-/// last decided event and its parent (both `-` once told), then Pi's leaf, then one field
-/// per entry Pi appended since, from the leaf up: `c` when it is of the state's
-/// `customType`, else `o`, and its parent's id. The package hands no walk holding an id
-/// with a NUL in it (the memo then does not answer).
+/// What [`NativeStore::decide`] is handed in one string (one string crosses into the addon
+/// for a fraction of the cost of an array of them): fields separated by NUL, each optional
+/// id written `-` (none) or `+` and the id. First the entry Pi appended for the last
+/// decided event and its parent (both `-` once told), then Pi's leaf, then one field per
+/// entry Pi appended since, from the leaf up: `c` when it is of the state's `customType`,
+/// else `o`, and its parent's id. Or, when the memo is not to be asked, `=` and the leaf
+/// alone (`-`, or `+` and the id, which may then hold a NUL). The package puts no id
+/// holding a NUL in a walk of the first form.
 struct Walk<'a> {
+    /// Whether the memo is asked (the first form).
+    memo: bool,
     told: Option<&'a str>,
     told_parent: Option<&'a str>,
     leaf: Option<&'a str>,
@@ -238,6 +153,15 @@ impl<'a> Walk<'a> {
             Some(f) if f.starts_with('+') => Ok(Some(&f[1..])),
             _ => Err(bad()),
         };
+        if let Some(leaf) = text.strip_prefix('=') {
+            return Ok(Walk {
+                memo: false,
+                told: None,
+                told_parent: None,
+                leaf: id(Some(leaf))?,
+                since: Vec::new(),
+            });
+        }
         let mut fields = text.split('\0');
         let (told, told_parent, leaf) =
             (id(fields.next())?, id(fields.next())?, id(fields.next())?);
@@ -249,6 +173,7 @@ impl<'a> Walk<'a> {
             })
             .collect::<napi::Result<_>>()?;
         Ok(Walk {
+            memo: true,
             told,
             told_parent,
             leaf,
@@ -269,20 +194,24 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// The core's decision of `op` on `current` (the value where the write lands, at the
-/// key's version) for `key`: the event's `data` as JSON text, the value after it (the
-/// core's fold step) and whether the data carries the caller's own text `argument` as
-/// the op asked ([`session_state::format::Envelope::carries_text`]: the package then builds the event around its
-/// text), or `None` when it changes nothing.
+/// The core's decision of `op` on `current` (the value where the write lands, written
+/// under state version `stored` by the event `entry`) for `key` ([`StateKey::decide`]:
+/// the version check, `migrate`, the value rules, the decision, `validate`): the event's
+/// `data` as JSON text, the value after it (the core's fold step) and whether the data
+/// carries the caller's own text `argument` as the op asked
+/// ([`session_state::format::Envelope::carries_text`]: the package then builds the event
+/// around its text), or `None` when it changes nothing.
 fn decide(
     key: &StateKey,
     current: Option<&Value>,
+    stored: u32,
+    entry: impl FnOnce() -> Option<String>,
     op: Op,
     argument: Option<&str>,
-) -> napi::Result<Option<Emitted>> {
+) -> session_state::Result<Option<Emitted>> {
     let asked = op.name();
-    let decided = key.decide(current, key.version(), || None, op);
-    Ok(decided.map_err(js_err)?.map(|d| emit(d, asked, argument)))
+    let decided = key.decide(current, stored, entry, op)?;
+    Ok(decided.map(|d| emit(d, asked, argument)))
 }
 
 /// A decided event as the package gets it: its `data`, the value after it, and whether
@@ -299,23 +228,35 @@ fn emit(decided: Decided, asked: &str, argument: Option<&str>) -> Emitted {
 #[napi]
 impl NativeState {
     /// The state of `plugin_id` in `scope` at state version `version` (default 1), all
-    /// checked as the core checks them (its message otherwise). `keep_after`: a patch keeps
-    /// the value it leaves for [`NativeState::take_after`].
+    /// checked as the core checks them (its message otherwise). `migrate` and `validate`
+    /// are the state's own, wrapped by the package to take JSON text (`migrate(text,
+    /// fromVersion)`, `validate(text)`; `schema`: `validate` answers `undefined` or
+    /// `{path, detail}`, else it is a type guard); `print` is the package's printer of a
+    /// value `migrate` returns. The key calls them (`hooks.rs`).
     #[napi(constructor)]
     pub fn new(
         plugin_id: String,
         scope: String,
         version: Option<u32>,
-        keep_after: Option<bool>,
+        migrate: Option<MigrateFn>,
+        validate: Option<ValidateFn>,
+        schema: Option<bool>,
+        print: Option<PrintFn>,
     ) -> napi::Result<Self> {
-        let key = state_key_at(&plugin_id, &scope, version.unwrap_or(1))?;
+        let hooks = Hooks::new(migrate, validate, schema.unwrap_or(false), print);
+        let key = Hooks::keyed(
+            hooks.as_deref(),
+            key_of(&plugin_id, &scope)?,
+            version.unwrap_or(1),
+        )
+        .map_err(js_err)?;
         let last = LastEvent::new(&key);
         Ok(NativeState {
             key,
+            hooks,
             last,
             file: PathBuf::new(),
-            keep_after: keep_after.unwrap_or(false),
-            after: None,
+            way: None,
         })
     }
 
@@ -331,84 +272,29 @@ impl NativeState {
         self.key.version()
     }
 
-    /// The value the last decided patch leaves, as JSON text (taken: a second call gives
-    /// `null`); kept only with `keep_after`.
-    #[napi]
-    pub fn take_after(&mut self) -> Option<String> {
-        self.after.take()
-    }
-
-    /// [`NativeStore::prepare`] on top of the state's last event, when the core's memo
-    /// ([`LastEvent::value_at`]) finds Pi's leaf in `file` (`None`: the file of the last
-    /// decided event) standing on it. `walk` ([`Walk`]) holds Pi's leaf and its entries
-    /// from the leaf up, as many as Pi appended after the event (the package reads them from
-    /// Pi's memory). The value where the write lands is then the value after that event:
-    /// what Pi appended since is not read (the next read reads it). That value is at the
-    /// state's own version (its own write left it), so no version is checked. `op`: 0
-    /// `set`, 1 `patch`, 2 `drop`. Returns the `data` (JSON text), `true` when that data is
-    /// the envelope of `argument` itself (the caller's value printed as the core prints
-    /// it: the package builds the event around its own text, [`session_state::format::Envelope::carries_text`]), `null` when
-    /// the write changes nothing, or `false` when the memo cannot answer (a session-scope
-    /// state, no appended last event, another file or one replaced or rewritten, a leaf
-    /// off the event's path, an event of this state since): then `NativeStore.prepare`
-    /// reads the file. The value is checked first, so a refusal is the same either way.
-    ///
-    /// The walk's first two fields, when given, are the entry Pi appended for the event
-    /// the last `prepare` or `prepareOnLast` decided and its parent. The memo keeps that
-    /// event only when this is the entry it was decided at ([`LastEvent::appended`]); it is
-    /// told here, with the next write, and not in a call of its own after each append: a
-    /// call into the addon costs a few microseconds when the caches are cold, as they are
-    /// after Pi's `fdatasync`. Four arguments, one of them the walk's one string: each
-    /// argument's conversion costs as much again cold.
-    #[napi]
-    pub fn prepare_on_last(
-        &mut self,
-        file: Option<String>,
-        walk: String,
-        op: u32,
-        argument: Option<String>,
-    ) -> napi::Result<Either<Option<String>, bool>> {
-        let NativeState {
-            key,
-            last,
-            file: last_file,
-            keep_after,
-            after: kept,
-            ..
-        } = self;
-        let walk = Walk::parse(&walk)?;
-        let kept_it = walk
-            .told
-            .is_none_or(|id| last.appended(id, walk.told_parent));
-        let op = op_of(key, op, argument.as_deref())?;
-        if !kept_it {
-            return Ok(Either::B(false));
-        }
-        if let Some(f) = file {
-            *last_file = PathBuf::from(f);
-        }
-        let since = walk.path_up(key.custom_type());
-        let Some(current) = last.value_at(&*last_file, walk.leaf, since) else {
-            return Ok(Either::B(false));
-        };
-        let patch = matches!(op, Op::Patch(_));
-        let Some((data, after, own)) = decide(key, current, op, argument.as_deref())? else {
-            return Ok(Either::A(None));
-        };
-        if *keep_after && patch {
-            *kept = after.as_ref().map(json::to_string);
-        }
-        last.decided(Some(&*last_file), walk.leaf, after);
-        if own {
-            return Ok(Either::B(true));
-        }
-        Ok(Either::A(Some(data)))
+    /// How the last write was decided: `"memo"` (on top of the state's last event),
+    /// `"store"` (as a read reads), `null` before any.
+    #[napi(getter)]
+    pub fn way(&self) -> Option<&'static str> {
+        self.way
     }
 
     /// Forgets the last event (another session manager, or a force-refresh).
     #[napi]
     pub fn forget(&mut self) {
         self.last.forget();
+    }
+}
+
+impl NativeState {
+    /// Sets the state's hooks as the running call's, when it has any.
+    fn running(&self, env: &Env) -> Option<Running> {
+        self.hooks.as_ref().map(|h| Hooks::running(env, h))
+    }
+
+    /// The core's error, as JavaScript gets it (`hooks::thrown`).
+    fn thrown(&self, env: &Env, e: session_state::Error) -> napi::Error {
+        hooks::thrown(env, self.hooks.as_deref(), e)
     }
 }
 
@@ -534,31 +420,46 @@ impl NativeStore {
         Ok(stored.value.as_ref().map(json::to_string))
     }
 
-    /// The value of `state` as if the leaf were `at` (`null`: no entry yet). Stored under
-    /// the state's version (or absent): its JSON text (the text Pi's `JSON.stringify`
-    /// prints), or `null` when absent. Stored under another version: a [`StoredState`],
-    /// the value as stored with its version and entry (an older one, which the caller
-    /// migrates), or the core's refusal (a newer one).
+    /// The value of `state` as if the leaf were `at` (`null`: no entry yet), as the core
+    /// resolves it ([`StateKey::resolve`]: refused when written under a newer version,
+    /// migrated when older, kept to the value rules, validated): its JSON text (the text
+    /// Pi's `JSON.stringify` prints), or `null` when absent. A refusal is thrown with its
+    /// fields (`hooks::thrown`).
     #[napi]
     pub fn read_state(
         &mut self,
+        env: Env,
         state: &NativeState,
         file: Option<String>,
         at: Option<String>,
-    ) -> napi::Result<Either<Option<String>, StoredState>> {
+    ) -> napi::Result<Option<String>> {
         let read = self.resolved(file.as_deref(), &state.key, at.as_deref())?;
         if let Some(f) = &file {
             self.parse_in_background(f);
         }
-        Ok(match Stored::of(read, &state.key) {
-            Stored::Same(v) => Either::A(v.as_ref().map(json::to_string)),
-            Stored::Other {
-                value,
-                version,
-                entry,
-                refusal,
-            } => Either::B(stored_state(value.as_ref(), version, entry, refusal)),
-        })
+        let _running = state.running(&env);
+        let StoredValue {
+            value,
+            state_version,
+            entry,
+        } = read;
+        // The entry of a value at the state's version is looked up only for a refusal's message.
+        let entry = || {
+            entry.or_else(|| {
+                let (f, at) = (file.as_deref()?, at.as_deref()?);
+                let key = &state.key;
+                let store = self.store().ok()?;
+                store
+                    .read_versioned(Path::new(f), key.plugin_id(), key.scope(), Some(at))
+                    .ok()?
+                    .entry
+            })
+        };
+        let value = state
+            .key
+            .resolve(value, state_version, entry)
+            .map_err(|e| state.thrown(&env, e))?;
+        Ok(value.as_ref().map(json::to_string))
     }
 
     /// The value of `plugin` in `scope` as if the leaf were `at`, as stored, with the
@@ -602,81 +503,111 @@ impl NativeStore {
         })
     }
 
-    /// The `data` of the event that `op` (0 `set`, 1 `patch`, 2 `drop`) with `argument` (JSON
-    /// text) would append for `state` at `at`, as JSON text; `true` when that data is the
-    /// envelope of `argument` itself (as [`NativeState::prepare_on_last`] answers); `null`
-    /// when it would change nothing. Refused with the core's errors (and nothing to append) for a value it
-    /// refuses. The core decides ([`StateKey::decide`]) on the value at `at`, read as
-    /// `read_state` reads it; the state's memo keeps the value after the event for the
-    /// next write ([`LastEvent::decided`], [`NativeState::prepare_on_last`]).
+    /// The one write decision: the `data` of the event that `op` (0 `set`, 1 `patch`, 2
+    /// `drop`) with `argument` (JSON text) appends for `state` at Pi's leaf, as JSON text;
+    /// `true` when that data is the envelope of `argument` itself (the caller's value
+    /// printed as the core prints it: the package builds the event around its own text,
+    /// [`session_state::format::Envelope::carries_text`]); `null` when it changes nothing.
+    /// The core decides ([`StateKey::decide`]: the version check, the state's `migrate`,
+    /// the value rules, the decision, the state's `validate`); a refusal is thrown with its
+    /// fields (`hooks::thrown`), and nothing is to be appended.
     ///
-    /// When the value there is stored under another version than the state's, the answer
-    /// is the [`StoredState`] `read_state` gives, and nothing is decided: a newer one is
-    /// refused; for an older one the caller migrates the value and asks again with the
-    /// result as `migrated` (JSON text). The event is then the core's decision on the
-    /// migrated value ([`StateKey::decide`], from the version it was stored under): a whole `set` of the value after `op` (or
-    /// a `drop`), at the state's version.
+    /// `walk` (`Walk`) holds Pi's leaf and, when the package keeps the state's last event,
+    /// Pi's entries from the leaf up, as many as Pi appended after it (the package reads
+    /// them from Pi's memory), and, once, the entry Pi appended for it
+    /// ([`LastEvent::appended`]). When the core's memo ([`LastEvent::value_at`]) finds the
+    /// leaf in `file` (`null`: the file of the last decided event) standing on that event,
+    /// the value where the write lands is the value after it: what Pi appended since is not
+    /// read (the next read reads it), and no version is checked (the state's own write left
+    /// it). Otherwise (a session-scope state, no appended last event, another file or one
+    /// replaced or rewritten, a leaf off the event's path, an event of this state since, or
+    /// a walk of the `=` form) the value is read as `read_state` reads it, in `file` (`null`
+    /// with a `=` walk: the entries handed over). The value or patch is checked first, so a
+    /// refusal is the same either way. The memo keeps the value after the event for the
+    /// next write ([`LastEvent::decided`]).
     #[napi]
-    pub fn prepare(
+    pub fn decide(
         &mut self,
+        env: Env,
         state: &mut NativeState,
         file: Option<String>,
-        at: Option<String>,
+        walk: String,
         op: u32,
         argument: Option<String>,
-        migrated: Option<String>,
-    ) -> napi::Result<Either3<Option<String>, bool, StoredState>> {
-        let NativeState {
-            key,
-            last,
-            file: last_file,
-            keep_after,
-            after: kept,
-        } = state;
-        let op = op_of(key, op, argument.as_deref())?;
-        let patch = matches!(op, Op::Patch(_));
-        let read = self.resolved(file.as_deref(), key, at.as_deref())?;
-        // The envelope of the caller's text is confirmed only for the op as asked: on a
-        // migrated value the event is a whole `set` of the value after it.
-        let decided = match Stored::of(read, key) {
-            Stored::Same(current) => decide(key, current.as_ref(), op, argument.as_deref())?,
-            Stored::Other {
-                value,
-                version,
-                entry,
-                refusal,
-            } => {
-                let Some(text) = migrated.filter(|_| refusal.is_none()) else {
-                    return Ok(Either3::C(stored_state(
-                        value.as_ref(),
-                        version,
-                        entry,
-                        refusal,
-                    )));
-                };
-                // The caller's migration of exactly this value: the core checks it as a
-                // value (a refusal names the entry) and decides a whole `set` on it.
-                let migrated = json::from_str(&text).map_err(js_err)?;
-                let asked = op.name();
-                key.decide_migrated(Some(&migrated), version, || entry, op)
-                    .map_err(js_err)?
-                    .map(|d| emit(d, asked, argument.as_deref()))
+    ) -> napi::Result<Either<Option<String>, bool>> {
+        let walk = Walk::parse(&walk)?;
+        // Told before anything can refuse: the package tells the entry once.
+        let on_last = walk.memo
+            && walk
+                .told
+                .is_none_or(|id| state.last.appended(id, walk.told_parent));
+        let op = op_of(&state.key, op, argument.as_deref())?;
+        let _running = state.running(&env);
+        if walk.memo
+            && let Some(f) = &file
+        {
+            state.file = PathBuf::from(f);
+        }
+        let current = on_last
+            .then(|| {
+                let since = walk.path_up(state.key.custom_type());
+                state.last.value_at(&state.file, walk.leaf, since)
+            })
+            .flatten();
+        // `None`: decided on the memo, in the last event's file; else the file read (`None`
+        // inside: the entries handed over).
+        let (decided, read_in) = match current {
+            Some(current) => {
+                let decided = decide(
+                    &state.key,
+                    current,
+                    state.key.version(),
+                    || None,
+                    op,
+                    argument.as_deref(),
+                );
+                state.way = Some("memo");
+                (decided, None)
+            }
+            None => {
+                // As a read reads: in the file handed, else the last event's (a memo walk).
+                let file =
+                    file.or_else(|| walk.memo.then(|| state.file.to_string_lossy().into_owned()));
+                let StoredValue {
+                    value,
+                    state_version,
+                    entry,
+                } = self.resolved(file.as_deref(), &state.key, walk.leaf)?;
+                let decided = decide(
+                    &state.key,
+                    value.as_ref(),
+                    state_version,
+                    || entry,
+                    op,
+                    argument.as_deref(),
+                );
+                state.way = Some("store");
+                (decided, Some(file))
             }
         };
-        let Some((data, after, own)) = decided else {
-            return Ok(Either3::A(None));
+        let Some((data, after, own)) = decided.map_err(|e| state.thrown(&env, e))? else {
+            return Ok(Either::A(None));
         };
-        if *keep_after && patch {
-            *kept = after.as_ref().map(json::to_string);
-        }
-        if let Some(f) = &file {
-            *last_file = PathBuf::from(f);
-        }
-        last.decided(file.as_deref(), at.as_deref(), after);
+        let in_file = match read_in {
+            None => true,
+            Some(Some(f)) => {
+                state.file = PathBuf::from(f);
+                true
+            }
+            Some(None) => false,
+        };
+        state
+            .last
+            .decided(in_file.then_some(state.file.as_path()), walk.leaf, after);
         if own {
-            return Ok(Either3::B(true));
+            return Ok(Either::B(true));
         }
-        Ok(Either3::A(Some(data)))
+        Ok(Either::A(Some(data)))
     }
 
     /// The events that made the value at `at`, oldest first, as JSON text: an array of the
