@@ -58,8 +58,8 @@ mod sync;
 mod tree;
 
 pub use error::{
-    BackendError, DatabaseError, Error, Location, LogError, ProjectionError, Result, StateError,
-    StoreError,
+    AppendError, BackendError, DatabaseError, Error, InvalidLog, Location, LogError, OpenError,
+    ProjectionError, RawLineError, Result, RuleError, StateError, StoreError, UnknownEntry,
 };
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
