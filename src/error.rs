@@ -632,17 +632,9 @@ pub enum RuleError {
     },
 
     /// A new session's id (created or imported) breaks the one session-id rule of every
-    /// backend ([`crate::format::MAX_SESSION_ID_BYTES`]; see `docs/persistence.md`).
-    #[error(
-        "session id {session_id:?} cannot be part of a Pi session file name: an id is 1 to \
-         {max} bytes, without `/`, `\\`, a newline or a NUL, and not `.` or `..`"
-    )]
-    InvalidSessionId {
-        /// The session id.
-        session_id: String,
-        /// The longest id, in bytes ([`crate::format::MAX_SESSION_ID_BYTES`]).
-        max: usize,
-    },
+    /// backend.
+    #[error(transparent)]
+    InvalidSessionId(#[from] InvalidSessionId),
 
     /// A new session's header cannot name a Pi session file (every backend keeps this
     /// rule, so that any stored session can be exported as one).
@@ -714,6 +706,23 @@ pub enum RuleError {
         /// The session's next sequence number (its number of events).
         next_seq: u64,
     },
+}
+
+/// A new session's id (created or imported) that breaks the one session-id rule of every
+/// backend ([`crate::format::MAX_SESSION_ID_BYTES`]; see `docs/persistence.md`): what
+/// [`crate::SessionLog::create`] and [`crate::LogOptions::create`] return, and
+/// [`RuleError::InvalidSessionId`] for a [`crate::Sessions`] call.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "session id {session_id:?} cannot be part of a Pi session file name: an id is 1 to \
+     {max} bytes, without `/`, `\\`, a newline or a NUL, and not `.` or `..`"
+)]
+#[non_exhaustive]
+pub struct InvalidSessionId {
+    /// The session id.
+    pub session_id: String,
+    /// The longest id, in bytes ([`crate::format::MAX_SESSION_ID_BYTES`]).
+    pub max: usize,
 }
 
 /// A session's log, as [`Error::Log`] and the file backend ([`StoreError::File`]) carry
@@ -806,6 +815,12 @@ impl From<UnknownEntry> for Error {
 impl From<RawLineError> for Error {
     fn from(e: RawLineError) -> Self {
         Error::Log(LogError::from(e))
+    }
+}
+
+impl From<InvalidSessionId> for Error {
+    fn from(e: InvalidSessionId) -> Self {
+        Error::Log(LogError::Rule(e.into()))
     }
 }
 

@@ -263,9 +263,7 @@ pub(crate) mod suite {
         ));
         assert!(matches!(
             b.store.create(Header::new("a/b", "/p")),
-            Err(Error::Log(LogError::Rule(
-                RuleError::InvalidSessionId { .. }
-            )))
+            Err(Error::Log(LogError::Rule(RuleError::InvalidSessionId(_))))
         ));
     }
 
@@ -1011,7 +1009,7 @@ pub(crate) mod suite {
         assert!(
             matches!(
                 err,
-                Error::Log(LogError::Rule(RuleError::InvalidSessionId { .. }))
+                Error::Log(LogError::Rule(RuleError::InvalidSessionId(_)))
             ),
             "{err:?}"
         );
@@ -1019,9 +1017,7 @@ pub(crate) mod suite {
         let just_over = "z".repeat(MAX_SESSION_ID_BYTES + 1);
         assert!(matches!(
             b.store.create(header(&just_over)),
-            Err(Error::Log(LogError::Rule(
-                RuleError::InvalidSessionId { .. }
-            )))
+            Err(Error::Log(LogError::Rule(RuleError::InvalidSessionId(_))))
         ));
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("long.jsonl");
@@ -1030,7 +1026,7 @@ pub(crate) mod suite {
         assert!(
             matches!(
                 err,
-                Error::Log(LogError::Rule(RuleError::InvalidSessionId { .. }))
+                Error::Log(LogError::Rule(RuleError::InvalidSessionId(_)))
             ),
             "{err:?}"
         );
@@ -1055,7 +1051,7 @@ pub(crate) mod suite {
             assert!(
                 matches!(
                     err,
-                    Error::Log(LogError::Rule(RuleError::InvalidSessionId { .. }))
+                    Error::Log(LogError::Rule(RuleError::InvalidSessionId(_)))
                 ),
                 "{bad:?}: {err:?}"
             );
@@ -1159,7 +1155,7 @@ pub(crate) mod suite {
             &self,
             id: &str,
             from: u64,
-            visit: &mut LineVisitor<'_>,
+            visit: &mut (dyn FnMut(u64, &str) -> std::ops::ControlFlow<()> + '_),
         ) -> Result<u64, StoreError> {
             self.unavailable()?;
             self.inner.read_lines(id, from, visit)

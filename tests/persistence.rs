@@ -8,7 +8,8 @@ use crate::common;
 
 use serde_json::{Value, json};
 use session_state::{
-    AppendError, Error, Header, InvalidLog, LogError, OpenError, RuleError, SessionLog, StoreError,
+    AppendError, Error, Header, InvalidLog, InvalidSessionId, LogError, OpenError, RuleError,
+    SessionLog, StoreError,
 };
 use session_state::{PiJsonlStore, SessionStore, Sessions, format::INTERRUPTED_TOOL_RESULT};
 use std::io::Write;
@@ -219,7 +220,7 @@ fn create_refuses_headers_that_cannot_be_stored() {
     for id in ["a/b", ""] {
         let err = store.create(header(id, "/p")).expect_err("refused");
         assert!(
-            matches!(&err, Error::Log(LogError::Rule(RuleError::InvalidSessionId { session_id, max })) if session_id == id && *max == session_state::format::MAX_SESSION_ID_BYTES),
+            matches!(&err, Error::Log(LogError::Rule(RuleError::InvalidSessionId(InvalidSessionId { session_id, max, .. }))) if session_id == id && *max == session_state::format::MAX_SESSION_ID_BYTES),
             "{err:?}"
         );
         assert!(err.to_string().contains("file name"), "{err}");

@@ -14,7 +14,7 @@
 
 use super::entry::{Header, RawHeader, raw_str};
 use super::reader::{self, Finding, FindingKind, ReadMode, Severity};
-use crate::error::{InvalidLog, IoContext, Location, OpenError, RuleError};
+use crate::error::{InvalidLog, InvalidSessionId, IoContext, Location, OpenError};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
@@ -60,14 +60,14 @@ pub const MAX_SESSION_ID_BYTES: usize = 128;
 /// [`MAX_SESSION_ID_BYTES`] bytes, no `/`, `\`, newline or NUL, not `.` or `..`. Checked
 /// when a session is created or imported; sessions already stored are read whatever
 /// their id.
-pub(crate) fn check_session_id(id: &str) -> Result<(), RuleError> {
+pub(crate) fn check_session_id(id: &str) -> Result<(), InvalidSessionId> {
     if id.is_empty()
         || id.len() > MAX_SESSION_ID_BYTES
         || id.contains(['/', '\\', '\n', '\0'])
         || id == "."
         || id == ".."
     {
-        return Err(RuleError::InvalidSessionId {
+        return Err(InvalidSessionId {
             session_id: id.to_owned(),
             max: MAX_SESSION_ID_BYTES,
         });
@@ -294,7 +294,7 @@ mod tests {
         let long = "a".repeat(MAX_SESSION_ID_BYTES + 1);
         for bad in ["", ".", "..", "a/b", "a\\b", "a\nb", "a\0b", long.as_str()] {
             match check_session_id(bad) {
-                Err(RuleError::InvalidSessionId { session_id, .. }) => {
+                Err(InvalidSessionId { session_id, .. }) => {
                     assert_eq!(session_id, bad)
                 }
                 other => panic!("{bad:?}: {other:?}"),

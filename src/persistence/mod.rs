@@ -86,9 +86,8 @@ pub use url::open_store_url;
 /// the backend says otherwise ([`SessionStore::retry_window`]).
 pub const DEFAULT_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// What a visitor of [`SessionStore::read_lines`] is given: the entry's sequence number
-/// and its line (without the newline), and what it answers: go on or stop.
-pub type LineVisitor<'a> = dyn FnMut(u64, &str) -> ControlFlow<()> + 'a;
+/// The visitor of [`SessionStore::read_lines`], as the backends of this crate name it.
+pub(crate) type LineVisitor<'a> = dyn FnMut(u64, &str) -> ControlFlow<()> + 'a;
 
 /// A session's storage primitives: what a backend implements (see the module docs).
 ///
@@ -130,12 +129,13 @@ pub trait SessionStore: Send + Sync {
     /// `from_seq` on, in order, until `visit` breaks; returns the session's next sequence
     /// number as of that read (one consistent snapshot). A `from_seq` at or past the end
     /// visits nothing, so `read_lines(id, u64::MAX, …)` asks for the next sequence number
-    /// alone.
+    /// alone. The visitor is given the entry's sequence number and its line (without the
+    /// newline), and answers: go on or stop.
     fn read_lines(
         &self,
         session_id: &str,
         from_seq: u64,
-        visit: &mut LineVisitor<'_>,
+        visit: &mut (dyn FnMut(u64, &str) -> ControlFlow<()> + '_),
     ) -> Result<u64, StoreError>;
 
     /// Appends complete entry lines (each without its newline), the first with sequence

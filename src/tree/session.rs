@@ -12,7 +12,7 @@
 use super::graph::{NodeData, Tree};
 use super::index::Index;
 use super::options::LogOptions;
-use crate::error::{IoContext, Location, OpenError, RawLineError, RuleError, UnknownEntry};
+use crate::error::{InvalidSessionId, IoContext, Location, OpenError, RawLineError, UnknownEntry};
 use crate::log::entry::{EntryType, Header, Role};
 use crate::log::header;
 use crate::log::io::{FileIdentity, Meta};
@@ -181,7 +181,10 @@ impl SessionLog {
 
     /// Starts a new session in `dir` (Pi's rule: the file appears once the session holds
     /// a user or assistant message).
-    pub fn create(dir: impl AsRef<Path>, cwd: impl Into<String>) -> Result<SessionLog, RuleError> {
+    pub fn create(
+        dir: impl AsRef<Path>,
+        cwd: impl Into<String>,
+    ) -> Result<SessionLog, InvalidSessionId> {
         LogOptions::new().create(dir, cwd)
     }
 
@@ -268,7 +271,7 @@ impl SessionLog {
         dir: &Path,
         cwd: String,
         options: LogOptions,
-    ) -> Result<SessionLog, RuleError> {
+    ) -> Result<SessionLog, InvalidSessionId> {
         let id = options
             .session_id
             .clone()
@@ -547,7 +550,7 @@ impl LogOptions {
         &self,
         dir: impl AsRef<Path>,
         cwd: impl Into<String>,
-    ) -> Result<SessionLog, RuleError> {
+    ) -> Result<SessionLog, InvalidSessionId> {
         SessionLog::create_with(dir.as_ref(), cwd.into(), self.clone())
     }
 }
