@@ -1,10 +1,10 @@
-//! The crate's errors, in redb's shape: an enum per kind of operation ([`LogError`],
-//! [`StateError`], [`ProjectionError`], [`StoreError`], the lock's and the settings'),
-//! each converting into the one [`Error`]. An operation returns its layer's own: the log's
-//! and the tree's functions [`LogError`], a store's primitive [`StoreError`]; what spans
-//! the layers returns [`Error`] (`docs/api.md`, "Errors", lists which). Every variant
-//! names what a user needs to act on: the file, the line and byte offset, the entry id,
-//! the plugin, or the lock holder.
+//! The crate's errors, in redb's shape: each operation returns its own small type (the
+//! log's [`OpenError`], [`AppendError`], [`UnknownEntry`], [`RawLineError`], [`RuleError`],
+//! sharing [`InvalidLog`]; a store's primitive [`StoreError`]; [`StateError`],
+//! [`ProjectionError`], the lock's and the settings'), each converting into the one
+//! [`Error`]. What spans the layers returns [`Error`] (`docs/api.md`, "Errors", lists which
+//! operation returns which). Every variant names what a user needs to act on: the file, the
+//! line and byte offset, the entry id, the plugin, or the lock holder.
 
 pub use crate::sqlite::DatabaseError;
 pub(crate) use crate::sqlite::is_corrupt;
@@ -32,7 +32,8 @@ impl std::fmt::Display for Location {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A session's log cannot be read or appended to (see [`LogError`]).
+    /// A session's log cannot be opened, read or appended to, or a new session or event
+    /// breaks a rule of every backend (see [`LogError`]).
     #[error(transparent)]
     Log(LogError),
 
@@ -358,25 +359,12 @@ impl From<StateError> for Error {
     }
 }
 
-/// A session's log: reading and appending to it (its file's I/O, the strict reader's
-/// refusals with file, line and byte offset, the writer's), and the rules every new session
-/// and every appended event keeps, in a file or in a store. What every [`crate::SessionLog`]
-/// and [`crate::LogOptions`] operation returns.
+/// The strict reader's refusals of a session's lines, with file, line and byte offset: what
+/// opening or reading a log refuses ([`OpenError::Invalid`]), and what a refresh or an
+/// append refuses in the lines another process appended ([`AppendError::Invalid`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum LogError {
-    /// An I/O operation on a file failed.
-    #[error("{action} {path}: {source}")]
-    Io {
-        /// What we were doing ("reading", "appending to", ...).
-        action: &'static str,
-        /// The file or directory.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: io::Error,
-    },
-
+pub enum InvalidLog {
     /// The file has no session header line.
     #[error("{path}: not a Pi session file: {detail}")]
     MissingHeader {
@@ -474,15 +462,84 @@ pub enum LogError {
         /// The entry id.
         id: String,
     },
+}
 
-    /// An entry id that the session does not contain.
-    #[error("{path}: no entry with id '{id}' in this session")]
-    UnknownEntry {
+/// What opening or reading a session's log returns: [`crate::SessionLog::open`],
+/// [`crate::LogOptions::open`] and [`crate::LogOptions::read`] (and what lists session
+/// files: [`crate::PiJsonlStore::scan`], a [`crate::ListProblem`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// An I/O operation on a file failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What we were doing ("reading", "appending to", ...).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A session path that does not name a regular file (a FIFO, a device, a directory).
+    #[error("{path}: not a regular file ({kind}); a session log must be a regular file")]
+    NotARegularFile {
+        /// The path as given (or as resolved through a symlink).
+        path: PathBuf,
+        /// What is there instead ("a FIFO", "a character device", ...).
+        kind: String,
+    },
+
+    /// The strict reader refuses the file's content.
+    #[error(transparent)]
+    Invalid(#[from] InvalidLog),
+}
+
+/// What appending to a session's log returns: [`crate::SessionLog::append`],
+/// [`crate::SessionLog::materialize`] and [`crate::SessionLog::refresh`]. Nothing that
+/// another process appended is taken in unless the strict reader accepts it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppendError {
+    /// An I/O operation on a file failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What we were doing ("reading", "appending to", ...).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A session path that does not name a regular file (a FIFO, a device, a directory).
+    #[error("{path}: not a regular file ({kind}); a session log must be a regular file")]
+    NotARegularFile {
+        /// The path as given (or as resolved through a symlink).
+        path: PathBuf,
+        /// What is there instead ("a FIFO", "a character device", ...).
+        kind: String,
+    },
+
+    /// An earlier write or sync failed; the writer refuses further appends.
+    #[error(
+        "{path}: an earlier append failed ({cause}); this writer is poisoned and appends \
+         nothing more. Reopen the session: the reader will show what reached the disk"
+    )]
+    Poisoned {
         /// The session file.
         path: PathBuf,
-        /// The id that was asked for.
-        id: String,
+        /// The first failure.
+        cause: String,
     },
+
+    /// Another process (or a holder of the session in this one) holds the session file's
+    /// lock past the append's wait ([`crate::lock::LockError::FileHeld`]). Nothing was
+    /// written. In [`Error`] it is [`Error::Lock`].
+    #[error(transparent)]
+    Held(Box<crate::lock::LockError>),
 
     /// The file changed behind our back in a way appends cannot explain.
     #[error("{path}: the file changed behind this process's back ({detail}); reopen the session")]
@@ -523,34 +580,6 @@ pub enum LogError {
         detail: String,
     },
 
-    /// A session path that does not name a regular file (a FIFO, a device, a directory).
-    #[error("{path}: not a regular file ({kind}); a session log must be a regular file")]
-    NotARegularFile {
-        /// The path as given (or as resolved through a symlink).
-        path: PathBuf,
-        /// What is there instead ("a FIFO", "a character device", ...).
-        kind: String,
-    },
-
-    /// An earlier write or sync failed; the writer refuses further appends.
-    #[error(
-        "{path}: an earlier append failed ({cause}); this writer is poisoned and appends \
-         nothing more. Reopen the session: the reader will show what reached the disk"
-    )]
-    Poisoned {
-        /// The session file.
-        path: PathBuf,
-        /// The first failure.
-        cause: String,
-    },
-
-    /// The session exists only in memory; the operation needs the file.
-    #[error("session {session_id} has not been written to disk yet")]
-    NotMaterialized {
-        /// The session id.
-        session_id: String,
-    },
-
     /// A write to a detached log: one read from a store's entries
     /// ([`crate::LogOptions::read`]), not opened on its file. Nothing was written, and no
     /// file was created at the label.
@@ -570,6 +599,51 @@ pub enum LogError {
         path: PathBuf,
     },
 
+    /// The strict reader refuses lines another process appended to the file.
+    #[error(transparent)]
+    Invalid(#[from] InvalidLog),
+}
+
+/// An entry id that the session does not contain: what [`crate::SessionLog::navigate`],
+/// [`crate::SessionLog::path_to`], [`crate::SessionLog::children`] and
+/// [`crate::SessionLog::branch_key_of`] return.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: no entry with id '{id}' in this session")]
+#[non_exhaustive]
+pub struct UnknownEntry {
+    /// The session file.
+    pub path: PathBuf,
+    /// The id that was asked for.
+    pub id: String,
+}
+
+/// What [`crate::SessionLog::raw_line`] returns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RawLineError {
+    /// The session has no entry with this id.
+    #[error(transparent)]
+    UnknownEntry(#[from] UnknownEntry),
+
+    /// An I/O operation on a file failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What we were doing ("reading", "appending to", ...).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The rules every backend keeps for a new session and an appended event, in a file or in
+/// a store (see `docs/persistence.md`): what a [`crate::Sessions`] call refuses before it
+/// writes anything, and [`crate::Loaded::event`]'s sequence number past the end.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuleError {
     /// A new session's header (created or imported) is not in format version 3, the only
     /// one new sessions are written in.
     #[error(
@@ -584,17 +658,9 @@ pub enum LogError {
     },
 
     /// A new session's id (created or imported) breaks the one session-id rule of every
-    /// backend ([`crate::format::MAX_SESSION_ID_BYTES`]; see `docs/persistence.md`).
-    #[error(
-        "session id {session_id:?} cannot be part of a Pi session file name: an id is 1 to \
-         {max} bytes, without `/`, `\\`, a newline or a NUL, and not `.` or `..`"
-    )]
-    InvalidSessionId {
-        /// The session id.
-        session_id: String,
-        /// The longest id, in bytes ([`crate::format::MAX_SESSION_ID_BYTES`]).
-        max: usize,
-    },
+    /// backend.
+    #[error(transparent)]
+    InvalidSessionId(#[from] InvalidSessionId),
 
     /// A new session's header cannot name a Pi session file (every backend keeps this
     /// rule, so that any stored session can be exported as one).
@@ -613,6 +679,13 @@ pub enum LogError {
          first append)"
     )]
     AlreadyCreated {
+        /// The session id.
+        session_id: String,
+    },
+
+    /// The session exists only in memory; the operation needs the file.
+    #[error("session {session_id} has not been written to disk yet")]
+    NotMaterialized {
         /// The session id.
         session_id: String,
     },
@@ -649,12 +722,6 @@ pub enum LogError {
         source: serde_json::Error,
     },
 
-    /// Another process (or a holder of the session in this one) holds the session file's
-    /// lock past the append's wait ([`crate::lock::LockError::FileHeld`]). Nothing was
-    /// written. In [`Error`] it is [`Error::Lock`].
-    #[error(transparent)]
-    Held(Box<crate::lock::LockError>),
-
     /// [`crate::Loaded::event`]: no event has this sequence number.
     #[error("session {session_id}: no event with seq {seq} (next_seq is {next_seq})")]
     NoSuchEvent {
@@ -667,22 +734,195 @@ pub enum LogError {
     },
 }
 
+/// A new session's id (created or imported) that breaks the one session-id rule of every
+/// backend ([`crate::format::MAX_SESSION_ID_BYTES`]; see `docs/persistence.md`): what
+/// [`crate::SessionLog::create`] and [`crate::LogOptions::create`] return, and
+/// [`RuleError::InvalidSessionId`] for a [`crate::Sessions`] call.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "session id {session_id:?} cannot be part of a Pi session file name: an id is 1 to \
+     {max} bytes, without `/`, `\\`, a newline or a NUL, and not `.` or `..`"
+)]
+#[non_exhaustive]
+pub struct InvalidSessionId {
+    /// The session id.
+    pub session_id: String,
+    /// The longest id, in bytes ([`crate::format::MAX_SESSION_ID_BYTES`]).
+    pub max: usize,
+}
+
+/// A session's log, as [`Error::Log`] and the file backend ([`StoreError::File`]) carry
+/// it: one of the log's operation types. [`crate::Loaded::event`] returns it too.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// Opening or reading a log failed or was refused (see [`OpenError`]).
+    #[error(transparent)]
+    Open(#[from] OpenError),
+
+    /// Appending to a log failed or was refused (see [`AppendError`]).
+    #[error(transparent)]
+    Append(AppendError),
+
+    /// An entry id that the session does not contain.
+    #[error(transparent)]
+    UnknownEntry(#[from] UnknownEntry),
+
+    /// A new session or an event that breaks a rule of every backend (see [`RuleError`]).
+    #[error(transparent)]
+    Rule(#[from] RuleError),
+}
+
+impl From<AppendError> for LogError {
+    fn from(e: AppendError) -> Self {
+        LogError::Append(e)
+    }
+}
+
+impl From<InvalidLog> for LogError {
+    /// The strict reader's refusal, as opening or reading the log refuses it.
+    fn from(e: InvalidLog) -> Self {
+        LogError::Open(OpenError::Invalid(e))
+    }
+}
+
+impl From<RawLineError> for LogError {
+    fn from(e: RawLineError) -> Self {
+        match e {
+            RawLineError::UnknownEntry(e) => LogError::UnknownEntry(e),
+            RawLineError::Io {
+                action,
+                path,
+                source,
+            } => LogError::Open(OpenError::Io {
+                action,
+                path,
+                source,
+            }),
+        }
+    }
+}
+
 impl From<LogError> for Error {
     /// A log's error as the crate's error; the session file's lock held by another holder
     /// is [`Error::Lock`], as every lock refusal.
     fn from(e: LogError) -> Self {
         match e {
-            LogError::Held(e) => Error::Lock(e),
+            LogError::Append(AppendError::Held(e)) => Error::Lock(e),
             e => Error::Log(e),
         }
     }
 }
 
-impl From<crate::lock::LockError> for LogError {
-    fn from(e: crate::lock::LockError) -> Self {
-        LogError::Held(Box::new(e))
+impl From<OpenError> for Error {
+    fn from(e: OpenError) -> Self {
+        Error::Log(LogError::Open(e))
     }
 }
+
+impl From<AppendError> for Error {
+    fn from(e: AppendError) -> Self {
+        Error::from(LogError::Append(e))
+    }
+}
+
+impl From<InvalidLog> for Error {
+    fn from(e: InvalidLog) -> Self {
+        Error::from(LogError::from(e))
+    }
+}
+
+impl From<UnknownEntry> for Error {
+    fn from(e: UnknownEntry) -> Self {
+        Error::Log(LogError::UnknownEntry(e))
+    }
+}
+
+impl From<RawLineError> for Error {
+    fn from(e: RawLineError) -> Self {
+        Error::Log(LogError::from(e))
+    }
+}
+
+impl From<InvalidSessionId> for Error {
+    fn from(e: InvalidSessionId) -> Self {
+        Error::Log(LogError::Rule(e.into()))
+    }
+}
+
+impl From<RuleError> for Error {
+    fn from(e: RuleError) -> Self {
+        Error::Log(LogError::Rule(e))
+    }
+}
+
+impl From<OpenError> for AppendError {
+    /// The file read again by an append (what another process appended, a migration's
+    /// original): what reading it returns, unchanged.
+    fn from(e: OpenError) -> Self {
+        match e {
+            OpenError::Io {
+                action,
+                path,
+                source,
+            } => AppendError::Io {
+                action,
+                path,
+                source,
+            },
+            OpenError::NotARegularFile { path, kind } => {
+                AppendError::NotARegularFile { path, kind }
+            }
+            OpenError::Invalid(e) => AppendError::Invalid(e),
+        }
+    }
+}
+
+impl From<crate::lock::LockError> for AppendError {
+    fn from(e: crate::lock::LockError) -> Self {
+        AppendError::Held(Box::new(e))
+    }
+}
+
+/// An I/O failure with what was being done and to which file: what [`IoContext::ctx`]
+/// gives, converted into the `Io` variant of the operation's own type.
+#[derive(Debug)]
+pub(crate) struct IoFailure {
+    pub(crate) action: &'static str,
+    pub(crate) path: PathBuf,
+    pub(crate) source: io::Error,
+}
+
+macro_rules! from_io_failure {
+    ($($t:ident),*) => {$(
+        impl From<IoFailure> for $t {
+            fn from(IoFailure { action, path, source }: IoFailure) -> Self {
+                $t::Io { action, path, source }
+            }
+        }
+    )*};
+}
+from_io_failure!(OpenError, AppendError, RawLineError);
+
+impl From<IoFailure> for LogError {
+    fn from(e: IoFailure) -> Self {
+        LogError::Open(e.into())
+    }
+}
+
+impl From<IoFailure> for Error {
+    fn from(e: IoFailure) -> Self {
+        Error::Log(LogError::from(e))
+    }
+}
+
+/// What the log's functions that span its operations (the file backend's) return.
+pub(crate) type LogResult<T> = std::result::Result<T, LogError>;
+
+/// What the strict reader's line loop can fail with (its file's I/O, a refusal of a
+/// line): the error types it reads into.
+pub(crate) trait ReadFailure: From<IoFailure> + From<InvalidLog> {}
+impl<E: From<IoFailure> + From<InvalidLog>> ReadFailure for E {}
 
 impl From<StoreError> for Error {
     /// A store error as the crate's error; the file backend's errors (its session file's
@@ -896,6 +1136,24 @@ impl From<LogError> for StoreError {
     }
 }
 
+macro_rules! store_from_log {
+    ($($t:ident),*) => {$(
+        impl From<$t> for StoreError {
+            /// The file backend's error, as the log names it.
+            fn from(e: $t) -> Self {
+                StoreError::File(Box::new(LogError::from(e)))
+            }
+        }
+    )*};
+}
+store_from_log!(OpenError, AppendError, RuleError, InvalidLog);
+
+impl From<IoFailure> for StoreError {
+    fn from(e: IoFailure) -> Self {
+        StoreError::File(Box::new(LogError::from(e)))
+    }
+}
+
 impl From<Box<crate::lock::LockError>> for Error {
     fn from(e: Box<crate::lock::LockError>) -> Self {
         Error::Lock(e)
@@ -988,14 +1246,15 @@ fn fmt_id(id: &Option<String>) -> String {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What the log's and the tree's functions return: a session log's own error.
-pub(crate) type LogResult<T> = std::result::Result<T, LogError>;
-
-impl LogError {
-    /// The one constructor of [`LogError::Io`]: what was being done, to which file. Prefer
+impl IoFailure {
+    /// The one constructor of an `Io` variant: what was being done, to which file. Prefer
     /// [`IoContext::ctx`] on an `io::Result`.
-    pub(crate) fn io(action: &'static str, path: &std::path::Path, source: io::Error) -> LogError {
-        LogError::Io {
+    pub(crate) fn new(
+        action: &'static str,
+        path: &std::path::Path,
+        source: io::Error,
+    ) -> IoFailure {
+        IoFailure {
             action,
             path: path.to_path_buf(),
             source,
@@ -1004,20 +1263,158 @@ impl LogError {
 }
 
 impl Error {
-    /// [`LogError::io`] as the crate's error.
+    /// Whether this is a log's I/O failure (reading or appending to a file), not a
+    /// refusal of what was read (the command line's exit codes and hints).
+    #[cfg(any(test, feature = "cli"))]
+    pub(crate) fn is_log_io(&self) -> bool {
+        matches!(
+            self,
+            Error::Log(
+                LogError::Open(OpenError::Io { .. }) | LogError::Append(AppendError::Io { .. })
+            )
+        )
+    }
+
+    /// The strict reader's refusal this is, if it is one (when opening, or in lines
+    /// appended by another process): where `verify` points.
+    #[cfg(any(test, feature = "cli"))]
+    pub(crate) fn invalid_log(&self) -> Option<&InvalidLog> {
+        match self {
+            Error::Log(
+                LogError::Open(OpenError::Invalid(e)) | LogError::Append(AppendError::Invalid(e)),
+            ) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// [`IoFailure::new`] as the crate's error.
     pub(crate) fn io(action: &'static str, path: &std::path::Path, source: io::Error) -> Error {
-        Error::Log(LogError::io(action, path, source))
+        IoFailure::new(action, path, source).into()
     }
 }
 
 /// Attaches a path and an action to an `io::Error` (jj's `.context(path)`): every I/O
-/// error of the crate names its file this way.
+/// error of the crate names its file this way, as the `Io` variant of the caller's type.
 pub(crate) trait IoContext<T> {
-    fn ctx(self, action: &'static str, path: &std::path::Path) -> LogResult<T>;
+    fn ctx(self, action: &'static str, path: &std::path::Path) -> Result<T, IoFailure>;
 }
 
 impl<T> IoContext<T> for io::Result<T> {
-    fn ctx(self, action: &'static str, path: &std::path::Path) -> LogResult<T> {
-        self.map_err(|source| LogError::io(action, path, source))
+    fn ctx(self, action: &'static str, path: &std::path::Path) -> Result<T, IoFailure> {
+        self.map_err(|source| IoFailure::new(action, path, source))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at() -> Location {
+        Location {
+            line: 3,
+            offset: 120,
+        }
+    }
+
+    fn corrupt() -> InvalidLog {
+        InvalidLog::Corrupt {
+            path: "s.jsonl".into(),
+            at: at(),
+            detail: "expected value".into(),
+        }
+    }
+
+    /// Each of the log's operation types converts into `Error` where `docs/api.md` says,
+    /// with the message of the error it carries, byte for byte.
+    #[test]
+    fn the_logs_operation_types_convert_into_error_keeping_their_message() {
+        let message = corrupt().to_string();
+        type Lands = fn(&Error) -> bool;
+        let cases: Vec<(Error, Lands)> = vec![
+            (Error::from(corrupt()), |e| {
+                matches!(
+                    e,
+                    Error::Log(LogError::Open(OpenError::Invalid(
+                        InvalidLog::Corrupt { .. }
+                    )))
+                )
+            }),
+            (Error::from(OpenError::from(corrupt())), |e| {
+                matches!(e, Error::Log(LogError::Open(OpenError::Invalid(_))))
+            }),
+            (Error::from(AppendError::from(corrupt())), |e| {
+                matches!(e, Error::Log(LogError::Append(AppendError::Invalid(_))))
+            }),
+            (
+                Error::from(StoreError::from(AppendError::from(corrupt()))),
+                |e| matches!(e, Error::Log(LogError::Append(AppendError::Invalid(_)))),
+            ),
+        ];
+        for (e, lands) in cases {
+            assert!(lands(&e), "{e:?}");
+            assert_eq!(e.to_string(), message);
+            assert_eq!(
+                e.invalid_log().map(ToString::to_string),
+                Some(message.clone())
+            );
+        }
+    }
+
+    /// An append refused by a held session file is the log's `AppendError::Held`, and
+    /// `Error::Lock` in the crate's one error, as every lock refusal; a raw line's I/O
+    /// failure is a read's (`Open(Io)`), and an I/O failure is `is_log_io` on either side.
+    #[test]
+    fn held_is_a_lock_error_and_io_stays_io() {
+        let held = AppendError::from(crate::lock::LockError::FileHeld {
+            initiator: "pid 7".into(),
+            action: "append".into(),
+            object: "s.jsonl".into(),
+            reason: "it holds the lock".into(),
+            pid: Some(7),
+        });
+        let text = held.to_string();
+        let e = Error::from(held);
+        assert!(
+            matches!(&e, Error::Lock(l) if matches!(**l, crate::lock::LockError::FileHeld { .. })),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), text);
+
+        let io = || std::io::Error::other("disk gone");
+        let raw = RawLineError::from(IoFailure::new("reading", "s.jsonl".as_ref(), io()));
+        let e = Error::from(raw);
+        assert!(matches!(
+            e,
+            Error::Log(LogError::Open(OpenError::Io {
+                action: "reading",
+                ..
+            }))
+        ));
+        assert!(e.is_log_io());
+        let e = Error::from(AppendError::from(IoFailure::new(
+            "syncing",
+            "s.jsonl".as_ref(),
+            io(),
+        )));
+        assert!(e.is_log_io());
+        assert_eq!(e.to_string(), "syncing s.jsonl: disk gone");
+        assert!(!Error::from(corrupt()).is_log_io());
+    }
+
+    /// A file an append reads again fails as reading it does: each `OpenError` becomes the
+    /// `AppendError` variant of the same name and message.
+    #[test]
+    fn an_open_error_read_again_by_an_append_keeps_its_variant() {
+        let not_regular = || OpenError::NotARegularFile {
+            path: "s.jsonl".into(),
+            kind: "a FIFO".into(),
+        };
+        let e = AppendError::from(not_regular());
+        assert!(matches!(e, AppendError::NotARegularFile { .. }), "{e:?}");
+        assert_eq!(e.to_string(), not_regular().to_string());
+        assert!(matches!(
+            AppendError::from(OpenError::from(corrupt())),
+            AppendError::Invalid(InvalidLog::Corrupt { .. })
+        ));
     }
 }

@@ -58,8 +58,9 @@ mod sync;
 mod tree;
 
 pub use error::{
-    BackendError, DatabaseError, Error, Location, LogError, ProjectionError, Result, StateError,
-    StoreError,
+    AppendError, BackendError, DatabaseError, Error, InvalidLog, InvalidSessionId, Location,
+    LogError, OpenError, ProjectionError, RawLineError, Result, RuleError, StateError, StoreError,
+    UnknownEntry,
 };
 pub use log::NewEntry;
 pub use log::entry::{EntryType, Header, Role};
@@ -67,8 +68,8 @@ pub use log::reader::{Finding, FindingKind, ReadMode, Severity};
 #[cfg(feature = "postgres")]
 pub use persistence::PostgresStore;
 pub use persistence::{
-    ImportReport, LineVisitor, ListProblem, ListedSession, Listing, Loaded, PiJsonlStore,
-    SessionStore, Sessions, SqliteStore,
+    ImportReport, ListProblem, ListedSession, Listing, Loaded, PiJsonlStore, SessionStore,
+    Sessions, SqliteStore,
 };
 pub use projection::CatchUp;
 pub use state::envelope::{Op, Scope};

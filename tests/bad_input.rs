@@ -951,7 +951,12 @@ fn a_line_with_100k_nested_arrays_never_overflows_the_stack() {
     std::fs::write(&path, format!("{header}\n{a}\n")).unwrap();
     let (err, _) = refused(&path);
     assert!(
-        matches!(err, Error::Log(LogError::InvalidHeader { .. })),
+        matches!(
+            err,
+            Error::Log(LogError::Open(OpenError::Invalid(
+                InvalidLog::InvalidHeader { .. }
+            )))
+        ),
         "{err}"
     );
 
@@ -963,7 +968,7 @@ fn a_line_with_100k_nested_arrays_never_overflows_the_stack() {
     );
     let (err, msg) = refused(&path);
     assert!(
-        matches!(err, Error::Log(LogError::InvalidEntry { at, .. }) if at.line == 3),
+        matches!(err, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::InvalidEntry { at, .. }))) if at.line == 3),
         "{msg}"
     );
 }
@@ -1153,7 +1158,8 @@ fn invalid_utf8_and_nul_bytes_are_corruption_in_the_middle_and_torn_at_the_end()
             &[a.as_bytes(), bad, c.as_bytes()],
         );
         let (err, msg) = refused(&path);
-        let Error::Log(LogError::Corrupt { at, .. }) = err else {
+        let Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::Corrupt { at, .. }))) = err
+        else {
             panic!("{name}: {msg}")
         };
         assert_eq!(at.line, 3, "{msg}");
@@ -1186,7 +1192,7 @@ fn invalid_utf8_and_nul_bytes_are_corruption_in_the_middle_and_torn_at_the_end()
             .append(NewEntry::message(json!({"role": "user", "content": "x"})))
             .unwrap_err();
         assert!(
-            matches!(err, LogError::TrailingGarbage { at, .. } if at.line == 3),
+            matches!(err, AppendError::TrailingGarbage { at, .. } if at.line == 3),
             "{err}"
         );
         assert!(err.to_string().contains("verify"), "says what to do: {err}");
@@ -1276,7 +1282,12 @@ fn a_byte_order_mark_is_refused_strictly_and_skipped_by_salvage() {
     .unwrap();
     let (err, msg) = refused(&path);
     assert!(
-        matches!(err, Error::Log(LogError::InvalidHeader { .. })),
+        matches!(
+            err,
+            Error::Log(LogError::Open(OpenError::Invalid(
+                InvalidLog::InvalidHeader { .. }
+            )))
+        ),
         "{msg}"
     );
     assert!(
@@ -1333,13 +1344,13 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 b.clone(),
                 entry("b0000001", Some("a0000001"), "again"),
             ],
-            |e| matches!(e, Error::Log(LogError::DuplicateId { at, first_line: Some(3), .. }) if at.line == 4),
+            |e| matches!(e, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DuplicateId { at, first_line: Some(3), .. }))) if at.line == 4),
             vec!["'b0000001'", "line 4", "first used on line 3"],
         ),
         (
             "self-parent",
             vec![a.clone(), entry("s0000001", Some("s0000001"), "me")],
-            |e| matches!(e, Error::Log(LogError::Cycle { at, .. }) if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::Cycle { at, .. }))) if at.line == 3),
             vec!["'s0000001'", "line 3", "its own parent"],
         ),
         (
@@ -1349,19 +1360,19 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 entry("x0000001", Some("y0000001"), "x"),
                 entry("y0000001", Some("x0000001"), "y"),
             ],
-            |e| matches!(e, Error::Log(LogError::DanglingParent { at, .. }) if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DanglingParent { at, .. }))) if at.line == 3),
             vec!["'x0000001'", "'y0000001'", "line 3", "forward reference"],
         ),
         (
             "a dangling parent",
             vec![a.clone(), entry("d0000001", Some("gone0000"), "d")],
-            |e| matches!(e, Error::Log(LogError::DanglingParent { at, .. }) if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DanglingParent { at, .. }))) if at.line == 3),
             vec!["'d0000001'", "'gone0000'", "line 3"],
         ),
         (
             "an empty id",
             vec![a.clone(), entry("", Some("a0000001"), "e")],
-            |e| matches!(e, Error::Log(LogError::InvalidEntry { at, .. }) if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::InvalidEntry { at, .. }))) if at.line == 3),
             vec!["line 3", "`id` is empty"],
         ),
         (
@@ -1370,7 +1381,7 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 a.clone(),
                 r#"{"type":"message","id":7,"parentId":null}"#.to_owned(),
             ],
-            |e| matches!(e, Error::Log(LogError::InvalidEntry { at, .. }) if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::InvalidEntry { at, .. }))) if at.line == 3),
             vec!["line 3", "`id`"],
         ),
         (
@@ -1379,19 +1390,19 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 a.clone(),
                 r#"{"type":"message","id":"n0000001","parentId":7}"#.to_owned(),
             ],
-            |e| matches!(e, Error::Log(LogError::InvalidEntry { at, id: Some(id), .. }) if at.line == 3 && id == "n0000001"),
+            |e| matches!(e, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::InvalidEntry { at, id: Some(id), .. }))) if at.line == 3 && id == "n0000001"),
             vec!["line 3", "'n0000001'", "`parentId` is 7"],
         ),
         (
             "a JSON array line",
             vec![a.clone(), "[1,2,3]".to_owned(), b.clone()],
-            |e| matches!(e, Error::Log(LogError::InvalidEntry { at, .. }) if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::InvalidEntry { at, .. }))) if at.line == 3),
             vec!["line 3"],
         ),
         (
             "a JSON number line",
             vec![a.clone(), "42".to_owned(), b.clone()],
-            |e| matches!(e, Error::Log(LogError::InvalidEntry { at, .. }) if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::InvalidEntry { at, .. }))) if at.line == 3),
             vec!["line 3"],
         ),
         (
@@ -1401,7 +1412,7 @@ fn structural_damage_is_refused_naming_line_and_entry() {
                 r#"{"type":"message","id":"aa",,}"#.to_owned(),
                 b.clone(),
             ],
-            |e| matches!(e, Error::Log(LogError::Corrupt { at, .. }) if at.line == 3),
+            |e| matches!(e, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::Corrupt { at, .. }))) if at.line == 3),
             vec!["line 3", "byte offset", "verify --salvage"],
         ),
     ];
@@ -1438,7 +1449,7 @@ fn the_projection_refuses_a_duplicate_id_without_inventing_the_first_line() {
     // before, not on which line.
     let err = state(dir.path(), "p").read(&path).unwrap_err();
     assert!(
-        matches!(&err, Error::Log(LogError::DuplicateId { at, id, first_line: None, .. })
+        matches!(&err, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DuplicateId { at, id, first_line: None, .. })))
             if at.line == 4 && id == "b0000001"),
         "{err:?}"
     );
@@ -1453,36 +1464,84 @@ fn bad_headers_are_refused_naming_line_1() {
     let a = entry("a0000001", None, "a");
     let cases: [(&str, &[u8], Expect); 8] = [
         ("empty", b"", |e| {
-            matches!(e, Error::Log(LogError::MissingHeader { .. }))
+            matches!(
+                e,
+                Error::Log(LogError::Open(OpenError::Invalid(
+                    InvalidLog::MissingHeader { .. }
+                )))
+            )
         }),
         ("no newline", HEADER.as_bytes(), |e| {
-            matches!(e, Error::Log(LogError::MissingHeader { .. }))
+            matches!(
+                e,
+                Error::Log(LogError::Open(OpenError::Invalid(
+                    InvalidLog::MissingHeader { .. }
+                )))
+            )
         }),
         (
             "version 4",
             br#"{"type":"session","version":4,"id":"v4"}"#,
-            |e| matches!(e, Error::Log(LogError::UnsupportedVersion { .. })),
+            |e| {
+                matches!(
+                    e,
+                    Error::Log(LogError::Open(OpenError::Invalid(
+                        InvalidLog::UnsupportedVersion { .. }
+                    )))
+                )
+            },
         ),
         (
             "version 3.5",
             br#"{"type":"session","version":3.5,"id":"v"}"#,
-            |e| matches!(e, Error::Log(LogError::UnsupportedVersion { .. })),
+            |e| {
+                matches!(
+                    e,
+                    Error::Log(LogError::Open(OpenError::Invalid(
+                        InvalidLog::UnsupportedVersion { .. }
+                    )))
+                )
+            },
         ),
         (
             "version \"3\"",
             br#"{"type":"session","version":"3","id":"v"}"#,
-            |e| matches!(e, Error::Log(LogError::InvalidHeader { .. })),
+            |e| {
+                matches!(
+                    e,
+                    Error::Log(LogError::Open(OpenError::Invalid(
+                        InvalidLog::InvalidHeader { .. }
+                    )))
+                )
+            },
         ),
         (
             "version 0",
             br#"{"type":"session","version":0,"id":"v"}"#,
-            |e| matches!(e, Error::Log(LogError::InvalidHeader { .. })),
+            |e| {
+                matches!(
+                    e,
+                    Error::Log(LogError::Open(OpenError::Invalid(
+                        InvalidLog::InvalidHeader { .. }
+                    )))
+                )
+            },
         ),
         ("no id", br#"{"type":"session","version":3}"#, |e| {
-            matches!(e, Error::Log(LogError::InvalidHeader { .. }))
+            matches!(
+                e,
+                Error::Log(LogError::Open(OpenError::Invalid(
+                    InvalidLog::InvalidHeader { .. }
+                )))
+            )
         }),
         ("an entry first", a.as_bytes(), |e| {
-            matches!(e, Error::Log(LogError::MissingHeader { .. }))
+            matches!(
+                e,
+                Error::Log(LogError::Open(OpenError::Invalid(
+                    InvalidLog::MissingHeader { .. }
+                )))
+            )
         }),
     ];
     for (what, first, expected) in cases {
@@ -1496,7 +1555,10 @@ fn bad_headers_are_refused_naming_line_1() {
         std::fs::write(&path, &bytes).unwrap();
         let (err, msg) = refused(&path);
         assert!(expected(&err), "{what}: {msg}");
-        if let Error::Log(LogError::UnsupportedVersion { .. }) = err {
+        if let Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::UnsupportedVersion {
+            ..
+        }))) = err
+        {
             assert!(msg.contains("upgrade"), "{msg}");
         }
     }

@@ -192,7 +192,7 @@ fn messages_point_to_what_exists() {
         out.stdout
     );
     // The refusal to append after an unparsable last line: no nested parentheses.
-    let e = session_state::Error::Log(session_state::LogError::TrailingGarbage {
+    let e = session_state::Error::from(session_state::AppendError::TrailingGarbage {
         path: "s.jsonl".into(),
         at: session_state::Location {
             line: 16,

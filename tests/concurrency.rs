@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use session_state::On;
 use session_state::{
-    Error, Header, LogError, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState,
-    Sessions, SqliteStore, Store, StoreOptions, StoredSession,
+    AppendError, Error, Header, LogError, LogOptions, Materialize, NewEntry, Scope, SessionLog,
+    SessionState, Sessions, SqliteStore, Store, StoreOptions, StoredSession,
     io::FileSystem,
     lock::{Holder, LEASE, Liveness, LockError, LockStatus},
 };
@@ -1018,7 +1018,7 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
         .set_len(original.len() as u64)
         .expect("truncate");
     let err = log.append(entry()).expect_err("shrunk");
-    assert!(matches!(err, LogError::ChangedOnDisk { .. }), "{err}");
+    assert!(matches!(err, AppendError::ChangedOnDisk { .. }), "{err}");
     assert!(
         err.to_string().contains("shrank") && err.to_string().contains("reopen"),
         "{err}"
@@ -1029,7 +1029,7 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
         "nothing appended"
     );
     let err = log.refresh().expect_err("shrunk");
-    assert!(matches!(err, LogError::ChangedOnDisk { .. }), "{err}");
+    assert!(matches!(err, AppendError::ChangedOnDisk { .. }), "{err}");
 
     // Replaced (a new file renamed over the path): refused, the new file untouched.
     let mut log = SessionLog::open(&file).expect("open");
@@ -1037,7 +1037,7 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
     std::fs::write(&other, &original).expect("write");
     std::fs::rename(&other, &file).expect("rename");
     let err = log.append(entry()).expect_err("replaced");
-    assert!(matches!(err, LogError::ChangedOnDisk { .. }), "{err}");
+    assert!(matches!(err, AppendError::ChangedOnDisk { .. }), "{err}");
     assert!(err.to_string().contains("another file"), "{err}");
     assert_eq!(
         std::fs::read(&file).expect("read"),
@@ -1060,8 +1060,10 @@ fn a_file_shrunk_or_replaced_behind_the_writer_is_refused() {
 fn a_file_replaced_behind_a_writer_that_has_appended_is_refused() {
     let entry = || NewEntry::message(json!({"role": "user", "content": "x"}));
     let replaced = |err: &Error| {
-        matches!(err, Error::Log(LogError::ChangedOnDisk { .. }))
-            && err.to_string().contains("another file")
+        matches!(
+            err,
+            Error::Log(LogError::Append(AppendError::ChangedOnDisk { .. }))
+        ) && err.to_string().contains("another file")
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let (file, _) = new_session(dir.path());
@@ -1161,7 +1163,7 @@ fn replaced_once(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
 }
 
 fn rewritten_error(err: &Error, file: &Path) -> bool {
-    matches!(err, Error::Log(LogError::ChangedOnDisk { path, .. }) if path == file)
+    matches!(err, Error::Log(LogError::Append(AppendError::ChangedOnDisk { path, .. })) if path == file)
         && err.to_string().contains("rewritten")
         && err.to_string().contains("reopen")
 }

@@ -236,11 +236,13 @@ pub(crate) mod suite {
         );
         assert!(matches!(
             b.store.load("lazy"),
-            Err(Error::Log(LogError::NotMaterialized { .. }))
+            Err(Error::Log(LogError::Rule(
+                RuleError::NotMaterialized { .. }
+            )))
         ));
         assert!(matches!(
             b.store.create(header("lazy")),
-            Err(Error::Log(LogError::AlreadyCreated { .. }))
+            Err(Error::Log(LogError::Rule(RuleError::AlreadyCreated { .. })))
         ));
         // An empty append stores nothing.
         assert_eq!(b.store.append("lazy", 0, &[]).unwrap(), 0);
@@ -261,7 +263,7 @@ pub(crate) mod suite {
         ));
         assert!(matches!(
             b.store.create(Header::new("a/b", "/p")),
-            Err(Error::Log(LogError::InvalidSessionId { .. }))
+            Err(Error::Log(LogError::Rule(RuleError::InvalidSessionId(_))))
         ));
     }
 
@@ -292,7 +294,7 @@ pub(crate) mod suite {
         assert_eq!(loaded.event(3).unwrap()["message"]["content"], json!("c"));
         assert!(matches!(
             loaded.event(4),
-            Err(LogError::NoSuchEvent { next_seq: 4, .. })
+            Err(LogError::Rule(RuleError::NoSuchEvent { next_seq: 4, .. }))
         ));
         let mut seqs = Vec::new();
         let next = b
@@ -322,9 +324,9 @@ pub(crate) mod suite {
         for (bad, why) in cases {
             match b.store.append(&id, 1, &[user("ok"), bad.clone()]) {
                 Err(
-                    e @ Error::Log(LogError::InvalidEvent {
+                    e @ Error::Log(LogError::Rule(RuleError::InvalidEvent {
                         index: 1, seq: 2, ..
-                    }),
+                    })),
                 ) => {
                     let shown = e.to_string();
                     assert!(
@@ -339,9 +341,11 @@ pub(crate) mod suite {
         map.insert((1, 2), "non-string key");
         match b.store.append_serialized(&id, 1, &[map]) {
             Err(
-                e @ Error::Log(LogError::EventNotSerializable {
-                    index: 0, seq: 1, ..
-                }),
+                e @ Error::Log(LogError::Rule(RuleError::EventNotSerializable {
+                    index: 0,
+                    seq: 1,
+                    ..
+                })),
             ) => assert!(e.to_string().contains("event 0 (seq 1)"), "{e}"),
             other => panic!("{other:?}"),
         }
@@ -448,10 +452,14 @@ pub(crate) mod suite {
         assert!(
             matches!(
                 err,
-                Error::Log(LogError::Corrupt { .. })
-                    | Error::Log(LogError::InvalidEntry { .. })
-                    | Error::Log(LogError::TrailingGarbage { .. })
-                    | Error::Log(LogError::DanglingParent { .. })
+                Error::Log(LogError::Open(OpenError::Invalid(
+                    InvalidLog::Corrupt { .. }
+                ))) | Error::Log(LogError::Open(OpenError::Invalid(
+                    InvalidLog::InvalidEntry { .. }
+                ))) | Error::Log(LogError::Append(AppendError::TrailingGarbage { .. }))
+                    | Error::Log(LogError::Open(OpenError::Invalid(
+                        InvalidLog::DanglingParent { .. }
+                    )))
             ),
             "{err:?}"
         );
@@ -519,11 +527,11 @@ pub(crate) mod suite {
             assert!(
                 matches!(
                     b.store.append_lines(&id, 3, &[line]),
-                    Err(Error::Log(LogError::InvalidEvent {
+                    Err(Error::Log(LogError::Rule(RuleError::InvalidEvent {
                         index: 0,
                         seq: 3,
                         ..
-                    }))
+                    })))
                 ),
                 "{why}"
             );
@@ -731,7 +739,7 @@ pub(crate) mod suite {
         );
         assert!(matches!(
             role.write(On::stored(&s, Some("nothere")), &"z".into()),
-            Err(Error::Log(LogError::UnknownEntry { .. }))
+            Err(Error::Log(LogError::UnknownEntry(UnknownEntry { .. })))
         ));
         // History and branch key on the loaded log.
         let mut log = s.read_log(ReadMode::Strict).unwrap();
@@ -999,21 +1007,27 @@ pub(crate) mod suite {
         let too_long = "y".repeat(300);
         let err = b.store.create(header(&too_long)).unwrap_err();
         assert!(
-            matches!(err, Error::Log(LogError::InvalidSessionId { .. })),
+            matches!(
+                err,
+                Error::Log(LogError::Rule(RuleError::InvalidSessionId(_)))
+            ),
             "{err:?}"
         );
         assert!(err.to_string().contains("128"), "{err}");
         let just_over = "z".repeat(MAX_SESSION_ID_BYTES + 1);
         assert!(matches!(
             b.store.create(header(&just_over)),
-            Err(Error::Log(LogError::InvalidSessionId { .. }))
+            Err(Error::Log(LogError::Rule(RuleError::InvalidSessionId(_))))
         ));
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("long.jsonl");
         std::fs::write(&file, format!("{}\n", header_line(&too_long, ""))).unwrap();
         let err = b.store.import_file(&file).unwrap_err();
         assert!(
-            matches!(err, Error::Log(LogError::InvalidSessionId { .. })),
+            matches!(
+                err,
+                Error::Log(LogError::Rule(RuleError::InvalidSessionId(_)))
+            ),
             "{err:?}"
         );
         let ids: Vec<String> = b
@@ -1035,7 +1049,10 @@ pub(crate) mod suite {
         for bad in ["", ".", "..", "a/b", "a\\b", "a\nb", "a\0b"] {
             let err = b.store.create(header(bad)).unwrap_err();
             assert!(
-                matches!(err, Error::Log(LogError::InvalidSessionId { .. })),
+                matches!(
+                    err,
+                    Error::Log(LogError::Rule(RuleError::InvalidSessionId(_)))
+                ),
                 "{bad:?}: {err:?}"
             );
         }
@@ -1049,8 +1066,8 @@ pub(crate) mod suite {
             assert!(
                 matches!(
                     err,
-                    Error::Log(LogError::UnsupportedNewVersion { .. })
-                        | Error::Log(LogError::UnlocatableHeader { .. })
+                    Error::Log(LogError::Rule(RuleError::UnsupportedNewVersion { .. }))
+                        | Error::Log(LogError::Rule(RuleError::UnlocatableHeader { .. }))
                 ) && err.to_string().contains(why),
                 "{err}"
             );
@@ -1138,7 +1155,7 @@ pub(crate) mod suite {
             &self,
             id: &str,
             from: u64,
-            visit: &mut LineVisitor<'_>,
+            visit: &mut (dyn FnMut(u64, &str) -> std::ops::ControlFlow<()> + '_),
         ) -> Result<u64, StoreError> {
             self.unavailable()?;
             self.inner.read_lines(id, from, visit)

@@ -224,14 +224,20 @@ fn original(path: PathBuf) -> Original {
 /// The strict error's line, and the id the error blames on another line.
 fn error_line(e: &Error) -> Option<u64> {
     match e {
-        Error::Log(LogError::Corrupt { at, .. })
-        | Error::Log(LogError::InvalidEntry { at, .. })
-        | Error::Log(LogError::DuplicateId { at, .. })
-        | Error::Log(LogError::DanglingParent { at, .. })
-        | Error::Log(LogError::Cycle { at, .. }) => Some(at.line),
-        Error::Log(LogError::MissingHeader { .. })
-        | Error::Log(LogError::InvalidHeader { .. })
-        | Error::Log(LogError::UnsupportedVersion { .. }) => Some(1),
+        Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::Corrupt { at, .. })))
+        | Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::InvalidEntry { at, .. })))
+        | Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DuplicateId { at, .. })))
+        | Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DanglingParent {
+            at, ..
+        })))
+        | Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::Cycle { at, .. }))) => {
+            Some(at.line)
+        }
+        Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::MissingHeader { .. })))
+        | Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::InvalidHeader { .. })))
+        | Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::UnsupportedVersion {
+            ..
+        }))) => Some(1),
         _ => None,
     }
 }
@@ -279,10 +285,14 @@ fn classify(
             // damaged entry took an id that a later entry also has.
             let damaged_id = o.id_at.get(&d.line);
             let blamed = match &e {
-                Error::Log(LogError::DanglingParent { parent, .. }) => damaged_id == Some(parent),
-                Error::Log(LogError::DuplicateId { first_line, .. }) => {
-                    first_line.is_some_and(|l| d.lines.contains(&l))
-                }
+                Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DanglingParent {
+                    parent,
+                    ..
+                }))) => damaged_id == Some(parent),
+                Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DuplicateId {
+                    first_line,
+                    ..
+                }))) => first_line.is_some_and(|l| d.lines.contains(&l)),
                 _ => false,
             };
             assert!(
@@ -480,7 +490,7 @@ fn a_missing_parent_id_key_is_refused_by_the_strict_reader() {
         "salvage reads it as Pi does"
     );
     match SessionLog::open(&path) {
-        Err(LogError::InvalidEntry { at, id, .. }) => {
+        Err(OpenError::Invalid(InvalidLog::InvalidEntry { at, id, .. })) => {
             assert_eq!(at.line, 3);
             assert_eq!(id.as_deref(), Some(b.as_str()));
         }

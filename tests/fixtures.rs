@@ -101,7 +101,7 @@ fn corruption_is_refused_with_line_and_offset_and_salvage_reports_it() {
         ("edge/nul-byte.jsonl", 3, 343),
     ] {
         match refused(name) {
-            Error::Log(LogError::Corrupt { at, .. }) => {
+            Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::Corrupt { at, .. }))) => {
                 assert_eq!((at.line, at.offset), (line, offset), "{name}")
             }
             e => panic!("{name}: expected corruption, got {e}"),
@@ -135,8 +135,11 @@ fn bad_headers_and_versions_are_refused() {
         assert!(
             matches!(
                 e,
-                Error::Log(LogError::MissingHeader { .. })
-                    | Error::Log(LogError::InvalidHeader { .. })
+                Error::Log(LogError::Open(OpenError::Invalid(
+                    InvalidLog::MissingHeader { .. }
+                ))) | Error::Log(LogError::Open(OpenError::Invalid(
+                    InvalidLog::InvalidHeader { .. }
+                )))
             ),
             "{name}: {e}"
         );
@@ -161,27 +164,40 @@ fn bad_headers_and_versions_are_refused() {
             .contains("the file is empty")
     );
     match refused("edge/version-4.jsonl") {
-        Error::Log(LogError::UnsupportedVersion { version, .. }) => assert_eq!(version, "4"),
+        Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::UnsupportedVersion {
+            version,
+            ..
+        }))) => assert_eq!(version, "4"),
         e => panic!("{e}"),
     }
     assert!(matches!(
         open("edge/version-4.jsonl", ReadMode::Salvage),
-        Err(Error::Log(LogError::UnsupportedVersion { .. }))
+        Err(Error::Log(LogError::Open(OpenError::Invalid(
+            InvalidLog::UnsupportedVersion { .. }
+        ))))
     ));
 }
 
 #[test]
 fn structural_errors_are_refused_and_salvaged_like_pi() {
     match refused("edge/duplicate-id.jsonl") {
-        Error::Log(LogError::DuplicateId {
-            id, at, first_line, ..
-        }) => {
+        Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DuplicateId {
+            id,
+            at,
+            first_line,
+            ..
+        }))) => {
             assert_eq!((id.as_str(), at.line, first_line), ("a0000002", 4, Some(3)))
         }
         e => panic!("{e}"),
     }
     match refused("edge/dangling-parent.jsonl") {
-        Error::Log(LogError::DanglingParent { id, parent, at, .. }) => {
+        Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DanglingParent {
+            id,
+            parent,
+            at,
+            ..
+        }))) => {
             assert_eq!(
                 (id.as_str(), parent.as_str(), at.line),
                 ("a0000003", "deadbeef", 4)
@@ -192,7 +208,7 @@ fn structural_errors_are_refused_and_salvaged_like_pi() {
     let log = open("edge/dangling-parent.jsonl", ReadMode::Salvage).unwrap();
     assert_eq!(log.branch(), ["a0000003", "a0000004"]);
     match refused("edge/cycle.jsonl") {
-        Error::Log(LogError::Cycle { id, at, .. }) => {
+        Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::Cycle { id, at, .. }))) => {
             assert_eq!((id.as_str(), at.line), ("a0000003", 4))
         }
         e => panic!("{e}"),
@@ -204,7 +220,11 @@ fn structural_errors_are_refused_and_salvaged_like_pi() {
             .contains(&"a0000003")
     );
     match refused("edge/forward-parent.jsonl") {
-        Error::Log(LogError::DanglingParent { id, at, .. }) => {
+        Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::DanglingParent {
+            id,
+            at,
+            ..
+        }))) => {
             assert_eq!((id.as_str(), at.line), ("a0000002", 3))
         }
         e => panic!("{e}"),
@@ -384,7 +404,7 @@ fn only_regular_files_are_read_and_the_header_line_is_bounded() {
         .recv_timeout(std::time::Duration::from_secs(20))
         .expect("opening a FIFO blocked");
     match got {
-        Err(LogError::NotARegularFile { path, kind }) => {
+        Err(OpenError::NotARegularFile { path, kind }) => {
             assert_eq!(path, fifo);
             assert_eq!(kind, "a FIFO");
         }
@@ -394,20 +414,20 @@ fn only_regular_files_are_read_and_the_header_line_is_bounded() {
     let zero = dir.path().join("zero.jsonl");
     std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
     match SessionLog::open(&zero) {
-        Err(e @ LogError::NotARegularFile { .. }) => {
+        Err(e @ OpenError::NotARegularFile { .. }) => {
             assert!(e.to_string().contains("a character device"), "{e}");
         }
         other => panic!("/dev/zero: {other:?}"),
     }
     match SessionLog::open(dir.path()) {
-        Err(LogError::NotARegularFile { kind, .. }) => assert_eq!(kind, "a directory"),
+        Err(OpenError::NotARegularFile { kind, .. }) => assert_eq!(kind, "a directory"),
         other => panic!("directory: {other:?}"),
     }
 
     let long = dir.path().join("long.jsonl");
     std::fs::write(&long, vec![b' '; (1 << 20) + (1 << 16)]).unwrap();
     match SessionLog::open(&long) {
-        Err(e @ LogError::InvalidHeader { .. }) => {
+        Err(e @ OpenError::Invalid(InvalidLog::InvalidHeader { .. })) => {
             let msg = e.to_string();
             assert!(
                 msg.contains("long.jsonl") && msg.contains("1048576"),

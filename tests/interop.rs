@@ -9,7 +9,6 @@
 #![expect(clippy::unwrap_used)]
 
 use crate::common;
-use session_state::LogError;
 
 use common::pi;
 use serde_json::{Value, json};
@@ -48,7 +47,7 @@ fn pi_sessions_load_as_pi_reads_them() {
                 // reads (the fused entry is lost for both).
                 let lost = generated.raw["unreadableIds"][0].as_str().unwrap();
                 match SessionLog::open(&file).unwrap_err() {
-                    LogError::Corrupt { at, .. } => assert_eq!(at.line, 7),
+                    OpenError::Invalid(InvalidLog::Corrupt { at, .. }) => assert_eq!(at.line, 7),
                     e => panic!("pi0 torn: {e}"),
                 }
                 assert!(!dump.entries.iter().any(|e| e["id"] == lost));

@@ -4,7 +4,6 @@
 #![expect(clippy::unwrap_used)]
 
 use serde_json::json;
-use session_state::LogError;
 use session_state::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 use session_state::*;
 use std::io;
@@ -153,11 +152,11 @@ fn failed_sync_poisons_the_writer() {
     let (mut log, faulty, ids) = session(dir.path());
     faulty.arm(Fault::FailSync);
     let err = log.append(user("lost?")).unwrap_err();
-    assert!(matches!(err, LogError::Poisoned { .. }), "{err}");
+    assert!(matches!(err, AppendError::Poisoned { .. }), "{err}");
     assert!(err.to_string().contains("fdatasync failed"), "{err}");
     // No retry after a failed fsync: every later append is refused.
     let again = log.append(user("after")).unwrap_err();
-    assert!(matches!(again, LogError::Poisoned { .. }), "{again}");
+    assert!(matches!(again, AppendError::Poisoned { .. }), "{again}");
     // The in-memory log did not take the unacknowledged entry.
     assert_eq!(log.len(), 3);
     // A fresh strict reader sees only complete lines; the in-doubt line was written whole
@@ -177,7 +176,7 @@ fn short_write_leaves_only_an_invisible_tail_and_next_writer_closes_it() {
     assert!(err.to_string().contains("short write: 17 of"), "{err}");
     assert!(matches!(
         log.append(user("x")).unwrap_err(),
-        LogError::Poisoned { .. }
+        AppendError::Poisoned { .. }
     ));
     let path = log.path().to_path_buf();
     let (after, findings) = reopen_ids(&path);
@@ -229,7 +228,7 @@ fn faults_while_creating_a_session() {
         // The half-made file is never appended to again through this log.
         let again = log.append(user("second")).unwrap_err();
         assert!(
-            matches!(again, LogError::Poisoned { .. }),
+            matches!(again, AppendError::Poisoned { .. }),
             "{fault:?}: {again}"
         );
         // Whatever reached the disk, no reader sees a partial line: either the file
@@ -238,7 +237,7 @@ fn faults_while_creating_a_session() {
         if path.exists() {
             match SessionLog::open(&path) {
                 Ok(l) => assert!(l.len() <= 1, "{fault:?}"),
-                Err(LogError::MissingHeader { .. }) => {
+                Err(OpenError::Invalid(InvalidLog::MissingHeader { .. })) => {
                     assert!(
                         matches!(fault, Fault::ShortWrite(_) | Fault::NoSpace),
                         "{fault:?}"
@@ -333,7 +332,7 @@ fn a_migration_that_cannot_transform_a_line_refuses_before_touching_the_file() {
         let mut log = SessionLog::open(&path).unwrap();
         let err = log.append(user("x")).unwrap_err();
         match &err {
-            LogError::MigrationRefused { path: p, at, .. } => {
+            AppendError::MigrationRefused { path: p, at, .. } => {
                 assert_eq!(p, &path, "{what}");
                 assert_eq!(at.line, 3, "{what}: {err}");
             }
@@ -418,7 +417,7 @@ fn a_refusing_writer_leaves_the_file_as_it_found_it() {
             let mut log = SessionLog::open(&path).unwrap();
             let err = log.append(user("x")).unwrap_err();
             assert!(
-                matches!(err, LogError::TrailingGarbage { at, .. } if at.line == 3),
+                matches!(err, AppendError::TrailingGarbage { at, .. } if at.line == 3),
                 "{name} {what}: {err}"
             );
             assert_eq!(
@@ -479,7 +478,7 @@ fn a_file_that_shrinks_during_migration_is_refused() {
     assert!(
         matches!(
             err,
-            LogError::ChangedOnDisk { .. } | LogError::MigrationRefused { .. }
+            AppendError::ChangedOnDisk { .. } | AppendError::MigrationRefused { .. }
         ),
         "{err}"
     );

@@ -7,7 +7,10 @@
 use crate::common;
 
 use serde_json::{Value, json};
-use session_state::{Error, Header, LogError, SessionLog, StoreError};
+use session_state::{
+    AppendError, Error, Header, InvalidLog, InvalidSessionId, LogError, OpenError, RuleError,
+    SessionLog, StoreError,
+};
 use session_state::{PiJsonlStore, SessionStore, Sessions, format::INTERRUPTED_TOOL_RESULT};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -168,7 +171,9 @@ fn created_session_is_absent_until_first_append() {
     assert!(store.list().expect("list").is_empty());
     assert!(!root.exists(), "create writes nothing");
     match store.load(ID) {
-        Err(Error::Log(LogError::NotMaterialized { session_id })) => assert_eq!(session_id, ID),
+        Err(Error::Log(LogError::Rule(RuleError::NotMaterialized { session_id }))) => {
+            assert_eq!(session_id, ID)
+        }
         other => panic!("load of a never-appended session: {other:?}"),
     }
     // An empty batch is not a first append.
@@ -208,14 +213,14 @@ fn create_refuses_headers_that_cannot_be_stored() {
     let v2 = header_with(ID, "/p", |h| h["version"] = json!(2));
     let err = store.create(v2).expect_err("refused");
     assert!(
-        matches!(&err, Error::Log(LogError::UnsupportedNewVersion { session_id, version: 2 }) if session_id == ID),
+        matches!(&err, Error::Log(LogError::Rule(RuleError::UnsupportedNewVersion { session_id, version: 2 })) if session_id == ID),
         "{err:?}"
     );
     assert!(err.to_string().contains("version"), "{err}");
     for id in ["a/b", ""] {
         let err = store.create(header(id, "/p")).expect_err("refused");
         assert!(
-            matches!(&err, Error::Log(LogError::InvalidSessionId { session_id, max }) if session_id == id && *max == session_state::format::MAX_SESSION_ID_BYTES),
+            matches!(&err, Error::Log(LogError::Rule(RuleError::InvalidSessionId(InvalidSessionId { session_id, max, .. }))) if session_id == id && *max == session_state::format::MAX_SESSION_ID_BYTES),
             "{err:?}"
         );
         assert!(err.to_string().contains("file name"), "{err}");
@@ -225,7 +230,7 @@ fn create_refuses_headers_that_cannot_be_stored() {
     for h in [no_cwd, no_stamp] {
         let err = store.create(h).expect_err("refused");
         assert!(
-            matches!(&err, Error::Log(LogError::UnlocatableHeader { session_id }) if session_id == ID),
+            matches!(&err, Error::Log(LogError::Rule(RuleError::UnlocatableHeader { session_id })) if session_id == ID),
             "{err:?}"
         );
         assert!(err.to_string().contains("cwd"), "{err}");
@@ -233,7 +238,7 @@ fn create_refuses_headers_that_cannot_be_stored() {
     store.create(header(ID, "/p")).expect("create");
     let err = store.create(header(ID, "/p")).expect_err("twice");
     assert!(
-        matches!(&err, Error::Log(LogError::AlreadyCreated { session_id }) if session_id == ID),
+        matches!(&err, Error::Log(LogError::Rule(RuleError::AlreadyCreated { session_id })) if session_id == ID),
         "{err:?}"
     );
     assert!(err.to_string().contains("already created"), "{err}");
@@ -354,7 +359,7 @@ fn unserializable_or_malformed_event_is_refused_naming_it() {
         .append_serialized(ID, 1, &[Event::Json(custom(1)), Event::Bad(Unserializable)])
         .expect_err("refused");
     assert!(
-        matches!(&err, Error::Log(LogError::EventNotSerializable { session_id, index: 1, seq: 2, .. })
+        matches!(&err, Error::Log(LogError::Rule(RuleError::EventNotSerializable { session_id, index: 1, seq: 2, .. }))
             if session_id == ID),
         "{err:?}"
     );
@@ -368,11 +373,11 @@ fn unserializable_or_malformed_event_is_refused_naming_it() {
     assert!(
         matches!(
             err,
-            Error::Log(LogError::EventNotSerializable {
+            Error::Log(LogError::Rule(RuleError::EventNotSerializable {
                 index: 0,
                 seq: 1,
                 ..
-            })
+            }))
         ),
         "{err:?}"
     );
@@ -395,12 +400,12 @@ fn unserializable_or_malformed_event_is_refused_naming_it() {
             .append(ID, 1, &[custom(1), bad.clone()])
             .expect_err("refused");
         match &err {
-            Error::Log(LogError::InvalidEvent {
+            Error::Log(LogError::Rule(RuleError::InvalidEvent {
                 session_id,
                 index: 1,
                 seq: 2,
                 detail,
-            }) if session_id == ID => assert!(detail.contains(why), "{bad}: {detail}"),
+            })) if session_id == ID => assert!(detail.contains(why), "{bad}: {detail}"),
             other => panic!("{bad}: expected InvalidEvent, got {other:?}"),
         }
         assert!(err.to_string().contains("event 1 (seq 2)"), "{err}");
@@ -471,7 +476,7 @@ fn load_after_reopen_returns_the_same_entries() {
     }
     let next = events.len() as u64;
     assert!(
-        matches!(loaded.event(next), Err(LogError::NoSuchEvent { seq, next_seq, .. })
+        matches!(loaded.event(next), Err(LogError::Rule(RuleError::NoSuchEvent { seq, next_seq, .. }))
             if seq == next && next_seq == next),
         "past the end"
     );
@@ -619,7 +624,11 @@ fn corrupt_middle_line_is_refused_with_its_line_number() {
 
     let fresh = on(dir_of(&path));
     match fresh.load(ID) {
-        Err(Error::Log(LogError::Corrupt { path: p, at, .. })) => {
+        Err(Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::Corrupt {
+            path: p,
+            at,
+            ..
+        })))) => {
             assert_eq!(p, path);
             assert_eq!(at.line, 3);
         }
@@ -642,7 +651,10 @@ fn unknown_version_is_refused() {
     std::fs::write(&path, format!("{}{body}\n", h.to_line())).expect("write");
 
     match store.load(ID) {
-        Err(Error::Log(LogError::UnsupportedVersion { version, .. })) => assert_eq!(version, "4"),
+        Err(Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::UnsupportedVersion {
+            version,
+            ..
+        })))) => assert_eq!(version, "4"),
         other => panic!("expected UnsupportedVersion, got {other:?}"),
     }
     assert!(store.list().expect("list").is_empty());
@@ -651,11 +663,13 @@ fn unknown_version_is_refused() {
     assert_eq!(listing.problems[0].path, path);
     assert!(matches!(
         listing.problems[0].error,
-        LogError::UnsupportedVersion { .. }
+        OpenError::Invalid(InvalidLog::UnsupportedVersion { .. })
     ));
     assert!(matches!(
         store.append(ID, 1, &[custom(1)]),
-        Err(Error::Log(LogError::UnsupportedVersion { .. }))
+        Err(Error::Log(LogError::Open(OpenError::Invalid(
+            InvalidLog::UnsupportedVersion { .. }
+        ))))
     ));
 }
 
@@ -711,10 +725,15 @@ fn list_reads_only_headers() {
     assert_eq!(problems, vec!["empty.jsonl", "notes.jsonl"]);
     assert!(matches!(
         listing.problems[1].error,
-        LogError::MissingHeader { .. }
+        OpenError::Invalid(InvalidLog::MissingHeader { .. })
     ));
     assert!(
-        matches!(store.load("big"), Err(Error::Log(LogError::Corrupt { .. }))),
+        matches!(
+            store.load("big"),
+            Err(Error::Log(LogError::Open(OpenError::Invalid(
+                InvalidLog::Corrupt { .. }
+            ))))
+        ),
         "the body is corrupt"
     );
 }
@@ -928,13 +947,18 @@ fn scan_reports_files_that_are_not_regular_without_opening_them() {
     assert_eq!(problems.len(), 2, "{problems:?}");
     for (path, error) in &problems {
         assert!(
-            matches!(error, LogError::NotARegularFile { path: p, .. } if p == path),
+            matches!(error, OpenError::NotARegularFile { path: p, .. } if p == path),
             "{path:?}: {error}"
         );
     }
     assert_eq!(list.expect("list"), 0);
     assert!(
-        matches!(load, Err(Error::Log(LogError::NotARegularFile { .. }))),
+        matches!(
+            load,
+            Err(Error::Log(LogError::Open(
+                OpenError::NotARegularFile { .. }
+            )))
+        ),
         "{load:?}"
     );
 }
@@ -1097,7 +1121,7 @@ fn a_detached_log_refuses_what_the_reader_refuses_naming_its_label() {
     }
     // An endless source is refused at the header size limit, not read to its end.
     match LogOptions::new().read(label, std::io::repeat(b'x')) {
-        Err(LogError::InvalidHeader { detail, .. }) => {
+        Err(OpenError::Invalid(InvalidLog::InvalidHeader { detail, .. })) => {
             assert!(
                 detail.starts_with("line 1 is longer than 1 MiB"),
                 "{detail}"
@@ -1120,7 +1144,7 @@ fn every_write_to_a_detached_log_is_refused_and_creates_no_file() {
         let mut log = LogOptions::new().read(&label, &bytes[..]).expect("read");
         let (len, leaf) = (log.len(), log.leaf_id().map(str::to_owned));
         let refused = |r: session_state::Result<()>, what: &str| match r {
-            Err(Error::Log(LogError::Detached { label: l })) => {
+            Err(Error::Log(LogError::Append(AppendError::Detached { label: l }))) => {
                 assert_eq!(l, label, "{name}: {what}");
             }
             other => panic!("{name}: {what}: {other:?}"),
@@ -1212,13 +1236,13 @@ fn a_backend_without_files_loads_through_a_detached_log() {
     }
     assert!(matches!(
         loaded.event(loaded.next_seq()),
-        Err(LogError::NoSuchEvent { .. })
+        Err(LogError::Rule(RuleError::NoSuchEvent { .. }))
     ));
     let before = std::fs::read(&path).expect("read");
     let mut log = loaded.into_log();
     assert!(matches!(
         log.append(NewEntry::custom("x", Some(json!(1)))),
-        Err(LogError::Detached { .. })
+        Err(AppendError::Detached { .. })
     ));
     assert_eq!(std::fs::read(&path).expect("read"), before);
 }

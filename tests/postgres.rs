@@ -9,8 +9,8 @@ use crate::common::pg::{self, Server, ServerOptions};
 use serde_json::{Value, json};
 use session_state::On;
 use session_state::{
-    Error, Header, LogError, LogOptions, PostgresStore, Scope, SessionLog, SessionStore, Sessions,
-    Store, StoreError, StoredSession,
+    Error, Header, InvalidLog, LogError, LogOptions, OpenError, PostgresStore, Scope, SessionLog,
+    SessionStore, Sessions, Store, StoreError, StoredSession,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -488,7 +488,7 @@ fn corruption_in_the_rows_is_refused_naming_the_line() {
         .expect("plant");
     let err = store.load(ID).expect_err("refused");
     assert!(
-        matches!(&err, Error::Log(LogError::Corrupt { at, .. }) if at.line == 4),
+        matches!(&err, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::Corrupt { at, .. }))) if at.line == 4),
         "{err:?}"
     );
     // A middle row.
@@ -500,7 +500,7 @@ fn corruption_in_the_rows_is_refused_naming_the_line() {
         .expect("plant");
     let err = store.load(ID).expect_err("refused");
     assert!(
-        matches!(&err, Error::Log(LogError::Corrupt { at, .. }) if at.line == 3),
+        matches!(&err, Error::Log(LogError::Open(OpenError::Invalid(InvalidLog::Corrupt { at, .. }))) if at.line == 3),
         "{err:?}"
     );
     assert!(err.to_string().contains(ID), "names the session: {err}");
@@ -530,7 +530,12 @@ fn corruption_in_the_rows_is_refused_naming_the_line() {
         .expect("plant");
     let err = store.load(id2).expect_err("refused");
     assert!(
-        matches!(err, Error::Log(LogError::UnsupportedVersion { .. })),
+        matches!(
+            err,
+            Error::Log(LogError::Open(OpenError::Invalid(
+                InvalidLog::UnsupportedVersion { .. }
+            )))
+        ),
         "{err:?}"
     );
 }

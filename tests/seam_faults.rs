@@ -23,7 +23,6 @@
 
 use crate::common;
 use serde_json::{Value, json};
-use session_state::LogError;
 use session_state::io::{AppendFile, FileIdentity, FileSystem, StdFileSystem};
 use session_state::*;
 use std::collections::{HashMap, HashSet};
@@ -519,13 +518,19 @@ fn check(kind: Kind, fault: Option<Injected>, counts: &mut Counts) {
         );
         if wrote {
             assert!(
-                matches!(e, Error::Log(LogError::Poisoned { .. })),
+                matches!(
+                    e,
+                    Error::Log(LogError::Append(AppendError::Poisoned { .. }))
+                ),
                 "{what}: {e}"
             );
             for later in &r.results[i + 1..] {
                 let later = later.as_ref().err();
                 assert!(
-                    matches!(later, Some(Error::Log(LogError::Poisoned { .. }))),
+                    matches!(
+                        later,
+                        Some(Error::Log(LogError::Append(AppendError::Poisoned { .. })))
+                    ),
                     "{what}: the append after a failed write was not refused: {later:?}"
                 );
             }

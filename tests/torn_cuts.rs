@@ -3,7 +3,6 @@
 #![expect(clippy::unwrap_used)]
 
 use serde_json::json;
-use session_state::LogError;
 use session_state::*;
 
 fn sample(dir: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
@@ -113,7 +112,7 @@ fn a_corrupt_middle_line_is_refused_with_its_line_number() {
     std::fs::write(&p, &corrupt).unwrap();
     let offset = (lines[0].len() + lines[1].len() + 2) as u64;
     match SessionLog::open(&p).unwrap_err() {
-        LogError::Corrupt { at, .. } => {
+        OpenError::Invalid(InvalidLog::Corrupt { at, .. }) => {
             assert_eq!(at.line, 3);
             assert_eq!(at.offset, offset);
         }

@@ -15,7 +15,7 @@ use crate::common::seams::Hooked;
 use rusqlite::{Connection, params};
 use session_state::On;
 use session_state::{
-    LogError, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store,
+    AppendError, LogOptions, Materialize, NewEntry, Scope, SessionLog, SessionState, Store,
     StoreOptions,
     lock::{Holder, LEASE, Liveness, LockError},
     maintenance::Peeked,
@@ -801,11 +801,11 @@ fn a_log_append_refused_by_a_held_file_is_the_logs_error_and_a_lock_error_in_err
     let mut holder = holding_the_file(&file, dir.path());
     let before = std::fs::read(&file).expect("read");
     let mut log = SessionLog::open(&file).expect("open");
-    let refused: LogError = log
+    let refused: AppendError = log
         .append(NewEntry::custom("x", Some(serde_json::json!(1))))
         .expect_err("the file is held");
     let message = refused.to_string();
-    let LogError::Held(e) = &refused else {
+    let AppendError::Held(e) = &refused else {
         panic!("not the held file: {message}")
     };
     let LockError::FileHeld { object, pid, .. } = &**e else {

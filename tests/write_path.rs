@@ -9,8 +9,8 @@ use crate::common::{self, holders::Proc};
 use serde_json::{Value, json};
 use session_state::On;
 use session_state::{
-    Error, LogError, Op, ProjectionError, Scope, SessionLog, SessionState, StateError, Store,
-    TailWrite, lock::LockError,
+    Error, InvalidLog, LogError, Op, OpenError, ProjectionError, Scope, SessionLog, SessionState,
+    StateError, Store, TailWrite, UnknownEntry, lock::LockError,
 };
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -296,7 +296,9 @@ fn what_the_rows_cannot_answer_goes_through_the_log() {
         TailWrite::NeedsLog
     );
     match role.write(On::file(&w.file, Some("deadbeef")), &json!(1)) {
-        Err(Error::Log(LogError::UnknownEntry { id, .. })) => assert_eq!(id, "deadbeef"),
+        Err(Error::Log(LogError::UnknownEntry(UnknownEntry { id, .. }))) => {
+            assert_eq!(id, "deadbeef")
+        }
         other => panic!("{other:?}"),
     }
 
@@ -523,7 +525,9 @@ fn apply_on_a_file_checks_the_op_and_names_each_refusal() {
 
     // An entry neither the rows nor the log know.
     match role.apply(On::file(&w.file, Some("deadbeef")), Op::Drop) {
-        Err(Error::Log(LogError::UnknownEntry { id, .. })) => assert_eq!(id, "deadbeef"),
+        Err(Error::Log(LogError::UnknownEntry(UnknownEntry { id, .. }))) => {
+            assert_eq!(id, "deadbeef")
+        }
         other => panic!("{other:?}"),
     }
 
@@ -531,7 +535,9 @@ fn apply_on_a_file_checks_the_op_and_names_each_refusal() {
     let w = World::cold(EXAMPLE);
     std::fs::write(&w.file, "not a session\n").expect("overwrite");
     match w.key("role", Scope::Branch).apply(&w.file, Op::Drop) {
-        Err(Error::Log(LogError::MissingHeader { .. } | LogError::InvalidHeader { .. })) => {}
+        Err(Error::Log(LogError::Open(OpenError::Invalid(
+            InvalidLog::MissingHeader { .. } | InvalidLog::InvalidHeader { .. },
+        )))) => {}
         other => panic!("{other:?}"),
     }
 

@@ -18,7 +18,7 @@ use session_state::__internal::{
     IntegrityKind, ReplayValue, fold_tips, integrity, replay, replay_tips,
 };
 use session_state::inspect;
-use session_state::{EntryType, LogError, LogOptions, ReadMode, Scope};
+use session_state::{EntryType, InvalidLog, LogOptions, OpenError, ReadMode, Scope};
 use session_state_fuzz::{Expected, Input, PLUGINS, Reference, Session, Unreadable, scratch_dir};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -120,12 +120,13 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => {
             // Where the refusal points (the line and byte `verify` reports): in the file.
             let at = match &e {
-                LogError::Corrupt { at, .. }
-                | LogError::TrailingGarbage { at, .. }
-                | LogError::InvalidEntry { at, .. }
-                | LogError::DuplicateId { at, .. }
-                | LogError::DanglingParent { at, .. }
-                | LogError::Cycle { at, .. } => Some(*at),
+                OpenError::Invalid(
+                    InvalidLog::Corrupt { at, .. }
+                    | InvalidLog::InvalidEntry { at, .. }
+                    | InvalidLog::DuplicateId { at, .. }
+                    | InvalidLog::DanglingParent { at, .. }
+                    | InvalidLog::Cycle { at, .. },
+                ) => Some(*at),
                 _ => None,
             };
             if let Some(at) = at {

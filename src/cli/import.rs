@@ -66,11 +66,14 @@ pub(crate) fn export(args: ExportArgs, sessions: &Sessions) -> CmdResult {
             let mut out = std::io::BufWriter::new(stdout.lock());
             match crate::persistence::export_session(backend, &id, &mut out) {
                 Ok(_) => Ok(0),
-                Err(crate::Error::Log(crate::LogError::Io { source, .. }))
-                    if source.kind() == std::io::ErrorKind::BrokenPipe =>
-                {
-                    Ok(0)
-                }
+                Err(crate::Error::Log(crate::LogError::Append(crate::AppendError::Io {
+                    source,
+                    ..
+                })))
+                | Err(crate::Error::Log(crate::LogError::Open(crate::OpenError::Io {
+                    source,
+                    ..
+                }))) if source.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
                 Err(e) => Err(fail(e)),
             }
         }

@@ -25,7 +25,8 @@ mod verify;
 use crate::persistence::{ListProblem, session_files};
 use crate::settings::{LocationInputs, ResolvedLocation};
 use crate::{
-    Error, LogError, LogOptions, ReadMode, Scope, SessionLog, StoredSession, settings::ProjectTrust,
+    Error, InvalidLog, LogOptions, OpenError, ReadMode, Scope, SessionLog, StoredSession,
+    settings::ProjectTrust,
 };
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
@@ -310,7 +311,7 @@ pub(crate) fn open_log(file: &Path) -> Result<SessionLog, Failure> {
 /// The strict reader's error, with a pointer to `verify` when the file itself is bad.
 pub(crate) fn strict_error(e: &Error) -> String {
     match e {
-        Error::Log(LogError::Io { .. }) => e.to_string(),
+        e if e.is_log_io() => e.to_string(),
         _ => {
             let text = e.to_string();
             if text.contains("session-state verify") {
@@ -330,7 +331,7 @@ pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String
     require_regular(file)?;
     match SessionLog::open(file).map_err(Error::from) {
         Ok(log) => Ok((log, None)),
-        Err(e @ Error::Log(LogError::Io { .. })) => Err(fail(e)),
+        Err(e) if e.is_log_io() => Err(fail(e)),
         Err(strict) => match LogOptions::new().mode(ReadMode::Salvage).open(file) {
             Ok(log) => Ok((log, Some(strict.to_string()))),
             Err(salvage) => {
@@ -344,10 +345,7 @@ pub(crate) fn open_log_lenient(file: &Path) -> Result<(SessionLog, Option<String
 /// Whether an error is the log's reader refusing what it read (a salvage read may then
 /// keep part of it), not a failure to read at all (I/O, a store that failed).
 pub(crate) fn is_refusal(e: &Error) -> bool {
-    !matches!(
-        e,
-        Error::Log(LogError::Io { .. }) | Error::Store(_) | Error::StoreUnavailable { .. }
-    )
+    !(e.is_log_io() || matches!(e, Error::Store(_) | Error::StoreUnavailable { .. }))
 }
 
 /// [`open_log_lenient`] on a stored session, read from the store's lines (no local copy):
@@ -480,11 +478,11 @@ pub(crate) fn jsonl_files(dir: &Path) -> Result<Vec<PathBuf>, Failure> {
 pub(crate) fn skipped(problem: &ListProblem) {
     let path = &problem.path;
     let why = match &problem.error {
-        LogError::MissingHeader { detail, .. } | LogError::InvalidHeader { detail, .. } => {
-            detail.clone()
-        }
-        LogError::Io { source, .. } => source.to_string(),
-        LogError::NotARegularFile { kind, .. } => format!("{kind}, not a regular file"),
+        OpenError::Invalid(
+            InvalidLog::MissingHeader { detail, .. } | InvalidLog::InvalidHeader { detail, .. },
+        ) => detail.clone(),
+        OpenError::Io { source, .. } => source.to_string(),
+        OpenError::NotARegularFile { kind, .. } => format!("{kind}, not a regular file"),
         e => without_path(&e.to_string(), &path.display().to_string()).to_owned(),
     };
     warn(format_args!("skipped {}: {why}", path.display()));

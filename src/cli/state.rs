@@ -22,8 +22,8 @@ use super::{
     require_regular, short_json, strict_error, term_safe,
 };
 use crate::{
-    Error, HistoryEntry, LogError, On, Op, ReadMode, Scope, SessionState, StateError, StateKey,
-    Store, StoredValue, state::validate_plugin_id,
+    AppendError, Error, HistoryEntry, LogError, On, Op, OpenError, ReadMode, Scope, SessionState,
+    StateError, StateKey, Store, StoredValue, state::validate_plugin_id,
 };
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -358,7 +358,7 @@ fn history_hint(t: &StateArgs, id: &str) -> String {
 /// An error naming `--at` when it is the unknown entry.
 fn at_error(t: &StateArgs, e: Error) -> Failure {
     match (&e, &t.at) {
-        (Error::Log(LogError::UnknownEntry { .. }), Some(_)) => fail(format_args!("--at: {e}")),
+        (Error::Log(LogError::UnknownEntry(_)), Some(_)) => fail(format_args!("--at: {e}")),
         _ => fail(e),
     }
 }
@@ -395,17 +395,13 @@ fn apply_file(
             // The strict reader's refusal of the file (the rows could not answer and the
             // log did not open), with a pointer to `verify`.
             Error::Log(
-                LogError::MissingHeader { .. }
-                | LogError::InvalidHeader { .. }
-                | LogError::UnsupportedVersion { .. }
-                | LogError::Corrupt { .. }
-                | LogError::InvalidEntry { .. }
-                | LogError::DuplicateId { .. }
-                | LogError::DanglingParent { .. }
-                | LogError::Cycle { .. }
-                | LogError::TrailingGarbage { .. }
-                | LogError::MigrationRefused { .. }
-                | LogError::NotARegularFile { .. },
+                LogError::Open(OpenError::Invalid(_) | OpenError::NotARegularFile { .. })
+                | LogError::Append(
+                    AppendError::Invalid(_)
+                    | AppendError::NotARegularFile { .. }
+                    | AppendError::TrailingGarbage { .. }
+                    | AppendError::MigrationRefused { .. },
+                ),
             ) => fail(strict_error(&e)),
             _ => applied_error(t, e, version),
         })
@@ -428,7 +424,7 @@ fn apply_stored(
 /// A write's error: `--at` named when it is the unknown entry, else [`write_error`].
 fn applied_error(t: &StateArgs, e: Error, version: Option<u32>) -> Failure {
     match (&e, &t.at) {
-        (Error::Log(LogError::UnknownEntry { .. }), Some(_)) => fail(format_args!("--at: {e}")),
+        (Error::Log(LogError::UnknownEntry(_)), Some(_)) => fail(format_args!("--at: {e}")),
         _ => write_error(e, version),
     }
 }

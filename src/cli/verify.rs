@@ -6,7 +6,10 @@
 
 use super::{CmdResult, emit_json, emit_text, fail, is_refusal, require_regular, without_path};
 use crate::inspect::{self, Integrity};
-use crate::{Error, Location, LogError, LogOptions, ReadMode, SessionLog, StoredSession};
+use crate::{
+    AppendError, Error, InvalidLog, Location, LogError, LogOptions, ReadMode, SessionLog,
+    StoredSession,
+};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -53,16 +56,18 @@ struct Refusal {
 
 impl From<&Error> for Refusal {
     fn from(e: &Error) -> Refusal {
-        let (at, entry_id) = match e {
-            Error::Log(LogError::Corrupt { at, .. })
-            | Error::Log(LogError::TrailingGarbage { at, .. }) => (Some(*at), None),
-            Error::Log(LogError::InvalidEntry { at, id, .. }) => (Some(*at), id.clone()),
-            Error::Log(LogError::DuplicateId { at, id, .. })
-            | Error::Log(LogError::DanglingParent { at, id, .. })
-            | Error::Log(LogError::Cycle { at, id, .. }) => (Some(*at), Some(id.clone())),
-            Error::Log(LogError::MissingHeader { .. })
-            | Error::Log(LogError::InvalidHeader { .. })
-            | Error::Log(LogError::UnsupportedVersion { .. }) => {
+        let (at, entry_id) = match (e, e.invalid_log()) {
+            (_, Some(InvalidLog::Corrupt { at, .. }))
+            | (Error::Log(LogError::Append(AppendError::TrailingGarbage { at, .. })), _) => {
+                (Some(*at), None)
+            }
+            (_, Some(InvalidLog::InvalidEntry { at, id, .. })) => (Some(*at), id.clone()),
+            (_, Some(InvalidLog::DuplicateId { at, id, .. }))
+            | (_, Some(InvalidLog::DanglingParent { at, id, .. }))
+            | (_, Some(InvalidLog::Cycle { at, id, .. })) => (Some(*at), Some(id.clone())),
+            (_, Some(InvalidLog::MissingHeader { .. }))
+            | (_, Some(InvalidLog::InvalidHeader { .. }))
+            | (_, Some(InvalidLog::UnsupportedVersion { .. })) => {
                 (Some(Location { line: 1, offset: 0 }), None)
             }
             _ => (None, None),
@@ -148,8 +153,8 @@ fn salvage_text(out: &mut String, s: &Verdict<String>) {
 /// first line has it) and, for a corrupt line, without the advice to run the salvage
 /// report that follows it.
 fn strict_message(e: &Error, file: &str) -> String {
-    match e {
-        Error::Log(LogError::Corrupt { detail, .. }) => {
+    match e.invalid_log() {
+        Some(InvalidLog::Corrupt { detail, .. }) => {
             format!("corrupt line: {detail}; valid entries follow it, so this is not a torn write")
         }
         _ => without_path(&e.to_string(), file).to_owned(),

@@ -7,17 +7,20 @@
 //! - `scan_line` and `not_found` are the same rules for the log reader, which streams
 //!   the whole file and, in salvage mode, looks past lines that do not parse (as Pi does).
 //!
-//! Every failure is a typed error naming the file: [`LogError::MissingHeader`] (no line 1, or
-//! not a session), [`LogError::InvalidHeader`] (a session line that is malformed or too long),
-//! [`LogError::UnsupportedVersion`], and from [`read_header`] also
-//! [`LogError::NotARegularFile`] and [`LogError::Io`].
+//! Every failure is a typed error naming the file: [`InvalidLog::MissingHeader`] (no line 1, or
+//! not a session), [`InvalidLog::InvalidHeader`] (a session line that is malformed or too long),
+//! [`InvalidLog::UnsupportedVersion`], and from [`read_header`] also
+//! [`OpenError::NotARegularFile`] and [`OpenError::Io`].
 
 use super::entry::{Header, RawHeader, raw_str};
 use super::reader::{self, Finding, FindingKind, ReadMode, Severity};
-use crate::error::{IoContext, Location, LogError, LogResult as Result};
+use crate::error::{InvalidLog, InvalidSessionId, IoContext, Location, OpenError};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
+
+/// What this module's functions return, unless they say otherwise.
+type Result<T, E = OpenError> = std::result::Result<T, E>;
 
 /// Reads and strictly parses line 1 of the session file at `path`, reading at most
 /// `limit` bytes of it ([`reader::MAX_HEADER_LINE`] is Pi 1.x's own limit). Anything but
@@ -57,14 +60,14 @@ pub const MAX_SESSION_ID_BYTES: usize = 128;
 /// [`MAX_SESSION_ID_BYTES`] bytes, no `/`, `\`, newline or NUL, not `.` or `..`. Checked
 /// when a session is created or imported; sessions already stored are read whatever
 /// their id.
-pub(crate) fn check_session_id(id: &str) -> Result<()> {
+pub(crate) fn check_session_id(id: &str) -> Result<(), InvalidSessionId> {
     if id.is_empty()
         || id.len() > MAX_SESSION_ID_BYTES
         || id.contains(['/', '\\', '\n', '\0'])
         || id == "."
         || id == ".."
     {
-        return Err(LogError::InvalidSessionId {
+        return Err(InvalidSessionId {
             session_id: id.to_owned(),
             max: MAX_SESSION_ID_BYTES,
         });
@@ -94,11 +97,11 @@ fn first_line(src: &mut impl Read, path: &Path, limit: usize) -> Result<Vec<u8>>
         let n = match src.read(&mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e).ctx("reading", path),
+            Err(e) => return Err(e).ctx("reading", path).map_err(Into::into),
         };
         if n == 0 {
             let len = line.len() as u64;
-            return Err(not_found(path, len, len));
+            return Err(not_found(path, len, len).into());
         }
         if let Some(pos) = memchr::memchr(b'\n', &buf[..n]) {
             line.extend_from_slice(&buf[..pos]);
@@ -106,7 +109,7 @@ fn first_line(src: &mut impl Read, path: &Path, limit: usize) -> Result<Vec<u8>>
         }
         line.extend_from_slice(&buf[..n]);
         if line.len() > limit {
-            return Err(reader::too_long(path, limit));
+            return Err(reader::too_long(path, limit).into());
         }
     }
 }
@@ -127,11 +130,11 @@ pub(crate) fn scan_line(
     mode: ReadMode,
     bytes: &[u8],
     at: Location,
-) -> Result<ScannedLine> {
+) -> Result<ScannedLine, InvalidLog> {
     match parse_header(path, bytes, mode) {
         Ok(header) => Ok(ScannedLine::Header(header)),
         Err(e) if mode == ReadMode::Strict => Err(e),
-        Err(e @ LogError::UnsupportedVersion { .. }) => Err(e),
+        Err(e @ InvalidLog::UnsupportedVersion { .. }) => Err(e),
         Err(e) => {
             let blank = bytes.iter().all(u8::is_ascii_whitespace);
             let parses = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
@@ -151,7 +154,7 @@ pub(crate) fn scan_line(
 
 /// The error for a file whose scan found no header: `len` bytes in all, `tail` of them
 /// after the last newline.
-pub(crate) fn not_found(path: &Path, len: u64, tail: u64) -> LogError {
+pub(crate) fn not_found(path: &Path, len: u64, tail: u64) -> InvalidLog {
     let detail = if len == 0 {
         "the file is empty".to_string()
     } else if tail == len {
@@ -159,15 +162,19 @@ pub(crate) fn not_found(path: &Path, len: u64, tail: u64) -> LogError {
     } else {
         "no session header found".to_string()
     };
-    LogError::MissingHeader {
+    InvalidLog::MissingHeader {
         path: path.to_path_buf(),
         detail,
     }
 }
 
 /// Parses line 1. `bytes` excludes the newline.
-pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<Header> {
-    let invalid = |detail: String| LogError::InvalidHeader {
+pub(crate) fn parse_header(
+    path: &Path,
+    bytes: &[u8],
+    mode: ReadMode,
+) -> Result<Header, InvalidLog> {
+    let invalid = |detail: String| InvalidLog::InvalidHeader {
         path: path.to_path_buf(),
         detail,
     };
@@ -191,7 +198,7 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<
     })?;
     if raw_str(raw.ty).as_deref() != Some("session") {
         let ty = raw_str(raw.ty).unwrap_or(Cow::Borrowed(raw.ty.get()));
-        return Err(LogError::MissingHeader {
+        return Err(InvalidLog::MissingHeader {
             path: path.to_path_buf(),
             detail: format!("line 1 has type {ty:?}, not \"session\""),
         });
@@ -205,14 +212,14 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8], mode: ReadMode) -> Result<
         Some(v) => match serde_json::from_str::<u64>(v.get()) {
             Ok(n @ 1..=3) => n as u32,
             Ok(n) if n > 3 => {
-                return Err(LogError::UnsupportedVersion {
+                return Err(InvalidLog::UnsupportedVersion {
                     path: path.to_path_buf(),
                     version: n.to_string(),
                 });
             }
             _ => match serde_json::from_str::<f64>(v.get()) {
                 Ok(f) if f > 3.0 => {
-                    return Err(LogError::UnsupportedVersion {
+                    return Err(InvalidLog::UnsupportedVersion {
                         path: path.to_path_buf(),
                         version: v.get().to_string(),
                     });
@@ -250,13 +257,13 @@ mod tests {
         let (h, len) = read(&file, line.len()).expect("exactly the limit");
         assert_eq!((h.id(), len), ("h", line.len() as u64 + 1));
         match read(&file, line.len() - 1) {
-            Err(LogError::InvalidHeader { detail, .. }) => {
+            Err(OpenError::Invalid(InvalidLog::InvalidHeader { detail, .. })) => {
                 assert!(detail.starts_with("line 1 is longer than"), "{detail}")
             }
             other => panic!("{other:?}"),
         }
         match read(&line[..], 1 << 20) {
-            Err(LogError::MissingHeader { detail, .. }) => assert_eq!(
+            Err(OpenError::Invalid(InvalidLog::MissingHeader { detail, .. })) => assert_eq!(
                 detail,
                 format!(
                     "no complete line: {} bytes without a terminating newline",
@@ -266,7 +273,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match read(b"", 1 << 20) {
-            Err(LogError::MissingHeader { detail, .. }) => {
+            Err(OpenError::Invalid(InvalidLog::MissingHeader { detail, .. })) => {
                 assert_eq!(detail, "the file is empty")
             }
             other => panic!("{other:?}"),
@@ -287,7 +294,7 @@ mod tests {
         let long = "a".repeat(MAX_SESSION_ID_BYTES + 1);
         for bad in ["", ".", "..", "a/b", "a\\b", "a\nb", "a\0b", long.as_str()] {
             match check_session_id(bad) {
-                Err(LogError::InvalidSessionId { session_id, .. }) => {
+                Err(InvalidSessionId { session_id, .. }) => {
                     assert_eq!(session_id, bad)
                 }
                 other => panic!("{bad:?}: {other:?}"),

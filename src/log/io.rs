@@ -13,12 +13,15 @@
 //! file lock"), so two writers of this crate never append beside each other, whatever
 //! projection database each one uses.
 
-use crate::error::{IoContext, LogError, LogResult as Result};
+use crate::error::{AppendError, IoContext, IoFailure};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// What this module's functions return, unless they say otherwise.
+type Result<T, E = AppendError> = std::result::Result<T, E>;
 
 /// A file opened for appending (`O_APPEND`).
 // Public (so the lint applies) only with the test hooks (`crate::io`, `__internal`).
@@ -346,7 +349,7 @@ impl FileSystem for StdFileSystem {
 /// How [`create_durably`] gives the new file its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Place {
-    /// A hard link, which fails if the name exists ([`LogError::AlreadyExists`]): a new
+    /// A hard link, which fails if the name exists ([`AppendError::AlreadyExists`]): a new
     /// session never replaces a file that appeared meanwhile. There is no rename fallback.
     Link,
     /// A rename over the file at the name, which it replaces atomically (a migration).
@@ -374,7 +377,7 @@ pub(crate) struct CreateFailed {
     /// Where it failed.
     pub step: Step,
     /// Why.
-    pub error: LogError,
+    pub error: AppendError,
 }
 
 /// The temporary file that [`create_durably`] hands to its `fill` step.
@@ -395,14 +398,15 @@ impl TempFile {
         self.unsynced = true;
         let n = self.file.write(bytes).ctx("writing", &self.path)?;
         if n != bytes.len() {
-            return Err(LogError::io(
+            return Err(IoFailure::new(
                 "writing",
                 &self.path,
                 io::Error::new(
                     io::ErrorKind::WriteZero,
                     format!("short write: {n} of {} bytes", bytes.len()),
                 ),
-            ));
+            )
+            .into());
         }
         Ok(())
     }
@@ -455,7 +459,7 @@ pub(crate) fn create_durably(
     let file = fs
         .create_new(&tmp)
         .ctx("creating", &tmp)
-        .map_err(failed(Step::Create))?;
+        .map_err(|e| failed(Step::Create)(e.into()))?;
     let mut temp = TempFile {
         file,
         path: tmp,
@@ -476,10 +480,10 @@ pub(crate) fn create_durably(
             // Linked or not, the temporary name goes: the file keeps its real name.
             remove_temp(fs, &temp.path);
             linked.map_err(|source| match source.kind() {
-                io::ErrorKind::AlreadyExists => LogError::AlreadyExists {
+                io::ErrorKind::AlreadyExists => AppendError::AlreadyExists {
                     path: path.to_path_buf(),
                 },
-                _ => LogError::io("linking the new file to", path, source),
+                _ => IoFailure::new("linking the new file to", path, source).into(),
             })
         }
         Place::Rename => {
@@ -487,7 +491,9 @@ pub(crate) fn create_durably(
             if renamed.is_err() {
                 remove_temp(fs, &temp.path);
             }
-            renamed.ctx("renaming the new file over", path)
+            renamed
+                .ctx("renaming the new file over", path)
+                .map_err(AppendError::from)
         }
     };
     placed.map_err(failed(Step::Place))?;
@@ -495,7 +501,7 @@ pub(crate) fn create_durably(
     // IMPORTANT: fsync the folder, or the new name may not survive a crash.
     fs.sync_dir(dir)
         .ctx("syncing the directory", dir)
-        .map_err(failed(Step::SyncDir))
+        .map_err(|e| failed(Step::SyncDir)(e.into()))
 }
 
 /// A stamp of the file's last change: its modification and change times mixed. A

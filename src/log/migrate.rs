@@ -15,7 +15,7 @@
 //!   compaction (`firstKeptEntryIndex` → `firstKeptEntryId`), a v1 line that already has
 //!   an `id` or `parentId` key, and a `hookMessage` message (role → `custom`). If such a
 //!   line cannot be transformed, the migration is refused before the file is touched
-//!   ([`LogError::MigrationRefused`], naming the line).
+//!   ([`AppendError::MigrationRefused`], naming the line).
 //! - Lines that are not entries (torn records, corrupt lines, blank lines) and the torn
 //!   tail are copied verbatim: nothing is lost.
 //! - Before the rename, the temporary file is read back and checked: the same lines, each
@@ -27,10 +27,13 @@ use super::entry::{ParentKey, RawEntry, raw_str};
 use super::hash::fnv1a;
 use super::io::{FileSystem, Meta, Place, create_durably};
 use super::reader::{self, LineClass, classify, for_each_line};
-use crate::error::{IoContext, Location, LogError, LogResult as Result};
+use crate::error::{AppendError, IoContext, Location};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::Path;
+
+/// What this module's functions return, unless they say otherwise.
+type Result<T, E = AppendError> = std::result::Result<T, E>;
 
 /// Deterministic ids for v1 entries: the same file always migrates to the same ids, so a
 /// reader and the later on-disk migration agree. Pi draws random ids; only the tree's
@@ -168,7 +171,7 @@ pub(crate) fn migrate_file(
     version: u32,
     assigned: &[(String, Option<String>)],
 ) -> Result<()> {
-    let refuse = |detail: String| LogError::MigrationRefused {
+    let refuse = |detail: String| AppendError::MigrationRefused {
         path: path.to_path_buf(),
         at: Location { line: 1, offset: 0 },
         detail,
@@ -181,7 +184,7 @@ pub(crate) fn migrate_file(
     let mut by_index: Vec<Option<String>> = Vec::new();
     let mut ordinal = 0usize;
     let mut length = 0u64;
-    let tail = for_each_line::<_, LogError>(&file, path, start, |bytes, at| {
+    let tail = for_each_line::<_, AppendError>(&file, path, start, |bytes, at| {
         length = at.offset + bytes.len() as u64 + 1;
         if at.line == 1 {
             by_index.push(None);
@@ -238,7 +241,7 @@ pub(crate) fn migrate_file(
             assigned,
             by_index: &by_index,
         };
-        let tail = for_each_line::<_, LogError>(&file, path, start, |bytes, at| {
+        let tail = for_each_line::<_, AppendError>(&file, path, start, |bytes, at| {
             consumed = at.offset + bytes.len() as u64 + 1;
             let (plan, link, mut line) = ctx.plan(&mut ordinal, bytes, at)?;
             plans.push(plan);
@@ -247,7 +250,7 @@ pub(crate) fn migrate_file(
             tmp.write(&line)
         })?;
         if consumed + tail != length || (version < 2 && ordinal != assigned.len()) {
-            return Err(LogError::ChangedOnDisk {
+            return Err(AppendError::ChangedOnDisk {
                 path: path.to_path_buf(),
                 detail: format!(
                     "it changed while being migrated ({} bytes, {length} when first read); \
@@ -264,7 +267,7 @@ pub(crate) fn migrate_file(
             f.seek(SeekFrom::Start(consumed)).ctx("reading", path)?;
             f.take(tail).read_to_end(&mut rest).ctx("reading", path)?;
             if rest.len() as u64 != tail {
-                return Err(LogError::ChangedOnDisk {
+                return Err(AppendError::ChangedOnDisk {
                     path: path.to_path_buf(),
                     detail: format!(
                         "it shrank while being migrated ({} of {tail} tail bytes left); \
@@ -281,7 +284,7 @@ pub(crate) fn migrate_file(
         // The original must not have changed since it was read (Pi appends without a lock).
         let meta = Meta::of_path(path).ctx("checking", path)?;
         if meta.len() != consumed + tail || identity.is_some_and(|i| i != meta.identity()) {
-            return Err(LogError::ChangedOnDisk {
+            return Err(AppendError::ChangedOnDisk {
                 path: path.to_path_buf(),
                 detail: format!(
                     "it changed while being migrated ({} bytes, {} when read); nothing was \
@@ -312,7 +315,7 @@ impl LineCtx<'_> {
         bytes: &[u8],
         at: Location,
     ) -> Result<(Plan, Option<Link>, Vec<u8>)> {
-        let refuse = |detail: String| LogError::MigrationRefused {
+        let refuse = |detail: String| AppendError::MigrationRefused {
             path: self.path.to_path_buf(),
             at,
             detail,
@@ -399,7 +402,7 @@ fn check_copy(
     links: &[Option<Link>],
     rest: &[u8],
 ) -> Result<()> {
-    let mismatch = |at: Location, what: &str| LogError::MigrationRefused {
+    let mismatch = |at: Location, what: &str| AppendError::MigrationRefused {
         path: path.to_path_buf(),
         at,
         detail: format!(
@@ -409,7 +412,7 @@ fn check_copy(
     let file = reader::open_regular(tmp)?;
     let mut n = 0usize;
     let start = Location { line: 1, offset: 0 };
-    let tail = for_each_line::<_, LogError>(&file, tmp, start, |bytes, at| {
+    let tail = for_each_line::<_, AppendError>(&file, tmp, start, |bytes, at| {
         let (Some(plan), Some(link)) = (plans.get(n), links.get(n)) else {
             return Err(mismatch(at, "more lines"));
         };

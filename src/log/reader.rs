@@ -5,10 +5,13 @@
 //! classified once; bytes after the last `\n` are the tail, invisible to readers.
 
 use super::entry::{Header, ParentKey, RawEntry, raw_str};
-use crate::error::{IoContext, Location, LogError, LogResult as Result};
+use crate::error::{InvalidLog, IoContext, Location, OpenError, ReadFailure};
 use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
+
+/// What this module's functions return, unless they say otherwise.
+type Result<T, E = OpenError> = std::result::Result<T, E>;
 
 const READ_BUF: usize = 1 << 20;
 /// The buffer starts small, so reading a short tail (a catch-up after one append) does not
@@ -198,13 +201,13 @@ pub const MAX_HEADER_LINE: usize = 1 << 20;
 
 /// The error for a line 1 longer than `limit` bytes (the header's limit: a longer line is
 /// never read whole).
-pub(crate) fn too_long(path: &Path, limit: usize) -> LogError {
+pub(crate) fn too_long(path: &Path, limit: usize) -> InvalidLog {
     let size = match limit {
         n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
         n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
         n => format!("{n} bytes"),
     };
-    LogError::InvalidHeader {
+    InvalidLog::InvalidHeader {
         path: path.to_path_buf(),
         detail: format!(
             "line 1 is longer than {size} ({limit} bytes, the header size limit) without a \
@@ -235,7 +238,7 @@ fn open_regular_with(path: &Path, no_atime: bool) -> Result<std::fs::File> {
         if meta.is_file() {
             return Ok(());
         }
-        Err(LogError::NotARegularFile {
+        Err(OpenError::NotARegularFile {
             path: path.to_path_buf(),
             kind: file_kind(&meta.file_type()).into(),
         })
@@ -308,7 +311,7 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
 
 /// Streams the complete lines of `src`, starting at `start`. Returns the number of
 /// bytes after the last newline (the tail), which are not passed to `f`.
-pub(crate) fn for_each_line<R: Read, E: From<LogError>>(
+pub(crate) fn for_each_line<R: Read, E: ReadFailure>(
     src: R,
     path: &Path,
     start: Location,
@@ -319,7 +322,7 @@ pub(crate) fn for_each_line<R: Read, E: From<LogError>>(
 
 /// [`for_each_line`], refusing a first line (at offset 0) longer than `first_line_limit`
 /// before buffering more of it.
-pub(crate) fn for_each_line_limited<R: Read, E: From<LogError>>(
+pub(crate) fn for_each_line_limited<R: Read, E: ReadFailure>(
     mut src: R,
     path: &Path,
     start: Location,
@@ -399,7 +402,7 @@ pub(crate) struct ScannedEntry<'a, 'b> {
 
 /// Receives what the scanner finds.
 /// `E` is what the sink's own failures are (the reader's refusals convert into it).
-pub(crate) trait EntrySink<E = LogError> {
+pub(crate) trait EntrySink<E = OpenError> {
     fn entry(&mut self, e: ScannedEntry<'_, '_>, state: &ScanState) -> std::result::Result<(), E>;
     fn finding(&mut self, f: Finding);
     /// Id for a version-1 entry (which has none): deterministic per session and ordinal.
@@ -437,7 +440,7 @@ impl ScanState {
         true
     }
 
-    fn flush_pending<E: From<LogError>>(
+    fn flush_pending<E: ReadFailure>(
         &mut self,
         path: &Path,
         mode: ReadMode,
@@ -448,7 +451,7 @@ impl ScanState {
         }
         if mode == ReadMode::Strict {
             let (at, detail) = self.pending_bad[0].clone();
-            return Err(LogError::Corrupt {
+            return Err(InvalidLog::Corrupt {
                 path: path.to_path_buf(),
                 at,
                 detail,
@@ -468,7 +471,7 @@ impl ScanState {
     }
 
     /// Handles one complete line (not the header).
-    pub(crate) fn line<E: From<LogError>>(
+    pub(crate) fn line<E: ReadFailure>(
         &mut self,
         path: &Path,
         mode: ReadMode,
@@ -509,7 +512,7 @@ impl ScanState {
             LineClass::Invalid(detail) => {
                 self.flush_pending(path, mode, sink)?;
                 if mode == ReadMode::Strict {
-                    return Err(LogError::InvalidEntry {
+                    return Err(InvalidLog::InvalidEntry {
                         path: path.to_path_buf(),
                         at,
                         id: None,
@@ -533,7 +536,7 @@ impl ScanState {
         }
     }
 
-    fn entry<E: From<LogError>>(
+    fn entry<E: ReadFailure>(
         &mut self,
         path: &Path,
         mode: ReadMode,
@@ -554,7 +557,7 @@ impl ScanState {
         }
         let invalid = |sink: &mut dyn EntrySink<E>, id: Option<String>, detail: String| {
             if mode == ReadMode::Strict {
-                return Err(LogError::InvalidEntry {
+                return Err(InvalidLog::InvalidEntry {
                     path: path.to_path_buf(),
                     at,
                     id,

@@ -6,7 +6,7 @@
 use super::entry::Header;
 use super::header::{self, ScannedLine};
 use super::reader::{self, EntrySink, MAX_HEADER_LINE, ReadMode, ScanState};
-use crate::error::{Location, LogError};
+use crate::error::{Location, ReadFailure};
 use std::io::Read;
 use std::path::Path;
 
@@ -23,7 +23,7 @@ pub(crate) struct Scanned {
 /// Reads a whole session from `src`: `on_header` is called once with the header, before
 /// any entry reaches `sink`; lines salvage skips before the header are the sink's
 /// findings. `path` names the source in errors and findings.
-pub(crate) fn scan_all<S: EntrySink<E>, E: From<LogError>>(
+pub(crate) fn scan_all<S: EntrySink<E>, E: ReadFailure>(
     path: &Path,
     mode: ReadMode,
     src: impl Read,

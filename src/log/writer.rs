@@ -5,9 +5,12 @@
 //! (`docs/lock.md`, "The one lock").
 
 use super::io::{AppendFile, FileIdentity, FileSystem, OpenStatus};
-use crate::error::{IoContext, LogError, LogResult as Result};
+use crate::error::{AppendError, IoContext, IoFailure};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// What this module's functions return, unless they say otherwise.
+type Result<T, E = AppendError> = std::result::Result<T, E>;
 
 /// How long a writer waits for another writer's lock on the session file before it
 /// refuses with [`crate::lock::LockError::FileHeld`]. A writer holds it for one append and one
@@ -85,7 +88,7 @@ impl LogWriter {
                     "the file system has no advisory locks: appending without the file lock");
                 Ok(true)
             }
-            Err(source) => Err(LogError::io("locking", &self.path, source)),
+            Err(source) => Err(IoFailure::new("locking", &self.path, source).into()),
         }
     }
 
@@ -124,7 +127,7 @@ impl LogWriter {
     pub(crate) fn unlock(&mut self) -> Result<()> {
         match std::mem::replace(&mut self.locked, Locked::No) {
             Locked::No => Ok(()),
-            Locked::File => self.file.unlock().ctx("unlocking", &self.path),
+            Locked::File => Ok(self.file.unlock().ctx("unlocking", &self.path)?),
             Locked::Turn(id) => {
                 crate::lock::hold::end_append(id);
                 Ok(())
@@ -134,7 +137,7 @@ impl LogWriter {
 
     pub(crate) fn check(&self) -> Result<()> {
         match &self.poisoned {
-            Some(cause) => Err(LogError::Poisoned {
+            Some(cause) => Err(AppendError::Poisoned {
                 path: self.path.clone(),
                 cause: cause.clone(),
             }),
@@ -142,9 +145,9 @@ impl LogWriter {
         }
     }
 
-    pub(crate) fn poison(&mut self, cause: String) -> LogError {
+    pub(crate) fn poison(&mut self, cause: String) -> AppendError {
         self.poisoned = Some(cause.clone());
-        LogError::Poisoned {
+        AppendError::Poisoned {
             path: self.path.clone(),
             cause,
         }
@@ -174,12 +177,12 @@ impl LogWriter {
     }
 
     pub(crate) fn len(&self) -> Result<u64> {
-        self.file.len().ctx("checking the length of", &self.path)
+        Ok(self.file.len().ctx("checking the length of", &self.path)?)
     }
 
     /// [`AppendFile::status`]: `None` when the open file cannot tell.
     pub(crate) fn status(&self) -> Result<Option<OpenStatus>> {
-        self.file.status().ctx("checking", &self.path)
+        Ok(self.file.status().ctx("checking", &self.path)?)
     }
 
     /// The open file's identity, when it could be read at open.
@@ -221,7 +224,7 @@ pub(crate) fn append_if_unchanged(
     line: &[u8],
     action: &str,
 ) -> Result<bool> {
-    let io = |action: &'static str| move |source| LogError::io(action, path, source);
+    let io = |action: &'static str| move |source| IoFailure::new(action, path, source);
     let file = fs.open_append(path).map_err(io("opening for append"))?;
     let mut w = LogWriter::new(path, file);
     // IMPORTANT: from the check of the length to the end of the append, under the lock.

@@ -2,7 +2,7 @@
 //! whose tool calls never returned gets one error tool result per missing result, so the
 //! provider accepts the resumed conversation.
 
-use crate::error::{Error, LogError, Result};
+use crate::error::{Error, InvalidLog, Result, UnknownEntry};
 use crate::log::entry::{EntryType, Role};
 use crate::tree::SessionLog;
 use serde_json::Value;
@@ -112,14 +112,14 @@ pub(super) fn missing_tool_results(log: &SessionLog) -> Result<Vec<(String, Valu
 
 fn parse_line(log: &SessionLog, id: &str) -> Result<Value> {
     let entry = log.entry(id).ok_or_else(|| {
-        Error::Log(LogError::UnknownEntry {
+        Error::from(UnknownEntry {
             path: log.path().to_path_buf(),
             id: id.to_owned(),
         })
     })?;
     let line = log.raw_line(id)?;
     crate::json::from_str(&line).map_err(|e| {
-        Error::Log(LogError::InvalidEntry {
+        Error::from(InvalidLog::InvalidEntry {
             path: log.path().to_path_buf(),
             at: entry.location(),
             id: Some(id.to_owned()),

@@ -3,7 +3,7 @@
 //! complete entry lines a host appends, and a batch's ids and parents.
 
 use super::pi_names::pi_session_file_name;
-use crate::error::{Error, LogError, Result};
+use crate::error::{Error, Result, RuleError};
 use crate::log::NewEntry;
 use crate::log::entry::Header;
 use crate::log::entry::{last_members, raw_str};
@@ -19,7 +19,7 @@ use std::collections::HashSet;
 /// that every stored session can be exported as one.
 pub(crate) fn check_new_header(header: &Header) -> Result<()> {
     if header.version() != 3 {
-        return Err(LogError::UnsupportedNewVersion {
+        return Err(RuleError::UnsupportedNewVersion {
             session_id: header.id().to_owned(),
             version: header.version(),
         }
@@ -27,7 +27,7 @@ pub(crate) fn check_new_header(header: &Header) -> Result<()> {
     }
     check_session_id(header.id())?;
     if header.cwd().is_none() || pi_session_file_name(header).is_none() {
-        return Err(LogError::UnlocatableHeader {
+        return Err(RuleError::UnlocatableHeader {
             session_id: header.id().to_owned(),
         }
         .into());
@@ -44,7 +44,7 @@ pub(crate) fn to_new_entry(
     event: &Value,
 ) -> Result<NewEntry> {
     let refuse = |detail: String| {
-        Error::Log(LogError::InvalidEvent {
+        Error::from(RuleError::InvalidEvent {
             session_id: session_id.into(),
             index,
             seq,
@@ -125,7 +125,7 @@ pub(crate) fn check_line(
     line: &str,
 ) -> Result<LineFacts> {
     let refuse = |detail: String| {
-        Error::Log(LogError::InvalidEvent {
+        Error::from(RuleError::InvalidEvent {
             session_id: session_id.into(),
             index,
             seq,
@@ -218,7 +218,7 @@ pub(crate) fn check_ids(
     let mut seen: HashSet<&str> = HashSet::new();
     for (i, f) in facts.iter().enumerate() {
         let refuse = |detail: String| {
-            Error::Log(LogError::InvalidEvent {
+            Error::from(RuleError::InvalidEvent {
                 session_id: session_id.into(),
                 index: i,
                 seq: first_seq + i as u64,

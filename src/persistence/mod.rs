@@ -37,7 +37,7 @@
 //! See `docs/persistence.md` for the rules in prose and `docs/backends.md` for the
 //! backends.
 
-use crate::error::{LogError, Result, StoreError};
+use crate::error::{InvalidLog, LogError, OpenError, Result, RuleError, StoreError};
 use crate::log::entry::Header;
 use crate::tree::SessionLog;
 use serde_json::Value;
@@ -86,9 +86,8 @@ pub use url::open_store_url;
 /// the backend says otherwise ([`SessionStore::retry_window`]).
 pub const DEFAULT_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// What a visitor of [`SessionStore::read_lines`] is given: the entry's sequence number
-/// and its line (without the newline), and what it answers: go on or stop.
-pub type LineVisitor<'a> = dyn FnMut(u64, &str) -> ControlFlow<()> + 'a;
+/// The visitor of [`SessionStore::read_lines`], as the backends of this crate name it.
+pub(crate) type LineVisitor<'a> = dyn FnMut(u64, &str) -> ControlFlow<()> + 'a;
 
 /// A session's storage primitives: what a backend implements (see the module docs).
 ///
@@ -130,12 +129,13 @@ pub trait SessionStore: Send + Sync {
     /// `from_seq` on, in order, until `visit` breaks; returns the session's next sequence
     /// number as of that read (one consistent snapshot). A `from_seq` at or past the end
     /// visits nothing, so `read_lines(id, u64::MAX, …)` asks for the next sequence number
-    /// alone.
+    /// alone. The visitor is given the entry's sequence number and its line (without the
+    /// newline), and answers: go on or stop.
     fn read_lines(
         &self,
         session_id: &str,
         from_seq: u64,
-        visit: &mut LineVisitor<'_>,
+        visit: &mut (dyn FnMut(u64, &str) -> ControlFlow<()> + '_),
     ) -> Result<u64, StoreError>;
 
     /// Appends complete entry lines (each without its newline), the first with sequence
@@ -256,31 +256,36 @@ impl Loaded {
         &self.log
     }
 
-    /// The log itself (detached: it refuses writes, [`LogError::Detached`]).
+    /// The log itself (detached: it refuses writes, [`crate::AppendError::Detached`]).
     pub fn into_log(self) -> SessionLog {
         self.log
     }
 
     /// The event with sequence number `seq`: the entry's whole line as JSON, `id`,
     /// `parentId` and `timestamp` included. A `seq` past the end is
-    /// [`LogError::NoSuchEvent`].
+    /// [`RuleError::NoSuchEvent`]; a line no longer JSON is
+    /// [`InvalidLog::InvalidEntry`].
     pub fn event(&self, seq: u64) -> Result<Value, LogError> {
         let Some(entry) = usize::try_from(seq)
             .ok()
             .and_then(|i| self.log.entries().nth(i))
         else {
-            return Err(LogError::NoSuchEvent {
+            return Err(RuleError::NoSuchEvent {
                 session_id: self.header().id().to_owned(),
                 seq,
                 next_seq: self.next_seq(),
-            });
+            }
+            .into());
         };
         let line = self.log.raw_line(entry.id())?;
-        crate::json::from_str(&line).map_err(|e| LogError::InvalidEntry {
-            path: self.log.path().to_path_buf(),
-            at: entry.location(),
-            id: Some(entry.id().to_owned()),
-            detail: e.to_string(),
+        crate::json::from_str(&line).map_err(|e| {
+            InvalidLog::InvalidEntry {
+                path: self.log.path().to_path_buf(),
+                at: entry.location(),
+                id: Some(entry.id().to_owned()),
+                detail: e.to_string(),
+            }
+            .into()
         })
     }
 }
@@ -302,7 +307,7 @@ pub struct ListProblem {
     /// The file or directory.
     pub path: PathBuf,
     /// Why: no header on line 1, an unsupported version, an I/O error, ...
-    pub error: LogError,
+    pub error: OpenError,
 }
 
 /// What [`PiJsonlStore::scan`] found under the root.

@@ -5,7 +5,9 @@
 use super::lines::line_id;
 use super::pi_names::{pi_session_dir_name, pi_session_file_name};
 use super::{LineVisitor, ListProblem, ListedSession, Listing, SessionStore};
-use crate::error::{IoContext, Location, LogError, LogResult, StoreError};
+use crate::error::{
+    AppendError, IoContext, IoFailure, Location, LogResult, OpenError, RuleError, StoreError,
+};
 use crate::log::entry::Header;
 use crate::log::header::{parse_header, read_header_line};
 use crate::log::io::{Place, create_durably};
@@ -91,11 +93,11 @@ impl PiJsonlStore {
     /// of the walk of the root and its folders finds (Pi's layout: `*.jsonl`, one level
     /// down), with the strict header parser. A missing root lists
     /// nothing.
-    pub fn scan(&self) -> LogResult<Listing> {
+    pub fn scan(&self) -> Result<Listing, OpenError> {
         let mut listing = Listing::default();
         let files = match session_files(&self.root) {
             Ok(f) => f,
-            Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Err(OpenError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(listing);
             }
             Err(e) => return Err(e),
@@ -200,7 +202,7 @@ impl PiJsonlStore {
                 let path = self.find(session_id)?;
                 let log = self.options.open(&path)?;
                 if log.session_id() != session_id {
-                    return Err(LogError::ChangedOnDisk {
+                    return Err(AppendError::ChangedOnDisk {
                         path,
                         detail: format!(
                             "the header names session {}, not {session_id}",
@@ -233,7 +235,7 @@ impl PiJsonlStore {
 /// Nothing is opened: a `*.jsonl` that is not a regular file (a FIFO, a device, a folder,
 /// a dangling link) and a folder that cannot be read are [`ListProblem`]s in their place,
 /// so a walk never blocks. A `dir` that cannot be read is the error.
-pub fn session_files(dir: &Path) -> LogResult<Vec<Result<PathBuf, ListProblem>>> {
+pub fn session_files(dir: &Path) -> Result<Vec<Result<PathBuf, ListProblem>>, OpenError> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).ctx("listing", dir)? {
         let path = match entry {
@@ -280,17 +282,17 @@ fn is_jsonl(path: &Path) -> bool {
 fn push_regular(out: &mut Vec<std::result::Result<PathBuf, ListProblem>>, path: PathBuf) {
     let error = match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => return out.push(Ok(path)),
-        Ok(m) => LogError::NotARegularFile {
+        Ok(m) => OpenError::NotARegularFile {
             path: path.clone(),
             kind: reader::file_kind(&m.file_type()).into(),
         },
-        Err(e) => LogError::io("opening", &path, e),
+        Err(e) => IoFailure::new("opening", &path, e).into(),
     };
     out.push(Err(ListProblem { path, error }));
 }
 
 /// Line 1 of a file, parsed by the strict header parser, with its text.
-fn header_of(path: &Path) -> LogResult<(Header, String)> {
+fn header_of(path: &Path) -> Result<(Header, String), OpenError> {
     let line = read_header_line(path, reader::MAX_HEADER_LINE)?;
     let header = parse_header(path, &line, ReadMode::Strict)?;
     // The parser read it as UTF-8.
@@ -305,7 +307,7 @@ impl SessionStore for PiJsonlStore {
         lines: &[String],
     ) -> Result<u64, StoreError> {
         let Some(path) = self.locate(header) else {
-            return Err(LogError::UnlocatableHeader {
+            return Err(RuleError::UnlocatableHeader {
                 session_id: header.id().to_owned(),
             }
             .into());
@@ -327,7 +329,7 @@ impl SessionStore for PiJsonlStore {
             tmp.write(&bytes)
         }) {
             Ok(()) => {}
-            Err(f) if matches!(f.error, LogError::AlreadyExists { .. }) => {
+            Err(f) if matches!(f.error, AppendError::AlreadyExists { .. }) => {
                 return Err(StoreError::AlreadyExists {
                     store: self.describe(),
                     session_id: header.id().to_owned(),
@@ -437,10 +439,11 @@ impl SessionStore for PiJsonlStore {
 fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) -> LogResult<u64> {
     let path = log.path().to_path_buf();
     if log.header().version() != 3 {
-        return Err(LogError::UnsupportedNewVersion {
+        return Err(RuleError::UnsupportedNewVersion {
             session_id: log.session_id().to_owned(),
             version: log.header().version(),
-        });
+        }
+        .into());
     }
     // Decide before touching the file: a last complete line that does not parse would
     // turn into corruption in the middle of the file.
@@ -449,11 +452,12 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         .into_iter()
         .find(|f| f.kind == FindingKind::UnparsableFinalLine)
     {
-        return Err(LogError::TrailingGarbage {
+        return Err(AppendError::TrailingGarbage {
             path,
             at: f.at,
             detail: f.message,
-        });
+        }
+        .into());
     }
     if log.tail_bytes() != 0 {
         let mut f = reader::open_regular(&path)?;
@@ -467,14 +471,15 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         if let reader::LineClass::Bad(detail) | reader::LineClass::Invalid(detail) =
             reader::classify(&tail)
         {
-            return Err(LogError::TrailingGarbage {
+            return Err(AppendError::TrailingGarbage {
                 path,
                 at: Location {
                     line: 0,
                     offset: log.consumed_bytes(),
                 },
                 detail,
-            });
+            }
+            .into());
         }
     }
     let mut bytes = Vec::new();
@@ -499,10 +504,11 @@ fn append_to_file(log: &mut SessionLog, options: &LogOptions, lines: &[String]) 
         &bytes,
         "appending stored lines to",
     )? {
-        return Err(LogError::ChangedOnDisk {
+        return Err(AppendError::ChangedOnDisk {
             path,
             detail: "it changed while appending".into(),
-        });
+        }
+        .into());
     }
     log.refresh()?;
     Ok(log.len() as u64)
@@ -525,6 +531,6 @@ fn lock_slot(m: &Mutex<Option<SessionLog>>) -> MutexGuard<'_, Option<SessionLog>
 fn problem_io(path: &Path, source: std::io::Error) -> ListProblem {
     ListProblem {
         path: path.to_path_buf(),
-        error: LogError::io("listing", path, source),
+        error: IoFailure::new("listing", path, source).into(),
     }
 }

@@ -3,7 +3,7 @@
 //! the store in chunks as the reader asks (one `read_lines` per chunk).
 
 use super::SessionStore;
-use crate::error::{Error, Location, LogError, Result, StoreError};
+use crate::error::{Error, InvalidLog, Location, Result, StoreError};
 use crate::log::reader::ReadMode;
 use crate::tree::{LogOptions, SessionLog};
 use std::ops::ControlFlow;
@@ -164,7 +164,7 @@ pub fn read_stored_log(
             .into_iter()
             .next()
             .map_or(Location { line: 0, offset: 0 }, |f| f.at);
-        return Err(LogError::Corrupt {
+        return Err(InvalidLog::Corrupt {
             path: label,
             at,
             detail: format!(

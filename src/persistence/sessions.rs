@@ -5,7 +5,7 @@ use super::lines::{self, LineFacts, check_ids, check_line, check_new_header, to_
 use super::read::{read_stored_log, stored_label};
 use super::retry::{Mark, Retry, Unsettled, append_until_known};
 use super::{ImportReport, Loaded, SessionStore};
-use crate::error::{Error, LogError, Result, StoreError};
+use crate::error::{Error, Result, RuleError, StoreError};
 use crate::log::NewEntry;
 use crate::log::entry::Header;
 use crate::log::header::parse_header;
@@ -96,15 +96,15 @@ impl Sessions {
 
     /// Registers a new session. Nothing is stored until its first non-empty append.
     ///
-    /// Refused: a header no backend stores ([`LogError::UnsupportedNewVersion`],
-    /// [`LogError::InvalidSessionId`], [`LogError::UnlocatableHeader`]: no `cwd` or
+    /// Refused: a header no backend stores ([`RuleError::UnsupportedNewVersion`],
+    /// [`RuleError::InvalidSessionId`], [`RuleError::UnlocatableHeader`]: no `cwd` or
     /// `timestamp`), a session already stored ([`StoreError::AlreadyExists`]) or already
-    /// created through this handle ([`LogError::AlreadyCreated`]).
+    /// created through this handle ([`RuleError::AlreadyCreated`]).
     pub fn create(&self, header: Header) -> Result<()> {
         check_new_header(&header)?;
         let id = header.id().to_owned();
         if lock(&self.pending).contains_key(&id) {
-            return Err(LogError::AlreadyCreated { session_id: id }.into());
+            return Err(RuleError::AlreadyCreated { session_id: id }.into());
         }
         match self.backend.header_line(&id) {
             Ok(_) => {
@@ -119,7 +119,7 @@ impl Sessions {
         }
         let mut pending = lock(&self.pending);
         if pending.contains_key(&id) {
-            return Err(LogError::AlreadyCreated { session_id: id }.into());
+            return Err(RuleError::AlreadyCreated { session_id: id }.into());
         }
         let mut line = header.to_line();
         line.pop();
@@ -140,7 +140,7 @@ impl Sessions {
     ///
     /// **Refusals** (nothing is written): `first_seq` is not the stored next sequence
     /// number ([`StoreError::SequenceMismatch`] names both), or an event is not
-    /// acceptable ([`LogError::InvalidEvent`] names it by its index and sequence number).
+    /// acceptable ([`RuleError::InvalidEvent`] names it by its index and sequence number).
     pub fn append(&self, session_id: &str, first_seq: u64, events: &[Value]) -> Result<u64> {
         let entries = events
             .iter()
@@ -151,7 +151,7 @@ impl Sessions {
     }
 
     /// [`Sessions::append`] for events of any `Serialize` type. An event that cannot be
-    /// serialized is refused with [`LogError::EventNotSerializable`], naming its index and
+    /// serialized is refused with [`RuleError::EventNotSerializable`], naming its index and
     /// sequence number; then nothing is written.
     pub fn append_serialized<E: Serialize>(
         &self,
@@ -164,7 +164,7 @@ impl Sessions {
             .enumerate()
             .map(|(i, e)| {
                 serde_json::to_value(e).map_err(|source| {
-                    Error::Log(LogError::EventNotSerializable {
+                    Error::from(RuleError::EventNotSerializable {
                         session_id: session_id.into(),
                         index: i,
                         seq: first_seq + i as u64,
@@ -181,7 +181,7 @@ impl Sessions {
     /// last). The rules of [`Sessions::append`] hold; besides, each line must be one JSON
     /// object with a string `type` other than `session`, a new `id`, a `parentId` that is
     /// null or names an entry of the session (or an earlier line of the batch) and a
-    /// `timestamp` ([`LogError::InvalidEvent`] names the line).
+    /// `timestamp` ([`RuleError::InvalidEvent`] names the line).
     pub fn append_lines(&self, session_id: &str, first_seq: u64, lines: &[String]) -> Result<u64> {
         let facts = lines
             .iter()
@@ -370,7 +370,7 @@ impl Sessions {
         let label = stored_label(&*self.backend, session_id);
         let header = parse_header(&label, header.as_bytes(), ReadMode::Strict)?;
         if header.version() != 3 {
-            return Err(LogError::UnsupportedNewVersion {
+            return Err(RuleError::UnsupportedNewVersion {
                 session_id: session_id.to_owned(),
                 version: header.version(),
             }
@@ -417,10 +417,10 @@ impl Sessions {
     /// or write never does (a live agent may be in the middle of a tool call). Corruption
     /// and an unknown format version are refused with the reader's error. An unknown
     /// session is [`StoreError::NotFound`]; one created but never appended to
-    /// [`LogError::NotMaterialized`].
+    /// [`RuleError::NotMaterialized`].
     pub fn load(&self, session_id: &str) -> Result<Loaded> {
         if self.is_pending(session_id) {
-            return Err(LogError::NotMaterialized {
+            return Err(RuleError::NotMaterialized {
                 session_id: session_id.into(),
             }
             .into());
@@ -478,7 +478,7 @@ impl Sessions {
     /// ([`crate::StoredSession::read_log`]).
     pub fn read_log(&self, session_id: &str, mode: ReadMode) -> Result<SessionLog> {
         if self.is_pending(session_id) {
-            return Err(LogError::NotMaterialized {
+            return Err(RuleError::NotMaterialized {
                 session_id: session_id.into(),
             }
             .into());
@@ -503,7 +503,7 @@ impl Sessions {
     /// appended to it appends only the new entries. Refused, with nothing written: a file the
     /// strict reader refuses (its error names line and byte offset), a format version other
     /// than 3 (open it with Pi or session-state once to migrate it), a header no backend
-    /// stores for a new session (the session-id rule: [`LogError::InvalidSessionId`]), and a
+    /// stores for a new session (the session-id rule: [`RuleError::InvalidSessionId`]), and a
     /// file that disagrees with what the store holds for that session
     /// ([`Error::ImportConflict`]: a different header line, or a different line at some
     /// sequence number).

@@ -6,7 +6,7 @@ use super::SessionStore;
 use super::lines::check_new_header;
 use super::lines::line_id;
 use super::retry::{Mark, Retry, append_until_known};
-use crate::error::{Error, IoContext, LogError, Result, StoreError};
+use crate::error::{Error, InvalidLog, IoContext, Result, StoreError};
 use crate::log::entry::Header;
 use crate::log::header::read_header_line;
 use crate::log::reader::MAX_HEADER_LINE;
@@ -68,7 +68,7 @@ pub fn import_file(store: &dyn SessionStore, file: &Path) -> Result<ImportReport
     let header = log.header().clone();
     check_new_header(&header)?;
     let header_line = String::from_utf8(read_header_line(file, MAX_HEADER_LINE)?).map_err(|e| {
-        Error::Log(LogError::InvalidHeader {
+        Error::from(InvalidLog::InvalidHeader {
             path: file.to_path_buf(),
             detail: format!("line 1 is not UTF-8: {e}"),
         })

@@ -6,7 +6,7 @@
 
 use super::schema::from_columns;
 use super::{Rows, db_err};
-use crate::error::{Error, Location, LogError, Result, StateError};
+use crate::error::{Error, Location, Result, StateError, UnknownEntry};
 use crate::state::envelope::Scope;
 use crate::state::step::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -106,7 +106,7 @@ pub(super) fn read_value(
         Scope::Session => {
             if let Some(at) = at {
                 node_of(conn, key, at).map_err(q)?.ok_or_else(|| {
-                    Error::Log(LogError::UnknownEntry {
+                    Error::from(UnknownEntry {
                         path: file.to_path_buf(),
                         id: at.into(),
                     })
@@ -146,7 +146,7 @@ pub(super) fn read_value(
         Scope::Branch => {
             let start = match at {
                 Some(at) => Some(node_of(conn, key, at).map_err(q)?.ok_or_else(|| {
-                    Error::Log(LogError::UnknownEntry {
+                    Error::from(UnknownEntry {
                         path: file.to_path_buf(),
                         id: at.into(),
                     })

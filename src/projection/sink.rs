@@ -12,7 +12,7 @@
 use super::schema::{columns, from_columns};
 use super::watermark::{SpanGroup, read_span, span_digest};
 use super::{Rows, db_err};
-use crate::error::{Error, IoContext, LogError, Result};
+use crate::error::{Error, InvalidLog, IoContext, Result};
 use crate::log::entry::raw_str;
 use crate::log::reader::{EntrySink, Finding, ScanState, ScannedEntry};
 use crate::state::envelope::{Envelope, STATE_PREFIX, Scope};
@@ -554,7 +554,7 @@ impl EntrySink<Error> for SqlSink<'_> {
         }
         let id = &*e.id;
         if self.node_by_id(id)?.is_some() {
-            return Err(LogError::DuplicateId {
+            return Err(InvalidLog::DuplicateId {
                 path: self.file.clone(),
                 at: e.at,
                 id: id.into(),
@@ -567,7 +567,7 @@ impl EntrySink<Error> for SqlSink<'_> {
             Some(p) => match self.node_by_id(p)? {
                 Some(n) => Some(n),
                 None if p == id => {
-                    return Err(LogError::Cycle {
+                    return Err(InvalidLog::Cycle {
                         path: self.file.clone(),
                         at: e.at,
                         id: id.into(),
@@ -575,7 +575,7 @@ impl EntrySink<Error> for SqlSink<'_> {
                     .into());
                 }
                 None => {
-                    return Err(LogError::DanglingParent {
+                    return Err(InvalidLog::DanglingParent {
                         path: self.file.clone(),
                         at: e.at,
                         id: id.into(),

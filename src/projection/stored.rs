@@ -22,7 +22,7 @@ use super::read::{ReadValue, read_value};
 use super::sink::SqlSink;
 use super::watermark::span_digest;
 use super::{CatchUp, Projection, db_err, forget};
-use crate::error::{Error, Location, LogError, ProjectionError, Result};
+use crate::error::{Error, InvalidLog, Location, LogError, ProjectionError, Result, UnknownEntry};
 use crate::log::header::parse_header;
 use crate::log::reader::{ReadMode, ScanState};
 use crate::sqlite::{End, immediate_ending};
@@ -205,7 +205,7 @@ impl<'c> Folder<'c> {
             offset: self.mark.consumed,
         };
         if seq != self.mark.entry_count {
-            return Err(LogError::Corrupt {
+            return Err(InvalidLog::Corrupt {
                 path: self.label.clone(),
                 at,
                 detail: format!(
@@ -226,7 +226,7 @@ impl<'c> Folder<'c> {
             return Err(e);
         }
         if self.sink.added == before {
-            return Err(LogError::Corrupt {
+            return Err(InvalidLog::Corrupt {
                 path: self.label.clone(),
                 at,
                 detail: "a stored row is not a complete entry; a row cannot be torn".into(),
@@ -449,7 +449,7 @@ impl Projection {
             mark,
         };
         match self.value_at(src, &tail, plugin, scope, at) {
-            Err(Error::Log(LogError::UnknownEntry { .. })) => Ok(None),
+            Err(Error::Log(LogError::UnknownEntry(_))) => Ok(None),
             r => {
                 let (parent, current) = r?;
                 Ok(Some(StoredDecision {
@@ -479,7 +479,7 @@ impl Projection {
             tries += 1;
             let tail = self.catch_up_stored(src)?;
             match self.value_at(src, &tail, plugin, scope, at) {
-                Err(Error::Log(LogError::UnknownEntry { .. })) if at.is_none() && tries < 5 => {
+                Err(Error::Log(LogError::UnknownEntry(_))) if at.is_none() && tries < 5 => {
                     continue;
                 }
                 r => {
@@ -510,7 +510,7 @@ impl Projection {
         if let Some(p) = &parent
             && self.stored_node(&key, p)?.is_none()
         {
-            return Err(LogError::UnknownEntry {
+            return Err(UnknownEntry {
                 path: label,
                 id: p.clone(),
             }

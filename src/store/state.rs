@@ -250,7 +250,7 @@ impl<T: Serialize + DeserializeOwned> SessionState<T> {
 
     /// [`SessionState::read`] as if the leaf were `entry_id` (`at` of a file or a stored
     /// session is replaced by it). An entry the log does not have is
-    /// [`crate::LogError::UnknownEntry`].
+    /// [`crate::UnknownEntry`].
     pub fn read_at<'a>(&self, on: impl Into<On<'a>>, entry_id: &str) -> Result<Option<T>> {
         match on.into() {
             On::Log(log) => self.read_log(log, Some(log.require(entry_id)?)),

@@ -40,7 +40,7 @@
 
 use super::Store;
 use super::state::SessionState;
-use crate::error::{Error, LogError, Result, StoreError};
+use crate::error::{AppendError, Error, Result, StoreError};
 use crate::lock;
 use crate::log::NewEntry;
 use crate::persistence::retry::Landed;
@@ -217,7 +217,7 @@ impl Target for LogTarget<'_> {
     fn begin(&mut self, action: &'static str) -> Result<()> {
         // The file lock refused the append: name the state write it was.
         let named = |e| match e {
-            LogError::Held(refused) => LogError::Held(Box::new(refused.for_action(action))),
+            AppendError::Held(refused) => AppendError::Held(Box::new(refused.for_action(action))),
             other => other,
         };
         if self.log.is_materialized() {

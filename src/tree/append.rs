@@ -9,7 +9,7 @@
 use super::SessionLog;
 use super::options::Materialize;
 use super::session::Storage;
-use crate::error::{IoContext, Location, LogError, LogResult as Result};
+use crate::error::{AppendError, InvalidLog, IoContext, IoFailure, Location};
 use crate::log::entry::Role;
 use crate::log::io::{FileIdentity, Meta};
 use crate::log::known::{End, Look};
@@ -18,9 +18,12 @@ use crate::log::writer::LogWriter;
 use crate::log::{NewEntry, io, migrate};
 use std::path::Path;
 
+/// What this module's functions return, unless they say otherwise.
+type Result<T, E = AppendError> = std::result::Result<T, E>;
+
 impl SessionLog {
     /// Reads another process's appends (docs/spec.md §5). Errors if the file was truncated or
-    /// replaced; then reopen. A detached log is refused ([`LogError::Detached`]): it has no
+    /// replaced; then reopen. A detached log is refused ([`AppendError::Detached`]): it has no
     /// file to follow.
     pub fn refresh(&mut self) -> Result<()> {
         self.refuse_detached()?;
@@ -40,7 +43,7 @@ impl SessionLog {
     /// bytes came from.
     fn refuse_detached(&self) -> Result<()> {
         match self.storage {
-            Storage::Detached(_) => Err(LogError::Detached {
+            Storage::Detached(_) => Err(AppendError::Detached {
                 label: self.index.path.clone(),
             }),
             _ => Ok(()),
@@ -103,7 +106,7 @@ impl SessionLog {
     /// A file seen at the length this log read (`now`): when its change stamp moved since
     /// this log last saw that length, it was touched or rewritten in place, so it is read
     /// again whole and must hold what this log holds, or the log refuses it
-    /// ([`LogError::ChangedOnDisk`]): nothing is decided on what this log remembers of a
+    /// ([`AppendError::ChangedOnDisk`]): nothing is decided on what this log remembers of a
     /// file rewritten behind it.
     fn judge_same_length(&mut self, now: Look) -> Result<()> {
         match self.seen {
@@ -150,7 +153,7 @@ impl SessionLog {
 
     /// Reads what others appended after what this log read: the file must still be the
     /// one this log read, not shorter, and hold the bytes before the end of what was read
-    /// (else it was rewritten: [`LogError::ChangedOnDisk`], never a line read from the
+    /// (else it was rewritten: [`AppendError::ChangedOnDisk`], never a line read from the
     /// middle of another's and called corrupt). Reads up to the length one look saw, which
     /// it remembers with that look's change stamp.
     fn ingest_from_disk(&mut self) -> Result<()> {
@@ -186,7 +189,7 @@ impl SessionLog {
         let start = self.scan.next;
         let scan = &mut self.scan;
         let index = &mut self.index;
-        self.tail = reader::for_each_line::<_, LogError>(
+        self.tail = reader::for_each_line::<_, AppendError>(
             (&f).take(look.len - from),
             &path,
             start,
@@ -216,10 +219,10 @@ impl SessionLog {
     /// [`crate::lock::LockError::FileHeld`] and nothing is written. Before the session is
     /// materialized, the entry is kept in memory (see [`Materialize`]). On an I/O failure
     /// the log is poisoned: reopen it to see what reached the disk. A detached log is
-    /// refused ([`LogError::Detached`]) before anything is written.
+    /// refused ([`AppendError::Detached`]) before anything is written.
     pub fn append(&mut self, entry: NewEntry) -> Result<String> {
         let written = self.begin_append().and_then(|()| {
-            let taken = |id: &str| Ok::<_, LogError>(self.id_taken(id));
+            let taken = |id: &str| Ok::<_, AppendError>(self.id_taken(id));
             let id = crate::log::fresh_id(taken)?;
             let line = entry.to_line(&id, self.leaf_id());
             self.write_line(&line).map(|()| (id, line))
@@ -249,7 +252,7 @@ impl SessionLog {
     fn begin_append_within(&mut self, wait: bool) -> Result<bool> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
-            return Err(LogError::Poisoned {
+            return Err(AppendError::Poisoned {
                 path: self.index.path.clone(),
                 cause: cause.clone(),
             });
@@ -339,7 +342,7 @@ impl SessionLog {
         };
         if let Err(e) = w.unlock() {
             tracing::warn!(error = %e, "closing the session file to release its lock");
-            if let Err(LogError::Poisoned { cause, .. }) = w.check() {
+            if let Err(AppendError::Poisoned { cause, .. }) = w.check() {
                 self.poisoned.get_or_insert(cause);
             }
             self.storage = Storage::File(None);
@@ -371,7 +374,7 @@ impl SessionLog {
         let bytes = &line[..line.len() - 1];
         let path = self.index.path.clone();
         self.scan
-            .line(&path, self.options.mode, bytes, at, &mut self.index)?;
+            .line::<AppendError>(&path, self.options.mode, bytes, at, &mut self.index)?;
         let last = self.index.tree.last_index();
         self.index.tree.set_leaf(last);
         self.leaf_follows = true;
@@ -384,11 +387,11 @@ impl SessionLog {
     /// exists), then fsync the directory. The real name never shows a half-written file,
     /// even after a crash; a failure leaves at most a hidden temporary file. A failed write
     /// or sync, or a failure after the file became visible, poisons the log. A detached
-    /// log is refused ([`LogError::Detached`]): no file is created at its label.
+    /// log is refused ([`AppendError::Detached`]): no file is created at its label.
     pub fn materialize(&mut self) -> Result<()> {
         self.refuse_detached()?;
         if let Some(cause) = &self.poisoned {
-            return Err(LogError::Poisoned {
+            return Err(AppendError::Poisoned {
                 path: self.index.path.clone(),
                 cause: cause.clone(),
             });
@@ -401,7 +404,7 @@ impl SessionLog {
         let dir = reader::parent_dir(&path).to_path_buf();
         std::fs::create_dir_all(&dir).ctx("creating the directory", &dir)?;
         if path.exists() {
-            return Err(LogError::AlreadyExists { path });
+            return Err(AppendError::AlreadyExists { path });
         }
         let fs = self.options.fs.clone();
         let created = io::create_durably(&*fs, &path, "creating", io::Place::Link, |tmp| {
@@ -421,7 +424,7 @@ impl SessionLog {
                 // fsync Failures?", ATC'20).
                 let cause = error.to_string();
                 self.poisoned = Some(cause.clone());
-                return Err(LogError::Poisoned { path, cause });
+                return Err(AppendError::Poisoned { path, cause });
             }
             Err(io::CreateFailed {
                 step: io::Step::SyncDir,
@@ -432,7 +435,11 @@ impl SessionLog {
                 return Err(error);
             }
         }
-        match fs.open_append(&path).ctx("opening for append", &path) {
+        match fs
+            .open_append(&path)
+            .ctx("opening for append", &path)
+            .map_err(AppendError::from)
+        {
             Ok(file) => {
                 let writer = LogWriter::new(&path, file);
                 self.identity = writer.identity();
@@ -508,7 +515,7 @@ impl SessionLog {
             self.ingest_from_disk()?;
         }
         if let Some((at, detail)) = self.scan.pending_bad.first() {
-            return Err(LogError::TrailingGarbage {
+            return Err(AppendError::TrailingGarbage {
                 path: self.index.path.clone(),
                 at: *at,
                 detail: detail.clone(),
@@ -532,7 +539,7 @@ impl SessionLog {
             self.judge_same_length(at.look)?;
         }
         let path = &self.index.path;
-        let refuse = |at: Location, detail: String| LogError::TrailingGarbage {
+        let refuse = |at: Location, detail: String| AppendError::TrailingGarbage {
             path: path.clone(),
             at,
             detail,
@@ -552,12 +559,13 @@ impl SessionLog {
             match reader::classify(&tail) {
                 reader::LineClass::Bad(detail) => return Err(refuse(self.scan.next, detail)),
                 reader::LineClass::Invalid(detail) if self.options.mode == ReadMode::Strict => {
-                    return Err(LogError::InvalidEntry {
+                    return Err(InvalidLog::InvalidEntry {
                         path: path.clone(),
                         at: self.scan.next,
                         id: None,
                         detail,
-                    });
+                    }
+                    .into());
                 }
                 _ => {}
             }
@@ -577,7 +585,10 @@ impl SessionLog {
         let mut fresh = SessionLog::open_with(&path, self.options.clone())?;
         if !follows {
             match leaf {
-                Some(l) => fresh.navigate(&l)?,
+                Some(l) => fresh.navigate(&l).map_err(|e| AppendError::ChangedOnDisk {
+                    path: e.path,
+                    detail: format!("the migrated file has no entry '{}', the leaf", e.id),
+                })?,
                 None => fresh.reset_leaf(),
             }
         }
@@ -640,30 +651,30 @@ fn first_difference(log: &SessionLog, fresh: &SessionLog) -> Option<u64> {
     (ends(log) != ends(fresh)).then_some(log.scan.next.line)
 }
 
-fn rewritten(path: &Path, detail: String) -> LogError {
-    LogError::ChangedOnDisk {
+fn rewritten(path: &Path, detail: String) -> AppendError {
+    AppendError::ChangedOnDisk {
         path: path.to_path_buf(),
         detail,
     }
 }
 
-fn changed_file(path: &Path) -> LogError {
-    LogError::ChangedOnDisk {
+fn changed_file(path: &Path) -> AppendError {
+    AppendError::ChangedOnDisk {
         path: path.to_path_buf(),
         detail: "another file now sits at this path".into(),
     }
 }
 
-fn shrank(path: &Path, expected: u64, len: u64) -> LogError {
-    LogError::ChangedOnDisk {
+fn shrank(path: &Path, expected: u64, len: u64) -> AppendError {
+    AppendError::ChangedOnDisk {
         path: path.to_path_buf(),
         detail: format!("it shrank from {expected} to {len} bytes"),
     }
 }
 
 /// The session file's writer, opened on the first append. A log that has no file to write
-/// is refused as it is: detached ([`LogError::Detached`]) or only in memory
-/// ([`LogError::NotMaterialized`]).
+/// is refused as it is: detached ([`AppendError::Detached`]); one only in memory is not
+/// on disk to be opened (the callers ask only for a materialized log's writer).
 fn writer<'a>(
     storage: &'a mut Storage,
     options: &super::LogOptions,
@@ -679,10 +690,16 @@ fn writer<'a>(
                 .ctx("opening for append", path)?;
             Ok(slot.insert(LogWriter::new(path, w)))
         }
-        Storage::Memory(_) => Err(LogError::NotMaterialized {
-            session_id: header.id().to_owned(),
-        }),
-        Storage::Detached(_) => Err(LogError::Detached {
+        Storage::Memory(_) => Err(IoFailure::new(
+            "opening for append",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("session {} has not been written to disk yet", header.id()),
+            ),
+        )
+        .into()),
+        Storage::Detached(_) => Err(AppendError::Detached {
             label: path.to_path_buf(),
         }),
     }

@@ -3,7 +3,7 @@
 //! dangling parents, self-parents; v1 ids).
 
 use super::graph::{NodeData, Tree};
-use crate::error::{Location, LogError, LogResult as Result};
+use crate::error::{InvalidLog, Location, ReadFailure};
 use crate::log::entry::{EntryType, Role, raw_str};
 use crate::log::migrate;
 use crate::log::reader::{
@@ -89,18 +89,19 @@ impl Index {
     }
 }
 
-impl EntrySink for Index {
-    fn entry(&mut self, e: ScannedEntry<'_, '_>, _state: &ScanState) -> Result<()> {
+impl<E: ReadFailure> EntrySink<E> for Index {
+    fn entry(&mut self, e: ScannedEntry<'_, '_>, _state: &ScanState) -> std::result::Result<(), E> {
         let id = &*e.id;
         if let Some(first) = self.tree.index_of(id) {
             let first_line = self.tree.node(first).at.line;
             if self.mode == ReadMode::Strict {
-                return Err(LogError::DuplicateId {
+                return Err(InvalidLog::DuplicateId {
                     path: self.path.clone(),
                     at: e.at,
                     id: id.into(),
                     first_line: Some(first_line),
-                });
+                }
+                .into());
             }
             self.findings.push(Finding {
                 severity: Severity::Error,
@@ -119,7 +120,7 @@ impl EntrySink for Index {
                     let (kind, err) = if p == id {
                         (
                             FindingKind::Cycle,
-                            LogError::Cycle {
+                            InvalidLog::Cycle {
                                 path: self.path.clone(),
                                 at: e.at,
                                 id: id.into(),
@@ -128,7 +129,7 @@ impl EntrySink for Index {
                     } else {
                         (
                             FindingKind::DanglingParent,
-                            LogError::DanglingParent {
+                            InvalidLog::DanglingParent {
                                 path: self.path.clone(),
                                 at: e.at,
                                 id: id.into(),
@@ -137,7 +138,7 @@ impl EntrySink for Index {
                         )
                     };
                     if self.mode == ReadMode::Strict {
-                        return Err(err);
+                        return Err(err.into());
                     }
                     self.findings.push(Finding {
                         severity: Severity::Error,

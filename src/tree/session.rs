@@ -12,7 +12,7 @@
 use super::graph::{NodeData, Tree};
 use super::index::Index;
 use super::options::LogOptions;
-use crate::error::{IoContext, Location, LogError, LogResult as Result};
+use crate::error::{InvalidSessionId, IoContext, Location, OpenError, RawLineError, UnknownEntry};
 use crate::log::entry::{EntryType, Header, Role};
 use crate::log::header;
 use crate::log::io::{FileIdentity, Meta};
@@ -23,6 +23,9 @@ use crate::log::writer::LogWriter;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// What this module's functions return, unless they say otherwise.
+type Result<T, E = OpenError> = std::result::Result<T, E>;
 
 /// A read-only view of one entry.
 #[derive(Debug, Clone, Copy)]
@@ -178,7 +181,10 @@ impl SessionLog {
 
     /// Starts a new session in `dir` (Pi's rule: the file appears once the session holds
     /// a user or assistant message).
-    pub fn create(dir: impl AsRef<Path>, cwd: impl Into<String>) -> Result<SessionLog> {
+    pub fn create(
+        dir: impl AsRef<Path>,
+        cwd: impl Into<String>,
+    ) -> Result<SessionLog, InvalidSessionId> {
         LogOptions::new().create(dir, cwd)
     }
 
@@ -261,7 +267,11 @@ impl SessionLog {
         log
     }
 
-    pub(super) fn create_with(dir: &Path, cwd: String, options: LogOptions) -> Result<SessionLog> {
+    pub(super) fn create_with(
+        dir: &Path,
+        cwd: String,
+        options: LogOptions,
+    ) -> Result<SessionLog, InvalidSessionId> {
         let id = options
             .session_id
             .clone()
@@ -314,7 +324,7 @@ impl SessionLog {
     }
     /// Whether this log was read from a byte source ([`LogOptions::read`]) rather than
     /// a file: it reads like any log and refuses `append`, `materialize` and `refresh`
-    /// with [`LogError::Detached`].
+    /// with [`crate::AppendError::Detached`].
     pub fn is_detached(&self) -> bool {
         matches!(self.storage, Storage::Detached(_))
     }
@@ -368,14 +378,11 @@ impl SessionLog {
         self.index.tree.index_of(id).map(|idx| self.entry_at(idx))
     }
 
-    pub(crate) fn require(&self, id: &str) -> Result<u32> {
-        self.index
-            .tree
-            .index_of(id)
-            .ok_or_else(|| LogError::UnknownEntry {
-                path: self.index.path.clone(),
-                id: id.into(),
-            })
+    pub(crate) fn require(&self, id: &str) -> Result<u32, UnknownEntry> {
+        self.index.tree.index_of(id).ok_or_else(|| UnknownEntry {
+            path: self.index.path.clone(),
+            id: id.into(),
+        })
     }
 
     /// All entries in file order.
@@ -391,7 +398,7 @@ impl SessionLog {
 
     /// Moves the leaf to `id`, in memory only: the next append becomes its child (a fork
     /// when it already has children), exactly like Pi's `branch()`.
-    pub fn navigate(&mut self, id: &str) -> Result<()> {
+    pub fn navigate(&mut self, id: &str) -> Result<(), UnknownEntry> {
         let idx = self.require(id)?;
         self.index.tree.set_leaf(Some(idx));
         self.leaf_follows = false;
@@ -405,7 +412,7 @@ impl SessionLog {
     }
 
     /// Ids from a root to `id` (inclusive), in path order, like Pi's `getBranch(id)`.
-    pub fn path_to(&self, id: &str) -> Result<Vec<&str>> {
+    pub fn path_to(&self, id: &str) -> Result<Vec<&str>, UnknownEntry> {
         let idx = self.require(id)?;
         Ok(self
             .index
@@ -425,7 +432,7 @@ impl SessionLog {
     }
 
     /// Children of `id`, in file order.
-    pub fn children(&self, id: &str) -> Result<Vec<&str>> {
+    pub fn children(&self, id: &str) -> Result<Vec<&str>, UnknownEntry> {
         Ok(self.entry_at(self.require(id)?).children())
     }
 
@@ -460,14 +467,14 @@ impl SessionLog {
     /// The branch key of any entry (docs/spec.md §3; of [`SessionLog::leaf_id`] for the
     /// branch a write goes to): climb while the parent has exactly one child; the node reached (or the
     /// root) is the key.
-    pub fn branch_key_of(&self, id: &str) -> Result<&str> {
+    pub fn branch_key_of(&self, id: &str) -> Result<&str, UnknownEntry> {
         let idx = self.require(id)?;
         Ok(self.index.tree.id(self.index.tree.branch_key_of(idx)))
     }
 
     /// Reads the raw line of an entry (without the newline) from the file or, before
     /// materialization or for a detached log, from memory.
-    pub fn raw_line(&self, id: &str) -> Result<String> {
+    pub fn raw_line(&self, id: &str) -> Result<String, RawLineError> {
         let node = self.index.tree.node(self.require(id)?);
         let (off, len) = (node.at.offset as usize, node.len as usize - 1);
         match &self.storage {
@@ -492,7 +499,7 @@ impl SessionLog {
 /// `path` names the source in errors and findings.
 fn scan_all(path: &Path, mode: ReadMode, src: impl Read) -> Result<Scanned> {
     let mut index = Index::new(path.to_path_buf(), String::new(), mode);
-    let read = scan::scan_all(path, mode, src, &mut index, |index, h| {
+    let read = scan::scan_all::<_, OpenError>(path, mode, src, &mut index, |index, h| {
         index.session_id = h.id().to_owned();
     })?;
     Ok(Scanned {
@@ -522,7 +529,7 @@ impl LogOptions {
     /// (from the bytes read, which it keeps in memory), findings and folds
     /// ([`crate::SessionState::read`]) work as on a file; [`SessionLog::append`],
     /// [`SessionLog::materialize`] and [`SessionLog::refresh`] are refused with
-    /// [`crate::LogError::Detached`]: the session belongs to its store, append through it.
+    /// [`crate::AppendError::Detached`]: the session belongs to its store, append through it.
     ///
     /// ```
     /// use session_state::LogOptions;
@@ -539,7 +546,11 @@ impl LogOptions {
         SessionLog::read_with(label.into(), bytes, self.clone())
     }
     /// Starts a new session in `dir` for `cwd` (in memory until materialized).
-    pub fn create(&self, dir: impl AsRef<Path>, cwd: impl Into<String>) -> Result<SessionLog> {
+    pub fn create(
+        &self,
+        dir: impl AsRef<Path>,
+        cwd: impl Into<String>,
+    ) -> Result<SessionLog, InvalidSessionId> {
         SessionLog::create_with(dir.as_ref(), cwd.into(), self.clone())
     }
 }
