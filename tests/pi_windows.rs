@@ -531,10 +531,11 @@ fn the_windows_package_loads_and_passes_its_agent_loop_tests_under_wine() {
             );
         }
         assert_eq!(tap_count(&rerun, "fail"), 0, "{rerun}");
-        assert_eq!(
-            tap_count(&tap, "pass") + failed.len() as u32,
-            KEPT_TESTS,
-            "the first run: {tap}"
+        assert!(
+            tap_count(&tap, "pass") + failed.len() as u32 >= KEPT_TESTS,
+            "the first run passed {} and failed {} of at least {KEPT_TESTS}: {tap}",
+            tap_count(&tap, "pass"),
+            failed.len()
         );
         eprintln!(
             "pi_windows: the {} test(s) passed when run again: {failed:?}",
