@@ -791,7 +791,7 @@ fn the_command_in_a_file_lock_refusals_hint_clears_it() {
 }
 
 /// A log's own append refused by another process's hold on the session file is the
-/// log's error, `LogError::Held` with the four-element `LockError::FileHeld`, and it is
+/// log's error, `AppendError::Held` with the four-element `LockError::FileHeld`, and it is
 /// `Error::Lock` in the crate's one error, as every lock refusal. Nothing is written.
 #[test]
 fn a_log_append_refused_by_a_held_file_is_the_logs_error_and_a_lock_error_in_error() {
