@@ -37,6 +37,8 @@ interface Shared {
   printSink?: (stream: "stdout" | "stderr", text: string) => void;
   /** The states opened by the extensions running in this process, until their `session_shutdown` (`/state:status`). */
   opened: Set<OpenedState>;
+  /** The plugin whose `migrate` or `validate` is running (inside a call into the addon), else `undefined`. */
+  inHook?: string;
 }
 
 const SHARED = Symbol.for("session-state/pi");

@@ -12,7 +12,7 @@ import { shared, type StoreEntry } from "./shared.ts";
 import { entryCount, storeFor, view, type View } from "./stores.ts";
 import { registerRenderer } from "./transcript.ts";
 import type { HistoryEntry, OpenedState, PiContext, PiHandle, Scope, SessionState, SessionStateOptions } from "./types.ts";
-import { encodeForEvent, hooksOf, parse } from "./values.ts";
+import { encodeForEvent, hooksOf, parse, refuseInHook } from "./values.ts";
 
 type Op = "set" | "patch" | "drop";
 type SessionManager = PiContext["sessionManager"];
@@ -129,25 +129,31 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
     scope,
     version,
     read(ctx) {
+      refuseInHook(pluginId);
       return read<T>(s, ctx);
     },
     readAt(ctx, entryId) {
+      refuseInHook(pluginId);
       const entry = storeFor(ctx, databasePath);
       const v = view(entry, ctx);
       return parse<T>(answer(s, entry, v, String(entryId)));
     },
     write(ctx, value) {
+      refuseInHook(pluginId);
       const e = encodeForEvent(pluginId, value);
       return commit(s, ctx, "set", e.text, e.value, e.fresh);
     },
     patch(ctx, patch) {
+      refuseInHook(pluginId);
       const e = encodeForEvent(pluginId, patch);
       return commit(s, ctx, "patch", e.text, e.value, e.fresh);
     },
     drop(ctx) {
+      refuseInHook(pluginId);
       return commit(s, ctx, "drop", null);
     },
     history(ctx) {
+      refuseInHook(pluginId);
       const entry = storeFor(ctx, databasePath);
       const v = view(entry, ctx);
       return JSON.parse(call(() => entry.store.history(v.file, pluginId, scope, v.leaf))) as HistoryEntry<T>[];
@@ -157,6 +163,7 @@ export function openSessionState<T>(pi: PiHandle, options: SessionStateOptions<T
 
 /** docs/spec.md §3's branch key at Pi's leaf: from the leaf, climb while the parent has exactly one child. */
 export function branchKey(ctx: PiContext): string | undefined {
+  refuseInHook();
   const entry = storeFor(ctx);
   const v = view(entry, ctx);
   return call(() => entry.store.branchKey(v.file, v.leaf)) ?? undefined;

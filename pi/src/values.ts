@@ -7,6 +7,7 @@ import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { freshCopy } from "./event.ts";
 import { call, native } from "./native.ts";
+import { shared } from "./shared.ts";
 
 const NON_FINITE = Symbol("non-finite");
 
@@ -97,17 +98,48 @@ export interface Hooks {
  * compiled once (TypeBox's compiled checker, `Compile`), or a function; `undefined` when
  * the state has neither `migrate` nor `validate`. Throws for a `validate` it cannot use.
  */
+/**
+ * Runs the extension's code `f` (its `migrate`, its `validate`, or a `toJSON` met printing
+ * `migrate`'s result) marked as running inside a call into the addon, which holds the state
+ * and its store while it runs: a state read or written from there is refused
+ * ({@link refuseInHook}).
+ */
+function marked<R>(pluginId: string, f: () => R): R {
+  const outer = shared.inHook;
+  shared.inHook = pluginId;
+  try {
+    return f();
+  } finally {
+    shared.inHook = outer;
+  }
+}
+
+/**
+ * Throws when a state of `pluginId` (or, without one, the session's branch key) is read or
+ * written from inside a `migrate` or `validate` (the call into the addon that runs it holds
+ * the state and its store): the
+ * hook's error then refuses the read or write that ran it, and nothing is written.
+ */
+export function refuseInHook(pluginId?: string): void {
+  const running = shared.inHook;
+  if (running === undefined) return;
+  const what = pluginId === undefined ? "the session" : `plugin '${pluginId}': a state`;
+  throw new Error(
+    `${what} cannot be read or written from inside plugin '${running}''s migrate or validate (they run inside the read or write that resolves its value); nothing was read or written`,
+  );
+}
+
 export function hooksOf(
   pluginId: string,
   migrate: ((value: unknown, fromVersion: number) => unknown) | undefined,
   validate: unknown,
 ): Hooks | undefined {
-  const print = (value: unknown) => encode(pluginId, value);
-  const wrappedMigrate = migrate === undefined ? null : (text: string, from: number) => migrate(JSON.parse(text), from);
+  const print = (value: unknown) => marked(pluginId, () => encode(pluginId, value));
+  const wrappedMigrate = migrate === undefined ? null : (text: string, from: number) => marked(pluginId, () => migrate(JSON.parse(text), from));
   if (validate === undefined) return migrate === undefined ? undefined : { migrate: wrappedMigrate, validate: null, schema: false, print };
   if (typeof validate === "function") {
     const guard = validate as (value: unknown) => unknown;
-    return { migrate: wrappedMigrate, validate: (text) => guard(JSON.parse(text)), schema: false, print };
+    return { migrate: wrappedMigrate, validate: (text) => marked(pluginId, () => guard(JSON.parse(text))), schema: false, print };
   }
   if (validate === null || typeof validate !== "object") {
     throw new Error("openSessionState: validate must be a TypeBox schema or a function (value: unknown) => boolean");

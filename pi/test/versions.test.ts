@@ -10,6 +10,7 @@ import * as fs from "node:fs";
 import { fileURLToPath } from "node:url";
 import { Type } from "typebox";
 import {
+  branchKey,
   openSessionState,
   StateMigrationError,
   StateValidationError,
@@ -328,7 +329,14 @@ function nested(n: number): unknown {
  * `StateMigrationError` naming the entry and `detail`, nothing is written, and a `migrate`
  * that works reads the version-1 value afterwards.
  */
-async function migrationRefused(t: any, what: string, migrate: (value: unknown) => any, detail: RegExp, cause?: unknown) {
+async function migrationRefused(
+  t: any,
+  what: string,
+  migrate: (value: unknown) => any,
+  detail: RegExp,
+  cause?: unknown,
+  opened?: (state: SessionState<{ items: unknown }>, ctx: () => any) => void,
+) {
   const dir = tmpDir(t);
   const v1 = opener<{ items: string[] }>({ pluginId: "notes" });
   let pi = await startPi({ dir, extensions: [v1.factory] });
@@ -341,6 +349,7 @@ async function migrationRefused(t: any, what: string, migrate: (value: unknown) 
   const v2 = opener<{ items: unknown }>({ pluginId: "notes", version: 2, migrate });
   pi = await startPi({ dir, session: file, extensions: [v2.factory] });
   const notes = v2.cell.state!;
+  opened?.(notes, () => pi.context());
   const refused = (e: unknown) => {
     assert.ok(e instanceof StateMigrationError, `${what}: ${String(e)}`);
     assert.equal(e.entryId, setAt, what);
@@ -400,6 +409,64 @@ test("a validate that returns a Promise is a StateValidationError: nothing is wr
 test("a migrate that throws is a StateMigrationError naming the entry, its detail the thrown message and its cause the thrown error; nothing is written", async (t) => {
   const thrown = new Error("no way from here");
   await migrationRefused(t, "a throwing migrate", () => { throw thrown; }, /^no way from here$/, thrown);
+});
+
+test("a migrate or validate that reads or writes a state is refused with the hook's error: nothing is written, and outside the hook the same calls work", async (t) => {
+  const dir = tmpDir(t);
+  let inside: (() => unknown) | undefined;
+  const counter = opener<number>({
+    pluginId: "counter",
+    validate: (v: unknown) => {
+      inside?.();
+      return typeof v === "number";
+    },
+  });
+  const other = opener<number>({ pluginId: "other" });
+  const pi = await startPi({ dir, extensions: [counter.factory, other.factory] });
+  await pi.prompt("hi");
+  const before = fs.readFileSync(pi.file!);
+  const reentrant: [string, () => unknown, string][] = [
+    ["its own read", () => counter.cell.state!.read(pi.context()), "plugin 'counter': a state"],
+    ["its own write", () => counter.cell.state!.write(pi.context(), 2), "plugin 'counter': a state"],
+    ["another state's write", () => other.cell.state!.write(pi.context(), 1), "plugin 'other': a state"],
+    ["another state's history", () => other.cell.state!.history(pi.context()), "plugin 'other': a state"],
+    ["the branch key", () => branchKey(pi.context()), "the session"],
+  ];
+  for (const [what, call, subject] of reentrant) {
+    inside = call;
+    assert.throws(
+      () => counter.cell.state!.write(pi.context(), 1),
+      (e: unknown) =>
+        e instanceof StateValidationError &&
+        e.message.includes(`the validate function threw: ${subject} cannot be read or written from inside plugin 'counter''s migrate or validate`) &&
+        /nothing was written$/.test(e.message),
+      what,
+    );
+  }
+  inside = undefined;
+  assert.deepEqual(fs.readFileSync(pi.file!), before, "nothing written");
+  // Outside the hook, the same calls work.
+  assert.ok(counter.cell.state!.write(pi.context(), 1));
+  assert.ok(other.cell.state!.write(pi.context(), 1));
+  assert.equal(counter.cell.state!.read(pi.context()), 1);
+  await pi.shutdown();
+});
+
+test("a migrate that reads its own state is refused as a StateMigrationError; nothing is written", async (t) => {
+  const reader: { read?: () => unknown } = {};
+  await migrationRefused(
+    t,
+    "a migrate that reads",
+    (value) => {
+      reader.read?.();
+      return value;
+    },
+    /^plugin 'notes': a state cannot be read or written from inside plugin 'notes''s migrate or validate/,
+    undefined,
+    (state, ctx) => {
+      reader.read = () => state.read(ctx());
+    },
+  );
 });
 
 test("migrate runs once per read of an older value and once per write on it, and not at all on the state's own version", async (t) => {

@@ -100,7 +100,7 @@ pub fn run(what: &str, mut c: Command) -> Output {
 }
 
 /// The failed tests of a TAP report, each with its details (error, stack, location), first
-/// in a failure's message: a report of 71 tests is cut in the middle by the places that keep
+/// in a failure's message: a report of 73 tests is cut in the middle by the places that keep
 /// only its head and tail, which is where the failures are.
 pub fn failed_node_tests(tap: &str) -> String {
     let mut out = String::new();
