@@ -9,6 +9,8 @@
 //! After each call returns an entry id, the writer appends `<id>\t<value>\n` to
 //! `<ack-file>` with one `write()` and `fdatasync`, where `<value>` is the plugin's value
 //! at that entry as one line of JSON, and only then prints `ACK <id>` on stdout (flushed).
+//! A line a killed writer left without its newline is ended first, so it stays a torn
+//! line of its own.
 //! So every line of the ack file names a write the library had acknowledged, and a test
 //! that kills the writer with SIGKILL may count stdout lines to know how far it got.
 //!
@@ -90,16 +92,37 @@ fn record(ack: &mut File, id: &str, value: &Value) -> Result<(), String> {
         .map_err(|e| format!("recording the acknowledgement of {id}: {e}"))
 }
 
+/// A SIGKILL can cut a `write()` at a page boundary, so a killed writer may have left a
+/// line without its newline (never acknowledged on stdout: `ACK` follows the fsync).
+/// Ending that line first keeps this writer's records on lines of their own.
+fn close_torn_line(ack: &mut File) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = ack.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8; 1];
+    ack.seek(SeekFrom::Start(len - 1))?;
+    ack.read_exact(&mut last)?;
+    if last[0] != b'\n' {
+        ack.write_all(b"\n")?;
+        ack.sync_data()?;
+    }
+    Ok(())
+}
+
 fn run(args: Args) -> Result<(), String> {
     let mut log = SessionLog::open(&args.file).map_err(|e| e.to_string())?;
     let state: SessionState<Value> = Store::at(&args.db)
         .and_then(|store| store.state(&args.plugin, Scope::Branch))
         .map_err(|e| e.to_string())?;
     let mut ack = OpenOptions::new()
+        .read(true)
         .create(true)
         .append(true)
         .open(&args.ack)
         .map_err(|e| format!("opening {}: {e}", args.ack.display()))?;
+    close_torn_line(&mut ack).map_err(|e| format!("reading {}: {e}", args.ack.display()))?;
     if args.go {
         say("READY")?;
         let mut line = String::new();
