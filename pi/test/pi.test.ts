@@ -256,6 +256,73 @@ test("in the real Pi, a write on top of the state's own last event is answered b
   }
 });
 
+test("in the real Pi, a branch-scope read after Pi appended none of the state's events answers from memory; an event of the state, a navigation or a session scope reads", async () => {
+  // The addon's reads of each state, counted by its customType.
+  const proto = native.NativeStore.prototype as unknown as { readState: (...args: unknown[]) => unknown };
+  const original = proto.readState;
+  const calls: Record<string, number> = {};
+  proto.readState = function (this: unknown, ...args: unknown[]) {
+    const ct = (args[0] as { customType: string }).customType;
+    calls[ct] = (calls[ct] ?? 0) + 1;
+    return original.apply(this, args);
+  };
+  const addonReads = (plugin: string) => calls[`session-state/${plugin}`] ?? 0;
+  try {
+    const pi = await startPi({ extensions });
+    const sm = pi.sessionManager as any;
+    const { todo, counter } = (globalThis as any).__stateCell;
+    const reads = (plugin: "todo" | "counter") => {
+      const before = addonReads(plugin);
+      const state = plugin === "todo" ? todo : counter;
+      const value = state.read(pi.context());
+      assert.deepEqual(value, fold(sm, plugin, plugin === "todo" ? "branch" : "session"), `${plugin} at ${pi.leaf}`);
+      return { value, addon: addonReads(plugin) - before };
+    };
+    await pi.prompt("hi");
+    await probeCmd(pi, { op: "write", value: { a: 1 } });
+    await probeCmd(pi, { op: "write", scope: "session", value: 1 });
+    assert.deepEqual(reads("todo").value, { a: 1 });
+    assert.deepEqual(reads("counter").value, 1);
+    const l = pi.leaf!;
+
+    // Pi's messages on top: the branch-scope read answers without the addon, the session
+    // scope's reads it (an event of it may be anywhere in the session).
+    await pi.prompt("more");
+    assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 0 });
+    assert.deepEqual(reads("counter"), { value: 1, addon: 1 });
+    // Another plugin's event, then the state's own (another writer's): read by the addon.
+    sm.appendCustomEntry("session-state/counter", { v: 1, scope: "session", op: "set", value: 5 });
+    assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 0 });
+    sm.appendCustomEntry("session-state/todo", { v: 1, scope: "branch", op: "set", value: ["z"] });
+    await pi.prompt("again");
+    assert.deepEqual(reads("todo"), { value: ["z"], addon: 1 }, "the state's event two entries up");
+    assert.deepEqual(reads("todo"), { value: ["z"], addon: 0 });
+
+    // Pi's leaf moved (no entry appended): the addon reads. A message appended there: not.
+    await pi.navigate(l);
+    assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 1 });
+    await pi.prompt("on the old branch");
+    assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 0 });
+
+    // An entry appended elsewhere, then Pi's leaf moved to an older child of the last read's
+    // leaf: one entry more and a leaf one step below, but the new entry is not on the way.
+    // The branch's value is still the last read's; the session's is not.
+    const child = pi.leaf!;
+    await pi.navigate(l);
+    assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 1 });
+    assert.deepEqual(reads("counter"), { value: 5, addon: 1 });
+    await pi.navigate(sm.getEntry(l).parentId);
+    sm.appendCustomEntry("session-state/counter", { v: 1, scope: "session", op: "set", value: 9 });
+    sm.appendCustomEntry("session-state/todo", { v: 1, scope: "branch", op: "set", value: ["elsewhere"] });
+    await pi.navigate(child);
+    assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 0 });
+    assert.deepEqual(reads("counter"), { value: 9, addon: 1 });
+    await pi.shutdown();
+  } finally {
+    proto.readState = original;
+  }
+});
+
 test("a write on top of the state's own last event decides as the core does on what Pi appended since", async () => {
   const pi = await startPi({ extensions });
   const from = probe.reads.length;
