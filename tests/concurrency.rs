@@ -1960,3 +1960,145 @@ fn a_writer_alone_takes_one_turn_then_the_fast_path() {
         "one ticket, for the first write"
     );
 }
+
+/// A log that only reads and has followed another writer's appends keeps the file open for
+/// reading: the next `refresh` looks at that file (one `fstat`, the path only when the file
+/// was renamed or linked since its last write) and reads the new bytes with the bytes
+/// before them in one `pread`. It still reads each append, long or short, and still
+/// refuses with `ChangedOnDisk` a file renamed over, deleted, moved away with another put
+/// at the path, shrunk, or rewritten in place longer or at the same length; the file is
+/// never written.
+#[test]
+fn a_reading_log_that_followed_appends_refuses_a_file_changed_behind_it() {
+    let entry = |text: &str| NewEntry::message(json!({"role": "user", "content": text}));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, _) = new_session(dir.path());
+    let append = |text: &str| {
+        SessionLog::open(&file)
+            .expect("open")
+            .append(entry(text))
+            .expect("append")
+    };
+    let refused = |log: &mut SessionLog, what: &str, detail: &str| {
+        let before = std::fs::read(&file).ok();
+        let err = log.refresh().expect_err(what);
+        assert!(
+            matches!(err, AppendError::ChangedOnDisk { .. }),
+            "{what}: {err}"
+        );
+        assert!(err.to_string().contains(detail), "{what}: {err}");
+        assert_eq!(std::fs::read(&file).ok(), before, "{what}: nothing written");
+    };
+    // A log that has read others' appends, with its file kept open.
+    let following = || {
+        let mut log = SessionLog::open(&file).expect("open");
+        let id = append("theirs");
+        log.refresh().expect("refresh");
+        assert_eq!(log.leaf_id(), Some(id.as_str()));
+        log
+    };
+
+    // Appends, each read: short ones, a long one (more than one read of it at once), a
+    // line cut in two by the writer between two refreshes.
+    let mut log = following();
+    for i in 0..3 {
+        let id = append(&format!("short {i}"));
+        log.refresh().expect("refresh");
+        assert_eq!(log.leaf_id(), Some(id.as_str()));
+    }
+    let id = append(&"long ".repeat(300_000));
+    log.refresh().expect("refresh after a long append");
+    assert_eq!(log.leaf_id(), Some(id.as_str()));
+    let mut half = SessionLog::open(&file).expect("open");
+    let line = format!(
+        "{}\n",
+        json!({"type": "message", "id": "cut0001", "parentId": id, "timestamp": "2026-12-08T00:00:00.000Z",
+               "message": {"role": "user", "content": "cut"}})
+    );
+    let (a, b) = line.split_at(40);
+    let mut f = std::fs::File::options()
+        .append(true)
+        .open(&file)
+        .expect("open");
+    f.write_all(a.as_bytes()).expect("write");
+    log.refresh().expect("refresh at half a line");
+    assert_eq!(
+        log.leaf_id(),
+        Some(id.as_str()),
+        "half a line is not an entry"
+    );
+    f.write_all(b.as_bytes()).expect("write");
+    log.refresh().expect("refresh after the line's end");
+    assert_eq!(log.leaf_id(), Some("cut0001"));
+    half.refresh().expect("another log reads it too");
+    assert_eq!(log.len(), SessionLog::open(&file).expect("open").len());
+    drop(f);
+
+    // Renamed over by a copy with one more line (longer: it would be read as an append).
+    let mut log = following();
+    let other = dir.path().join("other.jsonl");
+    std::fs::copy(&file, &other).expect("copy");
+    let mut copy = SessionLog::open(&other).expect("open the copy");
+    copy.append(entry("in the copy"))
+        .expect("append to the copy");
+    std::fs::rename(&other, &file).expect("rename over");
+    refused(&mut log, "renamed over", "another file");
+
+    // Deleted.
+    let mut log = following();
+    let kept = std::fs::read(&file).expect("read");
+    std::fs::remove_file(&file).expect("remove");
+    let err = log.refresh().expect_err("deleted");
+    assert!(
+        matches!(err, AppendError::ChangedOnDisk { .. }),
+        "deleted: {err}"
+    );
+    assert!(!file.exists(), "no file made at the path");
+    std::fs::write(&file, &kept).expect("put back");
+
+    // Moved away and a longer copy put at the path (the moved file's modification time
+    // set back, as in `a_file_replaced_behind_a_writer_that_has_appended_is_refused`).
+    let mut log = following();
+    let moved = dir.path().join("moved.jsonl");
+    std::fs::rename(&file, &moved).expect("move away");
+    std::fs::File::options()
+        .write(true)
+        .open(&moved)
+        .and_then(|f| f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(86_400)))
+        .expect("set the modification time");
+    std::fs::copy(&moved, &file).expect("another file at the path");
+    SessionLog::open(&file)
+        .expect("open")
+        .append(entry("at the new file"))
+        .expect("append");
+    refused(&mut log, "moved away", "another file");
+    std::fs::remove_file(&moved).expect("remove");
+
+    // Shrunk.
+    let mut log = following();
+    let now = std::fs::read(&file).expect("read");
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .and_then(|f| f.set_len(now.len() as u64 - 10))
+        .expect("truncate");
+    refused(&mut log, "shrunk", "shrank");
+    std::fs::write(&file, &now).expect("restore");
+
+    // Rewritten in place, longer, then at the same length (an entry's id: what the log
+    // holds; a message's text of the same length is taken as a touch).
+    let mut log = following();
+    let bytes = std::fs::read(&file).expect("read");
+    rewrite_in_place(
+        &file,
+        &replaced_once(&bytes, "\"short 1\"", "\"short 1, longer now\""),
+    );
+    refused(&mut log, "rewritten longer", "rewritten");
+    let mut log = following();
+    let bytes = std::fs::read(&file).expect("read");
+    rewrite_in_place(
+        &file,
+        &replaced_once(&bytes, "\"id\":\"cut0001\"", "\"id\":\"cut0002\""),
+    );
+    refused(&mut log, "rewritten at the same length", "rewritten");
+}

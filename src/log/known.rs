@@ -64,6 +64,37 @@ impl End {
         end
     }
 
+    /// [`End::of`] for callers outside this module: the bytes last in `bytes`.
+    pub(crate) fn of_bytes(bytes: &[u8]) -> End {
+        End::of(bytes)
+    }
+
+    /// Reads, with one `pread`, these bytes before `at` and what follows them up to `len`
+    /// (`len` ≥ `at`, the file's length now): `Some((n, bytes))` with these `n` bytes
+    /// first when the file still holds them, `None` when it does not (it was rewritten, or
+    /// is shorter than `len` now).
+    pub(crate) fn still_then_read(
+        &self,
+        file: &File,
+        at: u64,
+        len: u64,
+    ) -> io::Result<Option<(usize, Vec<u8>)>> {
+        let n = self.len as u64;
+        if at < n || len < at {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; (len - at + n) as usize];
+        match read_at(file, &mut buf, at - n) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        if &buf[..n as usize] != self.as_slice() {
+            return Ok(None);
+        }
+        Ok(Some((n as usize, buf)))
+    }
+
     fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
     }

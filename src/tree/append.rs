@@ -18,6 +18,10 @@ use crate::log::writer::LogWriter;
 use crate::log::{NewEntry, io, migrate};
 use std::path::Path;
 
+/// At most this many new bytes are read into memory at once by a refresh (one `pread`,
+/// with the bytes before them that must still be there); more are read in a stream.
+const ONE_READ_MAX: u64 = 1 << 20;
+
 /// What this module's functions return, unless they say otherwise.
 type Result<T, E = AppendError> = std::result::Result<T, E>;
 
@@ -30,11 +34,46 @@ impl SessionLog {
         if !self.is_materialized() {
             return Ok(());
         }
-        let at = self.check_same_file_at()?;
+        let at = match self.check_kept_reader()? {
+            Some(at) => at,
+            None => self.check_same_file_at()?,
+        };
         if at.look.len == at.expected {
             return self.judge_same_length(at.look);
         }
         self.ingest_from_disk()
+    }
+
+    /// [`SessionLog::check_same_file_at`] from the file kept open for reading alone (one
+    /// `fstat`), when it can tell, as [`SessionLog::check_open_file`] does from the
+    /// writer: a file without a name left was deleted or had another renamed over its
+    /// path; one whose inode last changed by a write of its content was not renamed or
+    /// linked since, so the path still names it. `None`: look at the path.
+    fn check_kept_reader(&self) -> Result<Option<AtEnd>> {
+        let (Some(f), Some(identity)) = (&self.reader, self.identity) else {
+            return Ok(None);
+        };
+        let Some(status) = io::open_status(f).ctx("checking", &self.index.path)? else {
+            return Ok(None);
+        };
+        if status.links == 0 {
+            return Err(changed_file(&self.index.path));
+        }
+        if !status.written_last {
+            return Ok(None);
+        }
+        let expected = self.scan.next.offset + self.tail;
+        if status.len < expected {
+            return Err(shrank(&self.index.path, expected, status.len));
+        }
+        Ok(Some(AtEnd {
+            look: Look {
+                len: status.len,
+                stamp: status.changed,
+            },
+            expected,
+            identity,
+        }))
     }
 
     /// Checks that the file at the path is still the one this log read (same identity,
@@ -157,9 +196,13 @@ impl SessionLog {
     /// middle of another's and called corrupt). Reads up to the length one look saw, which
     /// it remembers with that look's change stamp.
     fn ingest_from_disk(&mut self) -> Result<()> {
-        use std::io::{Read, Seek, SeekFrom};
         let path = self.index.path.clone();
-        let f = reader::open_regular(&path)?;
+        // The file kept open by an earlier ingest is the log's own (its identity was
+        // checked when it was opened); the caller checked that the path still names it.
+        let f = match self.reader.take() {
+            Some(f) => f,
+            None => reader::open_regular(&path)?,
+        };
         let meta = Meta::of_file(&f).ctx("checking", &path)?;
         if let Some(id) = self.identity
             && id != FileIdentity::default()
@@ -172,34 +215,54 @@ impl SessionLog {
         if look.len < from + self.tail {
             return Err(shrank(&path, from + self.tail, look.len));
         }
-        if !self.end.still(&f, from).ctx("reading", &path)? {
-            return Err(rewritten(
+        let rewritten_before = |log: &SessionLog| {
+            rewritten(
                 &path,
                 format!(
                     "it was rewritten: the bytes before offset {from}, the end of line {} as \
                      this log read it, are not there any more (it is {} bytes long now)",
-                    self.scan.next.line.saturating_sub(1),
+                    log.scan.next.line.saturating_sub(1),
                     look.len
                 ),
-            ));
-        }
-        (&f).seek(SeekFrom::Start(from)).ctx("reading", &path)?;
+            )
+        };
         let was_last = self.leaf_follows;
         let mode = self.options.mode;
         let start = self.scan.next;
         let scan = &mut self.scan;
         let index = &mut self.index;
-        self.tail = reader::for_each_line::<_, AppendError>(
-            (&f).take(look.len - from),
-            &path,
-            start,
-            |bytes, at| scan.line(&path, mode, bytes, at, index),
-        )?;
+        let mut parse = |src: &mut dyn std::io::Read| {
+            reader::for_each_line::<_, AppendError>(src, &path, start, |bytes, at| {
+                scan.line(&path, mode, bytes, at, index)
+            })
+        };
+        if look.len - from <= ONE_READ_MAX {
+            // The usual refresh: the kept end and what follows it, in one `pread`.
+            let Some((kept, read)) = self
+                .end
+                .still_then_read(&f, from, look.len)
+                .ctx("reading", &path)?
+            else {
+                return Err(rewritten_before(self));
+            };
+            self.tail = parse(&mut &read[kept..])?;
+            // The end of the complete lines now read, from the same bytes.
+            let complete = (self.scan.next.offset - from) as usize;
+            self.end = End::of_bytes(&read[..kept + complete]);
+        } else {
+            use std::io::{Read, Seek, SeekFrom};
+            if !self.end.still(&f, from).ctx("reading", &path)? {
+                return Err(rewritten_before(self));
+            }
+            (&f).seek(SeekFrom::Start(from)).ctx("reading", &path)?;
+            self.tail = parse(&mut (&f).take(look.len - from))?;
+            self.end = End::read(&f, self.scan.next.offset).ctx("reading", &path)?;
+        }
         if was_last {
             self.index.tree.set_leaf(self.index.tree.last_index());
         }
         self.seen = Some(look);
-        self.end = End::read(&f, self.scan.next.offset).ctx("reading", &path)?;
+        self.reader = Some(f);
         Ok(())
     }
 

@@ -149,6 +149,10 @@ pub struct SessionLog {
     /// that grew must still hold them, or it was rewritten.
     pub(super) end: End,
     pub(super) storage: Storage,
+    /// The file open for reading, kept by the first read of what others appended
+    /// (`refresh`): the next one looks at it with one `fstat` (the path only when the file
+    /// was renamed or linked since its last write) and reads the new bytes with one `pread`.
+    pub(super) reader: Option<std::fs::File>,
     pub(super) options: LogOptions,
     /// The leaf is the last entry in file order and follows new appends (from this or
     /// another process). False after an explicit `navigate`.
@@ -257,6 +261,7 @@ impl SessionLog {
             seen: None,
             end: End::default(),
             storage,
+            reader: None,
             options,
             leaf_follows: true,
             poisoned: None,
