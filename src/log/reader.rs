@@ -320,6 +320,25 @@ pub(crate) fn for_each_line<R: Read, E: ReadFailure>(
     for_each_line_limited(src, path, start, None, f)
 }
 
+/// [`for_each_line`] over bytes already in memory (a refresh's one `pread`): each complete
+/// line, without its newline, with where it starts; returns how many bytes follow the last
+/// newline. No buffer is allocated and nothing is copied.
+pub(crate) fn for_each_line_in<E>(
+    bytes: &[u8],
+    start: Location,
+    mut f: impl FnMut(&[u8], Location) -> std::result::Result<(), E>,
+) -> std::result::Result<u64, E> {
+    let mut at = start;
+    let mut line_start = 0usize;
+    for end in memchr::memchr_iter(b'\n', bytes) {
+        f(&bytes[line_start..end], at)?;
+        at.offset += (end + 1 - line_start) as u64;
+        at.line += 1;
+        line_start = end + 1;
+    }
+    Ok((bytes.len() - line_start) as u64)
+}
+
 /// [`for_each_line`], refusing a first line (at offset 0) longer than `first_line_limit`
 /// before buffering more of it.
 pub(crate) fn for_each_line_limited<R: Read, E: ReadFailure>(

@@ -231,11 +231,7 @@ impl SessionLog {
         let start = self.scan.next;
         let scan = &mut self.scan;
         let index = &mut self.index;
-        let mut parse = |src: &mut dyn std::io::Read| {
-            reader::for_each_line::<_, AppendError>(src, &path, start, |bytes, at| {
-                scan.line(&path, mode, bytes, at, index)
-            })
-        };
+        let mut line = |bytes: &[u8], at| scan.line(&path, mode, bytes, at, index);
         if look.len - from <= ONE_READ_MAX {
             // The usual refresh: the kept end and what follows it, in one `pread`.
             let Some((kept, read)) = self
@@ -245,7 +241,7 @@ impl SessionLog {
             else {
                 return Err(rewritten_before(self));
             };
-            self.tail = parse(&mut &read[kept..])?;
+            self.tail = reader::for_each_line_in(&read[kept..], start, &mut line)?;
             // The end of the complete lines now read, from the same bytes.
             let complete = (self.scan.next.offset - from) as usize;
             self.end = End::of_bytes(&read[..kept + complete]);
@@ -255,7 +251,12 @@ impl SessionLog {
                 return Err(rewritten_before(self));
             }
             (&f).seek(SeekFrom::Start(from)).ctx("reading", &path)?;
-            self.tail = parse(&mut (&f).take(look.len - from))?;
+            self.tail = reader::for_each_line::<_, AppendError>(
+                (&f).take(look.len - from),
+                &path,
+                start,
+                &mut line,
+            )?;
             self.end = End::read(&f, self.scan.next.offset).ctx("reading", &path)?;
         }
         if was_last {
