@@ -256,7 +256,7 @@ test("in the real Pi, a write on top of the state's own last event is answered b
   }
 });
 
-test("in the real Pi, a branch-scope read after Pi appended none of the state's events answers from memory; an event of the state, a navigation or a session scope reads", async () => {
+test("in the real Pi, a branch-scope read after Pi appended none of the state's events answers from memory, for at most three entries; an event of the state, a navigation or a session scope reads", async () => {
   // The addon's reads of each state, counted by its customType.
   const proto = native.NativeStore.prototype as unknown as { readState: (...args: unknown[]) => unknown };
   const original = proto.readState;
@@ -290,13 +290,25 @@ test("in the real Pi, a branch-scope read after Pi appended none of the state's 
     await pi.prompt("more");
     assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 0 });
     assert.deepEqual(reads("counter"), { value: 1, addon: 1 });
-    // Another plugin's event, then the state's own (another writer's): read by the addon.
+    // Another plugin's event: the fourth entry since the addon last read (the counter's
+    // write was the first), so read through it; then the state's own (another writer's).
     sm.appendCustomEntry("session-state/counter", { v: 1, scope: "session", op: "set", value: 5 });
-    assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 0 });
+    assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 1 });
     sm.appendCustomEntry("session-state/todo", { v: 1, scope: "branch", op: "set", value: ["z"] });
     await pi.prompt("again");
     assert.deepEqual(reads("todo"), { value: ["z"], addon: 1 }, "the state's event two entries up");
     assert.deepEqual(reads("todo"), { value: ["z"], addon: 0 });
+
+    // At most three of Pi's entries wait for the addon's log: the fourth since its last
+    // read is read through it.
+    await pi.prompt("one");
+    assert.deepEqual(reads("todo"), { value: ["z"], addon: 0 }, "two entries wait");
+    sm.appendCustomEntry("session-state/counter", { v: 1, scope: "session", op: "set", value: 5 });
+    assert.deepEqual(reads("todo"), { value: ["z"], addon: 0 }, "three wait");
+    sm.appendCustomEntry("session-state/counter", { v: 1, scope: "session", op: "set", value: 5 });
+    assert.deepEqual(reads("todo"), { value: ["z"], addon: 1 }, "a fourth: read through the addon");
+    await pi.prompt("two");
+    assert.deepEqual(reads("todo"), { value: ["z"], addon: 0 }, "counted again from there");
 
     // Pi's leaf moved (no entry appended): the addon reads. A message appended there: not.
     await pi.navigate(l);
