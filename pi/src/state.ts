@@ -272,6 +272,13 @@ function commit(s: StateCore, ctx: PiContext, op: Op, argument: string | null, o
   if (file !== null) syncAppended(file);
   else syncSession(ctx);
   s.last = appended;
+  // After a `set` whose event carries the caller's text (the core printed the value as
+  // that text, and validated it) or a `drop`, the value at the new leaf is known: the next
+  // read there answers it without the addon, whose log has not read the event yet.
+  s.hot =
+    id !== undefined && (op === "drop" || (op === "set" && data === true))
+      ? { sm, leaf: id, count: entryCount(sm), gen: shared.generation, text: op === "drop" ? null : argument, deferred: MAX_DEFERRED }
+      : undefined;
   return id;
 }
 

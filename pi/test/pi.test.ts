@@ -290,10 +290,10 @@ test("in the real Pi, a branch-scope read after Pi appended none of the state's 
     await pi.prompt("more");
     assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 0 });
     assert.deepEqual(reads("counter"), { value: 1, addon: 1 });
-    // Another plugin's event: the fourth entry since the addon last read (the counter's
-    // write was the first), so read through it; then the state's own (another writer's).
+    // Another plugin's event (the third entry since the addon last read, when the test
+    // extension read after the counter's write); then the state's own (another writer's).
     sm.appendCustomEntry("session-state/counter", { v: 1, scope: "session", op: "set", value: 5 });
-    assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 1 });
+    assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 0 });
     sm.appendCustomEntry("session-state/todo", { v: 1, scope: "branch", op: "set", value: ["z"] });
     await pi.prompt("again");
     assert.deepEqual(reads("todo"), { value: ["z"], addon: 1 }, "the state's event two entries up");
@@ -310,6 +310,22 @@ test("in the real Pi, a branch-scope read after Pi appended none of the state's 
     await pi.prompt("two");
     assert.deepEqual(reads("todo"), { value: ["z"], addon: 0 }, "counted again from there");
 
+    // The state's own write: after a `set` (the event carries the caller's text) or a
+    // `drop`, the next read at the new leaf knows the value; after a `patch`, the addon reads.
+    const ctx = () => pi.context();
+    todo.write(ctx(), { w: 1 });
+    assert.deepEqual(reads("todo"), { value: { w: 1 }, addon: 0 });
+    todo.patch(ctx(), { p: 1 });
+    assert.deepEqual(reads("todo"), { value: { w: 1, p: 1 }, addon: 1 });
+    todo.drop(ctx());
+    assert.deepEqual(reads("todo"), { value: undefined, addon: 0 });
+    counter.write(ctx(), 7);
+    assert.deepEqual(reads("counter"), { value: 7, addon: 0 });
+    todo.write(ctx(), ["z"]);
+    assert.deepEqual(reads("todo"), { value: ["z"], addon: 0 });
+    await pi.prompt("after the writes");
+    assert.deepEqual(reads("todo"), { value: ["z"], addon: 1 }, "the addon's log has the writes to read");
+
     // Pi's leaf moved (no entry appended): the addon reads. A message appended there: not.
     await pi.navigate(l);
     assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 1 });
@@ -322,7 +338,7 @@ test("in the real Pi, a branch-scope read after Pi appended none of the state's 
     const child = pi.leaf!;
     await pi.navigate(l);
     assert.deepEqual(reads("todo"), { value: { a: 1 }, addon: 1 });
-    assert.deepEqual(reads("counter"), { value: 5, addon: 1 });
+    assert.deepEqual(reads("counter"), { value: 7, addon: 1 });
     await pi.navigate(sm.getEntry(l).parentId);
     sm.appendCustomEntry("session-state/counter", { v: 1, scope: "session", op: "set", value: 9 });
     sm.appendCustomEntry("session-state/todo", { v: 1, scope: "branch", op: "set", value: ["elsewhere"] });
