@@ -45,39 +45,15 @@ impl SessionLog {
     }
 
     /// [`SessionLog::check_same_file_at`] from the file kept open for reading alone (one
-    /// `fstat`), when it can tell, as [`SessionLog::check_open_file`] does from the
-    /// writer: a file without a name left was deleted or had another renamed over its
-    /// path; one whose inode last changed by a write of its content was not renamed or
-    /// linked since, so the path still names it. `None`: look at the path.
+    /// `fstat`), when it can tell ([`SessionLog::at_end_of_open`]). `None`: look at the path.
     fn check_kept_reader(&self) -> Result<Option<AtEnd>> {
         let (Some(f), Some(identity)) = (&self.reader, self.identity) else {
             return Ok(None);
         };
-        let Some(status) = io::open_status(f).ctx("checking", &self.index.path)? else {
-            return Ok(None);
-        };
-        if status.links == 0 {
-            return Err(changed_file(&self.index.path));
-        }
-        if !status.written_last {
-            return Ok(None);
-        }
-        let expected = self.scan.next.offset + self.tail;
-        if status.len < expected {
-            return Err(shrank(&self.index.path, expected, status.len));
-        }
-        Ok(Some(AtEnd {
-            look: Look {
-                len: status.len,
-                stamp: status.changed,
-            },
-            expected,
-            identity,
-        }))
+        let status = io::open_status(f).ctx("checking", &self.index.path)?;
+        self.at_end_of_open(status, identity)
     }
 
-    /// Checks that the file at the path is still the one this log read (same identity,
-    /// not shorter than what was read) and returns its length and the length expected.
     /// The refusal of every write to a detached log: the session belongs to the store its
     /// bytes came from.
     fn refuse_detached(&self) -> Result<()> {
@@ -112,14 +88,29 @@ impl SessionLog {
     }
 
     /// [`SessionLog::check_same_file_at`] from the open writer alone (one `fstat`, no
-    /// look at the path), when it can tell: a file without a name left was deleted or
-    /// had another renamed over its path; one whose inode last changed by a write of its
-    /// content was not renamed or linked since. `None`: look at the path.
+    /// look at the path), when it can tell ([`SessionLog::at_end_of_open`]). `None`: look
+    /// at the path.
     fn check_open_file(&self) -> Result<Option<AtEnd>> {
         let Storage::File(Some(w)) = &self.storage else {
             return Ok(None);
         };
-        let (Some(status), Some(open)) = (w.status()?, w.identity()) else {
+        let Some(open) = w.identity() else {
+            return Ok(None);
+        };
+        self.at_end_of_open(w.status()?, open)
+    }
+
+    /// How the file ends, from the `status` of a handle this log holds open on it (`open`:
+    /// that file's identity), when that tells: a file without a name left was deleted or
+    /// had another renamed over its path (refused); one whose inode last changed by a
+    /// write of its content was not renamed or linked since, so the path still names it.
+    /// `None` (no status on this platform, or another change last): look at the path.
+    fn at_end_of_open(
+        &self,
+        status: Option<io::OpenStatus>,
+        open: FileIdentity,
+    ) -> Result<Option<AtEnd>> {
+        let Some(status) = status else {
             return Ok(None);
         };
         if status.links == 0 {
